@@ -1,0 +1,170 @@
+"""Applying: write the changes of a plan through sysfs, read each back, journal originals.
+
+Per device the order is fixed (scheduler, its knobs, read-ahead, other queue
+attributes); devices are independent, so they are written concurrently: a
+scheduler switch costs the kernel tens of milliseconds (it freezes the queue),
+which is the dominant cost of an apply.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from tunectl.attributes import IOSCHED, QUEUE, kernel_equivalent, parse_scheduler, parse_value
+from tunectl.device import Device
+from tunectl.errors import SysfsError
+from tunectl.plan import CHANGE, Setting
+from tunectl.sysfs import Sysfs
+
+CHANGED = "changed"
+FAILED = "failed"
+NOT_PERMITTED = "not-permitted"
+_VANISHED = (errno.ENOENT, errno.ENODEV, errno.ENXIO)
+_DENIED = (errno.EPERM,)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    setting: Setting
+    status: str  # changed | failed | not-permitted | ok | skip | unavailable
+    readback: Any = None
+    error: str = ""
+
+    def to_json(self) -> dict:
+        s = self.setting
+        return {"device": s.device, "identity": s.identity, "attribute": s.attribute, "before": s.before,
+                "after": s.after, "readback": self.readback, "source": s.source, "status": self.status,
+                "error": self.error or s.reason}
+
+
+def _spec(attr: str, scheduler: str | None):
+    if attr.startswith("iosched/"):
+        return IOSCHED.get(scheduler or "", {}).get(attr.split("/", 1)[1])
+    return QUEUE.get(attr)
+
+
+def _apply_device(sysfs: Sysfs, settings: list[Setting]) -> list[Outcome]:
+    out: list[Outcome] = []
+    blocked = ""  # once set, the rest of this device's writes are not attempted
+    scheduler = None
+    for s in settings:
+        if s.status != CHANGE:
+            out.append(Outcome(s, s.status))
+            if s.attribute == "scheduler":
+                scheduler = s.after if s.status == "ok" else s.before
+            continue
+        if s.attribute.startswith("iosched/") and blocked.startswith("scheduler"):
+            out.append(Outcome(s, FAILED, error=blocked))
+            continue
+        if blocked and not blocked.startswith("scheduler"):
+            out.append(Outcome(s, FAILED, error=blocked))
+            continue
+        rel = f"block/{s.device}/queue/{s.attribute}"
+        try:
+            sysfs.write(rel, str(s.after))
+            text = sysfs.read(rel)
+        except SysfsError as e:
+            status = NOT_PERMITTED if e.errno in _DENIED else FAILED
+            out.append(Outcome(s, status, error=e.reason))
+            if e.errno in _VANISHED and not sysfs.exists(f"block/{s.device}"):
+                blocked = "device vanished"
+            elif s.attribute == "scheduler":
+                blocked = f"scheduler switch to {s.after} failed"
+            continue
+        if s.attribute == "scheduler":
+            readback, _ = parse_scheduler(text)
+            scheduler = readback
+            ok = readback == s.after
+        else:
+            spec = _spec(s.attribute, scheduler)
+            readback = parse_value(spec, text) if spec else text
+            ok = spec is not None and kernel_equivalent(spec, s.after, readback)
+        if ok:
+            out.append(Outcome(s, CHANGED, readback))
+        else:
+            out.append(Outcome(s, FAILED, readback, f"wrote {s.after}, kernel reads back {readback}"))
+            if s.attribute == "scheduler":
+                blocked = f"scheduler switch to {s.after} did not take"
+    return out
+
+
+def apply_settings(sysfs: Sysfs, plan: list[Setting], workers: int = 16) -> list[Outcome]:
+    """Write every CHANGE of `plan`; devices in parallel, each in plan order."""
+    by_device: dict[str, list[Setting]] = {}
+    for s in plan:
+        by_device.setdefault(s.device, []).append(s)
+    groups = list(by_device.values())
+    switching = sum(1 for g in groups if any(s.attribute == "scheduler" and s.status == CHANGE for s in g))
+    if switching > 1 and workers > 1:
+        with ThreadPoolExecutor(max_workers=min(workers, len(groups))) as pool:
+            results = list(pool.map(lambda g: _apply_device(sysfs, g), groups))
+    else:
+        results = [_apply_device(sysfs, g) for g in groups]
+    return [o for r in results for o in r]
+
+
+def record_originals(journal: dict, plan: list[Setting], devices: dict[str, Device]) -> bool:
+    """Journal the value before tunectl's first change of each attribute. True if the journal grew.
+
+    When the scheduler is switched, the old scheduler's knobs are kept too: the
+    kernel resets them on the switch, and rollback must bring them back.
+    """
+    grew = False
+    for s in plan:
+        if s.status != CHANGE:
+            continue
+        dev = devices[s.device]
+        entry = journal["devices"].setdefault(s.identity, {"name": s.device, "attributes": {}})
+        entry["name"] = s.device
+        attrs = entry["attributes"]
+        if s.attribute in attrs:
+            continue
+        attrs[s.attribute] = s.before
+        grew = True
+        if s.attribute == "scheduler" and dev.scheduler and "iosched_snapshot" not in entry:
+            entry["iosched_snapshot"] = {"scheduler": dev.scheduler, "knobs": dict(dev.iosched)}
+    return grew
+
+
+def _restorer(out: list[Setting], dev: Device, scheduler: str | None) -> Callable[[str, Any, Any], None]:
+    def add(attr: str, before: Any, original: Any) -> None:
+        spec = _spec(attr, scheduler)
+        same = before == original or (spec is not None and before is not None and kernel_equivalent(spec, original, before))
+        out.append(Setting(dev.name, dev.identity, attr, before, original, "journal", "ok" if same else CHANGE))
+
+    return add
+
+
+def rollback_plan(journal: dict, devices: list[Device], chosen: Callable[[Device], bool]) -> list[Setting]:
+    """Settings that bring each journalled device back to its original values."""
+    out: list[Setting] = []
+    for dev in devices:
+        entry = journal["devices"].get(dev.identity)
+        if entry is None or not chosen(dev):
+            continue
+        attrs = entry["attributes"]
+
+        original_sched = attrs.get("scheduler", dev.scheduler)
+        add = _restorer(out, dev, original_sched)
+        switching = "scheduler" in attrs and attrs["scheduler"] is not None and attrs["scheduler"] != dev.scheduler
+        if "scheduler" in attrs and attrs["scheduler"] is not None:
+            add("scheduler", dev.scheduler, attrs["scheduler"])
+        knobs: dict[str, Any] = {}
+        snap = entry.get("iosched_snapshot")
+        if snap and snap.get("scheduler") == original_sched:
+            knobs.update(snap["knobs"])
+        knobs.update({a.split("/", 1)[1]: v for a, v in attrs.items() if a.startswith("iosched/") and v is not None})
+        for knob in sorted(knobs):
+            if knob not in IOSCHED.get(original_sched or "", {}):
+                continue
+            before = None if switching else dev.iosched.get(knob)
+            add(f"iosched/{knob}", before, knobs[knob])
+        for attr in sorted((a for a in attrs if a != "scheduler" and not a.startswith("iosched/")),
+                           key=lambda a: (a != "read_ahead_kb", a)):
+            if attrs[attr] is not None:
+                add(attr, dev.queue.get(attr), attrs[attr])
+    return out

@@ -1,0 +1,153 @@
+"""The catalogue of kernel attributes tunectl may touch, with types, ranges and rounding.
+
+This is the allow-list: a profile can name nothing else, a plan writes nothing
+else. Values are normalised here once, on the way in (profile) and on the way
+back (sysfs text), so the rest of the code compares typed values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SCHEDULERS = ("none", "mq-deadline", "bfq", "kyber")
+LEGACY_SCHEDULERS = {"deadline": "mq-deadline", "cfq": "bfq", "noop": "none"}
+
+# Kernel HZ values in use; sysfs times stored in jiffies read back rounded up to one tick.
+_HZ_CANDIDATES = (100, 250, 300, 1000)
+
+
+@dataclass(frozen=True)
+class Attribute:
+    name: str
+    minimum: int | None = None
+    maximum: int | None = None
+    choices: tuple[str, ...] | None = None  # string-valued attributes
+    unit: str = ""
+    rounding: str = "exact"  # exact | jiffies | pages
+    doc: str = ""
+
+    @property
+    def is_int(self) -> bool:
+        return self.choices is None
+
+
+def _int(name: str, lo: int, hi: int, unit: str = "", rounding: str = "exact", doc: str = "") -> Attribute:
+    return Attribute(name, lo, hi, None, unit, rounding, doc)
+
+
+_MS = 3_600_000  # one hour in ms: a sane upper bound for expiry times
+
+IOSCHED: dict[str, dict[str, Attribute]] = {
+    "mq-deadline": {
+        a.name: a
+        for a in (
+            _int("read_expire", 1, _MS, "ms", "jiffies", "deadline for a read request"),
+            _int("write_expire", 1, _MS, "ms", "jiffies", "deadline for a write request"),
+            _int("writes_starved", 1, 1024, "", "exact", "read batches allowed before a write batch"),
+            _int("front_merges", 0, 1, "", "exact", "try front merges (0 saves a lookup)"),
+            _int("fifo_batch", 1, 1024, "requests", "exact", "requests per batch"),
+            _int("async_depth", 1, 65536, "requests", "exact", "tags usable by async requests"),
+            _int("prio_aging_expire", 1, _MS, "ms", "jiffies", "starvation limit for low-priority I/O"),
+        )
+    },
+    "bfq": {
+        a.name: a
+        for a in (
+            _int("back_seek_max", 0, 1 << 30, "KiB", "exact", "longest backward seek"),
+            _int("back_seek_penalty", 1, 1024, "", "exact", "cost factor of backward seeks"),
+            _int("fifo_expire_async", 1, _MS, "ms", "exact", "deadline of async requests"),
+            _int("fifo_expire_sync", 1, _MS, "ms", "exact", "deadline of sync requests"),
+            _int("low_latency", 0, 1, "", "exact", "favour interactive and soft real-time tasks"),
+            _int("max_budget", 0, 1 << 30, "sectors", "exact", "maximum budget (0 = auto)"),
+            _int("slice_idle", 0, 1000, "ms", "exact", "idle time waiting for the next sync request"),
+            _int("slice_idle_us", 0, 1_000_000, "us", "exact", "slice_idle in microseconds"),
+            _int("strict_guarantees", 0, 1, "", "exact", "strict service guarantees"),
+            _int("timeout_sync", 1, 10_000, "ms", "jiffies", "budget timeout of sync queues"),
+        )
+    },
+    "kyber": {
+        a.name: a
+        for a in (
+            _int("read_lat_nsec", 1, 10**12, "ns", "exact", "target read latency"),
+            _int("write_lat_nsec", 1, 10**12, "ns", "exact", "target write latency"),
+        )
+    },
+    "none": {},
+}
+
+QUEUE: dict[str, Attribute] = {
+    a.name: a
+    for a in (
+        _int("read_ahead_kb", 0, 65536, "KiB", "pages", "read-ahead window"),
+        _int("nr_requests", 4, 65536, "requests", "exact", "request queue depth"),
+        _int("rq_affinity", 0, 2, "", "exact", "complete I/O on the submitting CPU (1) or core (2)"),
+        _int("nomerges", 0, 2, "", "exact", "0 merge, 1 simple merges only, 2 never merge"),
+        _int("add_random", 0, 1, "", "exact", "feed the entropy pool"),
+        _int("iostats", 0, 1, "", "exact", "keep I/O statistics"),
+        _int("max_sectors_kb", 4, 1 << 22, "KiB", "exact", "largest request size"),
+        _int("wbt_lat_usec", -1, 10**9, "us", "exact", "writeback throttling target (-1 default, 0 off)"),
+        _int("rotational", 0, 1, "", "exact", "treat the device as spinning"),
+        _int("io_poll", 0, 1, "", "exact", "polled I/O"),
+        _int("io_poll_delay", -1, 10**9, "us", "exact", "poll delay (-1 classic, 0 hybrid)"),
+        _int("stable_writes", 0, 1, "", "exact", "stable pages during writeback"),
+        Attribute("write_cache", choices=("write back", "write through"), doc="volatile write cache mode"),
+    )
+}
+
+ALL_IOSCHED_KNOBS = sorted({k for knobs in IOSCHED.values() for k in knobs})
+
+
+def knob(scheduler: str, name: str) -> Attribute | None:
+    return IOSCHED.get(scheduler, {}).get(name)
+
+
+def schedulers_with_knob(name: str) -> list[str]:
+    return [s for s, knobs in IOSCHED.items() if name in knobs]
+
+
+def parse_scheduler(text: str) -> tuple[str | None, tuple[str, ...]]:
+    """``none [mq-deadline] kyber`` -> ('mq-deadline', ('none', 'mq-deadline', 'kyber'))."""
+    active = None
+    offered = []
+    for token in text.split():
+        if token.startswith("[") and token.endswith("]"):
+            token = token[1:-1]
+            active = token
+        offered.append(token)
+    if active is None and len(offered) == 1:
+        active = offered[0]
+    return active, tuple(offered)
+
+
+def parse_value(attr: Attribute, text: str) -> int | str:
+    """Sysfs text -> typed value; ints where the attribute is numeric and the text is one."""
+    text = text.strip()
+    if attr.is_int:
+        try:
+            return int(text)
+        except ValueError:
+            return text
+    return text
+
+
+def format_value(value: int | str) -> str:
+    return str(value)
+
+
+def _jiffies_round_trip(ms: int, hz: int) -> int:
+    jiffies = -(-ms * hz // 1000)  # msecs_to_jiffies rounds up
+    return jiffies * 1000 // hz
+
+
+def kernel_equivalent(attr: Attribute, wanted: int | str, actual: int | str | None) -> bool:
+    """True when `actual` is what the kernel stores for `wanted` (its own rounding explains it)."""
+    if actual == wanted:
+        return True
+    if not isinstance(wanted, int) or not isinstance(actual, int):
+        return False
+    if attr.rounding == "jiffies":
+        return any(_jiffies_round_trip(wanted, hz) == actual for hz in _HZ_CANDIDATES)
+    if attr.rounding == "pages":
+        # read_ahead_kb is stored as pages: the value reads back rounded down to a page.
+        return any(wanted - wanted % page == actual for page in (4, 16, 64))
+    return False

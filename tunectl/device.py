@@ -1,0 +1,96 @@
+"""The device model: what discovery found about one whole block device."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+CLASSES = ("dm", "md", "loop", "zram", "nvme", "mmc", "virtio", "rotational", "ssd")
+OPT_IN_CLASSES = ("loop", "zram")  # skipped unless a profile names them
+DM_TYPES = ("verity", "crypt", "integrity", "lvm", "multipath")
+
+_DM_UUID_PREFIXES = (
+    ("CRYPT-VERITY-", "verity"),
+    ("CRYPT-LUKS1-", "crypt"),
+    ("CRYPT-LUKS2-", "crypt"),
+    ("CRYPT-PLAIN-", "crypt"),
+    ("CRYPT-INTEGRITY-", "integrity"),
+    ("LVM-", "lvm"),
+    ("mpath-", "multipath"),
+)
+
+
+def dm_type_of(uuid: str | None) -> str | None:
+    if not uuid:
+        return None
+    for prefix, kind in _DM_UUID_PREFIXES:
+        if uuid.startswith(prefix):
+            return kind
+    return None
+
+
+def classify(name: str, rotational: bool | None) -> str:
+    """SPEC §2 class table, first match wins."""
+    if name.startswith("dm-"):
+        return "dm"
+    if name.startswith("md"):
+        return "md"
+    if name.startswith("loop"):
+        return "loop"
+    if name.startswith("zram"):
+        return "zram"
+    if name.startswith("nvme") and "n" in name[4:]:
+        return "nvme"
+    if name.startswith("mmcblk"):
+        return "mmc"
+    if name.startswith(("vd", "xvd")):
+        return "virtio"
+    return "rotational" if rotational else "ssd"
+
+
+@dataclass
+class Partition:
+    name: str
+    start: int  # sectors of 512 bytes, as sysfs reports them
+    size: int
+
+
+@dataclass
+class Device:
+    name: str
+    cls: str
+    identity: str
+    devnum: str = ""  # "maj:min"
+    dm_type: str | None = None
+    dm_name: str | None = None
+    dm_uuid: str | None = None
+    model: str | None = None
+    vendor: str | None = None
+    serial: str | None = None
+    wwn: str | None = None
+    bus: str | None = None
+    size_bytes: int = 0
+    removable: bool = False
+    rotational: bool | None = None
+    logical_block_size: int | None = None
+    physical_block_size: int | None = None
+    scheduler: str | None = None  # active; None for devices without a scheduler
+    schedulers: tuple[str, ...] = ()  # offered
+    iosched: dict[str, int | str] = field(default_factory=dict)
+    queue: dict[str, int | str] = field(default_factory=dict)
+    slaves: tuple[str, ...] = ()
+    holders: tuple[str, ...] = ()
+    partitions: tuple[Partition, ...] = ()
+    links: tuple[str, ...] = ()  # /dev symlinks known to udev, relative to /dev
+
+    @property
+    def has_scheduler(self) -> bool:
+        return bool(self.schedulers)
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["class"] = data.pop("cls")
+        data["schedulers"] = list(self.schedulers)
+        data["slaves"] = list(self.slaves)
+        data["holders"] = list(self.holders)
+        data["links"] = list(self.links)
+        return data

@@ -1,0 +1,153 @@
+"""Discovery: read the whole block devices under a sysfs root into Device records."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tunectl.attributes import QUEUE, parse_scheduler, parse_value
+from tunectl.device import Device, Partition, classify, dm_type_of
+from tunectl.sysfs import Sysfs
+from tunectl.udevdb import UdevDb
+
+# Bus from the device's sysfs path, when udev has no ID_BUS (path fragment -> bus).
+_BUS_BY_PATH = (
+    ("/nvme/", "nvme"),
+    ("/virtio", "virtio"),
+    ("/usb", "usb"),
+    ("/mmc_host/", "mmc"),
+    ("/ata", "ata"),
+    ("/xen/", "xen"),
+    ("/host", "scsi"),
+)
+
+
+def _int(text: str | None, default: int = 0) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
+
+
+def _bus_from_path(real: str) -> str | None:
+    if "/virtual/" in real:
+        return None
+    for fragment, bus in _BUS_BY_PATH:
+        if fragment in real:
+            return bus
+    return None
+
+
+def _identity(dev: Device, props: dict[str, str], sysfs: Sysfs) -> str:
+    if dev.cls == "dm" and dev.dm_uuid:
+        return f"dm-uuid:{dev.dm_uuid}"
+    if dev.cls == "md" and props.get("MD_UUID"):
+        return f"md-uuid:{props['MD_UUID']}"
+    if dev.cls == "loop":
+        backing = sysfs.read_or(f"block/{dev.name}/loop/backing_file")
+        if backing:
+            return f"loop:{backing}"
+    if dev.wwn:
+        return f"wwn:{dev.wwn}"
+    if props.get("ID_SERIAL"):
+        return f"serial:{props['ID_SERIAL']}"
+    if dev.serial:
+        return f"serial:{dev.model + '_' if dev.model else ''}{dev.serial}"
+    by_id = sorted(link for link in dev.links if link.startswith("disk/by-id/"))
+    if by_id:
+        return f"by-id:{by_id[0][len('disk/by-id/'):]}"
+    return f"kernel:{dev.name}"
+
+
+def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str] | None = None) -> Device | None:
+    """One whole device, or None if it has no queue/ (or vanished while we looked)."""
+    base = f"block/{name}"
+    if not sysfs.exists(f"{base}/queue"):
+        return None
+    rot_text = sysfs.read_or(f"{base}/queue/rotational")
+    rotational = None if rot_text is None else rot_text.strip() == "1"
+    devnum = sysfs.read_or(f"{base}/dev", "") or ""
+    rec = udev.record(devnum)
+    props = rec.properties
+    cls = classify(name, rotational)
+    if cls == "loop" and not sysfs.exists(f"{base}/loop/backing_file"):
+        return None  # an unattached loop device: nothing to tune
+    dev = Device(name=name, cls=cls, identity="", devnum=devnum)
+    dev.rotational = rotational
+    dev.links = tuple(rec.links)
+    if dev.cls == "dm":
+        dev.dm_uuid = sysfs.read_or(f"{base}/dm/uuid") or props.get("DM_UUID") or None
+        dev.dm_name = sysfs.read_or(f"{base}/dm/name") or props.get("DM_NAME") or None
+        dev.dm_type = dm_type_of(dev.dm_uuid)
+    dev.model = props.get("ID_MODEL") or _strip(sysfs.read_or(f"{base}/device/model"))
+    dev.vendor = props.get("ID_VENDOR") or _strip(sysfs.read_or(f"{base}/device/vendor"))
+    dev.serial = (
+        props.get("ID_SERIAL_SHORT")
+        or _strip(sysfs.read_or(f"{base}/device/serial"))
+        or _strip(sysfs.read_or(f"{base}/serial"))
+    )
+    dev.wwn = props.get("ID_WWN") or _strip(sysfs.read_or(f"{base}/wwid") or sysfs.read_or(f"{base}/device/wwid"))
+    dev.bus = props.get("ID_BUS") or _bus_from_path(sysfs.realpath(base))
+    dev.size_bytes = _int(sysfs.read_or(f"{base}/size")) * 512
+    dev.removable = (sysfs.read_or(f"{base}/removable") or "0").strip() == "1"
+    dev.logical_block_size = _int(sysfs.read_or(f"{base}/queue/logical_block_size"), 0) or None
+    dev.physical_block_size = _int(sysfs.read_or(f"{base}/queue/physical_block_size"), 0) or None
+    sched_text = sysfs.read_or(f"{base}/queue/scheduler")
+    if sched_text is not None:
+        active, offered = parse_scheduler(sched_text)
+        # bio-based devices (dm, zram, brd...) list only "none": nothing to choose.
+        if offered and offered != ("none",):
+            dev.scheduler, dev.schedulers = active, offered
+            for knob in sysfs.listdir(f"{base}/queue/iosched"):
+                value = sysfs.read_or(f"{base}/queue/iosched/{knob}")
+                if value is not None:
+                    dev.iosched[knob] = _int_or_text(value)
+    for attr in QUEUE if queue_attrs is None else queue_attrs:
+        value = sysfs.read_or(f"{base}/queue/{attr}")
+        if value is not None and attr in QUEUE:
+            dev.queue[attr] = parse_value(QUEUE[attr], value)
+    dev.slaves = tuple(sysfs.listdir(f"{base}/slaves"))
+    dev.holders = tuple(sysfs.listdir(f"{base}/holders"))
+    dev.partitions = tuple(_partitions(sysfs, name))
+    dev.identity = _identity(dev, props, sysfs)
+    return dev
+
+
+def _partitions(sysfs: Sysfs, name: str) -> Iterable[Partition]:
+    for entry in sysfs.listdir(f"block/{name}"):
+        if entry.startswith(name) and sysfs.exists(f"block/{name}/{entry}/partition"):
+            yield Partition(
+                entry,
+                _int(sysfs.read_or(f"block/{name}/{entry}/start")),
+                _int(sysfs.read_or(f"block/{name}/{entry}/size")),
+            )
+
+
+def _strip(text: str | None) -> str | None:
+    text = text.strip() if text else None
+    return text or None
+
+
+def _int_or_text(text: str) -> int | str:
+    try:
+        return int(text)
+    except ValueError:
+        return text.strip()
+
+
+def discover(sysfs: Sysfs, udev: UdevDb, queue_attrs: Iterable[str] | None = None) -> list[Device]:
+    """Every whole block device under the root, sorted by kernel name."""
+    attrs = None if queue_attrs is None else tuple(queue_attrs)
+    devices = []
+    for name in sysfs.listdir("block"):
+        dev = read_device(sysfs, udev, name, attrs)
+        if dev is not None:
+            devices.append(dev)
+    return devices
+
+
+def partition_parent(sysfs: Sysfs, name: str) -> str | None:
+    """The whole disk a partition belongs to (``sda1`` -> ``sda``), via /sys/class/block."""
+    real = sysfs.realpath(f"class/block/{name}")
+    if not sysfs.exists(f"class/block/{name}/partition"):
+        return None
+    return real.rstrip("/").split("/")[-2]

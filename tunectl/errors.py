@@ -1,0 +1,63 @@
+"""One exception tree whose text is the message a person reads, and the exit codes."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    DRIFT = 1  # verify/align/mounts check found differences
+    USAGE = 2  # bad arguments or a bad profile
+    PARTIAL = 3  # some writes refused, the rest applied
+    NOT_PERMITTED = 4
+
+
+class TunectlError(Exception):
+    """Base of every error shown to a user: what happened, and a hint what to do."""
+
+    exit_code = ExitCode.USAGE
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\nhint: {self.hint}"
+
+
+class UsageError(TunectlError):
+    exit_code = ExitCode.USAGE
+
+
+class NotPermitted(TunectlError):
+    exit_code = ExitCode.NOT_PERMITTED
+
+
+class StateError(TunectlError):
+    """The state directory (journal, lock) cannot be used."""
+
+    exit_code = ExitCode.NOT_PERMITTED
+
+
+class ProfileError(TunectlError):
+    """A profile that cannot be used; `diagnostics` holds one line per problem."""
+
+    exit_code = ExitCode.USAGE
+
+    def __init__(self, diagnostics: list, hint: str | None = None) -> None:
+        self.diagnostics = list(diagnostics)
+        super().__init__("\n".join(str(d) for d in self.diagnostics), hint)
+
+
+class SysfsError(OSError):
+    """A sysfs read or write the kernel refused; carries the attribute and errno."""
+
+    def __init__(self, path: str, errno_: int, reason: str) -> None:
+        super().__init__(errno_, reason, path)
+        self.path = path
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"

@@ -1,0 +1,216 @@
+"""Planning: what each device should look like under a profile, and what differs.
+
+Pure: takes discovered Device records and a resolved Profile, returns Settings.
+`verify` is this same function on a fresh discovery; an empty set of changes
+means in sync.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any
+
+from tunectl.attributes import IOSCHED, QUEUE, kernel_equivalent
+from tunectl.device import Device
+from tunectl.profile import Profile
+
+# Statuses of a planned setting.
+CHANGE = "change"  # differs; apply writes it
+IN_SYNC = "ok"  # already as wanted (kernel rounding allowed)
+SKIP = "skip"  # does not apply to this device (typed reason)
+UNAVAILABLE = "unavailable"  # wanted but the device cannot do it (e.g. scheduler not offered)
+
+
+@dataclass(frozen=True)
+class Setting:
+    device: str
+    identity: str
+    attribute: str  # relative to queue/: "scheduler", "iosched/read_expire", "read_ahead_kb"
+    before: Any
+    after: Any
+    source: str  # which part of the profile asked for it
+    status: str
+    reason: str = ""
+
+    @property
+    def is_drift(self) -> bool:
+        return self.status in (CHANGE, UNAVAILABLE)
+
+    def to_json(self) -> dict:
+        return {"device": self.device, "identity": self.identity, "attribute": self.attribute,
+                "before": self.before, "after": self.after, "source": self.source,
+                "status": self.status, "reason": self.reason}
+
+
+@dataclass
+class Wanted:
+    """Attribute -> (value, source) for one device, built up layer by layer."""
+
+    values: dict[str, tuple[Any, str]] = field(default_factory=dict)
+
+    def layer(self, settings: dict, source: str) -> None:
+        if "scheduler" in settings:
+            self.values["scheduler"] = (settings["scheduler"], source)
+        for knob, value in (settings.get("iosched") or {}).items():
+            self.values[f"iosched/{knob}"] = (value, source)
+        if "read_ahead_kb" in settings:
+            self.values["read_ahead_kb"] = (settings["read_ahead_kb"], source)
+        for attr, value in (settings.get("queue") or {}).items():
+            self.values[attr] = (value, source)
+
+
+def _holds(dev: Device, key: str, want: Any) -> bool:
+    if key in ("kernel", "model", "vendor", "serial", "wwn"):
+        have = dev.name if key == "kernel" else getattr(dev, key)
+        return have is not None and fnmatchcase(have, want)
+    if key == "bus":
+        return dev.bus is not None and any(fnmatchcase(dev.bus, b) for b in want)
+    if key == "class":
+        return dev.cls in want
+    if key == "dm_type":
+        return dev.dm_type in want
+    if key in ("rotational", "removable"):
+        return bool(getattr(dev, key)) == want
+    if key == "size":
+        return want.get("min", 0) <= dev.size_bytes <= want.get("max", float("inf"))
+    return False
+
+
+def matches(dev: Device, match: dict) -> bool:
+    """All given match keys must hold (SPEC §3)."""
+    return all(_holds(dev, key, want) for key, want in match.items())
+
+
+def lower_disks(devices: dict[str, Device], name: str, parent_of: dict[str, str]) -> list[str]:
+    """The whole disks at the bottom of a stack (through slaves/, partition -> disk)."""
+    out: list[str] = []
+    seen: set[str] = set()
+    stack = [name]
+    while stack:
+        cur = stack.pop()
+        for slave in devices[cur].slaves if cur in devices else ():
+            disk = slave if slave in devices else parent_of.get(slave)
+            if disk is None or disk in seen:
+                continue
+            seen.add(disk)
+            if devices[disk].slaves:
+                stack.append(disk)
+            else:
+                out.append(disk)
+    return sorted(out)
+
+
+def wanted_for(devices: list[Device], profile: Profile, parent_of: dict[str, str] | None = None) -> dict[str, Wanted]:
+    """Per device name: the attributes the profile wants, with their source.
+
+    Layers, later wins: own class, `below` of stacked classes above, own
+    `devices` entries in file order, `below` of `devices` entries above.
+    """
+    by_name = {d.name: d for d in devices}
+    parent_of = parent_of or {}
+    below_class: dict[str, list[tuple[dict, str]]] = {}
+    below_entry: dict[str, list[tuple[dict, str]]] = {}
+    for dev in devices:
+        if not dev.slaves:
+            continue
+        lowers = lower_disks(by_name, dev.name, parent_of)
+        cls_settings = profile.classes.get(dev.cls) or {}
+        if cls_settings.get("below"):
+            for low in lowers:
+                below_class.setdefault(low, []).append((cls_settings["below"], f"classes.{dev.cls}.below (from {dev.name})"))
+        for i, entry in enumerate(profile.devices):
+            if entry.get("below") and matches(dev, entry["match"]):
+                for low in lowers:
+                    below_entry.setdefault(low, []).append((entry["below"], f"devices[{i}].below (from {dev.name})"))
+    result = {}
+    for dev in devices:
+        w = Wanted()
+        w.layer(profile.classes.get(dev.cls) or {}, f"classes.{dev.cls}")
+        for settings, source in below_class.get(dev.name, []):
+            w.layer(settings, source)
+        for i, entry in enumerate(profile.devices):
+            if matches(dev, entry["match"]):
+                w.layer(entry, f"devices[{i}]")
+        for settings, source in below_entry.get(dev.name, []):
+            w.layer(settings, source)
+        result[dev.name] = w
+    return result
+
+
+def plan_device(dev: Device, wanted: Wanted) -> list[Setting]:
+    """Settings for one device, in apply order: scheduler, its knobs, read-ahead, other queue attributes."""
+    out: list[Setting] = []
+
+    def add(attr: str, before: Any, after: Any, source: str, status: str, reason: str = "") -> None:
+        out.append(Setting(dev.name, dev.identity, attr, before, after, source, status, reason))
+
+    values = wanted.values
+    target = dev.scheduler
+    switching = False
+    if "scheduler" in values:
+        prefs, source = values["scheduler"]
+        if not dev.has_scheduler:
+            add("scheduler", None, prefs[0], source, SKIP, "device has no I/O scheduler (bio-based); "
+                "tune the disks below it with below:")
+            target = None
+        else:
+            chosen = next((p for p in prefs if p in dev.schedulers), None)
+            if chosen is None:
+                add("scheduler", dev.scheduler, prefs[0], source, UNAVAILABLE,
+                    f"device offers {' '.join(dev.schedulers)}; none of {', '.join(prefs)}")
+            else:
+                switching = chosen != dev.scheduler
+                add("scheduler", dev.scheduler, chosen, source, CHANGE if switching else IN_SYNC)
+                target = chosen
+    for attr in sorted(a for a in values if a.startswith("iosched/")):
+        value, source = values[attr]
+        knob_name = attr.split("/", 1)[1]
+        spec = IOSCHED.get(target or "", {}).get(knob_name)
+        if not dev.has_scheduler or target is None:
+            add(attr, None, value, source, SKIP, "device has no I/O scheduler")
+        elif spec is None:
+            add(attr, None, value, source, SKIP, f"not a knob of {target}")
+        elif switching:
+            add(attr, None, value, source, CHANGE, f"after switching to {target}")
+        else:
+            before = dev.iosched.get(knob_name)
+            in_sync = kernel_equivalent(spec, value, before)
+            add(attr, before, value, source, IN_SYNC if in_sync else CHANGE)
+    queue_attrs = sorted((a for a in values if not a.startswith("iosched/") and a != "scheduler"),
+                         key=lambda a: (a != "read_ahead_kb", a))
+    for attr in queue_attrs:
+        value, source = values[attr]
+        if attr not in dev.queue:
+            add(attr, None, value, source, SKIP, f"device has no queue/{attr}")
+            continue
+        before = dev.queue[attr]
+        in_sync = kernel_equivalent(QUEUE[attr], value, before)
+        add(attr, before, value, source, IN_SYNC if in_sync else CHANGE)
+    return out
+
+
+def make_plan(devices: list[Device], profile: Profile, parent_of: dict[str, str] | None = None,
+              only: Iterable[str] | None = None) -> list[Setting]:
+    """Every wanted setting of every device (or of `only`), with its status."""
+    wanted = wanted_for(devices, profile, parent_of)
+    chosen = set(only) if only is not None else None
+    out: list[Setting] = []
+    for dev in devices:
+        if chosen is not None and dev.name not in chosen:
+            continue
+        out.extend(plan_device(dev, wanted[dev.name]))
+    return out
+
+
+def queue_attrs_of(profile: Profile) -> set[str]:
+    """Queue attributes a profile can touch, so discovery reads only those."""
+    attrs = set()
+    blocks = [*profile.classes.values(), *profile.devices]
+    blocks += [b["below"] for b in blocks if b.get("below")]
+    for block in blocks:
+        if "read_ahead_kb" in block:
+            attrs.add("read_ahead_kb")
+        attrs.update((block.get("queue") or {}).keys())
+    return attrs

@@ -1,0 +1,95 @@
+"""The sysfs edge: every read and write of a kernel attribute goes through a Sysfs.
+
+A Sysfs is bound to a root directory (``/sys`` on a live system, a fake tree in
+tests) and only accepts relative paths without ``..``, so nothing a profile says
+can make tunectl write outside that root.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+from tunectl.errors import SysfsError
+
+_REASONS = {
+    errno.EINVAL: "the kernel rejected the value (EINVAL)",
+    errno.EACCES: "attribute is read-only or access denied (EACCES)",
+    errno.EPERM: "not permitted (EPERM); run as root",
+    errno.EROFS: "read-only file system (EROFS)",
+    errno.ENOENT: "no such attribute; the device may have vanished (ENOENT)",
+    errno.ENODEV: "the device vanished (ENODEV)",
+    errno.ENXIO: "the device vanished (ENXIO)",
+    errno.EBUSY: "the device is busy (EBUSY)",
+}
+
+
+def describe_errno(code: int) -> str:
+    return _REASONS.get(code, os.strerror(code))
+
+
+class Sysfs:
+    """Attribute access below one root. Paths are relative, e.g. ``block/sda/queue/scheduler``."""
+
+    def __init__(self, root: str | os.PathLike = "/sys") -> None:
+        self.root = Path(root)
+        self.writes = 0
+
+    def path(self, rel: str) -> Path:
+        if rel.startswith("/") or ".." in rel.split("/") or "\0" in rel:
+            raise ValueError(f"refusing sysfs path outside the root: {rel!r}")
+        return self.root / rel
+
+    def exists(self, rel: str) -> bool:
+        return self.path(rel).exists()
+
+    def listdir(self, rel: str) -> list[str]:
+        try:
+            return sorted(os.listdir(self.path(rel)))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def readlink(self, rel: str) -> str | None:
+        try:
+            return os.readlink(self.path(rel))
+        except OSError:
+            return None
+
+    def realpath(self, rel: str) -> str:
+        return os.path.realpath(self.path(rel))
+
+    def read(self, rel: str) -> str:
+        """The attribute's text without the trailing newline; SysfsError if unreadable."""
+        try:
+            with open(self.path(rel), "rb") as f:
+                return f.read().decode("utf-8", "replace").rstrip("\n")
+        except OSError as e:
+            code = e.errno or errno.EIO
+            raise SysfsError(rel, code, describe_errno(code)) from None
+
+    def read_or(self, rel: str, default: str | None = None) -> str | None:
+        try:
+            return self.read(rel)
+        except SysfsError:
+            return default
+
+    def write(self, rel: str, value: str) -> None:
+        """Write one value with a single write(2), as the kernel's store handlers expect.
+
+        O_TRUNC is a no-op on sysfs but keeps plain files in test trees exact.
+        """
+        data = value.encode()
+        try:
+            fd = os.open(self.path(rel), os.O_WRONLY | os.O_TRUNC)
+        except OSError as e:
+            code = e.errno or errno.EIO
+            raise SysfsError(rel, code, describe_errno(code)) from None
+        try:
+            os.write(fd, data)
+        except OSError as e:
+            code = e.errno or errno.EIO
+            raise SysfsError(rel, code, describe_errno(code)) from None
+        finally:
+            os.close(fd)
+            self.writes += 1
