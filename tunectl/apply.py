@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,6 +99,8 @@ def apply_settings(sysfs: Sysfs, plan: list[Setting], workers: int = 16) -> list
     groups = list(by_device.values())
     switching = sum(1 for g in groups if any(s.attribute == "scheduler" and s.status == CHANGE for s in g))
     if switching > 1 and workers > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
         with ThreadPoolExecutor(max_workers=min(workers, len(groups))) as pool:
             results = list(pool.map(lambda g: _apply_device(sysfs, g), groups))
     else:

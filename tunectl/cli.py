@@ -7,15 +7,12 @@ configured here and only here.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
 from tunectl import __version__
 from tunectl.errors import ExitCode, ProfileError, TunectlError
-
-log = logging.getLogger("tunectl")
 
 EPILOG_EXAMPLES = {
     "status": "examples:\n  tunectl status\n  tunectl status --json | jq '.devices[].class'",
@@ -94,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--diff", action="store_true", help="show each change as - before / + after")
     p.add_argument("--detailed-exitcode", action="store_true",
                    help="exit 0 if nothing changed, 2 if something changed, 1 on any error")
+    p.add_argument("--stack", action="store_true",
+                   help="also apply to the disks below each named stacked device (what a dm/md udev event runs)")
 
     p = command("rollback", "restore the values that were there before tunectl first changed them")
     p.add_argument("devices", nargs="*", metavar="DEV", help="kernel name or /dev path (default: all journalled)")
@@ -114,6 +113,23 @@ def build_parser() -> argparse.ArgumentParser:
     pp = psub.add_parser("import-tuned", help="convert a tuned profile (tuned.conf) to a tunectl profile on stdout")
     _global_options(pp, suppress=True)
     pp.add_argument("ref", metavar="PATH|NAME", help="tuned profile directory, tuned.conf or profile name")
+    p = command("udev", "rules for hot-plug and boot: render, install, remove, check")
+    usub = p.add_subparsers(dest="udev_command", metavar="ACTION")
+    usub.required = True
+    for action, help_ in (("render", "print the rules for a profile (same profile, same bytes)"),
+                          ("install", "write the rules file atomically and reload udev"),
+                          ("remove", "delete the rules file and reload udev"),
+                          ("check", "exit 1 unless the installed rules match what the profile renders")):
+        up = usub.add_parser(action, help=help_, description=help_)
+        _global_options(up, suppress=True)
+        if action != "remove":
+            up.add_argument("-p", "--profile", help="profile name or file (default: last applied, else 'default')")
+        if action != "render":
+            up.add_argument("--rules-dir", metavar="DIR", default="/etc/udev/rules.d",
+                            help="where the rules file lives (default /etc/udev/rules.d)")
+        if action == "install":
+            up.add_argument("--trigger", action="store_true",
+                            help="send change events to block disks and wait for udev to settle")
     return parser
 
 
@@ -134,8 +150,10 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     except SystemExit as e:
         return int(e.code or 0) if e.code in (0, None) else ExitCode.USAGE
     out = Output(stdout, stderr, args.json, args.quiet, args.verbose)
-    logging.basicConfig(stream=stderr, format="tunectl: %(levelname)s: %(message)s",
-                        level=logging.DEBUG if args.verbose >= 2 else logging.WARNING)
+    if args.verbose >= 2:
+        import logging
+
+        logging.basicConfig(stream=stderr, format="tunectl: %(levelname)s: %(message)s", level=logging.DEBUG)
     try:
         ctx = context or _context(args, env)
         handler = _HANDLERS[args.command]
@@ -247,7 +265,7 @@ def _cmd_plan(ctx, args, out: Output, verify: bool = False) -> int:
 def _cmd_apply(ctx, args, out: Output) -> int:
     from tunectl import tuning
 
-    report = tuning.apply(ctx, args.profile, args.devices, check=args.check)
+    report = tuning.apply(ctx, args.profile, args.devices, check=args.check, stack=args.stack)
     code = _render_apply(report, args, out)
     if args.detailed_exitcode:
         return 1 if code != ExitCode.OK else (2 if report.changed else 0)
@@ -259,7 +277,8 @@ def _render_apply(report, args, out: Output) -> int:
 
     if out.json:
         emit_json({"profile": report.profile, "changed": report.changed, "check": report.check,
-                   "writes": report.writes, "notes": report.notes,
+                   "writes": report.writes, "write_phase_ms": round(report.write_seconds * 1000, 3),
+                   "notes": report.notes,
                    "settings": [o.to_json() for o in report.outcomes]}, out.stdout)
         return report.exit_code
     for note in report.notes:
@@ -290,7 +309,14 @@ def _cmd_profile(ctx, args, out: Output) -> int:
     return profile_commands.run(ctx, args, out)
 
 
+def _cmd_udev(ctx, args, out: Output) -> int:
+    from tunectl import udev_commands
+
+    return udev_commands.run(ctx, args, out)
+
+
 _HANDLERS: dict[str, Callable] = {
+    "udev": _cmd_udev,
     "status": _cmd_status,
     "plan": _cmd_plan,
     "verify": lambda ctx, args, out: _cmd_plan(ctx, args, out, verify=True),

@@ -6,15 +6,16 @@ and the search path, so the checker is usable on strings in tests.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import difflib
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from tunectl.attributes import LEGACY_SCHEDULERS, schedulers_with_knob
 from tunectl.errors import ProfileError
@@ -80,6 +81,8 @@ class Document:
 
 def parse_yaml(text: str, file: str) -> tuple[Document, list[Diagnostic]]:
     """YAML text -> Document; syntax errors and duplicate keys become diagnostics."""
+    import yaml
+
     doc = Document(file, None)
     if len(text) > MAX_PROFILE_BYTES:
         return doc, [Diagnostic(file, 1, 1, "$", f"file is {len(text)} bytes; profiles are limited to {MAX_PROFILE_BYTES}")]
@@ -101,7 +104,9 @@ def parse_yaml(text: str, file: str) -> tuple[Document, list[Diagnostic]]:
     return doc, diags
 
 
-def _construct(node: yaml.Node, path: PathT, doc: Document, diags: list, ctor: yaml.SafeLoader, depth: int) -> Any:
+def _construct(node: Any, path: PathT, doc: Document, diags: list, ctor: Any, depth: int) -> Any:
+    import yaml
+
     doc.value_pos[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
     if depth > 32:
         diags.append(doc.diag(path, "nesting is too deep for a profile"))
@@ -356,15 +361,42 @@ def read_profile_file(path: Path) -> str:
     return raw.decode("utf-8", "replace")
 
 
-def load_document(path: Path) -> Document:
-    """Parse and check one file; ProfileError listing every problem at once."""
-    doc, diags = parse_yaml(read_profile_file(path), str(path))
+def _cache_key(text: str) -> str:
+    from tunectl import __version__
+
+    digest = hashlib.sha256(f"{__version__}\0".encode())
+    digest.update(SCHEMA_PATH.read_bytes())
+    digest.update(text.encode())
+    return digest.hexdigest()
+
+
+def load_document(path: Path, cache_dir: Path | None = None) -> Document:
+    """Parse and check one file; ProfileError listing every problem at once.
+
+    A file that passed the checks before (same bytes, same schema, same
+    version) is not checked again: importing jsonschema costs more than the
+    rest of a `verify` run. Only successes are cached, under `cache_dir`.
+    """
+    text = read_profile_file(path)
+    key = _cache_key(text) if cache_dir is not None else ""
+    if cache_dir is not None:
+        try:
+            cached = json.loads((cache_dir / f"{key}.json").read_text())
+            return Document(str(path), cached["data"], warnings=[Diagnostic(**d) for d in cached["warnings"]])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    doc, diags = parse_yaml(text, str(path))
     if not diags:
         diags = check_document(doc)
     errors = [d for d in diags if d.severity == "error"]
     if errors:
         raise ProfileError(diags, hint="fix the lines above; `tunectl profile validate FILE` checks a profile")
     doc.warnings = [d for d in diags if d.severity == "warning"]
+    if cache_dir is not None:
+        entry = {"file": str(path), "data": doc.data, "warnings": [dataclasses.asdict(d) for d in doc.warnings]}
+        with contextlib.suppress(OSError):
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            (cache_dir / f"{key}.json").write_text(json.dumps(entry))
     return doc
 
 
@@ -385,7 +417,7 @@ def _mark(value: Any, path: PathT, origins: dict, file: str) -> Any:
     return value
 
 
-def load_profile(ref: str | None, search_path: list[Path]) -> Profile:
+def load_profile(ref: str | None, search_path: list[Path], cache_dir: Path | None = None) -> Profile:
     """Resolve `ref` (name or path; None = default) with its `extends:` chain."""
     ref = ref or DEFAULT_PROFILE
     chain: list[Document] = []
@@ -406,7 +438,7 @@ def load_profile(ref: str | None, search_path: list[Path]) -> Profile:
             raise ProfileError([f"{ext_doc.file}:{ext_doc.where(('extends',))[0]}:1: $.extends: "
                                 f"extends cycle: {cycle}"], hint="remove one extends: from the cycle")
         seen.append(key)
-        doc = load_document(path)
+        doc = load_document(path, cache_dir)
         chain.append(doc)
         ext_doc = doc
         current = doc.data.get("extends")

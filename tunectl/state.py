@@ -12,7 +12,6 @@ import errno
 import fcntl
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,8 @@ JOURNAL_VERSION = 1
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Replace `path` with `data` so readers see the old or the new file, never half of one."""
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -6,6 +6,7 @@ Each returns a report object; rendering and exit codes are the CLI's business.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 
 from tunectl import apply as applying
@@ -13,7 +14,7 @@ from tunectl.context import Context
 from tunectl.device import Device
 from tunectl.discover import discover, partition_parent
 from tunectl.errors import ExitCode, UsageError
-from tunectl.plan import CHANGE, UNAVAILABLE, Setting, make_plan, queue_attrs_of
+from tunectl.plan import CHANGE, UNAVAILABLE, Setting, lower_disks, make_plan, queue_attrs_of
 from tunectl.profile import Profile, load_profile
 
 
@@ -38,6 +39,7 @@ class ApplyReport:
     outcomes: list[applying.Outcome]
     check: bool = False
     writes: int = 0
+    write_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -94,15 +96,21 @@ def _parents(ctx: Context, devices: list[Device]) -> dict[str, str]:
 
 
 def _load(ctx: Context, ref: str | None) -> Profile:
-    return load_profile(ref, ctx.search_path)
+    cache = ctx.state.dir / "validated" if os.access(ctx.state.dir, os.W_OK) else None
+    return load_profile(ref, ctx.search_path, cache)
 
 
 def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None,
-         profile: Profile | None = None) -> PlanReport:
+         profile: Profile | None = None, stack: bool = False) -> PlanReport:
+    """The plan for all devices, or for `dev_refs` (with `stack`: and the disks below them)."""
     profile = profile or _load(ctx, profile_ref)
     devices = discover(ctx.sysfs, ctx.udev, queue_attrs_of(profile))
+    parents = _parents(ctx, devices)
     only = resolve_names(ctx, devices, dev_refs) if dev_refs else None
-    settings = make_plan(devices, profile, _parents(ctx, devices), only)
+    if only is not None and stack:
+        by_name = {d.name: d for d in devices}
+        only = only + [low for name in only for low in lower_disks(by_name, name, parents)]
+    settings = make_plan(devices, profile, parents, only)
     return PlanReport(profile.name, devices, settings)
 
 
@@ -112,22 +120,27 @@ def status(ctx: Context, profile_ref: str | None) -> PlanReport:
     return PlanReport(profile.name, devices, make_plan(devices, profile, _parents(ctx, devices)))
 
 
-def apply(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None, check: bool = False) -> ApplyReport:
+def apply(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None, check: bool = False,
+          stack: bool = False) -> ApplyReport:
     profile = _load(ctx, profile_ref)
     if check:
-        report = plan(ctx, None, dev_refs, profile)
+        report = plan(ctx, None, dev_refs, profile, stack)
         return ApplyReport(profile.name, [applying.Outcome(s, s.status) for s in report.settings], check=True)
     with ctx.state.locked():
         # Plan under the lock: another run may have changed things while we waited.
-        report = plan(ctx, None, dev_refs, profile)
+        report = plan(ctx, None, dev_refs, profile, stack)
         journal = ctx.state.journal()
         by_name = {d.name: d for d in report.devices}
         if applying.record_originals(journal, report.settings, by_name):
             ctx.state.save_journal(journal)
         writes_before = ctx.sysfs.writes
+        started = time.perf_counter()
         outcomes = applying.apply_settings(ctx.sysfs, report.settings)
-        ctx.state.save_active_profile({"ref": profile_ref or profile.name, "name": profile.name, "files": profile.files})
-    return ApplyReport(profile.name, outcomes, writes=ctx.sysfs.writes - writes_before)
+        write_seconds = time.perf_counter() - started
+        record = {"ref": profile_ref or profile.name, "name": profile.name, "files": profile.files}
+        if ctx.state.active_profile() != record:
+            ctx.state.save_active_profile(record)
+    return ApplyReport(profile.name, outcomes, writes=ctx.sysfs.writes - writes_before, write_seconds=write_seconds)
 
 
 def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = False) -> ApplyReport:

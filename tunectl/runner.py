@@ -1,0 +1,42 @@
+"""The one way tunectl starts other programs: C locale, a timeout, one error type."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tunectl.errors import TunectlError
+
+
+class CommandError(TunectlError):
+    """A tool we depend on is missing, failed, or hung."""
+
+
+@dataclass(frozen=True)
+class Completed:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run(argv: Sequence[str], timeout: float = 60, check: bool = True, input_text: str | None = None) -> Completed:
+    exe = shutil.which(argv[0], path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+    if exe is None:
+        raise CommandError(f"{argv[0]} not found", hint=f"install the package that provides {argv[0]}")
+    env = dict(os.environ, LC_ALL="C", LANG="C")
+    try:
+        proc = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=timeout, env=env,
+                              input=input_text, check=False)
+    except subprocess.TimeoutExpired:
+        raise CommandError(f"{' '.join(argv)} did not finish within {timeout:.0f} s") from None
+    except OSError as e:
+        raise CommandError(f"cannot run {argv[0]}: {e.strerror}") from None
+    done = Completed(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
+    if check and proc.returncode != 0:
+        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        raise CommandError(f"{' '.join(argv)} failed (exit {proc.returncode})" + (f": {detail[-1]}" if detail else ""))
+    return done

@@ -1,0 +1,622 @@
+"""Convert a tuned profile (tuned.conf and its includes) into a tunectl profile.
+
+Pure apart from reading the tuned.conf files themselves: no sysfs, no subprocess.
+Only the block-device part of tuned carries over ([disk] units and [sysfs] lines
+under /sys/block/*/queue); everything else is listed in `unconverted` with a reason.
+"""
+
+from __future__ import annotations
+
+import configparser
+import copy
+import fnmatch
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import reduce
+
+import yaml
+
+from tunectl.attributes import IOSCHED, LEGACY_SCHEDULERS, QUEUE, SCHEDULERS, Attribute
+from tunectl.errors import UsageError
+
+DEFAULT_SEARCH_DIRS = ("/etc/tuned", "/usr/lib/tuned")
+
+# tuned's disk plugin only tunes non-removable disks whose parent device sits on the
+# scsi, virtio, xen or nvme bus: eMMC (its parent is on the mmc bus), dm, md and loop
+# devices are never touched by [disk].
+DISK_PLUGIN_CLASSES = ("rotational", "ssd", "nvme", "virtio")
+# A [sysfs] glob over /sys/block/* reaches every block device that has the file.
+SCHEDULED_CLASSES = ("rotational", "ssd", "nvme", "virtio", "mmc")
+QUEUE_CLASSES = SCHEDULED_CLASSES + ("dm", "md")
+_CLASS_ORDER = QUEUE_CLASSES
+
+# Unit options that tuned's profile loader consumes itself (tuned/profiles/unit.py).
+_CONDITIONS = ("uname_regex", "cpuinfo_regex", "devices_udev_regex")
+_SCRIPTS = ("script_pre", "script_post")
+_TRUE = ("true", "True", "1")
+
+_SYSFS_QUEUE = re.compile(r"/sys/(?:block|class/block)/([^/]+)/queue/(?:(iosched)/)?([^/]+)")
+_VARIABLE = re.compile(r"(?<!\\)\$\{(\w+)\}")
+_PROFILE_DIR = re.compile(r"(?<!\\)\$\{i:PROFILE_DIR\}")
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+@dataclass
+class TunedImport:
+    name: str
+    profile: dict
+    unconverted: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)  # tuned.conf files, in merge order
+
+
+@dataclass
+class _Unit:
+    name: str
+    type: str
+    options: dict[str, str]
+    enabled: bool = True
+    replace: bool = False
+    drop: list[str] = field(default_factory=list)
+    devices: str = "*"
+    extra: dict[str, str] = field(default_factory=dict)  # conditions and scripts
+
+
+@dataclass
+class _Profile:
+    name: str
+    path: str
+    main: dict[str, str]
+    units: dict[str, _Unit]
+
+
+def _make_unit(name: str, options: dict[str, str]) -> _Unit:
+    opts = dict(options)
+    drop = opts.pop("drop", None)
+    return _Unit(
+        name=name,
+        type=opts.pop("type", name),
+        enabled=opts.pop("enabled", "true") in _TRUE,
+        replace=opts.pop("replace", "false") in _TRUE,
+        drop=[d for d in re.split(r"\s*[,;]\s*", drop) if d] if drop else [],
+        devices=opts.pop("devices", "*"),
+        extra={k: opts.pop(k) for k in _CONDITIONS + _SCRIPTS if k in opts},
+        options=opts,
+    )
+
+
+def _merge(base: _Profile, over: _Profile) -> _Profile:
+    """tuned's Merger: the including (later) profile wins, per unit and per option."""
+    base.main.update(over.main)
+    for name, unit in over.units.items():
+        old = base.units.get(name)
+        if unit.replace or old is None:
+            base.units[name] = copy.deepcopy(unit)
+            continue
+        # Quirk: type, enabled and devices are taken from the later unit even when it
+        # does not set them, so a child's bare [disk] resets devices to "*".
+        old.type, old.enabled, old.devices = unit.type, unit.enabled, unit.devices
+        old.extra.update(unit.extra)
+        for option in unit.drop:
+            old.options.pop(option, None)
+        old.options.update(unit.options)
+    return base
+
+
+def _read(path: str, what: str, chain: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise UsageError(f"cannot read {what} {path}: {reason}{chain}", "check the path and its permissions") from e
+
+
+def _parse_ini(text: str, path: str, chain: str = "") -> configparser.ConfigParser:
+    # The options tuned itself uses: '=' only, inline '#' comments, duplicates tolerated,
+    # case kept (sysfs paths), no interpolation (tuned reads raw values).
+    parser = configparser.ConfigParser(
+        delimiters=("=",),
+        inline_comment_prefixes=("#",),
+        strict=False,
+        interpolation=None,
+        allow_no_value=True,
+    )
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    try:
+        parser.read_string(text, source=path)
+    except configparser.Error as e:
+        hint = "tuned.conf must be INI: [section] then key=value"
+        raise UsageError(f"cannot parse tuned profile {path}: {e}{chain}", hint) from e
+    return parser
+
+
+def _parse_profile(name: str, path: str, chain: str) -> _Profile:
+    parser = _parse_ini(_read(path, "tuned profile", chain), path, chain)
+    profile_dir = os.path.dirname(path)
+    sections: dict[str, dict[str, str]] = {}
+    for section in parser.sections():
+        sections[section] = {
+            key: _PROFILE_DIR.sub(lambda _m: profile_dir, value or "") for key, value in parser.items(section, raw=True)
+        }
+    main = sections.pop("main", {})
+    return _Profile(name, path, main, {n: _make_unit(n, o) for n, o in sections.items()})
+
+
+def _candidates(name: str, dirs: Sequence[str]) -> list[str]:
+    # tuned 2.x: <dir>/<name>/tuned.conf; newer tuned: <dir>/profiles/<name>/tuned.conf.
+    return [os.path.join(d, sub, name, "tuned.conf") for d in dirs for sub in ("", "profiles")]
+
+
+def _chain(stack: Sequence[tuple[str, str]], last: str | None = None) -> str:
+    names = [n for n, _ in stack] + ([last] if last else [])
+    return " (include chain: " + " -> ".join(names) + ")" if len(names) > 1 else ""
+
+
+class _Loader:
+    """Loads a profile and its includes depth-first, in tuned's merge order."""
+
+    def __init__(self, dirs: Sequence[str], unconverted: list[str]) -> None:
+        self.dirs = list(dirs)
+        self.unconverted = unconverted
+        self.loaded: list[_Profile] = []
+        self.seen: set[str] = set()
+
+    def load(self, name: str, path: str, stack: list[tuple[str, str]]) -> None:
+        stack = stack + [(name, path)]
+        self.seen.add(os.path.realpath(path))
+        profile = _parse_profile(name, path, _chain(stack))
+        include = profile.main.pop("include", "").strip()
+        if "${" in include:
+            self.unconverted.append(
+                f"[main] include={include} ({name}): computed by a tuned function at run time;"
+                " the profile it names was not imported (import it yourself and use extends:)"
+            )
+        elif include:
+            for ref in re.split(r"\s*[,;]\s*", include):
+                optional = ref.startswith("-")
+                inc_name = os.path.basename(ref.lstrip("-"))
+                if inc_name:
+                    inc_path = self._resolve(inc_name, optional, stack)
+                    if inc_path:
+                        self.load(inc_name, inc_path, stack)
+        self.loaded.append(profile)
+
+    def _resolve(self, name: str, optional: bool, stack: list[tuple[str, str]]) -> str | None:
+        on_stack = {os.path.realpath(p): n for n, p in stack}
+        skipped = None
+        for candidate in _candidates(name, self.dirs):
+            if not os.path.isfile(candidate):
+                continue
+            # Like tuned, a file already loaded is passed over and the next directory is
+            # tried: that is how /etc/tuned/foo can say include=foo to extend the system foo.
+            if os.path.realpath(candidate) in self.seen:
+                skipped = skipped or candidate
+                continue
+            return candidate
+        if skipped is not None:
+            if os.path.realpath(skipped) in on_stack:
+                raise UsageError(
+                    "tuned include cycle: " + " -> ".join([n for n, _ in stack] + [name]),
+                    "files: " + " -> ".join(p for _, p in stack) + f" -> {skipped}",
+                )
+            return None  # already merged through another include (a diamond), as tuned does
+        if optional:  # include=-name: load only if it exists
+            return None
+        raise UsageError(
+            f"tuned profile '{name}' not found{_chain(stack, name)}",
+            "searched " + ", ".join(_candidates(name, self.dirs)),
+        )
+
+
+def _locate(ref: str, dirs: Sequence[str]) -> tuple[str, str]:
+    """The profile name and tuned.conf path that `ref` (name, file or directory) means."""
+    if os.sep in ref or os.path.isfile(ref):
+        path = os.path.join(ref, "tuned.conf") if os.path.isdir(ref) else ref
+    else:
+        found = [c for c in _candidates(ref, dirs) if os.path.isfile(c)]
+        if found:
+            return ref, found[0]
+        if not os.path.isdir(ref):
+            raise UsageError(
+                f"tuned profile '{ref}' not found",
+                "searched " + ", ".join(_candidates(ref, dirs)) + "; or give the path of a tuned.conf or profile directory",
+            )
+        path = os.path.join(ref, "tuned.conf")
+    if not os.path.isfile(path):
+        raise UsageError(f"tuned profile file {path} not found", "give a tuned.conf, a directory holding one, or a profile name")
+    path = os.path.normpath(path)
+    if os.path.basename(path) == "tuned.conf":
+        name = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    else:
+        name = os.path.splitext(os.path.basename(path))[0]
+    return name, path
+
+
+def _expand(value: str, variables: dict[str, str]) -> str:
+    value = _VARIABLE.sub(lambda m: variables.get(m.group(1), m.group(0)), value)
+    return re.sub(r"\\(\$\{\w+\})", r"\1", value)  # tuned unescapes \${VAR}
+
+
+def _unresolved(value: str) -> str | None:
+    if "${f:" in value:
+        return "uses a tuned function (${f:...}), evaluated only by tuned on the running host"
+    if "${" in value:
+        return "refers to a tuned variable that is not defined"
+    return None
+
+
+class _Converter:
+    def __init__(self, unconverted: list[str], notes: list[str]) -> None:
+        self.unconverted = unconverted
+        self.notes = notes
+        self.classes: dict[str, dict] = {}
+        self.devices: dict[str, dict] = {}
+        self.claimed: list[str] = []  # disk globs already owned by a disk-plugin unit
+        self.claimed_all = ""  # label of the unit that took every disk
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    # -- variables --------------------------------------------------------------
+
+    def variables(self, unit: _Unit | None) -> dict[str, str]:
+        variables: dict[str, str] = {}
+        if unit is None:
+            return variables
+        for key, value in unit.options.items():
+            if key == "include":
+                self._variable_file(os.path.normpath(value), variables)
+                continue
+            if not re.fullmatch(r"\w+", key):
+                self.note(f"[variables] {key}: not a valid variable name, ignored as tuned does")
+                continue
+            variables[key] = _expand(value, variables)
+            if "${f:" in value:
+                self.unconverted.append(f"[variables] {key}={value}: {_unresolved(value)}")
+        return variables
+
+    def _variable_file(self, path: str, variables: dict[str, str]) -> None:
+        # tuned logs and carries on when a variables file is missing or broken.
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            parser = _parse_ini("[variables]\n" + text, path)
+        except (OSError, UnicodeDecodeError, UsageError) as e:
+            self.note(f"[variables] include={path}: cannot be read ({e}); its variables stay undefined")
+            return
+        for key, value in parser.items("variables", raw=True):
+            variables[key] = _expand(value or "", variables)
+            if "${f:" in (value or ""):
+                self.unconverted.append(f"[variables] {key}={value} (from {path}): {_unresolved(value or '')}")
+
+    # -- units ------------------------------------------------------------------
+
+    def unit(self, unit: _Unit, variables: dict[str, str]) -> None:
+        label = f"[{unit.name}]"
+        if not unit.enabled:
+            self.note(f"{label} enabled=false: unit disabled, skipped as tuned does")
+            return
+        options = {k: _expand(v, variables) for k, v in unit.options.items()}
+        if unit.type not in ("disk", "sysfs"):
+            if not options:
+                self.unconverted.append(f"{label}: enables tuned's {unit.type} plugin defaults: not a block-device setting")
+            for key, value in options.items():
+                self.unconverted.append(f"{label} {key}={value}: not a block-device setting")
+            return
+        for key in _SCRIPTS:
+            if key in unit.extra:
+                self.unconverted.append(f"{label} {key}={unit.extra[key]}: tunectl runs no scripts")
+        conditions = [f"{k}={unit.extra[k]}" for k in _CONDITIONS if k in unit.extra]
+        if conditions:
+            why = f"tuned applies this unit only when {' and '.join(conditions)}; tunectl has no such condition"
+            self._skip(label, options, why)
+            return
+        if unit.type == "disk":
+            self._disk(label, _expand(unit.devices, variables), options)
+        else:
+            self._sysfs(label, options)
+
+    def _skip(self, label: str, options: dict[str, str], why: str) -> None:
+        self.unconverted += [f"{label} {k}={v}: {why}" for k, v in options.items()] or [f"{label}: {why}"]
+
+    def _claim(self, label: str, positive: list[str], negative: list[str]) -> list[str] | None:
+        """The globs of a disk unit that still get devices; None when it gets none at all.
+
+        tuned hands each disk to exactly one instance of the disk plugin: units in
+        priority order, each taking the free disks its devices= matches.
+        """
+        if self.claimed_all:
+            return None
+        everything = not positive or "*" in positive
+        free = ["*"] if everything else []
+        for glob in [] if everything else positive:
+            owner = next((p for p in self.claimed if fnmatch.fnmatchcase(glob, p)), None)
+            if owner:
+                self.unconverted.append(f"{label} devices entry {glob}: its disks already went to the unit with devices {owner}")
+            else:
+                free.append(glob)
+        if everything and self.claimed:
+            self.note(
+                f"{label}: tuned leaves disks matching {', '.join(self.claimed)} to the earlier unit; in tunectl"
+                " these class settings reach them too, where their devices entry does not set the same attribute"
+            )
+        if not negative:  # a unit with exclusions leaves disks to later units: not modelled
+            if everything:
+                self.claimed_all = label
+            self.claimed += [g for g in free if g != "*"]
+        return free
+
+    def _disk(self, label: str, devices: str, options: dict[str, str]) -> None:
+        rules = [r for r in re.split(r"\s|,\s*", devices) if r.strip()]
+        positive = [r for r in rules if not r.startswith("!")]
+        negative = [r for r in rules if r.startswith("!")]
+        claimed_all_by = self.claimed_all
+        free = self._claim(label, positive, negative)
+        if free is None:
+            why = f"tuned gives every disk to {claimed_all_by} (devices=*), which comes first; this unit tunes nothing"
+            self._skip(label, options, why)
+            return
+        if not options:
+            self.unconverted.append(
+                f"{label}: no static settings; tuned's dynamic disk tuning (apm/spindown by load,"
+                " when dynamic_tuning=1 in tuned-main.conf) is not carried over"
+            )
+            return
+        settings: dict = {}
+        for key, value in options.items():
+            item = f"{label} {key}={value}"
+            problem = _unresolved(value)
+            if problem:
+                self.unconverted.append(f"{item}: {problem}")
+            elif key == "elevator":
+                self._scheduler(item, value, settings)
+            elif key == "readahead":
+                self._readahead(item, value, settings)
+            elif key == "readahead_multiply":
+                self.unconverted.append(f"{item}: multiplies whatever read-ahead a device has at run time; no static equivalent")
+            elif key in ("apm", "spindown"):
+                self.unconverted.append(f"{item}: hdparm power management, not a block-queue setting")
+            elif key == "scheduler_quantum":
+                self.unconverted.append(f"{item}: a CFQ knob; CFQ does not exist on blk-mq kernels")
+            elif key in ("dynamic", "priority"):
+                pass  # tuned daemon behaviour only
+            else:
+                self.unconverted.append(f"{item}: not a tunectl setting")
+        if not settings or not free:
+            return
+        if negative:
+            self.note(
+                f"{label} devices={devices}: exclusions {' '.join(negative)} cannot be expressed"
+                " (tunectl matches have no negation); the excluded devices get these settings too"
+            )
+        if "*" in free:
+            self.note(
+                f"{label}: tuned's disk plugin skips removable disks and eMMC; applied to classes"
+                f" {', '.join(DISK_PLUGIN_CLASSES)} (which also cover removable disks)"
+            )
+            self._apply(None, settings, DISK_PLUGIN_CLASSES)
+            return
+        for rule in free:
+            kernel = rule[len("/dev/") :] if rule.startswith("/dev/") else rule
+            if "/" in kernel:
+                self.unconverted.append(f"{label} devices entry {rule}: only kernel-name globs can be matched")
+            else:
+                self._apply(kernel, settings, ())
+
+    def _sysfs(self, label: str, options: dict[str, str]) -> None:
+        for key, raw in options.items():
+            value = raw.strip()
+            item = f"{label} {key}={value}"
+            m = _SYSFS_QUEUE.fullmatch(os.path.normpath(key))
+            problem = _unresolved(value)
+            if problem:
+                self.unconverted.append(f"{item}: {problem}")
+                continue
+            if not m:
+                self.unconverted.append(f"{item}: not a block-device queue setting")
+                continue
+            device, iosched, attr = m.groups()
+            if _GLOB_CHARS.search(attr):
+                self.unconverted.append(f"{item}: a glob in the attribute name cannot be converted")
+                continue
+            settings: dict = {}
+            if iosched:
+                self._knob(item, attr, value, settings)
+            elif attr == "scheduler":
+                self._scheduler(item, value, settings)
+            elif attr == "read_ahead_kb":
+                self._read_ahead_kb(item, value, settings)
+            elif attr in QUEUE:
+                typed = self._typed(item, QUEUE[attr], value)
+                if typed is not None:
+                    settings["queue"] = {attr: typed}
+            else:
+                self.unconverted.append(f"{item}: queue/{attr} is not in tunectl's queue attribute allow-list")
+            if settings:
+                scheduled = iosched or attr == "scheduler"
+                self._apply(None if device == "*" else device, settings, SCHEDULED_CLASSES if scheduled else QUEUE_CLASSES)
+
+    # -- values -----------------------------------------------------------------
+
+    def _scheduler(self, item: str, value: str, settings: dict) -> None:
+        names: list[str] = []
+        for name in (n.strip() for n in value.split(",")):
+            if name in LEGACY_SCHEDULERS:
+                self.note(f"{item}: legacy scheduler {name} mapped to {LEGACY_SCHEDULERS[name]}")
+                name = LEGACY_SCHEDULERS[name]
+            if name in SCHEDULERS:
+                if name not in names:
+                    names.append(name)
+            elif name:
+                self.unconverted.append(f"{item}: unknown scheduler '{name}' (tunectl knows {', '.join(SCHEDULERS)})")
+        if names:
+            settings["scheduler"] = names[0] if len(names) == 1 else names
+
+    def _readahead(self, item: str, value: str, settings: dict) -> None:
+        text = value.strip()
+        modifier = text[0] if text[:1] in ("<", ">") else ""
+        parts = text[len(modifier) :].split(None, 1)
+        try:
+            number = int(parts[0])
+        except (IndexError, ValueError):
+            self.unconverted.append(f"{item}: not a read-ahead tuned understands (a number of KiB, or '<n> s' for sectors)")
+            return
+        kib = number
+        if len(parts) > 1 and parts[1].startswith("s"):
+            kib = number // 2  # 512-byte sectors; tuned truncates the same way
+            self.note(f"{item}: {number} sectors of 512 bytes = {kib} KiB")
+        elif len(parts) > 1:
+            self.note(f"{item}: tuned ignores the suffix '{parts[1]}' and reads the number as KiB")
+        if modifier:
+            verb = "raises read-ahead to" if modifier == ">" else "lowers read-ahead to"
+            other = "lower" if modifier == ">" else "higher"
+            self.note(f"{item}: tuned only {verb} {kib} KiB and keeps a {other} value it finds; tunectl sets exactly {kib} KiB")
+        self._read_ahead_kb(item, str(kib), settings)
+
+    def _read_ahead_kb(self, item: str, value: str, settings: dict) -> None:
+        attr = QUEUE["read_ahead_kb"]
+        try:
+            kib = int(value)
+        except ValueError:
+            self.unconverted.append(f"{item}: read_ahead_kb must be an integer number of KiB")
+            return
+        clamped = min(max(kib, attr.minimum or 0), attr.maximum or kib)
+        if clamped != kib:
+            self.note(f"{item}: {kib} KiB is outside 0-{attr.maximum}; clamped to {clamped}")
+        settings["read_ahead_kb"] = clamped
+
+    def _knob(self, item: str, knob: str, value: str, settings: dict) -> None:
+        owners = [s for s, knobs in IOSCHED.items() if knob in knobs]
+        if not owners:
+            self.unconverted.append(f"{item}: iosched knob {knob} is not one tunectl knows for {', '.join(SCHEDULERS)}")
+            return
+        typed = self._typed(item, IOSCHED[owners[0]][knob], value)
+        if typed is not None:
+            settings["iosched"] = {knob: typed}
+
+    def _typed(self, item: str, attr: Attribute, value: str) -> int | str | None:
+        if not attr.is_int:
+            if value in (attr.choices or ()):
+                return value
+            self.unconverted.append(f"{item}: {attr.name} must be one of {', '.join(attr.choices or ())}")
+            return None
+        try:
+            number = int(value)
+        except ValueError:
+            self.unconverted.append(f"{item}: {attr.name} must be an integer")
+            return None
+        if (attr.minimum is not None and number < attr.minimum) or (attr.maximum is not None and number > attr.maximum):
+            self.unconverted.append(f"{item}: {attr.name} must be within {attr.minimum}-{attr.maximum}")
+            return None
+        return number
+
+    # -- targets ----------------------------------------------------------------
+
+    def _apply(self, kernel: str | None, settings: dict, classes: Sequence[str]) -> None:
+        if kernel is None:
+            targets = [self.classes.setdefault(c, {}) for c in classes]
+        else:
+            targets = [self.devices.setdefault(kernel, {"match": {"kernel": kernel}})]
+        for target in targets:
+            for key, value in settings.items():
+                if isinstance(value, dict):
+                    target.setdefault(key, {}).update(value)
+                else:
+                    target[key] = copy.deepcopy(value)
+
+    def _check_knobs(self, where: str, settings: dict) -> None:
+        knobs = settings.get("iosched")
+        if not knobs:
+            return
+        chosen = settings.get("scheduler")
+        for knob in list(knobs):
+            owners = [s for s, names in IOSCHED.items() if knob in names]
+            if chosen is None:
+                self.note(
+                    f"{where}: iosched {knob} only exists under {', '.join(owners)}; tuned wrote it to whatever"
+                    " scheduler was active, so pin a scheduler for it to apply"
+                )
+            elif not set(owners) & set([chosen] if isinstance(chosen, str) else chosen):
+                del knobs[knob]
+                self.unconverted.append(f"{where}: iosched {knob} belongs to {', '.join(owners)}, not to scheduler {chosen}")
+        if not knobs:
+            del settings["iosched"]
+
+    def result(self) -> tuple[dict, list]:
+        classes = {c: self.classes[c] for c in _CLASS_ORDER if c in self.classes}
+        for name, settings in classes.items():
+            self._check_knobs(f"classes.{name}", settings)
+        for kernel, entry in self.devices.items():
+            self._check_knobs(f"devices[kernel={kernel}]", entry)
+        classes = {c: s for c, s in classes.items() if s}
+        devices = [e for e in self.devices.values() if len(e) > 1]
+        return classes, devices
+
+
+def _priority(unit: _Unit) -> int:
+    try:
+        return int(unit.options.get("priority", 0))
+    except ValueError:
+        return 0
+
+
+def import_tuned(ref: str, search_dirs: Sequence[str] = DEFAULT_SEARCH_DIRS) -> TunedImport:
+    """Read tuned profile `ref` (name, tuned.conf path or profile directory) as a tunectl profile."""
+    name, path = _locate(ref, search_dirs)
+    unconverted: list[str] = []
+    notes: list[str] = []
+    # Includes are names looked up in search_dirs, then next to the imported profile.
+    dirs = list(search_dirs)
+    sibling_dir = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+    if sibling_dir not in dirs:
+        dirs.append(sibling_dir)
+    loader = _Loader(dirs, unconverted)
+    loader.load(name, path, [])
+    merged = reduce(_merge, copy.deepcopy(loader.loaded))
+
+    converter = _Converter(unconverted, notes)
+    variables = converter.variables(merged.units.pop("variables", None))
+    for key, value in merged.main.items():
+        if key not in ("summary", "description"):
+            unconverted.append(f"[main] {key}={value}: tuned profile option, not a block-device setting")
+    # tuned creates plugin instances sorted by priority (stable: profile order otherwise).
+    for unit in sorted(merged.units.values(), key=_priority):
+        converter.unit(unit, variables)
+    classes, devices = converter.result()
+
+    summary = merged.main.get("summary") or merged.main.get("description") or f"tuned profile {name}"
+    profile: dict = {"name": name, "description": f"{summary} (imported from tuned)"}
+    if classes:
+        profile["classes"] = classes
+    if devices:
+        profile["devices"] = devices
+    if not classes and not devices:
+        notes.append("no block-device settings found: this profile changes nothing")
+    return TunedImport(name, profile, unconverted, notes, [p.path for p in loader.loaded])
+
+
+def _comment(lines: Sequence[str], indent: str = "") -> list[str]:
+    return [f"#{indent}{part}".rstrip() for line in lines for part in str(line).splitlines() or [""]]
+
+
+def render_yaml(result: TunedImport) -> str:
+    """The profile as YAML, with where it came from and what was left behind as comments."""
+    head = [f"tunectl profile imported from tuned profile '{result.name}'."]
+    if result.sources:
+        head.append("Read, in merge order (later files win):")
+        head += [f"  {s}" for s in result.sources]
+    out = _comment(head, " ")
+    if result.notes:
+        out += ["#", "# Notes:"] + _comment([f"- {n}" for n in result.notes], "   ")
+    for key, value in result.profile.items():  # block style at the top, flow style for leaves
+        flow = None if isinstance(value, (dict, list)) else False
+        text = yaml.safe_dump({key: value}, sort_keys=False, default_flow_style=flow, allow_unicode=True, width=4096)
+        out.append(text.rstrip("\n"))
+    if result.unconverted:
+        out += ["", f"# Not carried over ({len(result.unconverted)}):"]
+        out += _comment([f"- {u}" for u in result.unconverted], "   ")
+    return "\n".join(out) + "\n"
