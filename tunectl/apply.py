@@ -79,6 +79,8 @@ def _apply_device(sysfs: Sysfs, settings: list[Setting]) -> list[Outcome]:
             scheduler = readback
             ok = readback == s.after
         else:
+            if scheduler is None and s.attribute.startswith("iosched/"):
+                scheduler, _ = parse_scheduler(sysfs.read_or(f"block/{s.device}/queue/scheduler", "") or "")
             spec = _spec(s.attribute, scheduler)
             readback = parse_value(spec, text) if spec else text
             ok = spec is not None and kernel_equivalent(spec, s.after, readback)

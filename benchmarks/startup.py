@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""Start-up: `tunectl verify --json` on this machine beside `python3 -c pass`.
+
+Run: .venv/bin/python benchmarks/startup.py [--runs 20]
+Both commands alternate inside each round; medians are reported, with the
+difference (what tunectl itself costs) and the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.common import median_ms, row, timed, tunectl_argv  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--runs", type=int, default=20)
+    args = ap.parse_args()
+    python = tunectl_argv()[0] if tunectl_argv()[0].endswith("python") else sys.executable
+    python = str(Path(tunectl_argv()[0]).with_name("python")) if "/.venv/" in tunectl_argv()[0] else python
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, TUNECTL_STATE_DIR=tmp)
+        verify = tunectl_argv() + ["verify", "--json"]
+        timed(verify, env)  # first run fills the validation cache, as any later run on a host finds it
+        bare, tun = [], []
+        for _ in range(args.runs):
+            bare.append(timed([python, "-c", "pass"], env)[0])
+            t, proc = timed(verify, env)
+            assert proc.returncode in (0, 1), proc.stderr
+            tun.append(t)
+    b, t = median_ms(bare), median_ms(tun)
+    print(f"start-up, median of {args.runs} runs (interpreter: {python})")
+    print(row("python3 -c pass", b))
+    print(row("tunectl verify --json", t, b))
+    print(f"  tunectl's own cost: {t - b:.1f} ms; target: verify under 150 ms -> {'met' if t < 150 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()

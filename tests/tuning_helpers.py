@@ -1,0 +1,60 @@
+"""Running the real CLI in-process against a fake tree."""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.fakesys import FakeTree
+from tunectl.cli import main
+from tunectl.context import Context
+from tunectl.profile import shipped_profile_dir
+from tunectl.state import StateStore
+
+QUEUE_SNAPSHOT = ("read_ahead_kb", "nr_requests", "rq_affinity", "nomerges", "add_random", "iostats",
+                  "max_sectors_kb", "wbt_lat_usec", "rotational")
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def doc(self) -> dict:
+        return json.loads(self.out)
+
+
+class Tunectl:
+    """`tunectl` bound to one fake tree and one state directory."""
+
+    def __init__(self, tree: FakeTree, state_dir: Path, profile_dirs: list[Path] | None = None) -> None:
+        self.tree = tree
+        self.ctx = Context(tree.sysfs, tree.udev, StateStore(state_dir), [*(profile_dirs or []), shipped_profile_dir()])
+
+    def __call__(self, *argv: str) -> Result:
+        out, err = io.StringIO(), io.StringIO()
+        code = main(list(argv), stdout=out, stderr=err, context=self.ctx)
+        return Result(code, out.getvalue(), err.getvalue())
+
+
+def snapshot(tree: FakeTree, name: str) -> dict[str, str]:
+    """Every attribute tunectl may manage, as the (fake) kernel shows it."""
+    q = tree.root / "block" / name / "queue"
+    snap = {}
+    if (q / "scheduler").exists():
+        snap["scheduler"] = (q / "scheduler").read_text().strip()
+    for attr in QUEUE_SNAPSHOT:
+        if (q / attr).exists():
+            snap[attr] = (q / attr).read_text().strip()
+    if (q / "iosched").is_dir():
+        for knob in sorted(p.name for p in (q / "iosched").iterdir()):
+            snap[f"iosched/{knob}"] = (q / "iosched" / knob).read_text().strip()
+    return snap
+
+
+def snapshot_all(tree: FakeTree) -> dict[str, dict[str, str]]:
+    return {p.name: snapshot(tree, p.name) for p in sorted((tree.root / "block").iterdir())}
