@@ -40,10 +40,22 @@ def snapshot(name: str) -> dict[str, str]:
     return snap
 
 
+def restore(name: str, snap: dict[str, str]) -> None:
+    """Put back what snapshot() saw: a loop device keeps its queue settings after detach."""
+    q = Path(f"/sys/block/{name}/queue")
+    for attr, value in sorted(snap.items(), key=lambda kv: (kv[0] != "scheduler", kv[0] == "read_ahead_kb")):
+        with contextlib.suppress(OSError):
+            (q / attr).write_text(value)
+
+
 @contextlib.contextmanager
 def loop_devices(tmp: Path, specs: list[dict]) -> Iterator[list[str]]:
-    """Attach one loop device per spec ({'sector_size': 4096, 'rotational': 1, 'size_mb': 16})."""
+    """Attach one loop device per spec ({'sector_size': 4096, 'rotational': 1, 'size_mb': 16}).
+
+    On exit every device gets back the settings it had when attached, then is detached.
+    """
     names: list[str] = []
+    originals: dict[str, dict[str, str]] = {}
     try:
         for i, spec in enumerate(specs):
             backing = tmp / f"loop{i}.img"
@@ -55,9 +67,11 @@ def loop_devices(tmp: Path, specs: list[dict]) -> Iterator[list[str]]:
             dev = subprocess.run(cmd + [str(backing)], check=True, capture_output=True, text=True).stdout.strip()
             name = os.path.basename(dev)
             names.append(name)
+            originals[name] = snapshot(name)
             if "rotational" in spec:
                 sysfs_write(name, "queue/rotational", str(spec["rotational"]))
         yield names
     finally:
         for name in names:
+            restore(name, originals[name])
             subprocess.run(["losetup", "-d", f"/dev/{name}"], check=False, capture_output=True)

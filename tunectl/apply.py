@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tunectl.attributes import IOSCHED, QUEUE, kernel_equivalent, parse_scheduler, parse_value
+from tunectl.attributes import IOSCHED, LIMIT_ATTRS, QUEUE, kernel_equivalent, parse_scheduler, parse_value, write_order
 from tunectl.device import Device
 from tunectl.errors import SysfsError
 from tunectl.plan import CHANGE, Setting
@@ -130,6 +130,13 @@ def record_originals(journal: dict, plan: list[Setting], devices: dict[str, Devi
         grew = True
         if s.attribute == "scheduler" and dev.scheduler and "iosched_snapshot" not in entry:
             entry["iosched_snapshot"] = {"scheduler": dev.scheduler, "knobs": dict(dev.iosched)}
+        # Values the kernel changes as a side effect of this write.
+        side_effects = {"scheduler": ("nr_requests",), "nr_requests": ()}.get(s.attribute, ())
+        if s.attribute in LIMIT_ATTRS:
+            side_effects = ("read_ahead_kb",)
+        for attr in side_effects:
+            if attr not in attrs and attr in dev.queue:
+                attrs[attr] = dev.queue[attr]
     return grew
 
 
@@ -143,31 +150,35 @@ def _restorer(out: list[Setting], dev: Device, scheduler: str | None) -> Callabl
 
 
 def rollback_plan(journal: dict, devices: list[Device], chosen: Callable[[Device], bool]) -> list[Setting]:
-    """Settings that bring each journalled device back to its original values."""
+    """Settings that bring each journalled device back to its original values, in write order."""
     out: list[Setting] = []
     for dev in devices:
         entry = journal["devices"].get(dev.identity)
         if entry is None or not chosen(dev):
             continue
         attrs = entry["attributes"]
-
-        original_sched = attrs.get("scheduler", dev.scheduler)
-        add = _restorer(out, dev, original_sched)
-        switching = "scheduler" in attrs and attrs["scheduler"] is not None and attrs["scheduler"] != dev.scheduler
-        if "scheduler" in attrs and attrs["scheduler"] is not None:
-            add("scheduler", dev.scheduler, attrs["scheduler"])
-        knobs: dict[str, Any] = {}
+        original_sched = attrs.get("scheduler") or dev.scheduler
+        switching = original_sched != dev.scheduler
+        restore: dict[str, Any] = {}
+        if attrs.get("scheduler") is not None:
+            restore["scheduler"] = attrs["scheduler"]
         snap = entry.get("iosched_snapshot")
         if snap and snap.get("scheduler") == original_sched:
-            knobs.update(snap["knobs"])
-        knobs.update({a.split("/", 1)[1]: v for a, v in attrs.items() if a.startswith("iosched/") and v is not None})
-        for knob in sorted(knobs):
-            if knob not in IOSCHED.get(original_sched or "", {}):
-                continue
-            before = None if switching else dev.iosched.get(knob)
-            add(f"iosched/{knob}", before, knobs[knob])
-        for attr in sorted((a for a in attrs if a != "scheduler" and not a.startswith("iosched/")),
-                           key=lambda a: (a != "read_ahead_kb", a)):
-            if attrs[attr] is not None:
-                add(attr, dev.queue.get(attr), attrs[attr])
+            restore.update({f"iosched/{k}": v for k, v in snap["knobs"].items()})
+        restore.update({a: v for a, v in attrs.items() if a != "scheduler" and v is not None})
+        limits_restored = any(a in LIMIT_ATTRS for a in restore)
+        add = _restorer(out, dev, original_sched)
+        for attr in sorted(restore, key=write_order):
+            if attr.startswith("iosched/"):
+                if attr.split("/", 1)[1] not in IOSCHED.get(original_sched or "", {}):
+                    continue
+                before = None if switching else dev.iosched.get(attr.split("/", 1)[1])
+            elif attr == "scheduler":
+                before = dev.scheduler
+            else:
+                before = dev.queue.get(attr)
+                # The kernel rewrites these as a side effect of earlier restores: write them regardless.
+                if (attr == "nr_requests" and switching) or (attr == "read_ahead_kb" and limits_restored):
+                    before = None
+            add(attr, before, restore[attr])
     return out

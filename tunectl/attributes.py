@@ -96,6 +96,28 @@ QUEUE: dict[str, Attribute] = {
 
 ALL_IOSCHED_KNOBS = sorted({k for knobs in IOSCHED.values() for k in knobs})
 
+# Writing one of these "queue limits" makes the kernel (6.x) recompute read_ahead_kb and
+# raise it to at least 128 KiB (more on rotational disks), so read-ahead goes last.
+LIMIT_ATTRS = frozenset({"rotational", "add_random", "iostats", "stable_writes", "max_sectors_kb", "write_cache"})
+
+
+def write_order(attr: str) -> tuple[int, str]:
+    """Sort key for one device's writes.
+
+    The scheduler first (its knobs exist only once it is active; a switch also
+    resets nr_requests), then nr_requests (writing it resets async_depth), then
+    the knobs, other queue attributes, and read_ahead_kb last (limits raise it).
+    """
+    if attr == "scheduler":
+        return (0, attr)
+    if attr == "nr_requests":
+        return (1, attr)
+    if attr.startswith("iosched/"):
+        return (2, attr)
+    if attr == "read_ahead_kb":
+        return (4, attr)
+    return (3, attr)
+
 
 def knob(scheduler: str, name: str) -> Attribute | None:
     return IOSCHED.get(scheduler, {}).get(name)
@@ -135,8 +157,9 @@ def format_value(value: int | str) -> str:
 
 
 def _jiffies_round_trip(ms: int, hz: int) -> int:
-    jiffies = -(-ms * hz // 1000)  # msecs_to_jiffies rounds up
-    return jiffies * 1000 // hz
+    # msecs_to_jiffies rounds up; jiffies_to_msecs is exact when HZ divides 1000 and rounds up otherwise.
+    jiffies = -(-ms * hz // 1000)
+    return -(-jiffies * 1000 // hz)
 
 
 def kernel_equivalent(attr: Attribute, wanted: int | str, actual: int | str | None) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterable
 
 from tunectl.attributes import QUEUE, parse_scheduler, parse_value
@@ -11,12 +13,12 @@ from tunectl.udevdb import UdevDb
 
 # Bus from the device's sysfs path, when udev has no ID_BUS (path fragment -> bus).
 _BUS_BY_PATH = (
-    ("/nvme/", "nvme"),
+    ("/nvme", "nvme"),  # also devices/virtual/nvme-subsystem/ (native multipath)
     ("/virtio", "virtio"),
     ("/usb", "usb"),
     ("/mmc_host/", "mmc"),
     ("/ata", "ata"),
-    ("/xen/", "xen"),
+    ("/vbd-", "xen"),
     ("/host", "scsi"),
 )
 
@@ -28,13 +30,32 @@ def _int(text: str | None, default: int = 0) -> int:
         return default
 
 
-def _bus_from_path(real: str) -> str | None:
-    if "/virtual/" in real:
-        return None
+def _bus_from_path(sysfs: Sysfs, rel: str) -> str | None:
+    """The bus a device hangs off, from its path below the sysfs root (never from where the root lives)."""
+    root = sysfs.realpath("")
+    real = sysfs.realpath(rel)
+    path = "/" + os.path.relpath(real, root)
     for fragment, bus in _BUS_BY_PATH:
-        if fragment in real:
+        if fragment in path:
             return bus
     return None
+
+
+def normalise_wwn(wwn: str | None) -> str | None:
+    """udev's ID_WWN (``0x5000c500...``) and sysfs ``wwid`` (``naa.5000c500...``) name one disk alike."""
+    if not wwn:
+        return None
+    wwn = wwn.strip()
+    if wwn.startswith("naa."):
+        return "0x" + wwn[4:].lower()
+    return wwn
+
+
+def _udev_decode(text: str | None) -> str | None:
+    """udev's *_ENC properties escape blanks and specials as \\xNN."""
+    if not text:
+        return None
+    return re.sub(r"\\x([0-9a-fA-F]{2})", lambda m: chr(int(m.group(1), 16)), text).strip() or None
 
 
 def _identity(dev: Device, props: dict[str, str], sysfs: Sysfs) -> str:
@@ -65,7 +86,9 @@ def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str
         return None
     rot_text = sysfs.read_or(f"{base}/queue/rotational")
     rotational = None if rot_text is None else rot_text.strip() == "1"
-    devnum = sysfs.read_or(f"{base}/dev", "") or ""
+    devnum = sysfs.read_or(f"{base}/dev")
+    if devnum is None:
+        return None  # vanished while we looked
     rec = udev.record(devnum)
     props = rec.properties
     cls = classify(name, rotational)
@@ -78,15 +101,16 @@ def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str
         dev.dm_uuid = sysfs.read_or(f"{base}/dm/uuid") or props.get("DM_UUID") or None
         dev.dm_name = sysfs.read_or(f"{base}/dm/name") or props.get("DM_NAME") or None
         dev.dm_type = dm_type_of(dev.dm_uuid)
-    dev.model = props.get("ID_MODEL") or _strip(sysfs.read_or(f"{base}/device/model"))
+    dev.model = (_udev_decode(props.get("ID_MODEL_ENC")) or _strip(sysfs.read_or(f"{base}/device/model"))
+                 or props.get("ID_MODEL"))
     dev.vendor = props.get("ID_VENDOR") or _strip(sysfs.read_or(f"{base}/device/vendor"))
     dev.serial = (
         props.get("ID_SERIAL_SHORT")
         or _strip(sysfs.read_or(f"{base}/device/serial"))
         or _strip(sysfs.read_or(f"{base}/serial"))
     )
-    dev.wwn = props.get("ID_WWN") or _strip(sysfs.read_or(f"{base}/wwid") or sysfs.read_or(f"{base}/device/wwid"))
-    dev.bus = props.get("ID_BUS") or _bus_from_path(sysfs.realpath(base))
+    dev.wwn = normalise_wwn(props.get("ID_WWN") or sysfs.read_or(f"{base}/wwid") or sysfs.read_or(f"{base}/device/wwid"))
+    dev.bus = props.get("ID_BUS") or _bus_from_path(sysfs, base)
     dev.size_bytes = _int(sysfs.read_or(f"{base}/size")) * 512
     dev.removable = (sysfs.read_or(f"{base}/removable") or "0").strip() == "1"
     dev.logical_block_size = _int(sysfs.read_or(f"{base}/queue/logical_block_size"), 0) or None
@@ -106,8 +130,11 @@ def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str
         if value is not None and attr in QUEUE:
             dev.queue[attr] = parse_value(QUEUE[attr], value)
     dev.slaves = tuple(sysfs.listdir(f"{base}/slaves"))
-    dev.holders = tuple(sysfs.listdir(f"{base}/holders"))
     dev.partitions = tuple(_partitions(sysfs, name))
+    holders = set(sysfs.listdir(f"{base}/holders"))
+    for part in dev.partitions:
+        holders.update(sysfs.listdir(f"{base}/{part.name}/holders"))
+    dev.holders = tuple(sorted(holders))
     dev.identity = _identity(dev, props, sysfs)
     return dev
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
-from tunectl.attributes import IOSCHED, QUEUE, kernel_equivalent
+from tunectl.attributes import IOSCHED, QUEUE, kernel_equivalent, write_order
 from tunectl.device import Device
 from tunectl.profile import Profile
 
@@ -140,7 +140,7 @@ def wanted_for(devices: list[Device], profile: Profile, parent_of: dict[str, str
 
 
 def plan_device(dev: Device, wanted: Wanted) -> list[Setting]:
-    """Settings for one device, in apply order: scheduler, its knobs, read-ahead, other queue attributes."""
+    """Settings for one device, in the order they must be written (attributes.write_order)."""
     out: list[Setting] = []
 
     def add(attr: str, before: Any, after: Any, source: str, status: str, reason: str = "") -> None:
@@ -164,30 +164,25 @@ def plan_device(dev: Device, wanted: Wanted) -> list[Setting]:
                 switching = chosen != dev.scheduler
                 add("scheduler", dev.scheduler, chosen, source, CHANGE if switching else IN_SYNC)
                 target = chosen
-    for attr in sorted(a for a in values if a.startswith("iosched/")):
+    for attr in sorted((a for a in values if a != "scheduler"), key=write_order):
         value, source = values[attr]
-        knob_name = attr.split("/", 1)[1]
-        spec = IOSCHED.get(target or "", {}).get(knob_name)
-        if not dev.has_scheduler or target is None:
-            add(attr, None, value, source, SKIP, "device has no I/O scheduler")
-        elif spec is None:
-            add(attr, None, value, source, SKIP, f"not a knob of {target}")
-        elif switching:
-            add(attr, None, value, source, CHANGE, f"after switching to {target}")
-        else:
-            before = dev.iosched.get(knob_name)
-            in_sync = kernel_equivalent(spec, value, before)
-            add(attr, before, value, source, IN_SYNC if in_sync else CHANGE)
-    queue_attrs = sorted((a for a in values if not a.startswith("iosched/") and a != "scheduler"),
-                         key=lambda a: (a != "read_ahead_kb", a))
-    for attr in queue_attrs:
-        value, source = values[attr]
-        if attr not in dev.queue:
+        if attr.startswith("iosched/"):
+            knob_name = attr.split("/", 1)[1]
+            spec = IOSCHED.get(target or "", {}).get(knob_name)
+            if not dev.has_scheduler or target is None:
+                add(attr, None, value, source, SKIP, "device has no I/O scheduler")
+            elif spec is None:
+                add(attr, None, value, source, SKIP, f"not a knob of {target}")
+            elif switching:
+                add(attr, None, value, source, CHANGE, f"after switching to {target}")
+            else:
+                before = dev.iosched.get(knob_name)
+                add(attr, before, value, source, IN_SYNC if kernel_equivalent(spec, value, before) else CHANGE)
+        elif attr not in dev.queue:
             add(attr, None, value, source, SKIP, f"device has no queue/{attr}")
-            continue
-        before = dev.queue[attr]
-        in_sync = kernel_equivalent(QUEUE[attr], value, before)
-        add(attr, before, value, source, IN_SYNC if in_sync else CHANGE)
+        else:
+            before = dev.queue[attr]
+            add(attr, before, value, source, IN_SYNC if kernel_equivalent(QUEUE[attr], value, before) else CHANGE)
     return out
 
 
@@ -205,8 +200,12 @@ def make_plan(devices: list[Device], profile: Profile, parent_of: dict[str, str]
 
 
 def queue_attrs_of(profile: Profile) -> set[str]:
-    """Queue attributes a profile can touch, so discovery reads only those."""
-    attrs = set()
+    """Queue attributes a profile can touch, so discovery reads only those.
+
+    read_ahead_kb and nr_requests always: the kernel changes them as a side
+    effect (limits, scheduler switches) and the journal must hold their originals.
+    """
+    attrs = {"read_ahead_kb", "nr_requests"}
     blocks = [*profile.classes.values(), *profile.devices]
     blocks += [b["below"] for b in blocks if b.get("below")]
     for block in blocks:

@@ -1,0 +1,47 @@
+"""Shared fixtures: fake sysfs trees that behave like the kernel (see tests/fakesys.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakesys import FakeTree, all_topologies
+
+
+@pytest.fixture
+def fake_root(request: pytest.FixtureRequest) -> Iterator[Path]:
+    """Scratch space for fake trees: tmpfs (/dev/shm) when writable, else tmp_path.
+
+    A tree is a thousand tiny files; on a journalled disk building one costs ~10x more.
+    """
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        yield request.getfixturevalue("tmp_path")
+        return
+    scratch = Path(tempfile.mkdtemp(prefix="tunectl-fake-", dir=shm))
+    try:
+        yield scratch
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+@pytest.fixture
+def empty_fake_tree(fake_root: Path) -> FakeTree:
+    """A FakeTree with no devices: ``<scratch>/sys`` and its udev database ``<scratch>/udev``."""
+    return FakeTree.create(fake_root)
+
+
+@pytest.fixture
+def fake_tree(empty_fake_tree: FakeTree) -> FakeTree:
+    """Every topology of tests/fakesys.py in one tree; ``.topologies`` maps topology -> names.
+
+    sda (SATA HDD), sdb (SATA SSD) + dm-0 (LUKS2 on sdb2), nvme0n1, vda (virtio),
+    mmcblk0 + dm-1 (verity on mmcblk0p2/p3), sdc + sdd -> md0 -> dm-2 (LVM), zram0, loop0.
+    """
+    all_topologies(empty_fake_tree)
+    return empty_fake_tree
