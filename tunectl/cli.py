@@ -57,7 +57,29 @@ def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
                    help=argparse.SUPPRESS)
 
 
-def build_parser() -> argparse.ArgumentParser:
+_VALUE_OPTIONS = ("--sysfs-root", "--udev-root", "--state-dir")
+
+
+def _command_in(argv: Sequence[str]) -> str | None:
+    """The command word of argv, skipping global options and their values."""
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in _VALUE_OPTIONS:
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with `argv`, global options are attached only to the command it names.
+
+    Building every subparser's copy of the global options costs more than a
+    no-op apply's sysfs work, and only one command runs per process.
+    """
+    wanted = _command_in(argv) if argv is not None else None
     parser = argparse.ArgumentParser(
         prog="tunectl",
         description="Declarative block-device I/O tuning: classify disks, plan, apply, verify, roll back.",
@@ -72,7 +94,14 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name: str, help_: str, **kw) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_, description=help_, epilog=EPILOG_EXAMPLES.get(name),
                            formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
-        _global_options(p, suppress=True)
+        if wanted in (None, name):
+            _global_options(p, suppress=True)
+        return p
+
+    def action(owner: str, subparsers, name: str, help_: str) -> argparse.ArgumentParser:
+        p = subparsers.add_parser(name, help=help_, description=help_)
+        if wanted in (None, owner):
+            _global_options(p, suppress=True)
         return p
 
     p = command("status", "devices, their class, current scheduler/read-ahead/knobs, drift against the active profile")
@@ -101,33 +130,28 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("profile", "the profile library: list, show, validate, import-tuned")
     psub = p.add_subparsers(dest="profile_command", metavar="ACTION")
     psub.required = True
-    pp = psub.add_parser("list", help="profiles on the search path with their description")
-    _global_options(pp, suppress=True)
-    pp = psub.add_parser("show", help="print the resolved (merged) profile as YAML")
-    _global_options(pp, suppress=True)
+    action("profile", psub, "list", "profiles on the search path with their description")
+    pp = action("profile", psub, "show", "print the resolved (merged) profile as YAML")
     pp.add_argument("name", nargs="?", help="profile name or file (default: 'default')")
     pp.add_argument("--explain", action="store_true", help="say which file each value came from")
-    pp = psub.add_parser("validate", help="check profile files; one file:line:col line per problem")
-    _global_options(pp, suppress=True)
+    pp = action("profile", psub, "validate", "check profile files; one file:line:col line per problem")
     pp.add_argument("files", nargs="+", metavar="FILE", help="profile files or names")
-    pp = psub.add_parser("import-tuned", help="convert a tuned profile (tuned.conf) to a tunectl profile on stdout")
-    _global_options(pp, suppress=True)
+    pp = action("profile", psub, "import-tuned", "convert a tuned profile (tuned.conf) to a tunectl profile on stdout")
     pp.add_argument("ref", metavar="PATH|NAME", help="tuned profile directory, tuned.conf or profile name")
     p = command("udev", "rules for hot-plug and boot: render, install, remove, check")
     usub = p.add_subparsers(dest="udev_command", metavar="ACTION")
     usub.required = True
-    for action, help_ in (("render", "print the rules for a profile (same profile, same bytes)"),
-                          ("install", "write the rules file atomically and reload udev"),
-                          ("remove", "delete the rules file and reload udev"),
-                          ("check", "exit 1 unless the installed rules match what the profile renders")):
-        up = usub.add_parser(action, help=help_, description=help_)
-        _global_options(up, suppress=True)
-        if action != "remove":
+    for verb, help_ in (("render", "print the rules for a profile (same profile, same bytes)"),
+                        ("install", "write the rules file atomically and reload udev"),
+                        ("remove", "delete the rules file and reload udev"),
+                        ("check", "exit 1 unless the installed rules match what the profile renders")):
+        up = action("udev", usub, verb, help_)
+        if verb != "remove":
             up.add_argument("-p", "--profile", help="profile name or file (default: last applied, else 'default')")
-        if action != "render":
+        if verb != "render":
             up.add_argument("--rules-dir", metavar="DIR", default="/etc/udev/rules.d",
                             help="where the rules file lives (default /etc/udev/rules.d)")
-        if action == "install":
+        if verb == "install":
             up.add_argument("--trigger", action="store_true",
                             help="send change events to block disks and wait for udev to settle")
     return parser
@@ -144,9 +168,10 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
          stdout: TextIO | None = None, stderr: TextIO | None = None, context=None) -> int:
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args = parser.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0) if e.code in (0, None) else ExitCode.USAGE
     out = Output(stdout, stderr, args.json, args.quiet, args.verbose)
