@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from tunectl.errors import ExitCode, ProfileError
-from tunectl.profile import Diagnostic, find_profile, list_profiles, load_profile
+from tunectl.errors import ExitCode
+from tunectl.profile import (
+    Diagnostic,
+    PathT,
+    Profile,
+    ProfileRef,
+    decode_profile,
+    json_path,
+    list_profiles,
+    load_profile,
+    parse_yaml,
+    read_profile_bytes,
+    resolve_profile,
+)
 from tunectl.report import emit_json, table
 
 
@@ -16,16 +31,20 @@ def run(ctx, args, out) -> int:
     return actions[args.profile_command](ctx, args, out)
 
 
-def _describe(path: Path) -> str:
-    try:
-        data = yaml.safe_load(path.read_text())
-        return str(data.get("description", "")) if isinstance(data, dict) else ""
-    except (OSError, yaml.YAMLError):
+def _description(path: Path) -> str:
+    raw, problems = read_profile_bytes(path)
+    text, problems = decode_profile(raw, str(path)) if raw is not None else (None, problems)
+    if text is None:
         return "(unreadable)"
+    doc, problems = parse_yaml(text, str(path))
+    if not isinstance(doc.data, dict):
+        return "(unreadable)"
+    description = doc.data.get("description", "")
+    return " ".join(description.split()) if isinstance(description, str) else ""
 
 
 def _list(ctx, args, out) -> int:
-    entries = [(name, path, _describe(path)) for name, path in list_profiles(ctx.search_path)]
+    entries = [(name, path, _description(path)) for name, path in list_profiles(ctx.search_path)]
     if out.json:
         emit_json({"profiles": [{"name": n, "file": str(p), "description": d} for n, p, d in entries]}, out.stdout)
     else:
@@ -34,45 +53,116 @@ def _list(ctx, args, out) -> int:
 
 
 def _show(ctx, args, out) -> int:
-    profile = load_profile(args.name, ctx.search_path)
+    profile = load_profile(_ref(args.name), ctx.search_path)
     for w in profile.warnings:
         out.warn(str(w))
     if out.json:
-        doc = {"name": profile.name, "files": profile.files, "profile": profile.data}
+        doc: dict[str, Any] = {"name": profile.name, "files": profile.files, "profile": profile.data}
         if args.explain:
-            doc["origins"] = {".".join(map(str, k)) or "$": v for k, v in sorted(profile.origins.items(), key=str)}
+            doc["origins"] = {json_path(p): {"file": f, "line": profile.positions.get(p, (1, 1))[0],
+                                             "column": profile.positions.get(p, (1, 1))[1]}
+                              for p, f in sorted(profile.origins.items(), key=lambda kv: [str(k) for k in kv[0]])}
         emit_json(doc, out.stdout)
         return ExitCode.OK
-    text = yaml.safe_dump(profile.data, sort_keys=False, default_flow_style=False)
     if args.explain:
-        out.print(f"# {profile.name}: resolved from {' <- '.join(profile.files)}")
-        for key, file in sorted(profile.origins.items(), key=lambda kv: [str(p) for p in kv[0]]):
-            out.print(f"# {'.'.join(map(str, key))}: {file}")
-    out.print(text.rstrip())
+        out.print(f"# {profile.name}: {' <- '.join(profile.files)}")
+        out.print("# each value is followed by the file and line it comes from; later files in the")
+        out.print("# extends: chain override earlier ones key by key, and a list replaces a list")
+    out.print(render_profile_yaml(profile, explain=args.explain))
     return ExitCode.OK
+
+
+def _ref(ref: str | None) -> ProfileRef | None:
+    """A command-line profile reference: an existing file wins over a name on the search path."""
+    if ref is not None and os.path.isfile(ref):
+        return Path(ref)
+    return ref
+
+
+def _scalar(value: Any) -> str:
+    """One YAML scalar (or a flow list of scalars) on one line."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_scalar(v) for v in value) + "]"
+    if isinstance(value, dict) and not value:
+        return "{}"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    text = str(value)
+    if not text.isprintable():
+        return json.dumps(text, ensure_ascii=False)  # newlines and the like: one line, double-quoted
+    dumped = yaml.safe_dump(text, allow_unicode=True, width=1 << 30).rstrip("\n")
+    return dumped[: -len("\n...")] if dumped.endswith("\n...") else dumped
+
+
+def _is_leaf(value: Any) -> bool:
+    if isinstance(value, dict):
+        return not value
+    if isinstance(value, list):
+        return all(not isinstance(v, (dict, list)) for v in value)
+    return True
+
+
+def _lines(value: Any, path: PathT, indent: int) -> list[tuple[str, PathT | None]]:
+    """Block YAML lines for a mapping or list, each with the path of the leaf it shows (None for headers)."""
+    pad = " " * indent
+    out: list[tuple[str, PathT | None]] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if _is_leaf(item):
+                out.append((f"{pad}{_scalar(key)}: {_scalar(item)}", path + (key,)))
+            else:
+                out.append((f"{pad}{_scalar(key)}:", None))
+                out.extend(_lines(item, path + (key,), indent + 2))
+    else:
+        for i, item in enumerate(value):
+            if _is_leaf(item):
+                out.append((f"{pad}- {_scalar(item)}", path + (i,)))
+                continue
+            inner = _lines(item, path + (i,), indent + 2)
+            first, first_path = inner[0]
+            out.append((f"{pad}- {first[indent + 2:]}", first_path))
+            out.extend(inner[1:])
+    return out
+
+
+def render_profile_yaml(profile: Profile, explain: bool = False) -> str:
+    """The resolved profile as YAML (it validates as a profile); with `explain`, each value's file:line."""
+    lines = _lines(profile.data, (), 0)
+    if not explain:
+        return "\n".join(text for text, _ in lines)
+    width = min(max((len(text) for text, _ in lines), default=0), 60)
+    rendered = []
+    for text, path in lines:
+        origin = profile.origin(path) if path is not None else None
+        if origin is None:
+            rendered.append(text)
+        else:
+            file, line, _ = origin
+            rendered.append(f"{text.ljust(width)}  # {file}:{line}")
+    return "\n".join(rendered)
 
 
 def _validate(ctx, args, out) -> int:
     results = []
     worst = ExitCode.OK
     for ref in args.files:
-        path = find_profile(ref, ctx.search_path) or Path(ref)
-        diags: list = []
-        try:
-            profile = load_profile(str(path) if path.exists() else ref, ctx.search_path)
-            diags = list(profile.warnings)
-        except ProfileError as e:
-            diags = e.diagnostics
+        profile, diags = resolve_profile(_ref(ref), ctx.search_path)
         errors = [d for d in diags if not isinstance(d, Diagnostic) or d.severity == "error"]
         if errors:
             worst = ExitCode.USAGE
-        results.append({"file": str(path), "ok": not errors,
-                        "diagnostics": [d.to_json() if isinstance(d, Diagnostic) else {"message": str(d)} for d in diags]})
+        results.append({"file": ref, "ok": not errors, "name": profile.name if profile else None,
+                        "diagnostics": [d.to_json() if isinstance(d, Diagnostic) else {"message": str(d), "severity": "error"}
+                                        for d in diags]})
         if not out.json:
             for d in diags:
                 out.warn(str(d))
             if not errors:
-                out.print(f"{path}: ok")
+                warned = f" ({len(diags)} warning{'s' if len(diags) != 1 else ''})" if diags else ""
+                out.print(f"{ref}: ok{warned}")
     if out.json:
         emit_json({"ok": worst == ExitCode.OK, "files": results}, out.stdout)
     return worst
