@@ -187,8 +187,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         if out.json:
             from tunectl.report import emit_json
 
-            emit_json({"ok": False, "errors": [d.to_json() if hasattr(d, "to_json") else {"message": str(d)}
-                                               for d in e.diagnostics]}, stdout)
+            emit_json({"ok": False, "hint": e.hint,
+                       "errors": [d.to_json() if hasattr(d, "to_json") else {"message": str(d)} for d in e.diagnostics]},
+                      stdout)
         for d in e.diagnostics:
             out.warn(str(d))
         if e.hint:
@@ -216,11 +217,17 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return ExitCode.USAGE
 
 
+def _warn_profile(report, out: Output) -> None:
+    for w in report.warnings:
+        out.warn(str(w))
+
+
 def _cmd_status(ctx, args, out: Output) -> int:
     from tunectl import tuning
     from tunectl.report import emit_json, show, table
 
     report = tuning.status(ctx, args.profile)
+    _warn_profile(report, out)
     drift_by_dev: dict[str, int] = {}
     for s in report.drift:
         drift_by_dev[s.device] = drift_by_dev.get(s.device, 0) + 1
@@ -271,6 +278,7 @@ def _cmd_plan(ctx, args, out: Output, verify: bool = False) -> int:
 
     ref = tuning.active_profile_ref(ctx, args.profile) if verify else args.profile
     report = tuning.plan(ctx, ref, args.devices)
+    _warn_profile(report, out)
     drift = report.drift
     code = ExitCode.DRIFT if verify and drift else ExitCode.OK
     if out.json:
@@ -300,6 +308,7 @@ def _cmd_apply(ctx, args, out: Output) -> int:
 def _render_apply(report, args, out: Output) -> int:
     from tunectl.report import emit_json, show, table
 
+    _warn_profile(report, out)
     if out.json:
         emit_json({"profile": report.profile, "changed": report.changed, "check": report.check,
                    "writes": report.writes, "write_phase_ms": round(report.write_seconds * 1000, 3),

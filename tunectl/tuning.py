@@ -23,6 +23,7 @@ class PlanReport:
     profile: str
     devices: list[Device]
     settings: list[Setting]
+    warnings: list = field(default_factory=list)
 
     @property
     def changes(self) -> list[Setting]:
@@ -41,6 +42,7 @@ class ApplyReport:
     writes: int = 0
     write_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    warnings: list = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -111,13 +113,13 @@ def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = Non
         by_name = {d.name: d for d in devices}
         only = only + [low for name in only for low in lower_disks(by_name, name, parents)]
     settings = make_plan(devices, profile, parents, only)
-    return PlanReport(profile.name, devices, settings)
+    return PlanReport(profile.name, devices, settings, list(profile.warnings))
 
 
 def status(ctx: Context, profile_ref: str | None) -> PlanReport:
     profile = _load(ctx, active_profile_ref(ctx, profile_ref))
     devices = discover(ctx.sysfs, ctx.udev)
-    return PlanReport(profile.name, devices, make_plan(devices, profile, _parents(ctx, devices)))
+    return PlanReport(profile.name, devices, make_plan(devices, profile, _parents(ctx, devices)), list(profile.warnings))
 
 
 def apply(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None, check: bool = False,
@@ -125,7 +127,8 @@ def apply(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = No
     profile = _load(ctx, profile_ref)
     if check:
         report = plan(ctx, None, dev_refs, profile, stack)
-        return ApplyReport(profile.name, [applying.Outcome(s, s.status) for s in report.settings], check=True)
+        return ApplyReport(profile.name, [applying.Outcome(s, s.status) for s in report.settings], check=True,
+                           warnings=report.warnings)
     with ctx.state.locked():
         # Plan under the lock: another run may have changed things while we waited.
         report = plan(ctx, None, dev_refs, profile, stack)
@@ -140,7 +143,8 @@ def apply(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = No
         record = {"ref": profile_ref or profile.name, "name": profile.name, "files": profile.files}
         if ctx.state.active_profile() != record:
             ctx.state.save_active_profile(record)
-    return ApplyReport(profile.name, outcomes, writes=ctx.sysfs.writes - writes_before, write_seconds=write_seconds)
+    return ApplyReport(profile.name, outcomes, writes=ctx.sysfs.writes - writes_before, write_seconds=write_seconds,
+                       warnings=report.warnings)
 
 
 def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = False) -> ApplyReport:
