@@ -180,6 +180,8 @@ def plan_device(dev: Device, wanted: Wanted) -> list[Setting]:
                 add(attr, before, value, source, IN_SYNC if kernel_equivalent(spec, value, before) else CHANGE)
         elif attr not in dev.queue:
             add(attr, None, value, source, SKIP, f"device has no queue/{attr}")
+        elif attr == "nr_requests" and switching:
+            add(attr, dev.queue[attr], value, source, CHANGE, f"the switch to {target} resets it")
         else:
             before = dev.queue[attr]
             add(attr, before, value, source, IN_SYNC if kernel_equivalent(QUEUE[attr], value, before) else CHANGE)
