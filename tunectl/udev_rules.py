@@ -344,9 +344,10 @@ def digest_of(canonical: dict) -> str:
 
 
 def _named_classes(canonical: dict) -> set[str]:
+    """Classes the profile can reach; a devices entry without a class match may tune loop and zram too (as plan does)."""
     named = set(canonical["classes"])
     for entry in canonical["devices"]:
-        named.update(entry["match"].get("class", ()))
+        named.update(entry["match"].get("class", OPT_IN_CLASSES))
     return named
 
 
