@@ -9,27 +9,16 @@ from __future__ import annotations
 import io
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.tuning_helpers import Result
 from tunectl.cli import main
 from tunectl.profile import MAX_PROFILE_BYTES, json_path, load_profile, resolve_profile
 
 VALID = "name: ok\nclasses:\n  ssd: {scheduler: none}\n"
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-    @property
-    def lines(self) -> list[str]:
-        return self.err.splitlines()
 
 
 @pytest.fixture

@@ -27,6 +27,10 @@ class Result:
     def doc(self) -> dict:
         return json.loads(self.out)
 
+    @property
+    def lines(self) -> list[str]:
+        return self.err.splitlines()
+
 
 class Tunectl:
     """`tunectl` bound to one fake tree and one state directory."""
