@@ -211,3 +211,21 @@ def test_state_dir_not_writable_is_not_permitted(fake_tree, tmp_path):
     blocker.write_text("")
     r = Tunectl(fake_tree, blocker / "state")("apply", "-p", "default")
     assert r.code == 4 and "state directory" in r.err
+
+
+def test_values_the_kernel_resets_are_written_again(tunectl, fake_tree, tmp_path):
+    """A limit write raises read_ahead_kb and an nr_requests write resets async_depth, even when both were in sync."""
+    q = fake_tree.root / "block/sda/queue"
+    depth = (q / "iosched/async_depth").read_text().strip()
+    (q / "read_ahead_kb").write_text("64\n")
+    p = tmp_path / "limits.yaml"
+    p.write_text("classes:\n  rotational:\n    read_ahead_kb: 64\n"
+                 f"    queue: {{add_random: {1 - int((q / 'add_random').read_text())}, nr_requests: 32}}\n"
+                 f"    iosched: {{async_depth: {int(depth) if depth.isdigit() else 16}}}\n")
+    plan = settings_of(tunectl("plan", "-p", str(p), "sda", "--json").doc, "sda")
+    assert plan["read_ahead_kb"]["status"] == "change" and "reset" in plan["read_ahead_kb"]["reason"]
+    assert tunectl("apply", "-p", str(p), "sda").code == 0
+    assert (q / "read_ahead_kb").read_text().strip() == "64"
+    assert tunectl("verify", "-p", str(p), "sda").code == 0
+    assert tunectl("rollback", "sda").code == 0
+    assert (q / "read_ahead_kb").read_text().strip() == "64"  # the journalled original

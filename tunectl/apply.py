@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tunectl.attributes import IOSCHED, LIMIT_ATTRS, QUEUE, kernel_equivalent, parse_scheduler, parse_value, write_order
+from tunectl.attributes import IOSCHED, QUEUE, kernel_equivalent, parse_scheduler, parse_value, side_effects, write_order
 from tunectl.device import Device
 from tunectl.errors import SysfsError
 from tunectl.plan import CHANGE, Setting
@@ -130,14 +130,18 @@ def record_originals(journal: dict, plan: list[Setting], devices: dict[str, Devi
         grew = True
         if s.attribute == "scheduler" and dev.scheduler and "iosched_snapshot" not in entry:
             entry["iosched_snapshot"] = {"scheduler": dev.scheduler, "knobs": dict(dev.iosched)}
-        # Values the kernel changes as a side effect of this write.
-        side_effects = {"scheduler": ("nr_requests",), "nr_requests": ()}.get(s.attribute, ())
-        if s.attribute in LIMIT_ATTRS:
-            side_effects = ("read_ahead_kb",)
-        for attr in side_effects:
-            if attr not in attrs and attr in dev.queue:
-                attrs[attr] = dev.queue[attr]
+        # Values the kernel changes by itself when this one is written.
+        for attr in side_effects(s.attribute):
+            current = _current(dev, attr)
+            if attr not in attrs and current is not None:
+                attrs[attr] = current
     return grew
+
+
+def _current(dev: Device, attr: str) -> Any:
+    if attr.startswith("iosched/"):
+        return dev.iosched.get(attr.split("/", 1)[1])
+    return dev.queue.get(attr)
 
 
 def _restorer(out: list[Setting], dev: Device, scheduler: str | None) -> Callable[[str, Any, Any], None]:
@@ -166,19 +170,17 @@ def rollback_plan(journal: dict, devices: list[Device], chosen: Callable[[Device
         if snap and snap.get("scheduler") == original_sched:
             restore.update({f"iosched/{k}": v for k, v in snap["knobs"].items()})
         restore.update({a: v for a, v in attrs.items() if a != "scheduler" and v is not None})
-        limits_restored = any(a in LIMIT_ATTRS for a in restore)
+        # The kernel rewrites these as a side effect of earlier restores: write them regardless.
+        disturbed = {e for a in restore if a != "scheduler" or switching for e in side_effects(a)}
         add = _restorer(out, dev, original_sched)
         for attr in sorted(restore, key=write_order):
             if attr.startswith("iosched/"):
                 if attr.split("/", 1)[1] not in IOSCHED.get(original_sched or "", {}):
                     continue
-                before = None if switching else dev.iosched.get(attr.split("/", 1)[1])
+                before = None if switching else _current(dev, attr)
             elif attr == "scheduler":
                 before = dev.scheduler
             else:
-                before = dev.queue.get(attr)
-                # The kernel rewrites these as a side effect of earlier restores: write them regardless.
-                if (attr == "nr_requests" and switching) or (attr == "read_ahead_kb" and limits_restored):
-                    before = None
-            add(attr, before, restore[attr])
+                before = _current(dev, attr)
+            add(attr, None if attr in disturbed else before, restore[attr])
     return out

@@ -101,6 +101,22 @@ ALL_IOSCHED_KNOBS = sorted({k for knobs in IOSCHED.values() for k in knobs})
 LIMIT_ATTRS = frozenset({"rotational", "add_random", "iostats", "stable_writes", "max_sectors_kb", "write_cache"})
 
 
+def side_effects(attr: str) -> frozenset[str]:
+    """Attributes the kernel (6.x) rewrites by itself when `attr` is written.
+
+    A scheduler switch resets nr_requests; writing nr_requests resets the
+    scheduler's async_depth; writing a queue limit recomputes read_ahead_kb.
+    (A switch also replaces every iosched knob: callers handle that as a whole.)
+    """
+    if attr == "scheduler":
+        return frozenset({"nr_requests"})
+    if attr == "nr_requests":
+        return frozenset({"iosched/async_depth"})
+    if attr in LIMIT_ATTRS:
+        return frozenset({"read_ahead_kb"})
+    return frozenset()
+
+
 def write_order(attr: str) -> tuple[int, str]:
     """Sort key for one device's writes.
 

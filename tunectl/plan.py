@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
-from tunectl.attributes import IOSCHED, QUEUE, kernel_equivalent, write_order
+from tunectl.attributes import IOSCHED, QUEUE, kernel_equivalent, side_effects, write_order
 from tunectl.device import Device
 from tunectl.profile import Profile
 
@@ -164,6 +164,8 @@ def plan_device(dev: Device, wanted: Wanted) -> list[Setting]:
                 switching = chosen != dev.scheduler
                 add("scheduler", dev.scheduler, chosen, source, CHANGE if switching else IN_SYNC)
                 target = chosen
+    # Attributes an earlier write of this plan makes the kernel rewrite: they are written again.
+    disturbed = set(side_effects("scheduler")) if switching else set()
     for attr in sorted((a for a in values if a != "scheduler"), key=write_order):
         value, source = values[attr]
         if attr.startswith("iosched/"):
@@ -171,20 +173,25 @@ def plan_device(dev: Device, wanted: Wanted) -> list[Setting]:
             spec = IOSCHED.get(target or "", {}).get(knob_name)
             if not dev.has_scheduler or target is None:
                 add(attr, None, value, source, SKIP, "device has no I/O scheduler")
-            elif spec is None:
+                continue
+            if spec is None:
                 add(attr, None, value, source, SKIP, f"not a knob of {target}")
-            elif switching:
+                continue
+            if switching:
                 add(attr, None, value, source, CHANGE, f"after switching to {target}")
-            else:
-                before = dev.iosched.get(knob_name)
-                add(attr, before, value, source, IN_SYNC if kernel_equivalent(spec, value, before) else CHANGE)
+                continue
+            before = dev.iosched.get(knob_name)
         elif attr not in dev.queue:
             add(attr, None, value, source, SKIP, f"device has no queue/{attr}")
-        elif attr == "nr_requests" and switching:
-            add(attr, dev.queue[attr], value, source, CHANGE, f"the switch to {target} resets it")
+            continue
         else:
-            before = dev.queue[attr]
-            add(attr, before, value, source, IN_SYNC if kernel_equivalent(QUEUE[attr], value, before) else CHANGE)
+            spec, before = QUEUE[attr], dev.queue[attr]
+        if attr not in disturbed and kernel_equivalent(spec, value, before):
+            add(attr, before, value, source, IN_SYNC)
+        else:
+            add(attr, before, value, source, CHANGE,
+                "an earlier write of this plan makes the kernel reset it" if attr in disturbed else "")
+            disturbed |= side_effects(attr)
     return out
 
 
