@@ -42,8 +42,9 @@ sys.path.insert(0, str(ROOT))
 
 import pyudev  # noqa: E402
 
-from tunectl.profile import load_profile  # noqa: E402
-from tunectl.udev_rules import lint, render  # noqa: E402
+from tunectl.profile.resolve import load_profile  # noqa: E402
+from tunectl.udev.lint import lint  # noqa: E402
+from tunectl.udev.render import render  # noqa: E402
 
 ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
 UDEVD = "/lib/systemd/systemd-udevd"

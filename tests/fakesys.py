@@ -1,6 +1,6 @@
 """A fake sysfs that stores values the way the kernel does, and builders for realistic trees.
 
-``FakeKernel`` is a :class:`tunectl.sysfs.Sysfs` on a plain directory whose ``write``
+``FakeKernel`` is a :class:`tunectl.system.sysfs.Sysfs` on a plain directory whose ``write``
 behaves like the block layer's store handlers on Linux 6.18 (HZ=250), as measured
 on a real kernel:
 
@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from tunectl.errors import SysfsError
-from tunectl.sysfs import Sysfs, describe_errno
-from tunectl.udevdb import UdevDb
+from tunectl.system.sysfs import Sysfs, describe_errno
+from tunectl.system.udevdb import UdevDb
 
 ALL_SCHEDULERS = ("none", "mq-deadline", "kyber", "bfq")  # the kernel lists them in registration order
 INT_MAX = (1 << 31) - 1

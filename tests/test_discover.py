@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.fakesys import FakeTree, sata_hdd
-from tunectl.device import Partition
-from tunectl.discover import discover, partition_parent, read_device
-from tunectl.udevdb import UdevDb
+from tunectl.system.udevdb import UdevDb
+from tunectl.tuning.device import Partition
+from tunectl.tuning.discover import discover, partition_parent, read_device
 
 
 @pytest.fixture

@@ -16,7 +16,8 @@ import yaml
 
 from tests.tuning_helpers import Result
 from tunectl.cli import main
-from tunectl.profile import MAX_PROFILE_BYTES, json_path, load_profile, resolve_profile
+from tunectl.profile.reader import MAX_PROFILE_BYTES, json_path
+from tunectl.profile.resolve import load_profile, resolve_profile
 
 VALID = "name: ok\nclasses:\n  ssd: {scheduler: none}\n"
 

@@ -18,10 +18,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tunectl.attributes import IOSCHED, QUEUE, SCHEDULERS
 from tunectl.cli import main
-from tunectl.device import CLASSES, DM_TYPES
-from tunectl.profile import MAX_PROFILE_BYTES, shipped_profile_dir
+from tunectl.profile.library import shipped_profile_dir
+from tunectl.profile.reader import MAX_PROFILE_BYTES
+from tunectl.tuning.attributes import IOSCHED, QUEUE, SCHEDULERS
+from tunectl.tuning.device import CLASSES, DM_TYPES
 
 LIMIT_SECONDS = 1.0
 DIAGNOSTIC = re.compile(r"^.+:\d+:\d+: \$")

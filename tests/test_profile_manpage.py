@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tunectl.cli import main
-from tunectl.profile import load_schema
+from tunectl.profile.checks import load_schema
 
 MAN = Path(__file__).resolve().parent.parent / "man" / "tunectl-profile.5"
 SCHEMA = load_schema()
@@ -133,7 +133,8 @@ def test_alignment() -> None:
 
 
 def test_limits_in_the_page_are_the_code_limits() -> None:
-    from tunectl.profile import MAX_DEPTH, MAX_DIAGNOSTICS, MAX_PROFILE_BYTES, MAX_VALUES
+    from tunectl.profile.checks import MAX_DIAGNOSTICS
+    from tunectl.profile.reader import MAX_DEPTH, MAX_PROFILE_BYTES, MAX_VALUES
 
     text = MAN.read_text()
     assert MAX_PROFILE_BYTES == 1 << 20 and "at most 1 MiB" in text

@@ -31,8 +31,9 @@ import pytest
 
 from tests.loopdev import active_scheduler, needs_root, restore, snapshot, sysfs_read, sysfs_write
 from tunectl.cli import main
-from tunectl.profile import load_profile
-from tunectl.udev_rules import lint, render
+from tunectl.profile.resolve import load_profile
+from tunectl.udev.lint import lint
+from tunectl.udev.render import render
 
 pytestmark = [pytest.mark.root, needs_root]
 

@@ -23,26 +23,27 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tunectl import udev_commands
-from tunectl.attributes import IOSCHED, LIMIT_ATTRS, QUEUE, SCHEDULERS
 from tunectl.cli import main
-from tunectl.device import CLASSES, DM_TYPES, OPT_IN_CLASSES, classify
-from tunectl.discover import discover
-from tunectl.plan import CHANGE, make_plan
-from tunectl.profile import Profile, check_document, load_profile, normalise, parse_yaml
-from tunectl.sysfs import Sysfs
-from tunectl.udev_rules import (
+from tunectl.profile.checks import check_document
+from tunectl.profile.reader import parse_yaml
+from tunectl.profile.resolve import Profile, load_profile, normalise
+from tunectl.system.sysfs import Sysfs
+from tunectl.system.udevdb import UdevDb
+from tunectl.tuning.attributes import IOSCHED, LIMIT_ATTRS, QUEUE, SCHEDULERS
+from tunectl.tuning.device import CLASSES, DM_TYPES, OPT_IN_CLASSES, classify
+from tunectl.tuning.discover import discover
+from tunectl.tuning.plan import CHANGE, make_plan
+from tunectl.udev import install as udev_commands
+from tunectl.udev.lint import lint, parse_rule
+from tunectl.udev.match import range_globs
+from tunectl.udev.render import (
     CLASS_MATCH,
     RULES_FILE,
     RenderError,
     check_glob,
-    lint,
-    parse_rule,
-    range_globs,
     render,
     render_rules,
 )
-from tunectl.udevdb import UdevDb
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "udev"
@@ -324,10 +325,10 @@ _HEX_GLOB = st.lists(st.one_of(st.sampled_from(list("0123456789abcdefAF")), st.j
 @settings(max_examples=300, deadline=None)
 @given(_HEX_GLOB.map(lambda p: "0x" + "".join(p)), st.lists(st.text(alphabet="0123456789abcdefABCDEF", max_size=8), max_size=6))
 def test_wwn_globs_for_raw_naa_values(glob: str, hexes: list[str]) -> None:
-    from tunectl.discover import normalise_wwn
-    from tunectl.udev_rules import _naa_glob
+    from tunectl.tuning.discover import normalise_wwn
+    from tunectl.udev.match import naa_glob
 
-    pattern, exact = _naa_glob(glob)
+    pattern, exact = naa_glob(glob)
     assert exact
     for h in hexes:
         raw = "naa." + h
@@ -345,9 +346,9 @@ def _udev_id_model(decoded: str) -> str:
 @given(st.lists(st.sampled_from(list("aZ09-.*")), min_size=1, max_size=6).map("".join),
        st.lists(st.text(alphabet="aZ09-. (/", max_size=8), max_size=6))
 def test_model_globs_for_udev_id_model(glob: str, models: list[str]) -> None:
-    from tunectl.udev_rules import _id_model_glob
+    from tunectl.udev.match import id_model_glob
 
-    pattern, exact = _id_model_glob(glob)
+    pattern, exact = id_model_glob(glob)
     assert exact
     for decoded in (m.strip() for m in models):
         if decoded:
@@ -736,7 +737,7 @@ class _Recorder:
         self.running = running
 
     def __call__(self, argv, timeout=60, check=True, input_text=None):
-        from tunectl.runner import Completed
+        from tunectl.system.runner import Completed
 
         self.calls.append(tuple(argv))
         if tuple(argv[:3]) == ("udevadm", "control", "--ping"):

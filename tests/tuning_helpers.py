@@ -10,8 +10,8 @@ from pathlib import Path
 from tests.fakesys import FakeTree
 from tunectl.cli import main
 from tunectl.context import Context
-from tunectl.profile import shipped_profile_dir
-from tunectl.state import StateStore
+from tunectl.profile.library import shipped_profile_dir
+from tunectl.system.state import StateStore
 
 QUEUE_SNAPSHOT = ("read_ahead_kb", "nr_requests", "rq_affinity", "nomerges", "add_random", "iostats",
                   "max_sectors_kb", "wbt_lat_usec", "rotational")

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tunectl.profile import default_search_path
-from tunectl.state import StateStore
-from tunectl.sysfs import Sysfs
-from tunectl.udevdb import UdevDb
+from tunectl.profile.library import default_search_path
+from tunectl.system.state import StateStore
+from tunectl.system.sysfs import Sysfs
+from tunectl.system.udevdb import UdevDb
 
 DEFAULT_SYSFS = "/sys"
 DEFAULT_UDEV_DATA = "/run/udev/data"

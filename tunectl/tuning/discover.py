@@ -6,10 +6,10 @@ import os
 import re
 from collections.abc import Iterable
 
-from tunectl.attributes import QUEUE, parse_scheduler, parse_value
-from tunectl.device import Device, Partition, classify, dm_type_of
-from tunectl.sysfs import Sysfs
-from tunectl.udevdb import UdevDb
+from tunectl.system.sysfs import Sysfs
+from tunectl.system.udevdb import UdevDb
+from tunectl.tuning.attributes import QUEUE, parse_scheduler, parse_value
+from tunectl.tuning.device import Device, Partition, classify, dm_type_of
 
 # Bus from the device's sysfs path, when udev has no ID_BUS (path fragment -> bus).
 _BUS_BY_PATH = (

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
-from tunectl.attributes import IOSCHED, QUEUE, kernel_equivalent, side_effects, write_order
-from tunectl.device import Device
-from tunectl.profile import Profile
+from tunectl.profile.resolve import Profile
+from tunectl.tuning.attributes import IOSCHED, QUEUE, kernel_equivalent, side_effects, write_order
+from tunectl.tuning.device import Device
 
 # Statuses of a planned setting.
 CHANGE = "change"  # differs; apply writes it

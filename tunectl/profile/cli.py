@@ -1,7 +1,8 @@
-"""`tunectl profile list|show|validate|import-tuned`."""
+"""`tunectl profile list|show|validate|import-tuned`: arguments, the calls, and the rendering."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from pathlib import Path
@@ -10,20 +11,27 @@ from typing import Any
 import yaml
 
 from tunectl.errors import ExitCode
-from tunectl.profile import (
-    Diagnostic,
-    PathT,
-    Profile,
-    ProfileRef,
-    decode_profile,
-    json_path,
-    list_profiles,
-    load_profile,
-    parse_yaml,
-    read_profile_bytes,
-    resolve_profile,
-)
+from tunectl.profile.library import ProfileRef, list_profiles, read_profile_bytes
+from tunectl.profile.reader import Diagnostic, PathT, decode_profile, json_path, parse_yaml
+from tunectl.profile.resolve import Profile, load_profile, resolve_profile
 from tunectl.report import emit_json, table
+
+EXAMPLES = ("examples:\n  tunectl profile list\n  tunectl profile show virtual-guest --explain\n"
+            "  tunectl profile validate /etc/tunectl/profiles/*.yaml\n  tunectl profile import-tuned throughput-performance")
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
+    p.epilog = EXAMPLES
+    psub = p.add_subparsers(dest="profile_command", metavar="ACTION")
+    psub.required = True
+    add_action(psub, "list", "profiles on the search path with their description")
+    pp = add_action(psub, "show", "print the resolved (merged) profile as YAML")
+    pp.add_argument("name", nargs="?", help="profile name or file (default: 'default')")
+    pp.add_argument("--explain", action="store_true", help="say which file each value came from")
+    pp = add_action(psub, "validate", "check profile files; one file:line:col line per problem")
+    pp.add_argument("files", nargs="+", metavar="FILE", help="profile files or names")
+    pp = add_action(psub, "import-tuned", "convert a tuned profile (tuned.conf) to a tunectl profile on stdout")
+    pp.add_argument("ref", metavar="PATH|NAME", help="tuned profile directory, tuned.conf or profile name")
 
 
 def run(ctx, args, out) -> int:
@@ -169,7 +177,7 @@ def _validate(ctx, args, out) -> int:
 
 
 def _import_tuned(ctx, args, out) -> int:
-    from tunectl.tuned_import import import_tuned, render_yaml
+    from tunectl.profile.tuned_import import import_tuned, render_yaml
 
     result = import_tuned(args.ref)
     if out.json:

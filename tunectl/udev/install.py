@@ -1,4 +1,4 @@
-"""`tunectl udev render|install|remove|check`: the thin OS edge around `tunectl.udev_rules`.
+"""`tunectl udev render|install|remove|check`: the thin OS edge around `tunectl.udev.render`.
 
 Files are replaced atomically (`state.atomic_write`); udevadm runs through
 `runner.run`. Exit codes: 0 done / in sync, 1 `check` found a difference,
@@ -16,14 +16,16 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from tunectl import tuning
 from tunectl.errors import ExitCode, NotPermitted, TunectlError, UsageError
-from tunectl.profile import DEFAULT_PROFILE, Profile, find_profile, load_profile
+from tunectl.profile.library import DEFAULT_PROFILE, find_profile
+from tunectl.profile.resolve import Profile, load_profile
 from tunectl.report import emit_json
-from tunectl.runner import CommandError
-from tunectl.runner import run as run_command
-from tunectl.state import atomic_write
-from tunectl.udev_rules import RULES_FILE, Rendered, lint, render_rules
+from tunectl.system.runner import CommandError
+from tunectl.system.runner import run as run_command
+from tunectl.system.state import atomic_write
+from tunectl.tuning import operations as tuning
+from tunectl.udev.lint import lint
+from tunectl.udev.render import RULES_FILE, Rendered, render_rules
 
 TRIGGER = ("udevadm", "trigger", "--action=change", "--subsystem-match=block", "--property-match=DEVTYPE=disk")
 # Stacked devices once more, after every disk settled: their RUN of tunectl must come after the
@@ -37,11 +39,6 @@ SEARCH_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/s
 
 class RulesError(TunectlError):
     """The rules file cannot be installed or checked (not a usage problem)."""
-
-
-def run(ctx, args, out) -> int:
-    actions = {"render": _render, "install": _install, "remove": _remove, "check": _check}
-    return actions[args.udev_command](ctx, args, out)
 
 
 def _euid() -> int:
@@ -84,7 +81,7 @@ def _warn_profile(profile: Profile, rendered: Rendered, out) -> None:
             out.warn(f"tunectl: note: {note}")
 
 
-def _render(ctx, args, out) -> int:
+def render(ctx, args, out) -> int:
     rendered, profile = rendered_for(ctx, args.profile)
     _warn_profile(profile, rendered, out)
     if out.json:
@@ -129,7 +126,7 @@ def _denied(e: OSError, what: str) -> TunectlError:
     return RulesError(f"cannot {what}: {e.strerror}")
 
 
-def _install(ctx, args, out) -> int:
+def install(ctx, args, out) -> int:
     _require_root("install")
     rendered, profile = rendered_for(ctx, args.profile)
     _warn_profile(profile, rendered, out)
@@ -190,7 +187,7 @@ def _install(ctx, args, out) -> int:
     return code
 
 
-def _remove(ctx, args, out) -> int:
+def remove(ctx, args, out) -> int:
     _require_root("remove")
     target = _target(args)
     removed = False
@@ -231,7 +228,7 @@ def installed_digest(text: str | None) -> str | None:
     return m.group(1) if m else None
 
 
-def _check(ctx, args, out) -> int:
+def check(ctx, args, out) -> int:
     rendered, profile = rendered_for(ctx, args.profile)
     _warn_profile(profile, rendered, out)
     target = _target(args)

@@ -18,8 +18,8 @@ from functools import reduce
 
 import yaml
 
-from tunectl.attributes import IOSCHED, LEGACY_SCHEDULERS, QUEUE, SCHEDULERS, Attribute
 from tunectl.errors import UsageError
+from tunectl.tuning.attributes import IOSCHED, LEGACY_SCHEDULERS, QUEUE, SCHEDULERS, Attribute
 
 DEFAULT_SEARCH_DIRS = ("/etc/tuned", "/usr/lib/tuned")
 

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tunectl.attributes import IOSCHED, QUEUE, kernel_equivalent, parse_scheduler, parse_value, side_effects, write_order
-from tunectl.device import Device
 from tunectl.errors import SysfsError
-from tunectl.plan import CHANGE, Setting
-from tunectl.sysfs import Sysfs
+from tunectl.system.sysfs import Sysfs
+from tunectl.tuning.attributes import IOSCHED, QUEUE, kernel_equivalent, parse_scheduler, parse_value, side_effects, write_order
+from tunectl.tuning.device import Device
+from tunectl.tuning.plan import CHANGE, Setting
 
 CHANGED = "changed"
 FAILED = "failed"

@@ -9,13 +9,13 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from tunectl import apply as applying
 from tunectl.context import Context
-from tunectl.device import Device
-from tunectl.discover import discover, partition_parent
 from tunectl.errors import ExitCode, UsageError
-from tunectl.plan import CHANGE, UNAVAILABLE, Setting, lower_disks, make_plan, queue_attrs_of
-from tunectl.profile import Profile, load_profile
+from tunectl.profile.resolve import Profile, load_profile
+from tunectl.tuning import apply as applying
+from tunectl.tuning.device import Device
+from tunectl.tuning.discover import discover, partition_parent
+from tunectl.tuning.plan import CHANGE, UNAVAILABLE, Setting, lower_disks, make_plan, queue_attrs_of
 
 
 @dataclass

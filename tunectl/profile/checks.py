@@ -1,0 +1,346 @@
+"""Profile checks: the JSON Schema plus what a schema cannot say (knobs of the chosen scheduler,
+sizes with units, checks across an ``extends:`` chain).
+
+Pure apart from reading the schema shipped beside the package.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from tunectl.profile.reader import Diagnostic, Document, PathT, short
+from tunectl.tuning.attributes import LEGACY_SCHEDULERS, SCHEDULERS, schedulers_with_knob
+from tunectl.units import SIZE_PATTERN, parse_bytes, parse_kib
+
+SCHEMA_PATH = Path(__file__).parent.parent / "schema" / "profile.schema.json"
+MAX_DIAGNOSTICS = 100
+
+
+@lru_cache(maxsize=1)
+def load_schema() -> dict:
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+@lru_cache(maxsize=64)
+def _ecma_regex(pattern: str) -> re.Pattern:
+    """A JSON Schema pattern (ECMA-262) as a Python regex: ``$`` is the end of the string only.
+
+    Python's ``$`` also matches before a final newline, so ``^[^\\n]*$`` would
+    accept "noatime\\n" and let a newline into a udev rule or fstab line.
+    """
+    out, i, in_class = [], 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+        elif c == "[":
+            in_class = True
+            if pattern[i + 1:i + 2] == "^":
+                out.append("[^")
+                i += 2
+                if pattern[i:i + 1] == "]":
+                    out.append("]")
+                    i += 1
+                continue
+        elif c == "$":
+            c = r"\Z"
+        out.append(c)
+        i += 1
+    return re.compile("".join(out))
+
+
+@lru_cache(maxsize=1)
+def _validator() -> Any:
+    import jsonschema
+    from jsonschema import validators
+    from jsonschema.exceptions import ValidationError
+
+    def pattern(validator: Any, patrn: str, instance: Any, schema: dict) -> Any:
+        if isinstance(instance, str) and not _ecma_regex(patrn).search(instance):
+            yield ValidationError(f"{instance!r} does not match {patrn!r}")
+
+    base = jsonschema.Draft202012Validator
+    # JSON Schema counts 150.0 as an integer; sysfs does not.
+    types = base.TYPE_CHECKER.redefine(
+        "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool))
+    strict = validators.extend(base, validators={"pattern": pattern}, type_checker=types)
+    return strict(load_schema())
+
+
+def suggest(word: Any, choices: list[str]) -> str:
+    if not isinstance(word, str):
+        return ""
+    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, list):
+        return " or ".join(_type_name(v) for v in value)
+    return {"object": "a mapping", "array": "a list", "integer": "an integer", "string": "a string",
+            "boolean": "true/false", "number": "a number", "null": "null"}.get(value, str(value))
+
+
+def _type_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "nothing (null)"
+    kind = {dict: "a mapping", list: "a list", int: "an integer", str: "a string", float: "a number"}.get(
+        type(value), type(value).__name__)
+    return kind if isinstance(value, (dict, list)) else f"{kind} ({short(value)})"
+
+
+def _range(schema: dict) -> str:
+    unit = f" {schema['x-unit']}" if schema.get("x-unit") else ""
+    lo, hi = schema.get("minimum"), schema.get("maximum")
+    if lo is not None and hi is not None:
+        return f"allowed {lo} to {hi}{unit}"
+    return f"must be at least {lo}{unit}" if lo is not None else f"must be at most {hi}{unit}"
+
+
+def _describe(error: Any, doc: Document) -> list[Diagnostic]:
+    path = tuple(error.absolute_path)
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    kind = error.validator
+    value = error.instance
+    if "propertyNames" in error.schema_path:
+        title = schema.get("title", "key")
+        return [doc.diag(path + (value,), f"{title} name {short(value)} is not allowed: {schema.get('description', '')}",
+                         key=True)]
+    if kind == "additionalProperties":
+        allowed = sorted(schema.get("properties", {}))
+        names = schema.get("propertyNames", {})
+        title = names.get("title", "key")
+        out = []
+        for key in sorted(set(value) - set(allowed), key=str):
+            if "pattern" in names and not _ecma_regex(names["pattern"]).search(key):
+                continue  # reported by propertyNames
+            hint = suggest(key, allowed)
+            msg = f"unknown {title} {key!r}{hint}" if hint else f"unknown {title} {key!r}; expected one of: {', '.join(allowed)}"
+            out.append(doc.diag(path + (key,), msg, key=True))
+        return out
+    if kind == "enum":
+        choices = [str(c) for c in error.validator_value]
+        title = schema.get("title")
+        if not isinstance(value, str):
+            return [doc.diag(path, f"expected one of: {', '.join(choices)}; got {_type_of(value)}")]
+        hint = suggest(value, choices)
+        if title:
+            return [doc.diag(path, f"unknown {title} {short(value)}{hint or '; expected one of: ' + ', '.join(choices)}")]
+        return [doc.diag(path, f"{short(value)} is not one of: {', '.join(choices)}{hint}")]
+    if kind in ("anyOf", "oneOf") and error.context:
+        return _describe_any_of(error, doc, path, schema)
+    if kind == "type":
+        expected = _type_name(error.validator_value)
+        if error.validator_value == "integer" and schema.get("x-unit"):
+            expected = f"an integer number of {schema['x-unit']}"
+        return [doc.diag(path, f"expected {expected}, got {_type_of(value)}")]
+    if kind in ("minimum", "maximum"):
+        return [doc.diag(path, f"{short(value)} is out of range: {_range(schema)}")]
+    if kind == "pattern":
+        title = schema.get("title")
+        if title:
+            return [doc.diag(path, f"{short(value)} is not a valid {title}: {schema.get('description', '')}".rstrip(": "))]
+        return [doc.diag(path, f"{short(value)} has characters or a form not allowed here")]
+    if kind == "required":
+        missing = [k for k in error.validator_value if isinstance(value, dict) and k not in value]
+        return [doc.diag(path, f"missing required key {missing[0] if missing else error.validator_value[0]!r}")]
+    if kind == "minProperties":
+        return [doc.diag(path, "must not be empty: give at least one key")]
+    if kind == "minItems":
+        return [doc.diag(path, "must not be an empty list")]
+    if kind == "uniqueItems":
+        return [doc.diag(path, "list items must not repeat")]
+    if kind == "maxLength":
+        return [doc.diag(path, f"too long: at most {error.validator_value} characters")]
+    if kind == "minLength":
+        return [doc.diag(path, "must not be empty")]
+    return [doc.diag(path, error.message)]
+
+
+def _describe_any_of(error: Any, doc: Document, path: PathT, schema: dict) -> list[Diagnostic]:
+    """Report the branch that fits the value best (as check-jsonschema does)."""
+
+    def fits_type(e: Any) -> bool:
+        if e.validator == "type":
+            return False
+        return not (e.validator == "enum" and not isinstance(e.instance, str) and len(e.absolute_path) == len(path))
+
+    fitting = [e for e in error.context if fits_type(e)]
+    if fitting:
+        best = max(fitting, key=lambda e: len(e.absolute_path))
+        return _describe(best, doc)
+    kinds = []
+    for e in error.context:
+        title = e.schema.get("title") if isinstance(e.schema, dict) else None
+        name = _type_name(e.validator_value) if e.validator == "type" else f"a {title} name" if title else "a name"
+        if name not in kinds:
+            kinds.append(name)
+    desc = f" ({schema['description']})" if schema.get("description") else ""
+    return [doc.diag(path, f"expected {' or '.join(kinds)}{desc}, got {_type_of(error.instance)}")]
+
+
+def check_document(doc: Document) -> list[Diagnostic]:
+    """Schema and semantic checks of one parsed file (before merging)."""
+    if not isinstance(doc.data, dict):
+        return [doc.diag((), f"a profile is a mapping of keys (name:, classes:, ...), got {_type_of(doc.data)}")]
+    diags: list[Diagnostic] = []
+    for error in _validator().iter_errors(doc.data):
+        diags.extend(_describe(error, doc))
+    for path, settings in settings_blocks(doc.data):
+        diags.extend(_check_settings(doc, path, settings))
+    for path, match in _match_blocks(doc.data):
+        diags.extend(_check_match(doc, path, match))
+    return limit_diagnostics(diags)
+
+
+def limit_diagnostics(diags: list[Diagnostic]) -> list[Diagnostic]:
+    """Sorted by position within each file (files in the order met), without repeats, at most MAX_DIAGNOSTICS."""
+    files = {d.file: i for i, d in reversed(list(enumerate(diags)))}
+    out = sorted(set(diags), key=lambda d: (files[d.file], d.line, d.col, d.path, d.message))
+    if len(out) > MAX_DIAGNOSTICS:
+        cut = out[MAX_DIAGNOSTICS]
+        out = out[:MAX_DIAGNOSTICS] + [dataclasses.replace(
+            cut, message=f"{len(out) - MAX_DIAGNOSTICS} more problems not shown", severity="error")]
+    return out
+
+
+def settings_blocks(data: dict) -> Any:
+    classes = data.get("classes")
+    if isinstance(classes, dict):
+        for name, settings in classes.items():
+            if isinstance(settings, dict):
+                yield ("classes", name), settings
+                if isinstance(settings.get("below"), dict):
+                    yield ("classes", name, "below"), settings["below"]
+    devices = data.get("devices")
+    if isinstance(devices, list):
+        for i, entry in enumerate(devices):
+            if isinstance(entry, dict):
+                yield ("devices", i), entry
+                if isinstance(entry.get("below"), dict):
+                    yield ("devices", i, "below"), entry["below"]
+
+
+def _match_blocks(data: dict) -> Any:
+    for section in ("devices", "mounts"):
+        entries = data.get(section)
+        if isinstance(entries, list):
+            for i, entry in enumerate(entries):
+                if isinstance(entry, dict) and isinstance(entry.get("match"), dict):
+                    yield (section, i, "match"), entry["match"]
+
+
+def scheduler_list(value: Any) -> list[str]:
+    names = value if isinstance(value, list) else [value]
+    out: list[str] = []
+    for n in names:
+        n = LEGACY_SCHEDULERS.get(n, n) if isinstance(n, str) else n
+        if isinstance(n, str) and n not in out:
+            out.append(n)
+    return out
+
+
+def known_schedulers(value: Any) -> list[str]:
+    return [n for n in scheduler_list(value) if n in SCHEDULERS]
+
+
+def knob_message(knob: str, chosen: list[str]) -> str:
+    owners = schedulers_with_knob(knob)
+    return f"{knob!r} is a knob of {' and '.join(owners)}, not of the chosen scheduler {' or '.join(chosen)}"
+
+
+def _check_settings(doc: Document, path: PathT, settings: dict) -> list[Diagnostic]:
+    out = []
+    sched = settings.get("scheduler")
+    names = sched if isinstance(sched, list) else [sched]
+    for i, n in enumerate(names):
+        if isinstance(n, str) and n in LEGACY_SCHEDULERS:
+            where = path + ("scheduler",) + ((i,) if isinstance(sched, list) else ())
+            out.append(doc.diag(where, f"legacy scheduler {n!r} is mapped to {LEGACY_SCHEDULERS[n]!r} "
+                                "on blk-mq kernels; write that instead", severity="warning"))
+    ra = settings.get("read_ahead_kb")
+    if isinstance(ra, str) and _ecma_regex(SIZE_PATTERN).search(ra):
+        ra_schema = load_schema()["$defs"]["read_ahead_kb"]["anyOf"][0]
+        try:
+            kib = parse_kib(ra)
+            if not ra_schema["minimum"] <= kib <= ra_schema["maximum"]:
+                out.append(doc.diag(path + ("read_ahead_kb",), f"{ra!r} is {kib} KiB, out of range: {_range(ra_schema)}"))
+        except ValueError as e:
+            out.append(doc.diag(path + ("read_ahead_kb",), str(e)))
+    knobs = settings.get("iosched")
+    chosen = known_schedulers(sched) if sched is not None else []
+    if isinstance(knobs, dict) and chosen:
+        for knob in knobs:
+            owners = schedulers_with_knob(knob)
+            if owners and not set(owners) & set(chosen):
+                out.append(doc.diag(path + ("iosched", knob), knob_message(knob, chosen), key=True))
+    return out
+
+
+def _check_match(doc: Document, path: PathT, match: dict) -> list[Diagnostic]:
+    size = match.get("size")
+    if not isinstance(size, dict) or "min" not in size or "max" not in size:
+        return []
+    try:
+        lo, hi = parse_bytes(size["min"]), parse_bytes(size["max"])
+    except (ValueError, TypeError, KeyError):
+        return []  # reported by the schema
+    if lo > hi:
+        return [doc.diag(path + ("size",), f"min ({short(size['min'])}) is larger than max ({short(size['max'])}); "
+                         "no device can match")]
+    return []
+
+
+def check_merged(data: dict, owners: dict[PathT, Document], chain: list[Document]) -> list[Diagnostic]:
+    """Checks only the merged profile can fail: iosched knobs from one file, the scheduler from another.
+
+    A knob added under an inherited scheduler it does not belong to is an
+    error. A scheduler chosen over inherited knobs is only a warning: a
+    deep merge cannot remove keys, and plan skips knobs of other schedulers.
+    """
+
+    def owner(path: PathT) -> Document:
+        inside = [p for p in owners if p[: len(path)] == path]
+        return owners[min(inside, key=lambda p: owners[p].where(p))] if inside else chain[0]
+
+    def rank(doc: Document) -> int:  # 0 = the profile asked for, higher = further up the chain
+        return next(i for i, d in enumerate(chain) if d is doc)
+
+    out = []
+    for path, settings in settings_blocks(data):
+        if path[0] != "classes" or not isinstance(settings.get("iosched"), dict) or "scheduler" not in settings:
+            continue
+        chosen = known_schedulers(settings["scheduler"])
+        sched_path = path + ("scheduler",)
+        sched_doc = owner(sched_path)
+        sched_line = sched_doc.where(sched_path)[0]
+        inherited = []
+        for knob in settings["iosched"]:
+            knob_owners = schedulers_with_knob(knob)
+            if not chosen or not knob_owners or set(knob_owners) & set(chosen):
+                continue
+            knob_path = path + ("iosched", knob)
+            knob_doc = owner(knob_path)
+            if rank(knob_doc) <= rank(sched_doc):
+                out.append(knob_doc.diag(knob_path, f"{knob_message(knob, chosen)} (inherited from "
+                                         f"{sched_doc.file}:{sched_line})", key=True))
+            else:
+                inherited.append((knob, knob_doc, knob_doc.where(knob_path, key=True)[0]))
+        if inherited:
+            knobs = ", ".join(f"{k!r} ({d.file}:{line})" for k, d, line in inherited)
+            out.append(sched_doc.diag(sched_path, f"inherited iosched knobs {knobs} do not apply to the chosen scheduler "
+                                      f"{' or '.join(chosen)}; plan will skip them", severity="warning"))
+    return out

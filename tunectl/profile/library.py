@@ -1,0 +1,142 @@
+"""The profile library: the search path, finding and listing profiles, and checking a file (with a cache)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Union
+
+from tunectl.profile.checks import SCHEMA_PATH, check_document, limit_diagnostics
+from tunectl.profile.reader import MAX_PROFILE_BYTES, Diagnostic, Document, decode_profile, parse_yaml
+
+DEFAULT_PROFILE = "default"
+ProfileRef = Union[str, Path]  # a name on the search path, or a file (a Path is always a file)
+
+
+def shipped_profile_dir() -> Path:
+    """Profiles shipped with the package (installed as tunectl/profiles, or ./profiles in a checkout)."""
+    package = Path(__file__).parent.parent
+    installed = package / "profiles"
+    if installed.is_dir():
+        return installed
+    return package.parent / "profiles"
+
+
+def default_search_path(env: dict | None = None) -> list[Path]:
+    env = os.environ if env is None else env
+    extra = [Path(p) for p in env.get("TUNECTL_PROFILE_PATH", "").split(":") if p]
+    return extra + [Path("/etc/tunectl/profiles"), shipped_profile_dir()]
+
+
+def looks_like_path(ref: ProfileRef) -> bool:
+    return isinstance(ref, Path) or "/" in ref or ref.endswith((".yaml", ".yml"))
+
+
+def find_profile(ref: ProfileRef, search_path: list[Path], relative_to: Path | None = None,
+                 skip: Path | None = None) -> Path | None:
+    """The file for `ref`: a path (relative to `relative_to`), or a name on the search path.
+
+    `skip` is the file doing the asking: ``extends: balanced`` inside
+    /etc/tunectl/profiles/balanced.yaml means the next balanced on the path.
+    """
+    if looks_like_path(ref):
+        p = Path(ref)
+        if not p.is_absolute() and relative_to is not None:
+            p = relative_to / p
+        return p if p.is_file() else None
+    skip_key = file_key(skip) if skip is not None else None
+    for d in search_path:
+        for ext in (".yaml", ".yml"):
+            candidate = d / f"{ref}{ext}"
+            if candidate.is_file() and (skip_key is None or file_key(candidate) != skip_key):
+                return candidate
+    return None
+
+
+def file_key(path: Path) -> str:
+    try:
+        return str(path.resolve())
+    except (OSError, RuntimeError):
+        return str(path.absolute())
+
+
+def list_profiles(search_path: list[Path]) -> list[tuple[str, Path]]:
+    """(name, file) for every profile on the search path; earlier directories shadow later ones."""
+    seen: dict[str, Path] = {}
+    for d in search_path:
+        if d.is_dir():
+            for f in sorted(d.glob("*.y*ml")):
+                seen.setdefault(f.stem, f)
+    return sorted(seen.items())
+
+
+def read_profile_bytes(path: Path) -> tuple[bytes | None, list[Diagnostic]]:
+    """The file's bytes (at most MAX_PROFILE_BYTES + 1 are read), or a diagnostic."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(MAX_PROFILE_BYTES + 1), []
+    except OSError as e:
+        return None, [Diagnostic(str(path), 1, 1, "$", f"cannot read: {e.strerror or e}")]
+
+
+@lru_cache(maxsize=1)
+def _checker_digest() -> bytes:
+    """What the verdict on a text depends on besides the text: this checker, the catalogue, the schema."""
+    from tunectl import __version__, units
+    from tunectl.profile import checks, reader
+    from tunectl.tuning import attributes
+
+    digest = hashlib.sha256(f"{__version__}\0".encode())
+    for source in (reader.__file__, checks.__file__, attributes.__file__, units.__file__, SCHEMA_PATH):
+        with contextlib.suppress(OSError):
+            digest.update(Path(source).read_bytes())
+    return digest.digest()
+
+
+def _cache_key(raw: bytes) -> str:
+    digest = hashlib.sha256(_checker_digest())
+    digest.update(raw)
+    return digest.hexdigest()
+
+
+def check_file(path: Path, cache_dir: Path | None = None) -> tuple[Document, list[Diagnostic]]:
+    """Parse and check one file: the Document and every diagnostic (errors and warnings).
+
+    A file that passed the checks before (same bytes, same checker) is not
+    checked again: importing jsonschema costs more than the rest of a `verify`
+    run. Only successes are cached, under `cache_dir`.
+    """
+    file = str(path)
+    raw, diags = read_profile_bytes(path)
+    if raw is None:
+        return Document(file, None), diags
+    key = _cache_key(raw) if cache_dir is not None else ""
+    if cache_dir is not None:
+        try:
+            cached = json.loads((cache_dir / f"{key}.json").read_text())
+            doc = Document.from_cache(file, cached)
+            return doc, list(doc.warnings)
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    text, diags = decode_profile(raw, file)
+    if text is None:
+        return Document(file, None), diags
+    doc, diags = parse_yaml(text, file)
+    if doc.data is not None:
+        # Problems the builder found (duplicate keys, bad aliases, ...) and the schema's, without saying twice
+        # that a value the builder already rejected has the wrong type.
+        seen = {d.path for d in diags}
+        diags = limit_diagnostics(diags + [d for d in check_document(doc) if d.path not in seen])
+    doc.warnings = [d for d in diags if d.severity == "warning"]
+    if cache_dir is not None and not any(d.severity == "error" for d in diags):
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            entry = json.dumps(doc.to_cache())
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            tmp = cache_dir / f".{key}.{os.getpid()}.tmp"
+            tmp.write_text(entry)
+            os.replace(tmp, cache_dir / f"{key}.json")
+    return doc, diags

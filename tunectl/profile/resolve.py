@@ -1,0 +1,218 @@
+"""Resolving a profile: its ``extends:`` chain merged, checked as a whole, and normalised."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tunectl.errors import ProfileError
+from tunectl.profile.checks import check_merged, limit_diagnostics, scheduler_list, suggest
+from tunectl.profile.library import (
+    DEFAULT_PROFILE,
+    ProfileRef,
+    check_file,
+    file_key,
+    find_profile,
+    list_profiles,
+    looks_like_path,
+)
+from tunectl.profile.reader import Diagnostic, Document, PathT
+from tunectl.units import parse_bytes, parse_kib
+
+
+@dataclass
+class Profile:
+    """A resolved profile: merged data (normalised), the files it came from, where each value came from."""
+
+    name: str
+    description: str
+    files: list[str]
+    data: dict
+    origins: dict[PathT, str]  # path of each merged scalar (or empty container) -> file it came from
+    warnings: list[Diagnostic] = field(default_factory=list)
+    positions: dict[PathT, tuple[int, int]] = field(default_factory=dict)  # path -> line, col in that file
+
+    @property
+    def classes(self) -> dict:
+        return self.data.get("classes", {})
+
+    @property
+    def devices(self) -> list:
+        return self.data.get("devices", [])
+
+    @property
+    def mounts(self) -> list:
+        return self.data.get("mounts", [])
+
+    @property
+    def boundary_kib(self) -> int:
+        return self.data.get("alignment", {}).get("boundary_kib", 1024)
+
+    def origin(self, path: PathT) -> tuple[str, int, int] | None:
+        """(file, line, col) where the value at `path` was set (its first item, for a list)."""
+        path = tuple(path)
+        found = path if path in self.origins else None
+        if found is None:
+            inside = [p for p in self.origins if p[: len(path)] == path]
+            found = min(inside, key=lambda p: self.positions.get(p, (1, 1))) if inside else None
+        if found is None:
+            return None
+        line, col = self.positions.get(found, (1, 1))
+        return self.origins[found], line, col
+
+
+def _merge(base: Any, over: Any, path: PathT, owners: dict, doc: Document) -> Any:
+    """Deep merge: mappings merge key by key, everything else (lists too) replaces."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = _merge(base[k], v, path + (k,), owners, doc) if k in base else _own(v, path + (k,), owners, doc)
+        return out
+    for p in _leaves(base, path):
+        owners.pop(p, None)
+    return _own(over, path, owners, doc)
+
+
+def _own(value: Any, path: PathT, owners: dict, doc: Document) -> Any:
+    for p in _leaves(value, path):
+        owners[p] = doc
+    return value
+
+
+def _leaves(value: Any, path: PathT) -> Any:
+    """Paths of the scalars (and empty containers) in `value`."""
+    stack = [(value, path)]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, dict) and value:
+            stack.extend((v, path + (k,)) for k, v in value.items())
+        elif isinstance(value, list) and value:
+            stack.extend((v, path + (i,)) for i, v in enumerate(value))
+        else:
+            yield path
+
+
+def resolve_profile(ref: ProfileRef | None, search_path: list[Path],
+                    cache_dir: Path | None = None) -> tuple[Profile | None, list[Diagnostic | str]]:
+    """Resolve `ref` (name or path; None = default) with its `extends:` chain.
+
+    Returns the profile (None on errors) and every diagnostic of every file in
+    the chain. A diagnostic is a plain string only when `ref` itself is not found.
+    """
+    ref = ref or DEFAULT_PROFILE
+    chain: list[Document] = []
+    seen: list[str] = []
+    diags: list[Diagnostic | str] = []
+    current: ProfileRef | None = ref
+    parent_doc: Document | None = None
+    while current is not None:
+        relative_to = Path(parent_doc.file).parent if parent_doc else None
+        skip = Path(parent_doc.file) if parent_doc and not looks_like_path(current) else None
+        path = find_profile(current, search_path, relative_to, skip)
+        if path is None:
+            diags.append(_not_found(current, search_path, parent_doc, chain))
+            break
+        key = file_key(path)
+        if key in seen:
+            names = [Path(d.file).name for d in chain[seen.index(key):]] + [path.name]
+            diags.append(parent_doc.diag(("extends",), f"extends cycle: {' -> '.join(names)}"))
+            break
+        seen.append(key)
+        doc, found = check_file(path, cache_dir)
+        diags.extend(found)
+        chain.append(doc)
+        parent_doc = doc
+        current = doc.data.get("extends") if isinstance(doc.data, dict) else None
+        if not isinstance(current, str) or not current.strip() or "\n" in current:
+            current = None
+    if not any(not isinstance(d, Diagnostic) or d.severity == "error" for d in diags):
+        data, owners = _merge_chain(chain)
+        diags.extend(check_merged(data, owners, chain))
+        try:
+            normalised = normalise(data)
+        except (ValueError, TypeError, KeyError, AttributeError) as e:  # the checks above should have caught it
+            diags.append(chain[0].diag((), f"cannot normalise the profile: {e}"))
+        if not any(not isinstance(d, Diagnostic) or d.severity == "error" for d in diags):
+            name = data.get("name") or Path(chain[0].file).stem
+            profile = Profile(name, data.get("description", ""), [d.file for d in chain], normalised,
+                              {p: d.file for p, d in owners.items()},
+                              [w for d in reversed(chain) for w in d.warnings],
+                              {p: d.where(p, key=True) for p, d in owners.items()})
+            return profile, _limit_mixed(diags)
+    return None, _limit_mixed(diags)
+
+
+def _limit_mixed(diags: list[Diagnostic | str]) -> list[Diagnostic | str]:
+    plain = [d for d in diags if not isinstance(d, Diagnostic)]
+    return plain + limit_diagnostics([d for d in diags if isinstance(d, Diagnostic)])
+
+
+def _not_found(ref: ProfileRef, search_path: list[Path], parent: Document | None,
+               chain: list[Document]) -> Diagnostic | str:
+    known = [n for n, _ in list_profiles(search_path)]
+    hint = "" if looks_like_path(ref) else suggest(str(ref), known)
+    if parent is None:
+        if looks_like_path(ref):
+            return f"{ref}: no such profile file"
+        return f"profile {str(ref)!r} not found on the search path ({', '.join(map(str, search_path))}){hint}"
+    names = " -> ".join([Path(d.file).name for d in chain] + [str(ref)])
+    what = "no such file" if looks_like_path(ref) else "no such profile on the search path"
+    return parent.diag(("extends",), f"{str(ref)!r}: {what} (chain: {names}){hint}")
+
+
+def _merge_chain(chain: list[Document]) -> tuple[dict, dict[PathT, Document]]:
+    """Merge base first; also which document each merged value (or replaced subtree) came from."""
+    data: dict = {}
+    owners: dict[PathT, Document] = {}
+    for doc in reversed(chain):
+        body = {k: v for k, v in doc.data.items() if k != "extends"}
+        data = _merge(data, body, (), owners, doc)
+    return data, owners
+
+
+def load_profile(ref: ProfileRef | None, search_path: list[Path], cache_dir: Path | None = None) -> Profile:
+    """Resolve `ref` (name or path; None = default); ProfileError with every problem of the chain."""
+    profile, diags = resolve_profile(ref, search_path, cache_dir)
+    if profile is None:
+        hint = "fix the lines above; `tunectl profile validate FILE` checks a profile"
+        if any(not isinstance(d, Diagnostic) or "no such" in d.message for d in diags):
+            names = ", ".join(n for n, _ in list_profiles(search_path)) or "none"
+            hint = f"known profiles: {names}; `tunectl profile list` shows them"
+        raise ProfileError(diags, hint=hint)
+    return profile
+
+
+def normalise_settings(settings: dict) -> dict:
+    out = dict(settings)
+    if "scheduler" in out:
+        out["scheduler"] = scheduler_list(out["scheduler"])
+    if "read_ahead_kb" in out:
+        out["read_ahead_kb"] = parse_kib(out["read_ahead_kb"])
+    if "below" in out:
+        out["below"] = normalise_settings(out["below"])
+    return out
+
+
+def normalise(data: dict) -> dict:
+    """Validated profile data -> canonical form: scheduler lists, KiB ints, byte sizes."""
+    out = dict(data)
+    out["classes"] = {c: normalise_settings(s or {}) for c, s in (data.get("classes") or {}).items()}
+    devices = []
+    for entry in data.get("devices") or []:
+        entry = normalise_settings(entry)
+        entry["match"] = normalise_match(entry["match"])
+        devices.append(entry)
+    out["devices"] = devices
+    out["mounts"] = [dict(m, match=normalise_match(m["match"])) for m in data.get("mounts") or []]
+    return out
+
+
+def normalise_match(match: dict) -> dict:
+    out = dict(match)
+    for key in ("class", "dm_type", "bus"):
+        if isinstance(out.get(key), str):
+            out[key] = [out[key]]
+    if "size" in out:
+        out["size"] = {k: parse_bytes(v) for k, v in out["size"].items()}
+    return out

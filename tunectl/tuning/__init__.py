@@ -1,0 +1,1 @@
+"""The backbone: discover and classify devices, plan against a profile, apply, verify, roll back."""

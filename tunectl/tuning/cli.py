@@ -1,0 +1,165 @@
+"""`tunectl status|plan|apply|verify|rollback`: arguments, the call into `operations`, and the rendering."""
+
+from __future__ import annotations
+
+import argparse
+
+from tunectl.errors import ExitCode
+
+EXAMPLES = {
+    "status": "examples:\n  tunectl status\n  tunectl status --json | jq '.devices[].class'",
+    "plan": "examples:\n  tunectl plan -p throughput-performance\n  tunectl plan -p ./my.yaml /dev/sda --json",
+    "apply": "examples:\n  tunectl apply -p latency-performance\n  tunectl apply -p default --check --diff\n"
+             "  tunectl apply -p default --json --detailed-exitcode   # for Ansible",
+    "verify": "examples:\n  tunectl verify            # against the last applied profile\n  tunectl verify -p desktop sda",
+    "rollback": "examples:\n  tunectl rollback          # every device tunectl changed\n  tunectl rollback sdb --check",
+}
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
+    p.epilog = EXAMPLES.get(name)
+    if name == "status":
+        p.add_argument("-p", "--profile", help="compare with this profile instead of the last applied one")
+        return
+    if name in ("plan", "verify"):
+        p.add_argument("-p", "--profile", help="profile name or file (default: last applied, else 'default')")
+        p.add_argument("devices", nargs="*", metavar="DEV", help="kernel name or /dev path (default: all)")
+        return
+    if name == "apply":
+        p.add_argument("-p", "--profile", help="profile name or file (default: 'default')")
+        p.add_argument("devices", nargs="*", metavar="DEV", help="kernel name or /dev path (default: all)")
+        p.add_argument("--check", action="store_true", help="write nothing; report and exit as if it had")
+        p.add_argument("--diff", action="store_true", help="show each change as - before / + after")
+        p.add_argument("--detailed-exitcode", action="store_true",
+                       help="exit 0 if nothing changed, 2 if something changed, 1 on any error")
+        p.add_argument("--stack", action="store_true",
+                       help="also apply to the disks below each named stacked device (what a dm/md udev event runs)")
+        return
+    p.add_argument("devices", nargs="*", metavar="DEV", help="kernel name or /dev path (default: all journalled)")
+    p.add_argument("--check", action="store_true", help="show what would be restored, write nothing")
+
+
+def run(ctx, args, out) -> int:
+    handlers = {"status": _cmd_status, "plan": _cmd_plan, "apply": _cmd_apply, "rollback": _cmd_rollback,
+                "verify": lambda ctx, args, out: _cmd_plan(ctx, args, out, verify=True)}
+    return handlers[args.command](ctx, args, out)
+
+
+def _warn_profile(report, out) -> None:
+    for w in report.warnings:
+        out.warn(str(w))
+
+
+def _cmd_status(ctx, args, out) -> int:
+    from tunectl.report import emit_json, show, table
+    from tunectl.tuning import operations as tuning
+
+    report = tuning.status(ctx, args.profile)
+    _warn_profile(report, out)
+    drift_by_dev: dict[str, int] = {}
+    for s in report.drift:
+        drift_by_dev[s.device] = drift_by_dev.get(s.device, 0) + 1
+    if out.json:
+        emit_json({"profile": report.profile,
+                   "devices": [dict(d.to_json(), drift=[s.to_json() for s in report.drift if s.device == d.name])
+                               for d in report.devices]}, out.stdout)
+        return ExitCode.OK
+    rows = []
+    for d in report.devices:
+        knobs = " ".join(f"{k}={v}" for k, v in sorted(d.iosched.items())) if out.verbose else ""
+        drift = f"{drift_by_dev[d.name]} setting(s)" if d.name in drift_by_dev else "in sync"
+        rows.append([d.name, d.cls + (f"/{d.dm_type}" if d.dm_type else ""), show(d.scheduler),
+                     show(d.queue.get("read_ahead_kb")), d.identity, drift] + ([knobs] if out.verbose else []))
+    headers = ["DEVICE", "CLASS", "SCHEDULER", "READ-AHEAD", "IDENTITY", "DRIFT"] + (["KNOBS"] if out.verbose else [])
+    out.print(f"profile: {report.profile}")
+    out.print(table(headers, rows))
+    return ExitCode.OK
+
+
+def _settings_rows(settings, verbose: int, with_status: bool = False):
+    from tunectl.report import show
+
+    rows = []
+    for s in settings:
+        status = getattr(s, "status", None)
+        setting = getattr(s, "setting", s)
+        if not verbose and status in ("ok", "skip"):
+            continue
+        note = getattr(s, "error", "") or setting.reason
+        row = [setting.device, setting.attribute, f"{show(setting.before)} -> {show(setting.after)}", setting.source]
+        if with_status:
+            row.append(status)
+        rows.append(row + [note])
+    return rows
+
+
+def _summary(statuses: list[str]) -> str:
+    counts: dict[str, int] = {}
+    for st in statuses:
+        counts[st] = counts.get(st, 0) + 1
+    return ", ".join(f"{n} {st}" for st, n in sorted(counts.items())) or "nothing to do"
+
+
+def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
+    from tunectl.report import emit_json, table
+    from tunectl.tuning import operations as tuning
+
+    ref = tuning.active_profile_ref(ctx, args.profile) if verify else args.profile
+    report = tuning.plan(ctx, ref, args.devices)
+    _warn_profile(report, out)
+    drift = report.drift
+    code = ExitCode.DRIFT if verify and drift else ExitCode.OK
+    if out.json:
+        emit_json({"profile": report.profile, "in_sync": not drift,
+                   "settings": [s.to_json() for s in report.settings]}, out.stdout)
+        return code
+    rows = _settings_rows(report.settings, out.verbose, with_status=True)
+    out.print(f"profile: {report.profile}")
+    if rows:
+        out.print(table(["DEVICE", "ATTRIBUTE", "BEFORE -> AFTER", "SOURCE", "STATUS", "NOTE"], rows))
+    out.print(_summary([s.status for s in report.settings]))
+    if verify:
+        out.print("in sync" if not drift else f"drift: {len(drift)} setting(s) differ")
+    return code
+
+
+def _cmd_apply(ctx, args, out) -> int:
+    from tunectl.tuning import operations as tuning
+
+    report = tuning.apply(ctx, args.profile, args.devices, check=args.check, stack=args.stack)
+    code = _render_apply(report, args, out)
+    if args.detailed_exitcode:
+        return 1 if code != ExitCode.OK else (2 if report.changed else 0)
+    return code
+
+
+def _render_apply(report, args, out) -> int:
+    from tunectl.report import emit_json, show, table
+
+    _warn_profile(report, out)
+    if out.json:
+        emit_json({"profile": report.profile, "changed": report.changed, "check": report.check,
+                   "writes": report.writes, "write_phase_ms": round(report.write_seconds * 1000, 3),
+                   "notes": report.notes,
+                   "settings": [o.to_json() for o in report.outcomes]}, out.stdout)
+        return report.exit_code
+    for note in report.notes:
+        out.warn(f"tunectl: note: {note}")
+    rows = _settings_rows(report.outcomes, out.verbose, with_status=True)
+    if getattr(args, "diff", False):
+        for o in report.outcomes:
+            s = o.setting
+            if o.status in ("changed", "change"):
+                out.print(f"--- {s.device} queue/{s.attribute}\n-{show(s.before)}\n+{show(s.after)}")
+    elif rows:
+        out.print(table(["DEVICE", "ATTRIBUTE", "BEFORE -> AFTER", "SOURCE", "STATUS", "NOTE"], rows))
+    verb = "would change" if report.check else "changed"
+    n = sum(o.status in ("changed", "change") for o in report.outcomes)
+    out.print(f"{report.profile}: {verb} {n} setting(s); {_summary([o.status for o in report.outcomes])}")
+    return report.exit_code
+
+
+def _cmd_rollback(ctx, args, out) -> int:
+    from tunectl.tuning import operations as tuning
+
+    return _render_apply(tuning.rollback(ctx, args.devices, check=args.check), args, out)

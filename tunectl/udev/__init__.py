@@ -1,0 +1,1 @@
+"""udev rules for hot-plug and boot: render (pure), lint, install, and the event monitor."""
