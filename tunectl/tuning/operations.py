@@ -14,7 +14,7 @@ from tunectl.errors import ExitCode, UsageError
 from tunectl.profile.resolve import Profile, load_profile
 from tunectl.tuning import apply as applying
 from tunectl.tuning.device import Device
-from tunectl.tuning.discover import discover, partition_parent
+from tunectl.tuning.discover import discover, partition_parent, stack_of
 from tunectl.tuning.plan import CHANGE, UNAVAILABLE, Setting, lower_disks, make_plan, queue_attrs_of
 
 
@@ -106,7 +106,11 @@ def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = Non
          profile: Profile | None = None, stack: bool = False) -> PlanReport:
     """The plan for all devices, or for `dev_refs` (with `stack`: and the disks below them)."""
     profile = profile or _load(ctx, profile_ref)
-    devices = discover(ctx.sysfs, ctx.udev, queue_attrs_of(profile))
+    # Kernel names of whole devices (the usual `apply -p P sda sdb`): read only them and their stacks.
+    whole = set(ctx.sysfs.listdir("block"))
+    named = [ref[len("/dev/"):] if ref.startswith("/dev/") else ref for ref in dev_refs or ()]
+    scope = stack_of(ctx.sysfs, named) if named and whole.issuperset(named) else None
+    devices = discover(ctx.sysfs, ctx.udev, queue_attrs_of(profile), scope)
     parents = _parents(ctx, devices)
     only = resolve_names(ctx, devices, dev_refs) if dev_refs else None
     if only is not None and stack:
