@@ -59,7 +59,7 @@ def evaluate(rules: Sequence[dict], facts: Facts, source: str, entry: Entry | No
              cannot_discard: str | None) -> FsCheck:
     held, skipped = select(rules, facts)
     want = opts.want_from_rules(held, facts.fstype, cannot_discard)
-    for index, rule, reason in skipped:
+    for _index, rule, reason in skipped:
         for token in list(rule.get("options") or []) + ([f"discard: {rule['discard']}"] if rule.get("discard") else []):
             if not opts.has(want.present, token) and all(s.option != token for s in want.skipped):
                 want.skipped.append(opts.Skip(token, reason))

@@ -154,6 +154,8 @@ def rewrite_options(body: bytes, entry: Entry, new: bytes) -> bytes:
     gap = body[e:nxt]
     target = _column(body[:nxt])
     head = body[:s] + new
+    if len(gap) == 1:  # a single separator: the line was not column-aligned
+        return head + gap + body[nxt:]
     if b"\t" in gap:
         fill = b""
         while _column(head + fill) < target:

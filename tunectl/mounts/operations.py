@@ -260,7 +260,7 @@ def remount(ctx, fs: FsCheck) -> Remount:
     from tunectl.system.runner import CommandError, run
 
     assert fs.live is not None
-    options = ",".join(opts.remount_options(fs.live.vfs_options, fs.want))
+    options = ",".join(opts.remount_options(fs.live.options, fs.want))
     result = Remount(fs.target, options, True)
     try:
         # Source and target both given: mount(8) then reads no fstab entry into the remount.
@@ -299,7 +299,7 @@ def fix(ctx, profile_ref: str | None, fstab_file: str | None = None, do_remount:
             if fs.live is None or not fs.live_drift:
                 continue
             if check_only:
-                result.remounts.append(Remount(fs.target, ",".join(opts.remount_options(fs.live.vfs_options, fs.want)),
+                result.remounts.append(Remount(fs.target, ",".join(opts.remount_options(fs.live.options, fs.want)),
                                                None, [("" if c == "add" else "-") + o for c, o in fs.live_drift]))
                 continue
             done = remount(ctx, fs)

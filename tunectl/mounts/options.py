@@ -40,6 +40,10 @@ USERSPACE = frozenset({"defaults", "auto", "noauto", "user", "nouser", "users", 
 # Per-mount (VFS) flags: shown in the first option field of mountinfo and replaced as a
 # whole by a classic remount, so a remount passes all of them explicitly.
 VFS_FLAGS = ("ro", "rw", "nosuid", "nodev", "noexec", "noatime", "relatime", "nodiratime", "nosymfollow")
+# Superblock flags shown after the "-" of mountinfo: a remount that does not name them clears
+# them (ext4 on 6.18: `remount,commit=30` after `remount,lazytime` drops lazytime), so they are
+# passed again. Filesystem-specific options (commit=, inode64, ...) persist by themselves.
+SB_FLAGS = ("lazytime", "sync", "dirsync", "mand")
 
 # A live option shown by its absence: the option holds when none of these is in mountinfo.
 SHOWN_AS_ABSENCE: dict[str, tuple[str, ...]] = {
@@ -286,13 +290,13 @@ def atime_mode(tokens: Sequence[str]) -> str:
     return "strictatime"
 
 
-def remount_options(vfs_flags: Sequence[str], want: Want) -> list[str]:
+def remount_options(live: Sequence[str], want: Want) -> list[str]:
     """Options for ``mount -o remount,...``: every per-mount flag, explicitly, with the wanted changes.
 
     A remount replaces the per-mount flags as a whole, and ``remount,relatime``
     after ``noatime`` does nothing unless the atime flags are spelt out.
     """
-    flags = [t for t in vfs_flags if name_of(t) in VFS_FLAGS]
+    flags = [t for t in live if name_of(t) in VFS_FLAGS or name_of(t) in SB_FLAGS]
     mode = atime_mode(flags)
     flags = [t for t in flags if t not in ATIME_MODES]
     extra: list[str] = []

@@ -97,7 +97,7 @@ def containing(mounts: list[Mount], path: str) -> Mount | None:
     best = None
     for m in mounts:
         t = m.target.rstrip("/") or "/"
-        if path == t or t == "/" or path.startswith(t + "/"):
-            if best is None or len(t) >= len(best.target.rstrip("/") or "/"):
-                best = m
+        inside = path == t or t == "/" or path.startswith(t + "/")
+        if inside and (best is None or len(t) >= len(best.target.rstrip("/") or "/")):
+            best = m
     return best
