@@ -147,12 +147,11 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
 
     def facts_for(source: str, target: str, fstype: str, live: mountinfo.Mount | None,
                   bind: bool) -> tuple[Facts, str | None]:
-        if bind or fstype in opts.NON_BLOCK_FSTYPES and fstype != "swap":
+        if bind or fstype in opts.NON_BLOCK_FSTYPES:
             return Facts(fstype, target, block=False), None
         found = resolver.mount(live) if live is not None else resolver.source(source)
         if found.name is None:
-            block = fstype == "swap" or source.startswith(("/dev/", *(t + "=" for t in ("UUID", "LABEL", "PARTUUID",
-                                                                                          "PARTLABEL"))))
+            block = source.startswith(("/dev/", "UUID=", "LABEL=", "PARTUUID=", "PARTLABEL="))
             return Facts(fstype, target, block=block, absent=found.problem), None
         whole = resolver.whole(found.name)
         disks = resolver.disks_below(found.name)

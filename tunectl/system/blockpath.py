@@ -120,10 +120,10 @@ class Resolver:
             value = value.strip('"')
             prop = TAGS[tag]
             for name, props, _links in self._records():
-                have = props.get(prop)
-                if have is None and prop + "_ENC" in props:
-                    have = _udev_decode(props[prop + "_ENC"])
-                if have is not None and (have == value or (tag.endswith("UUID") and have.lower() == value.lower())):
+                # ID_FS_LABEL is udev's "safe" form (blanks as _); the _ENC form keeps the label exactly.
+                have = [_udev_decode(props[prop + "_ENC"])] if prop + "_ENC" in props else []
+                have += [props[prop]] if prop in props else []
+                if value in have or (tag.endswith("UUID") and value.lower() in (h.lower() for h in have)):
                     return Resolved(name)
             found = self._from_dev_path(f"disk/{TAG_DIRS[tag]}/{value.replace('/', chr(92) + 'x2f')}")
             if found:
