@@ -90,7 +90,7 @@ class Fstab:
 
 
 def escape_options(tokens: list[str]) -> bytes:
-    return "".join(c if c not in " \t\n\\" else f"\\{ord(c):03o}" for c in opts.join(tokens)).encode()
+    return escape(opts.join(tokens)).encode()
 
 
 def _lines(data: bytes) -> Iterator[bytes]:

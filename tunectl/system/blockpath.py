@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from tunectl.errors import UsageError
 from tunectl.system import mountinfo
+from tunectl.system.udevdb import decode
 
 DEFAULT_DEV = "/dev"
 
@@ -34,10 +35,6 @@ def dev_root(ctx) -> str | None:
     if root:
         return root
     return DEFAULT_DEV if os.path.realpath(str(ctx.sysfs.root)) == "/sys" else None
-
-
-def _udev_decode(text: str) -> str:
-    return re.sub(r"\\x([0-9a-fA-F]{2})", lambda m: chr(int(m.group(1), 16)), text)
 
 
 @dataclass
@@ -121,7 +118,7 @@ class Resolver:
             prop = TAGS[tag]
             for name, props, _links in self._records():
                 # ID_FS_LABEL is udev's "safe" form (blanks as _); the _ENC form keeps the label exactly.
-                have = [_udev_decode(props[prop + "_ENC"])] if prop + "_ENC" in props else []
+                have = [decode(props[prop + "_ENC"])] if prop + "_ENC" in props else []
                 have += [props[prop]] if prop in props else []
                 if value in have or (tag.endswith("UUID") and value.lower() in (h.lower() for h in have)):
                     return Resolved(name)
