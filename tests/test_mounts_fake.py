@@ -348,3 +348,18 @@ def test_unreadable_proc_root(env: Env) -> None:
     env.env["TUNECTL_PROC_ROOT"] = str(env.proc / "nowhere")
     code, _, err = env("mounts", "check", "-p", str(env.profile), "--fstab", str(env.fstab))
     assert code == 2 and "cannot read" in err and "TUNECTL_PROC_ROOT" in err
+
+
+def test_duplicate_targets_are_warned_and_the_later_line_meets_the_live_mount(env: Env) -> None:
+    env.fstab.write_text("/dev/nvme0n1p2 /srv/fast ext4 relatime 0 2\n# again\n"
+                         "PARTUUID=9f8e7d6c-02 /srv/fast ext4 relatime 0 2\n")
+    code, out, _ = env("mounts", "check", "-p", str(env.profile), "--fstab", str(env.fstab), "--json")
+    doc = json.loads(out)
+    assert code == 1
+    assert any(":3: /srv/fast is also the mountpoint of line 1" in w for w in doc["warnings"])
+    fast = [fs for fs in doc["filesystems"] if fs["target"] == "/srv/fast"]
+    assert [(fs["fstab_line"], fs["live"] is not None) for fs in fast] == [(1, False), (3, True)]
+    new = json.loads(env("mounts", "fix", "-p", str(env.profile), "--fstab", str(env.fstab), "--json")[1])
+    assert new["changed"] is True
+    assert env.fstab.read_text() == ("/dev/nvme0n1p2 /srv/fast ext4 noatime,discard 0 2\n# again\n"
+                                     "PARTUUID=9f8e7d6c-02 /srv/fast ext4 noatime,discard 0 2\n")

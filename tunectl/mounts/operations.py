@@ -75,7 +75,8 @@ class FixReport:
 
     @property
     def changed(self) -> bool:
-        return bool(self.diff) and (self.written or self.check) or any(r.ok is not False for r in self.remounts)
+        # A remount whose mount(8) succeeded changed something, even if one option did not take.
+        return bool(self.diff) and (self.written or self.check) or any(r.ok is None or not r.error for r in self.remounts)
 
     @property
     def exit_code(self) -> ExitCode:
