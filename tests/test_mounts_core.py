@@ -7,6 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tunectl.mounts import fstab, options
 from tunectl.mounts.options import Want, drift, edit, has, remount_options, want_from_rules
@@ -188,7 +190,6 @@ def test_rewrite_edge_cases(data: bytes, changes: dict, expected: bytes) -> None
     (b"/dev/sde /e ext4 rw 0 x\n", "pass field"),
     (b"/dev/sde /e ext4 rw x 0\n", "dump field"),
     (b"/dev/sda1 /x ext4 rw # comment\n", "dump field"),
-    (b"/dev/\xff /x ext4 rw\n", "UTF-8"),
 ])
 def test_unparseable_lines_kept_byte_for_byte(line: bytes, problem: str) -> None:
     data = b"# head\n" + line + b"/dev/sda1 /ok ext4 rw 0 0\n"
@@ -228,3 +229,34 @@ def _dev(name: str, cls: str) -> Device:
 def test_rule_selection(match: dict, facts: Facts, applies: bool, skipped: bool) -> None:
     held, skips = select([{"match": match, "options": ["noatime"]}], facts)
     assert bool(held) is applies and bool(skips) is skipped
+
+
+# --- properties of the editor ------------------------------------------------------------------------
+
+_word = st.text(alphabet="abcdefgh/=_.:-\\0123456789", min_size=1, max_size=12)
+_blank = st.text(alphabet=" \t", min_size=1, max_size=4)
+_line = st.one_of(
+    st.builds(lambda lead, ws, words: lead + "".join(w + s for w, s in zip(words, ws)).rstrip(" \t"),
+              st.sampled_from(["", " ", "\t"]), st.lists(_blank, min_size=6, max_size=6),
+              st.lists(_word, min_size=1, max_size=7)),
+    st.text(alphabet="# \tabc", max_size=10),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_line, max_size=8), st.booleans(), st.lists(st.sampled_from(["noatime", "lazytime", "commit=60",
+                                                                           "x y", "discard"]), min_size=1, max_size=3))
+def test_editing_one_entry_changes_only_its_options(lines: list, final_newline: bool, new: list) -> None:
+    data = ("\n".join(lines) + ("\n" if final_newline and lines else "")).encode()
+    t = fstab.parse(data)
+    assert t.render() == data
+    for entry in t.entries:
+        out = t.with_options({entry.lineno: new}).render()
+        before, after = data.split(b"\n"), out.split(b"\n")
+        assert len(before) == len(after)
+        assert [i for i, (a, b) in enumerate(zip(before, after)) if a != b] in ([], [entry.lineno - 1])
+        again = fstab.parse(out).lines[entry.lineno - 1].entry
+        assert again is not None and again.options == new
+        assert (again.source, again.target, again.fstype) == (entry.source, entry.target, entry.fstype)
+        assert after[entry.lineno - 1][:entry.spans[3][0] if entry.has_options else entry.spans[2][1]] == \
+            before[entry.lineno - 1][:entry.spans[3][0] if entry.has_options else entry.spans[2][1]]

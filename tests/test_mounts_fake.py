@@ -363,3 +363,14 @@ def test_duplicate_targets_are_warned_and_the_later_line_meets_the_live_mount(en
     assert new["changed"] is True
     assert env.fstab.read_text() == ("/dev/nvme0n1p2 /srv/fast ext4 noatime,discard 0 2\n# again\n"
                                      "PARTUUID=9f8e7d6c-02 /srv/fast ext4 noatime,discard 0 2\n")
+
+
+def test_fix_keeps_bytes_that_are_not_utf8(env: Env) -> None:
+    data = b"# caf\xe9 (latin-1 comment)\n/dev/\xff /odd\xfe ext4 rw 0 0\n/dev/nvme0n1p2 /srv/fast ext4 relatime 0 2"
+    env.fstab.write_bytes(data)
+    code, out, err = env("mounts", "fix", "-p", str(env.profile), "--fstab", str(env.fstab), "--diff")
+    assert code == 0, err
+    assert env.fstab.read_bytes() == data.replace(b"ext4 relatime 0 2", b"ext4 noatime,discard 0 2")
+    assert "caf\ufffd" in out
+    code, out, err = env("mounts", "check", "-p", str(env.profile), "--fstab", str(env.fstab))
+    assert code == 1 and "/odd\ufffd" in out and "/srv/fast" in out

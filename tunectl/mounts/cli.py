@@ -48,6 +48,11 @@ def run(ctx, args, out) -> int:
     return result.exit_code
 
 
+def _printable(text: str) -> str:
+    """fstab bytes that are not UTF-8 (kept as surrogates) shown as U+FFFD, never an encoding error."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def _render_check(report, out) -> None:
     from tunectl.report import emit_json, show, table
 
@@ -55,7 +60,7 @@ def _render_check(report, out) -> None:
         emit_json(report.to_json(), out.stdout)
         return
     for w in report.warnings:
-        out.warn(f"warning: {w}")
+        out.warn(_printable(f"warning: {w}"))
     rows = []
     for fs in report.filesystems:
         drift = " ".join(f"{d['where']}:{'+' if d['change'] == 'add' else '-'}{d['option']}" for d in fs.drift)
@@ -65,10 +70,10 @@ def _render_check(report, out) -> None:
                      show(fs.entry.options) + f" (line {fs.entry.lineno})" if fs.entry is not None else "(not in fstab)",
                      drift or "in sync"])
     out.print(f"profile: {report.profile}   fstab: {report.fstab_path}")
-    out.print(table(["TARGET", "SOURCE", "FSTYPE", "DISKS", "WANTED", "LIVE", "FSTAB", "DRIFT"], rows))
+    out.print(_printable(table(["TARGET", "SOURCE", "FSTYPE", "DISKS", "WANTED", "LIVE", "FSTAB", "DRIFT"], rows)))
     skips = [(fs.target, s) for fs in report.filesystems for s in fs.want.skipped]
     for target, s in skips:
-        out.print(f"skipped on {target}: {s.option}: {s.reason}")
+        out.print(_printable(f"skipped on {target}: {s.option}: {s.reason}"))
     if report.timer is not None:
         out.print(f"fstrim.timer: {report.timer['state']}")
 
@@ -80,7 +85,7 @@ def _render_fix(result, args, out) -> None:
         emit_json(result.to_json(), out.stdout)
         return
     for w in result.check_report.warnings:
-        out.warn(f"warning: {w}")
+        out.warn(_printable(f"warning: {w}"))
     if result.diff and (args.diff or args.check):
         out.print(result.diff.rstrip("\n"))
     path = result.check_report.fstab_path
@@ -91,8 +96,8 @@ def _render_fix(result, args, out) -> None:
     elif args.check:
         out.print(f"{path}: would be rewritten (--check: nothing written)")
     if result.remounts:
-        out.print(table(["TARGET", "REMOUNT OPTIONS", "RESULT"],
+        out.print(_printable(table(["TARGET", "REMOUNT OPTIONS", "RESULT"],
                         [[r.target, r.options, "not run (--check)" if r.ok is None else "ok" if r.ok
-                          else "NOT APPLIED: " + (", ".join(r.not_applied) or r.error)] for r in result.remounts]))
+                          else "NOT APPLIED: " + (", ".join(r.not_applied) or r.error)] for r in result.remounts])))
     for p in result.problems:
-        out.warn(f"tunectl: {p}")
+        out.warn(_printable(f"tunectl: {p}"))

@@ -90,7 +90,7 @@ class Fstab:
 
 
 def escape_options(tokens: list[str]) -> bytes:
-    return escape(opts.join(tokens)).encode()
+    return escape(opts.join(tokens)).encode("utf-8", "surrogateescape")
 
 
 def _lines(data: bytes) -> Iterator[bytes]:
@@ -119,11 +119,7 @@ def parse_line(raw: bytes, lineno: int) -> Line:
     if len(fields) < 3:
         line.problem = "fewer than three fields (source, mountpoint, type)"
         return line
-    try:
-        text = [f.decode("utf-8") for f in fields[:4]]
-    except UnicodeDecodeError:
-        line.problem = "not valid UTF-8"
-        return line
+    text = [f.decode("utf-8", "surrogateescape") for f in fields[:4]]  # libmount takes any bytes
     for i, name in ((4, "dump"), (5, "pass")):
         if len(fields) > i and not fields[i].isdigit():
             line.problem = f"{name} field {fields[i].decode('utf-8', 'replace')!r} is not a number"

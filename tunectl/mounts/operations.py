@@ -206,8 +206,8 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
 def unified_diff(path: Path, old: bytes, new: bytes) -> str:
     if old == new:
         return ""
-    a = old.decode("utf-8", "surrogateescape").splitlines(keepends=True)
-    b = new.decode("utf-8", "surrogateescape").splitlines(keepends=True)
+    a = old.decode("utf-8", "replace").splitlines(keepends=True)  # for display: never unprintable
+    b = new.decode("utf-8", "replace").splitlines(keepends=True)
     lines = difflib.unified_diff(a, b, fromfile=str(path), tofile=f"{path} (tunectl)")
     return "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines)
 

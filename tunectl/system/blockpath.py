@@ -112,6 +112,8 @@ class Resolver:
 
     def source(self, source: str) -> Resolved:
         """An fstab or mountinfo source -> its block device, or why there is none."""
+        if "\0" in source:
+            return Resolved(None, f"{source!r} is not a block device")
         tag, eq, value = source.partition("=")
         if eq and tag in TAGS:
             value = value.strip('"')

@@ -75,7 +75,7 @@ def read_mounts(root: str | None) -> tuple[list[Mount], list[str]]:
         return [], []
     path = os.path.join(root, "self", "mountinfo")
     try:
-        with open(path, encoding="utf-8", errors="surrogateescape") as f:
+        with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()
     except OSError as e:
         raise TunectlError(f"cannot read {path}: {e.strerror}",
