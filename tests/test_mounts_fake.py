@@ -374,3 +374,24 @@ def test_fix_keeps_bytes_that_are_not_utf8(env: Env) -> None:
     assert "caf\ufffd" in out
     code, out, err = env("mounts", "check", "-p", str(env.profile), "--fstab", str(env.fstab))
     assert code == 1 and "/odd\ufffd" in out and "/srv/fast" in out
+
+
+def test_fix_waits_for_the_tunectl_lock(env: Env) -> None:
+    import fcntl
+    import threading
+
+    env.ctx.state.dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(env.ctx.state.dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another tunectl run holds the lock
+    before = env.fstab.read_bytes()
+    codes: list[int] = []
+    worker = threading.Thread(target=lambda: codes.append(env("mounts", "fix", "-p", str(env.profile),
+                                                              "--fstab", str(env.fstab))[0]))
+    try:
+        worker.start()
+        worker.join(0.5)
+        assert worker.is_alive() and env.fstab.read_bytes() == before
+    finally:
+        os.close(fd)
+    worker.join(30)
+    assert codes == [0] and env.fstab.read_text() == EXPECTED_FIX

@@ -6,14 +6,16 @@ Each returns a report object; rendering and exit codes are the CLI's business.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import errno
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tunectl.errors import ExitCode, NotPermitted, TunectlError, UsageError
+from tunectl.errors import ExitCode, NotPermitted, StateError, TunectlError, UsageError
 from tunectl.mounts import fstab as fstab_model
 from tunectl.mounts import options as opts
 from tunectl.mounts.check import FsCheck, evaluate
@@ -279,8 +281,35 @@ def remount(ctx, fs: FsCheck) -> Remount:
     return result
 
 
+@contextlib.contextmanager
+def _locked(ctx, notes: list[str]) -> Iterator[None]:
+    """tunectl's lock, so an Ansible run and a person never edit fstab at once; a user fixing a copy
+    of an fstab without a usable state directory goes on unlocked, with a warning."""
+    lock = ctx.state.locked()
+    try:
+        lock.__enter__()
+    except StateError as e:
+        notes.append(f"not holding the tunectl lock: {e.message}")
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.__exit__(None, None, None)
+
+
 def fix(ctx, profile_ref: str | None, fstab_file: str | None = None, do_remount: bool = False,
         check_only: bool = False) -> FixReport:
+    if check_only:
+        return _fix(ctx, profile_ref, fstab_file, do_remount, True)
+    notes: list[str] = []
+    with _locked(ctx, notes):
+        result = _fix(ctx, profile_ref, fstab_file, do_remount, False)
+    result.check_report.warnings += notes
+    return result
+
+
+def _fix(ctx, profile_ref: str | None, fstab_file: str | None, do_remount: bool, check_only: bool) -> FixReport:
     report = check(ctx, profile_ref, fstab_file)
     changed = {fs.entry.lineno: fs.fixed_fstab_options() for fs in report.filesystems
                if fs.entry is not None and fs.fstab_drift}
