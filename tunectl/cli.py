@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rollback": ("tunectl.tuning.cli", "restore the values that were there before tunectl first changed them"),
     "profile": ("tunectl.profile.cli", "the profile library: list, show, validate, import-tuned"),
     "udev": ("tunectl.udev.cli", "rules for hot-plug and boot: render, install, remove, check; monitor events"),
+    "mounts": ("tunectl.mounts.cli", "mount options against the profile: check live mounts and fstab, fix fstab, remount"),
 }
 
 class Output:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable
 
 from tunectl.system.sysfs import Sysfs
-from tunectl.system.udevdb import UdevDb
+from tunectl.system.udevdb import UdevDb, decode
 from tunectl.tuning.attributes import QUEUE, parse_scheduler, parse_value
 from tunectl.tuning.device import Device, Partition, classify, dm_type_of
 
@@ -55,7 +54,7 @@ def _udev_decode(text: str | None) -> str | None:
     """udev's *_ENC properties escape blanks and specials as \\xNN."""
     if not text:
         return None
-    return re.sub(r"\\x([0-9a-fA-F]{2})", lambda m: chr(int(m.group(1), 16)), text).strip() or None
+    return decode(text).strip() or None
 
 
 def _identity(dev: Device, props: dict[str, str], sysfs: Sysfs) -> str:

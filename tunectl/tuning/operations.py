@@ -67,7 +67,8 @@ def active_profile_ref(ctx: Context, ref: str | None) -> str | None:
 
 
 def resolve_names(ctx: Context, devices: list[Device], refs: list[str]) -> list[str]:
-    """DEV arguments (sda, /dev/sda, /dev/disk/by-id/..., a partition) -> kernel names of whole devices."""
+    """DEV arguments (sda, /dev/sda, /dev/disk/by-id/..., a partition, a mountpoint or any path) -> kernel names
+    of whole devices (a path: the whole disks under its filesystem)."""
     by_name = {d.name: d for d in devices}
     out = []
     for ref in refs:
@@ -82,6 +83,11 @@ def resolve_names(ctx: Context, devices: list[Device], refs: list[str]) -> list[
         if found is None or found not in by_name:
             parent = partition_parent(ctx.sysfs, name)
             found = parent if parent in by_name else None
+        if found is None and "/" in ref and not ref.startswith("/dev/"):
+            from tunectl.system.blockpath import disks_under_path  # a mountpoint or any path: its disks
+
+            out.extend(d for d in disks_under_path(ctx, ref) if d in by_name and d not in out)
+            continue
         if found is None:
             known = ", ".join(sorted(by_name)) or "none"
             raise UsageError(f"no block device {ref!r} under {ctx.sysfs.root}", hint=f"devices here: {known}")
