@@ -1174,3 +1174,28 @@ def all_topologies(tree: FakeTree) -> dict[str, list[str]]:
     """Every topology in one tree: sda, sdb(+dm-0), nvme0n1, vda, mmcblk0(+dm-1), sdc+sdd->md0->dm-2, zram0, loop0."""
     tree.topologies.update({key: build(tree) for key, build in TOPOLOGIES.items()})
     return tree.topologies
+
+
+# --- block I/O statistics (tunectl bench) --------------------------------------------------------
+
+STAT_FIELDS = 17  # Documentation/block/stat.rst as of 5.5: 11 + 4 discard + 2 flush
+
+
+def block_stat(tree: FakeTree, name: str) -> list[int]:
+    """The counters of ``block/<name>/stat`` (all zero if the device has none yet)."""
+    path = tree.root / "block" / name / "stat"
+    return [int(v) for v in path.read_text().split()] if path.exists() else [0] * STAT_FIELDS
+
+
+def bump_block_stat(tree: FakeTree, name: str, reads: int = 0, merged: int = 0, sectors: int = 0,
+                    read_ms: int = 0, queue_ms: int = 0) -> None:
+    """Account completed reads as the kernel does: fields 1-4, io_ticks and time_in_queue."""
+    v = block_stat(tree, name)
+    v[0] += reads
+    v[1] += merged
+    v[2] += sectors
+    v[3] += read_ms
+    v[9] += read_ms
+    v[10] += queue_ms
+    # The kernel pads every field to a width; readers must split on runs of blanks.
+    (tree.root / "block" / name / "stat").write_text("".join(f"{x:>8} " for x in v).rstrip() + "\n")

@@ -18,7 +18,7 @@ def _fmt_kib(kib: int) -> str:
     return f"{kib}K" if kib else "0"
 
 
-def render(summaries: list[Summary], height: int = 10, col: int = 6) -> str:
+def render(summaries: list[Summary], height: int = 11, col: int = 6) -> str:
     if not summaries:
         return "(no points)"
     xs = sorted({s.read_ahead_kb for s in summaries})

@@ -69,21 +69,18 @@ class Summary:
         """(max - min) / median, in percent: how far the runs disagree."""
         return (self.mb_s_max - self.mb_s_min) / self.mb_s * 100 if self.mb_s else 0.0
 
-    def per_run(self, stat: StatDelta) -> float:
-        return stat.reads / self.runs if self.runs else 0.0
-
     def to_json(self) -> dict:
         return {"scheduler": self.scheduler, "read_ahead_kb": self.read_ahead_kb, "runs": self.runs,
                 "mb_s": round(self.mb_s, 2), "mb_s_min": round(self.mb_s_min, 2), "mb_s_max": round(self.mb_s_max, 2),
                 "spread_pct": round(self.spread_pct, 1),
-                "devices": [dict(s.to_json(), reads_per_run=round(self.per_run(s), 1),
-                                 time_in_queue_ms_per_run=round(s.time_in_queue_ms / self.runs, 1) if self.runs else 0)
+                "devices": [dict(s.to_json(), reads_per_run=round(s.reads / self.runs, 1),
+                                 time_in_queue_ms_per_run=round(s.time_in_queue_ms / self.runs, 1))
                             for s in self.stats],
                 "random_iops": None if self.random_iops is None else round(self.random_iops, 1)}
 
 
 def summarise(runs: list[Run]) -> list[Summary]:
-    """Per (scheduler, read-ahead), in sweep order: schedulers as first met... sorted by scheduler then read-ahead."""
+    """One Summary per (scheduler, read-ahead), sorted by scheduler, then read-ahead."""
     groups: dict[tuple[str | None, int], list[Run]] = {}
     for r in runs:
         groups.setdefault(r.point.key, []).append(r)

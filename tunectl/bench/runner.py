@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from tunectl.bench.diskstat import DiskStat, StatDelta, delta, parse_stat
+from tunectl.bench.diskstat import DiskStat, delta, parse_stat
 from tunectl.bench.results import RandomRead, Run
 from tunectl.bench.stack import Stack
 from tunectl.bench.sweep import Point
