@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 from tunectl.bench.results import Summary
 from tunectl.errors import UsageError
 
 
 def require_matplotlib() -> None:
-    if importlib.util.find_spec("matplotlib") is None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
         raise UsageError("--plot needs matplotlib, which is not installed",
-                         hint="pip install 'tunectl[plot]' (or apt install python3-matplotlib), or use --csv FILE")
+                         hint="pip install 'tunectl[plot]' (or apt install python3-matplotlib), or use --csv FILE") from None
 
 
 def write_png(path: str, summaries: list[Summary], title: str) -> None:
