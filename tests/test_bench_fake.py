@@ -192,3 +192,25 @@ def test_plot_without_matplotlib_is_a_clear_usage_error(cli, monkeypatch, tmp_pa
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
     r = cli("bench", "sda", "--plot", str(tmp_path / "x.png"))
     assert r.code == 2 and "--plot needs matplotlib" in r.err and "tunectl[plot]" in r.err
+
+
+def test_sigterm_is_handled_like_ctrl_c(ctx, tree):
+    import signal
+
+    from tunectl.bench.runner import Terminated
+
+    before = snapshot_all(tree)
+    handler = signal.getsignal(signal.SIGTERM)
+    stack, fake, sweep = _sweep(ctx, tree, "sda", [16, 256], ["none", "bfq"])
+    real_read = fake.io.read
+
+    def read(path, limit, block):
+        if fake.reads == 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # delivered to the main thread at the next bytecode
+        return real_read(path, limit, block)
+
+    fake.io.read = read
+    with pytest.raises(Terminated):
+        sweep.run()
+    assert snapshot_all(tree) == before and sweep.interrupted
+    assert signal.getsignal(signal.SIGTERM) is handler  # the handler lives only as long as the sweep

@@ -110,12 +110,15 @@ def run(ctx, args, out) -> int:
                   on_done=lambda i, r: bar.advance(1))
     try:
         sweep.run()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        from tunectl.bench.runner import Terminated
+
         bar.close()
-        _report_restore(sweep, out, f"interrupted after {len(sweep.runs)} of {len(points)} points")
+        verb = "terminated" if isinstance(e, Terminated) else "interrupted"
+        _report_restore(sweep, out, f"{verb} after {len(sweep.runs)} of {len(points)} points")
         if out.json:
             _emit(stack, sweep, seed, schedulers, out, interrupted=True)
-        return 130
+        return 143 if isinstance(e, Terminated) else 130
     except BaseException:
         bar.close()
         _report_restore(sweep, out, "stopped by an error")

@@ -27,6 +27,10 @@ from tunectl.tuning.discover import read_device
 from tunectl.tuning.plan import CHANGE, IN_SYNC, Setting
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during a sweep (a service stop, `timeout`): handled like Ctrl-C, exit 143."""
+
+
 class BenchError(TunectlError):
     """The kernel refused a setting of the sweep (the sweep stops; what was changed is restored)."""
 
@@ -75,7 +79,7 @@ class Sweep:
         return [o for o in self.restored if o.status not in (applying.CHANGED, IN_SYNC)]
 
     def run(self) -> list[Run]:
-        with self.ctx.state.locked():
+        with self.ctx.state.locked(), _sigterm_interrupts():
             journal = snapshot(self.ctx, self.stack)
             try:
                 for i, point in enumerate(self.points, 1):
@@ -170,14 +174,31 @@ def restore(ctx: Context, stack: Stack, journal: dict) -> list[applying.Outcome]
     return applying.apply_settings(ctx.sysfs, settings, workers=1)
 
 
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 @contextlib.contextmanager
-def _sigint_deferred() -> Iterator[None]:
-    """Ctrl-C during the restore is ignored: a half-restored device is the one outcome to avoid."""
+def _sigterm_interrupts() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    old = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, old)
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM during the restore are ignored: a half-restored device is the one outcome to avoid."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)

@@ -29,7 +29,8 @@ class PathInfo:
 
 def _os_error(e: OSError, path: str, doing: str) -> TunectlError:
     if e.errno in (errno.EACCES, errno.EPERM):
-        return NotPermitted(f"cannot {doing} {path}: {e.strerror}", hint="run as root")
+        return NotPermitted(f"cannot {doing} {path}: {e.strerror}",
+                            hint="bench needs read access to the target and its block devices: run as root")
     return UsageError(f"cannot {doing} {path}: {e.strerror}")
 
 
