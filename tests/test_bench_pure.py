@@ -108,6 +108,7 @@ def test_recommendation_is_the_smallest_read_ahead_within_5_percent():
     rec = recommend(_summaries({"mq-deadline": HDPARM}), Placement("sda", "rotational", stacked=False))
     assert rec.read_ahead_kb == 64 and rec.best.read_ahead_kb == 2048
     assert rec.scheduler is None  # one scheduler swept: nothing to choose, nothing said
+    assert rec.caution == ""
     assert rec.fragment == ("# tunectl bench sda: 90 MB/s at read_ahead_kb 64 with mq-deadline: the smallest read-ahead "
                             "within 5% of the best, 92 MB/s at 2048 KiB with mq-deadline\n"
                             "classes:\n  rotational:\n    read_ahead_kb: 64\n")
@@ -120,6 +121,13 @@ def test_recommendation_picks_the_scheduler_that_did_best_there():
     assert "    scheduler: mq-deadline\n    read_ahead_kb: 128\n" in rec.fragment
     # 5% is a boundary: 95 of 100 is in
     assert recommend(_summaries({"none": {16: 94.9, 32: 95.0, 64: 100}}), Placement("x", "ssd", False)).read_ahead_kb == 32
+
+
+def test_noisy_runs_come_with_a_caution():
+    runs = [_run("none", 64, 1, 50.0), _run("none", 64, 2, 100.0), _run("none", 64, 3, 90.0), _run("none", 8, 1, 20.0)]
+    rec = recommend(summarise(runs), Placement("sda", "rotational", stacked=False))
+    assert rec.read_ahead_kb == 64 and "disagree by up to 56%" in rec.caution
+    assert rec.to_json()["caution"] == rec.caution
 
 
 def test_stacked_target_gets_below():

@@ -234,6 +234,8 @@ def _render(ctx, args, stack, sweep, seed, schedulers, out) -> int:
         out.print()
         out.print("recommendation (paste into a profile):")
         out.print(rec.fragment.rstrip())
+        if rec.caution:
+            out.warn(f"tunectl bench: caution: {rec.caution}")
     out.print()
     if sweep.restore_failures:
         _report_restore(sweep, out, "done")

@@ -15,6 +15,7 @@ from tunectl.bench.diskstat import StatDelta
 from tunectl.bench.sweep import Point
 
 WITHIN = 0.05  # "as good as the best": within 5% of its median throughput
+NOISY_PCT = 25.0  # runs that disagree by more than this make a 5% rule a coin toss
 
 
 @dataclass(frozen=True)
@@ -105,9 +106,11 @@ class Recommendation:
     best: Summary
     fragment: str
     reason: str
+    caution: str = ""
 
     def to_json(self) -> dict:
         return {"read_ahead_kb": self.read_ahead_kb, "scheduler": self.scheduler, "mb_s": round(self.mb_s, 2),
+                "caution": self.caution or None,
                 "best": {"scheduler": self.best.scheduler, "read_ahead_kb": self.best.read_ahead_kb,
                          "mb_s": round(self.best.mb_s, 2)},
                 "within_pct": WITHIN * 100, "reason": self.reason, "fragment": self.fragment}
@@ -136,8 +139,13 @@ def recommend(summaries: list[Summary], placement: Placement) -> Recommendation 
               + (f" with {pick.scheduler}" if pick.scheduler else "")
               + f": the smallest read-ahead within {WITHIN * 100:.0f}% of the best, {best.mb_s:.0f} MB/s at "
               + f"{best.read_ahead_kb} KiB" + (f" with {best.scheduler}" if best.scheduler else ""))
+    noisy = max(pick.spread_pct, best.spread_pct)
+    caution = ""
+    if noisy > NOISY_PCT:
+        caution = (f"runs disagree by up to {noisy:.0f}% at these points: a device shared with other I/O, "
+                   "or a cache below (a VM host, a disk's own cache); rerun with more --runs on a quiet device")
     return Recommendation(pick.read_ahead_kb, scheduler, pick.mb_s, best,
-                          profile_fragment(placement, pick.read_ahead_kb, scheduler, reason), reason)
+                          profile_fragment(placement, pick.read_ahead_kb, scheduler, reason), reason, caution)
 
 
 def profile_fragment(placement: Placement, read_ahead_kb: int, scheduler: str | None, reason: str) -> str:
