@@ -174,8 +174,11 @@ def test_file_on_squashfs_on_a_loop_device(tmp_path, env):
 def test_bad_input_on_the_real_machine(loop, env, tmp_path):
     before = snapshot(loop)
     shm = Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else None
+    empty = tmp_path / "empty"
+    empty.touch()
     cases = [
         (["/dev/tunectl-missing"], 2, "cannot stat"),
+        ([str(empty)], 2, "is empty"),
         ([loop, "--read-ahead", "16,garbage"], 2, "--read-ahead"),
         ([loop, "--schedulers", "cfq,kyber,bogus"], 2, "unknown scheduler"),
         ([str(tmp_path)], 2, "neither a block device nor a regular file"),

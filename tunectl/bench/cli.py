@@ -91,7 +91,7 @@ def run(ctx, args, out) -> int:
 
     stack = stacking.resolve(ctx, args.target)
     schedulers = _schedulers(stack, wanted)
-    stacking.check_nodes(stack)
+    stacking.check_nodes(ctx, stack)
     from tunectl.system import blockio
 
     blockio.check_readable(stack.read_path)
@@ -100,7 +100,7 @@ def run(ctx, args, out) -> int:
     header = (f"bench {stack.target} ({stack.kind}; read_ahead_kb on {stack.top.name}"
               + (f", scheduler on {', '.join(d.name for d in stack.scheduled)}" if schedulers != [None] else "")
               + f"): {len(read_aheads)} read-ahead x {len(schedulers)} scheduler(s) x {args.runs} run(s) = "
-              + f"{len(points)} points, {format_bytes(min(size, stack.read_bytes) if stack.read_bytes else size)} each, "
+              + f"{len(points)} points, {format_bytes(min(size, stack.read_bytes))} each, "
               + f"seed {seed}")
     if not out.json:
         out.print(header)

@@ -129,7 +129,7 @@ class Sweep:
     def _measure(self, order: int, point: Point) -> Run:
         nodes = [self.stack.nodes[d.name] for d in self.stack.devices]
         files = [self.stack.read_path] if self.stack.kind == "file" else []
-        limit = min(self.size, self.stack.read_bytes) if self.stack.read_bytes else self.size
+        limit = min(self.size, self.stack.read_bytes)
         self.io.drop(files, nodes)
         before = self._stats()
         n, seconds = self.io.read(self.stack.read_path, limit, self.block)

@@ -106,21 +106,17 @@ def resolve(ctx: Context, target: str, dev_dir: str = "/dev") -> Stack:
     return Stack(target, kind, read_path, size, top, below, scheduled, nodes)
 
 
-def check_nodes(stack: Stack) -> None:
+def check_nodes(ctx: Context, stack: Stack) -> None:
     """Each /dev node must be the device sysfs describes (a fake --sysfs-root must not steer real I/O)."""
-    for dev in stack.devices:
-        path = stack.nodes[dev.name]
-        found = blockio.node_devnum(path)
-        if found != dev.devnum:
-            raise UsageError(f"{path} is {'missing' if found is None else 'device ' + found}, "
-                             f"but sysfs says {dev.name} is {dev.devnum}",
-                             hint="bench reads real devices: use the real /sys (no --sysfs-root)")
+    wanted = [(stack.nodes[d.name], d.devnum) for d in stack.devices]
     if stack.kind == "device":
-        found = blockio.node_devnum(stack.read_path)
-        want = None
-        for dev in stack.devices:
-            if dev.name == os.path.basename(os.path.realpath(stack.read_path)):
-                want = dev.devnum
-        if found is None or (want is not None and found != want):
-            raise UsageError(f"{stack.read_path} is not the block device sysfs describes",
+        name = os.path.basename(os.path.realpath(stack.read_path))
+        wanted.append((stack.read_path, ctx.sysfs.read_or(f"class/block/{name}/dev")))
+    for path, devnum in wanted:
+        found = blockio.node_devnum(path)
+        if found is None or found != devnum:
+            raise UsageError(f"{path} is {'not a block device' if found is None else 'device ' + found}, "
+                             f"but sysfs under {ctx.sysfs.root} says it is {devnum or 'not there'}",
                              hint="bench reads real devices: use the real /sys (no --sysfs-root)")
+    if stack.read_bytes <= 0:
+        raise UsageError(f"{stack.target} is empty: nothing to read")
