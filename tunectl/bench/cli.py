@@ -147,8 +147,21 @@ def _schedulers(stack, wanted: list[str] | None) -> list:
 
 
 def _restored_text(sweep) -> str:
-    what = ", ".join(f"{o.setting.device} {o.setting.attribute}={o.setting.after}" for o in sweep.restored)
+    by_device: dict[str, list[str]] = {}
+    knobs: dict[str, int] = {}
+    for o in sweep.restored:
+        s = o.setting
+        if s.attribute.startswith("iosched/"):
+            knobs[s.device] = knobs.get(s.device, 0) + 1
+        else:
+            by_device.setdefault(s.device, []).append(f"{s.attribute}={s.after}")
+    what = "; ".join(f"{dev} {' '.join(attrs)}" + (f" and {knobs[dev]} {_scheduler_of(attrs)} knobs" if dev in knobs else "")
+                     for dev, attrs in by_device.items())
     return f"restored every original setting: {what or 'nothing had changed'}"
+
+
+def _scheduler_of(attrs: list[str]) -> str:
+    return next((a.split("=", 1)[1] for a in attrs if a.startswith("scheduler=")), "scheduler")
 
 
 def _report_restore(sweep, out, why: str) -> None:
