@@ -80,7 +80,6 @@ def test_sweep_on_a_direct_io_loop_device(loop, env):
 
 
 def test_human_output_csv_plot_and_random_reads(loop, env, tmp_path):
-    pytest.importorskip("matplotlib")
     before, content = snapshot(loop), sha256(f"/dev/{loop}")
     csv_path, png = tmp_path / "sweep.csv", tmp_path / "sweep.png"
     code, out, err = bench(f"/dev/{loop}", "--read-ahead", "64,512", "--schedulers", "mq-deadline", "--runs", "2",
