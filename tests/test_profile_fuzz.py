@@ -284,3 +284,28 @@ def test_hard_cases(workdir: Path, label: str, text: str) -> None:
     code, err, _ = validate(workdir, text, label)
     assert_invalid(code, err)
     assert len(err.splitlines()) <= 101
+
+
+# --- regressions found by the fuzz ----------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "expected"), [
+    # A merge key's value was read with the path of a key that never came: ('classes', None).
+    ("classes:\n  <<: *a\n", ["2:3: $.classes: YAML merge keys", "2:7: $.classes['<<']: alias *a has no anchor"]),
+    ("classes:\n  ssd:\n    <<: *a\n    read_ahead_kb: 1\n", ["3:9: $.classes.ssd['<<']: alias *a has no anchor"]),
+    # A refused key's value is not reported under the previous key's name.
+    ("classes:\n  ssd: {}\n  ssd: *b\n", ["3:8: $.classes.ssd: alias *b has no anchor"]),
+    ("classes:\n  nvme: {}\n  [a]: *c\n", ["3:8: $.classes: alias *c has no anchor"]),
+])
+def test_alias_under_refused_key_is_a_diagnostic(workdir: Path, text: str, expected: list[str]) -> None:
+    code, err, _ = validate(workdir, text, "regression")
+    assert_invalid(code, err)
+    for fragment in expected:
+        assert any(fragment in line for line in err.splitlines()), err
+
+
+def test_diagnostic_path_is_always_a_string() -> None:
+    from tunectl.profile.reader import Diagnostic, json_path
+
+    assert json_path(("classes", None, 3, True, "../x")) == "$.classes[?][3][?]['../x']"
+    d = Diagnostic("f", 1, 1, ("classes", None), "m")  # type: ignore[arg-type]
+    assert d.path == "$.classes[?]" and str(d) == "f:1:1: $.classes[?]: m"
