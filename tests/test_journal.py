@@ -321,10 +321,9 @@ def test_full_disk_on_a_real_tiny_tmpfs(pair: Pair, tmp_path: Path) -> None:
         run = Tunectl(pair.tree, state, [pair.base / "profiles"])
         assert run("apply", "-p", "p1").code == 0
         before = pair.snap()
-        with open(mnt / "filler", "wb", buffering=0) as f:
-            with pytest.raises(OSError) as full:
-                while True:
-                    f.write(b"\0" * 4096)
+        with open(mnt / "filler", "wb", buffering=0) as f, pytest.raises(OSError) as full:
+            while True:
+                f.write(b"\0" * 4096)
         assert full.value.errno == errno.ENOSPC
         r = Tunectl(pair.tree, state, [pair.base / "profiles"])("apply", "-p", "p2")
         assert_state_error(r, "No space left on device", "free some space")

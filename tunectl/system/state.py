@@ -23,7 +23,6 @@ import os
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 from tunectl.errors import StateError
 
