@@ -333,3 +333,23 @@ def test_full_disk_on_a_real_tiny_tmpfs(pair: Pair, tmp_path: Path) -> None:
         assert pair.snap() == pair.originals
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_detailed_exitcode_reports_any_error_as_1(pair: Pair) -> None:
+    """Ansible reads 2 as 'changed': a bad state directory or a missing profile must not look like a change."""
+    _journal_dir(pair)
+    r = pair.fresh()("apply", "-p", "p1", "--detailed-exitcode")
+    assert r.code == 1 and "is a directory" in r.err
+    assert pair.fresh()("apply", "-p", "no-such-profile", "--detailed-exitcode").code == 1
+
+
+def test_exit_5_is_documented_everywhere() -> None:
+    from tunectl.cli import build_parser
+    from tunectl.errors import ExitCode, StateError
+
+    assert StateError("x").exit_code == ExitCode.STATE == 5
+    assert "5 state directory unusable" in build_parser().epilog
+    readme = (REPO / "README.md").read_text()
+    assert "`4` not permitted, `5`\nthe state directory cannot be used" in readme
+    man = (REPO / "man" / "tunectl.8").read_text()
+    assert ".B 5\nThe state directory cannot be used" in man
