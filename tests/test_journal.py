@@ -78,7 +78,11 @@ def test_every_save_keeps_the_previous_generation_with_a_checksum(pair: Pair) ->
     previous = unseal(first)
     assert (current["version"], current["generation"], previous["generation"]) == (JOURNAL_VERSION, 2, 1)
     sda, sdb = sorted(current["devices"].values(), key=lambda e: e["name"])
-    # Who changed each value: the profile and the tunectl version of the run that set it.
+    # Who changed each value: the profile and the tunectl version of the run that set it, for every
+    # journalled attribute, those the kernel changed as a side effect of another write included.
+    for entry in (sda, sdb):
+        assert set(entry["changed_by"]) == set(entry["attributes"]), entry
+    assert sda["changed_by"]["nr_requests"]["via"] == "scheduler"
     assert sda["changed_by"]["read_ahead_kb"]["profile"] == "p1"
     assert sda["changed_by"]["scheduler"]["profile"] == "p2"
     assert sdb["changed_by"]["read_ahead_kb"] == {"profile": "p2", "tunectl": __version__,
@@ -159,6 +163,8 @@ def test_a_hand_edit_is_caught_by_the_checksum(pair: Pair) -> None:
     path.write_text(path.read_text().replace('"read_ahead_kb": 8192', '"read_ahead_kb": 4096'))
     r = pair.fresh()("rollback", "--check")
     assert r.code == 0 and "its checksum does not match" in r.err and "falling back" in r.err
+    doc = pair.fresh()("rollback", "--check", "--json").doc
+    assert [w for w in doc["warnings"] if "falling back to" in w and "journal.json.1" in w], doc["warnings"]
     assert not (pair.state / "journal.json.damaged").exists()  # --check writes nothing
     assert pair.fresh()("rollback").code == 0
     assert pair.snap()["sda"] == pair.originals["sda"]

@@ -439,3 +439,10 @@ def test_yaml_token_mutants_get_a_verdict(workdir: Path, fuzz_tree, command: str
     TIMINGS[f"{command} x{MUTANTS}"] = time.perf_counter() - started
     print(f"\n{command}: exit codes {codes}")
     assert codes.get(2, 0) > MUTANTS // 2 and codes.get(0, 0) > 0, codes  # the mutants reach both verdicts
+
+
+def test_profile_name_too_long_for_the_filesystem(workdir: Path) -> None:
+    """Found by the token fuzz: ENAMETOOLONG from the search-path lookup was an internal error."""
+    code, err, _ = validate(workdir, "extends: " + "x" * 300 + "\nclasses: {}\n", "regression")
+    assert_invalid(code, err)
+    assert ": no such profile on the search path" in err

@@ -153,7 +153,7 @@ _KIND = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a named pipe", stat.S_IFSOC
 class StateStore:
     def __init__(self, directory: str | os.PathLike) -> None:
         self.dir = Path(directory)
-        self.warnings: list[str] = []  # fallbacks to an older generation, for the command to print
+        self._warnings: dict[str, str] = {}  # name -> the fallback of its last read, for the command to print
         self._read_from: dict[str, int | None] = {}  # name -> generation index read (None: no file yet)
         self._generation: dict[str, int] = {}
         self._locked = False
@@ -228,9 +228,14 @@ class StateStore:
                              f"tunectl {e.ours} reads up to {JOURNAL_VERSION})",
                              hint="run the newer tunectl that wrote it; an older one would lose what it records") from None
 
+    @property
+    def warnings(self) -> list[str]:
+        return list(self._warnings.values())
+
     def _load(self, name: str, problem: Callable[[dict], str | None]) -> dict | None:
         """The payload of the newest intact generation of `name`; None when there is none at all."""
         paths = self.generations(name)
+        self._warnings.pop(name, None)
         damage: list[str] = []
         for index, path in enumerate(paths):
             try:
@@ -249,7 +254,7 @@ class StateStore:
             self._generation[name] = data.get("generation", 0) if isinstance(data.get("generation"), int) else 0
             if index:
                 saved = f", saved {data['saved']}" if isinstance(data.get("saved"), str) else ""
-                self.warnings.append(
+                self._warnings[name] = (
                     f"tunectl: warning: {paths[0]} cannot be used ({damage[0].split(': ', 1)[1]}); "
                     f"falling back to {path} (generation {self._generation[name]}{saved}): "
                     "what was recorded after that generation is lost")

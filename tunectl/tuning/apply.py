@@ -146,6 +146,8 @@ def record_originals(journal: dict, plan: list[Setting], devices: dict[str, Devi
             current = _current(dev, attr)
             if attr not in attrs and current is not None:
                 attrs[attr] = current
+                if changed_by is not None:
+                    entry["changed_by"].setdefault(attr, dict(changed_by, via=s.attribute))
     return grew
 
 

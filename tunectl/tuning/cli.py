@@ -145,7 +145,7 @@ def _render_apply(report, args, out) -> int:
     if out.json:
         emit_json({"profile": report.profile, "changed": report.changed, "check": report.check,
                    "writes": report.writes, "write_phase_ms": round(report.write_seconds * 1000, 3),
-                   "notes": report.notes,
+                   "notes": report.notes, "warnings": [str(w) for w in report.warnings],
                    "settings": [o.to_json() for o in report.outcomes]}, out.stdout)
         return report.exit_code
     for note in report.notes:
