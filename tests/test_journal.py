@@ -276,15 +276,16 @@ def test_unusable_state_exits_5_with_a_hint(pair: Pair, case: str) -> None:
     assert pair.snap() == pair.originals
 
 
+def _no_space(fd: int) -> None:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
 def test_full_disk_fault_injected_exits_5_and_changes_nothing(pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
     assert pair.run("apply", "-p", "p1").code == 0
     before = pair.snap()
     journal = (pair.state / "journal.json").read_bytes()
 
-    def no_space(fd: int) -> None:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(state_module.os, "fsync", no_space)
+    monkeypatch.setattr(state_module.os, "fsync", _no_space)
     r = pair.fresh()("apply", "-p", "p2")
     monkeypatch.undo()
     assert_state_error(r, "No space left on device", "it still holds the previous state", "free some space")
@@ -359,3 +360,31 @@ def test_exit_5_is_documented_everywhere() -> None:
     assert "`4` not permitted, `5`\nthe state directory cannot be used" in readme
     man = (REPO / "man" / "tunectl.8").read_text()
     assert ".B 5\nThe state directory cannot be used" in man
+
+
+def test_a_damaged_active_profile_falls_back_and_apply_rewrites_it(pair: Pair) -> None:
+    assert pair.run("apply", "-p", "p1").code == 0
+    assert pair.fresh()("apply", "-p", "p2").code == 0
+    (pair.state / "active.json").write_text('{"ref": "p2", "version": 2')
+    r = pair.fresh()("verify")
+    assert r.code == 1 and "active.json cannot be used" in r.err and "active.json.1 (generation 1" in r.err
+    assert "profile: p1" in r.out  # the last intact record names p1: said, not hidden
+    assert pair.fresh()("apply", "-p", "p2").code == 0
+    r = pair.fresh()("verify")
+    assert r.code == 0 and r.err == ""
+
+
+def test_full_disk_after_the_writes_says_what_was_applied(pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The journal fits, the active-profile record does not: the error must not claim nothing happened."""
+    real = state_module.StateStore.save_active_profile
+
+    def no_space(self, record: dict) -> None:
+        monkeypatch.setattr(state_module.os, "fsync", _no_space)
+        real(self, record)
+
+    monkeypatch.setattr(state_module.StateStore, "save_active_profile", no_space)
+    r = pair.fresh()("apply", "-p", "p1")
+    monkeypatch.undo()
+    assert_state_error(r, "active.json: No space left on device", "the settings were applied and their originals journalled")
+    assert pair.fresh()("rollback").code == 0
+    assert pair.snap() == pair.originals

@@ -325,10 +325,9 @@ class StateStore:
 
     # --- the journal and the active profile ------------------------------------------------------
 
-    @property
-    def recovered(self) -> bool:
-        """True when the journal was read from an older generation (the current one is damaged or missing)."""
-        return bool(self._read_from.get(JOURNAL))
+    def recovered(self, name: str = JOURNAL) -> bool:
+        """True when `name` was read from an older generation (the current one is damaged or missing)."""
+        return bool(self._read_from.get(name))
 
     def journal(self) -> dict:
         data = self._load(JOURNAL, journal_problem)

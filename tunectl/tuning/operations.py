@@ -10,8 +10,9 @@ import time
 from dataclasses import dataclass, field
 
 from tunectl.context import Context
-from tunectl.errors import ExitCode, UsageError
+from tunectl.errors import ExitCode, StateError, UsageError
 from tunectl.profile.resolve import Profile, load_profile
+from tunectl.system.state import ACTIVE
 from tunectl.tuning import apply as applying
 from tunectl.tuning.device import Device
 from tunectl.tuning.discover import discover, partition_parent
@@ -135,17 +136,23 @@ def apply(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = No
         report = plan(ctx, None, dev_refs, profile, stack)
         journal = ctx.state.journal()
         record = {"ref": profile_ref or profile.name, "name": profile.name, "files": profile.files}
-        new_active = ctx.state.active_profile() != record  # read before any write: a bad state file stops us here
+        # Read before any write: a state file tunectl cannot use stops the run here.
+        new_active = ctx.state.active_profile() != record or ctx.state.recovered(ACTIVE)
         by_name = {d.name: d for d in report.devices}
         if applying.record_originals(journal, report.settings, by_name, _changed_by(profile_ref or profile.name)) \
-                or ctx.state.recovered:
+                or ctx.state.recovered():
             ctx.state.save_journal(journal)
         writes_before = ctx.sysfs.writes
         started = time.perf_counter()
         outcomes = applying.apply_settings(ctx.sysfs, report.settings)
         write_seconds = time.perf_counter() - started
         if new_active:
-            ctx.state.save_active_profile(record)
+            try:
+                ctx.state.save_active_profile(record)
+            except StateError as e:
+                raise StateError(f"{e.message}; the settings were applied and their originals journalled, "
+                                 "only the record of the profile in use (for verify and status) is stale",
+                                 e.hint) from None
     return ApplyReport(profile.name, outcomes, writes=ctx.sysfs.writes - writes_before, write_seconds=write_seconds,
                        warnings=list(dict.fromkeys(report.warnings + ctx.state.warnings)))
 
@@ -174,7 +181,7 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
         restored = {o.setting.identity for o in outcomes} - failed
         for identity in restored:
             journal["devices"].pop(identity, None)
-        if restored or ctx.state.recovered:
+        if restored or ctx.state.recovered():
             ctx.state.save_journal(journal)
     return ApplyReport("journal", outcomes, writes=ctx.sysfs.writes - writes_before, notes=notes,
                        warnings=list(ctx.state.warnings))
