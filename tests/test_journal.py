@@ -390,3 +390,42 @@ def test_full_disk_after_the_writes_says_what_was_applied(pair: Pair, monkeypatc
     assert_state_error(r, "active.json: No space left on device", "the settings were applied and their originals journalled")
     assert pair.fresh()("rollback").code == 0
     assert pair.snap() == pair.originals
+
+
+ODD_VALUES = [None, True, 0, -1, 1.5, 1e308, 10**30, "abc", "", "none", "[bfq]", "mq-deadline", "\x00", "9" * 50]
+ODD_NAMES = ["iosched/x", "../x", "../../etc/passwd", "scheduler", "read_ahead_kb", "rotational", "queue/x", "a/b/c",
+             "iosched/../../x", "READ_AHEAD_KB", ""]
+
+
+def test_hand_edited_version_1_journals_never_crash_rollback(pair: Pair) -> None:
+    """Version 1 has no checksum: whatever a hand edit puts there, rollback exits 0, 3 or 5 and never
+    writes outside the device's queue directory."""
+    import random
+
+    assert pair.run("apply", "-p", "p2").code == 0
+    sealed = unseal((pair.state / "journal.json").read_bytes())
+    rng = random.Random(9)
+    codes: dict[int, int] = {}
+    for case in range(int(os.environ.get("TUNECTL_JOURNAL_FUZZ", "150"))):
+        journal = json.loads(json.dumps({"version": 1, "devices": sealed["devices"]}))
+        for _ in range(rng.randint(1, 3)):
+            entry = journal["devices"][rng.choice(sorted(journal["devices"]))]
+            what = rng.choice(["value", "name", "snapshot", "device name"])
+            if what == "value":
+                entry["attributes"][rng.choice(sorted(entry["attributes"]))] = rng.choice(ODD_VALUES)
+            elif what == "name":
+                entry["attributes"][rng.choice(ODD_NAMES)] = rng.choice(ODD_VALUES)
+            elif what == "snapshot":
+                entry["iosched_snapshot"] = {"scheduler": rng.choice(ODD_VALUES),
+                                             "knobs": {rng.choice(["read_expire", "slice_idle", "../x"]): 1}}
+            else:
+                entry["name"] = rng.choice(["", "sdz", "../sda", 7])
+        (pair.state / "journal.json").write_text(json.dumps(journal))
+        for older in ("journal.json.1", "journal.json.2"):
+            (pair.state / older).unlink(missing_ok=True)
+        r = pair.fresh()("rollback")
+        codes[r.code] = codes.get(r.code, 0) + 1
+        assert r.code in (0, 3, 5) and "internal error" not in r.err, (case, r.err, journal)
+        assert not (pair.tree.root / "block" / "x").exists() and not (pair.tree.root / "x").exists()
+        pair.fresh()("apply", "-p", "p2")
+    assert codes.get(5, 0) and codes.get(0, 0), codes  # both refused and restored journals were met

@@ -20,6 +20,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -132,11 +133,17 @@ def journal_problem(data: dict) -> str | None:
         if not isinstance(entry, dict) or not isinstance(entry.get("attributes"), dict) \
                 or not isinstance(entry.get("name", ""), str):
             return f"the entry of {identity!r} has no 'attributes' object"
-        if any(not isinstance(a, str) or isinstance(v, (dict, list)) for a, v in entry["attributes"].items()):
-            return f"the entry of {identity!r} holds a value that is not a number or a string"
+        for attr, value in entry["attributes"].items():
+            # Names become sysfs paths on rollback: a queue attribute or an iosched knob, nothing else.
+            if not _ATTRIBUTE.match(attr):
+                return f"the entry of {identity!r} names {attr!r}, which is not a queue attribute"
+            if isinstance(value, (dict, list)):
+                return f"the entry of {identity!r} holds a value that is not a number or a string"
         snap = entry.get("iosched_snapshot")
-        if snap is not None and not (isinstance(snap, dict) and isinstance(snap.get("knobs"), dict)):
-            return f"the iosched snapshot of {identity!r} is not an object with 'knobs'"
+        if snap is not None and not (isinstance(snap, dict) and isinstance(snap.get("knobs"), dict)
+                                     and isinstance(snap.get("scheduler"), (str, type(None)))
+                                     and all(_ATTRIBUTE.match(k) and "/" not in k for k in snap["knobs"])):
+            return f"the iosched snapshot of {identity!r} is not a scheduler name with knobs"
         if not isinstance(entry.get("changed_by", {}), dict):
             return f"the 'changed_by' of {identity!r} is not an object"
     return None
@@ -146,6 +153,7 @@ def _active_problem(data: dict) -> str | None:
     return None if isinstance(data.get("ref"), str) else "it names no profile ('ref')"
 
 
+_ATTRIBUTE = re.compile(r"\A(iosched/)?[a-z0-9_]{1,64}\Z")
 _KIND = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket",
          stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFLNK: "a symbolic link"}
 
