@@ -271,9 +271,9 @@ class StateStore:
             self._read_from[name] = None
             self._generation[name] = 0
             return None
-        raise StateError(
-            f"no generation of {paths[0]} can be read ({'; '.join(damage)}): "
-            f"what it recorded is lost", hint=self._start_over_hint(name))
+        lost = "the original values it held are lost" if name == JOURNAL else "what it recorded is lost"
+        raise StateError(f"no generation of {paths[0]} can be read ({'; '.join(damage)}): {lost}",
+                         hint=self._start_over_hint(name))
 
     def _start_over_hint(self, name: str) -> str:
         if name == JOURNAL:
