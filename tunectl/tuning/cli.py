@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tunectl.errors import ExitCode
+from tunectl.errors import ExitCode, TunectlError
 
 EXAMPLES = {
     "status": "examples:\n  tunectl status\n  tunectl status --json | jq '.devices[].class'",
@@ -126,7 +126,12 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
 def _cmd_apply(ctx, args, out) -> int:
     from tunectl.tuning import operations as tuning
 
-    report = tuning.apply(ctx, args.profile, args.devices, check=args.check, stack=args.stack)
+    try:
+        report = tuning.apply(ctx, args.profile, args.devices, check=args.check, stack=args.stack)
+    except TunectlError as e:
+        if args.detailed_exitcode:  # its callers read 2 as "changed": every error is 1, a bad profile or state (5) too
+            e.exit_code = ExitCode.DRIFT
+        raise
     code = _render_apply(report, args, out)
     if args.detailed_exitcode:
         return 1 if code != ExitCode.OK else (2 if report.changed else 0)
@@ -140,7 +145,7 @@ def _render_apply(report, args, out) -> int:
     if out.json:
         emit_json({"profile": report.profile, "changed": report.changed, "check": report.check,
                    "writes": report.writes, "write_phase_ms": round(report.write_seconds * 1000, 3),
-                   "notes": report.notes,
+                   "notes": report.notes, "warnings": [str(w) for w in report.warnings],
                    "settings": [o.to_json() for o in report.outcomes]}, out.stdout)
         return report.exit_code
     for note in report.notes:

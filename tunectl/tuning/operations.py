@@ -10,8 +10,9 @@ import time
 from dataclasses import dataclass, field
 
 from tunectl.context import Context
-from tunectl.errors import ExitCode, UsageError
+from tunectl.errors import ExitCode, StateError, UsageError
 from tunectl.profile.resolve import Profile, load_profile
+from tunectl.system.state import ACTIVE
 from tunectl.tuning import apply as applying
 from tunectl.tuning.device import Device
 from tunectl.tuning.discover import discover, partition_parent, stack_of
@@ -123,13 +124,14 @@ def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = Non
         by_name = {d.name: d for d in devices}
         only = only + [low for name in only for low in lower_disks(by_name, name, parents)]
     settings = make_plan(devices, profile, parents, only)
-    return PlanReport(profile.name, devices, settings, list(profile.warnings))
+    return PlanReport(profile.name, devices, settings, list(profile.warnings) + ctx.state.warnings)
 
 
 def status(ctx: Context, profile_ref: str | None) -> PlanReport:
     profile = _load(ctx, active_profile_ref(ctx, profile_ref))
     devices = discover(ctx.sysfs, ctx.udev)
-    return PlanReport(profile.name, devices, make_plan(devices, profile, _parents(ctx, devices)), list(profile.warnings))
+    return PlanReport(profile.name, devices, make_plan(devices, profile, _parents(ctx, devices)),
+                      list(profile.warnings) + ctx.state.warnings)
 
 
 def apply(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None, check: bool = False,
@@ -143,18 +145,32 @@ def apply(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = No
         # Plan under the lock: another run may have changed things while we waited.
         report = plan(ctx, None, dev_refs, profile, stack)
         journal = ctx.state.journal()
+        record = {"ref": profile_ref or profile.name, "name": profile.name, "files": profile.files}
+        # Read before any write: a state file tunectl cannot use stops the run here.
+        new_active = ctx.state.active_profile() != record or ctx.state.recovered(ACTIVE)
         by_name = {d.name: d for d in report.devices}
-        if applying.record_originals(journal, report.settings, by_name):
+        if applying.record_originals(journal, report.settings, by_name, _changed_by(profile_ref or profile.name)) \
+                or ctx.state.recovered():
             ctx.state.save_journal(journal)
         writes_before = ctx.sysfs.writes
         started = time.perf_counter()
         outcomes = applying.apply_settings(ctx.sysfs, report.settings)
         write_seconds = time.perf_counter() - started
-        record = {"ref": profile_ref or profile.name, "name": profile.name, "files": profile.files}
-        if ctx.state.active_profile() != record:
-            ctx.state.save_active_profile(record)
+        if new_active:
+            try:
+                ctx.state.save_active_profile(record)
+            except StateError as e:
+                raise StateError(f"{e.message}; the settings were applied and their originals journalled, "
+                                 "only the record of the profile in use (for verify and status) is stale",
+                                 e.hint) from None
     return ApplyReport(profile.name, outcomes, writes=ctx.sysfs.writes - writes_before, write_seconds=write_seconds,
-                       warnings=report.warnings)
+                       warnings=list(dict.fromkeys(report.warnings + ctx.state.warnings)))
+
+
+def _changed_by(ref: str) -> dict:
+    from tunectl import __version__
+
+    return {"profile": ref, "tunectl": __version__, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
 def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = False) -> ApplyReport:
@@ -167,13 +183,15 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
         notes = [f"{entry['name']} ({identity}) is not present; its originals stay in the journal"
                  for identity, entry in journal["devices"].items() if identity not in present and chosen is None]
         if check:
-            return ApplyReport("journal", [applying.Outcome(s, s.status) for s in settings], check=True, notes=notes)
+            return ApplyReport("journal", [applying.Outcome(s, s.status) for s in settings], check=True, notes=notes,
+                               warnings=list(ctx.state.warnings))
         writes_before = ctx.sysfs.writes
         outcomes = applying.apply_settings(ctx.sysfs, settings)
         failed = {o.setting.identity for o in outcomes if o.status not in (applying.CHANGED, "ok")}
         restored = {o.setting.identity for o in outcomes} - failed
         for identity in restored:
             journal["devices"].pop(identity, None)
-        if restored:
+        if restored or ctx.state.recovered():
             ctx.state.save_journal(journal)
-    return ApplyReport("journal", outcomes, writes=ctx.sysfs.writes - writes_before, notes=notes)
+    return ApplyReport("journal", outcomes, writes=ctx.sysfs.writes - writes_before, notes=notes,
+                       warnings=list(ctx.state.warnings))
