@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rollback": ("tunectl.tuning.cli", "restore the values that were there before tunectl first changed them"),
     "profile": ("tunectl.profile.cli", "the profile library: list, show, validate, import-tuned"),
     "udev": ("tunectl.udev.cli", "rules for hot-plug and boot: render, install, remove, check; monitor events"),
+    "align": ("tunectl.align.cli", "partition alignment against parted's tables and sysfs topology; exit 1 if misaligned"),
 }
 
 AddAction = Callable[..., argparse.ArgumentParser]
