@@ -73,7 +73,7 @@ def run(ctx, args, out) -> int:
         out.print(f"  {note}")
     bad = sum(not p.aligned for d in report.disks for p in d.partitions)
     total = sum(len(d.partitions) for d in report.disks)
-    summary = [f"{bad} of {total} partition(s) misaligned"] if bad or report.ok else []
+    summary = [f"{bad} of {total} partition(s) misaligned"] if bad else []
     untabled = [d.device for d in report.disks if d.table is None and d.named and not d.unreadable]
     unreadable = [d.device for d in report.disks if d.unreadable]
     if untabled:
