@@ -384,3 +384,15 @@ def test_garbage_topology_in_sysfs_is_read_as_defaults(tunectl, tree):
     assert sda["topology"]["optimal_io_size"] == 0 and sda["topology"]["alignment_offset"] == -1
     assert any("alignment_offset is -1" in w for w in sda["warnings"])
     assert "internal error" not in r.err
+
+
+def test_the_core_is_pure():
+    """Parsing and arithmetic import no edge: no sysfs, no runner, no subprocess."""
+    import subprocess
+    import sys
+
+    code = ("import sys, tunectl.align.table, tunectl.align.verdict; "
+            "print(sorted(m for m in sys.modules if m.startswith('tunectl.system') or m in "
+            "('subprocess', 'pathlib', 'tunectl.context')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 from tunectl.align.table import ParseError, PartedDisk, parse_json, parse_machine
-from tunectl.align.verdict import Grain, PartitionResult, Topology, choose_grain, judge, parted_rule
+from tunectl.align.verdict import AlignReport, DiskReport, Topology, judge_disk
 from tunectl.context import Context
 from tunectl.errors import NotPermitted, TunectlError, UsageError
 from tunectl.system.parted import JSON, Parted, PartedError
@@ -14,46 +13,6 @@ from tunectl.system.sysfs import Sysfs
 
 OPT_IN = ("loop", "zram")  # only when named, as everywhere in tunectl
 PARALLEL = 8  # parted runs at once; each spends its time opening the device and probing
-
-
-@dataclass
-class DiskReport:
-    device: str
-    table: str | None
-    topology: Topology
-    grain: Grain | None = None
-    partitions: list[PartitionResult] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    named: bool = False
-    sector_size: int = 512  # parted's sector: what start_sector and size_sectors count
-    unreadable: bool = False  # parted failed: nothing could be judged
-
-    @property
-    def ok(self) -> bool:
-        if self.unreadable or (self.named and self.table is None):
-            return False
-        return all(p.aligned for p in self.partitions)
-
-    def to_json(self) -> dict:
-        return {"device": self.device, "table": self.table, "topology": self.topology.to_json(),
-                "grain_bytes": self.grain.bytes if self.grain else None,
-                "grain_source": self.grain.source if self.grain else None,
-                "warnings": list(self.warnings), "partitions": [p.to_json() for p in self.partitions]}
-
-
-@dataclass
-class AlignReport:
-    profile: str
-    disks: list[DiskReport]
-    warnings: list = field(default_factory=list)  # the profile's
-    notes: list[str] = field(default_factory=list)  # disks left out, and why
-
-    @property
-    def ok(self) -> bool:
-        return all(d.ok for d in self.disks)
-
-    def to_json(self) -> dict:
-        return {"ok": self.ok, "profile": self.profile, "disks": [d.to_json() for d in self.disks]}
 
 
 def read_topology(sysfs: Sysfs, name: str) -> Topology:
@@ -69,35 +28,6 @@ def read_topology(sysfs: Sysfs, name: str) -> Topology:
                     num("queue/optimal_io_size", 0), num("alignment_offset", 0))
 
 
-def judge_disk(name: str, disk: PartedDisk | None, topo: Topology, boundary: int, boundary_source: str,
-               only: set[int] | None = None) -> DiskReport:
-    """Pure: one disk's report from parted's table (None: no table) and its topology."""
-    report = DiskReport(name, None, topo)
-    if disk is None or not disk.has_table:
-        if disk is not None and disk.label == "loop":
-            report.warnings.append("no partition table: a filesystem on the whole disk (parted label 'loop')")
-        else:
-            report.warnings.append("no partition table")
-        return report
-    report.table = disk.label
-    grain = choose_grain(topo, boundary, boundary_source)
-    report.grain = grain
-    report.warnings.extend(grain.warnings)
-    sector = disk.logical_sector_size or topo.logical_block_size
-    report.sector_size = sector
-    if disk.logical_sector_size and disk.logical_sector_size != topo.logical_block_size:
-        report.warnings.append(f"parted's sector size {disk.logical_sector_size} differs from sysfs "
-                               f"logical_block_size {topo.logical_block_size}; sectors are parted's")
-    rule = parted_rule(Topology(sector, topo.physical_block_size, topo.minimum_io_size, topo.optimal_io_size,
-                                topo.alignment_offset))
-    for part in disk.partitions:
-        if only is not None and part.number not in only:
-            continue
-        report.partitions.append(judge(part.number, part.start, part.size, sector, topo, grain, rule,
-                                       name=part.name, kind=part.type))
-    return report
-
-
 def _partition_filter(ctx: Context, ref: str) -> int | None:
     """The partition number when `ref` names a partition (sda2, /dev/sda2, a link to one)."""
     name = ref[len("/dev/"):] if ref.startswith("/dev/") else ref
@@ -110,29 +40,28 @@ def _partition_filter(ctx: Context, ref: str) -> int | None:
 
 
 def check(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None,
-          parted: Parted | None = None) -> AlignReport:
+          parted: Parted | None = None, workers: int = PARALLEL) -> AlignReport:
     from tunectl.tuning.discover import discover
     from tunectl.tuning.operations import _load, resolve_names
 
     profile = _load(ctx, profile_ref)
-    explicit = "boundary_kib" in (profile.data.get("alignment") or {})
     boundary = profile.boundary_kib * 1024
-    source = "boundary_kib" if explicit else "boundary_kib (default 1 MiB)"
     devices = discover(ctx.sysfs, ctx.udev, ())
     named = bool(dev_refs)
     only: dict[str, set[int] | None] = {}
     if dev_refs:
         for ref, name in zip(dev_refs, resolve_names(ctx, devices, dev_refs)):
             number = _partition_filter(ctx, ref)
-            if number is None or (name in only and only[name] is None):
-                only[name] = None
-            else:
-                only.setdefault(name, set()).add(number)  # type: ignore[union-attr]
+            wanted = only.get(name, set())
+            if number is None:
+                only[name] = None  # the whole disk: wins over any of its partitions
+            elif wanted is not None:
+                only[name] = wanted | {number}
         names = list(only)
     else:
         names = [d.name for d in devices if d.cls not in OPT_IN and d.size_bytes > 0]
     parted = parted or Parted()
-    tables = _read_tables(parted, names, named)
+    tables = _read_tables(parted, names, named, workers)
     disks: list[DiskReport] = []
     notes: list[str] = []
     for name in names:
@@ -144,7 +73,7 @@ def check(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = No
         if isinstance(found, TunectlError):
             disks.append(DiskReport(name, None, topo, warnings=[found.message], named=named, unreadable=True))
             continue
-        report = judge_disk(name, found, topo, boundary, source, only.get(name))
+        report = judge_disk(name, found, topo, boundary, only.get(name))
         report.named = named
         if named or report.table is not None:
             disks.append(report)
@@ -154,7 +83,8 @@ def check(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = No
     return AlignReport(profile.name, disks, list(profile.warnings), notes)
 
 
-def _read_tables(parted: Parted, names: list[str], named: bool) -> dict[str, PartedDisk | None | TunectlError]:
+def _read_tables(parted: Parted, names: list[str], named: bool,
+                 workers: int) -> dict[str, PartedDisk | None | TunectlError]:
     """parted on every disk, a few at once; an unreadable disk is its error, a missing node skipped unless named."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -171,7 +101,7 @@ def _read_tables(parted: Parted, names: list[str], named: bool) -> dict[str, Par
                 raise
             return e
 
-    if len(names) <= 1:
+    if len(names) <= 1 or workers <= 1:
         return {name: one(name) for name in names}
-    with ThreadPoolExecutor(max_workers=min(PARALLEL, len(names))) as pool:
+    with ThreadPoolExecutor(max_workers=min(workers, len(names))) as pool:
         return dict(zip(names, pool.map(one, names)))

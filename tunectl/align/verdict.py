@@ -7,13 +7,15 @@ minimum_io_size and the physical and logical block sizes.
 
 libparted's rule (``parted align-check optimal N``, linux_get_optimum_alignment)
 is computed too, so the report can say where and why the two differ.
+The records (PartitionResult, DiskReport, AlignReport) are what `--json` prints.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from math import gcd
 
+from tunectl.align.table import PartedDisk
 from tunectl.units import format_bytes
 
 MiB = 1024 * 1024
@@ -203,3 +205,72 @@ def judge(number: int, start_sector: int, size_sectors: int, sector_size: int, t
                      f"tunectl's grain {format_bytes(grain.bytes)} is {grain.source}")
     return PartitionResult(number, name, kind, start_sector, size_sectors, start, aligned, off, suggested,
                            parted_ok, "; ".join(notes))
+
+
+@dataclass
+class DiskReport:
+    device: str
+    table: str | None
+    topology: Topology
+    grain: Grain | None = None
+    partitions: list[PartitionResult] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    named: bool = False
+    sector_size: int = 512  # parted's sector: what start_sector and size_sectors count
+    unreadable: bool = False  # parted failed: nothing could be judged
+
+    @property
+    def ok(self) -> bool:
+        if self.unreadable or (self.named and self.table is None):
+            return False
+        return all(p.aligned for p in self.partitions)
+
+    def to_json(self) -> dict:
+        return {"device": self.device, "table": self.table, "topology": self.topology.to_json(),
+                "grain_bytes": self.grain.bytes if self.grain else None,
+                "grain_source": self.grain.source if self.grain else None,
+                "warnings": list(self.warnings), "partitions": [p.to_json() for p in self.partitions]}
+
+
+@dataclass
+class AlignReport:
+    profile: str
+    disks: list[DiskReport]
+    warnings: list = field(default_factory=list)  # the profile's
+    notes: list[str] = field(default_factory=list)  # disks left out, and why
+
+    @property
+    def ok(self) -> bool:
+        return all(d.ok for d in self.disks)
+
+    def to_json(self) -> dict:
+        return {"ok": self.ok, "profile": self.profile, "disks": [d.to_json() for d in self.disks]}
+
+
+def judge_disk(name: str, disk: PartedDisk | None, topo: Topology, boundary: int,
+               only: set[int] | None = None) -> DiskReport:
+    """One disk's report from parted's table (None: no table) and its topology; `only` limits the partitions."""
+    report = DiskReport(name, None, topo)
+    if disk is None or not disk.has_table:
+        if disk is not None and disk.label == "loop":
+            report.warnings.append("no partition table: a filesystem on the whole disk (parted label 'loop')")
+        else:
+            report.warnings.append("no partition table")
+        return report
+    report.table = disk.label
+    grain = choose_grain(topo, boundary)
+    report.grain = grain
+    report.warnings.extend(grain.warnings)
+    sector = disk.logical_sector_size or topo.logical_block_size
+    report.sector_size = sector
+    if disk.logical_sector_size and disk.logical_sector_size != topo.logical_block_size:
+        report.warnings.append(f"parted's sector size {disk.logical_sector_size} differs from sysfs "
+                               f"logical_block_size {topo.logical_block_size}; sectors are parted's")
+    rule = parted_rule(Topology(sector, topo.physical_block_size, topo.minimum_io_size, topo.optimal_io_size,
+                                topo.alignment_offset))
+    for part in disk.partitions:
+        if only is not None and part.number not in only:
+            continue
+        report.partitions.append(judge(part.number, part.start, part.size, sector, topo, grain, rule,
+                                       name=part.name, kind=part.type))
+    return report
