@@ -28,18 +28,21 @@ pytestmark = [pytest.mark.root, needs_root]
 
 ENV = {"LC_ALL": "C", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 
-# (label, logical sector size) -> parted commands; "none" = created with `-a none` (deliberately misaligned)
+# (label, logical sector size) -> parted commands; "none" = created with `-a none` (deliberately misaligned).
+# Extended partitions are given in sectors with `-a none` (aligned all the same): parted 3.5 segfaults in
+# about 1 of 10 runs creating one with its alignment search after a misaligned primary on 4 KiB sectors.
 LAYOUTS: dict[tuple[str, int], list[tuple[str | None, ...]]] = {
     ("gpt", 512): [("none", "mkpart", "my:part", "63s", "2047s"), (None, "mkpart", "p2", "2048s", "20479s"),
                    ("none", "mkpart", "back\\slash", "20481s", "30000s"), (None, "mkpart", "p4", "32768s", "40959s")],
     ("gpt", 4096): [("none", "mkpart", "a:b", "6s", "255s"), (None, "mkpart", "p2", "256s", "2559s"),
                     ("none", "mkpart", "p3", "2561s", "3750s"), (None, "mkpart", "p4", "4096s", "5119s")],
     ("msdos", 512): [("none", "mkpart", "primary", "63s", "2047s"), (None, "mkpart", "primary", "2048s", "10239s"),
-                     (None, "mkpart", "extended", "12288s", "120000s"),
+                     ("none", "mkpart", "extended", "12288s", "120000s"),
                      (None, "mkpart", "logical", "14336s", "40000s"),
                      ("none", "mkpart", "logical", "40961s", "60000s")],
     ("msdos", 4096): [(None, "mkpart", "primary", "1MiB", "5MiB"), ("none", "mkpart", "primary", "1543s", "2500s"),
-                      (None, "mkpart", "extended", "12MiB", "60MiB"), (None, "mkpart", "logical", "13MiB", "20MiB"),
+                      ("none", "mkpart", "extended", "3072s", "15359s"),
+                      (None, "mkpart", "logical", "13MiB", "20MiB"),
                       ("none", "mkpart", "logical", "5131s", "7000s")],
 }
 
