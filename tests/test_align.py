@@ -155,6 +155,39 @@ def test_suggested_start_is_the_next_aligned_sector_at_or_after():
     assert not r.aligned and "on a 4096-byte physical block" in r.note and r.suggested_start_sector == 2055
 
 
+topologies = st.builds(
+    lambda lbs, pbs_shift, opt_kib, min_shift, offset_blocks: Topology(
+        lbs, lbs << pbs_shift, (lbs << pbs_shift) << min_shift, opt_kib * 1024,
+        (offset_blocks * lbs) % (lbs << pbs_shift)),
+    st.sampled_from([512, 4096]), st.integers(0, 3), st.sampled_from([0, 0, 64, 512, 768, 1536, 4096, 32767]),
+    st.integers(0, 7), st.integers(0, 7))
+
+
+@settings(max_examples=400, deadline=None)
+@given(topologies, st.integers(0, 1 << 24), st.sampled_from([4, 64, 1024, 4096]))
+def test_suggested_start_is_the_first_aligned_sector(topo, start, boundary_kib):
+    sector = topo.logical_block_size
+    grain, rule = choose_grain(topo, boundary_kib * 1024), parted_rule(topo)
+    r = judge(1, start, 1, sector, topo, grain, rule)
+    assert r.aligned == (r.off_by_bytes == 0) == (r.suggested_start_sector is None)
+    assert grain.bytes % (boundary_kib * 1024) == 0 and grain.bytes % topo.physical_block_size == 0
+    if not r.aligned:
+        after = r.suggested_start_sector
+        assert start < after <= start + grain.bytes // sector
+        assert judge(1, after, 1, sector, topo, grain, rule).aligned
+        assert not judge(1, after - 1, 1, sector, topo, grain, rule).aligned
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from([512, 4096]), st.integers(0, 3), st.integers(0, 7), st.integers(0, 1 << 24))
+def test_agrees_with_libparted_on_every_ordinary_disk(lbs, pbs_shift, offset_blocks, start):
+    """No optimal_io_size, minimum_io_size = the physical block, 1 MiB boundary: the two rules are one."""
+    pbs = lbs << pbs_shift
+    topo = Topology(lbs, pbs, pbs, 0, offset_blocks * lbs % pbs)
+    r = judge(1, start, 1, lbs, topo, choose_grain(topo, MiB), parted_rule(topo))
+    assert r.aligned == r.parted_optimal and r.note.count("parted") == 0
+
+
 def test_alignment_offset_minus_one_is_reported():
     g = choose_grain(Topology(512, 4096, 4096, 0, -1), MiB)
     assert g.offset == 0 and any("-1" in w for w in g.warnings)
