@@ -364,7 +364,8 @@ def test_human_table(tunectl):
     assert lines[2].split()[:9] == ["sda", "1", "(p1)", "63s", "500", "KiB", "1", "MiB", "NO"]
     assert "4 of 6 partition(s) misaligned" in r.out
     assert "sdb: optimal_io_size 33553920" in r.err  # the warning goes to stderr
-    assert tunectl("align", "sda", "-q").out == ""
+    quiet = tunectl("align", "sda", "sdb", "-q")
+    assert (quiet.code, quiet.out, quiet.err) == (1, "", "")
 
 
 def test_parted_without_json_falls_back_to_machine_output(tunectl, parted):

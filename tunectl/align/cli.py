@@ -32,8 +32,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
 
 def run(ctx, args, out) -> int:
     from tunectl.align.check import check
-    from tunectl.report import emit_json, table
-    from tunectl.units import format_bytes
+    from tunectl.report import emit_json
 
     report = check(ctx, args.profile, args.devices)
     for w in report.warnings:
@@ -43,16 +42,24 @@ def run(ctx, args, out) -> int:
     code = ExitCode.OK if report.ok else ExitCode.DRIFT
     if out.json:
         emit_json(report.to_json(), out.stdout)
-        return code
+    else:
+        _render(report, out)
+    return code
+
+
+def _render(report, out) -> None:
+    from tunectl.report import table
+    from tunectl.units import format_bytes
+
     rows, notes = [], []
     for disk in report.disks:
-        for w in disk.warnings:
+        for w in disk.warnings if not out.quiet else ():
             out.warn(f"tunectl: {disk.device}: {w}")
         if disk.table is None:
             rows.append([disk.device, "-", "-", "-", "-", "no table" if not disk.unreadable else "unreadable",
                          "-", "-", "-"])
             continue
-        grain = f"{format_bytes(disk.grain.bytes)}" if disk.grain else "-"
+        grain = format_bytes(disk.grain.bytes) if disk.grain else "-"
         for p in disk.partitions:
             label = f"{p.number}" + (f" ({p.name})" if p.name else "") + (f" {p.type}" if p.type != "primary" else "")
             rows.append([disk.device, label, f"{p.start_sector}s", format_bytes(p.size_sectors * disk.sector_size),
@@ -81,4 +88,3 @@ def run(ctx, args, out) -> int:
     if unreadable:
         summary.append(f"parted could not read {', '.join(unreadable)}")
     out.print("; ".join(summary) if summary else ("all aligned" if total else "no partitions to check"))
-    return code
