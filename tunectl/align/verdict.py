@@ -83,14 +83,15 @@ def optimal_io_problem(topo: Topology) -> str | None:
     return None
 
 
-def choose_grain(topo: Topology, boundary: int, boundary_source: str = "boundary_kib") -> Grain:
+def choose_grain(topo: Topology, boundary: int) -> Grain:
     """The grain partition starts must be multiples of, and where it came from.
 
-    Candidates in order of precedence for naming the source; the grain is their
-    least common multiple, so it honours every one of them.
+    `boundary` is the profile's alignment.boundary_kib in bytes. Candidates in
+    order of precedence for naming the source; the grain is their least common
+    multiple, so it honours every one of them.
     """
     warnings = []
-    candidates = [(boundary_source, boundary)]
+    candidates = [("boundary_kib", boundary)]
     problem = optimal_io_problem(topo)
     if problem:
         warnings.append(problem)
