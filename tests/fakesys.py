@@ -1241,3 +1241,24 @@ def bump_block_stat(tree: FakeTree, name: str, reads: int = 0, merged: int = 0, 
     v[10] += queue_ms
     # The kernel pads every field to a width; readers must split on runs of blanks.
     (tree.root / "block" / name / "stat").write_text("".join(f"{x:>8} " for x in v).rstrip() + "\n")
+# --- I/O limits for alignment (tunectl align)
+
+# Data disks per stripe, as md computes io_opt = chunk * data disks (raid5.c, raid0.c, raid10.c).
+_MD_DATA_DISKS: dict[str, Callable[[int], int]] = {
+    "raid0": lambda n: n,
+    "raid4": lambda n: n - 1,
+    "raid5": lambda n: n - 1,
+    "raid6": lambda n: n - 2,
+    "raid10": lambda n: n // 2,  # near=2
+}
+
+
+def striped_md(tree: FakeTree, name: str, members: Sequence[str], *, level: str = "raid5", chunk_kib: int = 512,
+               size_sectors: Optional[int] = None) -> str:
+    """An md array with the I/O limits the md driver sets: minimum_io_size is the chunk,
+    optimal_io_size a full stripe of data (chunk x data disks)."""
+    chunk = chunk_kib * 1024
+    tree.add_md(name, members, level=level, size_sectors=size_sectors,
+                optimal_io_size=chunk * _MD_DATA_DISKS[level](len(members)))
+    _put(os.path.join(tree.devdir(name), "queue", "minimum_io_size"), f"{chunk}\n")
+    return name
