@@ -7,10 +7,14 @@ back (sysfs text), so the rest of the code compares typed values.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 SCHEDULERS = ("none", "mq-deadline", "bfq", "kyber")
 LEGACY_SCHEDULERS = {"deadline": "mq-deadline", "cfq": "bfq", "noop": "none"}
+# The module that provides each scheduler when it is not built in (block/Makefile: mq-deadline.o,
+# kyber-iosched.o, bfq.o); writing the scheduler's name loads it through its "<name>-iosched" alias.
+SCHEDULER_MODULES = {"mq-deadline": "mq-deadline", "bfq": "bfq", "kyber": "kyber-iosched"}
 
 # Kernel HZ values in use; sysfs times stored in jiffies read back rounded up to one tick.
 _HZ_CANDIDATES = (100, 250, 300, 1000)
@@ -133,6 +137,20 @@ def write_order(attr: str) -> tuple[int, str]:
     if attr == "read_ahead_kb":
         return (4, attr)
     return (3, attr)
+
+
+def modular_schedulers(loadable: Mapping[str, str]) -> dict[str, str]:
+    """Scheduler -> module file, for the schedulers the kernel has as loadable modules (KernelModules.loadable()).
+
+    Such a scheduler is not in ``queue/scheduler`` until something loads it, but
+    writing its name there loads it: tunectl counts it as offered.
+    """
+    out = {}
+    for scheduler, module in SCHEDULER_MODULES.items():
+        path = loadable.get(module.replace("-", "_"))
+        if path:
+            out[scheduler] = path
+    return out
 
 
 def knob(scheduler: str, name: str) -> Attribute | None:

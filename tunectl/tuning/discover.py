@@ -79,8 +79,13 @@ def _identity(dev: Device, props: dict[str, str], sysfs: Sysfs) -> str:
     return f"kernel:{dev.name}"
 
 
-def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str] | None = None) -> Device | None:
-    """One whole device, or None if it has no queue/ (or vanished while we looked)."""
+def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str] | None = None,
+                modular: Iterable[str] = ()) -> Device | None:
+    """One whole device, or None if it has no queue/ (or vanished while we looked).
+
+    `modular`: schedulers the running kernel has as loadable modules (KernelModules);
+    a device with a scheduler offers them too, listed or not.
+    """
     base = f"block/{name}"
     if not sysfs.exists(f"{base}/queue"):
         return None
@@ -121,6 +126,7 @@ def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str
         # bio-based devices (dm, zram, brd...) list only "none": nothing to choose.
         if offered and offered != ("none",):
             dev.scheduler, dev.schedulers = active, offered
+            dev.loadable = tuple(s for s in modular if s not in offered)
             for knob in sysfs.listdir(f"{base}/queue/iosched"):
                 value = sysfs.read_or(f"{base}/queue/iosched/{knob}")
                 if value is not None:
@@ -161,12 +167,14 @@ def _int_or_text(text: str) -> int | str:
         return text.strip()
 
 
-def discover(sysfs: Sysfs, udev: UdevDb, queue_attrs: Iterable[str] | None = None) -> list[Device]:
-    """Every whole block device under the root, sorted by kernel name."""
+def discover(sysfs: Sysfs, udev: UdevDb, queue_attrs: Iterable[str] | None = None,
+             modular: Iterable[str] = ()) -> list[Device]:
+    """Every whole block device under the root, sorted by kernel name (`modular`: see read_device)."""
     attrs = None if queue_attrs is None else tuple(queue_attrs)
+    modular = tuple(modular)
     devices = []
     for name in sysfs.listdir("block"):
-        dev = read_device(sysfs, udev, name, attrs)
+        dev = read_device(sysfs, udev, name, attrs, modular)
         if dev is not None:
             devices.append(dev)
     return devices

@@ -13,6 +13,7 @@ from tunectl.context import Context
 from tunectl.errors import ExitCode, UsageError
 from tunectl.profile.resolve import Profile, load_profile
 from tunectl.tuning import apply as applying
+from tunectl.tuning.attributes import modular_schedulers
 from tunectl.tuning.device import Device
 from tunectl.tuning.discover import discover, partition_parent
 from tunectl.tuning.plan import CHANGE, UNAVAILABLE, Setting, lower_disks, make_plan, queue_attrs_of
@@ -97,6 +98,11 @@ def _parents(ctx: Context, devices: list[Device]) -> dict[str, str]:
     return parents
 
 
+def _discover(ctx: Context, queue_attrs: set[str] | None = None) -> list[Device]:
+    """Discovery on this machine: a scheduler the running kernel has as a module counts as offered."""
+    return discover(ctx.sysfs, ctx.udev, queue_attrs, modular_schedulers(ctx.modules.loadable()))
+
+
 def _load(ctx: Context, ref: str | None) -> Profile:
     cache = ctx.state.dir / "validated" if os.access(ctx.state.dir, os.W_OK) else None
     return load_profile(ref, ctx.search_path, cache)
@@ -106,7 +112,7 @@ def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = Non
          profile: Profile | None = None, stack: bool = False) -> PlanReport:
     """The plan for all devices, or for `dev_refs` (with `stack`: and the disks below them)."""
     profile = profile or _load(ctx, profile_ref)
-    devices = discover(ctx.sysfs, ctx.udev, queue_attrs_of(profile))
+    devices = _discover(ctx, queue_attrs_of(profile))
     parents = _parents(ctx, devices)
     only = resolve_names(ctx, devices, dev_refs) if dev_refs else None
     if only is not None and stack:
@@ -118,7 +124,7 @@ def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = Non
 
 def status(ctx: Context, profile_ref: str | None) -> PlanReport:
     profile = _load(ctx, active_profile_ref(ctx, profile_ref))
-    devices = discover(ctx.sysfs, ctx.udev)
+    devices = _discover(ctx)
     return PlanReport(profile.name, devices, make_plan(devices, profile, _parents(ctx, devices)), list(profile.warnings))
 
 
@@ -150,7 +156,7 @@ def apply(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = No
 def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = False) -> ApplyReport:
     with ctx.state.locked():
         journal = ctx.state.journal()
-        devices = discover(ctx.sysfs, ctx.udev)
+        devices = _discover(ctx)
         chosen = set(resolve_names(ctx, devices, dev_refs)) if dev_refs else None
         settings = applying.rollback_plan(journal, devices, lambda d: chosen is None or d.name in chosen)
         present = {d.identity for d in devices}
