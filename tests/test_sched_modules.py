@@ -174,3 +174,188 @@ def test_cli_env_gives_the_module_tree_to_status(empty_fake_tree, tmp_path) -> N
     (dev,) = json.loads(out.getvalue())["devices"]
     assert dev["schedulers"] == ["none", "mq-deadline"] and dev["loadable"] == ["bfq", "kyber"]
     assert [(d["attribute"], d["after"]) for d in dev["drift"] if d["attribute"] == "scheduler"] == [("scheduler", "bfq")]
+
+
+# --- udev rules: the module list is an explicit input of render ------------------------------------------------
+
+import os  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tests.test_udev_rules import FakeKernel as RulesKernel  # noqa: E402
+from tests.test_udev_rules import MiniUdev, _build_tree, _fake_device, _profile_data, _valid  # noqa: E402
+from tunectl.profile.resolve import load_profile  # noqa: E402
+from tunectl.system.sysfs import Sysfs  # noqa: E402
+from tunectl.system.udevdb import UdevDb  # noqa: E402
+from tunectl.tuning.device import OPT_IN_CLASSES, classify  # noqa: E402
+from tunectl.tuning.discover import discover  # noqa: E402
+from tunectl.tuning.plan import CHANGE, make_plan  # noqa: E402
+from tunectl.udev.lint import lint  # noqa: E402
+from tunectl.udev.render import render_rules  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "golden" / "udev-modules"
+TUNECTL = "/usr/sbin/tunectl"
+
+
+def _debian_modules() -> dict[str, str]:
+    """The recorded Debian 12 tree as it lies on a Debian machine (a fixed path: golden files stay put)."""
+    found = modular_schedulers(KernelModules(MODULES, DEBIAN).loadable())
+    return {k: "/lib/modules/" + os.path.relpath(v, MODULES) for k, v in found.items()}
+
+
+def test_golden_with_debian_modules() -> None:
+    name = "desktop"
+    profile = load_profile(name, [ROOT / "profiles"])
+    rendered = render_rules(profile, TUNECTL, modules=_debian_modules())
+    assert lint(rendered.text) == []
+    golden = GOLDEN / f"{name}.rules"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(rendered.text)
+    assert rendered.text == golden.read_text(), f"{golden} differs; regenerate with UPDATE_GOLDEN=1 if intended"
+    plain = render_rules(profile, TUNECTL)
+    assert plain.text == (ROOT / "tests" / "golden" / "udev" / f"{name}.rules").read_text()  # no modules: as before
+    assert plain.digest != rendered.digest
+
+
+def test_modules_a_profile_cannot_choose_change_nothing() -> None:
+    """balanced names only mq-deadline and none: its rules (and digest) do not depend on the kernel's modules."""
+    profile = load_profile("balanced", [ROOT / "profiles"])
+    assert render_rules(profile, TUNECTL, modules=_debian_modules()) == render_rules(profile, TUNECTL)
+
+
+def test_desktop_offers_bfq_from_the_module_file() -> None:
+    text = (GOLDEN / "desktop.rules").read_text()
+    assert ('ENV{TUNECTL_HAS_SCHEDULER}=="1", TEST=="/lib/modules/6.1.0-13-amd64/kernel/block/bfq.ko", '
+            'ENV{TUNECTL_SCHEDULER}="bfq"') in text.splitlines()
+    # The module line comes right after its own glob line: the preference order is kept.
+    lines = text.splitlines()
+    i = lines.index('ATTR{queue/scheduler}=="*bfq*", ENV{TUNECTL_SCHEDULER}="bfq"')
+    assert lines[i - 1] == 'ATTR{queue/scheduler}=="*mq-deadline*", ENV{TUNECTL_SCHEDULER}="mq-deadline"'
+    assert "TEST==" in lines[i + 1]
+
+
+@pytest.mark.parametrize("path", ["relative/bfq.ko", "/lib/modules/6.1 x/bfq.ko", '/lib/"bfq.ko', "/lib/../x/bfq.ko"])
+def test_a_module_path_udev_cannot_test_is_left_out_with_a_note(path: str) -> None:
+    profile = load_profile("desktop", [ROOT / "profiles"])
+    rendered = render_rules(profile, TUNECTL, modules={"bfq": path})
+    assert "TEST==" not in rendered.text.split("# classes.", 1)[1].split("\n# writes", 1)[0] or \
+        'TEST=="' + path not in rendered.text
+    assert any("bfq is a module" in n for n in rendered.notes)
+    assert rendered.text == render_rules(profile, TUNECTL).text
+
+
+class ModularKernel(RulesKernel):
+    """The property test's fake kernel, plus schedulers that load on the write of their name."""
+
+    def __init__(self, modules: set[str]) -> None:
+        super().__init__()
+        self.modules = modules
+
+    def write(self, name: str, attr: str, value: str) -> None:
+        dev = self.state[name]
+        if attr == "queue/scheduler" and value in self.modules and value not in dev["offered"] \
+                and dev["offered"] != ["none"]:
+            dev["offered"] = [*dev["offered"], value]
+        super().write(name, attr, value)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(_profile_data(), st.lists(st.integers(0, 10**6), min_size=1, max_size=4),
+       st.sets(st.sampled_from(["mq-deadline", "bfq", "kyber"])), st.booleans(), st.data())
+def test_rules_and_plan_agree_on_module_schedulers(tmp_path_factory, data: dict, seeds: list, modular: set,
+                                                   file_present: bool, draw) -> None:
+    """Random profiles and devices on a kernel with some schedulers as modules (unlisted until written):
+    the rules' writes == the plan's writes; with the module file gone (another kernel booted), the
+    rules fall back to what is listed, as a plan without modules does."""
+    from hypothesis import assume
+
+    profile = _valid(data)
+    named = set(profile.classes) | {c for e in profile.devices for c in e["match"].get("class", [])}
+    devices = [draw.draw(_fake_device(i)) for i in range(len(seeds))]
+    devices = [d for d in devices if classify(d["name"], d["rotational"] == "1") not in set(OPT_IN_CLASSES) - named]
+    assume(devices and len({d["name"] for d in devices}) == len(devices))
+    for d in devices:  # a module is listed only once loaded (the active one is loaded)
+        if d["offered"] != ["none"]:
+            d["offered"] = [s for s in d["offered"] if s not in modular or s == d["active"]]
+    tree_dir = tmp_path_factory.mktemp("modules")
+    files = {s: str(tree_dir / f"{s}.ko") for s in modular}
+    for path in files.values():
+        if file_present:
+            Path(path).write_text("")
+    rules_root, apply_root = tmp_path_factory.mktemp("rules"), tmp_path_factory.mktemp("apply")
+    loadable = modular if file_present else set()
+    by_rules, by_apply = ModularKernel(loadable), ModularKernel(loadable)
+    events = _build_tree(rules_root, devices, by_rules)
+    _build_tree(apply_root, devices, by_apply)
+    udev = MiniUdev(rules_root, render_rules(profile, TUNECTL, modules=files).text)
+    for name, (devpath, env) in events.items():
+        udev.event(name, devpath, env, by_rules)
+    found = discover(Sysfs(apply_root), UdevDb(apply_root / ".udev-data"), modular=sorted(loadable))
+    for s in make_plan(found, profile):
+        if s.status == CHANGE:
+            by_apply.write(s.device, f"queue/{s.attribute}", s.after)
+    assert by_rules.state == by_apply.state
+
+
+def _device(name: str, rotational: str) -> dict:
+    return {"name": name, "offered": ["none", "mq-deadline"], "active": "mq-deadline", "rotational": rotational,
+            "removable": "0", "size": "2000", "env": {}, "attrs": {}, "bus_path": "pci0000:00/ata1/host0"}
+
+
+@pytest.mark.parametrize("file_present", [True, False], ids=["module-file", "other-kernel"])
+def test_rules_load_the_module_scheduler_as_apply_does(tmp_path: Path, file_present: bool) -> None:
+    """The case the random test above only meets now and then, spelt out: an SSD and an HDD listing
+    ``none [mq-deadline]`` on a kernel with bfq and kyber as modules."""
+    profile = load_profile(str(_write(tmp_path / "modular.yaml", DESKTOP_LIKE)), [ROOT / "profiles"])
+    files = {"bfq": str(tmp_path / "bfq.ko"), "kyber": str(tmp_path / "kyber-iosched.ko")}
+    if file_present:
+        for path in files.values():
+            Path(path).write_text("")
+    loadable = set(files) if file_present else set()
+    devices = [_device("sda", "1"), _device("sdb", "0")]
+    by_rules, by_apply = ModularKernel(loadable), ModularKernel(loadable)
+    events = _build_tree(tmp_path / "rules", devices, by_rules)
+    _build_tree(tmp_path / "apply", devices, by_apply)
+    udev = MiniUdev(tmp_path / "rules", render_rules(profile, TUNECTL, modules=files).text)
+    for name, (devpath, env) in events.items():
+        udev.event(name, devpath, env, by_rules)
+    found = discover(Sysfs(tmp_path / "apply"), UdevDb(tmp_path / "apply" / ".udev-data"), modular=sorted(loadable))
+    for s in make_plan(found, profile):
+        if s.status == CHANGE:
+            by_apply.write(s.device, f"queue/{s.attribute}", s.after)
+    assert by_rules.state == by_apply.state
+    expected = {"sda": "kyber", "sdb": "bfq"} if file_present else {"sda": "mq-deadline", "sdb": "mq-deadline"}
+    assert {n: d["scheduler"] for n, d in by_rules.state.items()} == expected
+    if file_present:
+        assert by_rules.state["sdb"]["knobs"]["low_latency"] == "0"
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def _cli(argv: list[str], env: dict) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(argv, env=env, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_udev_render_and_check_read_the_running_kernels_modules(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "TUNECTL_STATE_DIR": str(tmp_path / "state"), "TUNECTL_SYSFS_ROOT": "/sys",
+           "TUNECTL_MODULES_ROOT": str(MODULES), "TUNECTL_KERNEL_RELEASE": DEBIAN}
+    code, out, err = _cli(["udev", "render", "-p", "desktop"], env)
+    assert code == 0, err
+    assert f'TEST=="{MODULES}/{DEBIAN}/kernel/block/bfq.ko"' in out
+    rules_dir = tmp_path / "rules.d"
+    rules_dir.mkdir()
+    (rules_dir / "65-tunectl.rules").write_text(out)
+    assert _cli(["udev", "check", "-p", "desktop", "--rules-dir", str(rules_dir)], env)[0] == 0
+    # Booted into another kernel: the rules name the old release's module files, so they are stale.
+    code, out, err = _cli(["udev", "check", "-p", "desktop", "--rules-dir", str(rules_dir)],
+                          dict(env, TUNECTL_KERNEL_RELEASE=UBUNTU))
+    assert code == 1, out + err
