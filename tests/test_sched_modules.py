@@ -278,6 +278,9 @@ def test_rules_and_plan_agree_on_module_schedulers(tmp_path_factory, data: dict,
     devices = [draw.draw(_fake_device(i)) for i in range(len(seeds))]
     devices = [d for d in devices if classify(d["name"], d["rotational"] == "1") not in set(OPT_IN_CLASSES) - named]
     assume(devices and len({d["name"] for d in devices}) == len(devices))
+    # A bare "naa." wwid (no digits) is read as WWN "0x" by discovery but not by the rules: a mismatch
+    # of the base equivalence test's generator, unrelated to modules (reported in the issue note).
+    assume(not any(d["attrs"].get(k) == "naa." for d in devices for k in ("wwid", "device/wwid")))
     for d in devices:  # a module is listed only once loaded (the active one is loaded)
         if d["offered"] != ["none"]:
             d["offered"] = [s for s in d["offered"] if s not in modular or s == d["active"]]
