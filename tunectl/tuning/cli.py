@@ -56,6 +56,8 @@ def run(ctx, args, out) -> int:
 def _warn_profile(report, out) -> None:
     for w in report.warnings:
         out.warn(str(w))
+    for w in getattr(report, "device_warnings", ()):
+        out.warn(str(w))
 
 
 def _cmd_status(ctx, args, out) -> int:
@@ -69,7 +71,8 @@ def _cmd_status(ctx, args, out) -> int:
         drift_by_dev[s.device] = drift_by_dev.get(s.device, 0) + 1
     if out.json:
         emit_json({"profile": report.profile, "scope": _scope_json(report),
-                   "devices": [dict(d.to_json(), drift=[s.to_json() for s in report.drift if s.device == d.name])
+                   "devices": [dict(d.to_json(), drift=[s.to_json() for s in report.drift if s.device == d.name],
+                                    warnings=[w.to_json() for w in report.device_warnings if w.device == d.name])
                                for d in report.devices]}, out.stdout)
         return ExitCode.OK
     rows = []
@@ -130,7 +133,8 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     code = ExitCode.DRIFT if verify and drift else ExitCode.OK
     if out.json:
         emit_json({"profile": report.profile, "in_sync": not drift, "scope": _scope_json(report),
-                   "settings": [s.to_json() for s in report.settings]}, out.stdout)
+                   "settings": [s.to_json() for s in report.settings],
+                   "device_warnings": [w.to_json() for w in report.device_warnings]}, out.stdout)
         return code
     rows = _settings_rows(report.settings, out.verbose, with_status=True)
     out.print(f"profile: {report.profile}")

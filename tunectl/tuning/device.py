@@ -73,6 +73,7 @@ class Device:
     rotational: bool | None = None
     logical_block_size: int | None = None
     physical_block_size: int | None = None
+    optimal_io_size: int | None = None  # bytes; 0 = none reported
     scheduler: str | None = None  # active; None for devices without a scheduler
     schedulers: tuple[str, ...] = ()  # listed in queue/scheduler
     loadable: tuple[str, ...] = ()  # not listed, but modules of the running kernel: writing the name loads one

@@ -120,6 +120,8 @@ def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str
     dev.removable = (sysfs.read_or(f"{base}/removable") or "0").strip() == "1"
     dev.logical_block_size = _int(sysfs.read_or(f"{base}/queue/logical_block_size"), 0) or None
     dev.physical_block_size = _int(sysfs.read_or(f"{base}/queue/physical_block_size"), 0) or None
+    io_opt = sysfs.read_or(f"{base}/queue/optimal_io_size")
+    dev.optimal_io_size = None if io_opt is None else _int(io_opt)
     sched_text = sysfs.read_or(f"{base}/queue/scheduler")
     if sched_text is not None:
         active, offered = parse_scheduler(sched_text)

@@ -17,6 +17,7 @@ from tunectl.tuning.attributes import modular_schedulers
 from tunectl.tuning.device import Device
 from tunectl.tuning.discover import discover, partition_parent
 from tunectl.tuning.plan import CHANGE, UNAVAILABLE, Setting, lower_disks, make_plan, queue_attrs_of
+from tunectl.tuning.topology import DeviceWarning, read_ahead_warnings
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class PlanReport:
     settings: list[Setting]
     warnings: list = field(default_factory=list)
     scope: Scope | None = None  # None: every device
+    device_warnings: list[DeviceWarning] = field(default_factory=list)
 
     @property
     def changes(self) -> list[Setting]:
@@ -176,7 +178,9 @@ def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = Non
     parents = _parents(ctx, devices)
     scope = _scope(ctx, profile, devices, parents, dev_refs, stack, scoped)
     settings = make_plan(devices, profile, parents, None if scope is None else scope.devices)
-    return PlanReport(profile.name, devices, settings, list(profile.warnings), scope)
+    planned = [d for d in devices if scope is None or d.name in scope.devices]
+    return PlanReport(profile.name, devices, settings, list(profile.warnings), scope,
+                      read_ahead_warnings(planned, settings))
 
 
 def _scope(ctx: Context, profile: Profile, devices: list[Device], parents: dict[str, str],
@@ -200,7 +204,7 @@ def status(ctx: Context, profile_ref: str | None, scoped: bool = True) -> PlanRe
     settings = make_plan(devices, profile, _parents(ctx, devices), None if scope is None else scope.devices)
     if scope is not None:
         devices = [d for d in devices if d.name in scope.devices]
-    return PlanReport(profile.name, devices, settings, list(profile.warnings), scope)
+    return PlanReport(profile.name, devices, settings, list(profile.warnings), scope, read_ahead_warnings(devices))
 
 
 def apply(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None, check: bool = False,
