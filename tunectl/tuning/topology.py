@@ -52,7 +52,7 @@ def read_ahead_warnings(devices: Iterable[Device], settings: Iterable[Setting] =
         out.append(DeviceWarning(
             dev.name, dev.identity, BOGUS_IO_OPT_READ_AHEAD,
             f"read_ahead_kb {live} was derived by the kernel (twice the optimal I/O size) from an {doubt}; "
-            "util-linux ignores such a value, and random reads on this device each fetch that much",
+            "util-linux ignores such a value, and a random read on this device may pull in up to that much",
             f"cap it in the profile, e.g. read_ahead_kb: {{max: 1024}} in a devices: entry matching "
             f"{dev.name}'s model or serial (the kernel sets it again whenever it re-reads the device's limits)",
             {"read_ahead_kb": live, "optimal_io_size": dev.optimal_io_size,
