@@ -62,7 +62,7 @@ def test_status_flags_the_usb_disk_only(usb) -> None:
     assert (w["read_ahead_kb"], w["optimal_io_size"], w["physical_block_size"]) == (65532, USB_IO_OPT, 4096)
     assert "read_ahead_kb: {max:" in w["hint"]
     human = usb("status", "-p", "sched-only")
-    assert "tunectl: warning: sda: read_ahead_kb 65532 was derived by the kernel" in human.err
+    assert "tunectl: warning: sda: read_ahead_kb 65532 is what the kernel derives from the optimal I/O size" in human.err
     assert "33553920 (32 MiB - 512) is a controller error" in human.err
     assert "hint: cap it in the profile" in human.err
 

@@ -126,9 +126,9 @@ def io_opt_doubt(io_opt: int | None, physical_block_size: int | None) -> str | N
     if not io_opt:
         return None
     if io_opt in BOGUS_IO_OPT:
-        return f"optimal_io_size {io_opt} (32 MiB - 512) is a controller error, not a size"
+        return f"{io_opt} (32 MiB - 512) is a controller error, not a size"
     if physical_block_size and io_opt % physical_block_size:
-        return f"optimal_io_size {io_opt} is not a multiple of the physical sector ({physical_block_size})"
+        return f"{io_opt} is not a multiple of the physical sector ({physical_block_size})"
     return None
 
 

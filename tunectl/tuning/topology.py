@@ -51,8 +51,9 @@ def read_ahead_warnings(devices: Iterable[Device], settings: Iterable[Setting] =
             continue
         out.append(DeviceWarning(
             dev.name, dev.identity, BOGUS_IO_OPT_READ_AHEAD,
-            f"read_ahead_kb {live} was derived by the kernel (twice the optimal I/O size) from an {doubt}; "
-            "util-linux ignores such a value, and a random read on this device may pull in up to that much",
+            f"read_ahead_kb {live} is what the kernel derives from the optimal I/O size the device reports "
+            f"(twice {dev.optimal_io_size} bytes), a size util-linux ignores: {doubt}; "
+            f"a random read may pull in up to {live} KiB",
             f"cap it in the profile, e.g. read_ahead_kb: {{max: 1024}} in a devices: entry matching "
             f"{dev.name}'s model or serial (the kernel sets it again whenever it re-reads the device's limits)",
             {"read_ahead_kb": live, "optimal_io_size": dev.optimal_io_size,
