@@ -318,6 +318,9 @@ def store_scheduler(q: QueueView, text: Value) -> None:
         name = "none"  # the kernel matches "none" by prefix
     name = SCHEDULER_ALIASES.get(name, name)
     active, offered = q.scheduler()
+    if name not in offered and name in q.kernel.modules:
+        q.kernel.load_scheduler(name)  # elv_iosched_store: request_module("<name>-iosched"), then switch
+        active, offered = q.scheduler()
     if name not in offered:
         raise KernelRefusal(errno.EINVAL)
     if name != active:
@@ -413,6 +416,7 @@ class FakeKernel(Sysfs):
         self._refusals: dict[tuple[str, str], int] = {}
         self._vanish_countdown: dict[str, int] = {}
         self._real_root = os.path.realpath(self.root)
+        self.modules: set[str] = set()  # schedulers built as modules, not loaded yet (see as_modules)
 
     # hooks for tests
 
@@ -437,6 +441,35 @@ class FakeKernel(Sysfs):
             _unlink_quiet(os.path.join(os.path.realpath(os.path.join(devdir, "slaves", lower)), "holders", name))
         _unlink_quiet(self.path(f"block/{name}"))
         shutil.rmtree(devdir)
+
+    def as_modules(self, *schedulers: str) -> None:
+        """Build `schedulers` as modules, not loaded (a distribution kernel: bfq, kyber): every queue stops
+        listing them, and the first write of one's name anywhere loads it, after which every blk-mq queue
+        lists it (an elevator registers for all queues)."""
+        self.modules.update(schedulers)
+        for devdir in self._scheduler_dirs():
+            view = QueueView(self, devdir)
+            active, offered = view.scheduler()
+            kept = [s for s in offered if s not in schedulers or s == active]
+            _put(os.path.join(devdir, "queue/scheduler"), scheduler_line(kept, active))
+
+    def load_scheduler(self, name: str) -> None:
+        self.modules.discard(name)
+        for devdir in self._scheduler_dirs():
+            view = QueueView(self, devdir)
+            active, offered = view.scheduler()
+            if name not in offered:
+                _put(os.path.join(devdir, "queue/scheduler"), scheduler_line([*offered, name], active))
+
+    def _scheduler_dirs(self) -> list[str]:
+        """Device directories of the blk-mq queues (a scheduler file listing more than "none")."""
+        out = []
+        for name in sorted(os.listdir(self.path("block"))):
+            devdir = os.path.realpath(self.path(f"block/{name}"))
+            _, offered = QueueView(self, devdir).scheduler()
+            if offered and offered != ("none",):
+                out.append(devdir)
+        return out
 
     def vanish_after_writes(self, name: str, n: int) -> None:
         """Let `n` more writes to `name` succeed; the device vanishes before the one after."""

@@ -238,8 +238,8 @@ def test_naming_devices_reads_only_their_stacks_and_plans_them_exactly_as_a_full
 
     read: list[str] = []
     real = discover.read_device
-    monkeypatch.setattr(discover, "read_device", lambda sysfs, udev, name, attrs=None: read.append(name) or
-                        real(sysfs, udev, name, attrs))
+    monkeypatch.setattr(discover, "read_device", lambda sysfs, udev, name, *rest: read.append(name) or
+                        real(sysfs, udev, name, *rest))
     for name, stack in (("mmcblk0", {"mmcblk0", "dm-1"}), ("sdc", {"sdc", "md0", "dm-2"}),
                         ("dm-2", {"dm-2", "md0", "sdc", "sdd"}), ("vda", {"vda"})):
         read.clear()
