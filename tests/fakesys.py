@@ -32,6 +32,7 @@ import errno
 import os
 import re
 import shutil
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -417,6 +418,9 @@ class FakeKernel(Sysfs):
         self._vanish_countdown: dict[str, int] = {}
         self._real_root = os.path.realpath(self.root)
         self.modules: set[str] = set()  # schedulers built as modules, not loaded yet (see as_modules)
+        # apply writes devices from several threads; a module load rewrites every queue's scheduler
+        # file, which the kernel does under its elevator lock: one write at a time here.
+        self._lock = threading.RLock()
 
     # hooks for tests
 
@@ -478,6 +482,10 @@ class FakeKernel(Sysfs):
     # the kernel's side of write(2)
 
     def write(self, rel: str, value: str) -> None:
+        with self._lock:
+            self._write(rel, value)
+
+    def _write(self, rel: str, value: str) -> None:
         path = self.path(rel)
         self.writes += 1
         try:
