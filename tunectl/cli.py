@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rollback": ("tunectl.tuning.cli", "restore the values that were there before tunectl first changed them"),
     "profile": ("tunectl.profile.cli", "the profile library: list, show, validate, import-tuned"),
     "udev": ("tunectl.udev.cli", "rules for hot-plug and boot: render, install, remove, check; monitor events"),
+    "preload": ("tunectl.preload.cli", "physical-order preload of a file set: collect, record, replay, show"),
 }
 
 AddAction = Callable[..., argparse.ArgumentParser]
