@@ -191,14 +191,14 @@ def test_changed_and_deleted_files_are_skipped_and_reported(corpus: list[Path], 
     replaced.unlink()
     replaced.write_bytes(b"x" * 5000)  # same size, new inode
     evict(kept)
-    r = tunectl("preload", "replay", str(lst), "--json")
+    r, resident = replay_resident(lst, kept)
     assert r.code == 0, r.err
     skipped = {s["path"]: s for s in r.doc["skipped"]}
     assert skipped[str(grown)]["status"] == "changed" and "size 100 -> 104" in skipped[str(grown)]["reason"]
     assert skipped[str(gone)]["status"] == "vanished"
     assert skipped[str(replaced)]["status"] == "changed" and "replaced" in skipped[str(replaced)]["reason"]
     assert r.doc["files"] == len(corpus) - 3
-    assert fincore(kept)[str(kept)] == kept.stat().st_size
+    assert resident[str(kept)] == kept.stat().st_size
     human = tunectl("preload", "replay", str(lst))
     assert human.code == 0 and "vanished" in human.out and str(gone) in human.out
     shown = tunectl("preload", "show", str(lst), "--json")
