@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -384,3 +385,42 @@ def test_an_unreadable_list_is_not_permitted(tmp_path: Path) -> None:
                           capture_output=True, text=True, cwd=REPO, env={"PATH": os.environ["PATH"]})
     assert proc.returncode == 4, proc.stderr
     assert "cannot read the preload list: Permission denied" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------- boot units
+
+UNITS = REPO / "udev"
+
+
+def _unit(name: str) -> dict[str, list[str]]:
+    keys: dict[str, list[str]] = {}
+    for line in (UNITS / name).read_text().splitlines():
+        if "=" in line and not line.startswith(("#", "[")):
+            key, value = line.split("=", 1)
+            keys.setdefault(key.strip(), []).append(value.strip())
+    return keys
+
+
+def test_boot_units_agree_on_the_list_and_are_installed() -> None:
+    replay, collect = _unit("tunectl-preload-replay.service"), _unit("tunectl-preload-collect.service")
+    boot_list = "/var/lib/tunectl/preload/boot.list"
+    assert replay["ConditionPathExists"] == [boot_list] and collect["ConditionPathExists"] == ["!" + boot_list]
+    assert replay["ExecStart"][0].split()[-1] == boot_list and replay["DefaultDependencies"] == ["no"]
+    assert "sysinit.target" in replay["Before"][0].split()
+    assert collect["ExecStart"][0].split()[-1] == boot_list and "--resident" in collect["ExecStart"][0]
+    assert _unit("tunectl-preload-collect.timer")["OnBootSec"]
+    setup = (REPO / "setup.cfg").read_text()
+    for unit in UNITS.iterdir():
+        assert f"udev/{unit.name}" in setup, unit.name
+    assert "man/tunectl-preload.8" in setup
+
+
+def test_boot_units_pass_systemd_analyze() -> None:
+    if not shutil.which("systemd-analyze"):
+        pytest.skip("systemd-analyze not installed")
+    proc = subprocess.run(["systemd-analyze", "verify", *sorted(map(str, UNITS.iterdir()))],
+                          capture_output=True, text=True)
+    # tunectl and its man page need not be installed where the tests run
+    problems = [line for line in proc.stderr.splitlines()
+                if "is not executable" not in line and "man tunectl-preload(8)" not in line]
+    assert problems == [], proc.stderr
