@@ -45,82 +45,82 @@ def run(ctx, args, out) -> int:
 
     verb = args.preload_command
     if verb == "collect":
-        report = ops.collect(args.paths, args.output, resident=args.resident)
-        return _collected(report, out)
-    if verb == "record":
+        report, human = ops.collect(args.paths, args.output, resident=args.resident), _collected
+    elif verb == "record":
         cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
-        report = ops.record(cmd, args.output, method=args.method, scope=args.scope)
-        return _collected(report, out)
-    if verb == "replay":
+        report, human = ops.record(cmd, args.output, method=args.method, scope=args.scope), _collected
+    elif verb == "replay":
         if args.threads < 0 or args.settle_timeout < 0:
             raise UsageError("--threads and --settle-timeout must not be negative")
         plist = ops.read_list(args.list)
         with out.progress(len(plist.entries), "preload") as bar:
             report = ops.replay(ctx.sysfs, plist, args.list, progress=bar, threads=args.threads,
                                 settle_timeout=args.settle_timeout)
-        return _replayed(report, out)
-    plist = ops.read_list(args.list)
-    return _shown(ops.show(plist, args.list), out)
+        human = _replayed
+    else:
+        report, human = ops.show(ops.read_list(args.list), args.list), _shown
+    report.verbose = out.verbose
+    return _render(report, out, human)
 
 
-def _skips(skipped, out) -> None:
+def _skips(skipped, verbose: int) -> list[str]:
     from tunectl.report import table
 
-    if skipped and (out.verbose or len(skipped) <= 20):
-        out.print(table(["skipped", "status", "reason"], [(s.path, s.status, s.reason) for s in skipped]))
-    elif skipped:
+    if skipped and (verbose or len(skipped) <= 20):
+        return [table(["skipped", "status", "reason"], [(s.path, s.status, s.reason) for s in skipped])]
+    if skipped:
         counts: dict[str, int] = {}
         for s in skipped:
             counts[s.status] = counts.get(s.status, 0) + 1
-        out.print(f"skipped {len(skipped)} files ({', '.join(f'{n} {k}' for k, n in sorted(counts.items()))}); "
-                  "-v lists them")
+        return [f"skipped {len(skipped)} files ({', '.join(f'{n} {k}' for k, n in sorted(counts.items()))}); "
+                "-v lists them"]
+    return []
 
 
-def _collected(report, out) -> int:
+def _render(report, out, human) -> int:
+    """One JSON document, or notes on stderr and `human(report)` lines; the report's exit code."""
     from tunectl.report import emit_json
+
+    if out.json:
+        emit_json(report.to_json(), out.stdout)
+        return report.exit_code
+    for note in getattr(report, "notes", []):
+        out.warn(f"tunectl: note: {note}")
+    for line in human(report):
+        out.print(line)
+    return report.exit_code
+
+
+def _collected(report) -> list[str]:
     from tunectl.units import format_bytes
 
     doc = report.to_json()
-    if out.json:
-        emit_json(doc, out.stdout)
-        return report.exit_code
-    for note in report.notes:
-        out.warn(f"tunectl: note: {note}")
-    _skips(report.skipped, out)
     how = f" by {doc['method']}" if "method" in doc else ""
-    out.print(f"{report.list_path}: {doc['files']} files, {format_bytes(doc['bytes'])}{how}; "
-              f"physical offset known for {doc['physical']}")
-    return report.exit_code
+    return [*_skips(report.skipped, report.verbose),
+            f"{report.list_path}: {doc['files']} files, {format_bytes(doc['bytes'])}{how}; "
+            f"physical offset known for {doc['physical']}"]
 
 
-def _replayed(report, out) -> int:
-    from tunectl.report import emit_json
+def _replayed(report) -> list[str]:
     from tunectl.units import format_bytes
 
-    if out.json:
-        emit_json(report.to_json(), out.stdout)
-        return report.exit_code
-    _skips(report.skipped, out)
     settled = "" if report.settled else " (reads still in flight at the timeout)"
-    out.print(f"{report.list_path}: {report.files} files, {format_bytes(report.bytes)} in {report.seconds:.2f} s "
-              f"({report.throughput / 1e6:.0f} MB/s, {report.order} order){settled}")
-    return report.exit_code
+    return [*_skips(report.skipped, report.verbose),
+            f"{report.list_path}: {report.files} files, {format_bytes(report.bytes)} in {report.seconds:.2f} s "
+            f"({report.throughput / 1e6:.0f} MB/s, {report.order} order){settled}"]
 
 
-def _shown(report, out) -> int:
-    from tunectl.report import emit_json, table
+def _shown(report) -> list[str]:
+    from tunectl.report import table
     from tunectl.units import format_bytes
 
-    if out.json:
-        emit_json(report.to_json(), out.stdout)
-        return 0
-    if out.verbose:
-        out.print(table(["file", "status", "bytes", "resident", "reason"],
-                        [(f.path, f.status, f.wanted, f.cached, f.reason) for f in report.files]))
+    lines = []
+    if report.verbose:
+        lines.append(table(["file", "status", "bytes", "resident", "reason"],
+                           [(f.path, f.status, f.wanted, f.cached, f.reason) for f in report.files]))
     t = report.totals()
-    rows = [(status, n) for status, n in sorted(t["by_status"].items())]
-    out.print(table(["status", "files"], rows))
-    out.print(f"{report.list_path}: {t['files']} files, {format_bytes(t['bytes'])}, "
-              f"{format_bytes(t['resident_bytes'])} resident ({t['resident_percent']}%)"
-              + (f", made {report.created}" if report.created else ""))
-    return 0
+    lines.append(table(["status", "files"], sorted(t["by_status"].items())))
+    lines.append(f"{report.list_path}: {t['files']} files, {format_bytes(t['bytes'])}, "
+                 f"{format_bytes(t['resident_bytes'])} resident ({t['resident_percent']}%)"
+                 + (f", made {report.created}" if report.created else ""))
+    return lines

@@ -79,6 +79,7 @@ class CollectReport:
     entries: list[Entry]
     skipped: list[Skip] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    verbose: int = 0
 
     @property
     def exit_code(self) -> ExitCode:
@@ -309,6 +310,7 @@ class ReplayReport:
     settled: bool = True
     order: str = "physical"
     threads: int = 0
+    verbose: int = 0
 
     @property
     def throughput(self) -> float:
@@ -474,6 +476,8 @@ class ShowReport:
     list_path: str
     created: str
     files: list[FileResidency]
+    verbose: int = 0
+    exit_code: ExitCode = ExitCode.OK
 
     def totals(self) -> dict:
         counts: dict[str, int] = {}
