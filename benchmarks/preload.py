@@ -22,6 +22,7 @@ faster than (a) and (b), and within 2x of (e).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -70,39 +71,37 @@ def plain_reads(files: list[tuple[str, int]]) -> None:
             pass
 
 
-def willneed_walk_order(files: list[tuple[str, int]]) -> None:
+def opened(files: list[tuple[str, int]]):
+    """(fd, size) for each file that opens, closed after use; files that vanished are passed over."""
     for path, size in files:
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError:
             continue
         try:
-            for off in range(0, size, WINDOW):
-                os.posix_fadvise(fd, off, WINDOW, os.POSIX_FADV_WILLNEED)
+            yield fd, size
         finally:
             os.close(fd)
+
+
+def willneed_walk_order(files: list[tuple[str, int]]) -> None:
+    for fd, size in opened(files):
+        for off in range(0, size, WINDOW):
+            os.posix_fadvise(fd, off, WINDOW, os.POSIX_FADV_WILLNEED)
 
 
 def read_pass(files: list[tuple[str, int]]) -> None:
     """Every byte through the page cache, copied nowhere: waits for any read still in flight."""
     null = os.open("/dev/null", os.O_WRONLY)
     try:
-        for path, size in files:
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except OSError:
-                continue
-            try:
-                off = 0
+        for fd, size in opened(files):
+            off = 0
+            with contextlib.suppress(OSError):
                 while off < size:
                     n = os.sendfile(null, fd, off, size - off)
                     if n <= 0:
                         break
                     off += n
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
     finally:
         os.close(null)
 
@@ -127,18 +126,10 @@ def resident_share(files: list[tuple[str, int]]) -> float:
     from tunectl.system.pagecache import residency
 
     cached = wanted = 0
-    for path, size in files:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
+    for fd, size in opened(files):
+        with contextlib.suppress(OSError):
             c, w = resident_bytes(residency(fd, size), [(0, size)], size)
             cached, wanted = cached + c, wanted + w
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
     return cached / wanted if wanted else 1.0
 
 
