@@ -223,9 +223,10 @@ def test_collect_resident_keeps_only_cached_pages(tmp_path: Path) -> None:
 def test_record_finds_the_files_a_command_opens(tmp_path: Path) -> None:
     a, b, c = make_files(tmp_path, {"a.txt": 10, "b.txt": 20000, "unread.txt": 5})
     lst = tmp_path / "rec.list"
-    r = tunectl("preload", "record", "-o", str(lst), "--json", "--", "sh", "-c", f"cat {a} {b} >/dev/null")
-    assert r.code == 0, r.err
-    assert r.doc["method"] == "fanotify"
+    proc = subprocess.run([sys.executable, "-m", "tunectl", "--json", "preload", "record", "-o", str(lst), "--",
+                           "sh", "-c", f"cat {a} {b}"], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["method"] == "fanotify"  # the command's output went to stderr
     paths = {e.path for e in parse(lst.read_text(), str(lst)).entries}
     assert {str(a), str(b)} <= paths and str(c) not in paths
     assert "/usr/bin/cat" in paths or "/bin/cat" in paths

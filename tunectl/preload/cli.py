@@ -48,7 +48,8 @@ def run(ctx, args, out) -> int:
         report, human = ops.collect(args.paths, args.output, resident=args.resident), _collected
     elif verb == "record":
         cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
-        report, human = ops.record(cmd, args.output, method=args.method, scope=args.scope), _collected
+        report, human = ops.record(cmd, args.output, method=args.method, scope=args.scope,
+                                   stdout_to_stderr=out.json), _collected
     elif verb == "replay":
         if args.threads < 0 or args.settle_timeout < 0:
             raise UsageError("--threads and --settle-timeout must not be negative")

@@ -169,11 +169,11 @@ class RecordReport(CollectReport):
         return doc
 
 
-def _start(command: Sequence[str]):
+def _start(command: Sequence[str], stdout_to_stderr: bool):
     import subprocess
 
-    try:
-        return subprocess.Popen(list(command))
+    try:  # under --json our stdout carries one document: the command's output goes to stderr
+        return subprocess.Popen(list(command), stdout=2 if stdout_to_stderr else None)
     except OSError as e:
         raise UsageError(f"cannot run {command[0]}: {os.strerror(e.errno or errno.EIO)}") from None
 
@@ -182,13 +182,13 @@ def _under(path: str, scope: Sequence[str]) -> bool:
     return any(path == s or path.startswith(s.rstrip("/") + "/") for s in scope)
 
 
-def _record_fanotify(report: RecordReport, command: Sequence[str], scope: Sequence[str]) -> None:
+def _record_fanotify(report: RecordReport, command: Sequence[str], scope: Sequence[str], quiet: bool) -> None:
     from tunectl.system import fanotify
 
     me = os.getpid()
     seen: dict[tuple[int, int], Entry] = {}
     with fanotify.Watch(scope) as watch:
-        proc = _start(command)
+        proc = _start(command, quiet)
         verdict: dict[int, bool] = {proc.pid: True}
 
         def ours(pid: int) -> bool:
@@ -255,9 +255,9 @@ def _resident_map(scope: Sequence[str]) -> dict[tuple[str, int], tuple[str, byte
     return snapshot
 
 
-def _record_diff(report: RecordReport, command: Sequence[str], scope: Sequence[str]) -> None:
+def _record_diff(report: RecordReport, command: Sequence[str], scope: Sequence[str], quiet: bool) -> None:
     before = _resident_map(scope)
-    proc = _start(command)
+    proc = _start(command, quiet)
     report.command_status = proc.wait()
     after = _resident_map(scope)
     for key, (path, vec) in after.items():
@@ -272,7 +272,8 @@ def _record_diff(report: RecordReport, command: Sequence[str], scope: Sequence[s
                         "files that were cached already are missed (drop caches first for a full record)")
 
 
-def record(command: Sequence[str], list_path: str, method: str = "auto", scope: Sequence[str] = ()) -> RecordReport:
+def record(command: Sequence[str], list_path: str, method: str = "auto", scope: Sequence[str] = (),
+           stdout_to_stderr: bool = False) -> RecordReport:
     if not command:
         raise UsageError("record needs a command after --", hint="tunectl preload record -o LIST -- CMD ARGS...")
     scope = [os.path.abspath(s) for s in scope]
@@ -283,14 +284,14 @@ def record(command: Sequence[str], list_path: str, method: str = "auto", scope: 
     if method in ("auto", "fanotify"):
         try:
             report.method = "fanotify"
-            _record_fanotify(report, command, scope or ["/"])
+            _record_fanotify(report, command, scope or ["/"], stdout_to_stderr)
         except NotPermitted as e:
             if method == "fanotify":
                 raise
             report.method = "diff"
             report.notes.append(f"{e.message}; falling back to a before/after residency diff")
     if report.method == "diff":
-        _record_diff(report, command, scope or ["/usr", "/etc"])
+        _record_diff(report, command, scope or ["/usr", "/etc"], stdout_to_stderr)
     if report.command_status:
         report.notes.append(f"the command exited with status {report.command_status}")
     write_list(list_path, report.entries)
