@@ -224,7 +224,7 @@ def test_record_finds_the_files_a_command_opens(tmp_path: Path) -> None:
     a, b, c = make_files(tmp_path, {"a.txt": 10, "b.txt": 20000, "unread.txt": 5})
     lst = tmp_path / "rec.list"
     proc = subprocess.run([sys.executable, "-m", "tunectl", "--json", "preload", "record", "-o", str(lst), "--",
-                           "sh", "-c", f"cat {a} {b}"], capture_output=True, text=True, cwd=REPO)
+                           "sh", "-c", f"cat {a} {b}"], capture_output=True, text=True, errors="replace", cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["method"] == "fanotify"  # the command's output went to stderr
     paths = {e.path for e in parse(lst.read_text(), str(lst)).entries}
