@@ -234,6 +234,10 @@ def main() -> None:
           f"{'met' if m['a'] / m['d'] >= 3 else 'NOT met'}; than (b): {m['b'] / m['d']:.2f}x "
           f"{'met' if m['b'] / m['d'] >= 3 else 'NOT met'}; within 2x of (e): {m['d'] / m['e']:.2f}x "
           f"{'met' if m['d'] / m['e'] <= 2 else 'NOT met'}")
+    alone = results[0]["replay_only_median"]
+    print(f"the same with (d) as the replay process alone (it returns once the device has no reads in flight; "
+          f"resident right after it: {100 * results[0]['resident_after_replay']:.1f}%): "
+          f"a/d {m['a'] / alone:.2f}x, b/d {m['b'] / alone:.2f}x, d/e {alone / m['e']:.2f}x")
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")

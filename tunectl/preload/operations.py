@@ -396,37 +396,37 @@ def _warm_inodes(entries: Sequence[Entry], threads: int, stop: threading.Event) 
     return workers
 
 
-def replay(sysfs: Sysfs, plist: PreloadList, list_path: str, progress=None, threads: int = 8,
-           settle_timeout: float = 10.0) -> ReplayReport:
-    started = time.monotonic()
-    entries = plist.entries
-    report = ReplayReport(list_path, order=order.order_name(entries) if entries else "physical", threads=threads)
-    devices = sorted({e.device for e in entries})
-    windows = {d: read_window(sysfs, d) for d in devices}
-    devnums = {d: os.makedev(*map(int, d.split(":"))) for d in devices}
-    stop = threading.Event()
-    workers = _warm_inodes(entries, threads, stop) if threads > 0 else []
-    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
-    opener, fstat, close, fadvise, willneed = os.open, os.fstat, os.close, os.posix_fadvise, os.POSIX_FADV_WILLNEED
-    files = issued = 0
-    try:
-        for n, entry in enumerate(order.physical_order(entries)):
-            if progress is not None and n and not n % 512:
-                progress.advance(512)
+class _Issuer:
+    """WILLNEED over one contiguous stretch of the physical order, after checking each file is the listed one."""
+
+    def __init__(self, entries: Sequence[Entry], windows: dict[str, int], devnums: dict[str, int], progress) -> None:
+        self.entries, self.windows, self.devnums, self.progress = entries, windows, devnums, progress
+        self.files = self.bytes = 0
+        self.skipped: list[Skip] = []
+
+    def run(self) -> None:
+        flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
+        opener, fstat, close, fadvise, willneed = os.open, os.fstat, os.close, os.posix_fadvise, os.POSIX_FADV_WILLNEED
+        windows, devnums, progress, skipped = self.windows, self.devnums, self.progress, self.skipped
+        files = issued = 0
+        for n, entry in enumerate(self.entries):
+            if progress is not None and n and not n % 256:
+                progress.advance(256)
             try:
                 fd = opener(entry.path, flags)
             except OSError as e:
                 status = VANISHED if e.errno in (errno.ENOENT, errno.ENOTDIR) else UNREADABLE
-                report.skipped.append(Skip(entry.path, status, os.strerror(e.errno or errno.EIO)))
+                skipped.append(Skip(entry.path, status, os.strerror(e.errno or errno.EIO)))
                 continue
             try:
                 st = fstat(fd)
-                if (st.st_ino != entry.inode or st.st_size != entry.size or st.st_mtime_ns != entry.mtime_ns
-                        or st.st_dev != devnums[entry.device]):
-                    report.skipped.append(Skip(entry.path, CHANGED, _changed(entry, st, devnums[entry.device])))
+                size, devnum = entry.size, devnums[entry.device]
+                if (st.st_ino != entry.inode or st.st_size != size or st.st_mtime_ns != entry.mtime_ns
+                        or st.st_dev != devnum):
+                    skipped.append(Skip(entry.path, CHANGED, _changed(entry, st, devnum)))
                     continue
-                size, window = entry.size, windows[entry.device]
-                if entry.ranges == ((0, size),) and size <= window:
+                window = windows[entry.device]
+                if size <= window and entry.ranges == ((0, size),):
                     fadvise(fd, 0, size, willneed)  # the common small file: one call
                     issued += size
                 else:
@@ -435,16 +435,46 @@ def replay(sysfs: Sysfs, plist: PreloadList, list_path: str, progress=None, thre
                         issued += length
                 files += 1
             except OSError as e:
-                report.skipped.append(Skip(entry.path, UNREADABLE, os.strerror(e.errno or errno.EIO)))
+                skipped.append(Skip(entry.path, UNREADABLE, os.strerror(e.errno or errno.EIO)))
             finally:
                 close(fd)
+        self.files, self.bytes = files, issued
+
+
+def replay(sysfs: Sysfs, plist: PreloadList, list_path: str, progress=None, threads: int = 8, streams: int = 4,
+           settle_timeout: float = 10.0) -> ReplayReport:
+    """Warm inodes from `threads` threads while `streams` threads issue WILLNEED, each over a contiguous
+    stretch of the physical order (reads within a stretch merge; the stretches keep both the
+    device queue and the CPUs busy: most of a cold replay is kernel time), then wait for the reads."""
+    started = time.monotonic()
+    entries = plist.entries
+    report = ReplayReport(list_path, order=order.order_name(entries) if entries else "physical", threads=threads)
+    devices = sorted({e.device for e in entries})
+    windows = {d: read_window(sysfs, d) for d in devices}
+    devnums = {d: os.makedev(*map(int, d.split(":"))) for d in devices}
+    ordered = order.physical_order(entries)
+    streams = max(1, min(streams, len(ordered)))
+    step = -(-len(ordered) // streams)
+    issuers = [_Issuer(ordered[i:i + step], windows, devnums, progress) for i in range(0, len(ordered), step)]
+    stop = threading.Event()
+    workers = _warm_inodes(entries, threads, stop) if threads > 0 else []
+    try:
+        others = [threading.Thread(target=i.run, name="preload-issue", daemon=True) for i in issuers[1:]]
+        for t in others:
+            t.start()
+        if issuers:
+            issuers[0].run()
+        for t in others:
+            t.join()
     finally:
         stop.set()
         for w in workers:
             w.join()
     if progress is not None:
         progress.advance(len(entries))
-    report.files, report.bytes = files, issued
+    report.files = sum(i.files for i in issuers)
+    report.bytes = sum(i.bytes for i in issuers)
+    report.skipped = [s for i in issuers for s in i.skipped]
     report.issue_seconds = time.monotonic() - started
     # WILLNEED returns once the reads are queued: wait until the devices have nothing in flight.
     deadline = time.monotonic() + settle_timeout
