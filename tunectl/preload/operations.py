@@ -93,14 +93,29 @@ class CollectReport:
 
 
 def walk(paths: Iterable[str]) -> Iterator[str]:
-    """Regular files named or below the directories named, in directory order; symlinks inside trees not followed."""
+    """Regular files named, and those below the directories named, in directory order.
+
+    Inside trees only d_type decides (no stat, no open): symlinks are not followed
+    and device nodes, FIFOs and sockets are never opened (opening a tape rewinds it).
+    """
     for top in paths:
-        if os.path.isdir(top):
-            for root, _dirs, files in os.walk(top):
-                for name in files:
-                    yield os.path.join(root, name)
-        else:
-            yield top
+        if not os.path.isdir(top):
+            if os.path.isfile(top):
+                yield top
+            continue
+        stack = [top]
+        while stack:
+            try:
+                with os.scandir(stack.pop()) as it:
+                    subdirs = []
+                    for entry in it:
+                        if entry.is_file(follow_symlinks=False):
+                            yield entry.path
+                        elif entry.is_dir(follow_symlinks=False):
+                            subdirs.append(entry.path)
+            except OSError:
+                continue
+            stack.extend(reversed(subdirs))
 
 
 def _entry_for(path: str, fd: int, st: os.stat_result, ranges: tuple[tuple[int, int], ...]) -> Entry:
@@ -161,11 +176,12 @@ class RecordReport(CollectReport):
     command: list[str] = field(default_factory=list)
     command_status: int = 0
     other_processes: int = 0  # opens by processes outside the command's tree, left out
+    gone_processes: int = 0  # processes that exited before they could be placed: their opens are kept
 
     def to_json(self) -> dict:
         doc = super().to_json()
         doc.update(method=self.method, command=self.command, command_status=self.command_status,
-                   ignored_opens=self.other_processes)
+                   ignored_opens=self.other_processes, exited_processes_kept=self.gone_processes)
         return doc
 
 
@@ -199,6 +215,7 @@ def _record_fanotify(report: RecordReport, command: Sequence[str], scope: Sequen
                 parent = fanotify.parent_pid(pid)
                 if parent is None or parent <= 1 or len(chain) > 64:
                     result = parent is None
+                    report.gone_processes += result
                     break
                 pid = parent
             else:
