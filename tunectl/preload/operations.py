@@ -416,8 +416,10 @@ def _warm_inodes(entries: Sequence[Entry], threads: int, stop: threading.Event) 
 class _Issuer:
     """WILLNEED over one contiguous stretch of the physical order, after checking each file is the listed one."""
 
-    def __init__(self, entries: Sequence[Entry], windows: dict[str, int], devnums: dict[str, int], progress) -> None:
+    def __init__(self, entries: Sequence[Entry], windows: dict[str, int], devnums: dict[str, int], progress,
+                 lock: threading.Lock) -> None:
         self.entries, self.windows, self.devnums, self.progress = entries, windows, devnums, progress
+        self.lock = lock  # one progress bar for every stream
         self.files = self.bytes = 0
         self.skipped: list[Skip] = []
 
@@ -428,7 +430,8 @@ class _Issuer:
         files = issued = 0
         for n, entry in enumerate(self.entries):
             if progress is not None and n and not n % 256:
-                progress.advance(256)
+                with self.lock:
+                    progress.advance(256)
             try:
                 fd = opener(entry.path, flags)
             except OSError as e:
@@ -472,7 +475,8 @@ def replay(sysfs: Sysfs, plist: PreloadList, list_path: str, progress=None, thre
     ordered = order.physical_order(entries)
     streams = max(1, min(streams, len(ordered)))
     step = -(-len(ordered) // streams)
-    issuers = [_Issuer(ordered[i:i + step], windows, devnums, progress) for i in range(0, len(ordered), step)]
+    lock = threading.Lock()
+    issuers = [_Issuer(ordered[i:i + step], windows, devnums, progress, lock) for i in range(0, len(ordered), step)]
     stop = threading.Event()
     workers = _warm_inodes(entries, threads, stop) if threads > 0 else []
     try:
