@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "mounts": ("tunectl.mounts.cli", "mount options against the profile: check live mounts and fstab, fix fstab, remount"),
     "bench": ("tunectl.bench.cli", "read-only sweep of read-ahead and schedulers; restores every setting; recommends"),
     "align": ("tunectl.align.cli", "partition alignment against parted's tables and sysfs topology; exit 1 if misaligned"),
+    "preload": ("tunectl.preload.cli", "physical-order preload of a file set: collect, record, replay, show"),
 }
 
 class Output:

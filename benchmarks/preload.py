@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""Cold-cache preload of a file set: tunectl preload replay against plain reads, vmtouch and WILLNEED.
+
+Run as root: .venv/bin/python benchmarks/preload.py [--runs 5] [CORPUS...]
+(default corpora /usr/share and /usr/lib/x86_64-linux-gnu).
+
+Before every timed run: `sync; echo 3 > /proc/sys/vm/drop_caches`. Methods,
+interleaved within each round (the order rotates from round to round), each
+timed until all the data is resident:
+  (a) plain reads, directory (walk) order, one thread
+  (b) vmtouch -t CORPUS
+  (c) posix_fadvise(WILLNEED) in directory order, one thread, in read-ahead-window chunks
+  (d) tunectl preload replay LIST, the whole process (start-up and list decoding included)
+  (e) the bound: the corpus' bytes (whole pages) over the sequential throughput of one
+      large file, read cold with fio O_DIRECT
+WILLNEED returns before the reads are done, so (c) and (d) are each charged for a
+full read pass after them (sendfile to /dev/null, directory order), the same pass
+for both. Medians of --runs rounds; targets on the first corpus: (d) at least 3x
+faster than (a) and (b), and within 2x of (e).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.common import REPO, tunectl_argv  # noqa: E402
+
+CORPORA = ["/usr/share", "/usr/lib/x86_64-linux-gnu"]
+WINDOW = 8 << 20
+
+
+def drop_caches() -> None:
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3")
+
+
+def files_in_walk_order(root: str) -> list[tuple[str, int]]:
+    out = []
+    for d, _dirs, names in os.walk(root):
+        for name in names:
+            p = os.path.join(d, name)
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            if st.st_mode & 0o170000 == 0o100000:
+                out.append((p, st.st_size))
+    return out
+
+
+def plain_reads(files: list[tuple[str, int]]) -> None:
+    buf = bytearray(1 << 20)
+    for path, _ in files:
+        try:
+            with open(path, "rb", buffering=0) as f:
+                while f.readinto(buf):
+                    pass
+        except OSError:
+            pass
+
+
+def opened(files: list[tuple[str, int]]):
+    """(fd, size) for each file that opens, closed after use; files that vanished are passed over."""
+    for path, size in files:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            yield fd, size
+        finally:
+            os.close(fd)
+
+
+def willneed_walk_order(files: list[tuple[str, int]]) -> None:
+    for fd, size in opened(files):
+        for off in range(0, size, WINDOW):
+            os.posix_fadvise(fd, off, WINDOW, os.POSIX_FADV_WILLNEED)
+
+
+def read_pass(files: list[tuple[str, int]]) -> None:
+    """Every byte through the page cache, copied nowhere: waits for any read still in flight."""
+    null = os.open("/dev/null", os.O_WRONLY)
+    try:
+        for fd, size in opened(files):
+            off = 0
+            with contextlib.suppress(OSError):
+                while off < size:
+                    n = os.sendfile(null, fd, off, size - off)
+                    if n <= 0:
+                        break
+                    off += n
+    finally:
+        os.close(null)
+
+
+def run_quiet(argv: list[str]) -> None:
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.strip()}")
+
+
+def fio_throughput(path: str) -> float:
+    """Bytes/s of one cold sequential O_DIRECT read of `path`."""
+    out = subprocess.run(["fio", "--name=seq", f"--filename={path}", "--rw=read", "--bs=1M", "--direct=1",
+                          "--ioengine=libaio", "--iodepth=16", "--readonly", "--output-format=json"],
+                         check=True, capture_output=True, text=True).stdout
+    job = json.loads(out[out.index("{"):])["jobs"][0]["read"]
+    return job["bw_bytes"]
+
+
+def resident_share(files: list[tuple[str, int]]) -> float:
+    from tunectl.preload.order import resident_bytes
+    from tunectl.system.pagecache import residency
+
+    cached = wanted = 0
+    for fd, size in opened(files):
+        with contextlib.suppress(OSError):
+            c, w = resident_bytes(residency(fd, size), [(0, size)], size)
+            cached, wanted = cached + c, wanted + w
+    return cached / wanted if wanted else 1.0
+
+
+def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str) -> dict:
+    files = files_in_walk_order(corpus)
+    data = sum(s for _, s in files)
+    pages = sum((s + 4095) // 4096 * 4096 for _, s in files)
+    lst = tmp / (corpus.strip("/").replace("/", "_") + ".list")
+    run_quiet(tunectl_argv() + ["preload", "collect", corpus, "-o", str(lst)])
+    replay = tunectl_argv() + ["preload", "replay", str(lst), "-q"]
+
+    def a() -> float:
+        t = time.perf_counter()
+        plain_reads(files)
+        return time.perf_counter() - t
+
+    def b() -> float:
+        t = time.perf_counter()
+        run_quiet(["vmtouch", "-qt", corpus])
+        return time.perf_counter() - t
+
+    def c() -> float:
+        t = time.perf_counter()
+        willneed_walk_order(files)
+        read_pass(files)
+        return time.perf_counter() - t
+
+    def d() -> float:
+        t = time.perf_counter()
+        run_quiet(replay)
+        read_pass(files)
+        return time.perf_counter() - t
+
+    def e() -> float:
+        return pages / fio_throughput(seq_file)
+
+    methods = {"a": a, "b": b, "c": c, "d": d, "e": e}
+    times: dict[str, list[float]] = {k: [] for k in methods}
+    replay_only: list[float] = []
+    for r in range(runs):
+        keys = list(methods)
+        keys = keys[r % len(keys):] + keys[:r % len(keys)]
+        for k in keys:
+            drop_caches()
+            times[k].append(methods[k]())
+        drop_caches()  # (d) alone, for the record: the process until its reads have drained
+        t = time.perf_counter()
+        run_quiet(replay)
+        replay_only.append(time.perf_counter() - t)
+    drop_caches()
+    run_quiet(replay)
+    share = resident_share(files)  # at once: this VM's host reclaims idle pages within seconds
+    t = time.perf_counter()
+    read_pass(files)
+    warm_pass = time.perf_counter() - t
+    return {"corpus": corpus, "files": len(files), "bytes": data, "page_bytes": pages, "runs": runs,
+            "seconds": {k: v for k, v in times.items()}, "median": {k: statistics.median(v) for k, v in times.items()},
+            "replay_only_median": statistics.median(replay_only), "replay_only": replay_only,
+            "resident_after_replay": share, "warm_read_pass": warm_pass,
+            "seq_mb_s": pages / statistics.median(times["e"]) / 1e6}
+
+
+def report(res: dict) -> None:
+    m = res["median"]
+    names = {"a": "(a) plain reads, walk order", "b": "(b) vmtouch -t", "c": "(c) WILLNEED walk order + read pass",
+             "d": "(d) tunectl preload replay + read pass", "e": "(e) bound: bytes / fio O_DIRECT seq"}
+    print(f"\n{res['corpus']}: {res['files']} files, {res['bytes'] / 1e6:.0f} MB data, "
+          f"{res['page_bytes'] / 1e6:.0f} MB in whole pages; median of {res['runs']} cold runs")
+    for k, label in names.items():
+        runs = " ".join(f"{s:.2f}" for s in res["seconds"][k])
+        print(f"  {label:<42} {m[k]:6.2f} s   (runs: {runs})")
+    print(f"  {'tunectl preload replay alone (process)':<42} {res['replay_only_median']:6.2f} s   "
+          f"(runs: {' '.join(f'{s:.2f}' for s in res['replay_only'])})")
+    print(f"  sequential throughput (fio O_DIRECT, 1 MiB, QD16): {res['seq_mb_s']:.0f} MB/s; "
+          f"read pass on a warm cache: {res['warm_read_pass']:.2f} s; "
+          f"resident right after replay: {100 * res['resident_after_replay']:.1f}%")
+    print(f"  ratios: a/d {m['a'] / m['d']:.2f}  b/d {m['b'] / m['d']:.2f}  c/d {m['c'] / m['d']:.2f}  "
+          f"d/e {m['d'] / m['e']:.2f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("corpora", nargs="*", default=CORPORA)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--json", metavar="FILE", help="also write every figure to FILE")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("this benchmark needs root (it drops the page cache)")
+    for tool in ("vmtouch", "fio"):
+        if not shutil.which(tool):
+            sys.exit(f"{tool} not found: run scripts/bootstrap")
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    with tempfile.TemporaryDirectory(prefix="tunectl-preload-bench-", dir="/var/tmp") as tmp:
+        seq_file = os.path.join(tmp, "seq.bin")
+        subprocess.run(["fio", "--name=lay", f"--filename={seq_file}", "--size=1G", "--rw=write", "--bs=1M",
+                        "--direct=1", "--output-format=terse"], check=True, capture_output=True)
+        results = [bench_corpus(c, args.runs, Path(tmp), seq_file) for c in args.corpora]
+    for res in results:
+        report(res)
+    m = results[0]["median"]
+    print(f"\ntargets on {results[0]['corpus']}: (d) >= 3x faster than (a): {m['a'] / m['d']:.2f}x "
+          f"{'met' if m['a'] / m['d'] >= 3 else 'NOT met'}; than (b): {m['b'] / m['d']:.2f}x "
+          f"{'met' if m['b'] / m['d'] >= 3 else 'NOT met'}; within 2x of (e): {m['d'] / m['e']:.2f}x "
+          f"{'met' if m['d'] / m['e'] <= 2 else 'NOT met'}")
+    alone = results[0]["replay_only_median"]
+    print(f"the same with (d) as the replay process alone (it returns once the device has no reads in flight; "
+          f"resident right after it: {100 * results[0]['resident_after_replay']:.1f}%): "
+          f"a/d {m['a'] / alone:.2f}x, b/d {m['b'] / alone:.2f}x, d/e {alone / m['e']:.2f}x")
+    print(f"load average at end: {os.getloadavg()[0]:.1f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""`tunectl preload collect|record|replay|show`: arguments, dispatch and rendering."""
+
+from __future__ import annotations
+
+import argparse
+
+EXAMPLES = ("examples:\n  tunectl preload collect /usr/lib/firefox -o firefox.list\n"
+            "  tunectl preload collect --resident /usr -o boot.list     # what is cached now\n"
+            "  tunectl preload record -o app.list -- myapp --version     # what a command opens\n"
+            "  tunectl preload replay firefox.list                      # bring it in, disk order\n"
+            "  tunectl preload show firefox.list                        # how much is cached now\n"
+            "the list format and the boot units are described in tunectl-preload(8)")
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
+    p.epilog = EXAMPLES
+    sub = p.add_subparsers(dest="preload_command", metavar="ACTION")
+    sub.required = True
+    c = add_action(sub, "collect", "record a file set from files and directory trees into a preload list")
+    c.add_argument("paths", nargs="+", metavar="PATH", help="files and directories (walked, symlinks not followed)")
+    c.add_argument("-o", "--output", required=True, metavar="LIST", help="the list to write (atomically)")
+    c.add_argument("--resident", action="store_true",
+                   help="only the pages cached now (mincore); as root, or for files you own")
+    r = add_action(sub, "record", "run a command and record the files it opens")
+    r.add_argument("-o", "--output", required=True, metavar="LIST", help="the list to write (atomically)")
+    r.add_argument("--method", choices=("auto", "fanotify", "diff"), default="auto",
+                   help="fanotify (needs CAP_SYS_ADMIN), a before/after residency diff, "
+                        "or auto: fanotify where permitted, else diff")
+    r.add_argument("--scope", action="append", default=[], metavar="DIR",
+                   help="only files below DIR (repeatable; default / for fanotify, /usr and /etc for diff)")
+    r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command and its arguments")
+    y = add_action(sub, "replay", "bring a list into the page cache in disk order, as fast as the device allows")
+    y.add_argument("list", metavar="LIST")
+    y.add_argument("--threads", type=int, default=8, metavar="N",
+                   help="threads warming inodes before the data reads (default 8; 0: none)")
+    y.add_argument("--settle-timeout", type=float, default=10.0, metavar="S",
+                   help="wait at most S seconds for the queued reads to finish (default 10)")
+    s = add_action(sub, "show", "what a list holds and how much of it is in the page cache now")
+    s.add_argument("list", metavar="LIST")
+
+
+def run(ctx, args, out) -> int:
+    from tunectl.errors import UsageError
+    from tunectl.preload import operations as ops
+
+    verb = args.preload_command
+    if verb == "collect":
+        report, human = ops.collect(args.paths, args.output, resident=args.resident), _collected
+    elif verb == "record":
+        cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+        report, human = ops.record(cmd, args.output, method=args.method, scope=args.scope,
+                                   stdout_to_stderr=out.json), _collected
+    elif verb == "replay":
+        if args.threads < 0 or args.settle_timeout < 0:
+            raise UsageError("--threads and --settle-timeout must not be negative")
+        plist = ops.read_list(args.list)
+        with out.progress(len(plist.entries), "preload") as bar:
+            report = ops.replay(ctx.sysfs, plist, args.list, progress=bar, threads=args.threads,
+                                settle_timeout=args.settle_timeout)
+        human = _replayed
+    else:
+        report, human = ops.show(ops.read_list(args.list), args.list), _shown
+    report.verbose = out.verbose
+    return _render(report, out, human)
+
+
+def _skips(skipped, verbose: int) -> list[str]:
+    from tunectl.report import table
+
+    if skipped and (verbose or len(skipped) <= 20):
+        return [table(["skipped", "status", "reason"], [(s.path, s.status, s.reason) for s in skipped])]
+    if skipped:
+        counts: dict[str, int] = {}
+        for s in skipped:
+            counts[s.status] = counts.get(s.status, 0) + 1
+        return [f"skipped {len(skipped)} files ({', '.join(f'{n} {k}' for k, n in sorted(counts.items()))}); "
+                "-v lists them"]
+    return []
+
+
+def _render(report, out, human) -> int:
+    """One JSON document, or notes on stderr and `human(report)` lines; the report's exit code."""
+    from tunectl.report import emit_json
+
+    if out.json:
+        emit_json(report.to_json(), out.stdout)
+        return report.exit_code
+    for note in getattr(report, "notes", []):
+        out.warn(f"tunectl: note: {note}")
+    for line in human(report):
+        out.print(line)
+    return report.exit_code
+
+
+def _collected(report) -> list[str]:
+    from tunectl.units import format_bytes
+
+    doc = report.to_json()
+    how = f" by {doc['method']}" if "method" in doc else ""
+    return [*_skips(report.skipped, report.verbose),
+            f"{report.list_path}: {doc['files']} files, {format_bytes(doc['bytes'])}{how}; "
+            f"physical offset known for {doc['physical']}"]
+
+
+def _replayed(report) -> list[str]:
+    from tunectl.units import format_bytes
+
+    settled = "" if report.settled else " (reads still in flight at the timeout)"
+    return [*_skips(report.skipped, report.verbose),
+            f"{report.list_path}: {report.files} files, {format_bytes(report.bytes)} in {report.seconds:.2f} s "
+            f"({report.throughput / 1e6:.0f} MB/s, {report.order} order){settled}"]
+
+
+def _shown(report) -> list[str]:
+    from tunectl.report import table
+    from tunectl.units import format_bytes
+
+    lines = []
+    if report.verbose:
+        lines.append(table(["file", "status", "bytes", "resident", "reason"],
+                           [(f.path, f.status, f.wanted, f.cached, f.reason) for f in report.files]))
+    t = report.totals()
+    lines.append(table(["status", "files"], sorted(t["by_status"].items())))
+    lines.append(f"{report.list_path}: {t['files']} files, {format_bytes(t['bytes'])}, "
+                 f"{format_bytes(t['resident_bytes'])} resident ({t['resident_percent']}%)"
+                 + (f", made {report.created}" if report.created else ""))
+    return lines

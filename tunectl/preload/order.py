@@ -1,0 +1,109 @@
+"""Ordering and chunking for a replay (pure arithmetic on list entries).
+
+Files are read in the order the disk holds them: by device, then by the
+physical offset FS_IOC_FIEMAP gave; files without one (squashfs, tmpfs, not yet
+written back) follow in inode order, which on most file systems is allocation
+order. Inodes are warmed in inode order: their tables are laid out that way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from tunectl.preload.listing import Entry
+
+PAGE = 4096
+DEFAULT_WINDOW_KB = 128  # the kernel's default read-ahead when a device says nothing
+
+
+def physical_order(entries: Iterable[Entry]) -> list[Entry]:
+    """Device, then physical offset; entries without one after them, in inode order."""
+    return sorted(entries, key=lambda e: (e.device, e.physical is None,
+                                          e.inode if e.physical is None else e.physical, e.inode))
+
+
+def inode_order(entries: Iterable[Entry]) -> list[Entry]:
+    return sorted(entries, key=lambda e: (e.device, e.inode))
+
+
+def order_name(entries: Sequence[Entry]) -> str:
+    """How a replay will order these: 'physical', 'inode' (no FIEMAP anywhere) or 'mixed'."""
+    known = sum(1 for e in entries if e.physical is not None)
+    return "physical" if known == len(entries) else "inode" if known == 0 else "mixed"
+
+
+def window_bytes(read_ahead_kb: int | None, max_sectors_kb: int | None) -> int:
+    """What one posix_fadvise(WILLNEED) or readahead(2) call reads at most on this device.
+
+    force_page_cache_ra() caps each call at max(read-ahead, largest request):
+    a whole-file call on a large file loads only that much, so calls go in chunks.
+    """
+    window = max(read_ahead_kb or 0, max_sectors_kb or 0) or DEFAULT_WINDOW_KB
+    return window * 1024
+
+
+def merge_ranges(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(offset, length) ranges sorted, with overlapping or touching ones joined."""
+    merged: list[list[int]] = []
+    for start, length in sorted(ranges):
+        if length <= 0:
+            continue
+        if merged and start <= merged[-1][0] + merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], start + length - merged[-1][0])
+        else:
+            merged.append([start, length])
+    return [(s, n) for s, n in merged]
+
+
+def chunks(ranges: Iterable[tuple[int, int]], size: int, window: int) -> Iterator[tuple[int, int]]:
+    """(offset, length) calls covering `ranges` clipped to a file of `size`, each at most `window`."""
+    for start, length in merge_ranges(ranges):
+        end = min(start + length, size)
+        while start < end:
+            n = min(window, end - start)
+            yield start, n
+            start += n
+
+
+def pages_to_ranges(resident: Sequence[bool] | bytes, size: int) -> list[tuple[int, int]]:
+    """Byte ranges of the resident pages in a mincore() vector (bit 0 of each byte)."""
+    ranges: list[tuple[int, int]] = []
+    start = None
+    for i, flag in enumerate(resident):
+        if (flag & 1 if isinstance(flag, int) else flag):
+            if start is None:
+                start = i
+        elif start is not None:
+            ranges.append((start * PAGE, min(i * PAGE, size) - start * PAGE))
+            start = None
+    if start is not None:
+        ranges.append((start * PAGE, min(len(resident) * PAGE, size) - start * PAGE))
+    return ranges
+
+
+def page_bytes(ranges: Iterable[tuple[int, int]], size: int) -> int:
+    """Bytes the page cache holds for these ranges of a file of `size`: whole pages."""
+    total = 0
+    for start, length in merge_ranges(ranges):
+        end = min(start + length, size)
+        if end > start:
+            total += (end + PAGE - 1) // PAGE * PAGE - start // PAGE * PAGE
+    return total
+
+
+def resident_bytes(vec: bytes, ranges: Iterable[tuple[int, int]], size: int) -> tuple[int, int]:
+    """(bytes cached, bytes wanted) over `ranges`, page by page, the last page clipped to `size`.
+
+    `vec` is a mincore() vector: one byte per page, 1 when the page is cached.
+    """
+    cached = wanted = 0
+    for start, length in merge_ranges(ranges):
+        end = min(start + length, size)
+        if end <= start:
+            continue
+        first, last = start // PAGE, (end - 1) // PAGE  # inclusive pages
+        tail = size - last * PAGE if (last + 1) * PAGE > size else PAGE
+        wanted += (last - first) * PAGE + tail
+        full = vec[first:last].count(1)
+        cached += full * PAGE + (tail if last < len(vec) and vec[last] & 1 else 0)
+    return cached, wanted
