@@ -1,56 +1,186 @@
-"""The Ansible role run twice against a fake tree: changed, then not."""
+"""The tunectl Ansible module and role, run by ansible-playbook against localhost.
+
+Fake sysfs trees where no root is needed; real loop devices for the kernel's own answers.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-PLAYBOOK = REPO / "ansible" / "site.yml"
+from tests.ansible_helpers import LIBRARY, REPO, ansible_tool, needs_ansible, playbook, tunectl_wrapper
+from tests.loopdev import active_scheduler, loop_devices, needs_root, snapshot, sysfs_read, sysfs_write
 
-PROFILE = """\
-name: ansible-test
-classes:
-  ssd: {scheduler: mq-deadline, read_ahead_kb: 1024, iosched: {fifo_batch: 8}}
+pytestmark = needs_ansible
+
+
+def module_source():
+    spec = importlib.util.spec_from_file_location("tunectl_ansible_module", LIBRARY / "tunectl.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_ansible_doc_renders_the_module_as_its_argument_spec():
+    doc_tool = ansible_tool("ansible-doc")
+    text = subprocess.run([doc_tool, "-M", str(LIBRARY), "tunectl"], capture_output=True, text=True, timeout=120)
+    assert text.returncode == 0, text.stderr
+    for heading in ("OPTIONS", "EXAMPLES", "RETURN VALUES", "check_mode", "diff_mode"):
+        assert heading in text.stdout
+    assert "[WARNING]" not in text.stderr and "ERROR" not in text.stderr, text.stderr
+    as_json = subprocess.run([doc_tool, "-M", str(LIBRARY), "-j", "tunectl"], capture_output=True, text=True, timeout=120)
+    doc = json.loads(as_json.stdout)["tunectl"]
+    options = doc["doc"]["options"]
+    spec = module_source().ARGUMENT_SPEC
+    assert sorted(options) == sorted(spec)
+    for name, want in spec.items():
+        have = options[name]
+        assert have["type"] == want["type"], name
+        assert have.get("default") == want.get("default"), name
+        assert have.get("choices") == want.get("choices"), name
+        assert have.get("elements") == want.get("elements"), name
+    assert set(doc["return"]) >= {"changes", "drift", "settings", "udev", "mounts", "alignment", "commands"}
+    assert "tunectl:" in doc["examples"]
+
+
+def fake_vars(tree, tmp: Path, **extra) -> dict:
+    env = {"TUNECTL_SYSFS_ROOT": str(tree.root), "TUNECTL_UDEV_ROOT": str(tree.udev_root),
+           "TUNECTL_STATE_DIR": str(tmp / "state"), "PYTHONPATH": str(REPO)}
+    return dict({"tunectl_executable": str(tunectl_wrapper(tmp)), "tunectl_env": env}, **extra)
+
+
+def test_bad_profile_fails_the_task_with_file_line_column(empty_fake_tree, tmp_path):
+    empty_fake_tree.add_disk("sdb", rotational=False, wwn="0x5002538e40a1b2c3", active="mq-deadline")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nclasses:\n  ssd: {scheduler: foo, read_ahead_kb: 1024}\n")
+    run = playbook(tmp_path, fake_vars(empty_fake_tree, tmp_path, tunectl_profile=str(bad)))
+    assert run.rc == 2, run.text
+    status, body = run.task("Tunectl applied")
+    assert status == "fatal"
+    assert f"{bad}:3:20: $.classes.ssd.scheduler: unknown scheduler 'foo'" in body
+    assert "Traceback" not in run.text and "internal error" not in run.text
+    assert (empty_fake_tree.root / "block/sdb/queue/read_ahead_kb").read_text().strip() == "128"
+
+
+def test_argument_specs_reject_a_bad_variable_before_anything_runs(tmp_path):
+    run = playbook(tmp_path, {"tunectl_state": "tuned", "tunectl_executable": "/nonexistent/tunectl"})
+    assert run.rc == 2
+    assert "tunectl_state" in run.stdout and "applied, verified, rolled_back" in run.stdout, run.stdout
+    assert "Validating arguments against arg spec" in run.stdout
+
+
+def build_wheel(tmp: Path) -> Path:
+    dist = tmp / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check", "--no-deps", "-w",
+                    str(dist), str(REPO)], check=True, capture_output=True, timeout=300, cwd=tmp)
+    (wheel,) = dist.glob("tunectl-*.whl")
+    return wheel
+
+
+def test_role_installs_tunectl_ships_a_profile_and_is_idempotent(empty_fake_tree, tmp_path):
+    """pip into a virtualenv from a wheel, a profile from a variable, apply + verify; then all again: no change."""
+    tree = empty_fake_tree
+    tree.add_disk("sdb", rotational=False, wwn="0x5002538e40a1b2c3", active="mq-deadline")
+    venv = tmp_path / "venv"
+    profile = {"name": "ansible-test", "description": "shipped from a role variable",
+               "classes": {"ssd": {"scheduler": "mq-deadline", "read_ahead_kb": 1024, "iosched": {"fifo_batch": 8}}}}
+    extra = {"tunectl_source": str(build_wheel(tmp_path)), "tunectl_virtualenv": str(venv), "tunectl_link": "",
+             "tunectl_python": sys.executable, "tunectl_profile": "ansible-test", "tunectl_profile_content": profile,
+             "tunectl_profile_dir": str(tmp_path / "profiles"),
+             "tunectl_env": {"TUNECTL_SYSFS_ROOT": str(tree.root), "TUNECTL_UDEV_ROOT": str(tree.udev_root),
+                             "TUNECTL_STATE_DIR": str(tmp_path / "state")}}
+    first = playbook(tmp_path, extra)
+    assert first.rc == 0, first.text
+    assert first.task("Install tunectl into")[0] == "changed"
+    assert (venv / "bin" / "tunectl").exists()
+    assert first.task("Ship profile ansible-test from a variable")[0] == "changed"
+    assert first.task("Tunectl applied")[0] == "changed"
+    assert first.task("Verify")[0] == "ok"
+    assert (tree.root / "block/sdb/queue/read_ahead_kb").read_text().strip() == "1024"
+    assert (tree.root / "block/sdb/queue/iosched/fifo_batch").read_text().strip() == "8"
+    shipped = tmp_path / "profiles" / "ansible-test.yaml"
+    assert shipped.exists() and "fifo_batch: 8" in shipped.read_text()
+    second = playbook(tmp_path, extra)
+    assert second.rc == 0, second.text
+    assert second.recap()["changed"] == 0, second.stdout
+
+
+LOOP_PROFILE = """\
+name: ansible-loop
+description: the loop devices of one test, by kernel name; nothing else on the machine matches
+devices:
+{entries}"""
+LOOP_ENTRY = """\
+  - match: {{kernel: {name}}}
+    scheduler: mq-deadline
+    read_ahead_kb: 1024
+    iosched: {{fifo_batch: 8, front_merges: 0}}
 """
 
 
-def playbook() -> str | None:
-    found = shutil.which("ansible-playbook") or str(Path(sys.executable).with_name("ansible-playbook"))
-    return found if os.path.exists(found) else None
+@pytest.mark.root
+@needs_root
+def test_role_on_loop_devices_apply_idempotent_check_diff_verify_persist_rollback(tmp_path):
+    with loop_devices(tmp_path, [{"rotational": 0}, {"rotational": 1}]) as loops:
+        originals = {n: snapshot(n) for n in loops}
+        a, b = loops
+        src = tmp_path / "ansible-loop.yaml"
+        src.write_text(LOOP_PROFILE.format(entries="".join(LOOP_ENTRY.format(name=n) for n in loops)))
+        rules_dir = tmp_path / "rules"
+        rules_dir.mkdir()
+        extra = {"tunectl_profile": "ansible-loop", "tunectl_profile_src": str(src),
+                 "tunectl_profile_dir": str(tmp_path / "profiles"), "tunectl_devices": loops,
+                 "tunectl_persist": True, "tunectl_rules_dir": str(rules_dir),
+                 "tunectl_executable": str(tunectl_wrapper(tmp_path)),
+                 "tunectl_env": {"TUNECTL_STATE_DIR": str(tmp_path / "state"), "PYTHONPATH": str(REPO)}}
 
+        first = playbook(tmp_path, extra, "--diff")
+        assert first.rc == 0, first.text
+        status, body = first.task("Tunectl applied")
+        assert status == "changed"
+        for name in loops:
+            assert active_scheduler(name) == "mq-deadline"
+            assert sysfs_read(name, "queue/read_ahead_kb") == "1024"
+            assert sysfs_read(name, "queue/iosched/fifo_batch") == "8"
+            assert sysfs_read(name, "queue/iosched/front_merges") == "0"
+            assert f"{name} (sysfs queue)" in body
+            assert f"-read_ahead_kb: {originals[name]['read_ahead_kb']}\n" in body and "+read_ahead_kb: 1024\n" in body
+            assert "-scheduler: none\n" in body and "+scheduler: mq-deadline\n" in body
+        rules = (rules_dir / "65-tunectl.rules").read_text()
+        assert f'KERNEL!="{a}", GOTO' in rules and f'KERNEL!="{b}", GOTO' in rules
+        assert f"+++ after: {rules_dir}/65-tunectl.rules" in body  # the new rules file, in the diff
+        assert first.task("Verify")[0] == "ok"
 
-@pytest.mark.skipif(playbook() is None, reason="ansible-playbook not installed (scripts/bootstrap --test installs it)")
-def test_role_is_idempotent(empty_fake_tree, tmp_path):
-    tree = empty_fake_tree
-    tree.add_disk("sdb", rotational=False, wwn="0x5002538e40a1b2c3", active="mq-deadline")
-    (tmp_path / "p.yaml").write_text(PROFILE)
-    # The role runs tunectl_bin with argv: a wrapper runs this checkout's tunectl.
-    wrapper = tmp_path / "tunectl"
-    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} -m tunectl \"$@\"\n")
-    wrapper.chmod(0o755)
-    extra = {"tunectl_bin": str(wrapper), "tunectl_profile": str(tmp_path / "p.yaml"),
-             "tunectl_env": {"TUNECTL_SYSFS_ROOT": str(tree.root), "TUNECTL_UDEV_ROOT": str(tree.udev_root),
-                             "TUNECTL_STATE_DIR": str(tmp_path / "state"), "PYTHONPATH": str(REPO)}}
-    argv = [playbook(), "-i", "localhost,", "-c", "local", str(PLAYBOOK), "-e", json.dumps(extra)]
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0",
-               ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"), ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+        second = playbook(tmp_path, extra)
+        assert second.rc == 0, second.text
+        assert second.recap()["changed"] == 0, second.stdout
 
-    def recap(extra_args: list[str] = ()) -> dict[str, int]:
-        proc = subprocess.run(argv + list(extra_args), capture_output=True, text=True, env=env, timeout=300)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        line = re.search(r"localhost\s*:\s*(.*)", proc.stdout.split("PLAY RECAP")[-1]).group(1)
-        return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line)}
+        sysfs_write(b, "queue/read_ahead_kb", "64")
+        check = playbook(tmp_path, extra, "--check", "--diff")
+        assert check.rc == 0, check.text
+        status, body = check.task("Tunectl applied")
+        assert status == "changed"
+        assert f"{b} (sysfs queue)" in body and "-read_ahead_kb: 64\n+read_ahead_kb: 1024" in body
+        assert f"{a} (sysfs queue)" not in body
+        assert sysfs_read(b, "queue/read_ahead_kb") == "64"  # check mode wrote nothing
+        assert check.task("Verify")[0] == "skipping"
 
-    assert recap(["--check"])["changed"] == 1
-    assert (tree.root / "block/sdb/queue/read_ahead_kb").read_text().strip() == "128"  # check mode wrote nothing
-    assert recap()["changed"] == 1
-    assert (tree.root / "block/sdb/queue/read_ahead_kb").read_text().strip() == "1024"
-    assert recap()["changed"] == 0
+        verified = playbook(tmp_path, dict(extra, tunectl_state="verified"))
+        assert verified.rc == 2, verified.text
+        status, body = verified.task("Tunectl verified")
+        assert status == "fatal"
+        assert f"drift: {b} read_ahead_kb is 64, profile wants 1024" in body
+        assert sysfs_read(b, "queue/read_ahead_kb") == "64"
+
+        back = playbook(tmp_path, dict(extra, tunectl_state="rolled_back"))
+        assert back.rc == 0, back.text
+        assert back.task("Tunectl rolled_back")[0] == "changed"
+        assert {n: snapshot(n) for n in loops} == originals
+        assert not (rules_dir / "65-tunectl.rules").exists()
+        assert os.listdir(rules_dir) == []
