@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -49,6 +50,17 @@ def test_ansible_doc_renders_the_module_as_its_argument_spec():
     assert "tunectl:" in doc["examples"]
 
 
+@pytest.mark.skipif(ansible_tool("ansible-lint") is None, reason="ansible-lint not installed (scripts/bootstrap --test installs it)")
+def test_ansible_lint_passes_the_role_at_the_production_profile(tmp_path):
+    lint = ansible_tool("ansible-lint")
+    env = dict(os.environ, PATH=f"{Path(lint).parent}:{os.environ.get('PATH', '')}", NO_COLOR="1",
+               XDG_CACHE_HOME=str(tmp_path / "cache"), ANSIBLE_HOME=str(tmp_path / "ansible-home"))
+    done = subprocess.run([lint, "--offline", "--profile", "production", "ansible/roles/tunectl", "ansible/site.yml"],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 failure(s), 0 warning(s)" in done.stdout + done.stderr
+
+
 def fake_vars(tree, tmp: Path, **extra) -> dict:
     env = {"TUNECTL_SYSFS_ROOT": str(tree.root), "TUNECTL_UDEV_ROOT": str(tree.udev_root),
            "TUNECTL_STATE_DIR": str(tmp / "state"), "PYTHONPATH": str(REPO)}
@@ -61,7 +73,7 @@ def test_bad_profile_fails_the_task_with_file_line_column(empty_fake_tree, tmp_p
     bad.write_text("name: bad\nclasses:\n  ssd: {scheduler: foo, read_ahead_kb: 1024}\n")
     run = playbook(tmp_path, fake_vars(empty_fake_tree, tmp_path, tunectl_profile=str(bad)))
     assert run.rc == 2, run.text
-    status, body = run.task("Tunectl applied")
+    status, body = run.task("Tunectl state=applied")
     assert status == "fatal"
     assert f"{bad}:3:20: $.classes.ssd.scheduler: unknown scheduler 'foo'" in body
     assert "Traceback" not in run.text and "internal error" not in run.text
@@ -76,9 +88,12 @@ def test_argument_specs_reject_a_bad_variable_before_anything_runs(tmp_path):
 
 
 def build_wheel(tmp: Path) -> Path:
-    dist = tmp / "dist"
+    """A wheel of this checkout, built from a copy (setuptools leaves build/ and egg-info beside the source)."""
+    src, dist = tmp / "src", tmp / "dist"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".*", "build", "dist", "*.egg-info", "__pycache__", "tests",
+                                                            "benchmarks", "ansible"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check", "--no-deps", "-w",
-                    str(dist), str(REPO)], check=True, capture_output=True, timeout=300, cwd=tmp)
+                    str(dist), str(src)], check=True, capture_output=True, timeout=300, cwd=tmp)
     (wheel,) = dist.glob("tunectl-*.whl")
     return wheel
 
@@ -99,8 +114,8 @@ def test_role_installs_tunectl_ships_a_profile_and_is_idempotent(empty_fake_tree
     assert first.rc == 0, first.text
     assert first.task("Install tunectl into")[0] == "changed"
     assert (venv / "bin" / "tunectl").exists()
-    assert first.task("Ship profile ansible-test from a variable")[0] == "changed"
-    assert first.task("Tunectl applied")[0] == "changed"
+    assert first.task("Ship a profile from a variable as ansible-test")[0] == "changed"
+    assert first.task("Tunectl state=applied")[0] == "changed"
     assert first.task("Verify")[0] == "ok"
     assert (tree.root / "block/sdb/queue/read_ahead_kb").read_text().strip() == "1024"
     assert (tree.root / "block/sdb/queue/iosched/fifo_batch").read_text().strip() == "8"
@@ -142,7 +157,7 @@ def test_role_on_loop_devices_apply_idempotent_check_diff_verify_persist_rollbac
 
         first = playbook(tmp_path, extra, "--diff")
         assert first.rc == 0, first.text
-        status, body = first.task("Tunectl applied")
+        status, body = first.task("Tunectl state=applied")
         assert status == "changed"
         for name in loops:
             assert active_scheduler(name) == "mq-deadline"
@@ -164,7 +179,7 @@ def test_role_on_loop_devices_apply_idempotent_check_diff_verify_persist_rollbac
         sysfs_write(b, "queue/read_ahead_kb", "64")
         check = playbook(tmp_path, extra, "--check", "--diff")
         assert check.rc == 0, check.text
-        status, body = check.task("Tunectl applied")
+        status, body = check.task("Tunectl state=applied")
         assert status == "changed"
         assert f"{b} (sysfs queue)" in body and "-read_ahead_kb: 64\n+read_ahead_kb: 1024" in body
         assert f"{a} (sysfs queue)" not in body
@@ -173,14 +188,14 @@ def test_role_on_loop_devices_apply_idempotent_check_diff_verify_persist_rollbac
 
         verified = playbook(tmp_path, dict(extra, tunectl_state="verified"))
         assert verified.rc == 2, verified.text
-        status, body = verified.task("Tunectl verified")
+        status, body = verified.task("Tunectl state=verified")
         assert status == "fatal"
         assert f"drift: {b} read_ahead_kb is 64, profile wants 1024" in body
         assert sysfs_read(b, "queue/read_ahead_kb") == "64"
 
         back = playbook(tmp_path, dict(extra, tunectl_state="rolled_back"))
         assert back.rc == 0, back.text
-        assert back.task("Tunectl rolled_back")[0] == "changed"
+        assert back.task("Tunectl state=rolled_back")[0] == "changed"
         assert {n: snapshot(n) for n in loops} == originals
         assert not (rules_dir / "65-tunectl.rules").exists()
         assert os.listdir(rules_dir) == []
