@@ -50,7 +50,8 @@ def test_ansible_doc_renders_the_module_as_its_argument_spec():
     assert "tunectl:" in doc["examples"]
 
 
-@pytest.mark.skipif(ansible_tool("ansible-lint") is None, reason="ansible-lint not installed (scripts/bootstrap --test installs it)")
+@pytest.mark.skipif(ansible_tool("ansible-lint") is None,
+                    reason="ansible-lint not installed (scripts/bootstrap --test installs it)")
 def test_ansible_lint_passes_the_role_at_the_production_profile(tmp_path):
     lint = ansible_tool("ansible-lint")
     env = dict(os.environ, PATH=f"{Path(lint).parent}:{os.environ.get('PATH', '')}", NO_COLOR="1",

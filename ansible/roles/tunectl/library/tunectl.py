@@ -389,44 +389,64 @@ class Run:
         if mode == "check":
             _, doc = self.t.run(["mounts", "check"] + self.profile_args() + fstab, (0, 1))
             self.result["mounts"] = doc
-            drifted = [fs for fs in doc.get("filesystems") or [] if fs.get("drift")]
-            for fs in drifted:
-                self.failures.append(f"mounts: {fs.get('target')}: " + "; ".join(describe(d) for d in fs["drift"]))
-            if not doc.get("in_sync") and not drifted:
+            self.take_mount_notes(doc)
+            for fs in doc.get("filesystems") or []:
+                if fs.get("drift"):
+                    self.failures.append(f"mounts: {fs.get('target')}: {describe_drift(fs['drift'])}")
+            timer = doc.get("fstrim_timer")
+            if timer and not timer.get("ok", True):
+                self.failures.append(f"mounts: discard: periodic wants fstrim.timer enabled; it is {timer.get('state')}")
+            if not doc.get("in_sync") and not any(f.startswith("mounts:") for f in self.failures):
                 self.failures.append("mounts: not in sync with the profile (see mounts in the result)")
-            for skip in doc.get("skipped") or []:
-                self.t.warn(f"mounts: {describe(skip)}")
             self.summary.append("mounts: in sync" if doc.get("in_sync") else "mounts: drift")
             return
         args = (["mounts", "fix"] + self.profile_args() + fstab + (["--check"] if self.check else [])
                 + (["--diff"] if self.module._diff else []) + (["--remount"] if self.p["remount"] else []))
         _, doc = self.t.run(args, (0, 3))
         self.result["mounts"] = doc
+        self.take_mount_notes(doc)
         if doc.get("changed"):
             self.changed = True
-            self.summary.append(f"mounts: {'would rewrite' if self.check else 'rewrote'} {doc.get('fstab')}")
+            self.summary.append(f"mounts: {'would rewrite' if self.check else 'rewrote'} {doc.get('fstab')}"
+                                if doc.get("diff") else "mounts: remounted")
         else:
             self.summary.append(f"mounts: {doc.get('fstab')} in sync")
         if self.module._diff and doc.get("diff"):
-            text = doc["diff"] if isinstance(doc["diff"], str) else "\n".join(doc["diff"]) + "\n"
-            self.diff.append({"prepared": text})
+            self.diff.append({"prepared": doc["diff"]})
+        for r in doc.get("remounts") or []:
+            if r.get("ok") is False:
+                why = ", ".join(r.get("not_applied") or []) or r.get("error") or "failed"
+                self.failures.append(f"mounts: remount of {r.get('target')} with {r.get('options')} did not take: {why}")
         for problem in doc.get("problems") or []:
-            self.failures.append(f"mounts: {describe(problem)}")
+            if not any(problem in f for f in self.failures):
+                self.failures.append(f"mounts: {problem}")
+
+    def take_mount_notes(self, doc: dict) -> None:
+        for w in doc.get("warnings") or []:
+            self.t.warn(f"mounts: {w}")
+        for fs in doc.get("filesystems") or []:
+            for skip in fs.get("skipped") or []:
+                self.t.warn(f"mounts: {fs.get('target')}: {skip.get('option')} skipped: {skip.get('reason')}")
 
     def alignment(self) -> None:
         _, doc = self.t.run(["align"] + self.p["devices"] + self.profile_args(), (0, 1))
         self.result["alignment"] = doc
-        bad = []
+        bad = 0
         for disk in doc.get("disks") or []:
-            for part in disk.get("partitions") or []:
-                if part.get("aligned") is False:
-                    bad.append(f"alignment: {disk.get('device')} partition {part.get('number')} is off by "
-                               f"{part.get('off_by_bytes')} bytes; nearest aligned start: sector "
-                               f"{part.get('suggested_start_sector')}")
-        self.failures.extend(bad)
-        if doc.get("ok") is False and not bad:
+            misaligned = [part for part in disk.get("partitions") or [] if part.get("aligned") is False]
+            bad += len(misaligned)
+            for part in misaligned:
+                self.failures.append(f"alignment: {disk.get('device')} partition {part.get('number')} starts "
+                                     f"{part.get('off_by_bytes')} bytes past a {disk.get('grain_bytes')}-byte boundary; "
+                                     f"nearest aligned start: sector {part.get('suggested_start_sector')}")
+            warnings = "; ".join(disk.get("warnings") or [])
+            if disk.get("table") is None and doc.get("ok") is False:
+                self.failures.append(f"alignment: {disk.get('device')}: {warnings or 'no partition table'}")
+            elif warnings:
+                self.t.warn(f"alignment: {disk.get('device')}: {warnings}")
+        if doc.get("ok") is False and not any(f.startswith("alignment:") for f in self.failures):
             self.failures.append("alignment: tunectl align reports a problem (see alignment in the result)")
-        self.summary.append(f"alignment: {len(bad)} misaligned partition(s)" if bad else "alignment: ok")
+        self.summary.append(f"alignment: {bad} misaligned partition(s)" if bad else "alignment: ok")
 
     # state=verified
     def verify(self) -> None:
@@ -478,15 +498,16 @@ class Run:
                 self.diff.append({"before_header": path, "after_header": path, "before": before, "after": ""})
 
 
-def describe(item) -> str:
-    """A drift, skip or problem record of tunectl mounts as one phrase."""
-    if isinstance(item, dict):
-        for key in ("message", "reason", "problem"):
-            if item.get(key):
-                head = " ".join(str(item[k]) for k in ("option", "source", "target") if item.get(k))
-                return f"{head}: {item[key]}" if head else str(item[key])
-        return ", ".join(f"{k}={v}" for k, v in item.items())
-    return str(item)
+def describe_drift(drift: list) -> str:
+    """tunectl mounts' drift records ({where, change, option}) as `live: +noatime -relatime; fstab: +noatime`."""
+    by_where: dict[str, list[str]] = {}
+    for d in drift:
+        if isinstance(d, dict):
+            sign = "+" if d.get("change") == "add" else "-"
+            by_where.setdefault(str(d.get("where")), []).append(f"{sign}{d.get('option')}")
+        else:
+            by_where.setdefault("drift", []).append(str(d))
+    return "; ".join(f"{where}: {' '.join(opts)}" for where, opts in by_where.items())
 
 
 ARGUMENT_SPEC = {
