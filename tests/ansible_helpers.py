@@ -72,14 +72,35 @@ def tunectl_wrapper(tmp: Path) -> Path:
     return wrapper
 
 
-def playbook(tmp: Path, extra_vars: dict, *args: str, timeout: int = 300) -> PlayRun:
-    """ansible-playbook site.yml on localhost (connection local), run from `tmp` with its own temp dirs."""
-    argv = [ansible_tool("ansible-playbook"), "-i", "localhost,", "-c", "local", str(PLAYBOOK),
-            "-e", json.dumps(extra_vars), *args]
+def _ansible_env(tmp: Path, **extra: str) -> dict[str, str]:
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_RETRY_FILES_ENABLED="0",
                ANSIBLE_LOCAL_TEMP=str(tmp / "ansible-local"), ANSIBLE_REMOTE_TEMP=str(tmp / "ansible-remote"),
                ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_STDOUT_CALLBACK="default",
                ANSIBLE_DEPRECATION_WARNINGS="0")
+    env.update(extra)
     env.pop("ANSIBLE_CONFIG", None)
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, cwd=tmp)
+    return env
+
+
+def playbook(tmp: Path, extra_vars: dict, *args: str, timeout: int = 300) -> PlayRun:
+    """ansible-playbook site.yml on localhost (connection local), run from `tmp` with its own temp dirs."""
+    argv = [ansible_tool("ansible-playbook"), "-i", "localhost,", "-c", "local", str(PLAYBOOK),
+            "-e", json.dumps(extra_vars), *args]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=_ansible_env(tmp), timeout=timeout, cwd=tmp)
     return PlayRun(proc.returncode, proc.stdout, proc.stderr)
+
+
+def module_tasks(tmp: Path, tasks: list[dict], environment: dict, *args: str, timeout: int = 300) -> list[dict]:
+    """One play of `tunectl` module tasks (each may fail: ignore_errors); the registered result of each, in order."""
+    out = tmp / "module-results.json"
+    names = [f"tunectl_case_{i}" for i in range(len(tasks))]
+    steps = [dict(t, ignore_errors=True, register=name) for t, name in zip(tasks, names)]
+    steps.append({"name": "Save the results", "delegate_to": "localhost", "ansible.builtin.copy": {
+        "dest": str(out), "mode": "0644", "content": "{{ [" + ", ".join(names) + "] | to_json }}"}})
+    book = tmp / "module-tasks.yml"
+    book.write_text(json.dumps([{"hosts": "all", "gather_facts": False, "environment": environment, "tasks": steps}]))
+    argv = [ansible_tool("ansible-playbook"), "-i", "localhost,", "-c", "local", str(book), *args]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=_ansible_env(tmp, ANSIBLE_LIBRARY=str(LIBRARY)),
+                          timeout=timeout, cwd=tmp)
+    assert proc.returncode == 0 and out.exists(), proc.stdout + proc.stderr
+    return json.loads(out.read_text())

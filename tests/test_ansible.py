@@ -6,6 +6,7 @@ Fake sysfs trees where no root is needed; real loop devices for the kernel's own
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import os
 import shutil
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ansible_helpers import LIBRARY, REPO, ansible_tool, needs_ansible, playbook, tunectl_wrapper
+from tests.ansible_helpers import LIBRARY, REPO, ansible_tool, module_tasks, needs_ansible, playbook, tunectl_wrapper
 from tests.loopdev import active_scheduler, loop_devices, needs_root, snapshot, sysfs_read, sysfs_write
 
 pytestmark = needs_ansible
@@ -79,6 +80,70 @@ def test_bad_profile_fails_the_task_with_file_line_column(empty_fake_tree, tmp_p
     assert f"{bad}:3:20: $.classes.ssd.scheduler: unknown scheduler 'foo'" in body
     assert "Traceback" not in run.text and "internal error" not in run.text
     assert (empty_fake_tree.root / "block/sdb/queue/read_ahead_kb").read_text().strip() == "128"
+
+
+def tunectl_stderr(env: dict, *argv: str) -> list[str]:
+    """What tunectl itself prints on stderr for this command: the words the module must pass on."""
+    from tunectl.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    assert main(list(argv), env=env, stdout=out, stderr=err) != 0
+    return err.getvalue().splitlines()
+
+
+def test_module_bad_input_fails_with_tunectl_s_own_words(empty_fake_tree, tmp_path):
+    tree = empty_fake_tree
+    tree.add_disk("sdb", rotational=False, wwn="0x5002538e40a1b2c3", active="mq-deadline")
+    tree.add_disk("sdc", rotational=False, wwn="0x5002538e40a1b2c4", schedulers=("none", "mq-deadline"),
+                  active="mq-deadline")
+    env = {"TUNECTL_SYSFS_ROOT": str(tree.root), "TUNECTL_UDEV_ROOT": str(tree.udev_root),
+           "TUNECTL_STATE_DIR": str(tmp_path / "state"), "PYTHONPATH": str(REPO)}
+    exe = str(tunectl_wrapper(tmp_path))
+    good, garbage, kyber = (tmp_path / f"{n}.yaml" for n in ("good", "garbage", "kyber"))
+    good.write_text("name: good\nclasses:\n  ssd: {read_ahead_kb: 1024}\n")
+    garbage.write_bytes(b"name: [unclosed\n\x00\xff\n")
+    kyber.write_text("name: kyber\ndevices:\n  - match: {kernel: sdc}\n    scheduler: kyber\n")
+    cases = [  # module arguments, failed?, words the message must hold
+        ({"profile": str(good), "executable": "/nonexistent/tunectl"}, True,
+         ["executable /nonexistent/tunectl does not exist or is not executable"]),
+        ({"profile": str(good), "executable": "no-such-tunectl-here"}, True, ["no-such-tunectl-here not found on PATH"]),
+        ({"profile": str(good), "devices": ["sdz"]}, True, tunectl_stderr(env, "apply", "-p", str(good), "sdz")),
+        ({"profile": "no-such-profile"}, True, tunectl_stderr(env, "apply", "-p", "no-such-profile")),
+        ({"profile": str(garbage)}, True, tunectl_stderr(env, "apply", "-p", str(garbage))),
+        ({"profile": str(tmp_path)}, True, tunectl_stderr(env, "apply", "-p", str(tmp_path))),
+        ({"profile": str(good), "state": "verified", "mounts": "fix"}, True, ["use mounts=check"]),
+        ({"state": "applied"}, True, ["state is applied but all of the following are missing: profile"]),
+        ({"state": "rolled_back", "alignment": "check"}, True, ["do not apply to state=rolled_back"]),
+        ({"profile": str(good), "remount": True}, True, ["set mounts=fix"]),
+        ({"profile": str(kyber)}, False, []),
+    ]
+    tasks = [{"name": f"case {i}", "tunectl": dict({"executable": exe}, **args)} for i, (args, _, _) in enumerate(cases)]
+    results = module_tasks(tmp_path, tasks, env)
+    assert len(results) == len(cases)
+    for (args, failed, words), result in zip(cases, results):
+        assert bool(result.get("failed")) is failed, (args, result)
+        for w in words:
+            assert w.replace("tunectl: error: ", "") in result["msg"], (args, w, result["msg"])
+        assert "Traceback" not in json.dumps(result) and "internal error" not in json.dumps(result), result
+    kyber_result = results[-1]
+    assert kyber_result["changed"] is False
+    assert any(w.startswith("sdc scheduler: unavailable: ") for w in kyber_result["warnings"]), kyber_result
+
+
+@pytest.mark.root
+@needs_root
+def test_module_fails_on_a_value_the_kernel_refuses_and_reports_what_it_wrote(tmp_path):
+    with loop_devices(tmp_path, [{}]) as (loop,):
+        profile = tmp_path / "poll.yaml"
+        profile.write_text(f"name: poll\ndevices:\n  - match: {{kernel: {loop}}}\n    read_ahead_kb: 2048\n"
+                           "    queue: {io_poll: 1}   # a loop device has no poll queues: EINVAL\n")
+        env = {"TUNECTL_STATE_DIR": str(tmp_path / "state"), "PYTHONPATH": str(REPO)}
+        task = {"tunectl": {"profile": str(profile), "devices": [loop], "executable": str(tunectl_wrapper(tmp_path))}}
+        (result,) = module_tasks(tmp_path, [task], env)
+        assert result["failed"] is True and result["changed"] is True, result  # read-ahead was written
+        assert f"{loop} io_poll: writing 1 failed: " in result["msg"], result["msg"]
+        assert sysfs_read(loop, "queue/read_ahead_kb") == "2048" and sysfs_read(loop, "queue/io_poll") == "0"
+        assert [c["attribute"] for c in result["changes"]] == ["read_ahead_kb"]
 
 
 def test_argument_specs_reject_a_bad_variable_before_anything_runs(tmp_path):
