@@ -82,11 +82,11 @@ def _ansible_env(tmp: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def playbook(tmp: Path, extra_vars: dict, *args: str, timeout: int = 300) -> PlayRun:
+def playbook(tmp: Path, extra_vars: dict, *args: str, timeout: int = 300, **env: str) -> PlayRun:
     """ansible-playbook site.yml on localhost (connection local), run from `tmp` with its own temp dirs."""
     argv = [ansible_tool("ansible-playbook"), "-i", "localhost,", "-c", "local", str(PLAYBOOK),
             "-e", json.dumps(extra_vars), *args]
-    proc = subprocess.run(argv, capture_output=True, text=True, env=_ansible_env(tmp), timeout=timeout, cwd=tmp)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=_ansible_env(tmp, **env), timeout=timeout, cwd=tmp)
     return PlayRun(proc.returncode, proc.stdout, proc.stderr)
 
 

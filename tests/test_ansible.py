@@ -82,6 +82,25 @@ def test_bad_profile_fails_the_task_with_file_line_column(empty_fake_tree, tmp_p
     assert (empty_fake_tree.root / "block/sdb/queue/read_ahead_kb").read_text().strip() == "128"
 
 
+def test_check_mode_first_run_sees_the_shipped_profile_and_writes_nothing(empty_fake_tree, tmp_path):
+    """Nothing installed yet: the role stages the new profile in a temporary file for the module, then removes it."""
+    tree = empty_fake_tree
+    tree.add_disk("sdb", rotational=False, wwn="0x5002538e40a1b2c3", active="mq-deadline")
+    staging = tmp_path / "tmpdir"
+    staging.mkdir()
+    profile = {"name": "first", "classes": {"ssd": {"read_ahead_kb": 1024}}}
+    run = playbook(tmp_path, fake_vars(tree, tmp_path, tunectl_profile="first", tunectl_profile_content=profile,
+                                       tunectl_profile_dir=str(tmp_path / "profiles")),
+                   "--check", "--diff", TMPDIR=str(staging))
+    assert run.rc == 0, run.text
+    status, body = run.task("Tunectl state=applied")
+    assert status == "changed"
+    assert "sdb (sysfs queue)" in body and "-read_ahead_kb: 128\n" in body and "+read_ahead_kb: 1024\n" in body
+    assert (tree.root / "block/sdb/queue/read_ahead_kb").read_text().strip() == "128"
+    assert not (tmp_path / "profiles").exists()
+    assert run.task("Remove the profile staged")[0] == "changed" and os.listdir(staging) == []
+
+
 def tunectl_stderr(env: dict, *argv: str) -> list[str]:
     """What tunectl itself prints on stderr for this command: the words the module must pass on."""
     from tunectl.cli import main
@@ -180,7 +199,7 @@ def test_role_installs_tunectl_ships_a_profile_and_is_idempotent(empty_fake_tree
     assert first.rc == 0, first.text
     assert first.task("Install tunectl into")[0] == "changed"
     assert (venv / "bin" / "tunectl").exists()
-    assert first.task("Ship a profile from a variable as ansible-test")[0] == "changed"
+    assert first.task("Ship the profile as")[0] == "changed"
     assert first.task("Tunectl state=applied")[0] == "changed"
     assert first.task("Verify")[0] == "ok"
     assert (tree.root / "block/sdb/queue/read_ahead_kb").read_text().strip() == "1024"
