@@ -1174,3 +1174,47 @@ def all_topologies(tree: FakeTree) -> dict[str, list[str]]:
     """Every topology in one tree: sda, sdb(+dm-0), nvme0n1, vda, mmcblk0(+dm-1), sdc+sdd->md0->dm-2, zram0, loop0."""
     tree.topologies.update({key: build(tree) for key, build in TOPOLOGIES.items()})
     return tree.topologies
+
+
+# --- filesystems and mounts (tunectl mounts) --------------------------------------------------------
+
+
+def add_filesystem(tree: FakeTree, name: str, fstype: str, *, uuid: Optional[str] = None, label: Optional[str] = None,
+                   partuuid: Optional[str] = None, partlabel: Optional[str] = None) -> str:
+    """What udev's blkid builtin records for a filesystem on `name` (ID_FS_*, ID_PART_ENTRY_*) and
+    the /dev/disk/by-* links it makes; labels keep udev's two forms (ID_FS_LABEL safe, _ENC exact)."""
+    path = tree.udev_root / f"b{tree.devnum(name)}"
+    lines = path.read_text().splitlines() if path.exists() else ["E:DEVTYPE=disk"]
+    props = {"ID_FS_TYPE": fstype, "ID_FS_USAGE": "filesystem" if fstype != "swap" else "other"}
+    links = []
+    if uuid:
+        props.update(ID_FS_UUID=uuid, ID_FS_UUID_ENC=uuid)
+        links.append(f"disk/by-uuid/{uuid}")
+    if label:
+        props.update(ID_FS_LABEL=re.sub(r"[^\w.-]", "_", label), ID_FS_LABEL_ENC=_udev_encode(label))
+        links.append(f"disk/by-label/{_udev_encode(label)}")
+    if partuuid:
+        props["ID_PART_ENTRY_UUID"] = partuuid
+        links.append(f"disk/by-partuuid/{partuuid}")
+    if partlabel:
+        props["ID_PART_ENTRY_NAME"] = _udev_encode(partlabel)
+        links.append(f"disk/by-partlabel/{_udev_encode(partlabel)}")
+    text = [f"S:{link}" for link in links] + lines + [f"E:{k}={v}" for k, v in props.items()]
+    _put(str(path), "\n".join(text) + "\n")
+    return name
+
+
+def stack_discard(tree: FakeTree, upper: str, lowers: Sequence[str]) -> None:
+    """A stacked device's discard limit, as dm and md compute it: the smallest of the devices
+    below, and 0 (no discard) as soon as one of them cannot."""
+    limits = [int(Path(tree._whole(n).devdir, "queue/discard_max_bytes").read_text()) for n in lowers]
+    _put(os.path.join(tree._nodes[upper].devdir, "queue/discard_max_bytes"), f"{min(limits, default=0)}\n")
+
+
+def mountinfo_line(tree: FakeTree, mount_id: int, name: str, target: str, fstype: str, source: str,
+                   vfs: str = "rw,relatime", sb: str = "rw", root: str = "/") -> str:
+    """One /proc/self/mountinfo record for a filesystem on fake device `name`, escaped as the kernel does."""
+    def esc(text: str) -> str:
+        return "".join(f"\\{ord(c):03o}" if c in " \t\n\\" else c for c in text)
+
+    return f"{mount_id} 1 {tree.devnum(name)} {esc(root)} {esc(target)} {vfs} shared:{mount_id} - {fstype} {esc(source)} {sb}"

@@ -229,3 +229,22 @@ def test_values_the_kernel_resets_are_written_again(tunectl, fake_tree, tmp_path
     assert tunectl("verify", "-p", str(p), "sda").code == 0
     assert tunectl("rollback", "sda").code == 0
     assert (q / "read_ahead_kb").read_text().strip() == "64"  # the journalled original
+
+
+def test_naming_devices_reads_only_their_stacks_and_plans_them_exactly_as_a_full_run(tunectl, fake_tree, monkeypatch):
+    """`plan sda` reads sda and the stacks above and below it, not every disk; the settings are the same."""
+    full = tunectl("plan", "-p", "every-class", "--json").doc["settings"]
+    from tunectl.tuning import discover
+
+    read: list[str] = []
+    real = discover.read_device
+    monkeypatch.setattr(discover, "read_device", lambda sysfs, udev, name, attrs=None: read.append(name) or
+                        real(sysfs, udev, name, attrs))
+    for name, stack in (("mmcblk0", {"mmcblk0", "dm-1"}), ("sdc", {"sdc", "md0", "dm-2"}),
+                        ("dm-2", {"dm-2", "md0", "sdc", "sdd"}), ("vda", {"vda"})):
+        read.clear()
+        doc = tunectl("plan", "-p", "every-class", name, "--json").doc
+        assert set(read) == stack, name
+        assert doc["settings"] == [s for s in full if s["device"] == name], name
+    below = settings_of(tunectl("plan", "-p", "every-class", "mmcblk0", "--json").doc, "mmcblk0")
+    assert below["iosched/fifo_batch"]["source"].startswith("devices[0].below (from dm-1)")

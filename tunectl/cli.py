@@ -8,15 +8,17 @@ group of the command that runs is imported, so a command pays for nothing else.
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from typing import TextIO
 
 from tunectl import __version__
-from tunectl.errors import ExitCode, ProfileError, TunectlError
-from tunectl.report import Progress
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (it costs more than the rest of --version)
+if TYPE_CHECKING:  # start-up is budgeted: `tunectl --version` imports nothing else
+    import argparse
+    from collections.abc import Mapping, Sequence
+    from typing import TextIO
+
+    from tunectl.report import Progress
 
 # command -> (the module that adds its arguments and runs it, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -27,10 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rollback": ("tunectl.tuning.cli", "restore the values that were there before tunectl first changed them"),
     "profile": ("tunectl.profile.cli", "the profile library: list, show, validate, import-tuned"),
     "udev": ("tunectl.udev.cli", "rules for hot-plug and boot: render, install, remove, check; monitor events"),
+    "mounts": ("tunectl.mounts.cli", "mount options against the profile: check live mounts and fstab, fix fstab, remount"),
 }
-
-AddAction = Callable[..., argparse.ArgumentParser]
-
 
 class Output:
     def __init__(self, stdout: TextIO, stderr: TextIO, as_json: bool, quiet: bool, verbose: int) -> None:
@@ -46,11 +46,15 @@ class Output:
 
     def progress(self, total: int, label: str) -> Progress:
         """A progress bar on stderr when it is a terminal; silent under --json, -q or a pipe."""
+        from tunectl.report import Progress
+
         shown = not (self.json or self.quiet) and getattr(self.stderr, "isatty", lambda: False)()
         return Progress(self.stderr, total, label, enabled=shown)
 
 
 def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
+    import argparse
+
     default = argparse.SUPPRESS if suppress else None
     g = parser.add_argument_group("global options")
     g.add_argument("--json", action="store_true", default=argparse.SUPPRESS if suppress else False,
@@ -85,12 +89,16 @@ def _command_in(argv: Sequence[str]) -> str | None:
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser; with `argv`, only the command it names gets its arguments and the global options.
+    """The parser; with `argv` naming a command, only that command is built, with its arguments.
 
-    Every command is listed in `tunectl --help`, but only the group of the
-    command that runs is imported and built: one command runs per process.
-    Without `argv` every command is built in full (documentation, tests).
+    Every command is listed in `tunectl --help` (and in the error for an
+    unknown one), but only the group of the command that runs is imported and
+    built: one command runs per process. Without `argv` every command is built
+    in full (documentation, tests).
     """
+    import argparse
+    import importlib
+
     wanted = _command_in(argv) if argv is not None else None
     parser = argparse.ArgumentParser(
         prog="tunectl",
@@ -104,6 +112,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, (module, help_) in COMMANDS.items():
+        if argv is not None and wanted in COMMANDS and wanted != name:
+            continue  # each subparser costs about a millisecond; an unknown command still lists them all
         p = sub.add_parser(name, help=help_, description=help_, formatter_class=argparse.RawDescriptionHelpFormatter)
         if argv is not None and wanted != name:
             continue
@@ -131,9 +141,19 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv == ["--version"]:  # the one request that needs no parser: answer before importing one
+        stdout.write(f"tunectl {__version__}\n")
+        return 0
+    import contextlib
+    import importlib
+
+    from tunectl.errors import ExitCode, ProfileError, TunectlError
+
     parser = build_parser(argv)
     try:
-        args = parser.parse_args(argv)
+        # argparse prints usage, errors and --help itself: to the streams main was given.
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            args = parser.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0) if e.code in (0, None) else ExitCode.USAGE
     out = Output(stdout, stderr, args.json, args.quiet, args.verbose)

@@ -10,8 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Union
 
-from tunectl.profile.checks import SCHEMA_PATH, check_document, limit_diagnostics
-from tunectl.profile.reader import MAX_PROFILE_BYTES, Diagnostic, Document, decode_profile, parse_yaml
+from tunectl.profile.reader import MAX_PROFILE_BYTES, Diagnostic, Document
 
 DEFAULT_PROFILE = "default"
 ProfileRef = Union[str, Path]  # a name on the search path, or a file (a Path is always a file)
@@ -91,7 +90,7 @@ def _checker_digest() -> bytes:
     from tunectl.tuning import attributes
 
     digest = hashlib.sha256(f"{__version__}\0".encode())
-    for source in (reader.__file__, checks.__file__, attributes.__file__, units.__file__, SCHEMA_PATH):
+    for source in (reader.__file__, checks.__file__, attributes.__file__, units.__file__, checks.SCHEMA_PATH):
         with contextlib.suppress(OSError):
             digest.update(Path(source).read_bytes())
     return digest.digest()
@@ -122,6 +121,10 @@ def check_file(path: Path, cache_dir: Path | None = None) -> tuple[Document, lis
             return doc, list(doc.warnings)
         except (OSError, ValueError, KeyError, TypeError):
             pass
+    # Only a file not seen before is checked: the checker (and later jsonschema) loads only then.
+    from tunectl.profile.checks import check_document, limit_diagnostics
+    from tunectl.profile.reader import decode_profile, parse_yaml
+
     text, diags = decode_profile(raw, file)
     if text is None:
         return Document(file, None), diags

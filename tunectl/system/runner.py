@@ -29,8 +29,8 @@ def run(argv: Sequence[str], timeout: float = 60, check: bool = True, input_text
         raise CommandError(f"{argv[0]} not found", hint=f"install the package that provides {argv[0]}")
     env = dict(os.environ, LC_ALL="C", LANG="C")
     try:
-        proc = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=timeout, env=env,
-                              input=input_text, check=False)
+        proc = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, errors="replace", timeout=timeout,
+                              env=env, input=input_text, check=False)
     except subprocess.TimeoutExpired:
         raise CommandError(f"{' '.join(argv)} did not finish within {timeout:.0f} s") from None
     except OSError as e:

@@ -12,7 +12,8 @@ import errno
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +22,28 @@ from tunectl.errors import StateError
 JOURNAL_VERSION = 1
 
 
-def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Replace `path` with `data` so readers see the old or the new file, never half of one."""
+def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None = None,
+                 verify: Callable[[Path], None] | None = None) -> None:
+    """Replace `path` with `data` so readers see the old or the new file, never half of one.
+
+    `like`: the temp file takes that file's owner and mode (an edited /etc/fstab
+    stays root:root 0644 even when its mode was unusual). `verify(tmp)` runs on
+    the synced temp file before the rename; if it raises, `path` is untouched.
+    """
     import tempfile
 
+    st = os.stat(like) if like is not None else None
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), stat.S_IMODE(st.st_mode) if st else mode)
+            if st is not None and (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+                os.fchown(f.fileno(), st.st_uid, st.st_gid)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, mode)
+        if verify is not None:
+            verify(Path(tmp))
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

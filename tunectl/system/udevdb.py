@@ -9,8 +9,14 @@ injected root, so tests can ship a fake database next to a fake sysfs.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+
+def decode(text: str) -> str:
+    """udev's *_ENC properties and /dev/disk/by-* names escape blanks and specials as \\xNN."""
+    return re.sub(r"\\x([0-9a-fA-F]{2})", lambda m: chr(int(m.group(1), 16)), text)
 
 
 @dataclass

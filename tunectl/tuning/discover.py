@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable
 
 from tunectl.system.sysfs import Sysfs
-from tunectl.system.udevdb import UdevDb
+from tunectl.system.udevdb import UdevDb, decode
 from tunectl.tuning.attributes import QUEUE, parse_scheduler, parse_value
 from tunectl.tuning.device import Device, Partition, classify, dm_type_of
 
@@ -55,7 +54,7 @@ def _udev_decode(text: str | None) -> str | None:
     """udev's *_ENC properties escape blanks and specials as \\xNN."""
     if not text:
         return None
-    return re.sub(r"\\x([0-9a-fA-F]{2})", lambda m: chr(int(m.group(1), 16)), text).strip() or None
+    return decode(text).strip() or None
 
 
 def _identity(dev: Device, props: dict[str, str], sysfs: Sysfs) -> str:
@@ -161,15 +160,45 @@ def _int_or_text(text: str) -> int | str:
         return text.strip()
 
 
-def discover(sysfs: Sysfs, udev: UdevDb, queue_attrs: Iterable[str] | None = None) -> list[Device]:
-    """Every whole block device under the root, sorted by kernel name."""
+def discover(sysfs: Sysfs, udev: UdevDb, queue_attrs: Iterable[str] | None = None,
+             names: Iterable[str] | None = None) -> list[Device]:
+    """Every whole block device under the root (or those of `names`), sorted by kernel name."""
     attrs = None if queue_attrs is None else tuple(queue_attrs)
     devices = []
-    for name in sysfs.listdir("block"):
+    for name in sysfs.listdir("block") if names is None else sorted(set(names)):
         dev = read_device(sysfs, udev, name, attrs)
         if dev is not None:
             devices.append(dev)
     return devices
+
+
+def stack_of(sysfs: Sysfs, names: Iterable[str]) -> set[str]:
+    """`names` and the whole devices stacked above them (holders/) and below them (slaves/), transitively.
+
+    What planning these devices needs: `below:` settings come from the stacks
+    above a disk, and `--stack` reaches the disks below. Partitions stand for
+    their disk on the way (a dm on sdb2 is above sdb; sdb2 in slaves/ is sdb).
+    """
+
+    def above(name: str) -> list[str]:
+        parts = [e for e in sysfs.listdir(f"block/{name}") if e.startswith(name) and sysfs.exists(f"block/{name}/{e}/partition")]
+        return sysfs.listdir(f"block/{name}/holders") + [h for p in parts for h in sysfs.listdir(f"block/{name}/{p}/holders")]
+
+    def below(name: str) -> list[str]:
+        return [partition_parent(sysfs, s) or s for s in sysfs.listdir(f"block/{name}/slaves")]
+
+    found = {n for n in names if sysfs.exists(f"block/{n}")}
+    for step in (above, below):
+        todo = list(found & set(names))
+        seen: set[str] = set()
+        while todo:
+            name = todo.pop()
+            if name in seen or not sysfs.exists(f"block/{name}"):
+                continue
+            seen.add(name)
+            todo += step(name)
+        found |= seen
+    return found
 
 
 def partition_parent(sysfs: Sysfs, name: str) -> str | None:

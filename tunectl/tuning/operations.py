@@ -14,7 +14,7 @@ from tunectl.errors import ExitCode, UsageError
 from tunectl.profile.resolve import Profile, load_profile
 from tunectl.tuning import apply as applying
 from tunectl.tuning.device import Device
-from tunectl.tuning.discover import discover, partition_parent
+from tunectl.tuning.discover import discover, partition_parent, stack_of
 from tunectl.tuning.plan import CHANGE, UNAVAILABLE, Setting, lower_disks, make_plan, queue_attrs_of
 
 
@@ -67,7 +67,8 @@ def active_profile_ref(ctx: Context, ref: str | None) -> str | None:
 
 
 def resolve_names(ctx: Context, devices: list[Device], refs: list[str]) -> list[str]:
-    """DEV arguments (sda, /dev/sda, /dev/disk/by-id/..., a partition) -> kernel names of whole devices."""
+    """DEV arguments (sda, /dev/sda, /dev/disk/by-id/..., a partition, a mountpoint or any path) -> kernel names
+    of whole devices (a path: the whole disks under its filesystem)."""
     by_name = {d.name: d for d in devices}
     out = []
     for ref in refs:
@@ -82,6 +83,11 @@ def resolve_names(ctx: Context, devices: list[Device], refs: list[str]) -> list[
         if found is None or found not in by_name:
             parent = partition_parent(ctx.sysfs, name)
             found = parent if parent in by_name else None
+        if found is None and "/" in ref and not ref.startswith("/dev/"):
+            from tunectl.system.blockpath import disks_under_path  # a mountpoint or any path: its disks
+
+            out.extend(d for d in disks_under_path(ctx, ref) if d in by_name and d not in out)
+            continue
         if found is None:
             known = ", ".join(sorted(by_name)) or "none"
             raise UsageError(f"no block device {ref!r} under {ctx.sysfs.root}", hint=f"devices here: {known}")
@@ -106,7 +112,11 @@ def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = Non
          profile: Profile | None = None, stack: bool = False) -> PlanReport:
     """The plan for all devices, or for `dev_refs` (with `stack`: and the disks below them)."""
     profile = profile or _load(ctx, profile_ref)
-    devices = discover(ctx.sysfs, ctx.udev, queue_attrs_of(profile))
+    # Kernel names of whole devices (the usual `apply -p P sda sdb`): read only them and their stacks.
+    whole = set(ctx.sysfs.listdir("block"))
+    named = [ref[len("/dev/"):] if ref.startswith("/dev/") else ref for ref in dev_refs or ()]
+    scope = stack_of(ctx.sysfs, named) if named and whole.issuperset(named) else None
+    devices = discover(ctx.sysfs, ctx.udev, queue_attrs_of(profile), scope)
     parents = _parents(ctx, devices)
     only = resolve_names(ctx, devices, dev_refs) if dev_refs else None
     if only is not None and stack:

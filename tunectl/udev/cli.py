@@ -1,8 +1,10 @@
-"""`tunectl udev render|install|remove|check|monitor`: arguments and dispatch."""
+"""`tunectl udev render|install|remove|check|monitor`: arguments, dispatch, and the monitor's output."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 
 EXAMPLES = ("examples:\n  tunectl udev render -p throughput-performance\n"
             "  tunectl udev install -p throughput-performance --trigger\n"
@@ -27,10 +29,57 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
         if verb == "install":
             up.add_argument("--trigger", action="store_true",
                             help="send change events to block disks and wait for udev to settle")
+    mp = add_action(usub, "monitor", "follow block add/change events and verify each device once udev ran its rules; "
+                                     "one line per event (--json: one object per line); Ctrl-C ends it")
+    mp.add_argument("-p", "--profile", help="profile name or file (default: last applied, else 'default')")
+    mp.add_argument("--count", type=int, metavar="N", help="stop after N reported events (default: run until Ctrl-C)")
 
 
 def run(ctx, args, out) -> int:
     from tunectl.udev import install
 
+    if args.udev_command == "monitor":
+        return monitor(ctx, args, out)
     actions = {"render": install.render, "install": install.install, "remove": install.remove, "check": install.check}
     return actions[args.udev_command](ctx, args, out)
+
+
+def monitor(ctx, args, out, events=None) -> int:
+    """Print one line per event until Ctrl-C (exit 0) or --count events; `events` replaces udev in tests."""
+    import itertools
+
+    from tunectl.errors import ExitCode, UsageError
+    from tunectl.profile.resolve import load_profile
+    from tunectl.tuning import operations
+    from tunectl.udev.monitor import follow, udev_events
+
+    if args.count is not None and args.count < 1:
+        raise UsageError(f"--count must be at least 1, got {args.count}")
+    profile = load_profile(operations.active_profile_ref(ctx, args.profile), ctx.search_path)
+    for w in profile.warnings:
+        out.warn(str(w))
+    if events is None and os.path.realpath(ctx.sysfs.root) != "/sys":
+        raise UsageError(f"udev monitor follows this machine's udev events; --sysfs-root {ctx.sysfs.root} is not /sys",
+                         hint="drop --sysfs-root (and TUNECTL_SYSFS_ROOT) to monitor the real devices")
+
+    def check(name: str):
+        report = operations.plan(ctx, None, [name], profile=profile)
+        return report.profile, report.settings
+
+    source = udev_events() if events is None else events
+    if events is None:
+        next(source, None)  # subscribes before the line below: no event after it is missed (yields nothing)
+    if not out.quiet:
+        out.warn(f"tunectl: following udev block events, profile {profile.name}; Ctrl-C ends")
+        out.stderr.flush()
+    reports = follow(source, check, profile.name)
+    try:
+        for report in itertools.islice(reports, args.count):
+            if out.json:
+                out.stdout.write(json.dumps(report.to_json(), default=str) + "\n")
+            else:
+                out.print(report.line())
+            out.stdout.flush()
+    except KeyboardInterrupt:
+        pass  # the way to stop a monitor: not an error
+    return ExitCode.OK

@@ -1,0 +1,1 @@
+"""Mount options from the profile: check live mounts and fstab, fix fstab losslessly, remount."""

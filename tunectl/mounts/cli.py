@@ -1,0 +1,103 @@
+"""`tunectl mounts check|fix`: arguments, the call into `operations`, and the rendering."""
+
+from __future__ import annotations
+
+import argparse
+
+from tunectl.errors import ExitCode
+
+EXAMPLES = (
+    "examples:\n"
+    "  tunectl mounts check -p database                 # exit 1 if a live mount or fstab entry differs\n"
+    "  tunectl mounts check --fstab /mnt/newroot/etc/fstab --json\n"
+    "  tunectl mounts fix -p database --check --diff    # show the fstab change, write nothing\n"
+    "  tunectl mounts fix -p database --remount         # edit fstab, remount, confirm in mountinfo\n"
+    "\n"
+    "fstab: only the options field of a changed entry is rewritten; a backup FSTAB.tunectl.bak is left\n"
+    "beside it. Live mounts are read from $TUNECTL_PROC_ROOT/self/mountinfo (default /proc).\n"
+    "exit codes: check 0 in sync, 1 drift; fix 0 done, 3 a remount option did not take effect or the\n"
+    "fstab could not be replaced; 2 usage or profile error; 4 not permitted.")
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
+    p.epilog = EXAMPLES
+    sub = p.add_subparsers(dest="mounts_command", metavar="ACTION")
+    sub.required = True
+    for verb, help_ in (("check", "compare live mounts and fstab entries with the profile's mounts: rules"),
+                        ("fix", "rewrite the options of drifting fstab entries (losslessly); --remount applies them live")):
+        ap = add_action(sub, verb, help_)
+        ap.epilog = EXAMPLES
+        ap.add_argument("-p", "--profile", help="profile name or file (default: last applied, else 'default')")
+        ap.add_argument("--fstab", metavar="PATH", help="the fstab to read (default /etc/fstab, env TUNECTL_FSTAB)")
+        if verb == "fix":
+            ap.add_argument("--remount", action="store_true",
+                            help="also remount each drifting live mount and confirm the options in mountinfo")
+            ap.add_argument("--check", action="store_true", help="write nothing, remount nothing; report what would change")
+            ap.add_argument("--diff", action="store_true", help="print the fstab change as a unified diff")
+
+
+def run(ctx, args, out) -> int:
+    from tunectl.mounts import operations
+
+    if args.mounts_command == "check":
+        report = operations.check(ctx, args.profile, args.fstab)
+        _render_check(report, out)
+        return ExitCode.OK if report.in_sync else ExitCode.DRIFT
+    result = operations.fix(ctx, args.profile, args.fstab, args.remount, args.check)
+    _render_fix(result, args, out)
+    return result.exit_code
+
+
+def _printable(text: str) -> str:
+    """fstab bytes that are not UTF-8 (kept as surrogates) shown as U+FFFD, never an encoding error."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _render_check(report, out) -> None:
+    from tunectl.report import emit_json, show, table
+
+    if out.json:
+        emit_json(report.to_json(), out.stdout)
+        return
+    for w in report.warnings:
+        out.warn(_printable(f"warning: {w}"))
+    rows = []
+    for fs in report.filesystems:
+        drift = " ".join(f"{d['where']}:{'+' if d['change'] == 'add' else '-'}{d['option']}" for d in fs.drift)
+        rows.append([fs.target, fs.source, fs.fstype, show(fs.disks) if fs.disks else "-",
+                     show(fs.want.present + [f"-{n}" for n in fs.want.absent]) if fs.want.present or fs.want.absent else "-",
+                     show(fs.live.options) if fs.live is not None else "(not mounted)",
+                     show(fs.entry.options) + f" (line {fs.entry.lineno})" if fs.entry is not None else "(not in fstab)",
+                     drift or "in sync"])
+    out.print(f"profile: {report.profile}   fstab: {report.fstab_path}")
+    out.print(_printable(table(["TARGET", "SOURCE", "FSTYPE", "DISKS", "WANTED", "LIVE", "FSTAB", "DRIFT"], rows)))
+    skips = [(fs.target, s) for fs in report.filesystems for s in fs.want.skipped]
+    for target, s in skips:
+        out.print(_printable(f"skipped on {target}: {s.option}: {s.reason}"))
+    if report.timer is not None:
+        out.print(f"fstrim.timer: {report.timer['state']}")
+
+
+def _render_fix(result, args, out) -> None:
+    from tunectl.report import emit_json, table
+
+    if out.json:
+        emit_json(result.to_json(), out.stdout)
+        return
+    for w in result.check_report.warnings:
+        out.warn(_printable(f"warning: {w}"))
+    if result.diff and (args.diff or args.check):
+        out.print(result.diff.rstrip("\n"))
+    path = result.check_report.fstab_path
+    if not result.diff:
+        out.print(f"{path}: nothing to change")
+    elif result.written:
+        out.print(f"{path}: rewritten (backup {result.backup})")
+    elif args.check:
+        out.print(f"{path}: would be rewritten (--check: nothing written)")
+    if result.remounts:
+        out.print(_printable(table(["TARGET", "REMOUNT OPTIONS", "RESULT"],
+                        [[r.target, r.options, "not run (--check)" if r.ok is None else "ok" if r.ok
+                          else "NOT APPLIED: " + (", ".join(r.not_applied) or r.error)] for r in result.remounts])))
+    for p in result.problems:
+        out.warn(_printable(f"tunectl: {p}"))

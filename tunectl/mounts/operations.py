@@ -1,0 +1,339 @@
+"""The mount operations behind `mounts check` and `mounts fix`: gather facts through the edges,
+judge them with the pure core, write fstab safely and remount.
+
+Each returns a report object; rendering and exit codes are the CLI's business.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import errno
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tunectl.errors import ExitCode, NotPermitted, StateError, TunectlError, UsageError
+from tunectl.mounts import fstab as fstab_model
+from tunectl.mounts import options as opts
+from tunectl.mounts.check import FsCheck, evaluate
+from tunectl.mounts.rules import Facts
+from tunectl.system import mountinfo
+from tunectl.system.blockpath import Resolver
+
+DEFAULT_FSTAB = "/etc/fstab"
+
+
+def fstab_path(ctx, given: str | None) -> Path:
+    return Path(given or ctx.env.get("TUNECTL_FSTAB") or DEFAULT_FSTAB)
+
+
+@dataclass
+class CheckReport:
+    profile: str
+    fstab_path: Path
+    table: fstab_model.Fstab
+    data: bytes
+    filesystems: list[FsCheck]
+    warnings: list[str] = field(default_factory=list)
+    timer: dict | None = None
+
+    @property
+    def in_sync(self) -> bool:
+        return not any(fs.drift for fs in self.filesystems) and (self.timer is None or self.timer["ok"])
+
+    def to_json(self) -> dict:
+        doc = {"in_sync": self.in_sync, "profile": self.profile, "fstab_path": str(self.fstab_path),
+               "filesystems": [fs.to_json() for fs in self.filesystems], "warnings": self.warnings}
+        if self.timer is not None:
+            doc["fstrim_timer"] = self.timer
+        return doc
+
+
+@dataclass
+class Remount:
+    target: str
+    options: str
+    ok: bool | None  # None under --check: not run
+    not_applied: list[str] = field(default_factory=list)
+    error: str = ""
+
+    def to_json(self) -> dict:
+        return {"target": self.target, "options": self.options, "ok": self.ok, "not_applied": self.not_applied,
+                "error": self.error}
+
+
+@dataclass
+class FixReport:
+    check_report: CheckReport
+    check: bool
+    diff: str
+    written: bool = False
+    backup: str | None = None
+    remounts: list[Remount] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        # A remount whose mount(8) succeeded changed something, even if one option did not take.
+        return bool(self.diff) and (self.written or self.check) or any(r.ok is None or not r.error for r in self.remounts)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.PARTIAL if self.problems else ExitCode.OK
+
+    def to_json(self) -> dict:
+        return {"changed": self.changed, "check": self.check, "fstab": str(self.check_report.fstab_path),
+                "diff": self.diff, "backup": self.backup, "remounts": [r.to_json() for r in self.remounts],
+                "problems": self.problems, "warnings": self.check_report.warnings}
+
+
+def _read_fstab(path: Path) -> tuple[bytes, list[str]]:
+    try:
+        return path.read_bytes(), []
+    except FileNotFoundError:
+        return b"", [f"{path} does not exist; only live mounts are checked"]
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a directory, not an fstab file", hint="give --fstab FILE") from None
+    except OSError as e:
+        if e.errno in (errno.EACCES, errno.EPERM):
+            raise NotPermitted(f"cannot read {path}: {e.strerror}", hint="run as root") from None
+        raise TunectlError(f"cannot read {path}: {e.strerror}") from None
+
+
+def _cannot_discard(ctx, names: list[str]) -> str | None:
+    for name in names:
+        text = ctx.sysfs.read_or(f"block/{name}/queue/discard_max_bytes")
+        if text is None or text.strip() in ("", "0"):
+            return f"{name} cannot discard (queue/discard_max_bytes is {text.strip() if text else 'missing'})"
+    return None
+
+
+def fstrim_timer_state() -> str:
+    """`systemctl is-enabled fstrim.timer`: enabled, disabled, ..., or 'no systemd'."""
+    from tunectl.system.runner import CommandError, run
+
+    if not os.path.isdir("/run/systemd/system"):
+        return "no systemd"
+    try:
+        done = run(["systemctl", "is-enabled", "fstrim.timer"], timeout=15, check=False)
+    except CommandError:
+        return "no systemd"
+    return (done.stdout.strip() or done.stderr.strip() or "unknown").splitlines()[0]
+
+
+def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckReport:
+    from tunectl.tuning.operations import _load, active_profile_ref
+
+    profile = _load(ctx, active_profile_ref(ctx, profile_ref))
+    path = fstab_path(ctx, fstab_file)
+    data, warnings = _read_fstab(path)
+    table = fstab_model.parse(data)
+    warnings += [f"{path}:{n}: libmount cannot parse this line ({why}); left as it is" for n, why in table.problems]
+    mounts, problems = mountinfo.read_mounts(mountinfo.proc_root(ctx.env, str(ctx.sysfs.root)))
+    warnings += problems
+    resolver = Resolver(ctx)
+    rules = profile.mounts
+    results: list[FsCheck] = []
+
+    entries = table.entries
+    seen: dict[str, int] = {}
+    for entry in entries:
+        if entry.target in seen and entry.fstype != "swap":
+            warnings.append(f"{path}:{entry.lineno}: {entry.target} is also the mountpoint of line {seen[entry.target]}; "
+                            "the later line is mounted on top")
+        seen[entry.target] = entry.lineno
+    last_for_target = {e.target: e.lineno for e in entries}
+    live_used: set[int] = set()
+
+    def facts_for(source: str, target: str, fstype: str, live: mountinfo.Mount | None,
+                  bind: bool) -> tuple[Facts, str | None]:
+        if bind or fstype in opts.NON_BLOCK_FSTYPES:
+            return Facts(fstype, target, block=False), None
+        found = resolver.mount(live) if live is not None else resolver.source(source)
+        if found.name is None:
+            block = source.startswith(("/dev/", "UUID=", "LABEL=", "PARTUUID=", "PARTLABEL="))
+            return Facts(fstype, target, block=block, absent=found.problem), None
+        whole = resolver.whole(found.name)
+        disks = resolver.disks_below(found.name)
+        device = resolver.devices.get(whole)
+        facts = Facts(fstype, target, device, [resolver.devices[d] for d in disks if d in resolver.devices])
+        chain = disks + ([whole] if whole not in disks else [])
+        return facts, _cannot_discard(ctx, chain)
+
+    for entry in entries:
+        live = None
+        if entry.fstype != "swap" and last_for_target.get(entry.target) == entry.lineno:
+            live = mountinfo.find(mounts, entry.target)
+            if live is not None:
+                live_used.add(live.mount_id)
+        facts, no_discard = facts_for(entry.source, entry.target, entry.fstype, live, entry.is_bind)
+        if not facts.block and not any(r.get("match", {}).get("fstype") for r in rules):
+            continue
+        fs = evaluate(rules, facts, entry.source, entry, live, no_discard)
+        if facts.block or fs.rules:
+            results.append(fs)
+    visible = {m.target: m for m in mounts}
+    for m in mounts:
+        if m.mount_id in live_used or visible.get(m.target) is not m:
+            continue
+        if m.is_bind or m.fstype in opts.NON_BLOCK_FSTYPES or m.devnum.startswith("0:") and not m.source.startswith("/dev/"):
+            facts = Facts(m.fstype, m.target, block=False)
+            if not any(r.get("match", {}).get("fstype") for r in rules):
+                continue
+            fs = evaluate(rules, facts, m.source, None, m, None)
+            if fs.rules:
+                results.append(fs)
+            continue
+        facts, no_discard = facts_for(m.source, m.target, m.fstype, m, False)
+        if facts.device is None:
+            continue  # a mount of a device outside this sysfs root
+        results.append(evaluate(rules, facts, m.source, None, m, no_discard))
+    report = CheckReport(profile.name, path, table, data, results, warnings)
+    if any(fs.want.discard == "periodic" for fs in results if fs.rules):
+        state = fstrim_timer_state()
+        ok = state in ("enabled", "static", "alias", "indirect", "enabled-runtime", "no systemd")
+        report.timer = {"wanted": "enabled", "state": state, "ok": ok}
+        if state == "no systemd":
+            warnings.append("discard: periodic wants fstrim.timer, but systemd is not running here; "
+                            "schedule fstrim -a another way")
+        elif not ok:
+            warnings.append(f"discard: periodic wants fstrim.timer enabled, it is {state}; "
+                            "run: systemctl enable --now fstrim.timer")
+    return report
+
+
+def unified_diff(path: Path, old: bytes, new: bytes) -> str:
+    if old == new:
+        return ""
+    a = old.decode("utf-8", "replace").splitlines(keepends=True)  # for display: never unprintable
+    b = new.decode("utf-8", "replace").splitlines(keepends=True)
+    lines = difflib.unified_diff(a, b, fromfile=str(path), tofile=f"{path} (tunectl)")
+    return "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines)
+
+
+def _findmnt(path: Path) -> list[dict]:
+    from tunectl.system.runner import run
+
+    done = run(["findmnt", "--tab-file", str(path), "-J", "-o", "SOURCE,TARGET,FSTYPE,OPTIONS,FREQ,PASSNO"],
+               timeout=30, check=False)
+    if done.returncode not in (0, 1) or (done.returncode == 1 and done.stdout.strip()):
+        raise TunectlError(f"findmnt cannot read {path}: {done.stderr.strip()}")
+    return json.loads(done.stdout).get("filesystems", []) if done.stdout.strip() else []
+
+
+def libmount_agrees(old: Path, new: Path, changed: dict[int, list[str]], table: fstab_model.Fstab) -> None:
+    """libmount must read every untouched entry of `new` exactly as in `old`, and the changed ones
+    with the new options; else raise and nothing is replaced."""
+    before, after = _findmnt(old), _findmnt(new)
+    entries = table.entries
+    if not (len(before) == len(after) == len(entries)):
+        raise TunectlError(f"libmount reads {len(before)} entries in {old} and {len(after)} in the new file "
+                           f"(tunectl: {len(entries)}); not replacing {old}")
+    for entry, a, b in zip(entries, before, after):
+        if entry.lineno in changed:
+            want = opts.as_set(changed[entry.lineno])
+            if opts.as_set(opts.split(b.get("options"))) != want or {**a, "options": None} != {**b, "options": None}:
+                raise TunectlError(f"libmount reads line {entry.lineno} of the new file as {b}, not as intended; "
+                                   f"not replacing {old}")
+        elif a != b:
+            raise TunectlError(f"libmount reads untouched line {entry.lineno} differently after the edit "
+                               f"({a} -> {b}); not replacing {old}")
+
+
+def _write(path: Path, old: bytes, new: bytes, changed: dict[int, list[str]], table: fstab_model.Fstab) -> str:
+    from tunectl.system.state import atomic_write
+
+    real = Path(os.path.realpath(path))
+    backup = real.with_name(real.name + ".tunectl.bak")
+    try:
+        atomic_write(backup, old, like=real)
+        atomic_write(real, new, like=real, verify=lambda tmp: libmount_agrees(real, tmp, changed, table))
+    except OSError as e:
+        if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise NotPermitted(f"cannot write {real}: {e.strerror}", hint="run as root") from None
+        raise TunectlError(f"cannot write {real}: {e.strerror}") from None
+    return str(backup)
+
+
+def remount(ctx, fs: FsCheck) -> Remount:
+    from tunectl.system.runner import CommandError, run
+
+    assert fs.live is not None
+    options = ",".join(opts.remount_options(fs.live.options, fs.want))
+    result = Remount(fs.target, options, True)
+    try:
+        # Source and target both given: mount(8) then reads no fstab entry into the remount.
+        run(["mount", "-o", f"remount,{options}", fs.live.source, fs.live.target], timeout=60)
+    except CommandError as e:
+        result.ok, result.error = False, e.message
+    mounts, _ = mountinfo.read_mounts(mountinfo.proc_root(ctx.env, str(ctx.sysfs.root)))
+    now = mountinfo.find(mounts, fs.target)
+    if now is None:
+        result.ok, result.error = False, result.error or f"{fs.target} is no longer mounted"
+        result.not_applied = [o for _, o in fs.live_drift]
+        return result
+    result.not_applied = [("" if change == "add" else "-") + o for change, o in opts.drift(now.options, fs.want, True)]
+    if result.not_applied:
+        result.ok = False
+    return result
+
+
+@contextlib.contextmanager
+def _locked(ctx, notes: list[str]) -> Iterator[None]:
+    """tunectl's lock, so an Ansible run and a person never edit fstab at once; a user fixing a copy
+    of an fstab without a usable state directory goes on unlocked, with a warning."""
+    lock = ctx.state.locked()
+    try:
+        lock.__enter__()
+    except StateError as e:
+        notes.append(f"not holding the tunectl lock: {e.message}")
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.__exit__(None, None, None)
+
+
+def fix(ctx, profile_ref: str | None, fstab_file: str | None = None, do_remount: bool = False,
+        check_only: bool = False) -> FixReport:
+    if check_only:
+        return _fix(ctx, profile_ref, fstab_file, do_remount, True)
+    notes: list[str] = []
+    with _locked(ctx, notes):
+        result = _fix(ctx, profile_ref, fstab_file, do_remount, False)
+    result.check_report.warnings += notes
+    return result
+
+
+def _fix(ctx, profile_ref: str | None, fstab_file: str | None, do_remount: bool, check_only: bool) -> FixReport:
+    report = check(ctx, profile_ref, fstab_file)
+    changed = {fs.entry.lineno: fs.fixed_fstab_options() for fs in report.filesystems
+               if fs.entry is not None and fs.fstab_drift}
+    new = report.table.with_options(changed).render()
+    result = FixReport(report, check_only, unified_diff(report.fstab_path, report.data, new))
+    if changed and not check_only:
+        try:
+            result.backup = _write(report.fstab_path, report.data, new, changed, report.table)
+            result.written = True
+        except NotPermitted:
+            raise
+        except TunectlError as e:
+            result.problems.append(e.message)
+    if do_remount:
+        for fs in report.filesystems:
+            if fs.live is None or not fs.live_drift:
+                continue
+            if check_only:
+                result.remounts.append(Remount(fs.target, ",".join(opts.remount_options(fs.live.options, fs.want)),
+                                               None, [("" if c == "add" else "-") + o for c, o in fs.live_drift]))
+                continue
+            done = remount(ctx, fs)
+            result.remounts.append(done)
+            if not done.ok:
+                result.problems.append(f"remount of {done.target} with {done.options}: "
+                                       + (done.error or f"did not take effect: {', '.join(done.not_applied)}"))
+    return result

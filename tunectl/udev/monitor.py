@@ -1,0 +1,115 @@
+"""`tunectl udev monitor`: follow block add/change events and verify each device once udev has run its rules.
+
+The event source is pyudev's monitor on the *udev* netlink source: those events
+are sent after udev has run every rule (ours included) for the device, so what
+is planned then is what the rules left behind. Kernel-source events would race
+udev's own writes. pyudev is imported here only, and only when the monitor runs.
+
+`follow` is the loop without the OS: it takes any iterable of events, so tests
+drive it with events of their own against a fake sysfs tree.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+from tunectl.errors import TunectlError, UsageError
+from tunectl.tuning.plan import Setting
+
+IN_SYNC = "in-sync"
+DRIFT = "drift"
+NOT_TUNED = "not-tuned"  # the profile has no setting for this device
+VANISHED = "vanished"  # gone before it could be planned (a quick add/remove)
+ACTIONS = ("add", "change")
+
+
+@dataclass(frozen=True)
+class BlockEvent:
+    action: str
+    device: str  # kernel name of a whole disk
+    sequence: int | None = None
+
+
+@dataclass
+class EventReport:
+    time: str
+    event: BlockEvent
+    profile: str
+    status: str
+    settings: int = 0  # how many settings the profile has for the device
+    drift: list[Setting] = field(default_factory=list)
+    reason: str = ""
+
+    def to_json(self) -> dict:
+        return {"time": self.time, "device": self.event.device, "action": self.event.action,
+                "sequence": self.event.sequence, "profile": self.profile, "status": self.status,
+                "in_sync": self.status in (IN_SYNC, NOT_TUNED), "settings": self.settings,
+                "drift": [s.to_json() for s in self.drift], "reason": self.reason}
+
+    def line(self) -> str:
+        head = f"{self.time}  {self.event.device:<10} {self.event.action:<6}"
+        if self.status == DRIFT:
+            parts = [f"{s.attribute} {_show(s.before)} -> {_show(s.after)}" + (f" ({s.reason})" if s.reason else "")
+                     for s in self.drift]
+            return f"{head} drift: {'; '.join(parts)}"
+        if self.status == IN_SYNC:
+            return f"{head} in sync ({self.settings} setting{'s' if self.settings != 1 else ''})"
+        return f"{head} {self.status.replace('-', ' ')}: {self.reason}"
+
+
+def _show(value: object) -> str:
+    return "-" if value is None else ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def _now() -> str:
+    return datetime.datetime.now().astimezone().isoformat(timespec="milliseconds")
+
+
+def follow(events: Iterable[BlockEvent | None], check: Callable[[str], tuple[str, list[Setting]]],
+           profile: str, clock: Callable[[], str] = _now) -> Iterator[EventReport]:
+    """One report per add/change event of a whole disk: `check(name)` plans it (profile name, settings)."""
+    for event in events:
+        if event is None or event.action not in ACTIONS:
+            continue
+        try:
+            name, settings = check(event.device)
+        except UsageError:
+            yield EventReport(clock(), event, profile, VANISHED, reason="no such device any more")
+            continue
+        profile = name
+        relevant = [s for s in settings if s.device == event.device]
+        drift = [s for s in relevant if s.is_drift]
+        if drift:
+            yield EventReport(clock(), event, profile, DRIFT, len(relevant), drift)
+        elif relevant:
+            yield EventReport(clock(), event, profile, IN_SYNC, len(relevant))
+        else:
+            yield EventReport(clock(), event, profile, NOT_TUNED, reason="the profile has no setting for this device")
+
+
+def udev_events(poll_seconds: float = 0.5) -> Iterator[BlockEvent | None]:
+    """Block add/change events of whole disks from this machine's udev, after its rules ran.
+
+    The first item is None, yielded once the socket listens: a caller can say
+    "ready" knowing that no later event is lost. `follow` skips it.
+    """
+    try:
+        import pyudev
+    except ImportError:  # pragma: no cover - pyudev is a declared dependency
+        raise TunectlError("pyudev is not installed", hint="pip install pyudev") from None
+    try:
+        context = pyudev.Context()
+        monitor = pyudev.Monitor.from_netlink(context, source="udev")
+        monitor.filter_by("block", device_type="disk")
+        monitor.start()
+    except (OSError, pyudev.DeviceNotFoundError) as e:
+        raise TunectlError(f"cannot listen to udev events: {e}",
+                           hint="udev monitor needs a running systemd-udevd and a netlink socket") from None
+    yield None
+    while True:
+        device = monitor.poll(timeout=poll_seconds)  # a timeout keeps Ctrl-C responsive
+        if device is None:
+            continue
+        yield BlockEvent(device.action or "", device.sys_name, device.sequence_number)
