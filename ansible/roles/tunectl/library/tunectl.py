@@ -357,32 +357,34 @@ class Run:
         rules = self.profile_args() + self.rules_args()
         before = None
         if self.check or self.module._diff:
-            _, doc = self.t.run(["udev", "check"] + rules, (0, 1))
-            self.result["udev"] = doc
-            before = read_text(doc["path"]) if self.module._diff else None
+            doc = self.udev(["check"] + rules, (0, 1))
+            before = read_text(doc["path"])
             if self.check:
-                if not doc.get("in_sync"):
-                    self.changed = True
-                    self.summary.append(f"udev: would install {doc.get('path')}")
-                    if self.module._diff:
-                        _, rendered = self.t.run(["udev", "render"] + self.profile_args(), (0,))
-                        self.diff.append({"before_header": doc["path"], "after_header": doc["path"],
-                                          "before": before, "after": rendered.get("rules", "")})
+                if doc.get("in_sync"):
+                    self.summary.append(f"udev: {doc['path']} in sync")
                 else:
-                    self.summary.append(f"udev: {doc.get('path')} in sync")
+                    rendered = self.t.run(["udev", "render"] + self.profile_args(), (0,))[1] if self.module._diff else {}
+                    self.file_changed("would install", doc["path"], before, rendered.get("rules", ""))
                 return
-        rc, doc = self.t.run(["udev", "install"] + rules, (0, 3))
+        doc = self.udev(["install"] + rules, (0, 3))
+        if doc.get("changed"):
+            self.file_changed("installed", doc["path"], before, read_text(doc["path"]))
+        else:
+            self.summary.append(f"udev: {doc['path']} in sync")
+
+    def udev(self, args: list[str], ok_codes: tuple[int, ...]) -> dict:
+        """`tunectl udev ARGS --json`: its report kept in the result, its problems (udevd not running) as warnings."""
+        _, doc = self.t.run(["udev"] + args, ok_codes)
         self.result["udev"] = doc
         for problem in doc.get("problems") or []:
             self.t.warn(f"udev: {problem}")
-        if doc.get("changed"):
-            self.changed = True
-            self.summary.append(f"udev: installed {doc.get('path')}")
-            if before is not None:
-                self.diff.append({"before_header": doc["path"], "after_header": doc["path"],
-                                  "before": before, "after": read_text(doc["path"])})
-        else:
-            self.summary.append(f"udev: {doc.get('path')} in sync")
+        return doc
+
+    def file_changed(self, verb: str, path: str, before: str | None, after: str) -> None:
+        self.changed = True
+        self.summary.append(f"udev: {verb} {path}")
+        if self.module._diff and before is not None:
+            self.diff.append({"before_header": path, "after_header": path, "before": before, "after": after})
 
     def mounts(self, mode: str) -> None:
         fstab = ["--fstab", self.p["fstab"]] if self.p["fstab"] else []
@@ -466,8 +468,7 @@ class Run:
             self.diff.extend(settings_diff(drift))
         self.summary.append("verify: in sync" if not drift else f"verify: {len(drift)} setting(s) drifted")
         if self.p["persist"]:
-            _, udev = self.t.run(["udev", "check"] + self.profile_args() + self.rules_args(), (0, 1))
-            self.result["udev"] = udev
+            udev = self.udev(["check"] + self.profile_args() + self.rules_args(), (0, 1))
             if not udev.get("in_sync"):
                 state = "differs from" if udev.get("installed") else "is missing, unlike"
                 self.failures.append(f"udev: {udev.get('path')} {state} what profile {udev.get('profile')} renders")
@@ -479,23 +480,13 @@ class Run:
         if not self.p["persist"]:
             return
         path = os.path.join(self.p["rules_dir"] or DEFAULT_RULES_DIR, RULES_FILE)
+        before = read_text(path)
         if self.check:
             if os.path.exists(path):
-                self.changed = True
-                self.summary.append(f"udev: would remove {path}")
-                if self.module._diff:
-                    self.diff.append({"before_header": path, "after_header": path, "before": read_text(path), "after": ""})
+                self.file_changed("would remove", path, before, "")
             return
-        before = read_text(path) if self.module._diff else ""
-        _, udev = self.t.run(["udev", "remove"] + self.rules_args(), (0, 3))
-        self.result["udev"] = udev
-        for problem in udev.get("problems") or []:
-            self.t.warn(f"udev: {problem}")
-        if udev.get("removed"):
-            self.changed = True
-            self.summary.append(f"udev: removed {udev.get('path')}")
-            if self.module._diff:
-                self.diff.append({"before_header": path, "after_header": path, "before": before, "after": ""})
+        if self.udev(["remove"] + self.rules_args(), (0, 3)).get("removed"):
+            self.file_changed("removed", path, before, "")
 
 
 def describe_drift(drift: list) -> str:
