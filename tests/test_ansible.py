@@ -51,6 +51,25 @@ def test_ansible_doc_renders_the_module_as_its_argument_spec():
     assert "tunectl:" in doc["examples"]
 
 
+def test_role_defaults_and_argument_specs_agree():
+    """Every variable in defaults/main.yml is in meta/argument_specs.yml with the same default, and is documented."""
+    import yaml
+
+    role = LIBRARY.parent
+    defaults_text = (role / "defaults" / "main.yml").read_text()
+    defaults = yaml.safe_load(defaults_text)
+    options = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+    assert sorted(defaults) == sorted(options)
+    for name, value in defaults.items():
+        assert options[name]["default"] == value, name
+        assert options[name]["description"], name
+        if "choices" in options[name]:
+            assert value in options[name]["choices"], name
+        # a comment above each variable (or its group) in defaults/main.yml
+        above = defaults_text.split(f"\n{name}:")[0].rstrip().splitlines()
+        assert any(line.startswith("#") for line in above[-6:]), name
+
+
 @pytest.mark.skipif(ansible_tool("ansible-lint") is None,
                     reason="ansible-lint not installed (scripts/bootstrap --test installs it)")
 def test_ansible_lint_passes_the_role_at_the_production_profile(tmp_path):
