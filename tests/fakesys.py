@@ -1218,3 +1218,26 @@ def mountinfo_line(tree: FakeTree, mount_id: int, name: str, target: str, fstype
         return "".join(f"\\{ord(c):03o}" if c in " \t\n\\" else c for c in text)
 
     return f"{mount_id} 1 {tree.devnum(name)} {esc(root)} {esc(target)} {vfs} shared:{mount_id} - {fstype} {esc(source)} {sb}"
+# --- block I/O statistics (tunectl bench) --------------------------------------------------------
+
+STAT_FIELDS = 17  # Documentation/block/stat.rst as of 5.5: 11 + 4 discard + 2 flush
+
+
+def block_stat(tree: FakeTree, name: str) -> list[int]:
+    """The counters of ``block/<name>/stat`` (all zero if the device has none yet)."""
+    path = tree.root / "block" / name / "stat"
+    return [int(v) for v in path.read_text().split()] if path.exists() else [0] * STAT_FIELDS
+
+
+def bump_block_stat(tree: FakeTree, name: str, reads: int = 0, merged: int = 0, sectors: int = 0,
+                    read_ms: int = 0, queue_ms: int = 0) -> None:
+    """Account completed reads as the kernel does: fields 1-4, io_ticks and time_in_queue."""
+    v = block_stat(tree, name)
+    v[0] += reads
+    v[1] += merged
+    v[2] += sectors
+    v[3] += read_ms
+    v[9] += read_ms
+    v[10] += queue_ms
+    # The kernel pads every field to a width; readers must split on runs of blanks.
+    (tree.root / "block" / name / "stat").write_text("".join(f"{x:>8} " for x in v).rstrip() + "\n")

@@ -52,6 +52,9 @@ def restore(name: str, snap: dict[str, str]) -> None:
 def loop_devices(tmp: Path, specs: list[dict]) -> Iterator[list[str]]:
     """Attach one loop device per spec ({'sector_size': 4096, 'rotational': 1, 'size_mb': 16}).
 
+    'direct_io': True attaches with --direct-io=on (reads reach the backing file's disk, not
+    its page cache); 'random_data': True fills the backing file with random bytes.
+
     On exit every device gets back the settings it had when attached, then is detached.
     """
     names: list[str] = []
@@ -60,8 +63,13 @@ def loop_devices(tmp: Path, specs: list[dict]) -> Iterator[list[str]]:
         for i, spec in enumerate(specs):
             backing = tmp / f"loop{i}.img"
             with open(backing, "wb") as f:
+                if spec.get("random_data"):
+                    for _ in range(spec.get("size_mb", 16)):
+                        f.write(os.urandom(1 << 20))
                 f.truncate(spec.get("size_mb", 16) << 20)
             cmd = ["losetup", "-f", "--show"]
+            if spec.get("direct_io"):
+                cmd += ["--direct-io=on"]
             if spec.get("sector_size"):
                 cmd += ["--sector-size", str(spec["sector_size"])]
             dev = subprocess.run(cmd + [str(backing)], check=True, capture_output=True, text=True).stdout.strip()

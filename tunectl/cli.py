@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "profile": ("tunectl.profile.cli", "the profile library: list, show, validate, import-tuned"),
     "udev": ("tunectl.udev.cli", "rules for hot-plug and boot: render, install, remove, check; monitor events"),
     "mounts": ("tunectl.mounts.cli", "mount options against the profile: check live mounts and fstab, fix fstab, remount"),
+    "bench": ("tunectl.bench.cli", "read-only sweep of read-ahead and schedulers; restores every setting; recommends"),
 }
 
 class Output:

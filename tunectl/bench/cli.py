@@ -1,0 +1,257 @@
+"""`tunectl bench TARGET`: arguments, the sweep, and its rendering (table, chart, JSON, CSV, PNG)."""
+
+from __future__ import annotations
+
+import argparse
+
+from tunectl.errors import ExitCode
+
+EPILOG = """\
+Reads only: the device and the file are opened read-only. Between points only
+the target's cached pages are dropped (fadvise DONTNEED, BLKFLSBUF), never the
+machine's. Every setting the sweep touches (scheduler, its knobs, nr_requests,
+read_ahead_kb) is restored at the end, also on Ctrl-C (exit 130) and on errors.
+
+examples:
+  tunectl bench sdb                                   # full sweep, every offered scheduler
+  tunectl bench /dev/sdb --read-ahead 16,128,1024 --schedulers mq-deadline,none
+  tunectl bench /usr/lib/chromium/chromium --size 64M # a file: tunes the stack under its filesystem
+  tunectl bench dm-0 --random --csv sweep.csv --plot sweep.png
+  tunectl bench loop0 --json | jq .recommendation.fragment -r"""
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
+    from tunectl.bench.sweep import DEFAULT_READ_AHEAD, DEFAULT_RUNS
+
+    p.epilog = EPILOG
+    p.add_argument("target", metavar="TARGET", help="block device (sda, /dev/sda, /dev/disk/by-id/...) or a file")
+    p.add_argument("--read-ahead", metavar="LIST", default=DEFAULT_READ_AHEAD,
+                   help=f"read_ahead_kb values: 16,128,1024 or a doubling range (default {DEFAULT_READ_AHEAD})")
+    p.add_argument("--schedulers", metavar="LIST",
+                   help="schedulers to sweep, comma-separated (default: every one the device, or the disks "
+                        "below a stacked device, offers)")
+    p.add_argument("--runs", type=int, default=DEFAULT_RUNS, metavar="N",
+                   help=f"cold reads per point; the median is reported (default {DEFAULT_RUNS})")
+    p.add_argument("--size", metavar="SIZE", default="32 MiB", help="bytes read per point, at most (default 32 MiB)")
+    p.add_argument("--read-size", metavar="SIZE", default="4 KiB",
+                   help="bytes per read(2) (default 4 KiB: page-sized reads, so read-ahead shapes the requests)")
+    p.add_argument("--random", action="store_true", help="also 4 KiB random reads with fio --readonly at each point")
+    p.add_argument("--seed", type=int, metavar="N", help="order of the shuffled points (default: random, reported)")
+    p.add_argument("--csv", metavar="FILE", help="write every run, one row per device, as CSV")
+    p.add_argument("--plot", metavar="FILE.png", help="write the chart as a PNG (needs tunectl[plot]: matplotlib)")
+
+
+def _size(text: str, option: str) -> int:
+    from tunectl.errors import UsageError
+    from tunectl.units import parse_bytes
+
+    try:
+        value = parse_bytes(text)
+    except ValueError as e:
+        raise UsageError(f"{option}: {e}") from None
+    if value <= 0:
+        raise UsageError(f"{option}: must be more than 0 bytes")
+    return value
+
+
+def _writable(path: str, option: str) -> None:
+    import os
+
+    from tunectl.errors import UsageError
+
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
+        raise UsageError(f"{option}: cannot write {path}: {directory} is not a writable directory")
+
+
+def run(ctx, args, out) -> int:
+    import random as random_mod
+    import shutil
+
+    from tunectl.bench import stack as stacking
+    from tunectl.bench.runner import Io, Sweep
+    from tunectl.bench.sweep import parse_read_ahead, parse_schedulers, plan_points
+    from tunectl.errors import UsageError
+    from tunectl.units import format_bytes
+
+    read_aheads = parse_read_ahead(args.read_ahead)
+    wanted = parse_schedulers(args.schedulers) if args.schedulers else None
+    if args.runs < 1:
+        raise UsageError("--runs: must be at least 1")
+    size, block = _size(args.size, "--size"), _size(args.read_size, "--read-size")
+    if args.plot:
+        from tunectl.bench.plot import require_matplotlib
+
+        require_matplotlib()
+        _writable(args.plot, "--plot")
+    if args.csv:
+        _writable(args.csv, "--csv")
+    if args.random and shutil.which("fio") is None:
+        raise UsageError("--random needs fio, which is not installed", hint="apt install fio")
+
+    stack = stacking.resolve(ctx, args.target)
+    schedulers = _schedulers(stack, wanted)
+    stacking.check_nodes(ctx, stack)
+    from tunectl.system import blockio
+
+    blockio.check_readable(stack.read_path)
+    seed = args.seed if args.seed is not None else random_mod.SystemRandom().randrange(1 << 31)
+    points = plan_points(read_aheads, schedulers, args.runs, seed)
+    header = (f"bench {stack.target} ({stack.kind}; read_ahead_kb on {stack.top.name}"
+              + (f", scheduler on {', '.join(d.name for d in stack.scheduled)}" if schedulers != [None] else "")
+              + f"): {len(read_aheads)} read-ahead x {len(schedulers)} scheduler(s) x {args.runs} run(s) = "
+              + f"{len(points)} points, {format_bytes(min(size, stack.read_bytes))} each, "
+              + f"seed {seed}")
+    if not out.json:
+        out.print(header)
+    bar = out.progress(len(points), "bench")
+    sweep = Sweep(ctx, stack, points, size, block, Io.real(), random=args.random,
+                  on_point=lambda i, p: bar.advance(0, f"point {i}: {p.describe()}"),
+                  on_done=lambda i, r: bar.advance(1))
+    try:
+        sweep.run()
+    except KeyboardInterrupt as e:
+        from tunectl.bench.runner import Terminated
+
+        bar.close()
+        verb = "terminated" if isinstance(e, Terminated) else "interrupted"
+        _report_restore(sweep, out, f"{verb} after {len(sweep.runs)} of {len(points)} points")
+        if out.json:
+            _emit(stack, sweep, seed, schedulers, out, interrupted=True)
+        return 143 if isinstance(e, Terminated) else 130
+    except BaseException:
+        bar.close()
+        _report_restore(sweep, out, "stopped by an error")
+        raise
+    bar.close()
+    return _render(ctx, args, stack, sweep, seed, schedulers, out)
+
+
+def _schedulers(stack, wanted: list[str] | None) -> list:
+    from tunectl.errors import UsageError
+
+    offered = stack.offered
+    if not stack.scheduled:
+        if wanted:
+            raise UsageError(f"{stack.top.name} has no I/O scheduler (bio-based) and no disk below it has one",
+                             hint="leave out --schedulers: only read-ahead can be swept here")
+        return [None]
+    if wanted is None:
+        return offered
+    for name in wanted:
+        if name not in offered:
+            where = ", ".join(d.name for d in stack.scheduled)
+            raise UsageError(f"--schedulers: {where} does not offer {name}",
+                             hint=f"offered: {' '.join(offered) or 'none'} (modprobe the scheduler's module to add it)")
+    return wanted
+
+
+def _restored_text(sweep) -> str:
+    by_device: dict[str, list[str]] = {}
+    knobs: dict[str, int] = {}
+    for o in sweep.restored:
+        s = o.setting
+        if s.attribute.startswith("iosched/"):
+            knobs[s.device] = knobs.get(s.device, 0) + 1
+        else:
+            by_device.setdefault(s.device, []).append(f"{s.attribute}={s.after}")
+    what = "; ".join(f"{dev} {' '.join(attrs)}" + (f" and {knobs[dev]} {_scheduler_of(attrs)} knobs" if dev in knobs else "")
+                     for dev, attrs in by_device.items())
+    return f"restored every original setting: {what or 'nothing had changed'}"
+
+
+def _scheduler_of(attrs: list[str]) -> str:
+    return next((a.split("=", 1)[1] for a in attrs if a.startswith("scheduler=")), "scheduler")
+
+
+def _report_restore(sweep, out, why: str) -> None:
+    if not sweep.changed:
+        out.warn(f"tunectl bench: {why}; no setting had been changed")
+        return
+    failures = sweep.restore_failures
+    if not sweep.restored and not failures:
+        out.warn(f"tunectl bench: {why}; restoring did not run")
+        return
+    if failures:
+        for o in failures:
+            s = o.setting
+            out.warn(f"tunectl bench: could not restore {s.device} {s.attribute}={s.after}: {o.error}")
+        return
+    out.warn(f"tunectl bench: {why}; {_restored_text(sweep)}")
+
+
+def _placement(stack):
+    from tunectl.bench.results import Placement
+
+    return Placement(stack.top.name, stack.top.cls, stack.stacked, tuple(d.name for d in stack.scheduled))
+
+
+def _emit(stack, sweep, seed, schedulers, out, interrupted: bool = False) -> None:
+    from tunectl.bench.results import recommend, summarise
+    from tunectl.report import emit_json
+
+    summaries = summarise(sweep.runs)
+    rec = None if interrupted else recommend(summaries, _placement(stack))
+    emit_json({"target": stack.target, "kind": stack.kind, "read_path": stack.read_path,
+               "device": stack.top.name, "class": stack.top.cls, "below": [d.name for d in stack.below],
+               "scheduled": [d.name for d in stack.scheduled], "schedulers": schedulers, "seed": seed,
+               "interrupted": interrupted, "points": [s.to_json() for s in summaries],
+               "runs": [r.to_json() for r in sweep.runs],
+               "recommendation": rec.to_json() if rec else None,
+               "restored": [o.to_json() for o in sweep.restored],
+               "restore_failed": [o.to_json() for o in sweep.restore_failures]}, out.stdout)
+
+
+def _render(ctx, args, stack, sweep, seed, schedulers, out) -> int:
+    from tunectl.bench import chart
+    from tunectl.bench.results import recommend, summarise
+    from tunectl.report import table
+
+    code = ExitCode.PARTIAL if sweep.restore_failures else ExitCode.OK
+    summaries = summarise(sweep.runs)
+    if args.csv:
+        from tunectl.bench.export import runs_csv
+
+        try:
+            with open(args.csv, "w") as f:
+                f.write(runs_csv(sweep.runs))
+        except OSError as e:
+            out.warn(f"tunectl bench: cannot write {args.csv}: {e.strerror}")
+            code = ExitCode.PARTIAL
+    if args.plot:
+        from tunectl.bench.plot import write_png
+
+        write_png(args.plot, summaries, f"tunectl bench {stack.target}")
+    if out.json:
+        _emit(stack, sweep, seed, schedulers, out)
+        return code
+    rows = []
+    for s in summaries:
+        first = [s.scheduler or "-", s.read_ahead_kb, f"{s.mb_s:.1f}", f"{s.spread_pct:.0f}%"]
+        if s.random_iops is not None:
+            first.append(f"{s.random_iops:.0f}")
+        for i, d in enumerate(s.stats):
+            lead = first if i == 0 else [""] * len(first)
+            rows.append(lead + [d.device, f"{d.reads / s.runs:.0f}", f"{d.merged_share * 100:.0f}%",
+                                f"{d.avg_request_kib:.0f}", f"{d.read_await_ms:.2f}",
+                                f"{d.time_in_queue_ms / s.runs:.0f}"])
+    headers = ["SCHEDULER", "RA KiB", "MB/s", "SPREAD"] + (["RAND IOPS"] if args.random else []) + \
+        ["DEVICE", "READS", "MERGED", "AVG KiB", "AWAIT ms", "QUEUE ms"]
+    out.print(table(headers, rows))
+    out.print("READS: read requests completed per run; MERGED: share of reads merged into another; "
+              "AVG KiB: request size; QUEUE ms: time in queue per run (weighted)")
+    out.print()
+    out.print(chart.render(summaries))
+    rec = recommend(summaries, _placement(stack))
+    if rec:
+        out.print()
+        out.print("recommendation (paste into a profile):")
+        out.print(rec.fragment.rstrip())
+        if rec.caution:
+            out.warn(f"tunectl bench: caution: {rec.caution}")
+    out.print()
+    if sweep.restore_failures:
+        _report_restore(sweep, out, "done")
+    else:
+        out.print(_restored_text(sweep))
+    return code

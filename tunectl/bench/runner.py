@@ -1,0 +1,204 @@
+"""Running a sweep: snapshot every setting it may touch, set each point, read cold, restore.
+
+The snapshot is a journal entry per device in the format `tuning.apply` keeps
+on disk, so the restore is `rollback_plan` + `apply_settings`: the same code
+that brings back a scheduler's knobs after a switch (the kernel resets them)
+and nr_requests (a switch resets it too). The state lock is held throughout,
+so a `tunectl apply` started meanwhile waits instead of interleaving.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from tunectl.bench.diskstat import DiskStat, delta, parse_stat
+from tunectl.bench.results import RandomRead, Run
+from tunectl.bench.stack import Stack
+from tunectl.bench.sweep import Point
+from tunectl.context import Context
+from tunectl.errors import ExitCode, NotPermitted, TunectlError
+from tunectl.system.sysfs import Sysfs
+from tunectl.tuning import apply as applying
+from tunectl.tuning.discover import read_device
+from tunectl.tuning.plan import CHANGE, IN_SYNC, Setting
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during a sweep (a service stop, `timeout`): handled like Ctrl-C, exit 143."""
+
+
+class BenchError(TunectlError):
+    """The kernel refused a setting of the sweep (the sweep stops; what was changed is restored)."""
+
+    exit_code = ExitCode.PARTIAL
+
+
+@dataclass
+class Io:
+    """The OS edges a sweep uses; tests swap them for fakes."""
+
+    read: Callable[[str, int, int], tuple[int, float]]
+    drop: Callable[[list[str], list[str]], None]
+    random: Callable[[str, int], RandomRead] | None = None
+
+    @classmethod
+    def real(cls, random_seconds: float = 3.0) -> Io:
+        from tunectl.system import blockio
+
+        def fio(path: str, size: int) -> RandomRead:
+            from tunectl.bench.fio import fio_argv, parse_fio_json
+            from tunectl.system.runner import run
+
+            return parse_fio_json(run(fio_argv(path, size, random_seconds), timeout=random_seconds + 60).stdout)
+
+        return cls(blockio.read_sequential, blockio.drop_cached, fio)
+
+
+@dataclass
+class Sweep:
+    ctx: Context
+    stack: Stack
+    points: list[Point]
+    size: int  # bytes per point
+    block: int  # bytes per read(2)
+    io: Io
+    random: bool = False
+    on_point: Callable[[int, Point], None] = lambda i, p: None
+    on_done: Callable[[int, Run], None] = lambda i, r: None
+    runs: list[Run] = field(default_factory=list)
+    changed: bool = False  # a setting was written (so a restore was due)
+    restored: list[applying.Outcome] = field(default_factory=list)
+    interrupted: bool = False
+
+    @property
+    def restore_failures(self) -> list[applying.Outcome]:
+        return [o for o in self.restored if o.status not in (applying.CHANGED, IN_SYNC)]
+
+    def run(self) -> list[Run]:
+        with self.ctx.state.locked(), _sigterm_interrupts():
+            journal = snapshot(self.ctx, self.stack)
+            try:
+                for i, point in enumerate(self.points, 1):
+                    self.on_point(i, point)
+                    self._set(point)
+                    run = self._measure(i, point)
+                    self.runs.append(run)
+                    self.on_done(i, run)
+            except KeyboardInterrupt:
+                self.interrupted = True
+                raise
+            finally:
+                if self.changed:
+                    with _sigint_deferred():
+                        self.restored = restore(self.ctx, self.stack, journal)
+        return self.runs
+
+    def _set(self, point: Point) -> None:
+        settings = []
+        for dev in self.stack.scheduled if point.scheduler else ():
+            current = _scheduler(self.ctx.sysfs, dev.name)
+            settings.append(Setting(dev.name, dev.identity, "scheduler", current, point.scheduler, "bench",
+                                    CHANGE if current != point.scheduler else IN_SYNC))
+        top = self.stack.top
+        settings.append(Setting(top.name, top.identity, "read_ahead_kb", None, point.read_ahead_kb, "bench", CHANGE))
+        self.changed = True
+        outcomes = applying.apply_settings(self.ctx.sysfs, settings, workers=1)
+        bad = [o for o in outcomes if o.status not in (applying.CHANGED, IN_SYNC)]
+        if bad:
+            o = bad[0]
+            what = f"cannot set {o.setting.device} {o.setting.attribute} to {o.setting.after}: {o.error}"
+            if o.status == applying.NOT_PERMITTED:
+                raise NotPermitted(what, hint="run as root")
+            raise BenchError(what, hint="the kernel refused a value of the sweep; leave it out of "
+                                        "--read-ahead/--schedulers")
+
+    def _stats(self) -> dict[str, DiskStat]:
+        out = {}
+        for dev in self.stack.devices:
+            text = self.ctx.sysfs.read(f"block/{dev.name}/stat")
+            try:
+                out[dev.name] = parse_stat(text)
+            except ValueError as e:
+                raise TunectlError(f"block/{dev.name}/stat: {e}") from None
+        return out
+
+    def _measure(self, order: int, point: Point) -> Run:
+        nodes = [self.stack.nodes[d.name] for d in self.stack.devices]
+        files = [self.stack.read_path] if self.stack.kind == "file" else []
+        limit = min(self.size, self.stack.read_bytes)
+        self.io.drop(files, nodes)
+        before = self._stats()
+        n, seconds = self.io.read(self.stack.read_path, limit, self.block)
+        after = self._stats()
+        stats = tuple(delta(name, before[name], after[name]) for name in before)
+        rnd = None
+        if self.random and self.io.random is not None:
+            self.io.drop(files, nodes)
+            rnd = self.io.random(self.stack.read_path, limit)
+        return Run(point, order, n, seconds, stats, rnd)
+
+
+def _scheduler(sysfs: Sysfs, name: str) -> str | None:
+    from tunectl.tuning.attributes import parse_scheduler
+
+    return parse_scheduler(sysfs.read_or(f"block/{name}/queue/scheduler", "") or "")[0]
+
+
+def snapshot(ctx: Context, stack: Stack) -> dict:
+    """Before the first change: every value the sweep may disturb, as a journal (tuning.apply's format)."""
+    journal: dict = {"version": 1, "devices": {}}
+    scheduled = {d.name for d in stack.scheduled}
+    for old in stack.devices:
+        dev = read_device(ctx.sysfs, ctx.udev, old.name) or old
+        attrs: dict = {}
+        entry: dict = {"name": dev.name, "attributes": attrs}
+        if dev.name == stack.top.name:
+            attrs["read_ahead_kb"] = dev.queue.get("read_ahead_kb")
+        if dev.name in scheduled and dev.scheduler:
+            attrs["scheduler"] = dev.scheduler
+            if "nr_requests" in dev.queue:
+                attrs["nr_requests"] = dev.queue["nr_requests"]  # a scheduler switch resets it
+            entry["iosched_snapshot"] = {"scheduler": dev.scheduler, "knobs": dict(dev.iosched)}
+        if attrs:
+            journal["devices"][dev.identity] = entry
+    return journal
+
+
+def restore(ctx: Context, stack: Stack, journal: dict) -> list[applying.Outcome]:
+    devices = [d for d in (read_device(ctx.sysfs, ctx.udev, d.name) for d in stack.devices) if d is not None]
+    settings = applying.rollback_plan(journal, devices, lambda d: True)
+    return applying.apply_settings(ctx.sysfs, settings, workers=1)
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM during the restore are ignored: a half-restored device is the one outcome to avoid."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,113 @@
+"""The block I/O edge of bench: what a path is, cold buffered reads, and dropping only its cached pages.
+
+Everything is opened O_RDONLY: nothing here can write to a device or a file.
+Caches are dropped per file and per block device (POSIX_FADV_DONTNEED, then
+BLKFLSBUF on block devices), never machine-wide (/proc/sys/vm/drop_caches
+would evict every other workload's pages and distort their performance).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import time
+from dataclasses import dataclass
+
+from tunectl.errors import NotPermitted, TunectlError, UsageError
+
+BLKFLSBUF = 0x1261  # _IO(0x12, 97): write back and invalidate the block device's buffer cache
+
+
+@dataclass(frozen=True)
+class PathInfo:
+    path: str
+    kind: str  # "block" | "file"
+    devnum: str  # "maj:min": the device itself (block) or the one its filesystem is on (file)
+    size: int  # bytes (0 for a block device: sysfs knows its size)
+
+
+def _os_error(e: OSError, path: str, doing: str) -> TunectlError:
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return NotPermitted(f"cannot {doing} {path}: {e.strerror}",
+                            hint="bench needs read access to the target and its block devices: run as root")
+    return UsageError(f"cannot {doing} {path}: {e.strerror}")
+
+
+def inspect(path: str) -> PathInfo:
+    """A block device node or a regular file; UsageError for anything else."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise _os_error(e, path, "stat") from None
+    if stat.S_ISBLK(st.st_mode):
+        return PathInfo(path, "block", f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}", 0)
+    if stat.S_ISREG(st.st_mode):
+        return PathInfo(path, "file", f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", st.st_size)
+    raise UsageError(f"{path} is neither a block device nor a regular file",
+                     hint="bench reads a block device (sda, /dev/sda) or one file on a disk-backed filesystem")
+
+
+def node_devnum(path: str) -> str | None:
+    """maj:min of a block device node, None if `path` is not one."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}" if stat.S_ISBLK(st.st_mode) else None
+
+
+def check_readable(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as e:
+        raise _os_error(e, path, "open") from None
+    try:
+        os.read(fd, 1)
+    except OSError as e:
+        raise _os_error(e, path, "read") from None
+    finally:
+        os.close(fd)
+
+
+def read_sequential(path: str, limit: int, block: int) -> tuple[int, float]:
+    """Read `path` from the start with buffered read(2)s of `block` bytes, up to `limit` bytes: (bytes, seconds)."""
+    buf = bytearray(block)
+    view = memoryview(buf)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as e:
+        raise _os_error(e, path, "open") from None
+    total = 0
+    try:
+        started = time.perf_counter()
+        while total < limit:
+            n = os.readv(fd, [view[: min(block, limit - total)]])
+            if n == 0:
+                break
+            total += n
+        seconds = time.perf_counter() - started
+    except OSError as e:
+        raise _os_error(e, path, "read") from None
+    finally:
+        os.close(fd)
+    return total, seconds
+
+
+def drop_cached(files: list[str], block_devices: list[str]) -> None:
+    """Evict the clean cached pages of these files and block devices, nothing else."""
+    import fcntl
+
+    for path in [*files, *block_devices]:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as e:
+            raise _os_error(e, path, "open") from None
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            if path in block_devices:
+                fcntl.ioctl(fd, BLKFLSBUF)
+        except OSError as e:
+            raise _os_error(e, path, "drop the cached pages of") from None
+        finally:
+            os.close(fd)
