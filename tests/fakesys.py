@@ -318,6 +318,9 @@ def store_scheduler(q: QueueView, text: Value) -> None:
         name = "none"  # the kernel matches "none" by prefix
     name = SCHEDULER_ALIASES.get(name, name)
     active, offered = q.scheduler()
+    if name not in offered and name in q.kernel.modules:
+        q.kernel.load_scheduler(name)  # elv_iosched_store: request_module("<name>-iosched"), then switch
+        active, offered = q.scheduler()
     if name not in offered:
         raise KernelRefusal(errno.EINVAL)
     if name != active:
@@ -413,6 +416,7 @@ class FakeKernel(Sysfs):
         self._refusals: dict[tuple[str, str], int] = {}
         self._vanish_countdown: dict[str, int] = {}
         self._real_root = os.path.realpath(self.root)
+        self.modules: set[str] = set()  # schedulers built as modules, not loaded yet (see as_modules)
 
     # hooks for tests
 
@@ -437,6 +441,35 @@ class FakeKernel(Sysfs):
             _unlink_quiet(os.path.join(os.path.realpath(os.path.join(devdir, "slaves", lower)), "holders", name))
         _unlink_quiet(self.path(f"block/{name}"))
         shutil.rmtree(devdir)
+
+    def as_modules(self, *schedulers: str) -> None:
+        """Build `schedulers` as modules, not loaded (a distribution kernel: bfq, kyber): every queue stops
+        listing them, and the first write of one's name anywhere loads it, after which every blk-mq queue
+        lists it (an elevator registers for all queues)."""
+        self.modules.update(schedulers)
+        for devdir in self._scheduler_dirs():
+            view = QueueView(self, devdir)
+            active, offered = view.scheduler()
+            kept = [s for s in offered if s not in schedulers or s == active]
+            _put(os.path.join(devdir, "queue/scheduler"), scheduler_line(kept, active))
+
+    def load_scheduler(self, name: str) -> None:
+        self.modules.discard(name)
+        for devdir in self._scheduler_dirs():
+            view = QueueView(self, devdir)
+            active, offered = view.scheduler()
+            if name not in offered:
+                _put(os.path.join(devdir, "queue/scheduler"), scheduler_line([*offered, name], active))
+
+    def _scheduler_dirs(self) -> list[str]:
+        """Device directories of the blk-mq queues (a scheduler file listing more than "none")."""
+        out = []
+        for name in sorted(os.listdir(self.path("block"))):
+            devdir = os.path.realpath(self.path(f"block/{name}"))
+            _, offered = QueueView(self, devdir).scheduler()
+            if offered and offered != ("none",):
+                out.append(devdir)
+        return out
 
     def vanish_after_writes(self, name: str, n: int) -> None:
         """Let `n` more writes to `name` succeed; the device vanishes before the one after."""
@@ -1241,3 +1274,24 @@ def bump_block_stat(tree: FakeTree, name: str, reads: int = 0, merged: int = 0, 
     v[10] += queue_ms
     # The kernel pads every field to a width; readers must split on runs of blanks.
     (tree.root / "block" / name / "stat").write_text("".join(f"{x:>8} " for x in v).rstrip() + "\n")
+# --- I/O limits for alignment (tunectl align)
+
+# Data disks per stripe, as md computes io_opt = chunk * data disks (raid5.c, raid0.c, raid10.c).
+_MD_DATA_DISKS: dict[str, Callable[[int], int]] = {
+    "raid0": lambda n: n,
+    "raid4": lambda n: n - 1,
+    "raid5": lambda n: n - 1,
+    "raid6": lambda n: n - 2,
+    "raid10": lambda n: n // 2,  # near=2
+}
+
+
+def striped_md(tree: FakeTree, name: str, members: Sequence[str], *, level: str = "raid5", chunk_kib: int = 512,
+               size_sectors: Optional[int] = None) -> str:
+    """An md array with the I/O limits the md driver sets: minimum_io_size is the chunk,
+    optimal_io_size a full stripe of data (chunk x data disks)."""
+    chunk = chunk_kib * 1024
+    tree.add_md(name, members, level=level, size_sectors=size_sectors,
+                optimal_io_size=chunk * _MD_DATA_DISKS[level](len(members)))
+    _put(os.path.join(tree.devdir(name), "queue", "minimum_io_size"), f"{chunk}\n")
+    return name

@@ -284,3 +284,165 @@ def test_hard_cases(workdir: Path, label: str, text: str) -> None:
     code, err, _ = validate(workdir, text, label)
     assert_invalid(code, err)
     assert len(err.splitlines()) <= 101
+
+
+# --- regressions found by the fuzz ----------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "expected"), [
+    # A merge key's value was read with the path of a key that never came: ('classes', None).
+    ("classes:\n  <<: *a\n", ["2:3: $.classes: YAML merge keys", "2:7: $.classes['<<']: alias *a has no anchor"]),
+    ("classes:\n  ssd:\n    <<: *a\n    read_ahead_kb: 1\n", ["3:9: $.classes.ssd['<<']: alias *a has no anchor"]),
+    # A refused key's value is not reported under the previous key's name.
+    ("classes:\n  ssd: {}\n  ssd: *b\n", ["3:8: $.classes.ssd: alias *b has no anchor"]),
+    ("classes:\n  nvme: {}\n  [a]: *c\n", ["3:8: $.classes: alias *c has no anchor"]),
+])
+def test_alias_under_refused_key_is_a_diagnostic(workdir: Path, text: str, expected: list[str]) -> None:
+    code, err, _ = validate(workdir, text, "regression")
+    assert_invalid(code, err)
+    for fragment in expected:
+        assert any(fragment in line for line in err.splitlines()), err
+
+
+def test_diagnostic_path_is_always_a_string() -> None:
+    from tunectl.profile.reader import Diagnostic, json_path
+
+    assert json_path(("classes", None, 3, True, "../x")) == "$.classes[?][3][?]['../x']"
+    d = Diagnostic("f", 1, 1, ("classes", None), "m")  # type: ignore[arg-type]
+    assert d.path == "$.classes[?]" and str(d) == "f:1:1: $.classes[?]: m"
+
+
+# --- YAML-token mutation of the shipped and the malformed test profiles, through three commands -----
+
+def _malformed_test_profiles() -> list[str]:
+    """Every literal profile text that tests/test_profile_errors.py feeds to `validate_text`."""
+    import ast
+
+    tree = ast.parse((Path(__file__).parent / "test_profile_errors.py").read_text())
+    texts = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "validate_text" and len(node.args) > 1:
+            try:
+                value = ast.literal_eval(node.args[1])
+            except ValueError:
+                continue
+            if isinstance(value, bytes):
+                value = value.decode("utf-8", "replace")
+            if isinstance(value, str) and len(value) < 5000:
+                texts.append(value)
+    return texts
+
+
+MALFORMED_TEXTS = _malformed_test_profiles()
+TEST_DATA_TEXTS = [p.read_text() for p in sorted((Path(__file__).parent / "data").glob("*.yaml"))]
+SEED = 9
+MUTANTS = int(os.environ.get("TUNECTL_FUZZ_MUTANTS", "1000"))
+HUGE = ["9" * 400, "-" + "9" * 5000, "1e400", "-1e400", "0x" + "f" * 300, "0b" + "1" * 200, ".inf", "-.inf", ".nan",
+        "1_000_000_000_000_000_000", "18446744073709551616", "2147483648", "-0", "0o777", "1:30:00"]
+TOKENS = {
+    "anchor": ["&a ", "&b ", "&a&b ", "& ", "&\u00e9 "],
+    "alias": ["*a", "*b", "*undefined", "* ", "*a*a", "[*a, *a, *a]", "{<<: *a}"],
+    "merge": ["<<: *a", "<<: [*a, *b]", "<<: {}", "<<: x", "<<: ", "<<: &a {read_ahead_kb: 1}", "? <<\n: *a"],
+    "tag": ["!!str ", "!!int ", "!!float ", "!!bool ", "!!null ", "!!binary ", "!!timestamp ", "!!set ", "!!omap ",
+            "!!python/object:os.system ", "!!python/name:os.system ", "!custom ", "!<tag:x> ", "! ", "!!map ",
+            "!!seq "],
+    "flow": ["[", "]", "{", "}", "[]", "{}", "[[[[", "}}}", "{a: [", ", ", "[a, {b: c}]", "? [a]: b"],
+    "control": ["\x00", "\x01", "\x07", "\x1b[31m", "\x7f", "\x85", "\u2028", "\ufeff", "\t", "\r", "\r\n", "\x0c",
+                "\ud800", "\U0010ffff"],
+    "huge": HUGE,
+    "structure": ["---\n", "...\n", "%YAML 1.1\n", "%TAG ! tag:x:\n", "- ", ": ", "? ", "|\n", ">-\n", "#", "'", '"'],
+}
+
+
+def _mutate(rng, text: str) -> str:
+    for _ in range(rng.randint(1, 4)):
+        kind = rng.choice(sorted(TOKENS))
+        token = rng.choice(TOKENS[kind])
+        lines = text.split("\n")
+        where = rng.choice(["offset", "value", "line", "anchor-and-alias"])
+        if where == "offset" or not lines:
+            pos = rng.randint(0, len(text))
+            cut = rng.choice([0, 0, 1, rng.randint(0, 12)])
+            text = text[:pos] + token + text[pos + cut:]
+        elif where == "value":
+            i = rng.randrange(len(lines))
+            key, sep, _ = lines[i].partition(": ")
+            lines[i] = f"{key}{sep or ': '}{token}"
+            text = "\n".join(lines)
+        elif where == "line":
+            i = rng.randrange(len(lines))
+            indent = lines[i][: len(lines[i]) - len(lines[i].lstrip(" "))]
+            lines.insert(i, indent + token)
+            text = "\n".join(lines)
+        else:  # an anchor on one value and an alias to it elsewhere: the case that found the merge-key crash
+            i, j = rng.randrange(len(lines)), rng.randrange(len(lines))
+            key, sep, value = lines[i].partition(": ")
+            if sep:
+                lines[i] = f"{key}: &a {value}"
+            indent = lines[j][: len(lines[j]) - len(lines[j].lstrip(" "))]
+            lines.insert(j, indent + rng.choice(["<<: *a", "x: *a", "- *a", "*a : 1", "read_ahead_kb: *a"]))
+            text = "\n".join(lines)
+    return text
+
+
+def _mutants() -> list[tuple[str, str]]:
+    import random
+
+    rng = random.Random(SEED)
+    seeds = ([("shipped", t) for t in SHIPPED_TEXTS] + [("malformed", t) for t in MALFORMED_TEXTS]
+             + [("test data", t) for t in TEST_DATA_TEXTS])
+    return [(label, _mutate(rng, text)) for label, text in (rng.choice(seeds) for _ in range(MUTANTS))]
+
+
+@pytest.fixture(scope="module")
+def fuzz_tree(tmp_path_factory: pytest.TempPathFactory):
+    from tests.fakesys import FakeTree, all_topologies
+
+    tree = FakeTree.create(tmp_path_factory.mktemp("fuzz-tree"))
+    all_topologies(tree)
+    return tree
+
+
+COMMANDS = {
+    "profile validate": lambda path: ["profile", "validate", path],
+    "plan": lambda path: ["plan", "-p", path],
+    "udev render": lambda path: ["udev", "render", "-p", path],
+}
+
+
+def test_malformed_test_profiles_were_found() -> None:
+    assert len(MALFORMED_TEXTS) >= 30, MALFORMED_TEXTS
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_yaml_token_mutants_get_a_verdict(workdir: Path, fuzz_tree, command: str) -> None:
+    """Every mutant exits 0 or 2 with a diagnostic; never an internal error, a traceback or a write."""
+    path = workdir / "mutant.yaml"
+    state = workdir / "fuzz-state"
+    env = {"TUNECTL_STATE_DIR": str(state), "TUNECTL_PROFILE_PATH": str(workdir),
+           "TUNECTL_SYSFS_ROOT": str(fuzz_tree.root), "TUNECTL_UDEV_ROOT": str(fuzz_tree.udev_root)}
+    codes: dict[int, int] = {}
+    started = time.perf_counter()
+    for n, (label, text) in enumerate(_mutants()):
+        path.write_bytes(text.encode("utf-8", "surrogatepass"))
+        out, err = io.StringIO(), io.StringIO()
+        code = main(COMMANDS[command](str(path)), env=env, stdout=out, stderr=err)
+        codes[code] = codes.get(code, 0) + 1
+        errors = err.getvalue()
+        if "internal error" in errors or "Traceback" in errors or code not in (0, 2):
+            # Once more with --propagate, so the failure shows the traceback.
+            main(["--propagate", *COMMANDS[command](str(path))], env=env, stdout=io.StringIO(), stderr=io.StringIO())
+            pytest.fail(f"mutant {n} of a {label} profile: exit {code}\n{errors}\n--- profile:\n{text}")
+        if code == 2:
+            assert any(DIAGNOSTIC.match(line) or line.startswith("tunectl: error: ")
+                       for line in errors.splitlines()), f"mutant {n}: {errors}\n{text}"
+        assert not state.exists(), f"mutant {n}: {command} wrote state"
+    TIMINGS[f"{command} x{MUTANTS}"] = time.perf_counter() - started
+    print(f"\n{command}: exit codes {codes}")
+    assert codes.get(2, 0) > MUTANTS // 2 and codes.get(0, 0) > 0, codes  # the mutants reach both verdicts
+
+
+def test_profile_name_too_long_for_the_filesystem(workdir: Path) -> None:
+    """Found by the token fuzz: ENAMETOOLONG from the search-path lookup was an internal error."""
+    code, err, _ = validate(workdir, "extends: " + "x" * 300 + "\nclasses: {}\n", "regression")
+    assert_invalid(code, err)
+    assert ": no such profile on the search path" in err

@@ -206,11 +206,11 @@ def test_global_options_after_the_command(tunectl):
     assert tunectl("--json", "status").doc["devices"]
 
 
-def test_state_dir_not_writable_is_not_permitted(fake_tree, tmp_path):
+def test_state_dir_under_a_file_is_a_state_error(fake_tree, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     r = Tunectl(fake_tree, blocker / "state")("apply", "-p", "default")
-    assert r.code == 4 and "state directory" in r.err
+    assert r.code == 5 and "state directory" in r.err
 
 
 def test_values_the_kernel_resets_are_written_again(tunectl, fake_tree, tmp_path):
@@ -238,8 +238,8 @@ def test_naming_devices_reads_only_their_stacks_and_plans_them_exactly_as_a_full
 
     read: list[str] = []
     real = discover.read_device
-    monkeypatch.setattr(discover, "read_device", lambda sysfs, udev, name, attrs=None: read.append(name) or
-                        real(sysfs, udev, name, attrs))
+    monkeypatch.setattr(discover, "read_device", lambda sysfs, udev, name, *rest: read.append(name) or
+                        real(sysfs, udev, name, *rest))
     for name, stack in (("mmcblk0", {"mmcblk0", "dm-1"}), ("sdc", {"sdc", "md0", "dm-2"}),
                         ("dm-2", {"dm-2", "md0", "sdc", "sdd"}), ("vda", {"vda"})):
         read.clear()

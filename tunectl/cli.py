@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "udev": ("tunectl.udev.cli", "rules for hot-plug and boot: render, install, remove, check; monitor events"),
     "mounts": ("tunectl.mounts.cli", "mount options against the profile: check live mounts and fstab, fix fstab, remount"),
     "bench": ("tunectl.bench.cli", "read-only sweep of read-ahead and schedulers; restores every setting; recommends"),
+    "align": ("tunectl.align.cli", "partition alignment against parted's tables and sysfs topology; exit 1 if misaligned"),
 }
 
 class Output:
@@ -105,7 +106,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         prog="tunectl",
         description="Declarative block-device I/O tuning: classify disks, plan, apply, verify, roll back.",
         epilog="exit codes: 0 ok/in sync, 1 drift or failed checks, 2 usage or profile error, "
-               "3 partial failure, 4 not permitted.\n"
+               "3 partial failure, 4 not permitted, 5 state directory unusable.\n"
                "`tunectl COMMAND --help` explains a command. See tunectl(8) and tunectl-profile(5).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"tunectl {__version__}")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tunectl.profile.library import default_search_path
+from tunectl.system.modules import KernelModules
 from tunectl.system.state import StateStore
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.udevdb import UdevDb
@@ -15,6 +16,7 @@ from tunectl.system.udevdb import UdevDb
 DEFAULT_SYSFS = "/sys"
 DEFAULT_UDEV_DATA = "/run/udev/data"
 DEFAULT_STATE_DIR = "/var/lib/tunectl"
+DEFAULT_MODULES = "/lib/modules"
 
 
 @dataclass
@@ -24,6 +26,7 @@ class Context:
     state: StateStore
     search_path: list[Path]
     env: Mapping[str, str] = field(default_factory=dict)
+    modules: KernelModules = field(default_factory=KernelModules.none)
 
     @classmethod
     def create(cls, sysfs_root: str | None = None, state_dir: str | None = None, udev_root: str | None = None,
@@ -36,4 +39,14 @@ class Context:
             real = os.path.realpath(sysfs_root) == DEFAULT_SYSFS
             udev_root = DEFAULT_UDEV_DATA if real else os.path.join(sysfs_root, ".udev-data")
         state_dir = state_dir or env.get("TUNECTL_STATE_DIR") or DEFAULT_STATE_DIR
-        return cls(Sysfs(sysfs_root), UdevDb(udev_root), StateStore(state_dir), default_search_path(env), env)
+        return cls(Sysfs(sysfs_root), UdevDb(udev_root), StateStore(state_dir), default_search_path(env), env,
+                   _modules(sysfs_root, env))
+
+
+def _modules(sysfs_root: str, env: Mapping[str, str]) -> KernelModules:
+    """The module tree of the running kernel; a fake sysfs tree is not described by the real machine's modules."""
+    root = env.get("TUNECTL_MODULES_ROOT")
+    if root is None:
+        real = os.path.realpath(sysfs_root) == DEFAULT_SYSFS
+        root = DEFAULT_MODULES if real else os.path.join(sysfs_root, ".modules")
+    return KernelModules(root, env.get("TUNECTL_KERNEL_RELEASE") or os.uname().release)

@@ -11,6 +11,7 @@ class ExitCode(enum.IntEnum):
     USAGE = 2  # bad arguments or a bad profile
     PARTIAL = 3  # some writes refused, the rest applied
     NOT_PERMITTED = 4
+    STATE = 5  # the state directory or journal cannot be used: not a regular file, unreadable, newer, disk full
 
 
 class TunectlError(Exception):
@@ -36,9 +37,9 @@ class NotPermitted(TunectlError):
 
 
 class StateError(TunectlError):
-    """The state directory (journal, lock) cannot be used."""
+    """The state directory (journal, lock, active profile) cannot be used."""
 
-    exit_code = ExitCode.NOT_PERMITTED
+    exit_code = ExitCode.STATE
 
 
 class ProfileError(TunectlError):

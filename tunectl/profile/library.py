@@ -46,14 +46,22 @@ def find_profile(ref: ProfileRef, search_path: list[Path], relative_to: Path | N
         p = Path(ref)
         if not p.is_absolute() and relative_to is not None:
             p = relative_to / p
-        return p if p.is_file() else None
+        return p if _is_file(p) else None
     skip_key = file_key(skip) if skip is not None else None
     for d in search_path:
         for ext in (".yaml", ".yml"):
             candidate = d / f"{ref}{ext}"
-            if candidate.is_file() and (skip_key is None or file_key(candidate) != skip_key):
+            if _is_file(candidate) and (skip_key is None or file_key(candidate) != skip_key):
                 return candidate
     return None
+
+
+def _is_file(path: Path) -> bool:
+    """Path.is_file(), also False for a name the OS refuses outright (ENAMETOOLONG, EACCES on a parent)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def file_key(path: Path) -> str:

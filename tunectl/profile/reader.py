@@ -31,6 +31,10 @@ class Diagnostic:
     message: str
     severity: str = "error"
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.path, str):  # a tuple path given by mistake still reads as a path
+            object.__setattr__(self, "path", json_path(tuple(self.path) if isinstance(self.path, (list, tuple)) else ()))
+
     def __str__(self) -> str:
         prefix = "warning: " if self.severity == "warning" else ""
         return f"{self.file}:{self.line}:{self.col}: {self.path}: {prefix}{self.message}"
@@ -41,11 +45,17 @@ class Diagnostic:
 
 
 def json_path(path: PathT) -> str:
-    """('classes', 'ssd', 'queue', '../x') -> ``$.classes.ssd.queue['../x']``."""
+    """('classes', 'ssd', 'queue', '../x') -> ``$.classes.ssd.queue['../x']``.
+
+    Total on any input: a part that is neither a key nor an index (a bug upstream)
+    shows as ``[?]`` rather than turning a diagnostic into a crash.
+    """
     out = "$"
     for part in path:
-        if isinstance(part, int):
+        if isinstance(part, int) and not isinstance(part, bool):
             out += f"[{part}]"
+        elif not isinstance(part, str):
+            out += "[?]"
         elif _IDENTIFIER.match(part):
             out += f".{part}"
         else:
@@ -188,7 +198,7 @@ class _Frame:
     is_map: bool
     keep: bool
     expect_key: bool = True
-    key: str | None = None
+    key: str | None = None  # the key whose value comes next; None after a key that is not a scalar
     skip_value: bool = False  # a duplicate or unusable key: its value is read and thrown away
     items: int = 0
     is_key: bool = False  # a mapping or list used as a key (an error): not attached as a value
@@ -255,7 +265,9 @@ class _Builder:
         if parent is None:
             path, keep = (), True
         elif parent.is_map:
-            path, keep = parent.path + (parent.key,), parent.keep and not parent.skip_value
+            # A value whose key was refused (merge key, duplicate, a list as key) still has a path for its diagnostics.
+            path = parent.path if parent.key is None else parent.path + (parent.key,)
+            keep = parent.keep and not parent.skip_value
         else:
             path, keep = parent.path + (parent.items,), parent.keep
         if keep:
@@ -286,6 +298,7 @@ class _Builder:
 
         parent.expect_key = False
         parent.skip_value = True
+        parent.key = event.value if isinstance(event, yaml.ScalarEvent) else None
         if not isinstance(event, yaml.ScalarEvent):
             self._error(pos, parent.path, "mapping keys must be plain names, not lists, mappings or aliases")
             if not isinstance(event, yaml.AliasEvent):
@@ -305,7 +318,6 @@ class _Builder:
             self._error(pos, parent.path + (key,), f"duplicate key {key!r} (first at line {first[0]}); "
                         "YAML would silently keep only the last one")
             return False
-        parent.key = key
         parent.skip_value = False
         self.doc.key_pos[parent.path + (key,)] = pos
         return False

@@ -3,6 +3,14 @@
 Every file is replaced atomically (temp file, fsync, rename, fsync of the
 directory) and every mutation happens under an exclusive flock, so a udev
 hot-plug run and an Ansible run never interleave.
+
+Each state file keeps generations: a save first links the current file to
+``NAME.1`` (after ``NAME.1`` moved to ``NAME.2``), then replaces ``NAME``. Every
+generation carries a SHA-256 of its content, so a truncated, hand-edited or
+bit-rotted file is recognised; reading falls back to the newest generation that
+is intact and says so. Damage an administrator has to fix (a directory where
+the file should be, no permission, a file from a newer tunectl, a full disk)
+is a `StateError` (exit 5), never a guess.
 """
 
 from __future__ import annotations
@@ -12,14 +20,23 @@ import errno
 import fcntl
 import json
 import os
+import re
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 from tunectl.errors import StateError
 
-JOURNAL_VERSION = 1
+JOURNAL = "journal.json"
+ACTIVE = "active.json"
+JOURNAL_VERSION = 2  # 2: generations, a checksum, who changed each value; 1 (no checksum) is still read
+GENERATIONS = 3  # NAME, NAME.1, NAME.2
+MAX_STATE_BYTES = 64 << 20  # a journal of every disk of a large server is a few hundred KiB
+_META = ("version", "generation", "saved", "tunectl", "sha256")
+
+
+class _Damaged(Exception):
+    """The file exists but its content is not a state file tunectl wrote: fall back to an older generation."""
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None = None,
@@ -49,74 +66,321 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None =
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
 
 
+def _canonical(body: dict) -> bytes:
+    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _sha256(body: dict) -> str:
+    import hashlib
+
+    return hashlib.sha256(_canonical(body)).hexdigest()
+
+
+def seal(payload: dict, generation: int) -> bytes:
+    """The bytes of one generation of a state file: the payload, its version and generation, and their checksum."""
+    import datetime
+
+    from tunectl import __version__
+
+    body = dict(payload, version=JOURNAL_VERSION, generation=generation, tunectl=__version__,
+                saved=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    body["sha256"] = _sha256(body)
+    return (json.dumps(body, indent=1, sort_keys=True) + "\n").encode()
+
+
+def unseal(raw: bytes) -> dict:
+    """Bytes of a state file -> its payload and meta keys; `_Damaged` says why they cannot be trusted.
+
+    Raises StateError for a file from a newer tunectl: falling back would throw its records away.
+    """
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise _Damaged(f"not UTF-8 text (byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise _Damaged(f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except RecursionError:
+        raise _Damaged("not valid JSON (nested too deeply)") from None
+    if not isinstance(data, dict):
+        raise _Damaged("not a tunectl state file (a JSON object is expected)")
+    version = data.get("version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise _Damaged(f"not a tunectl state file (version {version!r})")
+    if version > JOURNAL_VERSION:
+        from tunectl import __version__
+
+        raise _Newer(version, __version__)
+    if version >= 2:
+        body = dict(data)
+        recorded = body.pop("sha256", None)
+        if recorded != _sha256(body):
+            raise _Damaged("its checksum does not match: it was cut short or changed after tunectl wrote it")
+    return data
+
+
+class _Newer(Exception):
+    def __init__(self, version: int, ours: str) -> None:
+        super().__init__(version, ours)
+        self.version, self.ours = version, ours
+
+
+def journal_problem(data: dict) -> str | None:
+    """Why a parsed journal cannot be used by rollback (a hand edit of a version-1 file), or None."""
+    devices = data.get("devices")
+    if not isinstance(devices, dict):
+        return "it has no 'devices' object"
+    for identity, entry in devices.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("attributes"), dict) \
+                or not isinstance(entry.get("name", ""), str):
+            return f"the entry of {identity!r} has no 'attributes' object"
+        for attr, value in entry["attributes"].items():
+            # Names become sysfs paths on rollback: a queue attribute or an iosched knob, nothing else.
+            if not _ATTRIBUTE.match(attr):
+                return f"the entry of {identity!r} names {attr!r}, which is not a queue attribute"
+            if isinstance(value, (dict, list)):
+                return f"the entry of {identity!r} holds a value that is not a number or a string"
+        snap = entry.get("iosched_snapshot")
+        if snap is not None and not (isinstance(snap, dict) and isinstance(snap.get("knobs"), dict)
+                                     and isinstance(snap.get("scheduler"), (str, type(None)))
+                                     and all(_ATTRIBUTE.match(k) and "/" not in k for k in snap["knobs"])):
+            return f"the iosched snapshot of {identity!r} is not a scheduler name with knobs"
+        if not isinstance(entry.get("changed_by", {}), dict):
+            return f"the 'changed_by' of {identity!r} is not an object"
+    return None
+
+
+def _active_problem(data: dict) -> str | None:
+    return None if isinstance(data.get("ref"), str) else "it names no profile ('ref')"
+
+
+_ATTRIBUTE = re.compile(r"\A(iosched/)?[a-z0-9_]{1,64}\Z")
+_KIND = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket",
+         stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFLNK: "a symbolic link"}
+
+
 class StateStore:
     def __init__(self, directory: str | os.PathLike) -> None:
         self.dir = Path(directory)
+        self._warnings: dict[str, str] = {}  # name -> the fallback of its last read, for the command to print
+        self._read_from: dict[str, int | None] = {}  # name -> generation index read (None: no file yet)
+        self._generation: dict[str, int] = {}
+        self._locked = False
 
     def _ensure_dir(self) -> None:
         try:
             self.dir.mkdir(mode=0o755, parents=True, exist_ok=True)
         except OSError as e:
-            raise StateError(f"cannot create state directory {self.dir}: {e.strerror}",
-                             hint="run as root, or point --state-dir / TUNECTL_STATE_DIR at a writable directory") from None
+            what = "it exists and is not a directory" if isinstance(e, FileExistsError) else _reason(e)
+            hint = "run as root, or point --state-dir / TUNECTL_STATE_DIR at a writable directory" \
+                if e.errno in (errno.EACCES, errno.EPERM) else _hint(e, self.dir)
+            raise StateError(f"cannot create state directory {self.dir}: {what}", hint=hint) from None
+        if not self.dir.is_dir():
+            raise StateError(f"state directory {self.dir} is not a directory",
+                             hint="move it aside, or point --state-dir / TUNECTL_STATE_DIR elsewhere")
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         self._ensure_dir()
+        lock = self.dir / "lock"
         try:
-            fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
         except OSError as e:
-            raise StateError(f"cannot open lock {self.dir / 'lock'}: {e.strerror}",
-                             hint="run as root, or use --state-dir") from None
+            raise StateError(f"cannot open lock {lock}: {_reason(e)}", hint=_hint(e, lock)) from None
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise StateError(f"lock {lock} is {_kind(os.fstat(fd).st_mode)}, not a regular file",
+                                 hint=f"remove {lock}; tunectl creates it again")
             fcntl.flock(fd, fcntl.LOCK_EX)
+            self._locked = True
             yield
         finally:
+            self._locked = False
             os.close(fd)
 
-    def _read_json(self, name: str, default: Any) -> Any:
-        path = self.dir / name
-        try:
-            text = path.read_text()
-        except FileNotFoundError:
-            return default
-        except OSError as e:
-            if e.errno in (errno.EACCES, errno.EPERM):
-                raise StateError(f"cannot read {path}: {e.strerror}", hint="run as root") from None
-            raise
-        try:
-            return json.loads(text)
-        except ValueError:
-            raise StateError(f"{path} is not valid JSON; it may have been edited by hand",
-                             hint="move it aside (tunectl will start a new one), or repair it") from None
+    # --- reading -------------------------------------------------------------------------------
 
-    def _write_json(self, name: str, data: Any) -> None:
-        self._ensure_dir()
+    def generations(self, name: str) -> list[Path]:
+        return [self.dir / name] + [self.dir / f"{name}.{i}" for i in range(1, GENERATIONS)]
+
+    def _read_one(self, path: Path) -> dict | None:
+        """One generation's content; None when the file does not exist."""
         try:
-            atomic_write(self.dir / name, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
         except OSError as e:
-            raise StateError(f"cannot write {self.dir / name}: {e.strerror}", hint="run as root, or use --state-dir") from None
+            if e.errno == errno.EIO:
+                raise _Damaged(f"cannot be read: {e.strerror}") from None
+            raise StateError(f"cannot read {path}: {_reason(e)}", hint=_hint(e, path)) from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise StateError(f"{path} is {_kind(st.st_mode)}, not a regular file",
+                                 hint=f"move it aside (mv {path} {path}.moved); tunectl keeps its state in plain files")
+            if st.st_size > MAX_STATE_BYTES:
+                raise _Damaged(f"it is {st.st_size} bytes long; a state file is far smaller")
+            chunks = []
+            while True:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        except OSError as e:
+            raise _Damaged(f"cannot be read: {e.strerror}") from None
+        finally:
+            os.close(fd)
+        try:
+            return unseal(b"".join(chunks))
+        except _Newer as e:
+            raise StateError(f"{path} was written by a newer tunectl (state format {e.version}; "
+                             f"tunectl {e.ours} reads up to {JOURNAL_VERSION})",
+                             hint="run the newer tunectl that wrote it; an older one would lose what it records") from None
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self._warnings.values())
+
+    def _load(self, name: str, problem: Callable[[dict], str | None]) -> dict | None:
+        """The payload of the newest intact generation of `name`; None when there is none at all."""
+        paths = self.generations(name)
+        self._warnings.pop(name, None)
+        damage: list[str] = []
+        for index, path in enumerate(paths):
+            try:
+                data = self._read_one(path)
+                if data is not None:
+                    why = problem(data)
+                    if why:
+                        raise _Damaged(why)
+            except _Damaged as e:
+                damage.append(f"{path.name}: {e}")
+                continue
+            if data is None:
+                damage.append(f"{path.name}: missing")
+                continue
+            self._read_from[name] = index
+            self._generation[name] = data.get("generation", 0) if isinstance(data.get("generation"), int) else 0
+            if index:
+                saved = f", saved {data['saved']}" if isinstance(data.get("saved"), str) else ""
+                self._warnings[name] = (
+                    f"tunectl: warning: {paths[0]} cannot be used ({damage[0].split(': ', 1)[1]}); "
+                    f"falling back to {path} (generation {self._generation[name]}{saved}): "
+                    "what was recorded after that generation is lost")
+            return {k: v for k, v in data.items() if k not in _META}
+        if all(d.endswith(": missing") for d in damage):
+            self._read_from[name] = None
+            self._generation[name] = 0
+            return None
+        lost = "the original values it held are lost" if name == JOURNAL else "what it recorded is lost"
+        raise StateError(f"no generation of {paths[0]} can be read ({'; '.join(damage)}): {lost}",
+                         hint=self._start_over_hint(name))
+
+    def _start_over_hint(self, name: str) -> str:
+        if name == JOURNAL:
+            return (f"the original values tunectl journalled cannot be restored; set the devices back by hand "
+                    f"(a reboot brings kernel defaults), then move {self.dir}/{name}* aside and the next apply "
+                    "starts a new journal")
+        return f"move {self.dir}/{name}* aside; tunectl starts a new one"
+
+    # --- writing -------------------------------------------------------------------------------
+
+    def _save(self, name: str, payload: dict, problem: Callable[[dict], str | None]) -> None:
+        self._ensure_dir()
+        if name not in self._read_from:
+            self._load(name, problem)
+        paths = self.generations(name)
+        source = self._read_from[name]
+        generation = self._generation.get(name, 0) + 1
+        try:
+            if self._locked:
+                self._sweep(name)
+            if source == 0:
+                self._rotate(paths)
+            elif source is not None:
+                # Keep the unreadable file for a post-mortem; the intact generation becomes NAME.1.
+                if paths[0].exists():
+                    os.replace(paths[0], self.dir / f"{name}.damaged")
+                for damaged in paths[1:source]:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(damaged)
+                for i, path in enumerate(paths[source:]):
+                    if path.exists():
+                        os.replace(path, paths[1 + i])
+            atomic_write(paths[0], seal(payload, generation))
+        except OSError as e:
+            raise StateError(f"cannot write {paths[0]}: {_reason(e)}; it still holds the previous state",
+                             hint=_hint(e, paths[0])) from None
+        self._read_from[name] = 0
+        self._generation[name] = generation
+
+    def _rotate(self, paths: list[Path]) -> None:
+        """NAME.1 -> NAME.2, then NAME linked as NAME.1: NAME itself is never missing."""
+        for i in range(len(paths) - 1, 1, -1):
+            if paths[i - 1].exists():
+                os.replace(paths[i - 1], paths[i])
+        tmp = self.dir / f".{paths[1].name}.link"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        os.link(paths[0], tmp)
+        os.replace(tmp, paths[1])
+
+    def _sweep(self, name: str) -> None:
+        """Temp files of writers killed mid-save (only while we hold the lock: no writer is running)."""
+        for entry in os.listdir(self.dir):
+            if entry.startswith(f".{name}."):
+                with contextlib.suppress(OSError):
+                    os.unlink(self.dir / entry)
+
+    # --- the journal and the active profile ------------------------------------------------------
+
+    def recovered(self, name: str = JOURNAL) -> bool:
+        """True when `name` was read from an older generation (the current one is damaged or missing)."""
+        return bool(self._read_from.get(name))
 
     def journal(self) -> dict:
-        data = self._read_json("journal.json", None)
-        if data is None:
-            return {"version": JOURNAL_VERSION, "devices": {}}
-        if data.get("version") != JOURNAL_VERSION:
-            raise StateError(f"{self.dir / 'journal.json'} has version {data.get('version')}, expected {JOURNAL_VERSION}")
-        return data
+        data = self._load(JOURNAL, journal_problem)
+        return data if data is not None else {"devices": {}}
 
     def save_journal(self, journal: dict) -> None:
-        self._write_json("journal.json", journal)
+        self._save(JOURNAL, journal, journal_problem)
 
     def active_profile(self) -> dict | None:
-        return self._read_json("active.json", None)
+        return self._load(ACTIVE, _active_problem)
 
     def save_active_profile(self, record: dict) -> None:
-        self._write_json("active.json", record)
+        self._save(ACTIVE, record, _active_problem)
+
+
+def _kind(mode: int) -> str:
+    return _KIND.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def _reason(e: OSError) -> str:
+    if e.errno == errno.EISDIR:
+        return "it is a directory"
+    if e.errno == errno.ENOTDIR:
+        return "a part of its path is not a directory"
+    return e.strerror or str(e)
+
+
+def _hint(e: OSError, path: Path) -> str:
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"free some space on the filesystem holding {path.parent} (df {path.parent}), then run again"
+    if e.errno == errno.EROFS:
+        return f"{path.parent} is on a read-only filesystem; point --state-dir / TUNECTL_STATE_DIR at a writable one"
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return f"run as root, or check the owner and mode of {path}"
+    if e.errno in (errno.EISDIR, errno.ENOTDIR, errno.ELOOP):
+        return f"move {path} aside; tunectl keeps its state in plain files"
+    return f"check {path} and its filesystem"

@@ -110,11 +110,14 @@ def apply_settings(sysfs: Sysfs, plan: list[Setting], workers: int = 16) -> list
     return [o for r in results for o in r]
 
 
-def record_originals(journal: dict, plan: list[Setting], devices: dict[str, Device]) -> bool:
-    """Journal the value before tunectl's first change of each attribute. True if the journal grew.
+def record_originals(journal: dict, plan: list[Setting], devices: dict[str, Device],
+                     changed_by: dict | None = None) -> bool:
+    """Journal the value before tunectl's first change of each attribute. True if the journal changed.
 
     When the scheduler is switched, the old scheduler's knobs are kept too: the
     kernel resets them on the switch, and rollback must bring them back.
+    `changed_by` ({"profile", "tunectl", "at"}) is recorded per attribute: who set
+    the value it has now. A re-apply of the same profile and version records nothing.
     """
     grew = False
     for s in plan:
@@ -122,7 +125,15 @@ def record_originals(journal: dict, plan: list[Setting], devices: dict[str, Devi
             continue
         dev = devices[s.device]
         entry = journal["devices"].setdefault(s.identity, {"name": s.device, "attributes": {}})
-        entry["name"] = s.device
+        if entry.get("name") != s.device:
+            entry["name"] = s.device
+            grew = True
+        if changed_by is not None:
+            by = entry.setdefault("changed_by", {})
+            old = by.get(s.attribute) or {}
+            if any(old.get(k) != v for k, v in changed_by.items() if k != "at"):
+                by[s.attribute] = dict(changed_by)
+                grew = True
         attrs = entry["attributes"]
         if s.attribute in attrs:
             continue
@@ -135,6 +146,8 @@ def record_originals(journal: dict, plan: list[Setting], devices: dict[str, Devi
             current = _current(dev, attr)
             if attr not in attrs and current is not None:
                 attrs[attr] = current
+                if changed_by is not None:
+                    entry["changed_by"].setdefault(attr, dict(changed_by, via=s.attribute))
     return grew
 
 

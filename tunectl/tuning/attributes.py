@@ -7,10 +7,14 @@ back (sysfs text), so the rest of the code compares typed values.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 SCHEDULERS = ("none", "mq-deadline", "bfq", "kyber")
 LEGACY_SCHEDULERS = {"deadline": "mq-deadline", "cfq": "bfq", "noop": "none"}
+# The module that provides each scheduler when it is not built in (block/Makefile: mq-deadline.o,
+# kyber-iosched.o, bfq.o); writing the scheduler's name loads it through its "<name>-iosched" alias.
+SCHEDULER_MODULES = {"mq-deadline": "mq-deadline", "bfq": "bfq", "kyber": "kyber-iosched"}
 
 # Kernel HZ values in use; sysfs times stored in jiffies read back rounded up to one tick.
 _HZ_CANDIDATES = (100, 250, 300, 1000)
@@ -101,6 +105,44 @@ ALL_IOSCHED_KNOBS = sorted({k for knobs in IOSCHED.values() for k in knobs})
 LIMIT_ATTRS = frozenset({"rotational", "add_random", "iostats", "stable_writes", "max_sectors_kb", "write_cache"})
 
 
+# --- topology: the read-ahead the kernel derives from a device's optimal I/O size ---------------------------
+
+VM_READAHEAD_KB = 128  # VM_READAHEAD_PAGES: the kernel's smallest default read-ahead
+PAGE_KB_CANDIDATES = (4, 16, 64)  # page sizes in use (x86/most arm64, arm64 16K, ppc64/arm64 64K)
+# optimal_io_size values that are controller errors, not sizes: USB-SATA bridges and some cloud NVMe
+# report 0xffff blocks of 512 bytes (32 MiB - 512). util-linux ignores them (libfdisk alignment.c:
+# "33553920 (32 MiB - 512) is always a controller error"), as it ignores an io_opt that is not a
+# multiple of the physical sector.
+BOGUS_IO_OPT = frozenset({33553920})
+
+
+def kernel_read_ahead_kb(io_opt: int, page_kb: int = 4) -> int:
+    """The read-ahead the kernel sets from io_opt (blk_apply_bdi_limits: twice io_opt in whole pages, >= 128 KiB)."""
+    return max(io_opt * 2 // (page_kb * 1024) * page_kb, VM_READAHEAD_KB)
+
+
+def io_opt_doubt(io_opt: int | None, physical_block_size: int | None) -> str | None:
+    """Why util-linux would ignore this optimal I/O size (bytes), or None when it is believable."""
+    if not io_opt:
+        return None
+    if io_opt in BOGUS_IO_OPT:
+        return f"{io_opt} (32 MiB - 512) is a controller error, not a size"
+    if physical_block_size and io_opt % physical_block_size:
+        return f"{io_opt} is not a multiple of the physical sector ({physical_block_size})"
+    return None
+
+
+def derived_from_doubtful_io_opt(read_ahead_kb: object, io_opt: int | None,
+                                 physical_block_size: int | None) -> str | None:
+    """The doubt, when `read_ahead_kb` is what the kernel derived from an io_opt util-linux would ignore."""
+    doubt = io_opt_doubt(io_opt, physical_block_size)
+    if doubt is None or not isinstance(read_ahead_kb, int) or read_ahead_kb <= VM_READAHEAD_KB:
+        return None
+    if any(kernel_read_ahead_kb(io_opt or 0, page) == read_ahead_kb for page in PAGE_KB_CANDIDATES):
+        return doubt
+    return None
+
+
 def side_effects(attr: str) -> frozenset[str]:
     """Attributes the kernel (6.x) rewrites by itself when `attr` is written.
 
@@ -133,6 +175,20 @@ def write_order(attr: str) -> tuple[int, str]:
     if attr == "read_ahead_kb":
         return (4, attr)
     return (3, attr)
+
+
+def modular_schedulers(loadable: Mapping[str, str]) -> dict[str, str]:
+    """Scheduler -> module file, for the schedulers the kernel has as loadable modules (KernelModules.loadable()).
+
+    Such a scheduler is not in ``queue/scheduler`` until something loads it, but
+    writing its name there loads it: tunectl counts it as offered.
+    """
+    out = {}
+    for scheduler, module in SCHEDULER_MODULES.items():
+        path = loadable.get(module.replace("-", "_"))
+        if path:
+            out[scheduler] = path
+    return out
 
 
 def knob(scheduler: str, name: str) -> Attribute | None:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from tunectl.errors import ExitCode
+from tunectl.errors import ExitCode, TunectlError
 
 EXAMPLES = {
     "status": "examples:\n  tunectl status\n  tunectl status --json | jq '.devices[].class'",
     "plan": "examples:\n  tunectl plan -p throughput-performance\n  tunectl plan -p ./my.yaml /dev/sda --json",
     "apply": "examples:\n  tunectl apply -p latency-performance\n  tunectl apply -p default --check --diff\n"
              "  tunectl apply -p default --json --detailed-exitcode   # for Ansible",
-    "verify": "examples:\n  tunectl verify            # against the last applied profile\n  tunectl verify -p desktop sda",
+    "verify": "examples:\n  tunectl verify            # the last applied profile, on the devices that apply was limited to\n"
+              "  tunectl verify --all      # every device\n  tunectl verify -p desktop sda",
     "rollback": "examples:\n  tunectl rollback          # every device tunectl changed\n  tunectl rollback sdb --check",
 }
 
@@ -20,10 +21,17 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     p.epilog = EXAMPLES.get(name)
     if name == "status":
         p.add_argument("-p", "--profile", help="compare with this profile instead of the last applied one")
+        p.add_argument("--all", action="store_true",
+                       help="every device, also when the last apply was limited to some (default: those)")
         return
     if name in ("plan", "verify"):
         p.add_argument("-p", "--profile", help="profile name or file (default: last applied, else 'default')")
-        p.add_argument("devices", nargs="*", metavar="DEV", help="kernel name or /dev path (default: all)")
+        if name == "verify":
+            p.add_argument("devices", nargs="*", metavar="DEV",
+                           help="kernel name or /dev path (default: the devices the last apply was limited to, else all)")
+            p.add_argument("--all", action="store_true", help="every device, also when the last apply was limited to some")
+        else:
+            p.add_argument("devices", nargs="*", metavar="DEV", help="kernel name or /dev path (default: all)")
         return
     if name == "apply":
         p.add_argument("-p", "--profile", help="profile name or file (default: 'default')")
@@ -48,20 +56,23 @@ def run(ctx, args, out) -> int:
 def _warn_profile(report, out) -> None:
     for w in report.warnings:
         out.warn(str(w))
+    for w in getattr(report, "device_warnings", ()):
+        out.warn(str(w))
 
 
 def _cmd_status(ctx, args, out) -> int:
     from tunectl.report import emit_json, show, table
     from tunectl.tuning import operations as tuning
 
-    report = tuning.status(ctx, args.profile)
+    report = tuning.status(ctx, args.profile, scoped=not args.all)
     _warn_profile(report, out)
     drift_by_dev: dict[str, int] = {}
     for s in report.drift:
         drift_by_dev[s.device] = drift_by_dev.get(s.device, 0) + 1
     if out.json:
-        emit_json({"profile": report.profile,
-                   "devices": [dict(d.to_json(), drift=[s.to_json() for s in report.drift if s.device == d.name])
+        emit_json({"profile": report.profile, "scope": _scope_json(report),
+                   "devices": [dict(d.to_json(), drift=[s.to_json() for s in report.drift if s.device == d.name],
+                                    warnings=[w.to_json() for w in report.device_warnings if w.device == d.name])
                                for d in report.devices]}, out.stdout)
         return ExitCode.OK
     rows = []
@@ -72,8 +83,19 @@ def _cmd_status(ctx, args, out) -> int:
                      show(d.queue.get("read_ahead_kb")), d.identity, drift] + ([knobs] if out.verbose else []))
     headers = ["DEVICE", "CLASS", "SCHEDULER", "READ-AHEAD", "IDENTITY", "DRIFT"] + (["KNOBS"] if out.verbose else [])
     out.print(f"profile: {report.profile}")
+    _print_scope(report, out)
     out.print(table(headers, rows))
     return ExitCode.OK
+
+
+def _scope_json(report) -> dict | None:
+    return report.scope.to_json() if report.scope is not None else None
+
+
+def _print_scope(report, out) -> None:
+    """Say so when the last apply's scope narrows the devices looked at (DEV arguments say it themselves)."""
+    if report.scope is not None and report.scope.origin == "last-apply":
+        out.print(report.scope.describe(report.profile))
 
 
 def _settings_rows(settings, verbose: int, with_status: bool = False):
@@ -105,16 +127,18 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     from tunectl.tuning import operations as tuning
 
     ref = tuning.active_profile_ref(ctx, args.profile) if verify else args.profile
-    report = tuning.plan(ctx, ref, args.devices)
+    report = tuning.plan(ctx, ref, args.devices, scoped=verify and not args.all)
     _warn_profile(report, out)
     drift = report.drift
     code = ExitCode.DRIFT if verify and drift else ExitCode.OK
     if out.json:
-        emit_json({"profile": report.profile, "in_sync": not drift,
-                   "settings": [s.to_json() for s in report.settings]}, out.stdout)
+        emit_json({"profile": report.profile, "in_sync": not drift, "scope": _scope_json(report),
+                   "settings": [s.to_json() for s in report.settings],
+                   "device_warnings": [w.to_json() for w in report.device_warnings]}, out.stdout)
         return code
     rows = _settings_rows(report.settings, out.verbose, with_status=True)
     out.print(f"profile: {report.profile}")
+    _print_scope(report, out)
     if rows:
         out.print(table(["DEVICE", "ATTRIBUTE", "BEFORE -> AFTER", "SOURCE", "STATUS", "NOTE"], rows))
     out.print(_summary([s.status for s in report.settings]))
@@ -126,7 +150,12 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
 def _cmd_apply(ctx, args, out) -> int:
     from tunectl.tuning import operations as tuning
 
-    report = tuning.apply(ctx, args.profile, args.devices, check=args.check, stack=args.stack)
+    try:
+        report = tuning.apply(ctx, args.profile, args.devices, check=args.check, stack=args.stack)
+    except TunectlError as e:
+        if args.detailed_exitcode:  # its callers read 2 as "changed": every error is 1, a bad profile or state (5) too
+            e.exit_code = ExitCode.DRIFT
+        raise
     code = _render_apply(report, args, out)
     if args.detailed_exitcode:
         return 1 if code != ExitCode.OK else (2 if report.changed else 0)
@@ -140,7 +169,7 @@ def _render_apply(report, args, out) -> int:
     if out.json:
         emit_json({"profile": report.profile, "changed": report.changed, "check": report.check,
                    "writes": report.writes, "write_phase_ms": round(report.write_seconds * 1000, 3),
-                   "notes": report.notes,
+                   "notes": report.notes, "warnings": [str(w) for w in report.warnings],
                    "settings": [o.to_json() for o in report.outcomes]}, out.stdout)
         return report.exit_code
     for note in report.notes:

@@ -73,8 +73,10 @@ class Device:
     rotational: bool | None = None
     logical_block_size: int | None = None
     physical_block_size: int | None = None
+    optimal_io_size: int | None = None  # bytes; 0 = none reported
     scheduler: str | None = None  # active; None for devices without a scheduler
-    schedulers: tuple[str, ...] = ()  # offered
+    schedulers: tuple[str, ...] = ()  # listed in queue/scheduler
+    loadable: tuple[str, ...] = ()  # not listed, but modules of the running kernel: writing the name loads one
     iosched: dict[str, int | str] = field(default_factory=dict)
     queue: dict[str, int | str] = field(default_factory=dict)
     slaves: tuple[str, ...] = ()
@@ -86,10 +88,15 @@ class Device:
     def has_scheduler(self) -> bool:
         return bool(self.schedulers)
 
+    def offers(self, scheduler: str) -> bool:
+        """Listed by the device, or a module the kernel loads when the name is written."""
+        return scheduler in self.schedulers or scheduler in self.loadable
+
     def to_json(self) -> dict:
         data = asdict(self)
         data["class"] = data.pop("cls")
         data["schedulers"] = list(self.schedulers)
+        data["loadable"] = list(self.loadable)
         data["slaves"] = list(self.slaves)
         data["holders"] = list(self.holders)
         data["links"] = list(self.links)

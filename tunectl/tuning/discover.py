@@ -78,8 +78,13 @@ def _identity(dev: Device, props: dict[str, str], sysfs: Sysfs) -> str:
     return f"kernel:{dev.name}"
 
 
-def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str] | None = None) -> Device | None:
-    """One whole device, or None if it has no queue/ (or vanished while we looked)."""
+def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str] | None = None,
+                modular: Iterable[str] = ()) -> Device | None:
+    """One whole device, or None if it has no queue/ (or vanished while we looked).
+
+    `modular`: schedulers the running kernel has as loadable modules (KernelModules);
+    a device with a scheduler offers them too, listed or not.
+    """
     base = f"block/{name}"
     if not sysfs.exists(f"{base}/queue"):
         return None
@@ -114,12 +119,15 @@ def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str
     dev.removable = (sysfs.read_or(f"{base}/removable") or "0").strip() == "1"
     dev.logical_block_size = _int(sysfs.read_or(f"{base}/queue/logical_block_size"), 0) or None
     dev.physical_block_size = _int(sysfs.read_or(f"{base}/queue/physical_block_size"), 0) or None
+    io_opt = sysfs.read_or(f"{base}/queue/optimal_io_size")
+    dev.optimal_io_size = None if io_opt is None else _int(io_opt)
     sched_text = sysfs.read_or(f"{base}/queue/scheduler")
     if sched_text is not None:
         active, offered = parse_scheduler(sched_text)
         # bio-based devices (dm, zram, brd...) list only "none": nothing to choose.
         if offered and offered != ("none",):
             dev.scheduler, dev.schedulers = active, offered
+            dev.loadable = tuple(s for s in modular if s not in offered)
             for knob in sysfs.listdir(f"{base}/queue/iosched"):
                 value = sysfs.read_or(f"{base}/queue/iosched/{knob}")
                 if value is not None:
@@ -161,12 +169,16 @@ def _int_or_text(text: str) -> int | str:
 
 
 def discover(sysfs: Sysfs, udev: UdevDb, queue_attrs: Iterable[str] | None = None,
-             names: Iterable[str] | None = None) -> list[Device]:
-    """Every whole block device under the root (or those of `names`), sorted by kernel name."""
+             modular: Iterable[str] = (), names: Iterable[str] | None = None) -> list[Device]:
+    """Every whole block device under the root (or those of `names`), sorted by kernel name.
+
+    `modular`: see read_device.
+    """
     attrs = None if queue_attrs is None else tuple(queue_attrs)
+    modular = tuple(modular)
     devices = []
     for name in sysfs.listdir("block") if names is None else sorted(set(names)):
-        dev = read_device(sysfs, udev, name, attrs)
+        dev = read_device(sysfs, udev, name, attrs, modular)
         if dev is not None:
             devices.append(dev)
     return devices

@@ -10,12 +10,40 @@ import time
 from dataclasses import dataclass, field
 
 from tunectl.context import Context
-from tunectl.errors import ExitCode, UsageError
+from tunectl.errors import ExitCode, StateError, UsageError
 from tunectl.profile.resolve import Profile, load_profile
+from tunectl.system.state import ACTIVE
 from tunectl.tuning import apply as applying
+from tunectl.tuning.attributes import modular_schedulers
 from tunectl.tuning.device import Device
 from tunectl.tuning.discover import discover, partition_parent, stack_of
 from tunectl.tuning.plan import CHANGE, UNAVAILABLE, Setting, lower_disks, make_plan, queue_attrs_of
+from tunectl.tuning.topology import DeviceWarning, read_ahead_warnings
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The devices a command was limited to: named on its command line, or those of the last apply.
+
+    By stable identity (the active-profile record outlives kernel names); `devices`
+    are the kernel names present now, `absent` the identities not present.
+    """
+
+    origin: str  # "arguments" | "last-apply"
+    devices: tuple[str, ...]
+    identities: tuple[str, ...]
+    absent: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"from": self.origin, "devices": list(self.devices), "identities": list(self.identities),
+                "absent": list(self.absent)}
+
+    def describe(self, profile: str) -> str:
+        names = ", ".join(self.devices) or "none present"
+        if self.origin == "arguments":
+            return f"scope: {names}"
+        text = f"scope: {names} (the devices the last apply of {profile} was limited to; --all for every device)"
+        return text + (f"; not present: {', '.join(self.absent)}" if self.absent else "")
 
 
 @dataclass
@@ -24,6 +52,8 @@ class PlanReport:
     devices: list[Device]
     settings: list[Setting]
     warnings: list = field(default_factory=list)
+    scope: Scope | None = None  # None: every device
+    device_warnings: list[DeviceWarning] = field(default_factory=list)
 
     @property
     def changes(self) -> list[Setting]:
@@ -66,6 +96,37 @@ def active_profile_ref(ctx: Context, ref: str | None) -> str | None:
     return record.get("ref") if record else None
 
 
+def scoped_record(record: dict, previous: dict | None, scope: list[str] | None) -> dict:
+    """The active-profile record after an apply limited to `scope` (identities; None: every device).
+
+    An apply without DEV clears the scope. One with DEV keeps the profile's
+    record unscoped when the same profile was last applied to every device (they
+    are all tuned by it), adds to the scope of an earlier limited apply of the
+    same profile, and otherwise starts a new scope. Records without a scope (all
+    records before scopes existed) mean every device.
+    """
+    if scope is None:
+        return dict(record)
+    same = previous is not None and (previous.get("name"), previous.get("files")) == (record["name"], record["files"])
+    if same and "scope" not in previous:
+        return dict(record)
+    earlier = previous.get("scope", []) if same else []
+    return dict(record, scope=sorted(set(earlier) | set(scope)))
+
+
+def last_apply_scope(ctx: Context, profile: Profile, devices: list[Device]) -> Scope | None:
+    """The scope of the last apply, when it applied `profile` to some devices only; else None (every device)."""
+    record = ctx.state.active_profile() if ctx.state.dir.exists() else None
+    if not record or not isinstance(record.get("scope"), list):
+        return None
+    if (record.get("name"), record.get("files")) != (profile.name, profile.files):
+        return None  # another profile than the one last applied: no scope of its own
+    wanted = [str(i) for i in record["scope"]]
+    present = {d.identity: d.name for d in devices}
+    return Scope("last-apply", tuple(present[i] for i in wanted if i in present), tuple(wanted),
+                 tuple(i for i in wanted if i not in present))
+
+
 def resolve_names(ctx: Context, devices: list[Device], refs: list[str]) -> list[str]:
     """DEV arguments (sda, /dev/sda, /dev/disk/by-id/..., a partition, a mountpoint or any path) -> kernel names
     of whole devices (a path: the whole disks under its filesystem)."""
@@ -103,33 +164,60 @@ def _parents(ctx: Context, devices: list[Device]) -> dict[str, str]:
     return parents
 
 
+def _discover(ctx: Context, queue_attrs: set[str] | None = None, names: set[str] | None = None) -> list[Device]:
+    """Discovery on this machine (of `names` only, if given): a scheduler the running kernel has as a module
+    counts as offered."""
+    return discover(ctx.sysfs, ctx.udev, queue_attrs, modular_schedulers(ctx.modules.loadable()), names)
+
+
 def _load(ctx: Context, ref: str | None) -> Profile:
     cache = ctx.state.dir / "validated" if os.access(ctx.state.dir, os.W_OK) else None
     return load_profile(ref, ctx.search_path, cache)
 
 
 def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None,
-         profile: Profile | None = None, stack: bool = False) -> PlanReport:
-    """The plan for all devices, or for `dev_refs` (with `stack`: and the disks below them)."""
+         profile: Profile | None = None, stack: bool = False, scoped: bool = False) -> PlanReport:
+    """The plan for all devices, or for `dev_refs` (with `stack`: and the disks below them).
+
+    `scoped` (verify without DEV): only the devices the last apply of this profile was limited to.
+    """
     profile = profile or _load(ctx, profile_ref)
     # Kernel names of whole devices (the usual `apply -p P sda sdb`): read only them and their stacks.
     whole = set(ctx.sysfs.listdir("block"))
     named = [ref[len("/dev/"):] if ref.startswith("/dev/") else ref for ref in dev_refs or ()]
-    scope = stack_of(ctx.sysfs, named) if named and whole.issuperset(named) else None
-    devices = discover(ctx.sysfs, ctx.udev, queue_attrs_of(profile), scope)
+    reading = stack_of(ctx.sysfs, named) if named and whole.issuperset(named) else None
+    devices = _discover(ctx, queue_attrs_of(profile), reading)
     parents = _parents(ctx, devices)
-    only = resolve_names(ctx, devices, dev_refs) if dev_refs else None
-    if only is not None and stack:
-        by_name = {d.name: d for d in devices}
+    scope = _scope(ctx, profile, devices, parents, dev_refs, stack, scoped)
+    settings = make_plan(devices, profile, parents, None if scope is None else scope.devices)
+    planned = [d for d in devices if scope is None or d.name in scope.devices]
+    return PlanReport(profile.name, devices, settings, list(profile.warnings) + ctx.state.warnings, scope,
+                      read_ahead_warnings(planned, settings))
+
+
+def _scope(ctx: Context, profile: Profile, devices: list[Device], parents: dict[str, str],
+           dev_refs: list[str] | None, stack: bool, scoped: bool) -> Scope | None:
+    if not dev_refs:
+        return last_apply_scope(ctx, profile, devices) if scoped else None
+    only = resolve_names(ctx, devices, dev_refs)
+    by_name = {d.name: d for d in devices}
+    if stack:
         only = only + [low for name in only for low in lower_disks(by_name, name, parents)]
-    settings = make_plan(devices, profile, parents, only)
-    return PlanReport(profile.name, devices, settings, list(profile.warnings))
+    only = list(dict.fromkeys(only))
+    return Scope("arguments", tuple(only), tuple(sorted({by_name[n].identity for n in only})))
 
 
-def status(ctx: Context, profile_ref: str | None) -> PlanReport:
+def status(ctx: Context, profile_ref: str | None, scoped: bool = True) -> PlanReport:
+    """Every device (or, `scoped`, those of the last apply's scope) with its drift from the profile."""
     profile = _load(ctx, active_profile_ref(ctx, profile_ref))
-    devices = discover(ctx.sysfs, ctx.udev)
-    return PlanReport(profile.name, devices, make_plan(devices, profile, _parents(ctx, devices)), list(profile.warnings))
+    devices = _discover(ctx)
+    scope = last_apply_scope(ctx, profile, devices) if scoped else None
+    # Plan over every device (a below: block comes from the stacked device above), show the scope's.
+    settings = make_plan(devices, profile, _parents(ctx, devices), None if scope is None else scope.devices)
+    if scope is not None:
+        devices = [d for d in devices if d.name in scope.devices]
+    return PlanReport(profile.name, devices, settings, list(profile.warnings) + ctx.state.warnings, scope,
+                      read_ahead_warnings(devices))
 
 
 def apply(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None, check: bool = False,
@@ -143,37 +231,55 @@ def apply(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = No
         # Plan under the lock: another run may have changed things while we waited.
         report = plan(ctx, None, dev_refs, profile, stack)
         journal = ctx.state.journal()
+        record = {"ref": profile_ref or profile.name, "name": profile.name, "files": profile.files}
+        # Read before any write: a state file tunectl cannot use stops the run here.
+        previous = ctx.state.active_profile()
+        record = scoped_record(record, previous, None if report.scope is None else list(report.scope.identities))
+        new_active = previous != record or ctx.state.recovered(ACTIVE)
         by_name = {d.name: d for d in report.devices}
-        if applying.record_originals(journal, report.settings, by_name):
+        if applying.record_originals(journal, report.settings, by_name, _changed_by(profile_ref or profile.name)) \
+                or ctx.state.recovered():
             ctx.state.save_journal(journal)
         writes_before = ctx.sysfs.writes
         started = time.perf_counter()
         outcomes = applying.apply_settings(ctx.sysfs, report.settings)
         write_seconds = time.perf_counter() - started
-        record = {"ref": profile_ref or profile.name, "name": profile.name, "files": profile.files}
-        if ctx.state.active_profile() != record:
-            ctx.state.save_active_profile(record)
+        if new_active:
+            try:
+                ctx.state.save_active_profile(record)
+            except StateError as e:
+                raise StateError(f"{e.message}; the settings were applied and their originals journalled, "
+                                 "only the record of the profile in use (for verify and status) is stale",
+                                 e.hint) from None
     return ApplyReport(profile.name, outcomes, writes=ctx.sysfs.writes - writes_before, write_seconds=write_seconds,
-                       warnings=report.warnings)
+                       warnings=list(dict.fromkeys(report.warnings + ctx.state.warnings)))
+
+
+def _changed_by(ref: str) -> dict:
+    from tunectl import __version__
+
+    return {"profile": ref, "tunectl": __version__, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
 def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = False) -> ApplyReport:
     with ctx.state.locked():
         journal = ctx.state.journal()
-        devices = discover(ctx.sysfs, ctx.udev)
+        devices = _discover(ctx)
         chosen = set(resolve_names(ctx, devices, dev_refs)) if dev_refs else None
         settings = applying.rollback_plan(journal, devices, lambda d: chosen is None or d.name in chosen)
         present = {d.identity for d in devices}
         notes = [f"{entry['name']} ({identity}) is not present; its originals stay in the journal"
                  for identity, entry in journal["devices"].items() if identity not in present and chosen is None]
         if check:
-            return ApplyReport("journal", [applying.Outcome(s, s.status) for s in settings], check=True, notes=notes)
+            return ApplyReport("journal", [applying.Outcome(s, s.status) for s in settings], check=True, notes=notes,
+                               warnings=list(ctx.state.warnings))
         writes_before = ctx.sysfs.writes
         outcomes = applying.apply_settings(ctx.sysfs, settings)
         failed = {o.setting.identity for o in outcomes if o.status not in (applying.CHANGED, "ok")}
         restored = {o.setting.identity for o in outcomes} - failed
         for identity in restored:
             journal["devices"].pop(identity, None)
-        if restored:
+        if restored or ctx.state.recovered():
             ctx.state.save_journal(journal)
-    return ApplyReport("journal", outcomes, writes=ctx.sysfs.writes - writes_before, notes=notes)
+    return ApplyReport("journal", outcomes, writes=ctx.sysfs.writes - writes_before, notes=notes,
+                       warnings=list(ctx.state.warnings))

@@ -156,10 +156,10 @@ def plan_device(dev: Device, wanted: Wanted) -> list[Setting]:
                 "tune the disks below it with below:")
             target = None
         else:
-            chosen = next((p for p in prefs if p in dev.schedulers), None)
+            chosen = next((p for p in prefs if dev.offers(p)), None)
             if chosen is None:
                 add("scheduler", dev.scheduler, prefs[0], source, UNAVAILABLE,
-                    f"device offers {' '.join(dev.schedulers)}; none of {', '.join(prefs)}")
+                    f"device offers {' '.join(dev.schedulers + dev.loadable)}; none of {', '.join(prefs)}")
             else:
                 switching = chosen != dev.scheduler
                 add("scheduler", dev.scheduler, chosen, source, CHANGE if switching else IN_SYNC)

@@ -24,6 +24,7 @@ from tunectl.system.runner import CommandError
 from tunectl.system.runner import run as run_command
 from tunectl.system.state import atomic_write
 from tunectl.tuning import operations as tuning
+from tunectl.tuning.attributes import modular_schedulers
 from tunectl.udev.lint import lint
 from tunectl.udev.render import RULES_FILE, Rendered, render_rules
 
@@ -70,7 +71,9 @@ def load_for_rules(ctx, ref: str | None) -> Profile:
 
 def rendered_for(ctx, ref: str | None) -> tuple[Rendered, Profile]:
     profile = load_for_rules(ctx, ref)
-    return render_rules(profile, tunectl_executable(ctx.env)), profile
+    # The running kernel's modular schedulers are an input of the rules, read here at the edge.
+    modules = modular_schedulers(ctx.modules.loadable())
+    return render_rules(profile, tunectl_executable(ctx.env), modules=modules), profile
 
 
 def _warn_profile(profile: Profile, rendered: Rendered, out) -> None:

@@ -11,6 +11,7 @@ drive it with events of their own against a fake sysfs tree.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -103,6 +104,10 @@ def udev_events(poll_seconds: float = 0.5) -> Iterator[BlockEvent | None]:
         context = pyudev.Context()
         monitor = pyudev.Monitor.from_netlink(context, source="udev")
         monitor.filter_by("block", device_type="disk")
+        # A burst of events (a trigger, many disks) overflows the default socket buffer and the kernel
+        # drops the rest (ENOBUFS); udevadm monitor asks for 128 MiB for the same reason.
+        with contextlib.suppress(OSError, ValueError):
+            monitor.set_receive_buffer_size(128 << 20)
         monitor.start()
     except (OSError, pyudev.DeviceNotFoundError) as e:
         raise TunectlError(f"cannot listen to udev events: {e}",

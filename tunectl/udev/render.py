@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -233,6 +234,20 @@ def _check_match(match: Any, where: str) -> dict:
     return out
 
 
+def _check_modules(modules: Mapping[str, str], notes: list[str]) -> dict[str, str]:
+    """Module files that can be put into a TEST; one that cannot is left out, with a note."""
+    out = {}
+    for scheduler, path in sorted(modules.items()):
+        if scheduler not in SCHEDULERS or scheduler == "none":
+            raise RenderError(f"modules: {scheduler!r} is not a scheduler that can be a module")
+        if isinstance(path, str) and _PATH_RE.match(path) and "/../" not in path:
+            out[scheduler] = path
+        else:
+            notes.append(f"{scheduler} is a module at {path!r}, a path udev cannot test safely: the rules choose it "
+                         "only once it is loaded")
+    return out
+
+
 def _check_path(path: str | None, what: str) -> str | None:
     if path is None:
         return None
@@ -296,7 +311,7 @@ def _named_classes(canonical: dict) -> set[str]:
     return named
 
 
-def _layer_rules(w: RuleWriter, settings: dict, used: dict[str, set]) -> None:
+def _layer_rules(w: RuleWriter, settings: dict, used: dict[str, set], modules: dict[str, str]) -> None:
     """The assignments of one layer, for a device already known to match it."""
     assigns = []
     prefs = settings.get("scheduler")
@@ -318,29 +333,52 @@ def _layer_rules(w: RuleWriter, settings: dict, used: dict[str, set]) -> None:
             w.comment(f"preference {', '.join(prefs)}: the last rule that fires wins, so the first one offered is chosen")
         for name in reversed(prefs):
             w.rule(f"ATTR{{queue/scheduler}}=={quote(_sched_glob(name))}", f'ENV{{{env_name("scheduler")}}}={quote(name)}')
+            if name in modules:
+                # Not listed until loaded, but the write below loads it: offered while its module file exists.
+                w.rule(f'ENV{{{env_name("has_scheduler")}}}=="1"', f"TEST=={quote(modules[name])}",
+                       f'ENV{{{env_name("scheduler")}}}={quote(name)}')
             used.setdefault("scheduler", set()).add(name)
 
 
 def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str | None = None,
-                 only_kernels: tuple[str, ...] | list[str] = (), only_loop_backing: str | None = None) -> Rendered:
+                 only_kernels: tuple[str, ...] | list[str] = (), only_loop_backing: str | None = None,
+                 modules: Mapping[str, str] | None = None) -> Rendered:
     """The rules file for `profile`, its digest and the notes a user should read.
 
     `tunectl_path` and `profile_path` (default: the profile's own file) are
     needed only when a `below:` block makes a stacked device's event run
     tunectl. `only_kernels` / `only_loop_backing` restrict the rules to some
     devices (tests, staged roll-outs); a profile never sets them.
+
+    `modules` maps a scheduler the target kernel has as a loadable module to its
+    module file (``attributes.modular_schedulers``; `udev install` reads it from
+    the running kernel's module tree). Such a scheduler is not in
+    ``queue/scheduler`` until loaded, and writing its name loads it, so apply
+    counts it as offered; the rules do the same while that exact file exists
+    (``TEST==``, a stat per event, no process). The file's path holds the kernel
+    release: after booting another kernel the test fails and the rules fall back
+    to what the device lists, never writing a name that kernel cannot load, and
+    `udev check` reports the rules as stale. Writing the name unconditionally
+    instead would break preference lists ([bfq, mq-deadline] on a kernel without
+    bfq: the write fails and udev cannot see that within the event to fall back).
     """
     name = profile.name
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise RenderError(f"profile name {name!r} cannot be put into a rules file",
                           hint="names are letters, digits, '.', '_' and '-'")
     canonical = _canonical(profile)
+    notes: list[str] = []
+    # Only the modules the rules can choose: a kernel change elsewhere leaves the rules (and digest) alone.
+    blocks = [*canonical["classes"].values(), *canonical["devices"]]
+    wanted = {name for block in blocks for name in block.get("scheduler", ())}
+    modules = _check_modules({k: v for k, v in (modules or {}).items() if k in wanted}, notes)
+    if modules:
+        canonical["modules"] = dict(sorted(modules.items()))  # an input of the rules: the digest covers it
     scope = [check_glob(k, "only_kernels") for k in only_kernels]
     backing = check_glob(only_loop_backing, "only_loop_backing") if only_loop_backing else None
     if backing and not backing.startswith("/"):
         raise RenderError(f"only_loop_backing {backing!r} must be an absolute path glob")
     runs = bool(any(s.get("below") for s in canonical["classes"].values()) or any(e.get("below") for e in canonical["devices"]))
-    notes: list[str] = []
     run_cmd = ""
     if runs:
         tunectl_path = _check_path(tunectl_path, "tunectl executable")
@@ -361,6 +399,9 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
     w.comment(f"Do not edit: change the profile, then run `tunectl udev install -p {name}`.")
     w.comment("Stages: facts (class, bus), profile layers setting TUNECTL_* properties (later layers win, as in")
     w.comment("`tunectl apply`), then the writes in apply's order: scheduler, nr_requests, knobs, queue, read-ahead.")
+    if modules:
+        w.comment("Schedulers built as modules of the kernel these rules were rendered for, offered while the module")
+        w.comment("file exists (writing the name loads it): " + ", ".join(f"{k} {v}" for k, v in sorted(modules.items())))
     w.blank()
     w.rule('SUBSYSTEM!="block"', f'GOTO="{END}"')
     w.rule('ACTION!="add|change"', f'GOTO="{END}"')
@@ -421,7 +462,7 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
             continue
         end = f"tunectl_class_{cls}_end"
         w.rule(f'ENV{{{env_name("class")}}}!={quote(cls)}', f'GOTO="{end}"')
-        _layer_rules(w, settings, used)
+        _layer_rules(w, settings, used, modules)
         w.rule(f'LABEL="{end}"')
     for i, entry in enumerate(canonical["devices"]):
         w.blank()
@@ -437,7 +478,7 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
             continue
         notes.extend(entry_notes)
         w.lines.extend(body.lines)
-        _layer_rules(w, entry, used)
+        _layer_rules(w, entry, used, modules)
         w.rule(f'LABEL="{end}"')
 
     _write_stage(w, used)

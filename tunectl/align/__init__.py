@@ -1,0 +1,1 @@
+"""Partition alignment: parted's tables and sysfs topology -> one verdict per partition."""

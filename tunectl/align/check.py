@@ -1,0 +1,107 @@
+"""`tunectl align`: which disks to read, parted and sysfs through their edges, the pure verdicts, one report."""
+
+from __future__ import annotations
+
+import os
+
+from tunectl.align.table import ParseError, PartedDisk, parse_json, parse_machine
+from tunectl.align.verdict import AlignReport, DiskReport, Topology, judge_disk
+from tunectl.context import Context
+from tunectl.errors import NotPermitted, TunectlError, UsageError
+from tunectl.system.parted import JSON, Parted, PartedError
+from tunectl.system.sysfs import Sysfs
+
+OPT_IN = ("loop", "zram")  # only when named, as everywhere in tunectl
+PARALLEL = 8  # parted runs at once; each spends its time opening the device and probing
+
+
+def read_topology(sysfs: Sysfs, name: str) -> Topology:
+    def num(rel: str, default: int) -> int:
+        text = sysfs.read_or(f"block/{name}/{rel}")
+        try:
+            return int(text) if text is not None else default
+        except ValueError:
+            return default
+
+    lbs = num("queue/logical_block_size", 512)
+    return Topology(lbs, num("queue/physical_block_size", lbs), num("queue/minimum_io_size", lbs),
+                    num("queue/optimal_io_size", 0), num("alignment_offset", 0))
+
+
+def _partition_filter(ctx: Context, ref: str) -> int | None:
+    """The partition number when `ref` names a partition (sda2, /dev/sda2, a link to one)."""
+    name = ref[len("/dev/"):] if ref.startswith("/dev/") else ref
+    if "/" in name and ref.startswith("/dev/") and str(ctx.sysfs.root) == "/sys" and os.path.exists(ref):
+        name = os.path.basename(os.path.realpath(ref))
+    if "/" in name or not ctx.sysfs.exists(f"class/block/{name}/partition"):
+        return None
+    text = ctx.sysfs.read_or(f"class/block/{name}/partition")
+    return int(text) if text and text.strip().isdigit() else None
+
+
+def check(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None,
+          parted: Parted | None = None, workers: int = PARALLEL) -> AlignReport:
+    from tunectl.tuning.discover import discover
+    from tunectl.tuning.operations import _load, resolve_names
+
+    profile = _load(ctx, profile_ref)
+    boundary = profile.boundary_kib * 1024
+    devices = discover(ctx.sysfs, ctx.udev, ())
+    named = bool(dev_refs)
+    only: dict[str, set[int] | None] = {}
+    if dev_refs:
+        for ref, name in zip(dev_refs, resolve_names(ctx, devices, dev_refs)):
+            number = _partition_filter(ctx, ref)
+            wanted = only.get(name, set())
+            if number is None:
+                only[name] = None  # the whole disk: wins over any of its partitions
+            elif wanted is not None:
+                only[name] = wanted | {number}
+        names = list(only)
+    else:
+        names = [d.name for d in devices if d.cls not in OPT_IN and d.size_bytes > 0]
+    parted = parted or Parted()
+    tables = _read_tables(parted, names, named, workers)
+    disks: list[DiskReport] = []
+    notes: list[str] = []
+    for name in names:
+        topo = read_topology(ctx.sysfs, name)
+        found = tables[name]
+        if isinstance(found, UsageError):  # not named: sysfs knows it, /dev does not
+            notes.append(f"{name}: skipped: {found.message}")
+            continue
+        if isinstance(found, TunectlError):
+            disks.append(DiskReport(name, None, topo, warnings=[found.message], named=named, unreadable=True))
+            continue
+        report = judge_disk(name, found, topo, boundary, only.get(name))
+        report.named = named
+        if named or report.table is not None:
+            disks.append(report)
+    denied = [t for t in tables.values() if isinstance(t, NotPermitted)]
+    if denied and len(denied) == sum(not isinstance(t, UsageError) for t in tables.values()):
+        raise denied[0]  # nothing could be read: not a verdict, a permission problem
+    return AlignReport(profile.name, disks, list(profile.warnings), notes)
+
+
+def _read_tables(parted: Parted, names: list[str], named: bool,
+                 workers: int) -> dict[str, PartedDisk | None | TunectlError]:
+    """parted on every disk, a few at once; an unreadable disk is its error, a missing node skipped unless named."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(name: str) -> PartedDisk | None | TunectlError:
+        try:
+            out = parted.print_table(f"/dev/{name}")
+            if not out.has_table:
+                return None
+            return parse_json(out.text) if out.format == JSON else parse_machine(out.text)
+        except (PartedError, ParseError, NotPermitted) as e:
+            return e
+        except UsageError as e:
+            if named:
+                raise
+            return e
+
+    if len(names) <= 1 or workers <= 1:
+        return {name: one(name) for name in names}
+    with ThreadPoolExecutor(max_workers=min(workers, len(names))) as pool:
+        return dict(zip(names, pool.map(one, names)))

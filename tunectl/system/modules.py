@@ -1,0 +1,88 @@
+"""The running kernel's module tree (``/lib/modules/<release>``): which I/O schedulers are loadable modules.
+
+A scheduler built as a module is listed in ``queue/scheduler`` only once it is
+loaded; writing its name makes the kernel load it (elv_iosched_store ->
+request_module("<name>-iosched"), which modprobe resolves through the module's
+alias). So tunectl counts a scheduler as offered when the device lists it *or*
+the running kernel has it in ``modules.dep`` (and not in ``modules.builtin``,
+whose entries are always listed).
+
+The root is injected (``TUNECTL_MODULES_ROOT``; default ``/lib/modules`` for the
+real ``/sys``, nothing for a fake sysfs tree), like every other edge.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_SUFFIXES = (".ko", ".ko.xz", ".ko.zst", ".ko.gz")
+
+
+def module_name(path: str) -> str | None:
+    """``kernel/block/kyber-iosched.ko.zst`` -> ``kyber_iosched`` (kmod treats '-' and '_' alike), or None."""
+    base = path.strip().rsplit("/", 1)[-1]
+    for suffix in _SUFFIXES:
+        if base.endswith(suffix):
+            return base[: -len(suffix)].replace("-", "_")
+    return None
+
+
+def parse_modules_dep(text: str) -> dict[str, str]:
+    """modules.dep (``path: deps...`` per line) -> module name -> path relative to the release directory."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        path = line.split(":", 1)[0].strip()
+        name = module_name(path) if path else None
+        if name:
+            out[name] = path
+    return out
+
+
+def parse_modules_builtin(text: str) -> set[str]:
+    """modules.builtin (one path per line) -> module names built into the kernel."""
+    return {name for name in (module_name(line) for line in text.splitlines() if line.strip()) if name}
+
+
+def loadable_modules(dep_text: str | None, builtin_text: str | None, release_dir: str) -> dict[str, str]:
+    """Module name -> absolute path of its file, for the modules in modules.dep that are not built in."""
+    if not dep_text:
+        return {}
+    builtin = parse_modules_builtin(builtin_text or "")
+    return {name: os.path.join(release_dir, path) for name, path in parse_modules_dep(dep_text).items()
+            if name not in builtin}
+
+
+class KernelModules:
+    """The module tree of one kernel release under an injected root; read once, on first use."""
+
+    def __init__(self, root: str | os.PathLike | None, release: str) -> None:
+        self.root = Path(root) if root is not None else None
+        self.release = release
+        self._loadable: dict[str, str] | None = None
+
+    @classmethod
+    def none(cls) -> KernelModules:
+        """No module tree (containers, fake trees): only what ``queue/scheduler`` lists is offered."""
+        return cls(None, "")
+
+    @property
+    def release_dir(self) -> Path | None:
+        return self.root / self.release if self.root is not None and self.release else None
+
+    def _read(self, name: str) -> str | None:
+        directory = self.release_dir
+        if directory is None:
+            return None
+        try:
+            return (directory / name).read_text(errors="replace")
+        except OSError:
+            return None  # no tree for this release (a container, a removed kernel): nothing is loadable
+
+    def loadable(self) -> dict[str, str]:
+        """Module name (``-`` spelt ``_``) -> module file, for every module the kernel can load; {} without a tree."""
+        if self._loadable is None:
+            directory = self.release_dir
+            self._loadable = {} if directory is None else loadable_modules(
+                self._read("modules.dep"), self._read("modules.builtin"), str(directory))
+        return dict(self._loadable)

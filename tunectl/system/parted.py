@@ -1,0 +1,73 @@
+"""The parted edge: one partition table read through parted's public CLI.
+
+``parted -j -s DEV unit s print`` where parted knows ``-j`` (3.5+), else
+``parted -m -s DEV unit s print``. Returns the text and which format it is in;
+parsing is the pure core's business (tunectl/align/table.py). parted's errors
+are turned into tunectl's once, here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tunectl.errors import NotPermitted, TunectlError, UsageError
+from tunectl.system import runner
+
+JSON, MACHINE = "json", "machine"
+
+
+class PartedError(TunectlError):
+    """parted could not read this device's partition table."""
+
+
+@dataclass(frozen=True)
+class PartedOutput:
+    format: str  # JSON or MACHINE
+    text: str  # empty when there is no partition table
+    has_table: bool
+
+
+class Parted:
+    """Reads partition tables; remembers whether this parted understands ``-j``."""
+
+    def __init__(self, run: Callable[..., runner.Completed] = runner.run, timeout: float = 60) -> None:
+        self._run = run
+        self.timeout = timeout
+        self.json = True
+
+    def print_table(self, device: str) -> PartedOutput:
+        """The table of `device` (a /dev path). No table is not an error: `has_table` is False."""
+        if self.json:
+            done = self._run(["parted", "-j", "-s", device, "unit", "s", "print"], timeout=self.timeout, check=False)
+            if done.returncode != 0 and _unknown_option(done.stderr):
+                self.json = False  # parted before 3.5
+            else:
+                return self._result(JSON, device, done)
+        done = self._run(["parted", "-m", "-s", device, "unit", "s", "print"], timeout=self.timeout, check=False)
+        return self._result(MACHINE, device, done)
+
+    def _result(self, fmt: str, device: str, done: runner.Completed) -> PartedOutput:
+        err = " ".join(line.strip() for line in done.stderr.splitlines() if line.strip())
+        if done.returncode == 0:
+            return PartedOutput(fmt, done.stdout, True)
+        low = err.lower()
+        if "unrecognised disk label" in low or "unrecognized disk label" in low:
+            return PartedOutput(fmt, done.stdout, False)
+        if "permission denied" in low or "operation not permitted" in low:
+            raise NotPermitted(f"parted cannot open {device}: {_strip_prefix(err)}",
+                               hint="run as root: parted opens the device to read its partition table "
+                                    "(in a container the device may be off limits even to root)")
+        if "could not stat device" in low or "no such file or directory" in low:
+            raise UsageError(f"parted: no block device {device}",
+                             hint="is the device node there? (a --sysfs-root tree describes devices "
+                                  "this machine may not have)")
+        raise PartedError(f"parted cannot read {device}: {_strip_prefix(err) or f'exit {done.returncode}'}")
+
+
+def _unknown_option(stderr: str) -> bool:
+    return "invalid option" in stderr or "unrecognized option" in stderr
+
+
+def _strip_prefix(text: str) -> str:
+    return text[len("Error: "):] if text.startswith("Error: ") else text
