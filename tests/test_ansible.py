@@ -156,6 +156,12 @@ def test_module_bad_input_fails_with_tunectl_s_own_words(empty_fake_tree, tmp_pa
         ({"profile": str(kyber)}, False, []),
     ]
     tasks = [{"name": f"case {i}", "tunectl": dict({"executable": exe}, **args)} for i, (args, _, _) in enumerate(cases)]
+    # An unusable state directory (exit 5): a file where a directory should be.
+    (tmp_path / "not-a-dir").write_text("")
+    broken_env = dict(env, TUNECTL_STATE_DIR=str(tmp_path / "not-a-dir" / "state"))
+    tasks.append({"name": "state", "environment": broken_env, "tunectl": {"state": "rolled_back", "executable": exe}})
+    cases.append(({"state": "rolled_back"}, True,
+                  tunectl_stderr(broken_env, "rollback") + ["hint: move ", "tunectl keeps its state in plain files"]))
     results = module_tasks(tmp_path, tasks, env)
     assert len(results) == len(cases)
     for (args, failed, words), result in zip(cases, results):
@@ -163,7 +169,7 @@ def test_module_bad_input_fails_with_tunectl_s_own_words(empty_fake_tree, tmp_pa
         for w in words:
             assert w.replace("tunectl: error: ", "") in result["msg"], (args, w, result["msg"])
         assert "Traceback" not in json.dumps(result) and "internal error" not in json.dumps(result), result
-    kyber_result = results[-1]
+    kyber_result = results[-2]
     assert kyber_result["changed"] is False
     assert any(w.startswith("sdc scheduler: unavailable: ") for w in kyber_result["warnings"]), kyber_result
 
