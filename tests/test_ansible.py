@@ -140,7 +140,8 @@ def test_module_bad_input_fails_with_tunectl_s_own_words(empty_fake_tree, tmp_pa
     good, garbage, kyber = (tmp_path / f"{n}.yaml" for n in ("good", "garbage", "kyber"))
     good.write_text("name: good\nclasses:\n  ssd: {read_ahead_kb: 1024}\n")
     garbage.write_bytes(b"name: [unclosed\n\x00\xff\n")
-    kyber.write_text("name: kyber\ndevices:\n  - match: {kernel: sdc}\n    scheduler: kyber\n")
+    kyber.write_text("name: kyber\ndevices:\n  - match: {kernel: sdc}\n    scheduler: kyber\n"
+                     "    iosched: {read_lat_nsec: 2000000}\n")
     cases = [  # module arguments, failed?, words the message must hold
         ({"profile": str(good), "executable": "/nonexistent/tunectl"}, True,
          ["executable /nonexistent/tunectl does not exist or is not executable"]),
@@ -171,7 +172,8 @@ def test_module_bad_input_fails_with_tunectl_s_own_words(empty_fake_tree, tmp_pa
         assert "Traceback" not in json.dumps(result) and "internal error" not in json.dumps(result), result
     kyber_result = results[-2]
     assert kyber_result["changed"] is False
-    assert any(w.startswith("sdc scheduler: unavailable: ") for w in kyber_result["warnings"]), kyber_result
+    assert "sdc scheduler: unavailable: device offers none mq-deadline; none of kyber" in kyber_result["warnings"]
+    assert "sdc iosched/read_lat_nsec: skip: not a knob of mq-deadline" in kyber_result["warnings"]
 
 
 @pytest.mark.root
