@@ -287,6 +287,79 @@ def test_glob_with_a_quote_or_newline(cli, glob: str, shown: str) -> None:
                      "without quotes, newlines, commas, '%', '$' or backslashes")
 
 
+# --- what a udev rule cannot hold (`udev render` trusts these checks) ------------------------------
+
+# Each would change a rule's meaning or break out of it: udev alternation (|), substitutions (% $),
+# quoting, and bracket sets on which fnmatch(3) and Python's fnmatchcase disagree.
+EVIL = ['x"', 'x", RUN+="/bin/sh', "a,b", "a\nb", "a%kb", "$env{X}", "a\\b", "a|b", "a`id`", " lead", "trail ", "\u00e9",
+        "[^a]", "[[:alpha:]]", "[z-a]", "[abc", "a\x00b", "\t"]
+
+
+@pytest.mark.parametrize("value", EVIL)
+@pytest.mark.parametrize("key", ["kernel", "model", "vendor", "serial", "wwn", "bus"])
+def test_match_glob_a_udev_rule_cannot_hold(cli, key: str, value: str) -> None:
+    r = validate_text(cli, f"devices:\n  - match: {{{key}: {json.dumps(value)}}}\n    read_ahead_kb: 64\n")
+    assert r.code == 2 and len(r.lines) == 1, r
+    assert r.lines[0].startswith(f"p.yaml:2:{15 + len(key)}: $.devices[0].match.{key}: "), r
+    r = validate_text(cli, f"devices:\n  - match: {{bus: [ata, {json.dumps(value)}]}}\n    read_ahead_kb: 64\n")
+    assert r.code == 2 and r.lines[0].startswith("p.yaml:2:24: $.devices[0].match.bus[1]: "), r
+
+
+@pytest.mark.parametrize(("glob", "message"), [
+    ("'ST4000|WD*'", "'ST4000|WD*': character '|' cannot be put into a udev rule; globs may use letters, digits, "
+                     "punctuation without \" \\ % $ , | ` and *, ?, [...]"),
+    ("'[^a]*'", "'[^a]*': the bracket expression at character 1 is not one udev and tunectl read alike; "
+                "use simple sets such as [0-9], [a-f] or [!0-9]"),
+    ("'sd[z-a]'", "'sd[z-a]': the bracket expression at character 3 is not one udev and tunectl read alike; "
+                  "use simple sets such as [0-9], [a-f] or [!0-9]"),
+    ("' ST4000'", "' ST4000' starts or ends with blanks, which udev and tunectl compare differently; remove them"),
+])
+def test_match_glob_messages(cli, glob: str, message: str) -> None:
+    r = validate_text(cli, f"name: g\ndevices:\n  - match: {{model: {glob}}}\n    scheduler: none\n")
+    assert_errors(r, f"p.yaml:3:20: $.devices[0].match.model: {message}")
+    r = cli("udev", "render", "-p", "p.yaml")
+    assert r.code == 2 and r.out == "" and f"p.yaml:3:20: $.devices[0].match.model: {message}" in r.err
+
+
+def test_mount_match_globs_are_not_udev_globs(cli) -> None:
+    r = validate_text(cli, "mounts:\n  - match: {model: 'ST4000|WD*'}\n    options: [noatime]\n")
+    assert r.code == 0, r
+
+
+@pytest.mark.parametrize(("settings", "where"), [
+    ({"scheduler": ['bfq"']}, "$.classes.ssd.scheduler[0]"),
+    ({"scheduler": ["bfq", "x\nRUN"]}, "$.classes.ssd.scheduler[1]"),
+    ({"iosched": {"read_expire": '150", RUN+="/bin/sh'}}, "$.classes.ssd.iosched.read_expire"),
+    ({"iosched": {"read_expire": True}}, "$.classes.ssd.iosched.read_expire"),
+    ({"iosched": {"read_expire": 0}}, "$.classes.ssd.iosched.read_expire"),
+    ({"iosched": {'x"': 1}}, json_path(("classes", "ssd", "iosched", 'x"'))),
+    ({"queue": {"../../../kernel/x": 1}}, "$.classes.ssd.queue['../../../kernel/x']"),
+    ({"queue": {"nr_requests": "64"}}, "$.classes.ssd.queue.nr_requests"),
+    ({"queue": {"read_ahead_kb": 64}}, "$.classes.ssd.queue.read_ahead_kb"),
+    ({"queue": {"write_cache": 'write back", RUN+="x'}}, "$.classes.ssd.queue.write_cache"),
+    ({"read_ahead_kb": 70000}, "$.classes.ssd.read_ahead_kb"),
+    ({"read_ahead_kb": "4096 parsecs"}, "$.classes.ssd.read_ahead_kb"),
+])
+def test_value_a_udev_rule_cannot_hold(cli, settings: dict, where: str) -> None:
+    r = validate_text(cli, json.dumps({"name": "v", "classes": {"ssd": settings}}, indent=1))
+    assert r.code == 2 and len(r.lines) == 1 and f": {where}: " in r.lines[0], r
+    assert r.lines[0].startswith("p.yaml:"), r
+
+
+@pytest.mark.parametrize("name", ["a\nSUBSYSTEM", 'x"', "-x", "", "a b", "x" * 65])
+def test_profile_name_a_rules_file_cannot_hold(cli, name: str) -> None:
+    r = validate_text(cli, f"name: {json.dumps(name)}\nclasses: {{}}\n")
+    assert r.code == 2 and len(r.lines) == 1 and r.lines[0].startswith("p.yaml:1:7: $.name: "), r
+
+
+def test_file_name_that_is_no_profile_name(cli) -> None:
+    r = validate_text(cli, "classes: {}\n", name="my profile.yaml")
+    assert_errors(r, "my profile.yaml:1:1: $: the file name 'my profile' is not a valid profile name and there is "
+                     "no name: key; add one (profile name: letters, digits, '.', '_', '-'; defaults to the file name)")
+    r = validate_text(cli, "name: mine\nclasses: {}\n", name="my profile.yaml")
+    assert r.code == 0, r
+
+
 def test_mount_option_with_a_newline(cli) -> None:
     r = validate_text(cli, "mounts:\n  - match: {class: ssd}\n    options: [\"noatime\\n\"]\n")
     assert_errors(r, "p.yaml:3:15: $.mounts[0].options[0]: 'noatime\\n' is not a valid mount option: "

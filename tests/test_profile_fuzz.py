@@ -104,8 +104,10 @@ def _settings(draw, allow_below: bool) -> dict:
     return out
 
 
-GLOB = st.text(st.characters(blacklist_characters="\"\n\r,%$\\", blacklist_categories=("Cs", "Cc")),
-               min_size=1, max_size=20)
+# udev's glob dialect (checks.glob_problem): printable ASCII, *, ?, simple bracket sets, no blanks at the ends.
+_GLOB_CHARS = st.characters(min_codepoint=0x21, max_codepoint=0x7E, blacklist_characters="\"\\%$,|`[]")
+GLOB = st.lists(st.one_of(_GLOB_CHARS, st.just(" "), st.sampled_from(["*", "?", "[0-9]", "[!a-c]", "[xy]"])),
+                min_size=1, max_size=12).map("".join).map(lambda g: g.strip() or "*")
 
 
 @st.composite

@@ -203,6 +203,8 @@ def check_document(doc: Document) -> list[Diagnostic]:
         diags.extend(_check_settings(doc, path, settings))
     for path, match in _match_blocks(doc.data):
         diags.extend(_check_match(doc, path, match))
+    if "name" not in doc.data:
+        diags.extend(check_name_default(doc))
     return limit_diagnostics(diags)
 
 
@@ -291,17 +293,105 @@ def _check_settings(doc: Document, path: PathT, settings: dict) -> list[Diagnost
 
 
 def _check_match(doc: Document, path: PathT, match: dict) -> list[Diagnostic]:
+    out = []
+    if path[0] == "devices":  # these become udev rules; mounts matches never do
+        for key in GLOB_KEYS:
+            globs = match.get(key)
+            items = list(enumerate(globs)) if isinstance(globs, list) else [((), globs)]
+            for i, glob in items:
+                where = path + (key,) + ((i,) if i != () else ())
+                if _schema_glob_ok(glob):  # otherwise the schema has reported it
+                    problem = glob_problem(glob)
+                    if problem:
+                        out.append(doc.diag(where, problem))
     size = match.get("size")
     if not isinstance(size, dict) or "min" not in size or "max" not in size:
-        return []
+        return out
     try:
         lo, hi = parse_bytes(size["min"]), parse_bytes(size["max"])
     except (ValueError, TypeError, KeyError):
-        return []  # reported by the schema
+        return out  # reported by the schema
     if lo > hi:
-        return [doc.diag(path + ("size",), f"min ({short(size['min'])}) is larger than max ({short(size['max'])}); "
-                         "no device can match")]
-    return []
+        out.append(doc.diag(path + ("size",), f"min ({short(size['min'])}) is larger than max ({short(size['max'])}); "
+                            "no device can match"))
+    return out
+
+
+# --- udev's glob dialect --------------------------------------------------------------------------------------
+# Match globs end up in udev rules (tunectl udev render), where udev matches them with fnmatch(3) and
+# treats '|' as alternation, '%' and '$' as substitutions; tunectl matches them with fnmatchcase.
+
+GLOB_KEYS = ("kernel", "model", "vendor", "serial", "wwn", "bus")
+_GLOB_LITERAL = frozenset(chr(c) for c in range(0x20, 0x7F)) - set('"\\%$,|`[]*?')
+_BRACKET_ITEM = frozenset(_GLOB_LITERAL) - set("-!^ ")
+
+
+def _schema_glob_ok(glob: Any) -> bool:
+    schema = load_schema()["$defs"]["glob"]
+    return isinstance(glob, str) and len(glob) >= schema["minLength"] and bool(_ecma_regex(schema["pattern"]).search(glob))
+
+
+def glob_problem(glob: str) -> str | None:
+    """Why `glob` cannot go into a udev rule meaning what it means to tunectl; None when it can.
+
+    Accepted: printable ASCII literals, ``*``, ``?`` and bracket sets like
+    ``[0-9]`` / ``[!a-c]``. Refused: ``|`` (udev alternation), quotes,
+    ``%``/``$`` (udev substitutions), backslashes, commas, backquotes, control
+    and non-ASCII characters, ``[^...]`` and ``[:class:]`` (fnmatch(3) and
+    Python disagree on them), and leading/trailing blanks (discovery strips
+    values; udev does not).
+    """
+    if not glob:
+        return "expected a non-empty glob"
+    if glob != glob.strip():
+        return f"{short(glob)} starts or ends with blanks, which udev and tunectl compare differently; remove them"
+    i = 0
+    while i < len(glob):
+        c = glob[i]
+        if c in "*?":
+            i += 1
+        elif c == "[":
+            end = glob.find("]", i + 1)
+            if end < 0 or not _bracket_ok(glob[i + 1:end]):
+                return (f"{short(glob)}: the bracket expression at character {i + 1} is not one udev and tunectl read "
+                        "alike; use simple sets such as [0-9], [a-f] or [!0-9]")
+            i = end + 1
+        elif c in _GLOB_LITERAL:
+            i += 1
+        else:
+            return (f"{short(glob)}: character {c!r} cannot be put into a udev rule; globs may use letters, digits, "
+                    "punctuation without \" \\ % $ , | ` and *, ?, [...]")
+    return None
+
+
+def _bracket_ok(body: str) -> bool:
+    if body.startswith("!"):
+        body = body[1:]
+    if not body:
+        return False
+    i = 0
+    while i < len(body):
+        if body[i] not in _BRACKET_ITEM:
+            return False
+        if i + 2 < len(body) and body[i + 1] == "-":
+            if body[i + 2] not in _BRACKET_ITEM or body[i] > body[i + 2]:
+                return False
+            i += 3
+        else:
+            i += 1
+    return True
+
+
+def check_name_default(doc: Document) -> list[Diagnostic]:
+    """A profile without name: is named after its file; that name must be one a profile may have."""
+    from pathlib import PurePath
+
+    stem = PurePath(doc.file).stem
+    schema = load_schema()["properties"]["name"]
+    if len(stem) <= schema["maxLength"] and _ecma_regex(schema["pattern"]).search(stem):
+        return []
+    return [doc.diag((), f"the file name {stem!r} is not a valid profile name and there is no name: key; "
+                     f"add one ({schema['description']})")]
 
 
 def check_merged(data: dict, owners: dict[PathT, Document], chain: list[Document]) -> list[Diagnostic]:
