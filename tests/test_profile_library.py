@@ -148,13 +148,22 @@ def test_schema_is_valid_draft_2020_12() -> None:
     jsonschema.Draft202012Validator.check_schema(schema)
 
 
+def _number_or_range(s: dict) -> dict:
+    """An integer setting: a number, or a range {min, max} of numbers with the same limits (SPEC.md §3)."""
+    number, bounds = s["anyOf"]
+    assert bounds["type"] == "object" and bounds["title"] == "range" and bounds["additionalProperties"] is False
+    assert bounds["properties"] == {"min": number, "max": number}
+    return number
+
+
 def test_schema_iosched_knobs_match_the_catalogue() -> None:
     props = load_schema()["$defs"]["iosched"]["properties"]
     catalogue = {name: (sched, attr) for sched, knobs in IOSCHED.items() for name, attr in knobs.items()}
     assert set(props) == set(catalogue)
     for name, (sched, attr) in catalogue.items():
         s = props[name]
-        assert (s["type"], s["minimum"], s["maximum"]) == ("integer", attr.minimum, attr.maximum), name
+        number = _number_or_range(s)
+        assert (number["type"], number["minimum"], number["maximum"]) == ("integer", attr.minimum, attr.maximum), name
         assert s.get("x-unit", "") == attr.unit, name
         assert s["description"].startswith(f"{sched}: {attr.doc}"), name
         if attr.unit:
@@ -167,7 +176,8 @@ def test_schema_queue_attributes_match_the_catalogue() -> None:
     for name, s in props.items():
         attr = QUEUE[name]
         if attr.is_int:
-            assert (s["type"], s["minimum"], s["maximum"], s.get("x-unit", "")) == \
+            number = _number_or_range(s)
+            assert (number["type"], number["minimum"], number["maximum"], s.get("x-unit", "")) == \
                 ("integer", attr.minimum, attr.maximum, attr.unit), name
         else:
             assert s["enum"] == list(attr.choices), name

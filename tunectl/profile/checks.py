@@ -110,11 +110,20 @@ def _range(schema: dict) -> str:
     return f"must be at least {lo}{unit}" if lo is not None else f"must be at most {hi}{unit}"
 
 
+def _looks_like_range(value: Any, path: PathT) -> bool:
+    """A {min, max} mapping given to a setting that takes a name or a choice, not a number."""
+    setting = path[-1:] == ("scheduler",) or path[-2:-1] == ("queue",)
+    return setting and isinstance(value, dict) and bool(value) and set(value) <= {"min", "max"}
+
+
 def _describe(error: Any, doc: Document) -> list[Diagnostic]:
     path = tuple(error.absolute_path)
     schema = error.schema if isinstance(error.schema, dict) else {}
     kind = error.validator
     value = error.instance
+    if kind in ("enum", "anyOf", "type") and _looks_like_range(value, path):
+        return [doc.diag(path, "a range {min, max} is only for integer settings (read_ahead_kb, iosched knobs, "
+                         f"numeric queue attributes); {short(path[-1])} is not a number")]
     if "propertyNames" in error.schema_path:
         title = schema.get("title", "key")
         return [doc.diag(path + (value,), f"{title} name {short(value)} is not allowed: {schema.get('description', '')}",
@@ -185,10 +194,18 @@ def _describe_any_of(error: Any, doc: Document, path: PathT, schema: dict) -> li
     kinds = []
     for e in error.context:
         title = e.schema.get("title") if isinstance(e.schema, dict) else None
-        name = _type_name(e.validator_value) if e.validator == "type" else f"a {title} name" if title else "a name"
+        unit = e.schema.get("x-unit") if isinstance(e.schema, dict) else None
+        if e.validator == "type" and title == "range":
+            name = "a range {min: N, max: M}"
+        elif e.validator == "type" and e.validator_value == "integer" and unit:
+            name = f"an integer number of {unit}"
+        else:
+            name = _type_name(e.validator_value) if e.validator == "type" else f"a {title} name" if title else "a name"
         if name not in kinds:
             kinds.append(name)
-    desc = f" ({schema['description']})" if schema.get("description") else ""
+    # "an integer number of ms or a range" says it all; the description is for the less obvious choices.
+    plain = kinds[-1:] == ["a range {min: N, max: M}"] and len(kinds) == 2 and kinds[0].startswith("an integer")
+    desc = f" ({schema['description']})" if schema.get("description") and not plain else ""
     return [doc.diag(path, f"expected {' or '.join(kinds)}{desc}, got {_type_of(error.instance)}")]
 
 
@@ -274,14 +291,25 @@ def _check_settings(doc: Document, path: PathT, settings: dict) -> list[Diagnost
             out.append(doc.diag(where, f"legacy scheduler {n!r} is mapped to {LEGACY_SCHEDULERS[n]!r} "
                                 "on blk-mq kernels; write that instead", severity="warning"))
     ra = settings.get("read_ahead_kb")
-    if isinstance(ra, str) and _ecma_regex(SIZE_PATTERN).search(ra):
-        ra_schema = load_schema()["$defs"]["read_ahead_kb"]["anyOf"][0]
+    for key, size in (ra.items() if isinstance(ra, dict) else [((), ra)]):
+        where = path + ("read_ahead_kb",) + ((key,) if key else ())
+        if isinstance(size, str) and _ecma_regex(SIZE_PATTERN).search(size):
+            ra_schema = load_schema()["$defs"]["read_ahead_kb"]["anyOf"][0]
+            try:
+                kib = parse_kib(size)
+                if not ra_schema["minimum"] <= kib <= ra_schema["maximum"]:
+                    out.append(doc.diag(where, f"{size!r} is {kib} KiB, out of range: {_range(ra_schema)}"))
+            except ValueError as e:
+                out.append(doc.diag(where, str(e)))
+    for where, value in _int_settings(path, settings):
+        lo, hi = value.get("min"), value.get("max")
         try:
-            kib = parse_kib(ra)
-            if not ra_schema["minimum"] <= kib <= ra_schema["maximum"]:
-                out.append(doc.diag(path + ("read_ahead_kb",), f"{ra!r} is {kib} KiB, out of range: {_range(ra_schema)}"))
-        except ValueError as e:
-            out.append(doc.diag(path + ("read_ahead_kb",), str(e)))
+            lo, hi = (parse_kib(lo), parse_kib(hi)) if where[-1] == "read_ahead_kb" else (lo, hi)
+        except (ValueError, TypeError):
+            continue  # reported above or by the schema
+        if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
+            out.append(doc.diag(where, f"min ({short(value['min'])}) is larger than max ({short(value['max'])}); "
+                                "no value fits the range"))
     knobs = settings.get("iosched")
     chosen = known_schedulers(sched) if sched is not None else []
     if isinstance(knobs, dict) and chosen:
@@ -290,6 +318,18 @@ def _check_settings(doc: Document, path: PathT, settings: dict) -> list[Diagnost
             if owners and not set(owners) & set(chosen):
                 out.append(doc.diag(path + ("iosched", knob), knob_message(knob, chosen), key=True))
     return out
+
+
+def _int_settings(path: PathT, settings: dict) -> Any:
+    """(path, range) of every setting of a block given as a range."""
+    if isinstance(settings.get("read_ahead_kb"), dict):
+        yield path + ("read_ahead_kb",), settings["read_ahead_kb"]
+    for group in ("iosched", "queue"):
+        values = settings.get(group)
+        if isinstance(values, dict):
+            for name, value in values.items():
+                if isinstance(value, dict):
+                    yield path + (group, name), value
 
 
 def _check_match(doc: Document, path: PathT, match: dict) -> list[Diagnostic]:

@@ -40,13 +40,23 @@ from typing import Any
 from tunectl.errors import UsageError
 from tunectl.profile.checks import glob_problem
 from tunectl.profile.resolve import Profile
-from tunectl.tuning.attributes import IOSCHED, LIMIT_ATTRS, SCHEDULERS, schedulers_with_knob, write_order
+from tunectl.tuning.attributes import (
+    IOSCHED,
+    LIMIT_ATTRS,
+    QUEUE,
+    SCHEDULERS,
+    is_range,
+    range_text,
+    schedulers_with_knob,
+    write_order,
+)
 from tunectl.tuning.device import _DM_UUID_PREFIXES, CLASSES, DM_TYPES, OPT_IN_CLASSES
 from tunectl.tuning.discover import _BUS_BY_PATH
 from tunectl.udev.match import (
     RuleWriter,
     describe_match,
     env_name,
+    int_globs,
     match_rules,
     quote,
 )
@@ -96,16 +106,31 @@ def _settings(settings: dict) -> dict:
     if "scheduler" in settings:
         out["scheduler"] = list(dict.fromkeys(settings["scheduler"]))
     knobs = settings.get("iosched") or {}
-    out["iosched"] = {knob: knobs[knob] for knob in sorted(knobs)}
+    out["iosched"] = {knob: _value(knobs[knob]) for knob in sorted(knobs)}
     queue = {}
     if "read_ahead_kb" in settings:
-        queue["read_ahead_kb"] = settings["read_ahead_kb"]
+        queue["read_ahead_kb"] = _value(settings["read_ahead_kb"])
     q = settings.get("queue") or {}
-    queue.update((attr, q[attr]) for attr in sorted(q))
+    queue.update((attr, _value(q[attr])) for attr in sorted(q))
     out["queue"] = queue
     if settings.get("below"):
         out["below"] = True  # its contents are applied by the tunectl run
     return out
+
+
+def _value(value: Any) -> Any:
+    """A number or choice as it is; a range {min, max} as a (hashable) Range."""
+    return Range(value.get("min"), value.get("max")) if is_range(value) else value
+
+
+class Range(tuple):
+    """A setting's range in the rules: (min, max), either None; its ENV text is attributes.range_text's."""
+
+    def __new__(cls, lo: int | None, hi: int | None) -> Range:
+        return super().__new__(cls, (lo, hi))
+
+    def __str__(self) -> str:
+        return range_text({k: v for k, v in zip(("min", "max"), self) if v is not None})
 
 
 def _in_range(value: Any, lo: int | None, hi: int | None) -> bool:
@@ -378,24 +403,47 @@ def _write_stage(w: RuleWriter, used: dict[str, set]) -> None:
                f'ENV{{{env_name("scheduler_unavailable")}}}="1"')
     if schedulers or knobs:
         w.rule('LABEL="tunectl_scheduler_done"')
+    if any(isinstance(v, Range) for values in used.values() for v in values):
+        w.comment("a range min..max is written only when the value is outside it, to the nearest bound; udev compares")
+        w.comment("text, not numbers, so each bound is a list of digit globs (a value read once, before the event's writes)")
     for attr in others:
         if attr.startswith("iosched/"):
             knob = attr.split("/", 1)[1]
             for s in schedulers_with_knob(knob):
+                spec = IOSCHED[s][knob]
                 for value in sorted(used[attr], key=_value_order):
-                    if _in_range(value, IOSCHED[s][knob].minimum, IOSCHED[s][knob].maximum):
-                        w.rule(f'ENV{{{env_name("iosched_target")}}}=={quote(s)}',
-                               f"ENV{{{env_name('iosched_' + knob)}}}=={quote(value)}", f"ATTR{{queue/{attr}}}={quote(value)}")
+                    when = [f'ENV{{{env_name("iosched_target")}}}=={quote(s)}',
+                            f"ENV{{{env_name('iosched_' + knob)}}}=={quote(value)}"]
+                    if isinstance(value, Range):
+                        _range_rules(w, when, f"queue/{attr}", value, spec.minimum)
+                    elif _in_range(value, spec.minimum, spec.maximum):
+                        w.rule(*when, f"ATTR{{queue/{attr}}}={quote(value)}")
             continue
         if attr in LIMIT_ATTRS:
             w.comment(f"{attr} is a queue limit: writing it, even unchanged, makes the kernel recompute read_ahead_kb")
         for value in sorted(used[attr], key=_value_order):
+            when = [f"ENV{{{env_name('queue_' + attr)}}}=={quote(value)}"]
+            if isinstance(value, Range):
+                _range_rules(w, when, f"queue/{attr}", value, QUEUE[attr].minimum)
+                continue
             guard = [f"ATTR{{queue/{attr}}}!={quote(value)}"] if attr in LIMIT_ATTRS else []
-            w.rule(f"ENV{{{env_name('queue_' + attr)}}}=={quote(value)}", *guard, f"ATTR{{queue/{attr}}}={quote(value)}")
+            w.rule(*when, *guard, f"ATTR{{queue/{attr}}}={quote(value)}")
+
+
+def _range_rules(w: RuleWriter, when: list[str], path: str, bounds: Range, lowest: int | None) -> None:
+    """Raise a value below the floor, lower one above the cap: exactly apply's nearest bound.
+
+    Both rules compare the value as read before either wrote (udev caches it), so at most one fires.
+    """
+    lo, hi = bounds
+    if lo is not None:
+        w.rule(*when, f"ATTR{{{path}}}!={quote('|'.join(int_globs(lo, None)))}", f"ATTR{{{path}}}={quote(lo)}")
+    if hi is not None:
+        w.rule(*when, f"ATTR{{{path}}}!={quote('|'.join(int_globs(lowest, hi)))}", f"ATTR{{{path}}}={quote(hi)}")
 
 
 def _value_order(value: Any) -> tuple:
-    return (0, value, "") if isinstance(value, int) else (1, 0, str(value))
+    return (0, value, "") if isinstance(value, int) and not isinstance(value, Range) else (1, 0, str(value))
 
 
 def render(profile: Profile, tunectl_path: str | None, **kw: Any) -> str:
