@@ -211,12 +211,15 @@ def test_wrong_type(cli) -> None:
                            "    read_ahead_kb: [1]\n    queue: {write_cache: 1}\n"
                            "devices:\n  - match: {rotational: yes}\n    scheduler: 5\nmounts: {}\n")
     assert_errors(r,
-                  "p.yaml:4:28: $.classes.ssd.iosched.read_expire: expected an integer number of ms or a range {min: N, max: M}, got a string ('150 ms')",
-                  "p.yaml:4:52: $.classes.ssd.iosched.write_expire: expected an integer number of ms or a range {min: N, max: M}, got a number (1.5)",
-                  "p.yaml:4:71: $.classes.ssd.iosched.front_merges: expected an integer or a range {min: N, max: M}, got a boolean",
-                  "p.yaml:5:20: $.classes.ssd.read_ahead_kb: expected an integer number of KiB or a string or a range {min: N, max: M} "
-                  "(read-ahead window: KiB as an integer 0-65536, or a size such as \"4 MiB\", or a range {min: N, max: M} "
-                  "of those), got a list",
+                  "p.yaml:4:28: $.classes.ssd.iosched.read_expire: expected an integer number of ms or a range "
+                  "{min: N, max: M}, got a string ('150 ms')",
+                  "p.yaml:4:52: $.classes.ssd.iosched.write_expire: expected an integer number of ms or a range "
+                  "{min: N, max: M}, got a number (1.5)",
+                  "p.yaml:4:71: $.classes.ssd.iosched.front_merges: expected an integer or a range {min: N, max: M}, "
+                  "got a boolean",
+                  "p.yaml:5:20: $.classes.ssd.read_ahead_kb: expected an integer number of KiB or a string or a range "
+                  "{min: N, max: M} (read-ahead window: KiB as an integer 0-65536, or a size such as \"4 MiB\", "
+                  "or a range {min: N, max: M} of those), got a list",
                   "p.yaml:6:26: $.classes.ssd.queue.write_cache: expected one of: write back, write through; got an integer (1)",
                   "p.yaml:8:25: $.devices[0].match.rotational: expected true/false, got a string ('yes')",
                   "p.yaml:9:16: $.devices[0].scheduler: expected a scheduler name or a list (I/O scheduler, or a "
@@ -227,7 +230,8 @@ def test_wrong_type(cli) -> None:
 def test_integral_float_is_not_an_integer(cli) -> None:
     """JSON Schema calls 150.0 an integer; sysfs would refuse "150.0"."""
     r = validate_text(cli, "classes:\n  ssd:\n    scheduler: mq-deadline\n    iosched: {read_expire: 150.0}\n")
-    assert_errors(r, "p.yaml:4:28: $.classes.ssd.iosched.read_expire: expected an integer number of ms or a range {min: N, max: M}, got a number (150.0)")
+    assert_errors(r, "p.yaml:4:28: $.classes.ssd.iosched.read_expire: expected an integer number of ms or a range "
+                     "{min: N, max: M}, got a number (150.0)")
 
 
 def test_bad_unit_string(cli) -> None:
