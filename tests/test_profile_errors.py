@@ -267,6 +267,40 @@ def test_size_bounds_that_no_device_can_meet(cli) -> None:
     assert_errors(r, "p.yaml:2:19: $.devices[0].match.size: min ('10 GiB') is larger than max ('1 GiB'); no device can match")
 
 
+def test_ranges(cli) -> None:
+    r = validate_text(cli, "classes:\n  ssd:\n    scheduler: {min: 1}\n    read_ahead_kb: {min: 4096, max: 128}\n"
+                           "    iosched: {read_expire: {max: 0}, fifo_batch: {min: 9, maks: 3}}\n"
+                           "    queue: {write_cache: {max: 1}, nr_requests: {}}\n"
+                           "  rotational: {read_ahead_kb: {min: 1 MiB, max: 4 KiB}}\n"
+                           "  nvme: {read_ahead_kb: {max: 128 MiB}}\n")
+    assert_errors(r,
+                  "p.yaml:3:16: $.classes.ssd.scheduler: a range {min, max} is only for integer settings (read_ahead_kb, "
+                  "iosched knobs, numeric queue attributes); 'scheduler' is not a number",
+                  "p.yaml:4:20: $.classes.ssd.read_ahead_kb: min (4096) is larger than max (128); no value fits the range",
+                  "p.yaml:5:34: $.classes.ssd.iosched.read_expire.max: 0 is out of range: allowed 1 to 3600000 ms",
+                  "p.yaml:5:59: $.classes.ssd.iosched.fifo_batch.maks: unknown key 'maks'; expected one of: max, min",
+                  "p.yaml:6:26: $.classes.ssd.queue.write_cache: a range {min, max} is only for integer settings "
+                  "(read_ahead_kb, iosched knobs, numeric queue attributes); 'write_cache' is not a number",
+                  "p.yaml:6:49: $.classes.ssd.queue.nr_requests: must not be empty: give at least one key",
+                  "p.yaml:7:31: $.classes.rotational.read_ahead_kb: min ('1 MiB') is larger than max ('4 KiB'); "
+                  "no value fits the range",
+                  "p.yaml:8:31: $.classes.nvme.read_ahead_kb.max: '128 MiB' is 131072 KiB, out of range: "
+                  "allowed 0 to 65536 KiB")
+
+
+def test_ranges_that_are_accepted_and_replace_whole_in_extends(cli) -> None:
+    write("base.yaml", "name: base\nclasses:\n  ssd: {read_ahead_kb: {min: 128, max: 1 MiB}}\n")
+    r = validate_text(cli, "name: child\nextends: base\nclasses:\n  ssd:\n    read_ahead_kb: {min: 4 MiB}\n"
+                           "    queue: {wbt_lat_usec: {min: -1, max: 2000}}\n"
+                           "devices:\n  - match: {kernel: sd*}\n    below: {iosched: {read_lat_nsec: {max: 1000000}}}\n")
+    assert r.code == 0 and r.err == "", r
+    shown = json.loads(cli("--json", "profile", "show", "p.yaml").out)["profile"]
+    assert shown["classes"]["ssd"]["read_ahead_kb"] == {"min": 4096}  # not {min: 4096, max: 1024}
+    assert shown["classes"]["ssd"]["queue"] == {"wbt_lat_usec": {"min": -1, "max": 2000}}
+    explained = cli("profile", "show", "--explain", "p.yaml").out
+    assert "read_ahead_kb: {min: 4096}" in explained and "(a floor: raised to 4096 when below, never lowered)" in explained
+
+
 @pytest.mark.parametrize("name", ["../../x", "a/b", "/abs", "Nr_requests"])
 def test_unsafe_queue_attribute_name(cli, name: str) -> None:
     r = validate_text(cli, f"classes:\n  ssd:\n    queue: {{{json.dumps(name)}: 1}}\n")
