@@ -403,9 +403,6 @@ def _write_stage(w: RuleWriter, used: dict[str, set]) -> None:
                f'ENV{{{env_name("scheduler_unavailable")}}}="1"')
     if schedulers or knobs:
         w.rule('LABEL="tunectl_scheduler_done"')
-    if any(isinstance(v, Range) for values in used.values() for v in values):
-        w.comment("a range min..max is written only when the value is outside it, to the nearest bound; udev compares")
-        w.comment("text, not numbers, so each bound is a list of digit globs (a value read once, before the event's writes)")
     for attr in others:
         if attr.startswith("iosched/"):
             knob = attr.split("/", 1)[1]
@@ -436,6 +433,9 @@ def _range_rules(w: RuleWriter, when: list[str], path: str, bounds: Range, lowes
     Both rules compare the value as read before either wrote (udev caches it), so at most one fires.
     """
     lo, hi = bounds
+    if not any(line.startswith("# a range min..max") for line in w.lines):
+        w.comment("a range min..max is written only when the value is outside it, to the nearest bound; udev compares")
+        w.comment("text, not numbers, so each bound is a list of digit globs (a value read once, before the event's writes)")
     if lo is not None:
         w.rule(*when, f"ATTR{{{path}}}!={quote('|'.join(int_globs(lo, None)))}", f"ATTR{{{path}}}={quote(lo)}")
     if hi is not None:
