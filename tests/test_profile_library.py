@@ -100,7 +100,8 @@ def test_explain_shows_the_override(cli) -> None:
     lines = out.splitlines()
     block = lines[lines.index("  rotational:") + 1:]
     assert re.match(r"^    scheduler: \[none\] +# .*/virtual-guest\.yaml:\d+$", block[0])
-    assert re.match(r"^    read_ahead_kb: 4096 +# .*/throughput-performance\.yaml:\d+$", block[1])
+    assert re.match(r"^    read_ahead_kb: \{min: 4096\} +# .*/throughput-performance\.yaml:\d+ \(a floor: raised to 4096 "
+                    r"when below, never lowered\)$", block[1])
     doc = json.loads(cli("--json", "profile", "show", "virtual-guest", "--explain")[1])
     origin = doc["origins"]["$.classes.rotational.read_ahead_kb"]
     assert origin["file"].endswith("throughput-performance.yaml") and origin["line"] > 1
@@ -127,7 +128,7 @@ def test_import_tuned_throughput_performance_validates(cli, tmp_path: Path) -> N
     code, checked, err = cli("profile", "validate", "tp.yaml")
     assert (code, checked, err) == (0, "tp.yaml: ok\n", "")
     data = json.loads(cli("--json", "profile", "show", "tp.yaml")[1])["profile"]
-    assert data["classes"]["rotational"]["read_ahead_kb"] == 4096
+    assert data["classes"]["rotational"]["read_ahead_kb"] == {"min": 4096}  # tuned's readahead=>4096
 
 
 @needs_tuned

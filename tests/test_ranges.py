@@ -110,6 +110,8 @@ def test_knob_ranges_across_a_scheduler_switch(empty_fake_tree: FakeTree, tmp_pa
     assert "the kernel's default stays if inside the range" in knobs["iosched/fifo_expire_sync"]["reason"]
     human = tunectl("plan", "-p", "switch")
     assert "- -> ..4" in human.out and "- -> 100.." in human.out
+    diff = tunectl("apply", "-p", "switch", "--check", "--diff")
+    assert "--- sda queue/iosched/slice_idle\n--\n+..4" in diff.out  # before: none (set by the switch)
 
     applied = tunectl("apply", "-p", "switch", "--json")
     assert applied.code == 0, applied.out

@@ -90,7 +90,7 @@ def _leaves(value: Any, path: PathT) -> Any:
     stack = [(value, path)]
     while stack:
         value, path = stack.pop()
-        if isinstance(value, dict) and value:
+        if isinstance(value, dict) and value and not is_setting_value(path):  # a range is one value
             stack.extend((v, path + (k,)) for k, v in value.items())
         elif isinstance(value, list) and value:
             stack.extend((v, path + (i,)) for i, v in enumerate(value))

@@ -161,7 +161,8 @@ def _render_apply(report, args, out) -> int:
         for o in report.outcomes:
             s = o.setting
             if o.status in ("changed", "change"):
-                out.print(f"--- {s.device} queue/{s.attribute}\n-{show(s.before)}\n+{show(s.after)}")
+                after = show(s.after) if s.bounds is None or s.after is not None else _before_after(s).split(" -> ")[1]
+                out.print(f"--- {s.device} queue/{s.attribute}\n-{show(s.before)}\n+{after}")
     elif rows:
         out.print(table(["DEVICE", "ATTRIBUTE", "BEFORE -> AFTER", "SOURCE", "STATUS", "NOTE"], rows))
     verb = "would change" if report.check else "changed"
