@@ -149,11 +149,14 @@ def rules(udevd: Udevd, request: pytest.FixtureRequest) -> Iterator[Rules]:
 
 
 @contextlib.contextmanager
-def loops(directory: Path, count: int, rotational: list[int | None], rules_: Rules | None = None) -> Iterator[list[str]]:
+def loops(directory: Path, count: int, rotational: list[int | None], rules_: Rules | None = None,
+          prepare: dict[str, str] | None = None) -> Iterator[list[str]]:
     """Attach `count` loop devices to files in `directory`; give each back its pre-attach settings, then detach.
 
     A loop device keeps its queue settings across detach, so the settings are
-    saved before attaching (when the rules cannot have touched it yet).
+    saved before attaching (when the rules cannot have touched it yet). `prepare`
+    (queue attribute -> one value per device) is written just before the attach,
+    so that the attach event itself meets it: attaching keeps queue settings.
     """
     directory.mkdir(parents=True, exist_ok=True)
     names: list[str] = []
@@ -167,8 +170,12 @@ def loops(directory: Path, count: int, rotational: list[int | None], rules_: Rul
                 name = subprocess.run(["losetup", "-f"], capture_output=True, text=True, check=True,
                                       env=ENV).stdout.strip().rsplit("/", 1)[-1]
                 before = snapshot(name) if Path(f"/sys/block/{name}/queue").is_dir() else None
+                for attr, values in sorted((prepare or {}).items(), key=lambda kv: kv[0] != "scheduler"):
+                    sysfs_write(name, f"queue/{attr}", values[i])
                 if subprocess.run(["losetup", f"/dev/{name}", str(backing)], capture_output=True, env=ENV).returncode == 0:
                     break  # another process may take the free device between -f and the attach: try the next one
+                if prepare and before is not None:
+                    restore(name, before)
             else:
                 raise RuntimeError("could not attach a loop device")
             names.append(name)
@@ -352,48 +359,12 @@ classes:
 """
 
 
-@contextlib.contextmanager
-def hotplugged(directory: Path, read_ahead: list[str], rules_: Rules) -> Iterator[list[str]]:
-    """Loop devices whose read-ahead is set *before* the attach, so the attach event itself meets it.
-
-    (A loop device keeps its queue settings while detached, and attaching keeps them.)
-    """
-    directory.mkdir(parents=True, exist_ok=True)
-    names: list[str] = []
-    saved: dict[str, dict[str, str]] = {}
-    try:
-        for i, ra in enumerate(read_ahead):
-            backing = directory / f"h{i}.img"
-            with open(backing, "wb") as f:
-                f.truncate(16 << 20)
-            for _ in range(20):
-                name = subprocess.run(["losetup", "-f"], capture_output=True, text=True, check=True,
-                                      env=ENV).stdout.strip().rsplit("/", 1)[-1]
-                before = snapshot(name)
-                sysfs_write(name, "queue/scheduler", "mq-deadline")
-                sysfs_write(name, "queue/read_ahead_kb", ra)
-                if subprocess.run(["losetup", f"/dev/{name}", str(backing)], capture_output=True, env=ENV).returncode == 0:
-                    break
-                restore(name, before)  # taken by someone else between -f and the attach
-            else:
-                raise RuntimeError("could not attach a loop device")
-            names.append(name)
-            saved[name] = before
-        udevadm("settle", "--timeout=30")
-        yield names
-    finally:
-        rules_.remove()
-        udevadm("settle", "--timeout=30", check=False)
-        for name in names:
-            restore(name, saved[name])
-            subprocess.run(["losetup", "-d", f"/dev/{name}"], capture_output=True, env=ENV, check=False)
-
-
 def test_hotplug_below_a_floor_is_raised_above_is_left_alone(udevd: Udevd, rules: Rules, tmp_path: Path) -> None:
     scope = tmp_path / "scope"
     text, profile = scoped_rules(RANGES, tmp_path, scope)
     rules.write(text)
-    with hotplugged(scope, ["64", "16384"], rules) as (low, high):
+    with loops(scope, 2, [None, None], rules, prepare={"scheduler": ["mq-deadline"] * 2,
+                                                       "read_ahead_kb": ["64", "16384"]}) as (low, high):
         assert sysfs_read(low, "queue/read_ahead_kb") == "4096"  # raised to the floor by the attach event
         assert sysfs_read(high, "queue/read_ahead_kb") == "16384"  # above the floor: left alone
         for name in (low, high):
