@@ -108,6 +108,8 @@ def test_knob_ranges_across_a_scheduler_switch(empty_fake_tree: FakeTree, tmp_pa
     knobs = {s["attribute"]: s for s in plan["settings"]}
     assert knobs["iosched/slice_idle"]["after"] is None and knobs["iosched/slice_idle"]["range"] == {"max": 4}
     assert "the kernel's default stays if inside the range" in knobs["iosched/fifo_expire_sync"]["reason"]
+    assert knobs["nr_requests"]["status"] == "change"  # the switch resets it: decided after, on the reset value
+    assert knobs["nr_requests"]["reason"].endswith("; kept if the reset value is inside the range")
     human = tunectl("plan", "-p", "switch")
     assert "- -> ..4" in human.out and "- -> 100.." in human.out
     diff = tunectl("apply", "-p", "switch", "--check", "--diff")

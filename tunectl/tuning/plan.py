@@ -193,7 +193,8 @@ def plan_device(dev: Device, wanted: Wanted) -> list[Setting]:
             add(attr, before, value, source, IN_SYNC)
         else:
             add(attr, before, value, source, CHANGE,
-                "an earlier write of this plan makes the kernel reset it" if attr in disturbed else "")
+                "an earlier write of this plan makes the kernel reset it" + (
+                    "; kept if the reset value is inside the range" if is_range(value) else "") if attr in disturbed else "")
             disturbed |= side_effects(attr)
     return out
 
