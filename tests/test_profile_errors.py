@@ -211,11 +211,15 @@ def test_wrong_type(cli) -> None:
                            "    read_ahead_kb: [1]\n    queue: {write_cache: 1}\n"
                            "devices:\n  - match: {rotational: yes}\n    scheduler: 5\nmounts: {}\n")
     assert_errors(r,
-                  "p.yaml:4:28: $.classes.ssd.iosched.read_expire: expected an integer number of ms, got a string ('150 ms')",
-                  "p.yaml:4:52: $.classes.ssd.iosched.write_expire: expected an integer number of ms, got a number (1.5)",
-                  "p.yaml:4:71: $.classes.ssd.iosched.front_merges: expected an integer, got a boolean",
-                  "p.yaml:5:20: $.classes.ssd.read_ahead_kb: expected an integer or a string (read-ahead window: "
-                  "KiB as an integer 0-65536, or a size such as \"4 MiB\"), got a list",
+                  "p.yaml:4:28: $.classes.ssd.iosched.read_expire: expected an integer number of ms or a range "
+                  "{min: N, max: M}, got a string ('150 ms')",
+                  "p.yaml:4:52: $.classes.ssd.iosched.write_expire: expected an integer number of ms or a range "
+                  "{min: N, max: M}, got a number (1.5)",
+                  "p.yaml:4:71: $.classes.ssd.iosched.front_merges: expected an integer or a range {min: N, max: M}, "
+                  "got a boolean",
+                  "p.yaml:5:20: $.classes.ssd.read_ahead_kb: expected an integer number of KiB or a string or a range "
+                  "{min: N, max: M} (read-ahead window: KiB as an integer 0-65536, or a size such as \"4 MiB\", "
+                  "or a range {min: N, max: M} of those), got a list",
                   "p.yaml:6:26: $.classes.ssd.queue.write_cache: expected one of: write back, write through; got an integer (1)",
                   "p.yaml:8:25: $.devices[0].match.rotational: expected true/false, got a string ('yes')",
                   "p.yaml:9:16: $.devices[0].scheduler: expected a scheduler name or a list (I/O scheduler, or a "
@@ -226,7 +230,8 @@ def test_wrong_type(cli) -> None:
 def test_integral_float_is_not_an_integer(cli) -> None:
     """JSON Schema calls 150.0 an integer; sysfs would refuse "150.0"."""
     r = validate_text(cli, "classes:\n  ssd:\n    scheduler: mq-deadline\n    iosched: {read_expire: 150.0}\n")
-    assert_errors(r, "p.yaml:4:28: $.classes.ssd.iosched.read_expire: expected an integer number of ms, got a number (150.0)")
+    assert_errors(r, "p.yaml:4:28: $.classes.ssd.iosched.read_expire: expected an integer number of ms or a range "
+                     "{min: N, max: M}, got a number (150.0)")
 
 
 def test_bad_unit_string(cli) -> None:
@@ -262,6 +267,40 @@ def test_size_bounds_that_no_device_can_meet(cli) -> None:
     assert_errors(r, "p.yaml:2:19: $.devices[0].match.size: min ('10 GiB') is larger than max ('1 GiB'); no device can match")
 
 
+def test_ranges(cli) -> None:
+    r = validate_text(cli, "classes:\n  ssd:\n    scheduler: {min: 1}\n    read_ahead_kb: {min: 4096, max: 128}\n"
+                           "    iosched: {read_expire: {max: 0}, fifo_batch: {min: 9, maks: 3}}\n"
+                           "    queue: {write_cache: {max: 1}, nr_requests: {}}\n"
+                           "  rotational: {read_ahead_kb: {min: 1 MiB, max: 4 KiB}}\n"
+                           "  nvme: {read_ahead_kb: {max: 128 MiB}}\n")
+    assert_errors(r,
+                  "p.yaml:3:16: $.classes.ssd.scheduler: a range {min, max} is only for integer settings (read_ahead_kb, "
+                  "iosched knobs, numeric queue attributes); 'scheduler' is not a number",
+                  "p.yaml:4:20: $.classes.ssd.read_ahead_kb: min (4096) is larger than max (128); no value fits the range",
+                  "p.yaml:5:34: $.classes.ssd.iosched.read_expire.max: 0 is out of range: allowed 1 to 3600000 ms",
+                  "p.yaml:5:59: $.classes.ssd.iosched.fifo_batch.maks: unknown key 'maks'; expected one of: max, min",
+                  "p.yaml:6:26: $.classes.ssd.queue.write_cache: a range {min, max} is only for integer settings "
+                  "(read_ahead_kb, iosched knobs, numeric queue attributes); 'write_cache' is not a number",
+                  "p.yaml:6:49: $.classes.ssd.queue.nr_requests: must not be empty: give at least one key",
+                  "p.yaml:7:31: $.classes.rotational.read_ahead_kb: min ('1 MiB') is larger than max ('4 KiB'); "
+                  "no value fits the range",
+                  "p.yaml:8:31: $.classes.nvme.read_ahead_kb.max: '128 MiB' is 131072 KiB, out of range: "
+                  "allowed 0 to 65536 KiB")
+
+
+def test_ranges_that_are_accepted_and_replace_whole_in_extends(cli) -> None:
+    write("base.yaml", "name: base\nclasses:\n  ssd: {read_ahead_kb: {min: 128, max: 1 MiB}}\n")
+    r = validate_text(cli, "name: child\nextends: base\nclasses:\n  ssd:\n    read_ahead_kb: {min: 4 MiB}\n"
+                           "    queue: {wbt_lat_usec: {min: -1, max: 2000}}\n"
+                           "devices:\n  - match: {kernel: sd*}\n    below: {iosched: {read_lat_nsec: {max: 1000000}}}\n")
+    assert r.code == 0 and r.err == "", r
+    shown = json.loads(cli("--json", "profile", "show", "p.yaml").out)["profile"]
+    assert shown["classes"]["ssd"]["read_ahead_kb"] == {"min": 4096}  # not {min: 4096, max: 1024}
+    assert shown["classes"]["ssd"]["queue"] == {"wbt_lat_usec": {"min": -1, "max": 2000}}
+    explained = cli("profile", "show", "--explain", "p.yaml").out
+    assert "read_ahead_kb: {min: 4096}" in explained and "(a floor: raised to 4096 when below, never lowered)" in explained
+
+
 @pytest.mark.parametrize("name", ["../../x", "a/b", "/abs", "Nr_requests"])
 def test_unsafe_queue_attribute_name(cli, name: str) -> None:
     r = validate_text(cli, f"classes:\n  ssd:\n    queue: {{{json.dumps(name)}: 1}}\n")
@@ -285,6 +324,79 @@ def test_glob_with_a_quote_or_newline(cli, glob: str, shown: str) -> None:
     r = validate_text(cli, f"devices:\n  - match: {{model: {glob}}}\n    scheduler: none\n")
     assert_errors(r, f"p.yaml:2:20: $.devices[0].match.model: {shown} is not a valid glob: a shell glob (*, ?, [...]) "
                      "without quotes, newlines, commas, '%', '$' or backslashes")
+
+
+# --- what a udev rule cannot hold (`udev render` trusts these checks) ------------------------------
+
+# Each would change a rule's meaning or break out of it: udev alternation (|), substitutions (% $),
+# quoting, and bracket sets on which fnmatch(3) and Python's fnmatchcase disagree.
+EVIL = ['x"', 'x", RUN+="/bin/sh', "a,b", "a\nb", "a%kb", "$env{X}", "a\\b", "a|b", "a`id`", " lead", "trail ", "\u00e9",
+        "[^a]", "[[:alpha:]]", "[z-a]", "[abc", "a\x00b", "\t"]
+
+
+@pytest.mark.parametrize("value", EVIL)
+@pytest.mark.parametrize("key", ["kernel", "model", "vendor", "serial", "wwn", "bus"])
+def test_match_glob_a_udev_rule_cannot_hold(cli, key: str, value: str) -> None:
+    r = validate_text(cli, f"devices:\n  - match: {{{key}: {json.dumps(value)}}}\n    read_ahead_kb: 64\n")
+    assert r.code == 2 and len(r.lines) == 1, r
+    assert r.lines[0].startswith(f"p.yaml:2:{15 + len(key)}: $.devices[0].match.{key}: "), r
+    r = validate_text(cli, f"devices:\n  - match: {{bus: [ata, {json.dumps(value)}]}}\n    read_ahead_kb: 64\n")
+    assert r.code == 2 and r.lines[0].startswith("p.yaml:2:24: $.devices[0].match.bus[1]: "), r
+
+
+@pytest.mark.parametrize(("glob", "message"), [
+    ("'ST4000|WD*'", "'ST4000|WD*': character '|' cannot be put into a udev rule; globs may use letters, digits, "
+                     "punctuation without \" \\ % $ , | ` and *, ?, [...]"),
+    ("'[^a]*'", "'[^a]*': the bracket expression at character 1 is not one udev and tunectl read alike; "
+                "use simple sets such as [0-9], [a-f] or [!0-9]"),
+    ("'sd[z-a]'", "'sd[z-a]': the bracket expression at character 3 is not one udev and tunectl read alike; "
+                  "use simple sets such as [0-9], [a-f] or [!0-9]"),
+    ("' ST4000'", "' ST4000' starts or ends with blanks, which udev and tunectl compare differently; remove them"),
+])
+def test_match_glob_messages(cli, glob: str, message: str) -> None:
+    r = validate_text(cli, f"name: g\ndevices:\n  - match: {{model: {glob}}}\n    scheduler: none\n")
+    assert_errors(r, f"p.yaml:3:20: $.devices[0].match.model: {message}")
+    r = cli("udev", "render", "-p", "p.yaml")
+    assert r.code == 2 and r.out == "" and f"p.yaml:3:20: $.devices[0].match.model: {message}" in r.err
+
+
+def test_mount_match_globs_are_not_udev_globs(cli) -> None:
+    r = validate_text(cli, "mounts:\n  - match: {model: 'ST4000|WD*'}\n    options: [noatime]\n")
+    assert r.code == 0, r
+
+
+@pytest.mark.parametrize(("settings", "where"), [
+    ({"scheduler": ['bfq"']}, "$.classes.ssd.scheduler[0]"),
+    ({"scheduler": ["bfq", "x\nRUN"]}, "$.classes.ssd.scheduler[1]"),
+    ({"iosched": {"read_expire": '150", RUN+="/bin/sh'}}, "$.classes.ssd.iosched.read_expire"),
+    ({"iosched": {"read_expire": True}}, "$.classes.ssd.iosched.read_expire"),
+    ({"iosched": {"read_expire": 0}}, "$.classes.ssd.iosched.read_expire"),
+    ({"iosched": {'x"': 1}}, json_path(("classes", "ssd", "iosched", 'x"'))),
+    ({"queue": {"../../../kernel/x": 1}}, "$.classes.ssd.queue['../../../kernel/x']"),
+    ({"queue": {"nr_requests": "64"}}, "$.classes.ssd.queue.nr_requests"),
+    ({"queue": {"read_ahead_kb": 64}}, "$.classes.ssd.queue.read_ahead_kb"),
+    ({"queue": {"write_cache": 'write back", RUN+="x'}}, "$.classes.ssd.queue.write_cache"),
+    ({"read_ahead_kb": 70000}, "$.classes.ssd.read_ahead_kb"),
+    ({"read_ahead_kb": "4096 parsecs"}, "$.classes.ssd.read_ahead_kb"),
+])
+def test_value_a_udev_rule_cannot_hold(cli, settings: dict, where: str) -> None:
+    r = validate_text(cli, json.dumps({"name": "v", "classes": {"ssd": settings}}, indent=1))
+    assert r.code == 2 and len(r.lines) == 1 and f": {where}: " in r.lines[0], r
+    assert r.lines[0].startswith("p.yaml:"), r
+
+
+@pytest.mark.parametrize("name", ["a\nSUBSYSTEM", 'x"', "-x", "", "a b", "x" * 65])
+def test_profile_name_a_rules_file_cannot_hold(cli, name: str) -> None:
+    r = validate_text(cli, f"name: {json.dumps(name)}\nclasses: {{}}\n")
+    assert r.code == 2 and len(r.lines) == 1 and r.lines[0].startswith("p.yaml:1:7: $.name: "), r
+
+
+def test_file_name_that_is_no_profile_name(cli) -> None:
+    r = validate_text(cli, "classes: {}\n", name="my profile.yaml")
+    assert_errors(r, "my profile.yaml:1:1: $: the file name 'my profile' is not a valid profile name and there is "
+                     "no name: key; add one (profile name: letters, digits, '.', '_', '-'; defaults to the file name)")
+    r = validate_text(cli, "name: mine\nclasses: {}\n", name="my profile.yaml")
+    assert r.code == 0, r
 
 
 def test_mount_option_with_a_newline(cli) -> None:
@@ -334,7 +446,7 @@ def test_same_name_extends_the_next_on_the_search_path(cli, tmp_path: Path) -> N
     shown = json.loads(r.out)
     assert shown["files"][0] == "balanced.yaml" and shown["files"][1].endswith("profiles/balanced.yaml")
     assert shown["profile"]["classes"]["nvme"]["read_ahead_kb"] == 256
-    assert shown["profile"]["classes"]["rotational"]["read_ahead_kb"] == 1024  # from the shipped balanced
+    assert shown["profile"]["classes"]["rotational"]["read_ahead_kb"] == {"min": 1024}  # from the shipped balanced
 
 
 def test_errors_in_every_file_of_the_chain_at_once(cli) -> None:

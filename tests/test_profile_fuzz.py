@@ -80,6 +80,17 @@ def assert_verdict(code: int, err: str) -> None:
 
 # --- valid profiles, built from the catalogue ---------------------------------------------------
 
+def _number_or_range(draw, number: st.SearchStrategy) -> object:
+    """A number, or a range {min}, {max}, {min, max} of numbers (min <= max once units are resolved)."""
+    a, b = draw(number), draw(number)
+    if draw(st.booleans()):
+        return a
+    if isinstance(a, int) and isinstance(b, int) and a > b:
+        a, b = b, a
+    both = [{"min": a, "max": b}] if isinstance(a, int) and isinstance(b, int) else []  # sizes: only one bound
+    return draw(st.sampled_from([{"min": a}, {"max": b}, *both]))
+
+
 def _settings(draw, allow_below: bool) -> dict:
     out: dict = {}
     if draw(st.booleans()):
@@ -88,15 +99,15 @@ def _settings(draw, allow_below: bool) -> dict:
         knobs = IOSCHED[chosen]
         if knobs and draw(st.booleans()):
             names = draw(st.lists(st.sampled_from(sorted(knobs)), min_size=1, max_size=4, unique=True))
-            out["iosched"] = {n: draw(st.integers(knobs[n].minimum, knobs[n].maximum)) for n in names}
+            out["iosched"] = {n: _number_or_range(draw, st.integers(knobs[n].minimum, knobs[n].maximum)) for n in names}
     if draw(st.booleans()):
-        out["read_ahead_kb"] = draw(st.one_of(st.integers(0, 65536),
-                                              st.integers(0, 64).map(lambda m: f"{m} MiB"),
-                                              st.integers(0, 65536).map(lambda k: f"{k}KiB")))
+        out["read_ahead_kb"] = _number_or_range(draw, st.one_of(st.integers(0, 65536),
+                                                                 st.integers(0, 64).map(lambda m: f"{m} MiB"),
+                                                                 st.integers(0, 65536).map(lambda k: f"{k}KiB")))
     if draw(st.booleans()):
         ints = sorted(n for n, a in QUEUE.items() if a.is_int and n != "read_ahead_kb")
         names = draw(st.lists(st.sampled_from(ints), min_size=1, max_size=3, unique=True))
-        out["queue"] = {n: draw(st.integers(QUEUE[n].minimum, QUEUE[n].maximum)) for n in names}
+        out["queue"] = {n: _number_or_range(draw, st.integers(QUEUE[n].minimum, QUEUE[n].maximum)) for n in names}
         if draw(st.booleans()):
             out["queue"]["write_cache"] = draw(st.sampled_from(QUEUE["write_cache"].choices))
     if allow_below and draw(st.booleans()):
@@ -104,8 +115,10 @@ def _settings(draw, allow_below: bool) -> dict:
     return out
 
 
-GLOB = st.text(st.characters(blacklist_characters="\"\n\r,%$\\", blacklist_categories=("Cs", "Cc")),
-               min_size=1, max_size=20)
+# udev's glob dialect (checks.glob_problem): printable ASCII, *, ?, simple bracket sets, no blanks at the ends.
+_GLOB_CHARS = st.characters(min_codepoint=0x21, max_codepoint=0x7E, blacklist_characters="\"\\%$,|`[]")
+GLOB = st.lists(st.one_of(_GLOB_CHARS, st.just(" "), st.sampled_from(["*", "?", "[0-9]", "[!a-c]", "[xy]"])),
+                min_size=1, max_size=12).map("".join).map(lambda g: g.strip() or "*")
 
 
 @st.composite

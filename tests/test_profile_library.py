@@ -100,7 +100,8 @@ def test_explain_shows_the_override(cli) -> None:
     lines = out.splitlines()
     block = lines[lines.index("  rotational:") + 1:]
     assert re.match(r"^    scheduler: \[none\] +# .*/virtual-guest\.yaml:\d+$", block[0])
-    assert re.match(r"^    read_ahead_kb: 4096 +# .*/throughput-performance\.yaml:\d+$", block[1])
+    assert re.match(r"^    read_ahead_kb: \{min: 4096\} +# .*/throughput-performance\.yaml:\d+ \(a floor: raised to 4096 "
+                    r"when below, never lowered\)$", block[1])
     doc = json.loads(cli("--json", "profile", "show", "virtual-guest", "--explain")[1])
     origin = doc["origins"]["$.classes.rotational.read_ahead_kb"]
     assert origin["file"].endswith("throughput-performance.yaml") and origin["line"] > 1
@@ -127,7 +128,7 @@ def test_import_tuned_throughput_performance_validates(cli, tmp_path: Path) -> N
     code, checked, err = cli("profile", "validate", "tp.yaml")
     assert (code, checked, err) == (0, "tp.yaml: ok\n", "")
     data = json.loads(cli("--json", "profile", "show", "tp.yaml")[1])["profile"]
-    assert data["classes"]["rotational"]["read_ahead_kb"] == 4096
+    assert data["classes"]["rotational"]["read_ahead_kb"] == {"min": 4096}  # tuned's readahead=>4096
 
 
 @needs_tuned
@@ -148,13 +149,22 @@ def test_schema_is_valid_draft_2020_12() -> None:
     jsonschema.Draft202012Validator.check_schema(schema)
 
 
+def _number_or_range(s: dict) -> dict:
+    """An integer setting: a number, or a range {min, max} of numbers with the same limits (SPEC.md §3)."""
+    number, bounds = s["anyOf"]
+    assert bounds["type"] == "object" and bounds["title"] == "range" and bounds["additionalProperties"] is False
+    assert bounds["properties"] == {"min": number, "max": number}
+    return number
+
+
 def test_schema_iosched_knobs_match_the_catalogue() -> None:
     props = load_schema()["$defs"]["iosched"]["properties"]
     catalogue = {name: (sched, attr) for sched, knobs in IOSCHED.items() for name, attr in knobs.items()}
     assert set(props) == set(catalogue)
     for name, (sched, attr) in catalogue.items():
         s = props[name]
-        assert (s["type"], s["minimum"], s["maximum"]) == ("integer", attr.minimum, attr.maximum), name
+        number = _number_or_range(s)
+        assert (number["type"], number["minimum"], number["maximum"]) == ("integer", attr.minimum, attr.maximum), name
         assert s.get("x-unit", "") == attr.unit, name
         assert s["description"].startswith(f"{sched}: {attr.doc}"), name
         if attr.unit:
@@ -167,7 +177,8 @@ def test_schema_queue_attributes_match_the_catalogue() -> None:
     for name, s in props.items():
         attr = QUEUE[name]
         if attr.is_int:
-            assert (s["type"], s["minimum"], s["maximum"], s.get("x-unit", "")) == \
+            number = _number_or_range(s)
+            assert (number["type"], number["minimum"], number["maximum"], s.get("x-unit", "")) == \
                 ("integer", attr.minimum, attr.maximum, attr.unit), name
         else:
             assert s["enum"] == list(attr.choices), name

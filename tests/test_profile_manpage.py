@@ -60,7 +60,8 @@ def keyed(section: str) -> dict[str, list[str]]:
 
 
 def span(schema: dict) -> str:
-    return f"{schema['minimum']}\u2013{schema['maximum']}"
+    number = schema["anyOf"][0] if "anyOf" in schema else schema  # a number or a range {min, max} of numbers
+    return f"{number['minimum']}\u2013{number['maximum']}"
 
 
 def test_every_table_is_there() -> None:

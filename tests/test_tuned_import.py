@@ -9,6 +9,8 @@ import pytest
 import yaml
 
 from tunectl.errors import UsageError
+from tunectl.profile.checks import check_document
+from tunectl.profile.reader import parse_yaml
 from tunectl.profile.tuned_import import DISK_PLUGIN_CLASSES, import_tuned, render_yaml
 from tunectl.tuning.attributes import IOSCHED, QUEUE, SCHEDULERS
 
@@ -39,7 +41,9 @@ def assert_vocabulary(settings: dict) -> None:
     for name in chosen or []:
         assert name in SCHEDULERS
     if "read_ahead_kb" in settings:
-        assert 0 <= settings["read_ahead_kb"] <= 65536
+        ra = settings["read_ahead_kb"]
+        bounds = list(ra.values()) if isinstance(ra, dict) else [ra]  # tuned's > and < become {min} and {max}
+        assert bounds and all(0 <= b <= 65536 for b in bounds)
     for attr in settings.get("queue", {}):
         assert attr in QUEUE and attr != "read_ahead_kb"
     for knob in settings.get("iosched", {}):
@@ -68,6 +72,8 @@ def test_every_shipped_profile_converts_and_round_trips(name: str) -> None:
     check_profile(result.profile)
     text = render_yaml(result)
     assert yaml.safe_load(text) == result.profile
+    doc, diags = parse_yaml(text, f"{name}.yaml")
+    assert [str(d) for d in diags + check_document(doc) if d.severity == "error"] == []  # the real validator
     assert text.startswith(f"# tunectl profile imported from tuned profile '{name}'")
     assert f"{TUNED_DIR}/{name}/tuned.conf" in text
     for item in result.unconverted:
@@ -75,8 +81,8 @@ def test_every_shipped_profile_converts_and_round_trips(name: str) -> None:
 
 
 # Read by hand from /usr/lib/tuned/throughput-performance/tuned.conf (tuned 2.20):
-# the only [disk] option is readahead=>4096; no elevator, no [sysfs] block lines.
-THROUGHPUT_CLASSES = {c: {"read_ahead_kb": 4096} for c in ("rotational", "ssd", "nvme", "virtio")}
+# the only [disk] option is readahead=>4096 ("raise to 4096, never lower": a floor); no elevator, no [sysfs] block lines.
+THROUGHPUT_CLASSES = {c: {"read_ahead_kb": {"min": 4096}} for c in ("rotational", "ssd", "nvme", "virtio")}
 
 
 @needs_tuned
@@ -84,7 +90,7 @@ def test_throughput_performance_by_hand() -> None:
     result = import_tuned("throughput-performance")
     assert result.profile["classes"] == THROUGHPUT_CLASSES
     assert "devices" not in result.profile
-    assert any("readahead=>4096" in n and "only raises" in n for n in result.notes)
+    assert any("readahead=>4096" in n and "only raises" in n and "{min: 4096} does the same" in n for n in result.notes)
     assert "[cpu] governor=performance: not a block-device setting" in result.unconverted
     assert "[sysctl] vm.dirty_ratio=40: not a block-device setting" in result.unconverted
     assert result.sources == [f"{TUNED_DIR}/throughput-performance/tuned.conf"]
@@ -212,14 +218,15 @@ def test_missing_variable_file_is_a_note(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("value", "kib", "note"),
     [
-        (">4096", 4096, "only raises read-ahead to 4096 KiB"),
-        ("<128", 128, "only lowers read-ahead to 128 KiB"),
+        (">4096", {"min": 4096}, "only raises read-ahead to 4096 KiB"),
+        ("<128", {"max": 128}, "only lowers read-ahead to 128 KiB"),
         ("8192 s", 4096, "8192 sectors of 512 bytes = 4096 KiB"),
-        ("> 8192 s", 4096, "only raises read-ahead to 4096 KiB"),
+        ("> 8192 s", {"min": 4096}, "only raises read-ahead to 4096 KiB"),
         ("200000", 65536, "clamped to 65536"),
+        (">200000", {"min": 65536}, "clamped to 65536"),
     ],
 )
-def test_readahead_forms(tmp_path: Path, value: str, kib: int, note: str) -> None:
+def test_readahead_forms(tmp_path: Path, value: str, kib: int | dict, note: str) -> None:
     write(tmp_path, "r", f"[disk]\nreadahead={value}\n")
     result = import_tuned("r", search_dirs=[str(tmp_path)])
     assert result.profile["classes"]["rotational"] == {"read_ahead_kb": kib}

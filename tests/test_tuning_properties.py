@@ -1,4 +1,4 @@
-"""Property tests: apply then plan again is empty; rollback restores every original value."""
+"""Property tests: apply then plan again is empty; rollback restores every original value (numbers and ranges)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,13 @@ KNOB_RANGES = {"read_expire": (1, 5000), "write_expire": (1, 20000), "writes_sta
 
 
 @st.composite
+def number_or_range(draw, lo: int, hi: int):
+    """A number, or a range {min}, {max}, {min, max} within lo..hi (SPEC.md §3)."""
+    a, b = sorted((draw(st.integers(lo, hi)), draw(st.integers(lo, hi))))
+    return draw(st.sampled_from([a, {"min": a}, {"max": b}, {"min": a, "max": b}]))
+
+
+@st.composite
 def settings_block(draw):
     block = {}
     if draw(st.booleans()):
@@ -35,12 +42,12 @@ def settings_block(draw):
         knobs = sorted({k for s in scheds for k in IOSCHED[s] if k in KNOB_RANGES})
         chosen = draw(st.lists(st.sampled_from(knobs), max_size=3, unique=True)) if knobs else []
         if chosen:
-            block["iosched"] = {k: draw(st.integers(*KNOB_RANGES[k])) for k in chosen}
+            block["iosched"] = {k: draw(number_or_range(*KNOB_RANGES[k])) for k in chosen}
     if draw(st.booleans()):
-        block["read_ahead_kb"] = draw(st.integers(0, 65536))
+        block["read_ahead_kb"] = draw(number_or_range(0, 65536))
     queue = draw(st.dictionaries(st.sampled_from(sorted(SAFE_QUEUE)), st.just(0), max_size=2))
     if queue:
-        block["queue"] = {k: draw(st.integers(*SAFE_QUEUE[k])) for k in queue}
+        block["queue"] = {k: draw(number_or_range(*SAFE_QUEUE[k])) for k in queue}
     return block
 
 

@@ -149,11 +149,14 @@ def rules(udevd: Udevd, request: pytest.FixtureRequest) -> Iterator[Rules]:
 
 
 @contextlib.contextmanager
-def loops(directory: Path, count: int, rotational: list[int | None], rules_: Rules | None = None) -> Iterator[list[str]]:
+def loops(directory: Path, count: int, rotational: list[int | None], rules_: Rules | None = None,
+          prepare: dict[str, str] | None = None) -> Iterator[list[str]]:
     """Attach `count` loop devices to files in `directory`; give each back its pre-attach settings, then detach.
 
     A loop device keeps its queue settings across detach, so the settings are
-    saved before attaching (when the rules cannot have touched it yet).
+    saved before attaching (when the rules cannot have touched it yet). `prepare`
+    (queue attribute -> one value per device) is written just before the attach,
+    so that the attach event itself meets it: attaching keeps queue settings.
     """
     directory.mkdir(parents=True, exist_ok=True)
     names: list[str] = []
@@ -167,8 +170,12 @@ def loops(directory: Path, count: int, rotational: list[int | None], rules_: Rul
                 name = subprocess.run(["losetup", "-f"], capture_output=True, text=True, check=True,
                                       env=ENV).stdout.strip().rsplit("/", 1)[-1]
                 before = snapshot(name) if Path(f"/sys/block/{name}/queue").is_dir() else None
+                for attr, values in sorted((prepare or {}).items(), key=lambda kv: kv[0] != "scheduler"):
+                    sysfs_write(name, f"queue/{attr}", values[i])
                 if subprocess.run(["losetup", f"/dev/{name}", str(backing)], capture_output=True, env=ENV).returncode == 0:
                     break  # another process may take the free device between -f and the attach: try the next one
+                if prepare and before is not None:
+                    restore(name, before)
             else:
                 raise RuntimeError("could not attach a loop device")
             names.append(name)
@@ -337,6 +344,70 @@ def test_scheduler_the_device_lacks_is_skipped_and_verify_reports_it(udevd: Udev
         drift = [s for s in json.loads(out)["settings"] if s["status"] in ("change", "unavailable")]
         assert code == 1
         assert [(s["attribute"], s["before"], s["after"]) for s in drift] == [("scheduler", "mq-deadline", "kyber")]
+
+
+# --- ranges: the rules compare with digit globs, apply compares numbers --------------------------------------
+
+RANGES = """\
+name: udev-ranges
+classes:
+  loop:
+    read_ahead_kb: {min: 4096}
+    scheduler: bfq
+    iosched: {slice_idle: {max: 4}, fifo_expire_sync: {min: 100}, back_seek_penalty: {min: 5, max: 10}}
+    queue: {nr_requests: {min: 16, max: 64}}
+"""
+
+
+def test_hotplug_below_a_floor_is_raised_above_is_left_alone(udevd: Udevd, rules: Rules, tmp_path: Path) -> None:
+    scope = tmp_path / "scope"
+    text, profile = scoped_rules(RANGES, tmp_path, scope)
+    rules.write(text)
+    with loops(scope, 2, [None, None], rules, prepare={"scheduler": ["mq-deadline"] * 2,
+                                                       "read_ahead_kb": ["64", "16384"]}) as (low, high):
+        assert sysfs_read(low, "queue/read_ahead_kb") == "4096"  # raised to the floor by the attach event
+        assert sysfs_read(high, "queue/read_ahead_kb") == "16384"  # above the floor: left alone
+        for name in (low, high):
+            assert active_scheduler(name) == "bfq"
+            assert [sysfs_read(name, f"queue/iosched/{k}") for k in ("slice_idle", "fifo_expire_sync", "back_seek_penalty")] \
+                == ["4", "125", "5"]  # above the cap, inside (the kernel's default stays), below the floor
+            assert udev_properties(name)["TUNECTL_QUEUE_READ_AHEAD_KB"] == "4096.."
+        code, out = cli("verify", "-p", str(profile), low, high, "--json", state=tmp_path / "state")
+        assert code == 0 and json.loads(out)["in_sync"] is True, out
+        settings = {(s["device"], s["attribute"]): s for s in json.loads(out)["settings"]}
+        assert settings[(high, "read_ahead_kb")]["before"] == 16384 and settings[(high, "read_ahead_kb")]["status"] == "ok"
+
+
+RANGE_STARTS = {
+    "below": {"scheduler": "bfq", "read_ahead_kb": "64", "nr_requests": "8", "iosched/slice_idle": "0",
+              "iosched/fifo_expire_sync": "50", "iosched/back_seek_penalty": "1"},
+    "inside": {"scheduler": "bfq", "read_ahead_kb": "8192", "nr_requests": "32", "iosched/slice_idle": "2",
+               "iosched/fifo_expire_sync": "300", "iosched/back_seek_penalty": "7"},
+    "above": {"scheduler": "bfq", "read_ahead_kb": "65536", "nr_requests": "128", "iosched/slice_idle": "20",
+              "iosched/fifo_expire_sync": "900", "iosched/back_seek_penalty": "20"},
+    "switch": {"scheduler": "kyber", "read_ahead_kb": "128", "nr_requests": "100"},
+}
+
+
+@pytest.mark.parametrize("start", sorted(RANGE_STARTS))
+def test_ranges_udev_event_and_apply_reach_the_same_state(udevd: Udevd, rules: Rules, tmp_path: Path, start: str) -> None:
+    scope = tmp_path / "scope"
+    text, profile = scoped_rules(RANGES, tmp_path, scope)
+    rules.write(text)
+    with loops(scope, 2, [0, 1], rules) as names:
+        for name in names:
+            _set_state(name, RANGE_STARTS[start])
+        code, out = cli("apply", "-p", str(profile), *names, "--json", state=tmp_path / "state")
+        assert code == 0, out
+        by_apply = {n: snapshot(n) for n in names}
+        for name in names:
+            _set_state(name, RANGE_STARTS[start])
+        change(*names)
+        assert {n: snapshot(n) for n in names} == by_apply
+        code, out = cli("verify", "-p", str(profile), *names, "--json", state=tmp_path / "state")
+        assert code == 0 and json.loads(out)["in_sync"] is True, out
+        if start == "inside":  # nothing written: the values are as they were set
+            assert all(by_apply[n][k] == v for n in names for k, v in RANGE_STARTS[start].items())
 
 
 def _tunectl_wrapper(tmp: Path) -> Path:

@@ -110,11 +110,20 @@ def _range(schema: dict) -> str:
     return f"must be at least {lo}{unit}" if lo is not None else f"must be at most {hi}{unit}"
 
 
+def _looks_like_range(value: Any, path: PathT) -> bool:
+    """A {min, max} mapping given to a setting that takes a name or a choice, not a number."""
+    setting = path[-1:] == ("scheduler",) or path[-2:-1] == ("queue",)
+    return setting and isinstance(value, dict) and bool(value) and set(value) <= {"min", "max"}
+
+
 def _describe(error: Any, doc: Document) -> list[Diagnostic]:
     path = tuple(error.absolute_path)
     schema = error.schema if isinstance(error.schema, dict) else {}
     kind = error.validator
     value = error.instance
+    if kind in ("enum", "anyOf", "type") and _looks_like_range(value, path):
+        return [doc.diag(path, "a range {min, max} is only for integer settings (read_ahead_kb, iosched knobs, "
+                         f"numeric queue attributes); {short(path[-1])} is not a number")]
     if "propertyNames" in error.schema_path:
         title = schema.get("title", "key")
         return [doc.diag(path + (value,), f"{title} name {short(value)} is not allowed: {schema.get('description', '')}",
@@ -185,10 +194,18 @@ def _describe_any_of(error: Any, doc: Document, path: PathT, schema: dict) -> li
     kinds = []
     for e in error.context:
         title = e.schema.get("title") if isinstance(e.schema, dict) else None
-        name = _type_name(e.validator_value) if e.validator == "type" else f"a {title} name" if title else "a name"
+        unit = e.schema.get("x-unit") if isinstance(e.schema, dict) else None
+        if e.validator == "type" and title == "range":
+            name = "a range {min: N, max: M}"
+        elif e.validator == "type" and e.validator_value == "integer" and unit:
+            name = f"an integer number of {unit}"
+        else:
+            name = _type_name(e.validator_value) if e.validator == "type" else f"a {title} name" if title else "a name"
         if name not in kinds:
             kinds.append(name)
-    desc = f" ({schema['description']})" if schema.get("description") else ""
+    # "an integer number of ms or a range" says it all; the description is for the less obvious choices.
+    plain = kinds[-1:] == ["a range {min: N, max: M}"] and len(kinds) == 2 and kinds[0].startswith("an integer")
+    desc = f" ({schema['description']})" if schema.get("description") and not plain else ""
     return [doc.diag(path, f"expected {' or '.join(kinds)}{desc}, got {_type_of(error.instance)}")]
 
 
@@ -203,6 +220,8 @@ def check_document(doc: Document) -> list[Diagnostic]:
         diags.extend(_check_settings(doc, path, settings))
     for path, match in _match_blocks(doc.data):
         diags.extend(_check_match(doc, path, match))
+    if "name" not in doc.data:
+        diags.extend(check_name_default(doc))
     return limit_diagnostics(diags)
 
 
@@ -272,14 +291,25 @@ def _check_settings(doc: Document, path: PathT, settings: dict) -> list[Diagnost
             out.append(doc.diag(where, f"legacy scheduler {n!r} is mapped to {LEGACY_SCHEDULERS[n]!r} "
                                 "on blk-mq kernels; write that instead", severity="warning"))
     ra = settings.get("read_ahead_kb")
-    if isinstance(ra, str) and _ecma_regex(SIZE_PATTERN).search(ra):
-        ra_schema = load_schema()["$defs"]["read_ahead_kb"]["anyOf"][0]
+    for key, size in (ra.items() if isinstance(ra, dict) else [((), ra)]):
+        where = path + ("read_ahead_kb",) + ((key,) if key else ())
+        if isinstance(size, str) and _ecma_regex(SIZE_PATTERN).search(size):
+            ra_schema = load_schema()["$defs"]["read_ahead_kb"]["anyOf"][0]
+            try:
+                kib = parse_kib(size)
+                if not ra_schema["minimum"] <= kib <= ra_schema["maximum"]:
+                    out.append(doc.diag(where, f"{size!r} is {kib} KiB, out of range: {_range(ra_schema)}"))
+            except ValueError as e:
+                out.append(doc.diag(where, str(e)))
+    for where, value in _int_settings(path, settings):
+        lo, hi = value.get("min"), value.get("max")
         try:
-            kib = parse_kib(ra)
-            if not ra_schema["minimum"] <= kib <= ra_schema["maximum"]:
-                out.append(doc.diag(path + ("read_ahead_kb",), f"{ra!r} is {kib} KiB, out of range: {_range(ra_schema)}"))
-        except ValueError as e:
-            out.append(doc.diag(path + ("read_ahead_kb",), str(e)))
+            lo, hi = (parse_kib(lo), parse_kib(hi)) if where[-1] == "read_ahead_kb" else (lo, hi)
+        except (ValueError, TypeError):
+            continue  # reported above or by the schema
+        if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
+            out.append(doc.diag(where, f"min ({short(value['min'])}) is larger than max ({short(value['max'])}); "
+                                "no value fits the range"))
     knobs = settings.get("iosched")
     chosen = known_schedulers(sched) if sched is not None else []
     if isinstance(knobs, dict) and chosen:
@@ -290,18 +320,118 @@ def _check_settings(doc: Document, path: PathT, settings: dict) -> list[Diagnost
     return out
 
 
+def _int_settings(path: PathT, settings: dict) -> Any:
+    """(path, range) of every setting of a block given as a range."""
+    if isinstance(settings.get("read_ahead_kb"), dict):
+        yield path + ("read_ahead_kb",), settings["read_ahead_kb"]
+    for group in ("iosched", "queue"):
+        values = settings.get(group)
+        if isinstance(values, dict):
+            for name, value in values.items():
+                if isinstance(value, dict):
+                    yield path + (group, name), value
+
+
 def _check_match(doc: Document, path: PathT, match: dict) -> list[Diagnostic]:
+    out = []
+    if path[0] == "devices":  # these become udev rules; mounts matches never do
+        for key in GLOB_KEYS:
+            globs = match.get(key)
+            items = list(enumerate(globs)) if isinstance(globs, list) else [((), globs)]
+            for i, glob in items:
+                where = path + (key,) + ((i,) if i != () else ())
+                if _schema_glob_ok(glob):  # otherwise the schema has reported it
+                    problem = glob_problem(glob)
+                    if problem:
+                        out.append(doc.diag(where, problem))
     size = match.get("size")
     if not isinstance(size, dict) or "min" not in size or "max" not in size:
-        return []
+        return out
     try:
         lo, hi = parse_bytes(size["min"]), parse_bytes(size["max"])
     except (ValueError, TypeError, KeyError):
-        return []  # reported by the schema
+        return out  # reported by the schema
     if lo > hi:
-        return [doc.diag(path + ("size",), f"min ({short(size['min'])}) is larger than max ({short(size['max'])}); "
-                         "no device can match")]
-    return []
+        out.append(doc.diag(path + ("size",), f"min ({short(size['min'])}) is larger than max ({short(size['max'])}); "
+                            "no device can match"))
+    return out
+
+
+# --- udev's glob dialect --------------------------------------------------------------------------------------
+# Match globs end up in udev rules (tunectl udev render), where udev matches them with fnmatch(3) and
+# treats '|' as alternation, '%' and '$' as substitutions; tunectl matches them with fnmatchcase.
+
+GLOB_KEYS = ("kernel", "model", "vendor", "serial", "wwn", "bus")
+_GLOB_LITERAL = frozenset(chr(c) for c in range(0x20, 0x7F)) - set('"\\%$,|`[]*?')
+_BRACKET_ITEM = frozenset(_GLOB_LITERAL) - set("-!^ ")
+
+
+def _schema_glob_ok(glob: Any) -> bool:
+    schema = load_schema()["$defs"]["glob"]
+    return isinstance(glob, str) and len(glob) >= schema["minLength"] and bool(_ecma_regex(schema["pattern"]).search(glob))
+
+
+def glob_problem(glob: str) -> str | None:
+    """Why `glob` cannot go into a udev rule meaning what it means to tunectl; None when it can.
+
+    Accepted: printable ASCII literals, ``*``, ``?`` and bracket sets like
+    ``[0-9]`` / ``[!a-c]``. Refused: ``|`` (udev alternation), quotes,
+    ``%``/``$`` (udev substitutions), backslashes, commas, backquotes, control
+    and non-ASCII characters, ``[^...]`` and ``[:class:]`` (fnmatch(3) and
+    Python disagree on them), and leading/trailing blanks (discovery strips
+    values; udev does not).
+    """
+    if not glob:
+        return "expected a non-empty glob"
+    if glob != glob.strip():
+        return f"{short(glob)} starts or ends with blanks, which udev and tunectl compare differently; remove them"
+    i = 0
+    while i < len(glob):
+        c = glob[i]
+        if c in "*?":
+            i += 1
+        elif c == "[":
+            end = glob.find("]", i + 1)
+            if end < 0 or not _bracket_ok(glob[i + 1:end]):
+                return (f"{short(glob)}: the bracket expression at character {i + 1} is not one udev and tunectl read "
+                        "alike; use simple sets such as [0-9], [a-f] or [!0-9]")
+            i = end + 1
+        elif c in _GLOB_LITERAL:
+            i += 1
+        else:
+            return (f"{short(glob)}: character {c!r} cannot be put into a udev rule; globs may use letters, digits, "
+                    "punctuation without \" \\ % $ , | ` and *, ?, [...]")
+    return None
+
+
+def _bracket_ok(body: str) -> bool:
+    if body.startswith("!"):
+        body = body[1:]
+    if not body:
+        return False
+    i = 0
+    while i < len(body):
+        if body[i] not in _BRACKET_ITEM:
+            return False
+        if i + 2 < len(body) and body[i + 1] == "-":
+            if body[i + 2] not in _BRACKET_ITEM or body[i] > body[i + 2]:
+                return False
+            i += 3
+        else:
+            i += 1
+    return True
+
+
+def check_name_default(doc: Document) -> list[Diagnostic]:
+    """A profile without name: is named after its file; that name must be one a profile may have."""
+    from pathlib import PurePath
+
+    stem = PurePath(doc.file).stem
+    schema = load_schema()["properties"]["name"]
+    if len(stem) <= schema["maxLength"] and _ecma_regex(schema["pattern"]).search(stem):
+        return []
+    return [doc.diag((), f"the file name {stem!r} is not a valid profile name and there is no name: key; "
+                     f"add one ({schema['description']})")]
 
 
 def check_merged(data: dict, owners: dict[PathT, Document], chain: list[Document]) -> list[Diagnostic]:

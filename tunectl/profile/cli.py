@@ -13,7 +13,7 @@ import yaml
 from tunectl.errors import ExitCode
 from tunectl.profile.library import ProfileRef, list_profiles, read_profile_bytes
 from tunectl.profile.reader import Diagnostic, PathT, decode_profile, json_path, parse_yaml
-from tunectl.profile.resolve import Profile, load_profile, resolve_profile
+from tunectl.profile.resolve import Profile, is_setting_value, load_profile, resolve_profile
 from tunectl.report import emit_json, table
 
 EXAMPLES = ("examples:\n  tunectl profile list\n  tunectl profile show virtual-guest --explain\n"
@@ -75,7 +75,7 @@ def _show(ctx, args, out) -> int:
     if args.explain:
         out.print(f"# {profile.name}: {' <- '.join(profile.files)}")
         out.print("# each value is followed by the file and line it comes from; later files in the")
-        out.print("# extends: chain override earlier ones key by key, and a list replaces a list")
+        out.print("# extends: chain override earlier ones key by key, a list or a range {min, max} replaces the whole value")
     out.print(render_profile_yaml(profile, explain=args.explain))
     return ExitCode.OK
 
@@ -120,7 +120,10 @@ def _lines(value: Any, path: PathT, indent: int) -> list[tuple[str, PathT | None
     out: list[tuple[str, PathT | None]] = []
     if isinstance(value, dict):
         for key, item in value.items():
-            if _is_leaf(item):
+            if isinstance(item, dict) and item and is_setting_value(path + (key,)):  # a range: one value, one line
+                flow = ", ".join(f"{k}: {_scalar(v)}" for k, v in item.items())
+                out.append((f"{pad}{_scalar(key)}: {{{flow}}}", path + (key,)))
+            elif _is_leaf(item):
                 out.append((f"{pad}{_scalar(key)}: {_scalar(item)}", path + (key,)))
             else:
                 out.append((f"{pad}{_scalar(key)}:", None))
@@ -150,8 +153,21 @@ def render_profile_yaml(profile: Profile, explain: bool = False) -> str:
             rendered.append(text)
         else:
             file, line, _ = origin
-            rendered.append(f"{text.ljust(width)}  # {file}:{line}")
+            rendered.append(f"{text.ljust(width)}  # {file}:{line}{_range_note(profile.data, path)}")
     return "\n".join(rendered)
+
+
+def _range_note(data: Any, path: PathT) -> str:
+    for key in path:
+        data = data[key]
+    if not isinstance(data, dict) or not is_setting_value(path):
+        return ""
+    lo, hi = data.get("min"), data.get("max")
+    if hi is None:
+        return f" (a floor: raised to {lo} when below, never lowered)"
+    if lo is None:
+        return f" (a cap: lowered to {hi} when above, never raised)"
+    return f" (kept when inside {lo}..{hi}, else moved to the nearest bound)"
 
 
 def _validate(ctx, args, out) -> int:

@@ -62,9 +62,14 @@ class Profile:
         return self.origins[found], line, col
 
 
+def is_setting_value(path: PathT) -> bool:
+    """A setting's value: a range {min, max} there is one value, replaced whole like a number."""
+    return path[-1:] == ("read_ahead_kb",) or path[-2:-1] in (("iosched",), ("queue",))
+
+
 def _merge(base: Any, over: Any, path: PathT, owners: dict, doc: Document) -> Any:
-    """Deep merge: mappings merge key by key, everything else (lists too) replaces."""
-    if isinstance(base, dict) and isinstance(over, dict):
+    """Deep merge: mappings merge key by key, everything else (lists and ranges too) replaces."""
+    if isinstance(base, dict) and isinstance(over, dict) and not is_setting_value(path):
         out = dict(base)
         for k, v in over.items():
             out[k] = _merge(base[k], v, path + (k,), owners, doc) if k in base else _own(v, path + (k,), owners, doc)
@@ -85,7 +90,7 @@ def _leaves(value: Any, path: PathT) -> Any:
     stack = [(value, path)]
     while stack:
         value, path = stack.pop()
-        if isinstance(value, dict) and value:
+        if isinstance(value, dict) and value and not is_setting_value(path):  # a range is one value
             stack.extend((v, path + (k,)) for k, v in value.items())
         elif isinstance(value, list) and value:
             stack.extend((v, path + (i,)) for i, v in enumerate(value))
@@ -188,7 +193,8 @@ def normalise_settings(settings: dict) -> dict:
     if "scheduler" in out:
         out["scheduler"] = scheduler_list(out["scheduler"])
     if "read_ahead_kb" in out:
-        out["read_ahead_kb"] = parse_kib(out["read_ahead_kb"])
+        ra = out["read_ahead_kb"]
+        out["read_ahead_kb"] = {k: parse_kib(v) for k, v in ra.items()} if isinstance(ra, dict) else parse_kib(ra)
     if "below" in out:
         out["below"] = normalise_settings(out["below"])
     return out

@@ -471,11 +471,14 @@ class _Converter:
             self.note(f"{item}: {number} sectors of 512 bytes = {kib} KiB")
         elif len(parts) > 1:
             self.note(f"{item}: tuned ignores the suffix '{parts[1]}' and reads the number as KiB")
-        if modifier:
-            verb = "raises read-ahead to" if modifier == ">" else "lowers read-ahead to"
-            other = "lower" if modifier == ">" else "higher"
-            self.note(f"{item}: tuned only {verb} {kib} KiB and keeps a {other} value it finds; tunectl sets exactly {kib} KiB")
         self._read_ahead_kb(item, str(kib), settings)
+        if modifier and "read_ahead_kb" in settings:
+            # tuned's '>' raises and never lowers, '<' lowers and never raises: a floor and a cap (SPEC.md §3).
+            bound = "min" if modifier == ">" else "max"
+            settings["read_ahead_kb"] = {bound: settings["read_ahead_kb"]}
+            verb, other = ("raises read-ahead to", "higher") if modifier == ">" else ("lowers read-ahead to", "lower")
+            self.note(f"{item}: tuned only {verb} {kib} KiB and keeps a {other} value it finds: "
+                      f"read_ahead_kb: {{{bound}: {settings['read_ahead_kb'][bound]}}} does the same")
 
     def _read_ahead_kb(self, item: str, value: str, settings: dict) -> None:
         attr = QUEUE["read_ahead_kb"]

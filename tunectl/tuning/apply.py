@@ -10,14 +10,24 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tunectl.errors import SysfsError
 from tunectl.system.sysfs import Sysfs
-from tunectl.tuning.attributes import IOSCHED, QUEUE, kernel_equivalent, parse_scheduler, parse_value, side_effects, write_order
+from tunectl.tuning.attributes import (
+    IOSCHED,
+    QUEUE,
+    kernel_equivalent,
+    parse_scheduler,
+    parse_value,
+    side_effects,
+    wanted_value,
+    wanted_value_in_sync,
+    write_order,
+)
 from tunectl.tuning.device import Device
-from tunectl.tuning.plan import CHANGE, Setting
+from tunectl.tuning.plan import CHANGE, IN_SYNC, Setting
 
 CHANGED = "changed"
 FAILED = "failed"
@@ -64,6 +74,18 @@ def _apply_device(sysfs: Sysfs, settings: list[Setting]) -> list[Outcome]:
             continue
         rel = f"block/{s.device}/queue/{s.attribute}"
         try:
+            if s.bounds is not None:
+                # A range is decided on the live value: after a scheduler switch the kernel has just set the
+                # knob to its default, and a reset (nr_requests, read-ahead after a limit) may land inside too.
+                if scheduler is None and s.attribute.startswith("iosched/"):
+                    scheduler, _ = parse_scheduler(sysfs.read_or(f"block/{s.device}/queue/scheduler", "") or "")
+                spec = _spec(s.attribute, scheduler)
+                live = parse_value(spec, sysfs.read(rel)) if spec else None
+                if spec is not None and wanted_value_in_sync(spec, s.bounds, live):
+                    out.append(Outcome(replace(s, after=live), IN_SYNC, live))
+                    continue
+                s = replace(s, after=wanted_value(s.bounds, live) if isinstance(live, int) else
+                            s.bounds.get("min", s.bounds.get("max")))
             sysfs.write(rel, str(s.after))
             text = sysfs.read(rel)
         except SysfsError as e:
@@ -83,7 +105,7 @@ def _apply_device(sysfs: Sysfs, settings: list[Setting]) -> list[Outcome]:
                 scheduler, _ = parse_scheduler(sysfs.read_or(f"block/{s.device}/queue/scheduler", "") or "")
             spec = _spec(s.attribute, scheduler)
             readback = parse_value(spec, text) if spec else text
-            ok = spec is not None and kernel_equivalent(spec, s.after, readback)
+            ok = spec is not None and wanted_value_in_sync(spec, s.bounds or s.after, readback)
         if ok:
             out.append(Outcome(s, CHANGED, readback))
         else:

@@ -246,3 +246,50 @@ def kernel_equivalent(attr: Attribute, wanted: int | str, actual: int | str | No
         # read_ahead_kb is stored as pages: the value reads back rounded down to a page.
         return any(wanted - wanted % page == actual for page in (4, 16, 64))
     return False
+
+
+# --- ranges: {min: N}, {max: N} or {min: N, max: M} instead of a number (SPEC.md §3) --------------------------
+
+
+def is_range(wanted: object) -> bool:
+    return isinstance(wanted, dict)
+
+
+def range_text(bounds: dict) -> str:
+    """{min: 128} -> '128..', {max: 512} -> '..512', {min: 1, max: 2} -> '1..2'."""
+    return f"{bounds.get('min', '')}..{bounds.get('max', '')}"
+
+
+def nearest_in_range(bounds: dict, actual: object) -> int | None:
+    """The value of the range closest to `actual` (itself when inside); None when `actual` is not a number."""
+    if not isinstance(actual, int) or isinstance(actual, bool):
+        return None
+    lo, hi = bounds.get("min"), bounds.get("max")
+    if lo is not None and actual < lo:
+        return lo
+    if hi is not None and actual > hi:
+        return hi
+    return actual
+
+
+def wanted_value(wanted: int | str | dict, actual: object) -> int | str | None:
+    """What to write for `wanted` when the device holds `actual`: the value, or a range's nearest bound.
+
+    None for a range when `actual` is unknown (after a scheduler switch the kernel sets the
+    knob): decided once it can be read.
+    """
+    if not is_range(wanted):
+        return wanted  # type: ignore[return-value]
+    return nearest_in_range(wanted, actual)  # type: ignore[arg-type]
+
+
+def wanted_value_in_sync(spec: Attribute, wanted: int | str | dict, actual: int | str | None) -> bool:
+    """True when `actual` satisfies `wanted`: the kernel's own rounding of the value, or inside the range.
+
+    A range is also satisfied by what the kernel stores when its nearest bound is written
+    (a floor of 4097 KiB reads back as 4096 on 4 KiB pages), so a write is never repeated.
+    """
+    if not is_range(wanted):
+        return kernel_equivalent(spec, wanted, actual)  # type: ignore[arg-type]
+    target = nearest_in_range(wanted, actual)  # type: ignore[arg-type]
+    return target is not None and (target == actual or kernel_equivalent(spec, target, actual))

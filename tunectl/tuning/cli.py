@@ -99,7 +99,6 @@ def _print_scope(report, out) -> None:
 
 
 def _settings_rows(settings, verbose: int, with_status: bool = False):
-    from tunectl.report import show
 
     rows = []
     for s in settings:
@@ -108,11 +107,23 @@ def _settings_rows(settings, verbose: int, with_status: bool = False):
         if not verbose and status in ("ok", "skip"):
             continue
         note = getattr(s, "error", "") or setting.reason
-        row = [setting.device, setting.attribute, f"{show(setting.before)} -> {show(setting.after)}", setting.source]
+        row = [setting.device, setting.attribute, _before_after(setting), setting.source]
         if with_status:
             row.append(status)
         rows.append(row + [note])
     return rows
+
+
+def _before_after(setting) -> str:
+    """``8192 -> 8192 (in 128..)`` for a range; ``- -> 128.. (decided after the switch)`` when not yet known."""
+    from tunectl.report import show
+    from tunectl.tuning.attributes import range_text
+
+    if setting.bounds is None:
+        return f"{show(setting.before)} -> {show(setting.after)}"
+    if setting.after is None:
+        return f"{show(setting.before)} -> {range_text(setting.bounds)}"
+    return f"{show(setting.before)} -> {show(setting.after)} (in {range_text(setting.bounds)})"
 
 
 def _summary(statuses: list[str]) -> str:
@@ -179,7 +190,8 @@ def _render_apply(report, args, out) -> int:
         for o in report.outcomes:
             s = o.setting
             if o.status in ("changed", "change"):
-                out.print(f"--- {s.device} queue/{s.attribute}\n-{show(s.before)}\n+{show(s.after)}")
+                after = show(s.after) if s.bounds is None or s.after is not None else _before_after(s).split(" -> ")[1]
+                out.print(f"--- {s.device} queue/{s.attribute}\n-{show(s.before)}\n+{after}")
     elif rows:
         out.print(table(["DEVICE", "ATTRIBUTE", "BEFORE -> AFTER", "SOURCE", "STATUS", "NOTE"], rows))
     verb = "would change" if report.check else "changed"

@@ -13,7 +13,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from tunectl.profile.resolve import Profile
-from tunectl.tuning.attributes import IOSCHED, QUEUE, kernel_equivalent, side_effects, write_order
+from tunectl.tuning.attributes import IOSCHED, QUEUE, is_range, side_effects, wanted_value, wanted_value_in_sync, write_order
 from tunectl.tuning.device import Device
 
 # Statuses of a planned setting.
@@ -33,6 +33,7 @@ class Setting:
     source: str  # which part of the profile asked for it
     status: str
     reason: str = ""
+    bounds: dict | None = None  # the wanted range ({min, max}); `after` is then its value nearest `before`
 
     @property
     def is_drift(self) -> bool:
@@ -40,7 +41,7 @@ class Setting:
 
     def to_json(self) -> dict:
         return {"device": self.device, "identity": self.identity, "attribute": self.attribute,
-                "before": self.before, "after": self.after, "source": self.source,
+                "before": self.before, "after": self.after, "range": self.bounds, "source": self.source,
                 "status": self.status, "reason": self.reason}
 
 
@@ -144,7 +145,8 @@ def plan_device(dev: Device, wanted: Wanted) -> list[Setting]:
     out: list[Setting] = []
 
     def add(attr: str, before: Any, after: Any, source: str, status: str, reason: str = "") -> None:
-        out.append(Setting(dev.name, dev.identity, attr, before, after, source, status, reason))
+        bounds = after if is_range(after) else None
+        out.append(Setting(dev.name, dev.identity, attr, before, wanted_value(after, before), source, status, reason, bounds))
 
     values = wanted.values
     target = dev.scheduler
@@ -178,7 +180,8 @@ def plan_device(dev: Device, wanted: Wanted) -> list[Setting]:
                 add(attr, None, value, source, SKIP, f"not a knob of {target}")
                 continue
             if switching:
-                add(attr, None, value, source, CHANGE, f"after switching to {target}")
+                add(attr, None, value, source, CHANGE, f"after switching to {target}" + (
+                    ": the kernel's default stays if inside the range" if is_range(value) else ""))
                 continue
             before = dev.iosched.get(knob_name)
         elif attr not in dev.queue:
@@ -186,11 +189,12 @@ def plan_device(dev: Device, wanted: Wanted) -> list[Setting]:
             continue
         else:
             spec, before = QUEUE[attr], dev.queue[attr]
-        if attr not in disturbed and kernel_equivalent(spec, value, before):
+        if attr not in disturbed and wanted_value_in_sync(spec, value, before):
             add(attr, before, value, source, IN_SYNC)
         else:
             add(attr, before, value, source, CHANGE,
-                "an earlier write of this plan makes the kernel reset it" if attr in disturbed else "")
+                "an earlier write of this plan makes the kernel reset it" + (
+                    "; kept if the reset value is inside the range" if is_range(value) else "") if attr in disturbed else "")
             disturbed |= side_effects(attr)
     return out
 

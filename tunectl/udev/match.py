@@ -43,6 +43,20 @@ def range_globs(lo: int, hi: int | None) -> list[str]:
     return out
 
 
+def int_globs(lo: int | None, hi: int | None) -> list[str]:
+    """Globs matching exactly the decimal text of the integers lo..hi (None: unbounded), negative ones too.
+
+    A setting's range as udev must test it (sysfs prints -1 for some defaults: wbt_lat_usec, io_poll_delay).
+    """
+    out: list[str] = []
+    if lo is None or lo < 0:
+        top = -1 if hi is None else min(hi, -1)  # the negative part: -top .. -lo, written with a leading '-'
+        out += ["-" + g for g in range_globs(-top, None if lo is None else -lo)]
+    if hi is None or hi >= 0:
+        out += range_globs(max(lo or 0, 0), hi)
+    return out
+
+
 def _digits(a: str, b: str) -> str:
     return a if a == b else f"[{a}-{b}]"
 

@@ -12,12 +12,14 @@ The rules reproduce `tunectl.tuning.plan` inside udev, in three stages per event
    it is not already active), nr_requests, the knobs of the scheduler active
    afterwards, the other queue attributes, read_ahead_kb last.
 
-Nothing from a profile reaches a rule unchecked: scheduler names, knobs and
-queue attributes come from the allow-list in `tunectl.tuning.attributes`, numbers are
-range-checked, and match globs are limited to a grammar on which udev's
-fnmatch(3) and Python's `fnmatchcase` agree (no ``|``, quotes, ``%``, ``$``,
-backslashes, commas or control characters). The only substitution in the
-output is ``$kernel`` in the one RUN a `below:` block needs.
+Nothing from a profile reaches a rule unchecked, but the checks are the
+profile's (`tunectl.profile.checks`, so `profile validate` reports them at
+file:line:col): scheduler names, knobs and queue attributes from the allow-list
+in `tunectl.tuning.attributes`, numbers in range, and match globs limited to a
+grammar on which udev's fnmatch(3) and Python's `fnmatchcase` agree
+(`checks.glob_problem`). This module trusts a validated Profile; `lint` checks
+what it writes. The only substitution in the output is ``$kernel`` in the one
+RUN a `below:` block needs.
 
 udev 252 behaviours the rules are built around (checked on a real udevd):
 a match on an ATTR that does not exist fails for ``!=`` as well as ``==``, so
@@ -37,14 +39,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tunectl.errors import UsageError
+from tunectl.profile.checks import glob_problem
 from tunectl.profile.resolve import Profile
-from tunectl.tuning.attributes import IOSCHED, LIMIT_ATTRS, QUEUE, SCHEDULERS, schedulers_with_knob, write_order
+from tunectl.tuning.attributes import (
+    IOSCHED,
+    LIMIT_ATTRS,
+    QUEUE,
+    SCHEDULERS,
+    is_range,
+    range_text,
+    schedulers_with_knob,
+    write_order,
+)
 from tunectl.tuning.device import _DM_UUID_PREFIXES, CLASSES, DM_TYPES, OPT_IN_CLASSES
 from tunectl.tuning.discover import _BUS_BY_PATH
 from tunectl.udev.match import (
     RuleWriter,
     describe_match,
     env_name,
+    int_globs,
     match_rules,
     quote,
 )
@@ -70,10 +83,7 @@ CLASS_MATCH: tuple[tuple[str, str | None], ...] = (
 # Where discovery reads each glob-matched fact, in its order: the first source with a value wins.
 # A transform says how the glob must be rewritten for that source (see _fact_rules).
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _PATH_RE = re.compile(r"^/[A-Za-z0-9._/+@:-]*$")
-_GLOB_LITERAL = frozenset(chr(c) for c in range(0x20, 0x7F)) - set('"\\%$,|`[]*?')
-_BRACKET_ITEM = frozenset(_GLOB_LITERAL) - set("-!^ ")
 
 
 class RenderError(UsageError):
@@ -88,149 +98,58 @@ class Rendered:
     runs_tunectl: bool = False
 
 
-# --- validation ---------------------------------------------------------------------------------------------
+# --- the canonical form of a validated profile ----------------------------------------------------------------
 
 
-def check_glob(glob: Any, where: str) -> str:
-    """A profile glob udev can match exactly as tunectl does, or RenderError.
-
-    Accepted: printable ASCII literals, ``*``, ``?`` and bracket sets like
-    ``[0-9]`` / ``[!a-c]``. Rejected: ``|`` (udev alternation), quotes,
-    ``%``/``$`` (udev substitutions), backslashes, commas, control characters,
-    ``[^...]`` and ``[:class:]`` (fnmatch(3) and Python disagree on them),
-    and leading/trailing blanks (discovery strips values; udev does not).
-    """
-    if not isinstance(glob, str) or not glob:
-        raise RenderError(f"{where}: expected a non-empty glob, got {glob!r}")
-    if glob != glob.strip():
-        raise RenderError(f"{where}: {glob!r} starts or ends with blanks, which udev and tunectl compare differently",
-                          hint="remove the blanks; tunectl strips them from the device's values")
-    i = 0
-    while i < len(glob):
-        c = glob[i]
-        if c in "*?":
-            i += 1
-        elif c == "[":
-            end = glob.find("]", i + 1)
-            body = glob[i + 1:end] if end > 0 else ""
-            if end < 0 or not _bracket_ok(body):
-                raise RenderError(f"{where}: {glob!r}: bracket expression at column {i + 1} is not one udev and tunectl "
-                                  "read alike", hint="use simple sets such as [0-9], [a-f] or [!0-9]")
-            i = end + 1
-        elif c in _GLOB_LITERAL:
-            i += 1
-        else:
-            raise RenderError(f"{where}: {glob!r}: character {c!r} cannot be put into a udev rule",
-                              hint="globs may use letters, digits, punctuation without \" \\ % $ , | ` and *, ?, [...]")
-    return glob
-
-
-def _bracket_ok(body: str) -> bool:
-    if body.startswith("!"):
-        body = body[1:]
-    if not body:
-        return False
-    i = 0
-    while i < len(body):
-        if body[i] not in _BRACKET_ITEM:
-            return False
-        if i + 2 < len(body) and body[i + 1] == "-":
-            if body[i + 2] not in _BRACKET_ITEM or body[i] > body[i + 2]:
-                return False
-            i += 3
-        else:
-            i += 1
-    return True
-
-
-def _check_int(value: Any, lo: int | None, hi: int | None, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise RenderError(f"{where}: expected an integer, got {value!r}")
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise RenderError(f"{where}: {value} is out of range {lo}..{hi}")
-    return value
-
-
-def _check_settings(settings: Any, where: str) -> dict:
-    """The tunable part of a class/devices/below block, re-checked against the allow-list."""
-    if not isinstance(settings, dict):
-        raise RenderError(f"{where}: expected a mapping, got {type(settings).__name__}")
+def _settings(settings: dict) -> dict:
+    """The tunable part of a class/devices/below block, in a form independent of key order."""
     out: dict = {}
     if "scheduler" in settings:
-        prefs = settings["scheduler"]
-        prefs = [prefs] if isinstance(prefs, str) else prefs
-        if not isinstance(prefs, list) or not prefs or any(p not in SCHEDULERS for p in prefs):
-            raise RenderError(f"{where}.scheduler: {settings['scheduler']!r} is not a list of {', '.join(SCHEDULERS)}")
-        out["scheduler"] = list(dict.fromkeys(prefs))
+        out["scheduler"] = list(dict.fromkeys(settings["scheduler"]))
     knobs = settings.get("iosched") or {}
-    if not isinstance(knobs, dict):
-        raise RenderError(f"{where}.iosched: expected a mapping")
-    out["iosched"] = {}
-    for knob in sorted(knobs):
-        owners = schedulers_with_knob(knob) if isinstance(knob, str) else []
-        if not owners:
-            raise RenderError(f"{where}.iosched: unknown knob {knob!r}")
-        specs = [IOSCHED[s][knob] for s in owners]
-        value = knobs[knob]
-        if not any(_in_range(value, a.minimum, a.maximum) for a in specs):
-            _check_int(value, specs[0].minimum, specs[0].maximum, f"{where}.iosched.{knob}")
-        out["iosched"][knob] = value
+    out["iosched"] = {knob: _value(knobs[knob]) for knob in sorted(knobs)}
     queue = {}
     if "read_ahead_kb" in settings:
-        spec = QUEUE["read_ahead_kb"]
-        queue["read_ahead_kb"] = _check_int(settings["read_ahead_kb"], spec.minimum, spec.maximum, f"{where}.read_ahead_kb")
+        queue["read_ahead_kb"] = _value(settings["read_ahead_kb"])
     q = settings.get("queue") or {}
-    if not isinstance(q, dict):
-        raise RenderError(f"{where}.queue: expected a mapping")
-    for attr in sorted(q):
-        spec = QUEUE.get(attr) if isinstance(attr, str) else None
-        if spec is None or attr == "read_ahead_kb":
-            raise RenderError(f"{where}.queue: {attr!r} is not an attribute tunectl may write")
-        value = q[attr]
-        if spec.is_int:
-            _check_int(value, spec.minimum, spec.maximum, f"{where}.queue.{attr}")
-        elif value not in (spec.choices or ()):
-            raise RenderError(f"{where}.queue.{attr}: {value!r} is not one of {', '.join(spec.choices or ())}")
-        queue[attr] = value
+    queue.update((attr, _value(q[attr])) for attr in sorted(q))
     out["queue"] = queue
     if settings.get("below"):
-        out["below"] = True  # its contents are applied by the tunectl run, which validates them itself
+        out["below"] = True  # its contents are applied by the tunectl run
     return out
+
+
+def _value(value: Any) -> Any:
+    """A number or choice as it is; a range {min, max} as a (hashable) Range."""
+    return Range(value.get("min"), value.get("max")) if is_range(value) else value
+
+
+class Range(tuple):
+    """A setting's range in the rules: (min, max), either None; its ENV text is attributes.range_text's."""
+
+    def __new__(cls, lo: int | None, hi: int | None) -> Range:
+        return super().__new__(cls, (lo, hi))
+
+    def __str__(self) -> str:
+        return range_text({k: v for k, v in zip(("min", "max"), self) if v is not None})
 
 
 def _in_range(value: Any, lo: int | None, hi: int | None) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and (lo is None or value >= lo) and (hi is None or value <= hi)
 
 
-def _check_match(match: Any, where: str) -> dict:
-    if not isinstance(match, dict) or not match:
-        raise RenderError(f"{where}: expected a non-empty mapping of match keys")
+def _match(match: dict) -> dict:
     out: dict = {}
     for key, want in match.items():
-        path = f"{where}.{key}"
-        if key in ("kernel", "model", "vendor", "serial", "wwn"):
-            out[key] = [check_glob(want, path)]
-        elif key == "bus":
-            wants = [want] if isinstance(want, str) else want
-            if not isinstance(wants, list) or not wants:
-                raise RenderError(f"{path}: expected a glob or a list of globs")
-            out[key] = sorted({check_glob(w, f"{path}[{i}]") for i, w in enumerate(wants)})
-        elif key in ("class", "dm_type"):
+        if key in ("class", "dm_type"):
             allowed = CLASSES if key == "class" else DM_TYPES
-            wants = [want] if isinstance(want, str) else want
-            if not isinstance(wants, list) or not wants or any(w not in allowed for w in wants):
-                raise RenderError(f"{path}: {want!r} is not a list of {', '.join(allowed)}")
-            out[key] = [c for c in allowed if c in wants]
-        elif key in ("rotational", "removable"):
-            if not isinstance(want, bool):
-                raise RenderError(f"{path}: expected true or false, got {want!r}")
-            out[key] = want
+            out[key] = [c for c in allowed if c in want]
+        elif key == "bus":
+            out[key] = sorted(set(want))
         elif key == "size":
-            if not isinstance(want, dict) or not want or set(want) - {"min", "max"}:
-                raise RenderError(f"{path}: expected {{min: ..., max: ...}} in bytes")
-            out[key] = {k: _check_int(v, 0, None, f"{path}.{k}") for k, v in sorted(want.items())}
+            out[key] = dict(sorted(want.items()))
         else:
-            raise RenderError(f"{path}: unknown match key {key!r}")
+            out[key] = [want] if key in ("kernel", "model", "vendor", "serial", "wwn") else want
     return out
 
 
@@ -246,6 +165,13 @@ def _check_modules(modules: Mapping[str, str], notes: list[str]) -> dict[str, st
             notes.append(f"{scheduler} is a module at {path!r}, a path udev cannot test safely: the rules choose it "
                          "only once it is loaded")
     return out
+
+
+def _scope_glob(glob: str, where: str) -> str:
+    problem = glob_problem(glob) if isinstance(glob, str) else "expected a glob"
+    if problem:
+        raise RenderError(f"{where}: {problem}")
+    return glob
 
 
 def _check_path(path: str | None, what: str) -> str | None:
@@ -270,30 +196,28 @@ def _active_glob(name: str) -> str:
 
 
 def _canonical(profile: Profile) -> dict:
-    """The inputs that decide the rules, in a form independent of dict order (the digest covers this)."""
+    """The inputs that decide the rules, in a form independent of dict order (the digest covers this).
+
+    `profile` is validated (tunectl.profile.checks refuses everything a rule could not hold); this only orders.
+    """
     classes = {}
     for cls in CLASSES:
         if cls in profile.classes:
-            classes[cls] = _check_settings(profile.classes[cls] or {}, f"classes.{cls}")
+            classes[cls] = _settings(profile.classes[cls] or {})
             if classes[cls].get("below"):
-                classes[cls]["below"] = _canonical_below(profile.classes[cls]["below"], f"classes.{cls}.below")
-    unknown = sorted(set(profile.classes) - set(CLASSES), key=str)
-    if unknown:
-        raise RenderError(f"classes: unknown class {unknown[0]!r}")
+                classes[cls]["below"] = _canonical_below(profile.classes[cls]["below"])
     devices = []
-    for i, entry in enumerate(profile.devices):
-        if not isinstance(entry, dict):
-            raise RenderError(f"devices[{i}]: expected a mapping")
-        item = _check_settings(entry, f"devices[{i}]")
+    for entry in profile.devices:
+        item = _settings(entry)
         if item.get("below"):
-            item["below"] = _canonical_below(entry["below"], f"devices[{i}].below")
-        item["match"] = _check_match(entry.get("match"), f"devices[{i}].match")
+            item["below"] = _canonical_below(entry["below"])
+        item["match"] = _match(entry["match"])
         devices.append(item)
     return {"classes": classes, "devices": devices}
 
 
-def _canonical_below(below: Any, where: str) -> dict:
-    settings = _check_settings(below, where)
+def _canonical_below(below: dict) -> dict:
+    settings = _settings(below)
     settings.pop("below", None)
     return settings
 
@@ -363,9 +287,6 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
     bfq: the write fails and udev cannot see that within the event to fall back).
     """
     name = profile.name
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise RenderError(f"profile name {name!r} cannot be put into a rules file",
-                          hint="names are letters, digits, '.', '_' and '-'")
     canonical = _canonical(profile)
     notes: list[str] = []
     # Only the modules the rules can choose: a kernel change elsewhere leaves the rules (and digest) alone.
@@ -374,8 +295,8 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
     modules = _check_modules({k: v for k, v in (modules or {}).items() if k in wanted}, notes)
     if modules:
         canonical["modules"] = dict(sorted(modules.items()))  # an input of the rules: the digest covers it
-    scope = [check_glob(k, "only_kernels") for k in only_kernels]
-    backing = check_glob(only_loop_backing, "only_loop_backing") if only_loop_backing else None
+    scope = [_scope_glob(k, "only_kernels") for k in only_kernels]
+    backing = _scope_glob(only_loop_backing, "only_loop_backing") if only_loop_backing else None
     if backing and not backing.startswith("/"):
         raise RenderError(f"only_loop_backing {backing!r} must be an absolute path glob")
     runs = bool(any(s.get("below") for s in canonical["classes"].values()) or any(e.get("below") for e in canonical["devices"]))
@@ -527,20 +448,43 @@ def _write_stage(w: RuleWriter, used: dict[str, set]) -> None:
         if attr.startswith("iosched/"):
             knob = attr.split("/", 1)[1]
             for s in schedulers_with_knob(knob):
+                spec = IOSCHED[s][knob]
                 for value in sorted(used[attr], key=_value_order):
-                    if _in_range(value, IOSCHED[s][knob].minimum, IOSCHED[s][knob].maximum):
-                        w.rule(f'ENV{{{env_name("iosched_target")}}}=={quote(s)}',
-                               f"ENV{{{env_name('iosched_' + knob)}}}=={quote(value)}", f"ATTR{{queue/{attr}}}={quote(value)}")
+                    when = [f'ENV{{{env_name("iosched_target")}}}=={quote(s)}',
+                            f"ENV{{{env_name('iosched_' + knob)}}}=={quote(value)}"]
+                    if isinstance(value, Range):
+                        _range_rules(w, when, f"queue/{attr}", value, spec.minimum)
+                    elif _in_range(value, spec.minimum, spec.maximum):
+                        w.rule(*when, f"ATTR{{queue/{attr}}}={quote(value)}")
             continue
         if attr in LIMIT_ATTRS:
             w.comment(f"{attr} is a queue limit: writing it, even unchanged, makes the kernel recompute read_ahead_kb")
         for value in sorted(used[attr], key=_value_order):
+            when = [f"ENV{{{env_name('queue_' + attr)}}}=={quote(value)}"]
+            if isinstance(value, Range):
+                _range_rules(w, when, f"queue/{attr}", value, QUEUE[attr].minimum)
+                continue
             guard = [f"ATTR{{queue/{attr}}}!={quote(value)}"] if attr in LIMIT_ATTRS else []
-            w.rule(f"ENV{{{env_name('queue_' + attr)}}}=={quote(value)}", *guard, f"ATTR{{queue/{attr}}}={quote(value)}")
+            w.rule(*when, *guard, f"ATTR{{queue/{attr}}}={quote(value)}")
+
+
+def _range_rules(w: RuleWriter, when: list[str], path: str, bounds: Range, lowest: int | None) -> None:
+    """Raise a value below the floor, lower one above the cap: exactly apply's nearest bound.
+
+    Both rules compare the value as read before either wrote (udev caches it), so at most one fires.
+    """
+    lo, hi = bounds
+    if not any(line.startswith("# a range min..max") for line in w.lines):
+        w.comment("a range min..max is written only when the value is outside it, to the nearest bound; udev compares")
+        w.comment("text, not numbers, so each bound is a list of digit globs (a value read once, before the event's writes)")
+    if lo is not None:
+        w.rule(*when, f"ATTR{{{path}}}!={quote('|'.join(int_globs(lo, None)))}", f"ATTR{{{path}}}={quote(lo)}")
+    if hi is not None:
+        w.rule(*when, f"ATTR{{{path}}}!={quote('|'.join(int_globs(lowest, hi)))}", f"ATTR{{{path}}}={quote(hi)}")
 
 
 def _value_order(value: Any) -> tuple:
-    return (0, value, "") if isinstance(value, int) else (1, 0, str(value))
+    return (0, value, "") if isinstance(value, int) and not isinstance(value, Range) else (1, 0, str(value))
 
 
 def render(profile: Profile, tunectl_path: str | None, **kw: Any) -> str:
