@@ -184,7 +184,14 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from tests.test_udev_rules import FakeKernel as RulesKernel  # noqa: E402
-from tests.test_udev_rules import MiniUdev, _build_tree, _fake_device, _profile_data, _valid  # noqa: E402
+from tests.test_udev_rules import (  # noqa: E402
+    MiniUdev,
+    _apply_plan,  # noqa: E402
+    _build_tree,
+    _fake_device,
+    _profile_data,
+    _valid,
+)
 from tunectl.profile.resolve import load_profile  # noqa: E402
 from tunectl.system.sysfs import Sysfs  # noqa: E402
 from tunectl.system.udevdb import UdevDb  # noqa: E402
@@ -297,10 +304,7 @@ def test_rules_and_plan_agree_on_module_schedulers(tmp_path_factory, data: dict,
     udev = MiniUdev(rules_root, render_rules(profile, TUNECTL, modules=files).text)
     for name, (devpath, env) in events.items():
         udev.event(name, devpath, env, by_rules)
-    found = discover(Sysfs(apply_root), UdevDb(apply_root / ".udev-data"), modular=sorted(loadable))
-    for s in make_plan(found, profile):
-        if s.status == CHANGE:
-            by_apply.write(s.device, f"queue/{s.attribute}", s.after)
+    _apply_plan(apply_root, profile, by_apply, sorted(loadable))  # as apply does, ranges decided on live values
     assert by_rules.state == by_apply.state
 
 

@@ -679,8 +679,8 @@ def _build_tree(root: Path, devices: list[dict], kernel: FakeKernel) -> dict[str
     return events
 
 
-def _apply_plan(root: Path, profile: Profile, kernel: FakeKernel) -> None:
-    devices = discover(Sysfs(root), UdevDb(root / ".udev-data"))
+def _apply_plan(root: Path, profile: Profile, kernel: FakeKernel, modular: list[str] | None = None) -> None:
+    devices = discover(Sysfs(root), UdevDb(root / ".udev-data"), modular=modular or ())
     for s in make_plan(devices, profile):
         if s.status != CHANGE:
             continue
