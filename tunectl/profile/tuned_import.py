@@ -1,13 +1,13 @@
 """Convert a tuned profile (tuned.conf and its includes) into a tunectl profile.
 
-Pure apart from reading the tuned.conf files themselves: no sysfs, no subprocess.
+tuned_reader finds, parses and merges the tuned.conf files; this module converts the
+result and renders it as YAML. No sysfs, no subprocess: the only files read are tuned's.
 Only the block-device part of tuned carries over ([disk] units and [sysfs] lines
 under /sys/block/*/queue); everything else is listed in `unconverted` with a reason.
 """
 
 from __future__ import annotations
 
-import configparser
 import copy
 import fnmatch
 import os
@@ -19,6 +19,7 @@ from functools import reduce
 import yaml
 
 from tunectl.errors import UsageError
+from tunectl.profile.tuned_reader import CONDITIONS, SCRIPTS, Loader, Unit, expand, locate, merge, parse_ini, unresolved
 from tunectl.tuning.attributes import IOSCHED, LEGACY_SCHEDULERS, QUEUE, SCHEDULERS, Attribute
 
 DEFAULT_SEARCH_DIRS = ("/etc/tuned", "/usr/lib/tuned")
@@ -32,14 +33,7 @@ SCHEDULED_CLASSES = ("rotational", "ssd", "nvme", "virtio", "mmc")
 QUEUE_CLASSES = SCHEDULED_CLASSES + ("dm", "md")
 _CLASS_ORDER = QUEUE_CLASSES
 
-# Unit options that tuned's profile loader consumes itself (tuned/profiles/unit.py).
-_CONDITIONS = ("uname_regex", "cpuinfo_regex", "devices_udev_regex")
-_SCRIPTS = ("script_pre", "script_post")
-_TRUE = ("true", "True", "1")
-
 _SYSFS_QUEUE = re.compile(r"/sys/(?:block|class/block)/([^/]+)/queue/(?:(iosched)/)?([^/]+)")
-_VARIABLE = re.compile(r"(?<!\\)\$\{(\w+)\}")
-_PROFILE_DIR = re.compile(r"(?<!\\)\$\{i:PROFILE_DIR\}")
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
 
@@ -50,202 +44,6 @@ class TunedImport:
     unconverted: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)  # tuned.conf files, in merge order
-
-
-@dataclass
-class _Unit:
-    name: str
-    type: str
-    options: dict[str, str]
-    enabled: bool = True
-    replace: bool = False
-    drop: list[str] = field(default_factory=list)
-    devices: str = "*"
-    extra: dict[str, str] = field(default_factory=dict)  # conditions and scripts
-
-
-@dataclass
-class _Profile:
-    name: str
-    path: str
-    main: dict[str, str]
-    units: dict[str, _Unit]
-
-
-def _make_unit(name: str, options: dict[str, str]) -> _Unit:
-    opts = dict(options)
-    drop = opts.pop("drop", None)
-    return _Unit(
-        name=name,
-        type=opts.pop("type", name),
-        enabled=opts.pop("enabled", "true") in _TRUE,
-        replace=opts.pop("replace", "false") in _TRUE,
-        drop=[d for d in re.split(r"\s*[,;]\s*", drop) if d] if drop else [],
-        devices=opts.pop("devices", "*"),
-        extra={k: opts.pop(k) for k in _CONDITIONS + _SCRIPTS if k in opts},
-        options=opts,
-    )
-
-
-def _merge(base: _Profile, over: _Profile) -> _Profile:
-    """tuned's Merger: the including (later) profile wins, per unit and per option."""
-    base.main.update(over.main)
-    for name, unit in over.units.items():
-        old = base.units.get(name)
-        if unit.replace or old is None:
-            base.units[name] = copy.deepcopy(unit)
-            continue
-        # Quirk: type, enabled and devices are taken from the later unit even when it
-        # does not set them, so a child's bare [disk] resets devices to "*".
-        old.type, old.enabled, old.devices = unit.type, unit.enabled, unit.devices
-        old.extra.update(unit.extra)
-        for option in unit.drop:
-            old.options.pop(option, None)
-        old.options.update(unit.options)
-    return base
-
-
-def _read(path: str, what: str, chain: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise UsageError(f"cannot read {what} {path}: {reason}{chain}", "check the path and its permissions") from e
-
-
-def _parse_ini(text: str, path: str, chain: str = "") -> configparser.ConfigParser:
-    # The options tuned itself uses: '=' only, inline '#' comments, duplicates tolerated,
-    # case kept (sysfs paths), no interpolation (tuned reads raw values).
-    parser = configparser.ConfigParser(
-        delimiters=("=",),
-        inline_comment_prefixes=("#",),
-        strict=False,
-        interpolation=None,
-        allow_no_value=True,
-    )
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
-    try:
-        parser.read_string(text, source=path)
-    except configparser.Error as e:
-        hint = "tuned.conf must be INI: [section] then key=value"
-        raise UsageError(f"cannot parse tuned profile {path}: {e}{chain}", hint) from e
-    return parser
-
-
-def _parse_profile(name: str, path: str, chain: str) -> _Profile:
-    parser = _parse_ini(_read(path, "tuned profile", chain), path, chain)
-    profile_dir = os.path.dirname(path)
-    sections: dict[str, dict[str, str]] = {}
-    for section in parser.sections():
-        sections[section] = {
-            key: _PROFILE_DIR.sub(lambda _m: profile_dir, value or "") for key, value in parser.items(section, raw=True)
-        }
-    main = sections.pop("main", {})
-    return _Profile(name, path, main, {n: _make_unit(n, o) for n, o in sections.items()})
-
-
-def _candidates(name: str, dirs: Sequence[str]) -> list[str]:
-    # tuned 2.x: <dir>/<name>/tuned.conf; newer tuned: <dir>/profiles/<name>/tuned.conf.
-    return [os.path.join(d, sub, name, "tuned.conf") for d in dirs for sub in ("", "profiles")]
-
-
-def _chain(stack: Sequence[tuple[str, str]], last: str | None = None) -> str:
-    names = [n for n, _ in stack] + ([last] if last else [])
-    return " (include chain: " + " -> ".join(names) + ")" if len(names) > 1 else ""
-
-
-class _Loader:
-    """Loads a profile and its includes depth-first, in tuned's merge order."""
-
-    def __init__(self, dirs: Sequence[str], unconverted: list[str]) -> None:
-        self.dirs = list(dirs)
-        self.unconverted = unconverted
-        self.loaded: list[_Profile] = []
-        self.seen: set[str] = set()
-
-    def load(self, name: str, path: str, stack: list[tuple[str, str]]) -> None:
-        stack = stack + [(name, path)]
-        self.seen.add(os.path.realpath(path))
-        profile = _parse_profile(name, path, _chain(stack))
-        include = profile.main.pop("include", "").strip()
-        if "${" in include:
-            self.unconverted.append(
-                f"[main] include={include} ({name}): computed by a tuned function at run time;"
-                " the profile it names was not imported (import it yourself and use extends:)"
-            )
-        elif include:
-            for ref in re.split(r"\s*[,;]\s*", include):
-                optional = ref.startswith("-")
-                inc_name = os.path.basename(ref.lstrip("-"))
-                if inc_name:
-                    inc_path = self._resolve(inc_name, optional, stack)
-                    if inc_path:
-                        self.load(inc_name, inc_path, stack)
-        self.loaded.append(profile)
-
-    def _resolve(self, name: str, optional: bool, stack: list[tuple[str, str]]) -> str | None:
-        on_stack = {os.path.realpath(p): n for n, p in stack}
-        skipped = None
-        for candidate in _candidates(name, self.dirs):
-            if not os.path.isfile(candidate):
-                continue
-            # Like tuned, a file already loaded is passed over and the next directory is
-            # tried: that is how /etc/tuned/foo can say include=foo to extend the system foo.
-            if os.path.realpath(candidate) in self.seen:
-                skipped = skipped or candidate
-                continue
-            return candidate
-        if skipped is not None:
-            if os.path.realpath(skipped) in on_stack:
-                raise UsageError(
-                    "tuned include cycle: " + " -> ".join([n for n, _ in stack] + [name]),
-                    "files: " + " -> ".join(p for _, p in stack) + f" -> {skipped}",
-                )
-            return None  # already merged through another include (a diamond), as tuned does
-        if optional:  # include=-name: load only if it exists
-            return None
-        raise UsageError(
-            f"tuned profile '{name}' not found{_chain(stack, name)}",
-            "searched " + ", ".join(_candidates(name, self.dirs)),
-        )
-
-
-def _locate(ref: str, dirs: Sequence[str]) -> tuple[str, str]:
-    """The profile name and tuned.conf path that `ref` (name, file or directory) means."""
-    if os.sep in ref or os.path.isfile(ref):
-        path = os.path.join(ref, "tuned.conf") if os.path.isdir(ref) else ref
-    else:
-        found = [c for c in _candidates(ref, dirs) if os.path.isfile(c)]
-        if found:
-            return ref, found[0]
-        if not os.path.isdir(ref):
-            raise UsageError(
-                f"tuned profile '{ref}' not found",
-                "searched " + ", ".join(_candidates(ref, dirs)) + "; or give the path of a tuned.conf or profile directory",
-            )
-        path = os.path.join(ref, "tuned.conf")
-    if not os.path.isfile(path):
-        raise UsageError(f"tuned profile file {path} not found", "give a tuned.conf, a directory holding one, or a profile name")
-    path = os.path.normpath(path)
-    if os.path.basename(path) == "tuned.conf":
-        name = os.path.basename(os.path.dirname(os.path.abspath(path)))
-    else:
-        name = os.path.splitext(os.path.basename(path))[0]
-    return name, path
-
-
-def _expand(value: str, variables: dict[str, str]) -> str:
-    value = _VARIABLE.sub(lambda m: variables.get(m.group(1), m.group(0)), value)
-    return re.sub(r"\\(\$\{\w+\})", r"\1", value)  # tuned unescapes \${VAR}
-
-
-def _unresolved(value: str) -> str | None:
-    if "${f:" in value:
-        return "uses a tuned function (${f:...}), evaluated only by tuned on the running host"
-    if "${" in value:
-        return "refers to a tuned variable that is not defined"
-    return None
 
 
 class _Converter:
@@ -263,7 +61,7 @@ class _Converter:
 
     # -- variables --------------------------------------------------------------
 
-    def variables(self, unit: _Unit | None) -> dict[str, str]:
+    def variables(self, unit: Unit | None) -> dict[str, str]:
         variables: dict[str, str] = {}
         if unit is None:
             return variables
@@ -274,9 +72,9 @@ class _Converter:
             if not re.fullmatch(r"\w+", key):
                 self.note(f"[variables] {key}: not a valid variable name, ignored as tuned does")
                 continue
-            variables[key] = _expand(value, variables)
+            variables[key] = expand(value, variables)
             if "${f:" in value:
-                self.unconverted.append(f"[variables] {key}={value}: {_unresolved(value)}")
+                self.unconverted.append(f"[variables] {key}={value}: {unresolved(value)}")
         return variables
 
     def _variable_file(self, path: str, variables: dict[str, str]) -> None:
@@ -284,39 +82,39 @@ class _Converter:
         try:
             with open(path, encoding="utf-8") as f:
                 text = f.read()
-            parser = _parse_ini("[variables]\n" + text, path)
+            parser = parse_ini("[variables]\n" + text, path)
         except (OSError, UnicodeDecodeError, UsageError) as e:
             self.note(f"[variables] include={path}: cannot be read ({e}); its variables stay undefined")
             return
         for key, value in parser.items("variables", raw=True):
-            variables[key] = _expand(value or "", variables)
+            variables[key] = expand(value or "", variables)
             if "${f:" in (value or ""):
-                self.unconverted.append(f"[variables] {key}={value} (from {path}): {_unresolved(value or '')}")
+                self.unconverted.append(f"[variables] {key}={value} (from {path}): {unresolved(value or '')}")
 
     # -- units ------------------------------------------------------------------
 
-    def unit(self, unit: _Unit, variables: dict[str, str]) -> None:
+    def unit(self, unit: Unit, variables: dict[str, str]) -> None:
         label = f"[{unit.name}]"
         if not unit.enabled:
             self.note(f"{label} enabled=false: unit disabled, skipped as tuned does")
             return
-        options = {k: _expand(v, variables) for k, v in unit.options.items()}
+        options = {k: expand(v, variables) for k, v in unit.options.items()}
         if unit.type not in ("disk", "sysfs"):
             if not options:
                 self.unconverted.append(f"{label}: enables tuned's {unit.type} plugin defaults: not a block-device setting")
             for key, value in options.items():
                 self.unconverted.append(f"{label} {key}={value}: not a block-device setting")
             return
-        for key in _SCRIPTS:
+        for key in SCRIPTS:
             if key in unit.extra:
                 self.unconverted.append(f"{label} {key}={unit.extra[key]}: tunectl runs no scripts")
-        conditions = [f"{k}={unit.extra[k]}" for k in _CONDITIONS if k in unit.extra]
+        conditions = [f"{k}={unit.extra[k]}" for k in CONDITIONS if k in unit.extra]
         if conditions:
             why = f"tuned applies this unit only when {' and '.join(conditions)}; tunectl has no such condition"
             self._skip(label, options, why)
             return
         if unit.type == "disk":
-            self._disk(label, _expand(unit.devices, variables), options)
+            self._disk(label, expand(unit.devices, variables), options)
         else:
             self._sysfs(label, options)
 
@@ -369,7 +167,7 @@ class _Converter:
         settings: dict = {}
         for key, value in options.items():
             item = f"{label} {key}={value}"
-            problem = _unresolved(value)
+            problem = unresolved(value)
             if problem:
                 self.unconverted.append(f"{item}: {problem}")
             elif key == "elevator":
@@ -412,7 +210,7 @@ class _Converter:
             value = raw.strip()
             item = f"{label} {key}={value}"
             m = _SYSFS_QUEUE.fullmatch(os.path.normpath(key))
-            problem = _unresolved(value)
+            problem = unresolved(value)
             if problem:
                 self.unconverted.append(f"{item}: {problem}")
                 continue
@@ -560,7 +358,7 @@ class _Converter:
         return classes, devices
 
 
-def _priority(unit: _Unit) -> int:
+def _priority(unit: Unit) -> int:
     try:
         return int(unit.options.get("priority", 0))
     except ValueError:
@@ -569,7 +367,7 @@ def _priority(unit: _Unit) -> int:
 
 def import_tuned(ref: str, search_dirs: Sequence[str] = DEFAULT_SEARCH_DIRS) -> TunedImport:
     """Read tuned profile `ref` (name, tuned.conf path or profile directory) as a tunectl profile."""
-    name, path = _locate(ref, search_dirs)
+    name, path = locate(ref, search_dirs)
     unconverted: list[str] = []
     notes: list[str] = []
     # Includes are names looked up in search_dirs, then next to the imported profile.
@@ -577,9 +375,9 @@ def import_tuned(ref: str, search_dirs: Sequence[str] = DEFAULT_SEARCH_DIRS) -> 
     sibling_dir = os.path.dirname(os.path.dirname(os.path.abspath(path)))
     if sibling_dir not in dirs:
         dirs.append(sibling_dir)
-    loader = _Loader(dirs, unconverted)
+    loader = Loader(dirs, unconverted)
     loader.load(name, path, [])
-    merged = reduce(_merge, copy.deepcopy(loader.loaded))
+    merged = reduce(merge, copy.deepcopy(loader.loaded))
 
     converter = _Converter(unconverted, notes)
     variables = converter.variables(merged.units.pop("variables", None))

@@ -1,0 +1,220 @@
+"""Read tuned's profiles: tuned.conf as tuned parses it, include chains, unit merge, variables.
+
+Opens only the tuned.conf files (no sysfs, no subprocess). The result is tuned's own
+model, merged the way tuned merges it; tuned_import turns that into a tunectl profile.
+"""
+
+from __future__ import annotations
+
+import configparser
+import copy
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tunectl.errors import UsageError
+
+_VARIABLE = re.compile(r"(?<!\\)\$\{(\w+)\}")
+_PROFILE_DIR = re.compile(r"(?<!\\)\$\{i:PROFILE_DIR\}")
+
+# Unit options that tuned's profile loader consumes itself (tuned/profiles/unit.py).
+CONDITIONS = ("uname_regex", "cpuinfo_regex", "devices_udev_regex")
+SCRIPTS = ("script_pre", "script_post")
+_TRUE = ("true", "True", "1")
+
+
+@dataclass
+class Unit:
+    name: str
+    type: str
+    options: dict[str, str]
+    enabled: bool = True
+    replace: bool = False
+    drop: list[str] = field(default_factory=list)
+    devices: str = "*"
+    extra: dict[str, str] = field(default_factory=dict)  # conditions and scripts
+
+
+@dataclass
+class Profile:
+    name: str
+    path: str
+    main: dict[str, str]
+    units: dict[str, Unit]
+
+
+def _make_unit(name: str, options: dict[str, str]) -> Unit:
+    opts = dict(options)
+    drop = opts.pop("drop", None)
+    return Unit(
+        name=name,
+        type=opts.pop("type", name),
+        enabled=opts.pop("enabled", "true") in _TRUE,
+        replace=opts.pop("replace", "false") in _TRUE,
+        drop=[d for d in re.split(r"\s*[,;]\s*", drop) if d] if drop else [],
+        devices=opts.pop("devices", "*"),
+        extra={k: opts.pop(k) for k in CONDITIONS + SCRIPTS if k in opts},
+        options=opts,
+    )
+
+
+def merge(base: Profile, over: Profile) -> Profile:
+    """tuned's Merger: the including (later) profile wins, per unit and per option."""
+    base.main.update(over.main)
+    for name, unit in over.units.items():
+        old = base.units.get(name)
+        if unit.replace or old is None:
+            base.units[name] = copy.deepcopy(unit)
+            continue
+        # Quirk: type, enabled and devices are taken from the later unit even when it
+        # does not set them, so a child's bare [disk] resets devices to "*".
+        old.type, old.enabled, old.devices = unit.type, unit.enabled, unit.devices
+        old.extra.update(unit.extra)
+        for option in unit.drop:
+            old.options.pop(option, None)
+        old.options.update(unit.options)
+    return base
+
+
+def _read(path: str, what: str, chain: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise UsageError(f"cannot read {what} {path}: {reason}{chain}", "check the path and its permissions") from e
+
+
+def parse_ini(text: str, path: str, chain: str = "") -> configparser.ConfigParser:
+    # The options tuned itself uses: '=' only, inline '#' comments, duplicates tolerated,
+    # case kept (sysfs paths), no interpolation (tuned reads raw values).
+    parser = configparser.ConfigParser(
+        delimiters=("=",),
+        inline_comment_prefixes=("#",),
+        strict=False,
+        interpolation=None,
+        allow_no_value=True,
+    )
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    try:
+        parser.read_string(text, source=path)
+    except configparser.Error as e:
+        hint = "tuned.conf must be INI: [section] then key=value"
+        raise UsageError(f"cannot parse tuned profile {path}: {e}{chain}", hint) from e
+    return parser
+
+
+def _parse_profile(name: str, path: str, chain: str) -> Profile:
+    parser = parse_ini(_read(path, "tuned profile", chain), path, chain)
+    profile_dir = os.path.dirname(path)
+    sections: dict[str, dict[str, str]] = {}
+    for section in parser.sections():
+        sections[section] = {
+            key: _PROFILE_DIR.sub(lambda _m: profile_dir, value or "") for key, value in parser.items(section, raw=True)
+        }
+    main = sections.pop("main", {})
+    return Profile(name, path, main, {n: _make_unit(n, o) for n, o in sections.items()})
+
+
+def _candidates(name: str, dirs: Sequence[str]) -> list[str]:
+    # tuned 2.x: <dir>/<name>/tuned.conf; newer tuned: <dir>/profiles/<name>/tuned.conf.
+    return [os.path.join(d, sub, name, "tuned.conf") for d in dirs for sub in ("", "profiles")]
+
+
+def _chain(stack: Sequence[tuple[str, str]], last: str | None = None) -> str:
+    names = [n for n, _ in stack] + ([last] if last else [])
+    return " (include chain: " + " -> ".join(names) + ")" if len(names) > 1 else ""
+
+
+class Loader:
+    """Loads a profile and its includes depth-first, in tuned's merge order."""
+
+    def __init__(self, dirs: Sequence[str], unconverted: list[str]) -> None:
+        self.dirs = list(dirs)
+        self.unconverted = unconverted
+        self.loaded: list[Profile] = []
+        self.seen: set[str] = set()
+
+    def load(self, name: str, path: str, stack: list[tuple[str, str]]) -> None:
+        stack = stack + [(name, path)]
+        self.seen.add(os.path.realpath(path))
+        profile = _parse_profile(name, path, _chain(stack))
+        include = profile.main.pop("include", "").strip()
+        if "${" in include:
+            self.unconverted.append(
+                f"[main] include={include} ({name}): computed by a tuned function at run time;"
+                " the profile it names was not imported (import it yourself and use extends:)"
+            )
+        elif include:
+            for ref in re.split(r"\s*[,;]\s*", include):
+                optional = ref.startswith("-")
+                inc_name = os.path.basename(ref.lstrip("-"))
+                if inc_name:
+                    inc_path = self._resolve(inc_name, optional, stack)
+                    if inc_path:
+                        self.load(inc_name, inc_path, stack)
+        self.loaded.append(profile)
+
+    def _resolve(self, name: str, optional: bool, stack: list[tuple[str, str]]) -> str | None:
+        on_stack = {os.path.realpath(p): n for n, p in stack}
+        skipped = None
+        for candidate in _candidates(name, self.dirs):
+            if not os.path.isfile(candidate):
+                continue
+            # Like tuned, a file already loaded is passed over and the next directory is
+            # tried: that is how /etc/tuned/foo can say include=foo to extend the system foo.
+            if os.path.realpath(candidate) in self.seen:
+                skipped = skipped or candidate
+                continue
+            return candidate
+        if skipped is not None:
+            if os.path.realpath(skipped) in on_stack:
+                raise UsageError(
+                    "tuned include cycle: " + " -> ".join([n for n, _ in stack] + [name]),
+                    "files: " + " -> ".join(p for _, p in stack) + f" -> {skipped}",
+                )
+            return None  # already merged through another include (a diamond), as tuned does
+        if optional:  # include=-name: load only if it exists
+            return None
+        raise UsageError(
+            f"tuned profile '{name}' not found{_chain(stack, name)}",
+            "searched " + ", ".join(_candidates(name, self.dirs)),
+        )
+
+
+def locate(ref: str, dirs: Sequence[str]) -> tuple[str, str]:
+    """The profile name and tuned.conf path that `ref` (name, file or directory) means."""
+    if os.sep in ref or os.path.isfile(ref):
+        path = os.path.join(ref, "tuned.conf") if os.path.isdir(ref) else ref
+    else:
+        found = [c for c in _candidates(ref, dirs) if os.path.isfile(c)]
+        if found:
+            return ref, found[0]
+        if not os.path.isdir(ref):
+            raise UsageError(
+                f"tuned profile '{ref}' not found",
+                "searched " + ", ".join(_candidates(ref, dirs)) + "; or give the path of a tuned.conf or profile directory",
+            )
+        path = os.path.join(ref, "tuned.conf")
+    if not os.path.isfile(path):
+        raise UsageError(f"tuned profile file {path} not found", "give a tuned.conf, a directory holding one, or a profile name")
+    path = os.path.normpath(path)
+    if os.path.basename(path) == "tuned.conf":
+        name = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    else:
+        name = os.path.splitext(os.path.basename(path))[0]
+    return name, path
+
+
+def expand(value: str, variables: dict[str, str]) -> str:
+    value = _VARIABLE.sub(lambda m: variables.get(m.group(1), m.group(0)), value)
+    return re.sub(r"\\(\$\{\w+\})", r"\1", value)  # tuned unescapes \${VAR}
+
+
+def unresolved(value: str) -> str | None:
+    if "${f:" in value:
+        return "uses a tuned function (${f:...}), evaluated only by tuned on the running host"
+    if "${" in value:
+        return "refers to a tuned variable that is not defined"
+    return None
