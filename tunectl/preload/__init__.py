@@ -1,1 +1,2 @@
-"""Physical-order preload of a file set: list format, ordering (pure) and the operations."""
+"""Physical-order preload of a file set: listing (the list format) and order (pure), listfile and skip (shared),
+then one module a verb: collect, record, replay, show."""

@@ -41,25 +41,33 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
 
 def run(ctx, args, out) -> int:
     from tunectl.errors import UsageError
-    from tunectl.preload import operations as ops
+    from tunectl.preload.listfile import read_list
 
     verb = args.preload_command
     if verb == "collect":
-        report, human = ops.collect(args.paths, args.output, resident=args.resident), _collected
+        from tunectl.preload.collect import collect
+
+        report, human = collect(args.paths, args.output, resident=args.resident), _collected
     elif verb == "record":
+        from tunectl.preload.record import record
+
         cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
-        report, human = ops.record(cmd, args.output, method=args.method, scope=args.scope,
-                                   stdout_to_stderr=out.json), _collected
+        report, human = record(cmd, args.output, method=args.method, scope=args.scope,
+                               stdout_to_stderr=out.json), _collected
     elif verb == "replay":
+        from tunectl.preload.replay import replay
+
         if args.threads < 0 or args.settle_timeout < 0:
             raise UsageError("--threads and --settle-timeout must not be negative")
-        plist = ops.read_list(args.list)
+        plist = read_list(args.list)
         with out.progress(len(plist.entries), "preload") as bar:
-            report = ops.replay(ctx.sysfs, plist, args.list, progress=bar, threads=args.threads,
-                                settle_timeout=args.settle_timeout)
+            report = replay(ctx.sysfs, plist, args.list, progress=bar, threads=args.threads,
+                            settle_timeout=args.settle_timeout)
         human = _replayed
     else:
-        report, human = ops.show(ops.read_list(args.list), args.list), _shown
+        from tunectl.preload.show import show
+
+        report, human = show(read_list(args.list), args.list), _shown
     report.verbose = out.verbose
     return _render(report, out, human)
 

@@ -1,0 +1,117 @@
+"""`preload collect`: describe the regular files of some trees, whole or only their cached pages, into a list.
+
+walk, entry_for and describe_file are shared with `record`, which lists the files a command opens.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat as stat_
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from tunectl.errors import ExitCode, UsageError
+from tunectl.preload import order
+from tunectl.preload.listfile import write_list
+from tunectl.preload.listing import Entry
+from tunectl.preload.skip import UNREADABLE, VANISHED, Skip
+from tunectl.system import pagecache
+
+
+@dataclass
+class CollectReport:
+    list_path: str
+    entries: list[Entry]
+    skipped: list[Skip] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    verbose: int = 0
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.OK
+
+    def to_json(self) -> dict:
+        return {"list": self.list_path, "files": len(self.entries), "bytes": sum(e.bytes for e in self.entries),
+                "physical": sum(1 for e in self.entries if e.physical is not None),
+                "order": order.order_name(self.entries) if self.entries else None,
+                "skipped": [s.to_json() for s in self.skipped], "notes": self.notes}
+
+
+def walk(paths: Iterable[str]) -> Iterator[str]:
+    """Regular files named, and those below the directories named, in directory order.
+
+    Inside trees only d_type decides (no stat, no open): symlinks are not followed
+    and device nodes, FIFOs and sockets are never opened (opening a tape rewinds it).
+    """
+    for top in paths:
+        if not os.path.isdir(top):
+            if os.path.isfile(top):
+                yield top
+            continue
+        stack = [top]
+        while stack:
+            try:
+                with os.scandir(stack.pop()) as it:
+                    subdirs = []
+                    for entry in it:
+                        if entry.is_file(follow_symlinks=False):
+                            yield entry.path
+                        elif entry.is_dir(follow_symlinks=False):
+                            subdirs.append(entry.path)
+            except OSError:
+                continue
+            stack.extend(reversed(subdirs))
+
+
+def entry_for(path: str, fd: int, st: os.stat_result, ranges: tuple[tuple[int, int], ...]) -> Entry:
+    """The list entry for an open file: its identity, the ranges to bring in, and where the first one lies on disk."""
+    physical = pagecache.first_physical(fd, ranges[0][0]) if ranges else None
+    return Entry(path, pagecache.device_of(st), st.st_ino, st.st_size,
+                 st.st_mtime_ns, ranges, physical)
+
+
+def describe_file(path: str, resident: bool = False) -> tuple[Entry | None, Skip | None]:
+    """One list entry for a file: whole, or with `resident` only its cached pages (None when none are)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as e:
+        status = VANISHED if e.errno == errno.ENOENT else UNREADABLE
+        return None, Skip(path, status, os.strerror(e.errno or errno.EIO))
+    try:
+        st = os.fstat(fd)
+        if not stat_.S_ISREG(st.st_mode):
+            return None, None
+        if resident:
+            if not pagecache.residency_observable(path, st):
+                return None, Skip(path, UNREADABLE, "residency not observable: mincore reports every page of a "
+                                                    "file you neither own nor may write as resident (run as root)")
+            ranges = tuple(order.pages_to_ranges(pagecache.residency(fd, st.st_size), st.st_size))
+            if not ranges:
+                return None, None
+        else:
+            ranges = ((0, st.st_size),) if st.st_size else ()
+        return entry_for(os.path.abspath(path), fd, st, ranges), None
+    except OSError as e:
+        return None, Skip(path, UNREADABLE, os.strerror(e.errno or errno.EIO))
+    finally:
+        os.close(fd)
+
+
+def collect(paths: Sequence[str], list_path: str, resident: bool = False) -> CollectReport:
+    for p in paths:
+        if not os.path.lexists(p):
+            raise UsageError(f"{p}: no such file or directory", hint="collect takes existing files and directories")
+    report = CollectReport(list_path, [])
+    seen: set[tuple[str, int]] = set()
+    for path in walk(paths):
+        entry, skip = describe_file(path, resident)
+        if skip:
+            report.skipped.append(skip)
+        if entry and (entry.device, entry.inode) not in seen:  # hard links: read once
+            seen.add((entry.device, entry.inode))
+            report.entries.append(entry)
+    write_list(list_path, report.entries)
+    return report
+
+

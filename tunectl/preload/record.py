@@ -1,0 +1,167 @@
+"""`preload record`: run a command and list the files it opens.
+
+By fanotify where permitted (CAP_SYS_ADMIN), else by a before/after diff of
+page-cache residency below the scope.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat as stat_
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tunectl.errors import NotPermitted, UsageError
+from tunectl.preload import order
+from tunectl.preload.collect import CollectReport, describe_file, entry_for, walk
+from tunectl.preload.listfile import write_list
+from tunectl.preload.listing import Entry
+from tunectl.system import pagecache
+
+
+@dataclass
+class RecordReport(CollectReport):
+    method: str = "fanotify"
+    command: list[str] = field(default_factory=list)
+    command_status: int = 0
+    other_processes: int = 0  # opens by processes outside the command's tree, left out
+    gone_processes: int = 0  # processes that exited before they could be placed: their opens are kept
+
+    def to_json(self) -> dict:
+        doc = super().to_json()
+        doc.update(method=self.method, command=self.command, command_status=self.command_status,
+                   ignored_opens=self.other_processes, exited_processes_kept=self.gone_processes)
+        return doc
+
+
+def _start(command: Sequence[str], stdout_to_stderr: bool):
+    import subprocess
+
+    try:  # under --json our stdout carries one document: the command's output goes to stderr
+        return subprocess.Popen(list(command), stdout=2 if stdout_to_stderr else None)
+    except OSError as e:
+        raise UsageError(f"cannot run {command[0]}: {os.strerror(e.errno or errno.EIO)}") from None
+
+
+def _under(path: str, scope: Sequence[str]) -> bool:
+    return any(path == s or path.startswith(s.rstrip("/") + "/") for s in scope)
+
+
+def _record_fanotify(report: RecordReport, command: Sequence[str], scope: Sequence[str], quiet: bool) -> None:
+    from tunectl.system import fanotify
+
+    me = os.getpid()
+    seen: dict[tuple[int, int], Entry] = {}
+    with fanotify.Watch(scope) as watch:
+        proc = _start(command, quiet)
+        verdict: dict[int, bool] = {proc.pid: True}
+
+        def ours(pid: int) -> bool:
+            """In the command's process tree; a process already gone counts as ours (most likely it was)."""
+            chain = []
+            while pid not in verdict:
+                chain.append(pid)
+                parent = fanotify.parent_pid(pid)
+                if parent is None or parent <= 1 or len(chain) > 64:
+                    result = parent is None
+                    report.gone_processes += result
+                    break
+                pid = parent
+            else:
+                result = verdict[pid]
+            for p in chain:
+                verdict[p] = result
+            return result
+
+        def drain() -> None:
+            for event in watch.events():
+                try:
+                    if event.pid == me:
+                        continue
+                    if not ours(event.pid):
+                        report.other_processes += 1
+                        continue
+                    st = os.fstat(event.fd)
+                    if not stat_.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in seen:
+                        continue
+                    path = fanotify.path_of(event.fd)
+                    if path and _under(path, scope):
+                        ranges = ((0, st.st_size),) if st.st_size else ()
+                        seen[(st.st_dev, st.st_ino)] = entry_for(path, event.fd, st, ranges)
+                except OSError:
+                    continue
+                finally:
+                    os.close(event.fd)
+
+        while proc.poll() is None:
+            watch.wait(0.05)
+            drain()
+        drain()
+        report.command_status = proc.returncode
+        if watch.overflowed:
+            report.notes.append("the fanotify queue overflowed: some opens were lost")
+    report.entries.extend(seen.values())
+
+
+def _resident_map(scope: Sequence[str]) -> dict[tuple[str, int], tuple[str, bytes]]:
+    snapshot = {}
+    for path in walk(scope):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if stat_.S_ISREG(st.st_mode) and pagecache.residency_observable(path, st):
+                snapshot[(pagecache.device_of(st), st.st_ino)] = (path, pagecache.residency(fd, st.st_size))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return snapshot
+
+
+def _record_diff(report: RecordReport, command: Sequence[str], scope: Sequence[str], quiet: bool) -> None:
+    before = _resident_map(scope)
+    proc = _start(command, quiet)
+    report.command_status = proc.wait()
+    after = _resident_map(scope)
+    for key, (path, vec) in after.items():
+        old = before.get(key, (path, b""))[1]
+        new = bytes(1 if (v & 1 and not (i < len(old) and old[i] & 1)) else 0 for i, v in enumerate(vec))
+        if 1 not in new:
+            continue
+        entry, _ = describe_file(path)
+        if entry and (entry.device, entry.inode) == key:
+            report.entries.append(entry._replace(ranges=tuple(order.pages_to_ranges(new, entry.size))))
+    report.notes.append("residency diff: only pages the command brought into the cache are seen; "
+                        "files that were cached already are missed (drop caches first for a full record)")
+
+
+def record(command: Sequence[str], list_path: str, method: str = "auto", scope: Sequence[str] = (),
+           stdout_to_stderr: bool = False) -> RecordReport:
+    if not command:
+        raise UsageError("record needs a command after --", hint="tunectl preload record -o LIST -- CMD ARGS...")
+    scope = [os.path.abspath(s) for s in scope]
+    for s in scope:
+        if not os.path.isdir(s):
+            raise UsageError(f"--scope {s}: no such directory")
+    report = RecordReport(list_path, [], method=method, command=list(command))
+    if method in ("auto", "fanotify"):
+        try:
+            report.method = "fanotify"
+            _record_fanotify(report, command, scope or ["/"], stdout_to_stderr)
+        except NotPermitted as e:
+            if method == "fanotify":
+                raise
+            report.method = "diff"
+            report.notes.append(f"{e.message}; falling back to a before/after residency diff")
+    if report.method == "diff":
+        _record_diff(report, command, scope or ["/usr", "/etc"], stdout_to_stderr)
+    if report.command_status:
+        report.notes.append(f"the command exited with status {report.command_status}")
+    write_list(list_path, report.entries)
+    return report
+
+
