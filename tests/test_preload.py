@@ -189,8 +189,9 @@ def test_changed_and_deleted_files_are_skipped_and_reported(corpus: list[Path], 
     with open(grown, "ab") as f:
         f.write(b"more")
     gone.unlink()
-    replaced.unlink()
-    replaced.write_bytes(b"x" * 5000)  # same size, new inode
+    fresh = replaced.with_name(replaced.name + ".new")
+    fresh.write_bytes(b"x" * 5000)  # created while the old one exists: a new inode for certain
+    fresh.replace(replaced)  # same size, new inode
     evict(kept)
     r, resident = replay_resident(lst, kept)
     assert r.code == 0, r.err
@@ -293,11 +294,18 @@ def test_physical_order_on_ext4_follows_fiemap_not_names_or_inodes(tmp_path: Pat
     names = ["a", "b", "c", "d"]
     for name in names:  # inodes in name order
         (mnt / name).touch()
-    for name in reversed(names):  # data written back in reverse: blocks allocated d, c, b, a
-        with open(mnt / name, "wb") as f:
-            f.write(os.urandom(64 << 10))
-            f.flush()
-            os.fsync(f.fileno())
+    # Data written in reverse: blocks allocated d, c, b, a. ext4 gives small files blocks from a per-CPU
+    # preallocation, so the writes stay on one CPU, or two files could land in two CPUs' areas.
+    cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cpus)})
+    try:
+        for name in reversed(names):
+            with open(mnt / name, "wb") as f:
+                f.write(os.urandom(64 << 10))
+                f.flush()
+                os.fsync(f.fileno())
+    finally:
+        os.sched_setaffinity(0, cpus)
     lst = tmp_path / "ext4.list"
     r = tunectl("preload", "collect", str(mnt), "-o", str(lst), "--json")
     assert r.code == 0 and r.doc["order"] == "physical", r.out + r.err
@@ -306,7 +314,9 @@ def test_physical_order_on_ext4_follows_fiemap_not_names_or_inodes(tmp_path: Pat
         assert e.physical == _filefrag_first_block(mnt / name) * 4096
         assert e.device == f"{os.major(os.stat(mnt).st_dev)}:{os.minor(os.stat(mnt).st_dev)}"
     assert [Path(e.path).name for e in order.inode_order(entries.values())] == names
-    assert [Path(e.path).name for e in order.physical_order(entries.values())] == list(reversed(names))
+    by_block = sorted(names, key=lambda n: _filefrag_first_block(mnt / n))  # the ground truth, from filefrag
+    assert by_block == list(reversed(names)), "ext4 did not allocate in write order; the test needs it"
+    assert [Path(e.path).name for e in order.physical_order(entries.values())] == by_block
     evict(*(mnt / n for n in names))
     r, resident = replay_resident(lst, *(mnt / n for n in names))
     assert r.code == 0 and r.doc["skipped"] == [] and r.doc["settled"], r.out
