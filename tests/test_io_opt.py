@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.tuning_helpers import Tunectl
-from tunectl.tuning.attributes import derived_from_doubtful_io_opt, io_opt_doubt, kernel_read_ahead_kb
+from tunectl.attributes import derived_from_doubtful_io_opt, io_opt_doubt, kernel_read_ahead_kb
 from tunectl.tuning.topology import BOGUS_IO_OPT_READ_AHEAD
 
 USB_IO_OPT = 33553920  # 0xffff * 512

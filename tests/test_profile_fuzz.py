@@ -18,10 +18,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tunectl.attributes import IOSCHED, QUEUE, SCHEDULERS
 from tunectl.cli import main
 from tunectl.profile.library import shipped_profile_dir
 from tunectl.profile.reader import MAX_PROFILE_BYTES
-from tunectl.tuning.attributes import IOSCHED, QUEUE, SCHEDULERS
 from tunectl.tuning.device import CLASSES, DM_TYPES
 
 LIMIT_SECONDS = 1.0

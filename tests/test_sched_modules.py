@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.tuning_helpers import Tunectl
+from tunectl.attributes import modular_schedulers
 from tunectl.cli import main
 from tunectl.context import Context
 from tunectl.system.modules import KernelModules, module_name, parse_modules_builtin, parse_modules_dep
-from tunectl.tuning.attributes import modular_schedulers
 
 MODULES = Path(__file__).parent / "data" / "modules"
 DEBIAN = "6.1.0-13-amd64"

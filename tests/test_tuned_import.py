@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tunectl.attributes import IOSCHED, QUEUE, SCHEDULERS
 from tunectl.errors import UsageError
 from tunectl.profile.checks import check_document
 from tunectl.profile.reader import parse_yaml
 from tunectl.profile.tuned_import import DISK_PLUGIN_CLASSES, import_tuned, render_yaml
-from tunectl.tuning.attributes import IOSCHED, QUEUE, SCHEDULERS
 
 TUNED_DIR = "/usr/lib/tuned"
 SHIPPED = sorted(

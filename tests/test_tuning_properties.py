@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tests.fakesys import FakeTree, all_topologies
 from tests.tuning_helpers import Tunectl, snapshot_all
-from tunectl.tuning.attributes import IOSCHED, SCHEDULERS
+from tunectl.attributes import IOSCHED, SCHEDULERS
 
 CLASSES = ("rotational", "ssd", "nvme", "virtio", "mmc", "dm", "md", "zram", "loop")
 # Queue attributes whose valid range does not depend on the hardware (max_sectors_kb and

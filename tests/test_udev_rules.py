@@ -24,13 +24,13 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from tunectl.attributes import IOSCHED, LIMIT_ATTRS, QUEUE, SCHEDULERS, nearest_in_range
 from tunectl.cli import main
 from tunectl.profile.checks import check_document, glob_problem
 from tunectl.profile.reader import parse_yaml
 from tunectl.profile.resolve import Profile, load_profile, normalise
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.udevdb import UdevDb
-from tunectl.tuning.attributes import IOSCHED, LIMIT_ATTRS, QUEUE, SCHEDULERS, nearest_in_range
 from tunectl.tuning.device import CLASSES, DM_TYPES, OPT_IN_CLASSES, classify
 from tunectl.tuning.discover import discover
 from tunectl.tuning.plan import CHANGE, make_plan

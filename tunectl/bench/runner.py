@@ -143,7 +143,7 @@ class Sweep:
 
 
 def _scheduler(sysfs: Sysfs, name: str) -> str | None:
-    from tunectl.tuning.attributes import parse_scheduler
+    from tunectl.attributes import parse_scheduler
 
     return parse_scheduler(sysfs.read_or(f"block/{name}/queue/scheduler", "") or "")[0]
 

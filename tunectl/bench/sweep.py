@@ -10,8 +10,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from tunectl.attributes import LEGACY_SCHEDULERS, QUEUE, SCHEDULERS
 from tunectl.errors import UsageError
-from tunectl.tuning.attributes import LEGACY_SCHEDULERS, QUEUE, SCHEDULERS
 from tunectl.units import parse_kib
 
 DEFAULT_READ_AHEAD = "4..8192"  # KiB, doubling: 4, 8, 16, ..., 8192

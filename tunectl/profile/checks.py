@@ -14,8 +14,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from tunectl.attributes import LEGACY_SCHEDULERS, SCHEDULERS, schedulers_with_knob
 from tunectl.profile.reader import Diagnostic, Document, PathT, short
-from tunectl.tuning.attributes import LEGACY_SCHEDULERS, SCHEDULERS, schedulers_with_knob
 from tunectl.units import SIZE_PATTERN, parse_bytes, parse_kib
 
 SCHEMA_PATH = Path(__file__).parent.parent / "schema" / "profile.schema.json"

@@ -93,9 +93,8 @@ def read_profile_bytes(path: Path) -> tuple[bytes | None, list[Diagnostic]]:
 @lru_cache(maxsize=1)
 def _checker_digest() -> bytes:
     """What the verdict on a text depends on besides the text: this checker, the catalogue, the schema."""
-    from tunectl import __version__, units
+    from tunectl import __version__, attributes, units
     from tunectl.profile import checks, reader
-    from tunectl.tuning import attributes
 
     digest = hashlib.sha256(f"{__version__}\0".encode())
     for source in (reader.__file__, checks.__file__, attributes.__file__, units.__file__, checks.SCHEMA_PATH):

@@ -18,9 +18,9 @@ from functools import reduce
 
 import yaml
 
+from tunectl.attributes import IOSCHED, LEGACY_SCHEDULERS, QUEUE, SCHEDULERS, Attribute
 from tunectl.errors import UsageError
 from tunectl.profile.tuned_reader import CONDITIONS, SCRIPTS, Loader, Unit, expand, locate, merge, parse_ini, unresolved
-from tunectl.tuning.attributes import IOSCHED, LEGACY_SCHEDULERS, QUEUE, SCHEDULERS, Attribute
 
 DEFAULT_SEARCH_DIRS = ("/etc/tuned", "/usr/lib/tuned")
 

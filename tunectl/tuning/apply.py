@@ -13,9 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tunectl.errors import SysfsError
-from tunectl.system.sysfs import Sysfs
-from tunectl.tuning.attributes import (
+from tunectl.attributes import (
     IOSCHED,
     QUEUE,
     kernel_equivalent,
@@ -26,6 +24,8 @@ from tunectl.tuning.attributes import (
     wanted_value_in_sync,
     write_order,
 )
+from tunectl.errors import SysfsError
+from tunectl.system.sysfs import Sysfs
 from tunectl.tuning.device import Device
 from tunectl.tuning.plan import CHANGE, IN_SYNC, Setting
 

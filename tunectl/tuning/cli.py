@@ -116,8 +116,8 @@ def _settings_rows(settings, verbose: int, with_status: bool = False):
 
 def _before_after(setting) -> str:
     """``8192 -> 8192 (in 128..)`` for a range; ``- -> 128.. (decided after the switch)`` when not yet known."""
+    from tunectl.attributes import range_text
     from tunectl.report import show
-    from tunectl.tuning.attributes import range_text
 
     if setting.bounds is None:
         return f"{show(setting.before)} -> {show(setting.after)}"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from tunectl.attributes import QUEUE, parse_scheduler, parse_value
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.udevdb import UdevDb, decode
-from tunectl.tuning.attributes import QUEUE, parse_scheduler, parse_value
 from tunectl.tuning.device import Device, Partition, classify, dm_type_of
 
 # Bus from the device's sysfs path, when udev has no ID_BUS (path fragment -> bus).

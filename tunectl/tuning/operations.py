@@ -9,12 +9,12 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from tunectl.attributes import modular_schedulers
 from tunectl.context import Context
 from tunectl.errors import ExitCode, StateError, UsageError
 from tunectl.profile.resolve import Profile, load_profile
 from tunectl.system.state import ACTIVE
 from tunectl.tuning import apply as applying
-from tunectl.tuning.attributes import modular_schedulers
 from tunectl.tuning.device import Device
 from tunectl.tuning.discover import discover, partition_parent, stack_of
 from tunectl.tuning.plan import CHANGE, UNAVAILABLE, Setting, lower_disks, make_plan, queue_attrs_of

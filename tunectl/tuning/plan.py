@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
+from tunectl.attributes import IOSCHED, QUEUE, is_range, side_effects, wanted_value, wanted_value_in_sync, write_order
 from tunectl.profile.resolve import Profile
-from tunectl.tuning.attributes import IOSCHED, QUEUE, is_range, side_effects, wanted_value, wanted_value_in_sync, write_order
 from tunectl.tuning.device import Device
 
 # Statuses of a planned setting.

@@ -1,7 +1,7 @@
 """Checks of what the kernel derived from a device's topology: typed warnings, one per device and kind.
 
 Pure: takes Device records (and a plan), returns DeviceWarning records; the
-kernel facts live in `tunectl.tuning.attributes` (kernel_read_ahead_kb, io_opt_doubt).
+kernel facts live in `tunectl.attributes` (kernel_read_ahead_kb, io_opt_doubt).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tunectl.tuning.attributes import derived_from_doubtful_io_opt
+from tunectl.attributes import derived_from_doubtful_io_opt
 from tunectl.tuning.device import Device
 from tunectl.tuning.plan import CHANGE, Setting
 

@@ -16,6 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from tunectl.attributes import modular_schedulers
 from tunectl.errors import ExitCode, NotPermitted, TunectlError, UsageError
 from tunectl.profile.library import DEFAULT_PROFILE, find_profile
 from tunectl.profile.resolve import Profile, load_profile
@@ -24,7 +25,6 @@ from tunectl.system.runner import CommandError
 from tunectl.system.runner import run as run_command
 from tunectl.system.state import atomic_write
 from tunectl.tuning import operations as tuning
-from tunectl.tuning.attributes import modular_schedulers
 from tunectl.udev.lint import lint
 from tunectl.udev.render import RULES_FILE, Rendered, render_rules
 

@@ -15,7 +15,7 @@ The rules reproduce `tunectl.tuning.plan` inside udev, in three stages per event
 Nothing from a profile reaches a rule unchecked, but the checks are the
 profile's (`tunectl.profile.checks`, so `profile validate` reports them at
 file:line:col): scheduler names, knobs and queue attributes from the allow-list
-in `tunectl.tuning.attributes`, numbers in range, and match globs limited to a
+in `tunectl.attributes`, numbers in range, and match globs limited to a
 grammar on which udev's fnmatch(3) and Python's `fnmatchcase` agree
 (`checks.glob_problem`). This module trusts a validated Profile; `lint` checks
 what it writes. The only substitution in the output is ``$kernel`` in the one
@@ -38,10 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tunectl.errors import UsageError
-from tunectl.profile.checks import glob_problem
-from tunectl.profile.resolve import Profile
-from tunectl.tuning.attributes import (
+from tunectl.attributes import (
     IOSCHED,
     LIMIT_ATTRS,
     QUEUE,
@@ -51,6 +48,9 @@ from tunectl.tuning.attributes import (
     schedulers_with_knob,
     write_order,
 )
+from tunectl.errors import UsageError
+from tunectl.profile.checks import glob_problem
+from tunectl.profile.resolve import Profile
 from tunectl.tuning.device import _DM_UUID_PREFIXES, CLASSES, DM_TYPES, OPT_IN_CLASSES
 from tunectl.tuning.discover import _BUS_BY_PATH
 from tunectl.udev.match import (
