@@ -323,7 +323,8 @@ def test_change_event_restores_a_scheduler_switched_by_hand(udevd: Udevd, rules:
             sysfs_write(name, "queue/iosched/read_lat_nsec", "4000000")
             assert active_scheduler(name) == "kyber"
         change(*names)
-        assert {n: snapshot(n) for n in names} == tuned
+        after = {n: snapshot(n) for n in names}
+        assert after == tuned, {n: {k: (tuned[n].get(k), v) for k, v in after[n].items() if tuned[n].get(k) != v} for n in names}
 
 
 def test_scheduler_the_device_lacks_is_skipped_and_verify_reports_it(udevd: Udevd, rules: Rules, tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -112,6 +113,7 @@ class _Monitor:
         self.proc = subprocess.Popen([sys.executable, "-m", "tunectl", "udev", "monitor", "--json", "-p", str(profile)],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
         self.lines: queue.Queue = queue.Queue()
+        self.held: list[dict] = []
         threading.Thread(target=self._pump, daemon=True).start()
         ready = self.proc.stderr.readline()  # printed once the netlink socket listens
         assert "following udev block events" in ready, ready + self.proc.stderr.read()
@@ -121,18 +123,20 @@ class _Monitor:
             self.lines.put(json.loads(line))
 
     def wait_for(self, device: str, want, timeout: float = 30) -> dict:
+        """The first event of `device` that `want` accepts; other devices' events stay for later calls
+        (udev runs events of different devices in parallel: loop1's may come before loop0's)."""
         deadline = time.monotonic() + timeout
         seen = []
-        while time.monotonic() < deadline:
-            try:
-                doc = self.lines.get(timeout=max(0.05, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            if doc["device"] == device:
-                seen.append(doc)
-                if want(doc):
-                    return doc
-        raise AssertionError(f"no matching event for {device} within {timeout} s; saw {seen}")
+        while True:
+            for i, doc in enumerate(self.held):
+                if doc["device"] == device and doc not in seen:
+                    seen.append(doc)
+                    if want(doc):
+                        return self.held.pop(i)
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"no matching event for {device} within {timeout} s; saw {seen}")
+            with contextlib.suppress(queue.Empty):
+                self.held.append(self.lines.get(timeout=max(0.05, deadline - time.monotonic())))
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGINT)
