@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+# Where discovery reads each glob-matched fact, in its order: the first source with a value wins.
+# A transform says how the glob must be rewritten for that source (see _fact_rules).
 FACT_SOURCES: dict[str, tuple[tuple[str, str, str | None], ...]] = {
     "model": (("ENV", "ID_MODEL_ENC", "id_model"), ("ATTR", "device/model", None), ("ENV", "ID_MODEL", None)),
     "vendor": (("ENV", "ID_VENDOR", None), ("ATTR", "device/vendor", None)),
