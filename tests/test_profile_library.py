@@ -15,8 +15,8 @@ import yaml
 from tunectl.attributes import IOSCHED, LEGACY_SCHEDULERS, QUEUE, SCHEDULERS
 from tunectl.cli import main
 from tunectl.context import Context
-from tunectl.profile.checks import load_schema
 from tunectl.profile.library import shipped_profile_dir
+from tunectl.profile.schema import load_schema
 from tunectl.tuning.device import CLASSES, DM_TYPES
 
 SHIPPED = sorted(p.stem for p in shipped_profile_dir().glob("*.yaml"))

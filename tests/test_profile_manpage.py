@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tunectl.cli import main
-from tunectl.profile.checks import load_schema
+from tunectl.profile.schema import load_schema
 
 MAN = Path(__file__).resolve().parent.parent / "man" / "tunectl-profile.5"
 SCHEMA = load_schema()

@@ -94,10 +94,11 @@ def read_profile_bytes(path: Path) -> tuple[bytes | None, list[Diagnostic]]:
 def _checker_digest() -> bytes:
     """What the verdict on a text depends on besides the text: this checker, the catalogue, the schema."""
     from tunectl import __version__, attributes, units
-    from tunectl.profile import checks, reader
+    from tunectl.profile import checks, reader, schema
 
     digest = hashlib.sha256(f"{__version__}\0".encode())
-    for source in (reader.__file__, checks.__file__, attributes.__file__, units.__file__, checks.SCHEMA_PATH):
+    for source in (reader.__file__, checks.__file__, schema.__file__, attributes.__file__, units.__file__,
+                   schema.SCHEMA_PATH):
         with contextlib.suppress(OSError):
             digest.update(Path(source).read_bytes())
     return digest.digest()

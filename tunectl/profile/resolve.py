@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tunectl.errors import ProfileError
-from tunectl.profile.checks import check_merged, limit_diagnostics, scheduler_list, suggest
+from tunectl.profile.checks import check_merged, limit_diagnostics, scheduler_list
 from tunectl.profile.library import (
     DEFAULT_PROFILE,
     ProfileRef,
@@ -18,6 +18,7 @@ from tunectl.profile.library import (
     looks_like_path,
 )
 from tunectl.profile.reader import Diagnostic, Document, PathT
+from tunectl.profile.schema import suggest
 from tunectl.units import parse_bytes, parse_kib
 
 
