@@ -29,10 +29,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rollback": ("tunectl.tuning.cli", "restore the values that were there before tunectl first changed them"),
     "profile": ("tunectl.profile.cli", "the profile library: list, show, validate, import-tuned"),
     "udev": ("tunectl.udev.cli", "rules for hot-plug and boot: render, install, remove, check; monitor events"),
-    "mounts": ("tunectl.mounts.cli", "mount options against the profile: check live mounts and fstab, fix fstab, remount"),
-    "bench": ("tunectl.bench.cli", "read-only sweep of read-ahead and schedulers; restores every setting; recommends"),
     "align": ("tunectl.align.cli", "partition alignment against parted's tables and sysfs topology; exit 1 if misaligned"),
+    "mounts": ("tunectl.mounts.cli", "mount options against the profile: check live mounts and fstab, fix fstab, remount"),
     "preload": ("tunectl.preload.cli", "physical-order preload of a file set: collect, record, replay, show"),
+    "bench": ("tunectl.bench.cli", "read-only sweep of read-ahead and schedulers; restores every setting; recommends"),
 }
 
 class Output:
