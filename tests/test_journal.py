@@ -118,6 +118,17 @@ def _put_back(top: Path, files: dict[Path, bytes]) -> None:
             p.write_bytes(data)
 
 
+def test_temp_files_of_a_killed_writer_go_at_the_next_lock_even_without_a_save(pair: Pair) -> None:
+    assert pair.run("apply", "-p", "p1").code == 0
+    assert pair.fresh()("rollback").code == 0
+    leftovers = [".journal.json.1.link", ".journal.json.x1y2z3", ".active.json.abc"]
+    for name in leftovers:
+        (pair.state / name).write_text("torn")
+    r = pair.fresh()("rollback", "--json")  # nothing left to restore: no save happens
+    assert r.code == 0 and r.doc["changed"] is False
+    assert not [f for f in os.listdir(pair.state) if f in leftovers]
+
+
 def test_journal_truncated_at_every_offset_still_rolls_back(pair: Pair) -> None:
     """A save cut short at any byte: rollback restores every original recorded before that save, each time."""
     assert pair.run("apply", "-p", "p1").code == 0

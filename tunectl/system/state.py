@@ -203,6 +203,10 @@ class StateStore:
                                  hint=f"remove {lock}; tunectl creates it again")
             fcntl.flock(fd, fcntl.LOCK_EX)
             self._locked = True
+            # A writer killed mid-save leaves its temp file; with the lock held no writer runs, so they go
+            # now, whether or not this run saves anything.
+            for name in (JOURNAL, ACTIVE):
+                self._sweep(name)
             yield
         finally:
             self._locked = False
