@@ -42,9 +42,9 @@ def _partition_filter(ctx: Context, ref: str) -> int | None:
 def check(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None,
           parted: Parted | None = None, workers: int = PARALLEL) -> AlignReport:
     from tunectl.tuning.discover import discover
-    from tunectl.tuning.operations import _load, resolve_names
+    from tunectl.tuning.operations import load_profile_for, resolve_names
 
-    profile = _load(ctx, profile_ref)
+    profile = load_profile_for(ctx, profile_ref)
     boundary = profile.boundary_kib * 1024
     devices = discover(ctx.sysfs, ctx.udev, ())
     named = bool(dev_refs)

@@ -125,9 +125,9 @@ def fstrim_timer_state() -> str:
 
 
 def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckReport:
-    from tunectl.tuning.operations import _load, active_profile_ref
+    from tunectl.tuning.operations import active_profile_ref, load_profile_for
 
-    profile = _load(ctx, active_profile_ref(ctx, profile_ref))
+    profile = load_profile_for(ctx, active_profile_ref(ctx, profile_ref))
     path = fstab_path(ctx, fstab_file)
     data, warnings = _read_fstab(path)
     table = fstab_model.parse(data)

@@ -170,7 +170,8 @@ def _discover(ctx: Context, queue_attrs: set[str] | None = None, names: set[str]
     return discover(ctx.sysfs, ctx.udev, queue_attrs, modular_schedulers(ctx.modules.loadable()), names)
 
 
-def _load(ctx: Context, ref: str | None) -> Profile:
+def load_profile_for(ctx: Context, ref: str | None) -> Profile:
+    """The profile `ref` (None: the default), checked once per content: the verdict is cached in the state dir."""
     cache = ctx.state.dir / "validated" if os.access(ctx.state.dir, os.W_OK) else None
     return load_profile(ref, ctx.search_path, cache)
 
@@ -181,7 +182,7 @@ def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = Non
 
     `scoped` (verify without DEV): only the devices the last apply of this profile was limited to.
     """
-    profile = profile or _load(ctx, profile_ref)
+    profile = profile or load_profile_for(ctx, profile_ref)
     # Kernel names of whole devices (the usual `apply -p P sda sdb`): read only them and their stacks.
     whole = set(ctx.sysfs.listdir("block"))
     named = [ref[len("/dev/"):] if ref.startswith("/dev/") else ref for ref in dev_refs or ()]
@@ -209,7 +210,7 @@ def _scope(ctx: Context, profile: Profile, devices: list[Device], parents: dict[
 
 def status(ctx: Context, profile_ref: str | None, scoped: bool = True) -> PlanReport:
     """Every device (or, `scoped`, those of the last apply's scope) with its drift from the profile."""
-    profile = _load(ctx, active_profile_ref(ctx, profile_ref))
+    profile = load_profile_for(ctx, active_profile_ref(ctx, profile_ref))
     devices = _discover(ctx)
     scope = last_apply_scope(ctx, profile, devices) if scoped else None
     # Plan over every device (a below: block comes from the stacked device above), show the scope's.
@@ -222,7 +223,7 @@ def status(ctx: Context, profile_ref: str | None, scoped: bool = True) -> PlanRe
 
 def apply(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None, check: bool = False,
           stack: bool = False) -> ApplyReport:
-    profile = _load(ctx, profile_ref)
+    profile = load_profile_for(ctx, profile_ref)
     if check:
         report = plan(ctx, None, dev_refs, profile, stack)
         return ApplyReport(profile.name, [applying.Outcome(s, s.status) for s in report.settings], check=True,

@@ -49,13 +49,12 @@ def monitor(ctx, args, out, events=None) -> int:
     import itertools
 
     from tunectl.errors import ExitCode, UsageError
-    from tunectl.profile.resolve import load_profile
     from tunectl.tuning import operations
     from tunectl.udev.monitor import follow, udev_events
 
     if args.count is not None and args.count < 1:
         raise UsageError(f"--count must be at least 1, got {args.count}")
-    profile = load_profile(operations.active_profile_ref(ctx, args.profile), ctx.search_path)
+    profile = operations.load_profile_for(ctx, operations.active_profile_ref(ctx, args.profile))
     for w in profile.warnings:
         out.warn(str(w))
     if events is None and os.path.realpath(ctx.sysfs.root) != "/sys":
