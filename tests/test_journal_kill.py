@@ -66,13 +66,18 @@ def loops(tmp_path: Path):
         yield names
 
 
-def test_sigkill_during_apply_and_rollback_never_loses_an_original(loops: list[str], tmp_path: Path) -> None:
-    state = tmp_path / "state"
+def apply_and_rollback(loops: list[str], tmp_path: Path) -> list[list[str]]:
+    """The runs the tests race and kill: apply of two profiles, and rollback, on the test's loops."""
     for name, text in PROFILES.items():
         (tmp_path / f"{name}.yaml").write_text(text)
-    commands = [["apply", "-p", str(tmp_path / "bfq.yaml"), *loops],
-                ["apply", "-p", str(tmp_path / "deadline.yaml"), *loops],
-                ["rollback", *loops]]
+    return [["apply", "-p", str(tmp_path / "bfq.yaml"), *loops],
+            ["apply", "-p", str(tmp_path / "deadline.yaml"), *loops],
+            ["rollback", *loops]]
+
+
+def test_sigkill_during_apply_and_rollback_never_loses_an_original(loops: list[str], tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    commands = apply_and_rollback(loops, tmp_path)
     originals = {n: snapshot(n) for n in loops}
 
     # How long an undisturbed run takes: kills land anywhere from interpreter start-up to the last write.
@@ -110,11 +115,7 @@ def test_concurrent_apply_and_rollback_keep_one_consistent_journal(loops: list[s
     """Rounds of six runs at once (a hot-plug apply racing an Ansible one): the lock serialises them, every
     save rotates intact generations, and a rollback after each round restores every original."""
     state = tmp_path / "state"
-    for name, text in PROFILES.items():
-        (tmp_path / f"{name}.yaml").write_text(text)
-    commands = [["apply", "-p", str(tmp_path / "bfq.yaml"), *loops],
-                ["apply", "-p", str(tmp_path / "deadline.yaml"), *loops],
-                ["rollback", *loops]]
+    commands = apply_and_rollback(loops, tmp_path)
     originals = {n: snapshot(n) for n in loops}
     rng = random.Random(9)
     for _ in range(int(os.environ.get("TUNECTL_CONCURRENT_ROUNDS", "5"))):
