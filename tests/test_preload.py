@@ -7,6 +7,7 @@ with POSIX_FADV_DONTNEED, never by dropping the machine's caches.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -53,11 +54,11 @@ def fincore(*paths: Path) -> dict[str, int]:
     return {row["file"]: int(row["res"]) for row in json.loads(out)["fincore"]}
 
 
-def replay_resident(lst: Path, *paths: Path) -> tuple[Result, dict[str, int]]:
+def replay_resident(lst: Path, *paths: Path, options: tuple[str, ...] = ()) -> tuple[Result, dict[str, int]]:
     """Replay, then fincore at once; up to 3 tries, because another process on this shared
     machine may drop every cache (`echo 3 > drop_caches`) between the two."""
     for _ in range(3):
-        r = tunectl("preload", "replay", str(lst), "--json")
+        r = tunectl("preload", "replay", str(lst), "--json", *options)
         resident = fincore(*paths)
         if r.code != 0 or all(resident[str(p)] >= p.stat().st_size for p in paths):
             break
@@ -182,7 +183,9 @@ def test_collect_then_replay_makes_the_set_resident(corpus: list[Path], tmp_path
     assert s.code == 0 and s.doc["files"] == len(corpus) and s.doc["by_status"].get("resident") == len(corpus)
 
 
-def test_changed_and_deleted_files_are_skipped_and_reported(corpus: list[Path], tmp_path: Path) -> None:
+@pytest.mark.parametrize("inode_pass", ["io_uring", "threads"])
+def test_changed_and_deleted_files_are_skipped_and_reported(corpus: list[Path], tmp_path: Path,
+                                                            inode_pass: str) -> None:
     lst = tmp_path / "set.list"
     assert tunectl("preload", "collect", *map(str, corpus), "-o", str(lst)).code == 0
     grown, gone, replaced, kept = corpus[0], corpus[1], corpus[2], corpus[3]
@@ -193,8 +196,9 @@ def test_changed_and_deleted_files_are_skipped_and_reported(corpus: list[Path], 
     fresh.write_bytes(b"x" * 5000)  # created while the old one exists: a new inode for certain
     fresh.replace(replaced)  # same size, new inode
     evict(kept)
-    r, resident = replay_resident(lst, kept)
+    r, resident = replay_resident(lst, kept, options=("--no-io-uring",) if inode_pass == "threads" else ())
     assert r.code == 0, r.err
+    assert r.doc["inode_pass"] == inode_pass  # this kernel offers io_uring; CI runs both passes for real
     skipped = {s["path"]: s for s in r.doc["skipped"]}
     assert skipped[str(grown)]["status"] == "changed" and "size 100 -> 104" in skipped[str(grown)]["reason"]
     assert skipped[str(gone)]["status"] == "vanished"
@@ -205,6 +209,39 @@ def test_changed_and_deleted_files_are_skipped_and_reported(corpus: list[Path], 
     assert human.code == 0 and "vanished" in human.out and str(gone) in human.out
     shown = tunectl("preload", "show", str(lst), "--json")
     assert shown.doc["by_status"]["vanished"] == 1 and shown.doc["by_status"]["changed"] == 2
+
+
+def test_where_io_uring_is_refused_the_inode_pass_runs_in_threads(corpus: list[Path], tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    lst = tmp_path / "set.list"
+    assert tunectl("preload", "collect", *map(str, corpus), "-o", str(lst)).code == 0
+    corpus[0].unlink()
+
+    def refused(**_: int) -> None:
+        raise OSError(errno.EPERM, "io_uring_setup: Operation not permitted")  # kernel.io_uring_disabled=2
+
+    monkeypatch.setattr("tunectl.preload.replay.StatxRing.open", refused)
+    r = tunectl("preload", "replay", str(lst), "--json")
+    assert r.code == 0 and r.doc["inode_pass"] == "threads", r.out + r.err
+    assert [s["status"] for s in r.doc["skipped"]] == ["vanished"] and r.doc["files"] == len(corpus) - 1
+
+
+@pytest.mark.parametrize("options", [(), ("--no-io-uring",)])
+def test_a_path_the_kernel_refuses_is_unreadable_and_the_exit_is_partial(tmp_path: Path,
+                                                                         options: tuple[str, ...]) -> None:
+    (good,) = make_files(tmp_path, {"good": 10})
+    st = good.stat()
+    device = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    too_long = str(tmp_path / ("n" * 300))  # ENAMETOOLONG: neither gone nor changed, so not expected
+    rows = [[str(good), device, st.st_ino, 10, st.st_mtime_ns, [[0, 10]], None],
+            [too_long, device, 1, 10, 0, [[0, 10]], None]]
+    lst = tmp_path / "bad.list"
+    lst.write_text(GOOD_HEADER + "\n" + "\n".join(json.dumps(r) for r in rows) + "\n")
+    r = tunectl("preload", "replay", str(lst), "--json", *options)
+    assert_clean(r)
+    assert r.code == 3 and r.doc["files"] == 1, r.out + r.err
+    (skip,) = r.doc["skipped"]
+    assert skip["status"] == "unreadable" and skip["reason"] == "File name too long"
 
 
 def test_collect_resident_keeps_only_cached_pages(tmp_path: Path) -> None:

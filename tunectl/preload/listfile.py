@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tunectl.errors import NotPermitted, UsageError
 from tunectl.preload.listing import Entry, ListError, PreloadList, parse, render
+from tunectl.preload.order import physical_order
 
 
 def read_list(path: str) -> PreloadList:
@@ -40,7 +41,9 @@ def write_list(path: str, entries: Sequence[Entry]) -> None:
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     target = Path(path)
     try:
-        atomic_write(target, render(entries, created).encode())
+        # Written in the order a replay reads (its sort is then one pass over sorted keys); the
+        # format does not depend on it: a replay sorts whatever order it is given.
+        atomic_write(target, render(physical_order(entries), created).encode())
     except OSError as e:
         code = e.errno or errno.EIO
         cls = NotPermitted if code in (errno.EACCES, errno.EPERM, errno.EROFS) else UsageError

@@ -16,14 +16,33 @@ PAGE = 4096
 DEFAULT_WINDOW_KB = 128  # the kernel's default read-ahead when a device says nothing
 
 
+def _physical_key(e: Entry) -> tuple:
+    return (e.device, e.physical is None, e.inode if e.physical is None else e.physical, e.inode)
+
+
+def _inode_key(e: Entry) -> tuple:
+    return (e.device, e.inode)
+
+
 def physical_order(entries: Iterable[Entry]) -> list[Entry]:
     """Device, then physical offset; entries without one after them, in inode order."""
-    return sorted(entries, key=lambda e: (e.device, e.physical is None,
-                                          e.inode if e.physical is None else e.physical, e.inode))
+    return sorted(entries, key=_physical_key)
 
 
 def inode_order(entries: Iterable[Entry]) -> list[Entry]:
-    return sorted(entries, key=lambda e: (e.device, e.inode))
+    return sorted(entries, key=_inode_key)
+
+
+def physical_indices(entries: Sequence[Entry]) -> list[int]:
+    """Positions in `entries`, in physical_order (a replay keeps one verdict per position)."""
+    keys = list(map(_physical_key, entries))  # keys first: a sort key per index would cost a call more
+    return sorted(range(len(keys)), key=keys.__getitem__)
+
+
+def inode_indices(entries: Sequence[Entry]) -> list[int]:
+    """Positions in `entries`, in inode_order."""
+    keys = list(map(_inode_key, entries))
+    return sorted(range(len(keys)), key=keys.__getitem__)
 
 
 def order_name(entries: Sequence[Entry]) -> str:

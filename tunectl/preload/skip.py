@@ -24,12 +24,17 @@ class Skip:
 
 def why_changed(entry: Entry, st: os.stat_result, devnum: int) -> str:
     """How the open file differs from its list entry (device, inode, size, mtime); "" when it is the listed one."""
-    if st.st_dev != devnum:
-        return f"now on device {os.major(st.st_dev)}:{os.minor(st.st_dev)}, listed {entry.device}"
-    if st.st_ino != entry.inode:
-        return f"inode {entry.inode} -> {st.st_ino} (replaced)"
-    if st.st_size != entry.size:
-        return f"size {entry.size} -> {st.st_size}"
-    if st.st_mtime_ns != entry.mtime_ns:
+    return why_differs(entry, st.st_ino, st.st_size, st.st_mtime_ns, st.st_dev, devnum)
+
+
+def why_differs(entry: Entry, ino: int, size: int, mtime_ns: int, dev: int, devnum: int) -> str:
+    """why_changed on the four values alone (a statx() through io_uring has no os.stat_result)."""
+    if dev != devnum:
+        return f"now on device {os.major(dev)}:{os.minor(dev)}, listed {entry.device}"
+    if ino != entry.inode:
+        return f"inode {entry.inode} -> {ino} (replaced)"
+    if size != entry.size:
+        return f"size {entry.size} -> {size}"
+    if mtime_ns != entry.mtime_ns:
         return "modified since the list was made (mtime differs)"
     return ""

@@ -1,0 +1,163 @@
+"""statx() of many paths at once through io_uring: the kernel runs them in parallel, not Python threads.
+
+A replay's inode pass stats tens of thousands of files. From Python threads each
+stat costs interpreter time under the GIL, and eight threads spend more of it
+handing the GIL over than waiting for the disk. io_uring runs a STATX request in
+one of the kernel's io-wq workers (a lookup may sleep on a directory or inode
+block, so STATX always goes there), as many at once as the ring allows; Python
+only fills submission entries and reads results.
+
+Just enough io_uring for that, with ctypes and mmap: no liburing. It needs Linux
+5.6 (IORING_OP_STATX); `StatxRing.open` raises OSError where io_uring is missing
+or refused (ENOSYS on old kernels, EPERM under kernel.io_uring_disabled or a
+container's seccomp filter), and the caller stats from threads instead.
+
+Memory ordering: there is no SQPOLL thread, so the kernel reads the submission
+ring inside io_uring_enter on this CPU, after the entries were written; the
+completion ring is read only after an io_uring_enter returned.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import struct
+from collections.abc import Iterator, Sequence
+
+# The io_uring syscalls have one number on every architecture but alpha.
+_SETUP, _ENTER, _REGISTER = 425, 426, 427
+_ENTER_GETEVENTS = 1
+_REGISTER_IOWQ_MAX_WORKERS = 19  # Linux 5.15; older kernels refuse it and keep their default
+_OP_STATX = 21
+_AT_FDCWD = -100
+_STATX_BASIC_STATS = 0x7FF
+_OFF_SQ_RING, _OFF_CQ_RING, _OFF_SQES = 0, 0x8000000, 0x10000000
+
+# struct io_uring_sqe, 64 bytes: opcode, flags, ioprio, fd, off (STATX: the struct statx address),
+# addr (the path), len (the mask), statx_flags, user_data, buf_index, personality, splice_fd_in, addr3, pad
+_SQE = struct.Struct("=BBHiQQIIQHHiQQ")
+_CQE = struct.Struct("=QiI")  # user_data, res (-errno on failure), flags
+# struct statx: stx_ino and stx_size at 32, stx_mtime (sec, nsec) at 112, stx_dev_major/minor at 136
+_STATX = struct.Struct("=32xQQ64xqI12xII")
+_STATX_SIZE = 256
+
+_u32 = ctypes.c_uint32
+
+
+class _SqOffsets(ctypes.Structure):
+    _fields_ = [(n, _u32) for n in ("head", "tail", "ring_mask", "ring_entries", "flags", "dropped", "array",
+                                    "resv1")] + [("user_addr", ctypes.c_uint64)]
+
+
+class _CqOffsets(ctypes.Structure):
+    _fields_ = [(n, _u32) for n in ("head", "tail", "ring_mask", "ring_entries", "overflow", "cqes", "flags",
+                                    "resv1")] + [("user_addr", ctypes.c_uint64)]
+
+
+class _Params(ctypes.Structure):
+    _fields_ = [(n, _u32) for n in ("sq_entries", "cq_entries", "flags", "sq_thread_cpu", "sq_thread_idle",
+                                    "features", "wq_fd")] + [("resv", _u32 * 3), ("sq_off", _SqOffsets),
+                                                             ("cq_off", _CqOffsets)]
+
+
+# (inode, size, mtime_ns, (dev_major, dev_minor)) of a path, or -errno where statx failed.
+StatxResult = "tuple[int, int, int, tuple[int, int]] | int"
+
+
+class StatxRing:
+    """One ring of `entries` submission slots; `statx_all` streams any number of paths through it."""
+
+    def __init__(self, fd: int, params: _Params, libc: ctypes.CDLL) -> None:
+        self.fd, self._libc = fd, libc
+        sq, cq = params.sq_off, params.cq_off
+        self.entries = params.sq_entries
+        self._sq = mmap.mmap(fd, sq.array + params.sq_entries * 4, offset=_OFF_SQ_RING)
+        self._cq = mmap.mmap(fd, cq.cqes + params.cq_entries * _CQE.size, offset=_OFF_CQ_RING)
+        self._sqes = mmap.mmap(fd, params.sq_entries * _SQE.size, offset=_OFF_SQES)
+        sqv, self._cqv = memoryview(self._sq).cast("I"), memoryview(self._cq).cast("I")
+        self._sqv = sqv
+        for i in range(params.sq_entries):  # slot i of the index array names entry i, for good
+            sqv[sq.array // 4 + i] = i
+        self._sq_tail, self._sq_mask = sq.tail // 4, sqv[sq.ring_mask // 4]
+        self._cq_head, self._cq_tail, self._cq_mask = cq.head // 4, cq.tail // 4, self._cqv[cq.ring_mask // 4]
+        self._cqes = cq.cqes
+        # Results land in a small circle of struct statx buffers: at most `entries` are in flight.
+        self._results = ctypes.create_string_buffer(_STATX_SIZE * self.entries)
+        self._results_addr = ctypes.addressof(self._results)
+
+    @classmethod
+    def open(cls, entries: int = 256, workers: int = 16) -> StatxRing:  # entries <= 65536
+        """A ring whose STATX requests run in at most `workers` kernel threads; OSError where io_uring is refused."""
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        params = _Params()
+        fd = libc.syscall(_SETUP, _u32(entries), ctypes.byref(params))
+        if fd < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"io_uring_setup: {os.strerror(err)}")
+        ring = cls(fd, params, libc)
+        # io-wq's default for this kind of work is RLIMIT_NPROC threads; a few dozen keep the disk busy.
+        limits = (_u32 * 2)(0, workers)  # [bounded (regular file I/O), unbounded (lookups)]
+        libc.syscall(_REGISTER, fd, _REGISTER_IOWQ_MAX_WORKERS, limits, 2)
+        return ring
+
+    def close(self) -> None:
+        for m in (self._sqv, self._cqv):
+            m.release()
+        for m in (self._sq, self._cq, self._sqes):
+            m.close()
+        os.close(self.fd)
+
+    def __enter__(self) -> StatxRing:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _enter(self, to_submit: int, min_complete: int) -> int:
+        done = self._libc.syscall(_ENTER, self.fd, _u32(to_submit), _u32(min_complete), _u32(_ENTER_GETEVENTS),
+                                  None, 0)
+        if done < 0:
+            err = ctypes.get_errno()
+            if err == 4:  # EINTR: nothing was lost, the caller goes round again
+                return 0
+            raise OSError(err, f"io_uring_enter: {os.strerror(err)}")
+        return done
+
+    def _reap(self) -> Iterator[tuple[int, int]]:
+        """(user_data, res) of every completion posted so far."""
+        cqv, head, tail = self._cqv, self._cqv[self._cq_head], self._cqv[self._cq_tail]
+        while head != tail:
+            user_data, res, _ = _CQE.unpack_from(self._cq, self._cqes + (head & self._cq_mask) * _CQE.size)
+            head = (head + 1) & 0xFFFFFFFF
+            yield user_data, res
+        cqv[self._cq_head] = head
+
+    def statx_all(self, paths: Sequence[bytes]) -> Iterator[tuple[int, StatxResult]]:
+        """(position in `paths`, result) for every path, in completion order."""
+        buf = ctypes.create_string_buffer(b"\0".join(paths) + b"\0")  # NUL-terminated, alive until the end
+        base, results, results_addr = ctypes.addressof(buf), self._results, self._results_addr
+        sqes, pack, mask, slots = self._sqes, _SQE.pack_into, self._sq_mask, self.entries
+        tail, offset, unsubmitted, nxt = self._sqv[self._sq_tail], 0, 0, 0
+        free = list(range(slots))  # result buffers not in use; user_data carries (index << 16) | slot
+        while nxt < len(paths) or len(free) < slots:
+            while nxt < len(paths) and free:
+                slot = free.pop()
+                pack(sqes, (tail & mask) * _SQE.size, _OP_STATX, 0, 0, _AT_FDCWD,
+                     results_addr + slot * _STATX_SIZE, base + offset, _STATX_BASIC_STATS, 0, nxt << 16 | slot,
+                     0, 0, 0, 0, 0)
+                offset += len(paths[nxt]) + 1
+                tail = (tail + 1) & 0xFFFFFFFF
+                nxt, unsubmitted = nxt + 1, unsubmitted + 1
+            self._sqv[self._sq_tail] = tail
+            unsubmitted -= self._enter(unsubmitted, 1)
+            for user_data, res in self._reap():
+                index, slot = user_data >> 16, user_data & 0xFFFF
+                if res < 0:
+                    free.append(slot)
+                    yield index, res
+                    continue
+                ino, size, sec, nsec, major, minor = _STATX.unpack_from(results, slot * _STATX_SIZE)
+                free.append(slot)
+                yield index, (ino, size, sec * 1_000_000_000 + nsec, (major, minor))
