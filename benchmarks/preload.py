@@ -11,11 +11,14 @@ timed until all the data is resident:
   (b) vmtouch -t CORPUS
   (c) posix_fadvise(WILLNEED) in directory order, one thread, in read-ahead-window chunks
   (d) tunectl preload replay LIST, the whole process (start-up and list decoding included)
-  (e) the bound: the corpus' bytes (whole pages) over the sequential throughput of one
-      large file, read cold with fio O_DIRECT
-WILLNEED returns before the reads are done, so (c) and (d) are each charged for a
-full read pass after them (sendfile to /dev/null, directory order), the same pass
-for both. Medians of --runs rounds; targets on the first corpus: (d) at least 3x
+  (e) the bound: the corpus' bytes (whole pages, hard-linked files once) over the
+      sequential throughput of one large file, read cold with fio O_DIRECT
+  (f) where a C compiler is present: the floor of (d)'s design, its two passes in C
+      (benchmarks/preload_floor.c: pthreads stat() every file, then one thread
+      WILLNEEDs them in physical order), with no Python, no start-up and no list to read
+WILLNEED returns before the reads are done, so (c), (d) and (f) are each charged
+for a full read pass after them (sendfile to /dev/null, directory order), the same
+pass for all. Medians of --runs rounds; targets on the first corpus: (d) at least 3x
 faster than (a) and (b), and within 2x of (e).
 """
 
@@ -133,13 +136,47 @@ def resident_share(files: list[tuple[str, int]]) -> float:
     return cached / wanted if wanted else 1.0
 
 
-def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str) -> dict:
+def unique_pages(files: list[tuple[str, int]]) -> int:
+    """Whole-page bytes of the distinct inodes: a hard-linked file is read from the disk once."""
+    seen: dict[tuple[int, int], int] = {}
+    for path, size in files:
+        with contextlib.suppress(OSError):
+            st = os.lstat(path)
+            seen[st.st_dev, st.st_ino] = (size + 4095) // 4096 * 4096
+    return sum(seen.values())
+
+
+def disks_of(list_path: Path) -> list[str]:
+    """The whole disks under the file systems a preload list names (for /sys/block/DISK/inflight)."""
+    devices = {json.loads(line)[1] for line in list_path.read_text().splitlines()[1:] if line.strip()}
+    disks = set()
+    for dev in devices:
+        node = Path(os.path.realpath(f"/sys/dev/block/{dev}"))
+        disks.add(node.parent.name if (node / "partition").exists() else node.name)
+    return sorted(disks)
+
+
+def build_floor(tmp: Path) -> str | None:
+    """benchmarks/preload_floor.c compiled, or None without a C compiler."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        return None
+    out = tmp / "preload_floor"
+    subprocess.run([cc, "-O2", "-pthread", "-o", str(out), str(REPO / "benchmarks" / "preload_floor.c")],
+                   check=True, capture_output=True)
+    return str(out)
+
+
+def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str, floor: str | None) -> dict:
     files = files_in_walk_order(corpus)
     data = sum(s for _, s in files)
-    pages = sum((s + 4095) // 4096 * 4096 for _, s in files)
+    pages = unique_pages(files)
     lst = tmp / (corpus.strip("/").replace("/", "_") + ".list")
     run_quiet(tunectl_argv() + ["preload", "collect", corpus, "-o", str(lst)])
     replay = tunectl_argv() + ["preload", "replay", str(lst), "-q"]
+    paths_file = lst.with_suffix(".paths")  # the list's own order: physical, as the replay reads
+    paths_file.write_text("".join(f"{row[3]} {row[0]}\n" for row in map(json.loads, lst.read_text().splitlines()[1:])
+                                  if row))
 
     def a() -> float:
         t = time.perf_counter()
@@ -166,7 +203,13 @@ def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str) -> dict:
     def e() -> float:
         return pages / fio_throughput(seq_file)
 
-    methods = {"a": a, "b": b, "c": c, "d": d, "e": e}
+    def f() -> float:
+        t = time.perf_counter()
+        run_quiet([floor, str(paths_file), "8", *disks_of(lst)])
+        read_pass(files)
+        return time.perf_counter() - t
+
+    methods = {"a": a, "b": b, "c": c, "d": d, "e": e, **({"f": f} if floor else {})}
     times: dict[str, list[float]] = {k: [] for k in methods}
     replay_only: list[float] = []
     for r in range(runs):
@@ -195,9 +238,12 @@ def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str) -> dict:
 def report(res: dict) -> None:
     m = res["median"]
     names = {"a": "(a) plain reads, walk order", "b": "(b) vmtouch -t", "c": "(c) WILLNEED walk order + read pass",
-             "d": "(d) tunectl preload replay + read pass", "e": "(e) bound: bytes / fio O_DIRECT seq"}
+             "d": "(d) tunectl preload replay + read pass", "e": "(e) bound: bytes / fio O_DIRECT seq",
+             "f": "(f) (d)'s two passes in C + read pass"}
+    names = {k: v for k, v in names.items() if k in m}
     print(f"\n{res['corpus']}: {res['files']} files, {res['bytes'] / 1e6:.0f} MB data, "
-          f"{res['page_bytes'] / 1e6:.0f} MB in whole pages; median of {res['runs']} cold runs")
+          f"{res['page_bytes'] / 1e6:.0f} MB on disk in whole pages (hard links once); "
+          f"median of {res['runs']} cold runs")
     for k, label in names.items():
         runs = " ".join(f"{s:.2f}" for s in res["seconds"][k])
         print(f"  {label:<42} {m[k]:6.2f} s   (runs: {runs})")
@@ -207,7 +253,8 @@ def report(res: dict) -> None:
           f"read pass on a warm cache: {res['warm_read_pass']:.2f} s; "
           f"resident right after replay: {100 * res['resident_after_replay']:.1f}%")
     print(f"  ratios: a/d {m['a'] / m['d']:.2f}  b/d {m['b'] / m['d']:.2f}  c/d {m['c'] / m['d']:.2f}  "
-          f"d/e {m['d'] / m['e']:.2f}")
+          f"d/e {m['d'] / m['e']:.2f}" + (f"  f/e {m['f'] / m['e']:.2f}  d/f {m['d'] / m['f']:.2f}" if "f" in m else
+                                          "  (no C compiler: (f) not measured)"))
 
 
 def main() -> None:
@@ -226,7 +273,8 @@ def main() -> None:
         seq_file = os.path.join(tmp, "seq.bin")
         subprocess.run(["fio", "--name=lay", f"--filename={seq_file}", "--size=1G", "--rw=write", "--bs=1M",
                         "--direct=1", "--output-format=terse"], check=True, capture_output=True)
-        results = [bench_corpus(c, args.runs, Path(tmp), seq_file) for c in args.corpora]
+        floor = build_floor(Path(tmp))
+        results = [bench_corpus(c, args.runs, Path(tmp), seq_file, floor) for c in args.corpora]
     for res in results:
         report(res)
     m = results[0]["median"]

@@ -31,9 +31,9 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command and its arguments")
     y = add_action(sub, "replay", "bring a list into the page cache in disk order, as fast as the device allows")
     y.add_argument("list", metavar="LIST")
-    y.add_argument("--threads", type=int, default=8, metavar="N",
-                   help="stats at once in the inode pass before the data reads: io_uring kernel workers, "
-                        "or Python threads where io_uring is refused (default 8; 0 or 1: one at a time)")
+    y.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="stats at once in the inode pass before the data reads: io_uring kernel workers "
+                        "(default 32), or Python threads where io_uring is refused (default 8); 0 or 1: one at a time")
     y.add_argument("--no-io-uring", action="store_true",
                    help="stat from Python threads even where the kernel offers io_uring")
     y.add_argument("--settle-timeout", type=float, default=10.0, metavar="S",
@@ -62,7 +62,7 @@ def run(ctx, args, out) -> int:
     elif verb == "replay":
         from tunectl.preload.replay import replay
 
-        if args.threads < 0 or args.settle_timeout < 0:
+        if (args.threads or 0) < 0 or args.settle_timeout < 0:
             raise UsageError("--threads and --settle-timeout must not be negative")
         # A replay is short-lived and allocates only its list: the cyclic collector would walk those
         # tens of thousands of tuples again and again for nothing (about 60 ms per 47k-file list).

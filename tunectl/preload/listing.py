@@ -21,6 +21,7 @@ error with file:line, never guessed at.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
@@ -81,6 +82,12 @@ def _problem(row: Any) -> str:
     path, device, inode, size, mtime_ns, ranges, physical = row
     if not isinstance(path, str) or not path.startswith("/"):
         return "path: expected an absolute path"
+    if "\0" in path:
+        return "path: a NUL byte cannot be in a file name"
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError:  # a lone surrogate such as "\ud800": no file has that name
+        return "path: not a file name this system can encode"
     if not isinstance(device, str) or len(device.split(":")) != 2 or not all(p.isdigit() for p in device.split(":")):
         return "device: expected MAJ:MIN"
     if not _int(inode) or not _int(size):
@@ -103,7 +110,8 @@ def _entries(rows: list, numbers: list[int], source: str) -> list[Entry]:
     for n, row in zip(numbers, rows):
         try:
             path, device, inode, size, mtime_ns, ranges, physical = row
-            fast = (type(path) is str and path[:1] == "/" and device in devices and type(inode) is int
+            fast = (type(path) is str and path[:1] == "/" and path.isascii() and "\0" not in path
+                    and device in devices and type(inode) is int
                     and type(size) is int and type(mtime_ns) is int and inode >= 0 and size > 0
                     and (physical is None or type(physical) is int and physical >= 0)
                     and len(ranges) == 1 and ranges[0] == [0, size])

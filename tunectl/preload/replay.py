@@ -1,7 +1,8 @@
 """`preload replay`: bring a list into the page cache in physical order, as fast as the device allows.
 
-Two passes: stat() every file from several threads in inode order (the
-metadata reads run in parallel, and each file is checked against the list),
+Two passes: stat() every file, many at once, through io_uring (or from Python
+threads where io_uring is refused): the metadata reads run in parallel, and
+each file is checked against the list;
 then fadvise(WILLNEED) the listed files in physical order from one thread, in
 read-ahead-window chunks; then wait until the devices have no reads in flight.
 """
@@ -99,22 +100,25 @@ class _Checker:
         self.entries, self.devnums, self.progress, self.lock = entries, devnums, progress, lock
         self.listed = bytearray(len(entries))  # 1: still the listed file, read it
         self.skipped: list[Skip] = []
-        self.how = "io_uring"
+        self.how, self.parallel = "io_uring", 0
 
-    def run(self, parallel: int, use_io_uring: bool = True) -> None:
+    def run(self, parallel: int | None, use_io_uring: bool = True) -> None:
+        """`parallel` stats at once; None: 32 io_uring workers (kernel threads, cheap) or 8 Python
+        threads (more spend their time handing the GIL over)."""
         if use_io_uring:
             try:
-                ring = StatxRing.open(workers=parallel)
+                self.parallel = parallel or 32
+                ring = StatxRing.open(workers=self.parallel)
             except OSError:  # no io_uring here (old kernel, io_uring_disabled, seccomp): threads do it
                 pass
             else:
                 with ring:
                     self._from_ring(ring)
                 return
-        self.how = "threads"
+        self.how, self.parallel = "threads", parallel or 8
         todo = iter(order.inode_indices(self.entries))
         workers = [threading.Thread(target=self._from_thread, args=(todo,), name=f"preload-inodes-{i}",
-                                    daemon=True) for i in range(parallel - 1)]
+                                    daemon=True) for i in range(self.parallel - 1)]
         for w in workers:
             w.start()
         self._from_thread(todo)
@@ -215,20 +219,20 @@ def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, w
     return files, issued
 
 
-def replay(sysfs: Sysfs, plist: PreloadList, list_path: str, progress=None, threads: int = 8,
+def replay(sysfs: Sysfs, plist: PreloadList, list_path: str, progress=None, threads: int | None = None,
            settle_timeout: float = 10.0, use_io_uring: bool = True) -> ReplayReport:
     """Two passes over the list: inodes, `threads` at a time (io_uring workers, or Python threads
     where io_uring is refused), checking each file is the listed one; then the data reads in
     physical order from one thread; then wait for the reads. `progress` counts every file twice."""
     started = time.monotonic()
     entries = plist.entries
-    report = ReplayReport(list_path, order=order.order_name(entries) if entries else "physical", threads=threads)
+    report = ReplayReport(list_path, order=order.order_name(entries) if entries else "physical")
     devices = sorted({e.device for e in entries})
     windows = {d: read_window(sysfs, d) for d in devices}
     devnums = {d: os.makedev(*map(int, d.split(":"))) for d in devices}
     checker = _Checker(entries, devnums, progress, threading.Lock())
-    checker.run(max(1, threads), use_io_uring)
-    report.inode_pass = checker.how
+    checker.run(max(1, threads) if threads is not None else None, use_io_uring)
+    report.inode_pass, report.threads = checker.how, checker.parallel
     report.files, report.bytes = _issue(entries, order.physical_indices(entries), checker.listed, windows,
                                         progress, checker.skipped)
     report.skipped = sorted(checker.skipped, key=lambda s: s.path)

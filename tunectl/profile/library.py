@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 from functools import lru_cache
@@ -93,6 +92,8 @@ def read_profile_bytes(path: Path) -> tuple[bytes | None, list[Diagnostic]]:
 @lru_cache(maxsize=1)
 def _checker_digest() -> bytes:
     """What the verdict on a text depends on besides the text: this checker, the catalogue, the schema."""
+    import hashlib  # here, not at the top: it loads OpenSSL (13 ms) at every start of every command
+
     from tunectl import __version__, attributes, units
     from tunectl.profile import checks, reader, schema
 
@@ -105,6 +106,8 @@ def _checker_digest() -> bytes:
 
 
 def _cache_key(raw: bytes) -> str:
+    import hashlib
+
     digest = hashlib.sha256(_checker_digest())
     digest.update(raw)
     return digest.hexdigest()
