@@ -228,6 +228,27 @@ def test_where_io_uring_is_refused_the_inode_pass_runs_in_threads(corpus: list[P
     assert [s["status"] for s in r.doc["skipped"]] == ["vanished"] and r.doc["files"] == len(corpus) - 1
 
 
+def test_a_ring_that_fails_part_way_leaves_the_rest_to_threads(corpus: list[Path], tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    lst = tmp_path / "set.list"
+    assert tunectl("preload", "collect", *map(str, corpus), "-o", str(lst)).code == 0
+    corpus[0].unlink()
+    from tunectl.system.iouring import StatxRing
+
+    real = StatxRing.statx_all
+
+    def fails_after_two(self: StatxRing, paths: list[bytes]):
+        results = sorted(real(self, paths), key=lambda r: type(r[1]) is not int)  # the vanished file first
+        yield from results[:2]
+        raise OSError(errno.EIO, "io_uring_enter: Input/output error")
+
+    monkeypatch.setattr(StatxRing, "statx_all", fails_after_two)
+    r = tunectl("preload", "replay", str(lst), "--json")
+    assert r.code == 0 and r.doc["inode_pass"] == "threads", r.out + r.err
+    # every file decided once: the two the ring checked (the vanished one among them) are not checked again
+    assert [s["status"] for s in r.doc["skipped"]] == ["vanished"] and r.doc["files"] == len(corpus) - 1
+
+
 @pytest.mark.parametrize("options", [(), ("--no-io-uring",)])
 def test_a_path_the_kernel_refuses_is_unreadable_and_the_exit_is_partial(tmp_path: Path,
                                                                          options: tuple[str, ...]) -> None:

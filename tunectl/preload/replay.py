@@ -99,6 +99,7 @@ class _Checker:
     def __init__(self, entries: Sequence[Entry], devnums: dict[str, int], progress, lock: threading.Lock) -> None:
         self.entries, self.devnums, self.progress, self.lock = entries, devnums, progress, lock
         self.listed = bytearray(len(entries))  # 1: still the listed file, read it
+        self.decided = bytearray(len(entries))  # 1: listed, or skipped with a reason
         self.skipped: list[Skip] = []
         self.how, self.parallel = "io_uring", 0
 
@@ -112,11 +113,14 @@ class _Checker:
             except OSError:  # no io_uring here (old kernel, io_uring_disabled, seccomp): threads do it
                 pass
             else:
-                with ring:
-                    self._from_ring(ring)
-                return
+                try:
+                    with ring:
+                        self._from_ring(ring)
+                    return
+                except OSError:  # the ring failed part way (it should not): threads finish the pass
+                    pass
         self.how, self.parallel = "threads", parallel or 8
-        todo = iter(order.inode_indices(self.entries))
+        todo = iter([i for i in order.inode_indices(self.entries) if not self.decided[i]])
         workers = [threading.Thread(target=self._from_thread, args=(todo,), name=f"preload-inodes-{i}",
                                     daemon=True) for i in range(self.parallel - 1)]
         for w in workers:
@@ -125,9 +129,10 @@ class _Checker:
         for w in workers:
             w.join()
 
-    def _failed(self, entry: Entry, err: int) -> None:
+    def _failed(self, i: int, err: int) -> None:
         status = VANISHED if err in (errno.ENOENT, errno.ENOTDIR) else UNREADABLE
-        self.skipped.append(Skip(entry.path, status, os.strerror(err or errno.EIO)))
+        self.skipped.append(Skip(self.entries[i].path, status, os.strerror(err or errno.EIO)))
+        self.decided[i] = 1
 
     def _advance(self, n: int) -> None:
         if self.progress is not None:
@@ -135,7 +140,7 @@ class _Checker:
                 self.progress.advance(n)
 
     def _from_ring(self, ring: StatxRing) -> None:
-        entries, listed, devnums = self.entries, self.listed, self.devnums
+        entries, listed, decided, devnums = self.entries, self.listed, self.decided, self.devnums
         pairs = {d: (os.major(n), os.minor(n)) for d, n in devnums.items()}
         seen = 0
         for i, result in ring.statx_all([os.fsencode(e.path) for e in entries]):
@@ -144,7 +149,7 @@ class _Checker:
             if not seen % 256:
                 self._advance(256)
             if type(result) is int:
-                self._failed(entry, -result)
+                self._failed(i, -result)
                 continue
             ino, size, mtime_ns, dev = result
             if ino == entry.inode and size == entry.size and mtime_ns == entry.mtime_ns and dev == pairs[entry.device]:
@@ -152,10 +157,11 @@ class _Checker:
             else:
                 self.skipped.append(Skip(entry.path, CHANGED, why_differs(
                     entry, ino, size, mtime_ns, os.makedev(*dev), devnums[entry.device])))
+            decided[i] = 1
         self._advance(seen % 256)
 
     def _from_thread(self, todo: Iterator[int]) -> None:
-        stat, entries, devnums, listed = os.stat, self.entries, self.devnums, self.listed
+        stat, entries, devnums, listed, decided = os.stat, self.entries, self.devnums, self.listed, self.decided
         seen = 0
         for i in todo:  # a shared list iterator: each index goes to one thread
             entry = entries[i]
@@ -165,7 +171,7 @@ class _Checker:
             try:
                 st = stat(entry.path)
             except OSError as e:
-                self._failed(entry, e.errno or errno.EIO)
+                self._failed(i, e.errno or errno.EIO)
                 continue
             devnum = devnums[entry.device]
             if (st.st_ino == entry.inode and st.st_size == entry.size and st.st_mtime_ns == entry.mtime_ns
@@ -173,6 +179,7 @@ class _Checker:
                 listed[i] = 1
             else:
                 self.skipped.append(Skip(entry.path, CHANGED, why_changed(entry, st, devnum)))
+            decided[i] = 1
         self._advance(seen % 256)
 
 

@@ -47,6 +47,7 @@ _STATX = struct.Struct("=32xQQ64xqI12xII")
 _STATX_SIZE = 256
 
 _u32 = ctypes.c_uint32
+_long = ctypes.c_long  # syscall(2) is variadic and reads every argument as a long: pass them so
 
 
 class _SqOffsets(ctypes.Structure):
@@ -98,7 +99,7 @@ class StatxRing:
         for flags in (_SETUP_COOP_TASKRUN, 0):  # COOP_TASKRUN is Linux 5.19: EINVAL before
             params = _Params()
             params.flags = flags
-            fd = libc.syscall(_SETUP, _u32(entries), ctypes.byref(params))
+            fd = libc.syscall(_long(_SETUP), _long(entries), ctypes.byref(params))
             err = ctypes.get_errno() if fd < 0 else 0
             if err != errno.EINVAL:
                 break
@@ -109,7 +110,7 @@ class StatxRing:
         # workers by default, 8 on two CPUs. Lookups mostly wait on the disk: more help (on
         # /usr/share, 2 CPUs: 8 workers 0.40 s, 32 workers 0.32 s; no gain past 32).
         limits = (_u32 * 2)(workers, workers)  # [bounded, unbounded]
-        libc.syscall(_REGISTER, fd, _REGISTER_IOWQ_MAX_WORKERS, limits, 2)
+        libc.syscall(_long(_REGISTER), _long(fd), _long(_REGISTER_IOWQ_MAX_WORKERS), limits, _long(2))
         return ring
 
     def close(self) -> None:
@@ -126,8 +127,8 @@ class StatxRing:
         self.close()
 
     def _enter(self, to_submit: int, min_complete: int) -> int:
-        done = self._libc.syscall(_ENTER, self.fd, _u32(to_submit), _u32(min_complete), _u32(_ENTER_GETEVENTS),
-                                  None, 0)
+        done = self._libc.syscall(_long(_ENTER), _long(self.fd), _long(to_submit), _long(min_complete),
+                                  _long(_ENTER_GETEVENTS), None, _long(0))
         if done < 0:
             err = ctypes.get_errno()
             if err == errno.EINTR:  # nothing was lost: the caller goes round again
