@@ -52,3 +52,21 @@ def test_an_empty_batch_and_a_second_batch_on_one_ring(tmp_path: Path) -> None:
     with ring_or_skip() as ring:
         assert list(ring.statx_all([])) == []
         assert sorted(i for i, _ in ring.statx_all([os.fsencode(p)] * 300)) == list(range(300))
+
+
+def test_a_pass_abandoned_part_way_waits_for_its_requests_and_the_ring_stays_usable(tmp_path: Path) -> None:
+    paths = [os.fsencode(p) for p in tree(tmp_path, 700)]
+    ring = ring_or_skip(entries=8, workers=4)
+    with ring:
+        abandoned = ring.statx_all(paths)
+        assert len([next(abandoned) for _ in range(3)]) == 3
+        abandoned.close()  # as when the consumer raises: the kernel's requests are waited for, not left writing
+        # A second pass sees only its own completions: each index once, each answer right.
+        second = dict(ring.statx_all(paths[:50]))
+        assert sorted(second) == list(range(50))
+        assert all(second[i][0] == os.stat(paths[i]).st_ino for i in range(50))
+        with pytest.raises(RuntimeError):  # one pass at a time
+            both = ring.statx_all(paths)
+            next(both)
+            next(ring.statx_all(paths))
+    ring.close()  # a second close does nothing (and closes no one else's descriptor)

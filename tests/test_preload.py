@@ -22,7 +22,11 @@ from tests.loopdev import needs_root
 from tests.tuning_helpers import Result
 from tunectl.cli import main
 from tunectl.preload import order
+from tunectl.preload.listfile import read_list
 from tunectl.preload.listing import FIELDS, VERSION, Entry, ListError, parse, render
+from tunectl.preload.replay import replay
+from tunectl.report import Progress
+from tunectl.system.sysfs import Sysfs
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -245,6 +249,9 @@ def test_a_ring_that_fails_part_way_leaves_the_rest_to_threads(corpus: list[Path
     monkeypatch.setattr(StatxRing, "statx_all", fails_after_two)
     r = tunectl("preload", "replay", str(lst), "--json")
     assert r.code == 0 and r.doc["inode_pass"] == "threads", r.out + r.err
+    counted = Progress(io.StringIO(), 2 * len(corpus), "preload", enabled=False)
+    replay(Sysfs("/sys"), read_list(str(lst)), str(lst), progress=counted)
+    assert counted.done == 2 * len(corpus)  # each pass counts every file once, the ring's two included
     # every file decided once: the two the ring checked (the vanished one among them) are not checked again
     assert [s["status"] for s in r.doc["skipped"]] == ["vanished"] and r.doc["files"] == len(corpus) - 1
 

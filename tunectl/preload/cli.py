@@ -30,7 +30,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
                    help="only files below DIR (repeatable; default / for fanotify, /usr and /etc for diff)")
     r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command and its arguments")
     y = add_action(sub, "replay", "bring a list into the page cache in disk order, as fast as the device allows")
-    y.add_argument("list", metavar="LIST")
+    y.add_argument("list", metavar="LIST", help="a list made by `preload collect` or `preload record`")
     y.add_argument("--threads", type=int, default=None, metavar="N",
                    help="stats at once in the inode pass before the data reads: io_uring kernel workers "
                         "(default 32), or Python threads where io_uring is refused (default 8); 0 or 1: one at a time")
@@ -39,7 +39,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     y.add_argument("--settle-timeout", type=float, default=10.0, metavar="S",
                    help="wait at most S seconds for the queued reads to finish (default 10)")
     s = add_action(sub, "show", "what a list holds and how much of it is in the page cache now")
-    s.add_argument("list", metavar="LIST")
+    s.add_argument("list", metavar="LIST", help="a list made by `preload collect` or `preload record`")
 
 
 def run(ctx, args, out) -> int:

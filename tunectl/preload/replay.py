@@ -143,44 +143,50 @@ class _Checker:
         entries, listed, decided, devnums = self.entries, self.listed, self.decided, self.devnums
         pairs = {d: (os.major(n), os.minor(n)) for d, n in devnums.items()}
         seen = 0
-        for i, result in ring.statx_all([os.fsencode(e.path) for e in entries]):
-            entry = entries[i]
-            seen += 1
-            if not seen % 256:
-                self._advance(256)
-            if type(result) is int:
-                self._failed(i, -result)
-                continue
-            ino, size, mtime_ns, dev = result
-            if ino == entry.inode and size == entry.size and mtime_ns == entry.mtime_ns and dev == pairs[entry.device]:
-                listed[i] = 1
-            else:
-                self.skipped.append(Skip(entry.path, CHANGED, why_differs(
-                    entry, ino, size, mtime_ns, os.makedev(*dev), devnums[entry.device])))
-            decided[i] = 1
-        self._advance(seen % 256)
+        results = ring.statx_all([os.fsencode(e.path) for e in entries])
+        try:
+            for i, result in results:
+                entry = entries[i]
+                seen += 1
+                if not seen % 256:
+                    self._advance(256)
+                if type(result) is int:
+                    self._failed(i, -result)
+                    continue
+                ino, size, mtime_ns, dev = result
+                if ino == entry.inode and size == entry.size and mtime_ns == entry.mtime_ns and dev == pairs[entry.device]:
+                    listed[i] = 1
+                else:
+                    self.skipped.append(Skip(entry.path, CHANGED, why_differs(
+                        entry, ino, size, mtime_ns, os.makedev(*dev), devnums[entry.device])))
+                decided[i] = 1
+        finally:  # counted even when the ring fails part way; closed at once, not when collected
+            results.close()
+            self._advance(seen % 256)
 
     def _from_thread(self, todo: Iterator[int]) -> None:
         stat, entries, devnums, listed, decided = os.stat, self.entries, self.devnums, self.listed, self.decided
         seen = 0
-        for i in todo:  # a shared list iterator: each index goes to one thread
-            entry = entries[i]
-            seen += 1
-            if not seen % 256:
-                self._advance(256)
-            try:
-                st = stat(entry.path)
-            except OSError as e:
-                self._failed(i, e.errno or errno.EIO)
-                continue
-            devnum = devnums[entry.device]
-            if (st.st_ino == entry.inode and st.st_size == entry.size and st.st_mtime_ns == entry.mtime_ns
-                    and st.st_dev == devnum):
-                listed[i] = 1
-            else:
-                self.skipped.append(Skip(entry.path, CHANGED, why_changed(entry, st, devnum)))
-            decided[i] = 1
-        self._advance(seen % 256)
+        try:
+            for i in todo:  # a shared list iterator: each index goes to one thread
+                entry = entries[i]
+                seen += 1
+                if not seen % 256:
+                    self._advance(256)
+                try:
+                    st = stat(entry.path)
+                except OSError as e:
+                    self._failed(i, e.errno or errno.EIO)
+                    continue
+                devnum = devnums[entry.device]
+                if (st.st_ino == entry.inode and st.st_size == entry.size and st.st_mtime_ns == entry.mtime_ns
+                        and st.st_dev == devnum):
+                    listed[i] = 1
+                else:
+                    self.skipped.append(Skip(entry.path, CHANGED, why_changed(entry, st, devnum)))
+                decided[i] = 1
+        finally:
+            self._advance(seen % 256)
 
 
 def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, windows: dict[str, int],

@@ -13,12 +13,22 @@ or refused (ENOSYS on old kernels, EPERM under kernel.io_uring_disabled or a
 container's seccomp filter), and the caller stats from threads instead.
 
 Memory ordering: there is no SQPOLL thread, so the kernel reads the submission
-ring inside io_uring_enter on this CPU, after the entries were written; the
-completion ring is read only after an io_uring_enter returned.
+ring inside io_uring_enter on this CPU, after the entries were written. The
+completion ring is written by io-wq workers on other CPUs, tail last (a store
+release); reading the tail and then the entries needs an acquire load, which
+Python cannot express but x86's total store order gives for free. So the ring
+is offered on x86 only; elsewhere `open` raises and the caller uses threads.
+
+Lifetime: a worker writes its struct statx whenever it finishes, so nothing it
+may write is freed while a request is in flight. A pass that ends early (an
+exception in the consumer, Ctrl-C) takes back what the kernel has not read and
+waits for the rest; if even that wait is interrupted, the buffers are kept for
+the life of the process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import mmap
@@ -29,9 +39,10 @@ from collections.abc import Iterator, Sequence
 # The io_uring syscalls have one number on every architecture but alpha.
 _SETUP, _ENTER, _REGISTER = 425, 426, 427
 _ENTER_GETEVENTS = 1
-# Completions from io-wq reach this task as task work; without COOP_TASKRUN each one interrupts
-# it with an IPI (a third of a warm pass's time), with it they wait for our next io_uring_enter.
+# COOP_TASKRUN: the kernel need not interrupt this task (an IPI) to run io_uring's task work; it
+# waits for the next io_uring_enter. Measured: a warm /usr/share pass 0.19 s -> 0.11 s.
 _SETUP_COOP_TASKRUN = 1 << 8
+_TSO_MACHINES = ("x86_64", "i386", "i486", "i586", "i686")  # see "Memory ordering" above
 _REGISTER_IOWQ_MAX_WORKERS = 19  # Linux 5.15; older kernels refuse it and keep their default
 _OP_STATX = 21
 _AT_FDCWD = -100
@@ -90,10 +101,31 @@ class StatxRing:
         # Results land in a small circle of struct statx buffers: at most `entries` are in flight.
         self._results = ctypes.create_string_buffer(_STATX_SIZE * self.entries)
         self._results_addr = ctypes.addressof(self._results)
+        self._paths: ctypes.Array | None = None  # the path buffer of the pass under way
+        self._in_flight = self._unsubmitted = 0  # read by the kernel and not reaped; written, not yet read
+        self._busy = False
+
+    def _settle(self) -> None:
+        """Take back the entries the kernel has not read and wait for those it has: until then an
+        io-wq worker may still write into self._results (and read self._paths)."""
+        if self._unsubmitted:
+            self._sqv[self._sq_tail] = (self._sqv[self._sq_tail] - self._unsubmitted) & 0xFFFFFFFF
+            self._unsubmitted = 0
+        try:
+            while self._in_flight:
+                self._enter(0, 1)
+                self._in_flight -= len(self._reap())
+        except BaseException:  # cannot wait (a second Ctrl-C): never free what the kernel may write
+            _KEPT_FOR_THE_KERNEL.append((self._results, self._paths))
+            raise
+        finally:
+            self._paths = None
 
     @classmethod
-    def open(cls, entries: int = 256, workers: int = 32) -> StatxRing:  # entries <= 65536
+    def open(cls, entries: int = 256, workers: int = 32) -> StatxRing:  # the kernel allows up to 32768
         """A ring whose STATX requests run in at most `workers` kernel threads; OSError where io_uring is refused."""
+        if os.uname().machine not in _TSO_MACHINES:
+            raise OSError(errno.ENOTSUP, "io_uring from Python is used on x86 only (completion ring ordering)")
         libc = ctypes.CDLL(None, use_errno=True)
         libc.syscall.restype = ctypes.c_long
         for flags in (_SETUP_COOP_TASKRUN, 0):  # COOP_TASKRUN is Linux 5.19: EINVAL before
@@ -105,7 +137,11 @@ class StatxRing:
                 break
         if fd < 0:
             raise OSError(err, f"io_uring_setup: {os.strerror(err)}")
-        ring = cls(fd, params, libc)
+        try:
+            ring = cls(fd, params, libc)
+        except BaseException:
+            os.close(fd)
+            raise
         # STATX has no file, so io-wq counts it as bounded work: at most min(entries, 4 x CPUs)
         # workers by default, 8 on two CPUs. Lookups mostly wait on the disk: more help (on
         # /usr/share, 2 CPUs: 8 workers 0.40 s, 32 workers 0.32 s; no gain past 32).
@@ -114,11 +150,17 @@ class StatxRing:
         return ring
 
     def close(self) -> None:
+        """Wait for any request still in flight, then unmap and close; a second call does nothing."""
+        if self.fd < 0:
+            return
+        with contextlib.suppress(OSError):  # the buffers were kept; closing cancels what has not started
+            self._settle()
         for m in (self._sqv, self._cqv):
             m.release()
         for m in (self._sq, self._cq, self._sqes):
             m.close()
-        os.close(self.fd)
+        fd, self.fd = self.fd, -1
+        os.close(fd)
 
     def __enter__(self) -> StatxRing:
         return self
@@ -136,39 +178,56 @@ class StatxRing:
             raise OSError(err, f"io_uring_enter: {os.strerror(err)}")
         return done
 
-    def _reap(self) -> Iterator[tuple[int, int]]:
-        """(user_data, res) of every completion posted so far."""
+    def _reap(self) -> list[tuple[int, int]]:
+        """(user_data, res) of every completion posted so far, consumed at once (the head moves on)."""
         cqv, head, tail = self._cqv, self._cqv[self._cq_head], self._cqv[self._cq_tail]
+        done = []
         while head != tail:
             user_data, res, _ = _CQE.unpack_from(self._cq, self._cqes + (head & self._cq_mask) * _CQE.size)
             head = (head + 1) & 0xFFFFFFFF
-            yield user_data, res
+            done.append((user_data, res))
         cqv[self._cq_head] = head
+        return done
 
     def statx_all(self, paths: Sequence[bytes]) -> Iterator[tuple[int, StatxResult]]:
-        """(position in `paths`, result) for every path, in completion order."""
-        buf = ctypes.create_string_buffer(b"\0".join(paths) + b"\0")  # NUL-terminated, alive until the end
-        base, results, results_addr = ctypes.addressof(buf), self._results, self._results_addr
-        sqes, pack, mask, slots = self._sqes, _SQE.pack_into, self._sq_mask, self.entries
-        tail, offset, unsubmitted, nxt = self._sqv[self._sq_tail], 0, 0, 0
-        free = list(range(slots))  # result buffers not in use; user_data carries (index << 16) | slot
-        while nxt < len(paths) or len(free) < slots:
-            while nxt < len(paths) and free:
-                slot = free.pop()
-                pack(sqes, (tail & mask) * _SQE.size, _OP_STATX, 0, 0, _AT_FDCWD,
-                     results_addr + slot * _STATX_SIZE, base + offset, _STATX_BASIC_STATS, 0, nxt << 16 | slot,
-                     0, 0, 0, 0, 0)
-                offset += len(paths[nxt]) + 1
-                tail = (tail + 1) & 0xFFFFFFFF
-                nxt, unsubmitted = nxt + 1, unsubmitted + 1
-            self._sqv[self._sq_tail] = tail
-            unsubmitted -= self._enter(unsubmitted, 1)
-            for user_data, res in self._reap():
-                index, slot = user_data >> 16, user_data & 0xFFFF
-                if res < 0:
+        """(position in `paths`, result) for every path, in completion order; one pass at a time."""
+        if self._busy or self.fd < 0:
+            raise RuntimeError("statx_all: one pass at a time, on an open ring")
+        self._busy = True
+        try:
+            buf = self._paths = ctypes.create_string_buffer(b"\0".join(paths) + b"\0")  # NUL-terminated
+            base, results, results_addr = ctypes.addressof(buf), self._results, self._results_addr
+            sqes, pack, mask, slots = self._sqes, _SQE.pack_into, self._sq_mask, self.entries
+            tail, offset, nxt = self._sqv[self._sq_tail], 0, 0
+            free = list(range(slots))  # result buffers not in use; user_data carries (index << 16) | slot
+            while nxt < len(paths) or len(free) < slots:
+                while nxt < len(paths) and free:
+                    slot = free.pop()
+                    pack(sqes, (tail & mask) * _SQE.size, _OP_STATX, 0, 0, _AT_FDCWD,
+                         results_addr + slot * _STATX_SIZE, base + offset, _STATX_BASIC_STATS, 0, nxt << 16 | slot,
+                         0, 0, 0, 0, 0)
+                    offset += len(paths[nxt]) + 1
+                    tail = (tail + 1) & 0xFFFFFFFF
+                    nxt, self._unsubmitted = nxt + 1, self._unsubmitted + 1
+                self._sqv[self._sq_tail] = tail
+                submitted = self._enter(self._unsubmitted, 1)
+                self._unsubmitted -= submitted
+                reaped = self._reap()
+                self._in_flight += submitted - len(reaped)
+                for user_data, res in reaped:
+                    index, slot = user_data >> 16, user_data & 0xFFFF
+                    if res < 0:
+                        free.append(slot)
+                        yield index, res
+                        continue
+                    ino, size, sec, nsec, major, minor = _STATX.unpack_from(results, slot * _STATX_SIZE)
                     free.append(slot)
-                    yield index, res
-                    continue
-                ino, size, sec, nsec, major, minor = _STATX.unpack_from(results, slot * _STATX_SIZE)
-                free.append(slot)
-                yield index, (ino, size, sec * 1_000_000_000 + nsec, (major, minor))
+                    yield index, (ino, size, sec * 1_000_000_000 + nsec, (major, minor))
+        finally:
+            self._busy = False
+            if self.fd >= 0:
+                self._settle()
+
+
+# Buffers the kernel might still write into after a wait was interrupted: never freed.
+_KEPT_FOR_THE_KERNEL: list = []
