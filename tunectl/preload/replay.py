@@ -1,10 +1,10 @@
 """`preload replay`: bring a list into the page cache in physical order, as fast as the device allows.
 
-Two passes: stat() every file, many at once, through io_uring (or from Python
-threads where io_uring is refused): the metadata reads run in parallel, and
-each file is checked against the list;
-then fadvise(WILLNEED) the listed files in physical order from one thread, in
-read-ahead-window chunks; then wait until the devices have no reads in flight.
+Two passes. First stat() every file, many at once, through io_uring (or from
+Python threads where io_uring is refused): the metadata reads run in parallel,
+and each file is checked against the list. Then fadvise(WILLNEED) the listed
+files in physical order from one thread, in read-ahead-window chunks, and wait
+until the devices have no reads in flight.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from tunectl.errors import ExitCode
 from tunectl.preload import order
 from tunectl.preload.listing import Entry, PreloadList
-from tunectl.preload.skip import CHANGED, UNREADABLE, VANISHED, Skip, why_changed, why_differs
+from tunectl.preload.skip import CHANGED, UNREADABLE, VANISHED, Skip, why_differs
 from tunectl.system.iouring import StatxRing
 from tunectl.system.sysfs import Sysfs
 
@@ -134,57 +134,51 @@ class _Checker:
         self.skipped.append(Skip(self.entries[i].path, status, os.strerror(err or errno.EIO)))
         self.decided[i] = 1
 
+    def _judge(self, i: int, ino: int, size: int, mtime_ns: int, dev: int) -> None:
+        """Entry i is read if the file found is still the listed one, else skipped as changed."""
+        entry = self.entries[i]
+        devnum = self.devnums[entry.device]
+        if ino == entry.inode and size == entry.size and mtime_ns == entry.mtime_ns and dev == devnum:
+            self.listed[i] = 1
+        else:
+            self.skipped.append(Skip(entry.path, CHANGED, why_differs(entry, ino, size, mtime_ns, dev, devnum)))
+        self.decided[i] = 1
+
     def _advance(self, n: int) -> None:
         if self.progress is not None:
             with self.lock:
                 self.progress.advance(n)
 
     def _from_ring(self, ring: StatxRing) -> None:
-        entries, listed, decided, devnums = self.entries, self.listed, self.decided, self.devnums
-        pairs = {d: (os.major(n), os.minor(n)) for d, n in devnums.items()}
-        seen = 0
-        results = ring.statx_all([os.fsencode(e.path) for e in entries])
+        judge, makedev, seen = self._judge, os.makedev, 0
+        results = ring.statx_all([os.fsencode(e.path) for e in self.entries])
         try:
             for i, result in results:
-                entry = entries[i]
                 seen += 1
                 if not seen % 256:
                     self._advance(256)
                 if type(result) is int:
                     self._failed(i, -result)
-                    continue
-                ino, size, mtime_ns, dev = result
-                if ino == entry.inode and size == entry.size and mtime_ns == entry.mtime_ns and dev == pairs[entry.device]:
-                    listed[i] = 1
                 else:
-                    self.skipped.append(Skip(entry.path, CHANGED, why_differs(
-                        entry, ino, size, mtime_ns, os.makedev(*dev), devnums[entry.device])))
-                decided[i] = 1
+                    ino, size, mtime_ns, (major, minor) = result
+                    judge(i, ino, size, mtime_ns, makedev(major, minor))
         finally:  # counted even when the ring fails part way; closed at once, not when collected
             results.close()
             self._advance(seen % 256)
 
     def _from_thread(self, todo: Iterator[int]) -> None:
-        stat, entries, devnums, listed, decided = os.stat, self.entries, self.devnums, self.listed, self.decided
-        seen = 0
+        stat, entries, judge, seen = os.stat, self.entries, self._judge, 0
         try:
             for i in todo:  # a shared list iterator: each index goes to one thread
-                entry = entries[i]
                 seen += 1
                 if not seen % 256:
                     self._advance(256)
                 try:
-                    st = stat(entry.path)
+                    st = stat(entries[i].path)
                 except OSError as e:
                     self._failed(i, e.errno or errno.EIO)
-                    continue
-                devnum = devnums[entry.device]
-                if (st.st_ino == entry.inode and st.st_size == entry.size and st.st_mtime_ns == entry.mtime_ns
-                        and st.st_dev == devnum):
-                    listed[i] = 1
                 else:
-                    self.skipped.append(Skip(entry.path, CHANGED, why_changed(entry, st, devnum)))
-                decided[i] = 1
+                    judge(i, st.st_ino, st.st_size, st.st_mtime_ns, st.st_dev)
         finally:
             self._advance(seen % 256)
 
