@@ -38,6 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import REPO, tunectl_argv  # noqa: E402
+from tunectl.preload.listfile import read_list  # noqa: E402
 
 CORPORA = ["/usr/share", "/usr/lib/x86_64-linux-gnu"]
 WINDOW = 8 << 20
@@ -146,9 +147,8 @@ def unique_pages(files: list[tuple[str, int]]) -> int:
     return sum(seen.values())
 
 
-def disks_of(list_path: Path) -> list[str]:
-    """The whole disks under the file systems a preload list names (for /sys/block/DISK/inflight)."""
-    devices = {json.loads(line)[1] for line in list_path.read_text().splitlines()[1:] if line.strip()}
+def disks_of(devices: set[str]) -> list[str]:
+    """The whole disks under file systems given as MAJ:MIN (for /sys/block/DISK/inflight)."""
     disks = set()
     for dev in devices:
         node = Path(os.path.realpath(f"/sys/dev/block/{dev}"))
@@ -174,9 +174,10 @@ def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str, floor: str | 
     lst = tmp / (corpus.strip("/").replace("/", "_") + ".list")
     run_quiet(tunectl_argv() + ["preload", "collect", corpus, "-o", str(lst)])
     replay = tunectl_argv() + ["preload", "replay", str(lst), "-q"]
-    paths_file = lst.with_suffix(".paths")  # the list's own order: physical, as the replay reads
-    paths_file.write_text("".join(f"{row[3]} {row[0]}\n" for row in map(json.loads, lst.read_text().splitlines()[1:])
-                                  if row))
+    listed = read_list(str(lst)).entries  # in the list's own order: physical, as the replay reads
+    paths_file = lst.with_suffix(".paths")
+    paths_file.write_text("".join(f"{e.size} {e.path}\n" for e in listed))
+    floor_argv = [floor, str(paths_file), "8", *disks_of({e.device for e in listed})] if floor else []
 
     def a() -> float:
         t = time.perf_counter()
@@ -205,7 +206,7 @@ def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str, floor: str | 
 
     def f() -> float:
         t = time.perf_counter()
-        run_quiet([floor, str(paths_file), "8", *disks_of(lst)])
+        run_quiet(floor_argv)
         read_pass(files)
         return time.perf_counter() - t
 

@@ -135,7 +135,7 @@ def test_physical_order_by_device_then_offset_with_inode_fallback_last() -> None
                entry("/nofiemap-a", 2, None), entry("/other-disk", 0, 5, device="8:17")]
     assert [e.path for e in order.physical_order(entries)] == [
         "/early", "/late", "/nofiemap-a", "/nofiemap-b", "/other-disk"]
-    assert [e.path for e in order.inode_order(entries)] == [
+    assert [entries[i].path for i in order.inode_indices(entries)] == [
         "/late", "/nofiemap-a", "/early", "/nofiemap-b", "/other-disk"]
     assert order.order_name(entries) == "mixed"
     assert order.order_name(entries[2:4]) == "inode" and order.order_name(entries[:2]) == "physical"
@@ -380,7 +380,8 @@ def test_physical_order_on_ext4_follows_fiemap_not_names_or_inodes(tmp_path: Pat
     for name, e in entries.items():
         assert e.physical == _filefrag_first_block(mnt / name) * 4096
         assert e.device == f"{os.major(os.stat(mnt).st_dev)}:{os.minor(os.stat(mnt).st_dev)}"
-    assert [Path(e.path).name for e in order.inode_order(entries.values())] == names
+    listed = list(entries.values())
+    assert [Path(listed[i].path).name for i in order.inode_indices(listed)] == names
     by_block = sorted(names, key=lambda n: _filefrag_first_block(mnt / n))  # the ground truth, from filefrag
     assert by_block == list(reversed(names)), "ext4 did not allocate in write order; the test needs it"
     assert [Path(e.path).name for e in order.physical_order(entries.values())] == by_block
@@ -402,7 +403,7 @@ def test_squashfs_has_no_fiemap_so_replay_falls_back_to_inode_order(tmp_path: Pa
     assert r.code == 0, r.err
     assert r.doc["files"] == len(files) and r.doc["physical"] == 0 and r.doc["order"] == "inode"
     entries = parse(lst.read_text(), str(lst)).entries
-    assert order.physical_order(entries) == order.inode_order(entries)
+    assert order.physical_indices(entries) == order.inode_indices(entries)
     mounted = [mnt / p.relative_to(src) for p in files]
     r, resident = replay_resident(lst, *mounted)
     assert r.code == 0 and r.doc["order"] == "inode" and r.doc["files"] == len(files), r.out

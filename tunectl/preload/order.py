@@ -29,10 +29,6 @@ def physical_order(entries: Iterable[Entry]) -> list[Entry]:
     return sorted(entries, key=_physical_key)
 
 
-def inode_order(entries: Iterable[Entry]) -> list[Entry]:
-    return sorted(entries, key=_inode_key)
-
-
 def physical_indices(entries: Sequence[Entry]) -> list[int]:
     """Positions in `entries`, in physical_order (a replay keeps one verdict per position)."""
     keys = list(map(_physical_key, entries))  # keys first: a sort key per index would cost a call more
@@ -40,7 +36,7 @@ def physical_indices(entries: Sequence[Entry]) -> list[int]:
 
 
 def inode_indices(entries: Sequence[Entry]) -> list[int]:
-    """Positions in `entries`, in inode_order."""
+    """Positions in `entries` by device, then inode: the thread pass stats in this order (inode tables)."""
     keys = list(map(_inode_key, entries))
     return sorted(range(len(keys)), key=keys.__getitem__)
 

@@ -35,6 +35,7 @@ import mmap
 import os
 import struct
 from collections.abc import Iterator, Sequence
+from typing import Union
 
 # The io_uring syscalls have one number on every architecture but alpha.
 _SETUP, _ENTER, _REGISTER = 425, 426, 427
@@ -78,7 +79,7 @@ class _Params(ctypes.Structure):
 
 
 # (inode, size, mtime_ns, (dev_major, dev_minor)) of a path, or -errno where statx failed.
-StatxResult = "tuple[int, int, int, tuple[int, int]] | int"
+StatxResult = Union[tuple[int, int, int, tuple[int, int]], int]
 
 
 class StatxRing:
