@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from tunectl.errors import ExitCode
 from tunectl.preload import order
 from tunectl.preload.listing import Entry, PreloadList
-from tunectl.preload.skip import CHANGED, UNREADABLE, VANISHED, Skip, why_differs
+from tunectl.preload.skip import CHANGED, UNREADABLE, Skip, failed, why_differs
 from tunectl.system.iouring import StatxRing
 from tunectl.system.sysfs import Sysfs
 
@@ -130,8 +130,7 @@ class _Checker:
             w.join()
 
     def _failed(self, i: int, err: int) -> None:
-        status = VANISHED if err in (errno.ENOENT, errno.ENOTDIR) else UNREADABLE
-        self.skipped.append(Skip(self.entries[i].path, status, os.strerror(err or errno.EIO)))
+        self.skipped.append(failed(self.entries[i].path, err))
         self.decided[i] = 1
 
     def _judge(self, i: int, ino: int, size: int, mtime_ns: int, dev: int) -> None:
@@ -204,8 +203,7 @@ def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, w
         try:
             fd = opener(entry.path, flags)
         except OSError as e:
-            status = VANISHED if e.errno in (errno.ENOENT, errno.ENOTDIR) else UNREADABLE
-            skipped.append(Skip(entry.path, status, os.strerror(e.errno or errno.EIO)))
+            skipped.append(failed(entry.path, e.errno or errno.EIO))
             continue
         try:
             size, window = entry.size, windows[entry.device]

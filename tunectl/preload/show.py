@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from tunectl.errors import ExitCode
 from tunectl.preload import order
 from tunectl.preload.listing import Entry, PreloadList
-from tunectl.preload.skip import CHANGED, UNREADABLE, VANISHED, why_changed
+from tunectl.preload.skip import CHANGED, UNREADABLE, failed, why_changed
 from tunectl.system import pagecache
 
 
@@ -52,8 +52,8 @@ def residency_of(entry: Entry) -> FileResidency:
     try:
         fd = os.open(entry.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as e:
-        status = VANISHED if e.errno in (errno.ENOENT, errno.ENOTDIR) else UNREADABLE
-        return FileResidency(entry.path, status, entry.bytes, None, os.strerror(e.errno or errno.EIO))
+        skip = failed(entry.path, e.errno or errno.EIO)
+        return FileResidency(entry.path, skip.status, entry.bytes, None, skip.reason)
     try:
         st = os.fstat(fd)
         why = why_changed(entry, st, os.makedev(*map(int, entry.device.split(":"))))

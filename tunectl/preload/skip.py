@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 
@@ -20,6 +21,13 @@ class Skip:
 
     def to_json(self) -> dict:
         return {"path": self.path, "status": self.status, "reason": self.reason}
+
+
+def failed(path: str, err: int) -> Skip:
+    """A file that could not be stat()ed or opened: gone (ENOENT, or a directory on its path is now a
+    file) is expected and reported; anything else (a permission, a name too long) is unreadable."""
+    status = VANISHED if err in (errno.ENOENT, errno.ENOTDIR) else UNREADABLE
+    return Skip(path, status, os.strerror(err or errno.EIO))
 
 
 def why_changed(entry: Entry, st: os.stat_result, devnum: int) -> str:
