@@ -8,6 +8,8 @@ tests/data/parted/record (see there). The fake-tree cases run the real CLI with 
 from __future__ import annotations
 
 import contextlib
+import io
+import json
 import os
 import stat
 from pathlib import Path
@@ -20,6 +22,7 @@ from tests.fakesys import FakeTree, striped_md
 from tests.tuning_helpers import Tunectl
 from tunectl.align.table import ParseError, parse_json, parse_machine, split_fields
 from tunectl.align.verdict import Topology, choose_grain, judge, parted_rule
+from tunectl.cli import main
 
 DATA = Path(__file__).parent / "data" / "parted"
 MiB = 1 << 20
@@ -262,7 +265,8 @@ def tunectl(tree, parted, tmp_path) -> Tunectl:
     parted.table("loop0", "gpt-512")
     (tmp_path / "profiles").mkdir()
     (tmp_path / "profiles" / "fine.yaml").write_text("name: fine\nalignment: {boundary_kib: 4}\n")
-    return Tunectl(tree, tmp_path / "state", [tmp_path / "profiles"])
+    # The device nodes of the machine the tree describes: never this machine's /dev.
+    return Tunectl(tree, tmp_path / "state", [tmp_path / "profiles"], {"TUNECTL_DEV_ROOT": str(tmp_path / "dev")})
 
 
 def verdicts(doc: dict, device: str) -> dict[int, tuple[bool, bool, int | None]]:
@@ -379,7 +383,7 @@ def test_parted_without_json_falls_back_to_machine_output(tunectl, parted):
     (["-p", "nosuchprofile", "sda"], None, 2, "nosuchprofile"),
     (["sda"], ("fail", "Error: Error opening /dev/sda: Permission denied\n"), 4, "permission denied"),
     (["sda"], ("fail", "Error: Could not stat device /dev/sda - No such file or directory.\n"), 2,
-     "no block device /dev/sda"),
+     "parted: no block device"),
     (["sda"], ("fail", "Error: /dev/sda: unrecognised disk label\n"), 1, ""),
     (["sda"], ("garbage", "{not json"), 1, "not JSON"),
     (["sda"], ("fail", "Error: Input/output error during read on /dev/sda\n"), 1, "Input/output error"),
@@ -430,3 +434,23 @@ def test_the_core_is_pure():
             "('subprocess', 'pathlib', 'tunectl.context')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_fake_sysfs_root_never_reaches_a_real_device(empty_fake_tree, tmp_path, monkeypatch):
+    """`align --sysfs-root FAKE` on a tree naming vda (this machine's disk too): parted is never started."""
+    empty_fake_tree.add_disk("vda", size_sectors=131072)
+    log = tmp_path / "parted.log"
+    stub = tmp_path / "bin" / "parted"
+    stub.parent.mkdir()
+    stub.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexit 1\n')
+    stub.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{stub.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    env = {"PATH": os.environ["PATH"], "TUNECTL_STATE_DIR": str(tmp_path / "state")}
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["--sysfs-root", str(empty_fake_tree.root), "align", "--json"], stdout=out, stderr=err, env=env)
+    assert code == 0 and json.loads(out.getvalue())["disks"] == [], err.getvalue()
+    assert "vda: skipped: no device node for vda" in err.getvalue()
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["--sysfs-root", str(empty_fake_tree.root), "align", "vda"], stdout=out, stderr=err, env=env)
+    assert code == 2 and "no device node for vda" in err.getvalue()
+    assert not log.exists()

@@ -76,7 +76,11 @@ def tree(empty_fake_tree: FakeTree) -> FakeTree:
 
 @pytest.fixture
 def ctx(tree: FakeTree, tmp_path) -> Context:
-    return Context(tree.sysfs, tree.udev, StateStore(tmp_path / "state"), [shipped_profile_dir()])
+    return Context(tree.sysfs, tree.udev, StateStore(tmp_path / "state"), [shipped_profile_dir()],
+                   {"TUNECTL_DEV_ROOT": DEV})
+
+
+DEV = "/nonexistent/dev"  # the device nodes of the machine the tree describes (FakeIo never opens them)
 
 
 def _sweep(ctx, tree, target, read_aheads, schedulers, runs=2, **io_args):
@@ -91,10 +95,10 @@ def test_stack_of_a_verity_device(ctx):
     stack = stacking.resolve(ctx, "dm-1")
     assert (stack.top.name, [d.name for d in stack.below], [d.name for d in stack.scheduled]) == ("dm-1", ["mmcblk0"],
                                                                                                     ["mmcblk0"])
-    assert stack.stacked and stack.kind == "device" and stack.read_path == "/dev/dm-1"
+    assert stack.stacked and stack.kind == "device" and stack.read_path == f"{DEV}/dm-1"
     assert stack.offered == ["none", "mq-deadline", "kyber", "bfq"]
     part = stacking.resolve(ctx, "mmcblk0p2")  # a partition is read as named; its disk is tuned
-    assert (part.read_path, part.top.name, part.stacked) == ("/dev/mmcblk0p2", "mmcblk0", False)
+    assert (part.read_path, part.top.name, part.stacked) == (f"{DEV}/mmcblk0p2", "mmcblk0", False)
     assert part.read_bytes == 4194304 * 512
 
 
@@ -108,7 +112,7 @@ def test_sweep_measures_and_restores_a_stack(ctx, tree):
     assert snapshot_all(tree) == before  # bfq and its slice_idle back, nr_requests, read-ahead
     assert len(runs) == 12 and sweep.changed and not sweep.restore_failures
     assert not any(fake.lock_free_during_read)  # a concurrent apply waits for the whole sweep
-    assert fake.drops[0] == ([], ["/dev/dm-1", "/dev/mmcblk0"])
+    assert fake.drops[0] == ([], [f"{DEV}/dm-1", f"{DEV}/mmcblk0"])
     by_ra = {}
     for r in runs:
         assert [s.device for s in r.stats] == ["dm-1", "mmcblk0"]

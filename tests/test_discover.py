@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tests.fakesys import FakeTree, sata_hdd
+from tunectl.devices.discover import discover, read_device
+from tunectl.devices.graph import DeviceGraph
+from tunectl.devices.model import Partition
 from tunectl.system.udevdb import UdevDb
-from tunectl.tuning.device import Partition
-from tunectl.tuning.discover import discover, partition_parent, read_device
 
 
 @pytest.fixture
@@ -202,21 +203,20 @@ def test_partitions_with_start_and_size_in_sectors(devices):
     [("sdb2", "sdb"), ("sda1", "sda"), ("nvme0n1p2", "nvme0n1"), ("mmcblk0p3", "mmcblk0"), ("vda1", "vda"),
      ("sda", None), ("dm-0", None), ("md0", None), ("sdz9", None)],
 )
-def test_partition_parent(fake_tree, name, parent):
-    assert partition_parent(fake_tree.sysfs, name) == parent
+def test_partition_parent(fake_tree, devices, name, parent):
+    assert DeviceGraph.read(fake_tree.sysfs).parent_of(name) == parent
+    assert DeviceGraph.of(devices.values()).parent_of(name) == parent
 
 
 def test_below_a_stack_through_slaves_and_partitions(fake_tree, devices):
-    def disks_below(name):
-        found = []
-        for lower in devices[name].slaves if name in devices else ():
-            disk = partition_parent(fake_tree.sysfs, lower) or lower
-            found += [disk] if devices[disk].slaves == () else disks_below(disk)
-        return sorted(set(found))
-
-    assert disks_below("dm-0") == ["sdb"]
-    assert disks_below("dm-1") == ["mmcblk0"]
-    assert disks_below("dm-2") == ["sdc", "sdd"]
+    for graph in (DeviceGraph.read(fake_tree.sysfs), DeviceGraph.of(devices.values())):
+        assert graph.bottom("dm-0") == ["sdb"]
+        assert graph.bottom("dm-1") == ["mmcblk0"]
+        assert graph.bottom("dm-2") == ["sdc", "sdd"]
+        assert graph.below("dm-2") == ["md0", "sdc", "sdd"]  # nearest first
+        assert graph.above("sdc") == ["md0", "dm-2"] and graph.above("sdb2") == ["dm-0"]
+        assert graph.whole("mmcblk0p3") == "mmcblk0" and graph.disks_under("sda1") == ["sda"]
+        assert graph.stack_of(["md0"]) == {"md0", "dm-2", "sdc", "sdd"}
 
 
 def test_a_vanished_device_is_skipped(fake_tree):

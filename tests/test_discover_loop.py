@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from tests.fakesys import FakeTree, jiffies_to_msecs, msecs_to_jiffies
+from tunectl.devices.discover import discover, read_device
 from tunectl.errors import SysfsError
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.udevdb import UdevDb
-from tunectl.tuning.discover import discover, read_device
 
 pytestmark = [
     pytest.mark.root,

@@ -9,9 +9,9 @@ import pytest
 
 from tests.fakesys import FakeKernel, FakeTree, iosched_defaults, jiffies_to_msecs, msecs_to_jiffies
 from tunectl.attributes import IOSCHED, kernel_equivalent
+from tunectl.devices.discover import discover
 from tunectl.errors import SysfsError
 from tunectl.system.udevdb import UdevDb
-from tunectl.tuning.discover import discover
 
 Q = "block/sda/queue"
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tunectl.devices.model import Device
 from tunectl.mounts import fstab, options
 from tunectl.mounts.options import Want, drift, edit, has, remount_options, want_from_rules
 from tunectl.mounts.rules import Facts, select
-from tunectl.tuning.device import Device
 
 DATA = Path(__file__).parent / "data" / "fstab"
 

@@ -3,6 +3,7 @@ check and fix through the real CLI, DEV paths for plan, and a bad-input table.""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -23,9 +24,9 @@ from tests.fakesys import (
 )
 from tunectl.cli import main
 from tunectl.context import Context
+from tunectl.devices.resolve import Resolver
 from tunectl.mounts import operations
 from tunectl.profile.library import shipped_profile_dir
-from tunectl.system.blockpath import Resolver, disks_under_path
 from tunectl.system.state import StateStore
 
 ROOT_UUID = "0a1b2c3d-1111-4222-8333-444455556666"
@@ -174,7 +175,7 @@ def test_unresolvable_sources_say_why(env: Env, source: str, problem: str) -> No
     ("/var/www/index.html", ["sda"]),  # a bind mount: the disk of the filesystem it shows
 ])
 def test_disks_under_path(env: Env, path: str, disks: list) -> None:
-    assert disks_under_path(env.ctx, path) == disks
+    assert Resolver(env.ctx).path(path) == disks
 
 
 def test_plan_takes_a_mountpoint_as_dev(env: Env) -> None:
@@ -358,6 +359,7 @@ def test_fix_bad_input_unwritable_directory(env: Env) -> None:
 
 def test_unreadable_proc_root(env: Env) -> None:
     env.env["TUNECTL_PROC_ROOT"] = str(env.proc / "nowhere")
+    env.ctx = dataclasses.replace(env.ctx, roots=None)  # the roots follow the new environment
     code, _, err = env("mounts", "check", "-p", str(env.profile), "--fstab", str(env.fstab))
     assert code == 2 and "cannot read" in err and "TUNECTL_PROC_ROOT" in err
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from tests.loopdev import loop_devices, needs_root, sysfs_write
 from tunectl.cli import main
 from tunectl.context import Context
+from tunectl.devices.resolve import Resolver
 from tunectl.mounts.fstab import unescape
-from tunectl.system.blockpath import disks_under_path
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -97,7 +97,7 @@ def test_ext4_and_xfs_check_fix_remount_confirmed_in_mountinfo(tmp_path: Path) -
                                       "reason": f"{nodisc} cannot discard (queue/discard_max_bytes is 0)"}]
             assert not [d for d in nd["drift"] if d["option"] == "discard"]
             # a mountpoint as DEV: the loop device under it
-            assert disks_under_path(Context.create(), str(mnt / "x fs")) == [xfs]
+            assert Resolver(Context.create()).path(str(mnt / "x fs")) == [xfs]
 
             code, out, err = tunectl(tmp_path, "mounts", "fix", "-p", str(profile), "--fstab", str(fstab),
                                      "--remount", "--json")

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from tunectl.attributes import IOSCHED, QUEUE, SCHEDULERS
 from tunectl.cli import main
+from tunectl.devices.classes import CLASSES, DM_TYPES
 from tunectl.profile.library import shipped_profile_dir
 from tunectl.profile.reader import MAX_PROFILE_BYTES
-from tunectl.tuning.device import CLASSES, DM_TYPES
 
 LIMIT_SECONDS = 1.0
 DIAGNOSTIC = re.compile(r"^.+:\d+:\d+: \$")

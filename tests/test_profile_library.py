@@ -15,9 +15,9 @@ import yaml
 from tunectl.attributes import IOSCHED, LEGACY_SCHEDULERS, QUEUE, SCHEDULERS
 from tunectl.cli import main
 from tunectl.context import Context
+from tunectl.devices.classes import CLASSES, DM_TYPES
 from tunectl.profile.library import shipped_profile_dir
 from tunectl.profile.schema import load_schema
-from tunectl.tuning.device import CLASSES, DM_TYPES
 
 SHIPPED = sorted(p.stem for p in shipped_profile_dir().glob("*.yaml"))
 TUNED_DIR = Path("/usr/lib/tuned")

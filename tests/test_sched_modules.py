@@ -192,11 +192,11 @@ from tests.test_udev_rules import (  # noqa: E402
     _profile_data,
     _valid,
 )
+from tunectl.devices.classes import OPT_IN_CLASSES, classify  # noqa: E402
+from tunectl.devices.discover import discover  # noqa: E402
 from tunectl.profile.resolve import load_profile  # noqa: E402
 from tunectl.system.sysfs import Sysfs  # noqa: E402
 from tunectl.system.udevdb import UdevDb  # noqa: E402
-from tunectl.tuning.device import OPT_IN_CLASSES, classify  # noqa: E402
-from tunectl.tuning.discover import discover  # noqa: E402
 from tunectl.tuning.plan import CHANGE, make_plan  # noqa: E402
 from tunectl.udev.lint import lint  # noqa: E402
 from tunectl.udev.render import render_rules  # noqa: E402

@@ -234,7 +234,7 @@ def test_values_the_kernel_resets_are_written_again(tunectl, fake_tree, tmp_path
 def test_naming_devices_reads_only_their_stacks_and_plans_them_exactly_as_a_full_run(tunectl, fake_tree, monkeypatch):
     """`plan sda` reads sda and the stacks above and below it, not every disk; the settings are the same."""
     full = tunectl("plan", "-p", "every-class", "--json").doc["settings"]
-    from tunectl.tuning import discover
+    from tunectl.devices import discover
 
     read: list[str] = []
     real = discover.read_device

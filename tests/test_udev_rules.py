@@ -26,19 +26,18 @@ from hypothesis import strategies as st
 
 from tunectl.attributes import IOSCHED, LIMIT_ATTRS, QUEUE, SCHEDULERS, nearest_in_range
 from tunectl.cli import main
+from tunectl.devices.classes import CLASS_TABLE, CLASSES, DM_TYPES, OPT_IN_CLASSES, classify
+from tunectl.devices.discover import discover
 from tunectl.profile.checks import check_document, glob_problem
 from tunectl.profile.reader import parse_yaml
 from tunectl.profile.resolve import Profile, load_profile, normalise
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.udevdb import UdevDb
-from tunectl.tuning.device import CLASSES, DM_TYPES, OPT_IN_CLASSES, classify
-from tunectl.tuning.discover import discover
 from tunectl.tuning.plan import CHANGE, make_plan
 from tunectl.udev import install as udev_commands
 from tunectl.udev.lint import lint, parse_rule
 from tunectl.udev.match import int_globs, range_globs
 from tunectl.udev.render import (
-    CLASS_MATCH,
     RULES_FILE,
     RenderError,
     render,
@@ -103,6 +102,9 @@ def test_structure_of_rendered_rules() -> None:
     assert knob_writes and min(knob_writes) > first_sched
     assert not any("RUN" in line for line in lines), "plain settings never start a process"
     assert "$" not in text and "%" not in text
+
+
+CLASS_MATCH = tuple((c.name, c.udev_match) for c in CLASS_TABLE)
 
 
 def test_class_order_matches_classify() -> None:
@@ -273,7 +275,7 @@ _HEX_GLOB = st.lists(st.one_of(st.sampled_from(list("0123456789abcdefAF")), st.j
 @settings(max_examples=300, deadline=None)
 @given(_HEX_GLOB.map(lambda p: "0x" + "".join(p)), st.lists(st.text(alphabet="0123456789abcdefABCDEF", max_size=8), max_size=6))
 def test_wwn_globs_for_raw_naa_values(glob: str, hexes: list[str]) -> None:
-    from tunectl.tuning.discover import normalise_wwn
+    from tunectl.devices.discover import normalise_wwn
     from tunectl.udev.match import naa_glob
 
     pattern, exact = naa_glob(glob)

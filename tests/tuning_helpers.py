@@ -35,9 +35,11 @@ class Result:
 class Tunectl:
     """`tunectl` bound to one fake tree and one state directory."""
 
-    def __init__(self, tree: FakeTree, state_dir: Path, profile_dirs: list[Path] | None = None) -> None:
+    def __init__(self, tree: FakeTree, state_dir: Path, profile_dirs: list[Path] | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.tree = tree
-        self.ctx = Context(tree.sysfs, tree.udev, StateStore(state_dir), [*(profile_dirs or []), shipped_profile_dir()])
+        self.ctx = Context(tree.sysfs, tree.udev, StateStore(state_dir), [*(profile_dirs or []), shipped_profile_dir()],
+                           env or {})
 
     def __call__(self, *argv: str) -> Result:
         out, err = io.StringIO(), io.StringIO()

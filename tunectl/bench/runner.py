@@ -20,10 +20,10 @@ from tunectl.bench.results import RandomRead, Run
 from tunectl.bench.stack import Stack
 from tunectl.bench.sweep import Point
 from tunectl.context import Context
+from tunectl.devices.discover import read_device
 from tunectl.errors import ExitCode, NotPermitted, TunectlError
 from tunectl.system.sysfs import Sysfs
 from tunectl.tuning import apply as applying
-from tunectl.tuning.discover import read_device
 from tunectl.tuning.plan import CHANGE, IN_SYNC, Setting
 
 

@@ -15,19 +15,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tunectl.devices.resolve import Resolver
 from tunectl.errors import ExitCode, NotPermitted, StateError, TunectlError, UsageError
 from tunectl.mounts import fstab as fstab_model
 from tunectl.mounts import options as opts
 from tunectl.mounts.check import FsCheck, evaluate
 from tunectl.mounts.rules import Facts
 from tunectl.system import mountinfo
-from tunectl.system.blockpath import Resolver
-
-DEFAULT_FSTAB = "/etc/fstab"
 
 
 def fstab_path(ctx, given: str | None) -> Path:
-    return Path(given or ctx.env.get("TUNECTL_FSTAB") or DEFAULT_FSTAB)
+    return Path(given or ctx.roots.fstab)
 
 
 @dataclass
@@ -132,7 +130,7 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
     data, warnings = _read_fstab(path)
     table = fstab_model.parse(data)
     warnings += [f"{path}:{n}: libmount cannot parse this line ({why}); left as it is" for n, why in table.problems]
-    mounts, problems = mountinfo.read_mounts(mountinfo.proc_root(ctx.env, str(ctx.sysfs.root)))
+    mounts, problems = mountinfo.read_mounts(ctx.roots.proc)
     warnings += problems
     resolver = Resolver(ctx)
     rules = profile.mounts
@@ -269,7 +267,7 @@ def remount(ctx, fs: FsCheck) -> Remount:
         run(["mount", "-o", f"remount,{options}", fs.live.source, fs.live.target], timeout=60)
     except CommandError as e:
         result.ok, result.error = False, e.message
-    mounts, _ = mountinfo.read_mounts(mountinfo.proc_root(ctx.env, str(ctx.sysfs.root)))
+    mounts, _ = mountinfo.read_mounts(ctx.roots.proc)
     now = mountinfo.find(mounts, fs.target)
     if now is None:
         result.ok, result.error = False, result.error or f"{fs.target} is no longer mounted"

@@ -24,9 +24,9 @@ from tunectl.attributes import (
     wanted_value_in_sync,
     write_order,
 )
+from tunectl.devices.model import Device
 from tunectl.errors import SysfsError
 from tunectl.system.sysfs import Sysfs
-from tunectl.tuning.device import Device
 from tunectl.tuning.plan import CHANGE, IN_SYNC, Setting
 
 CHANGED = "changed"

@@ -11,13 +11,15 @@ from dataclasses import dataclass, field
 
 from tunectl.attributes import modular_schedulers
 from tunectl.context import Context
-from tunectl.errors import ExitCode, StateError, UsageError
+from tunectl.devices.discover import discover
+from tunectl.devices.graph import DeviceGraph
+from tunectl.devices.model import Device
+from tunectl.devices.resolve import Resolver, under_dev
+from tunectl.errors import ExitCode, StateError
 from tunectl.profile.resolve import Profile, load_profile
 from tunectl.system.state import ACTIVE
 from tunectl.tuning import apply as applying
-from tunectl.tuning.device import Device
-from tunectl.tuning.discover import discover, partition_parent, stack_of
-from tunectl.tuning.plan import CHANGE, UNAVAILABLE, Setting, lower_disks, make_plan, queue_attrs_of
+from tunectl.tuning.plan import CHANGE, UNAVAILABLE, Setting, make_plan, queue_attrs_of
 from tunectl.tuning.topology import DeviceWarning, read_ahead_warnings
 
 
@@ -127,43 +129,6 @@ def last_apply_scope(ctx: Context, profile: Profile, devices: list[Device]) -> S
                  tuple(i for i in wanted if i not in present))
 
 
-def resolve_names(ctx: Context, devices: list[Device], refs: list[str]) -> list[str]:
-    """DEV arguments (sda, /dev/sda, /dev/disk/by-id/..., a partition, a mountpoint or any path) -> kernel names
-    of whole devices (a path: the whole disks under its filesystem)."""
-    by_name = {d.name: d for d in devices}
-    out = []
-    for ref in refs:
-        name = ref[len("/dev/"):] if ref.startswith("/dev/") else ref
-        found = name if name in by_name else None
-        if found is None:
-            found = next((d.name for d in devices if name in d.links), None)
-        if found is None and ref.startswith("/dev/") and os.path.exists(ref) and str(ctx.sysfs.root) == "/sys":
-            found = os.path.basename(os.path.realpath(ref))
-        if found is not None and found not in by_name:
-            found = partition_parent(ctx.sysfs, found)
-        if found is None or found not in by_name:
-            parent = partition_parent(ctx.sysfs, name)
-            found = parent if parent in by_name else None
-        if found is None and "/" in ref and not ref.startswith("/dev/"):
-            from tunectl.system.blockpath import disks_under_path  # a mountpoint or any path: its disks
-
-            out.extend(d for d in disks_under_path(ctx, ref) if d in by_name and d not in out)
-            continue
-        if found is None:
-            known = ", ".join(sorted(by_name)) or "none"
-            raise UsageError(f"no block device {ref!r} under {ctx.sysfs.root}", hint=f"devices here: {known}")
-        out.append(found)
-    return out
-
-
-def _parents(ctx: Context, devices: list[Device]) -> dict[str, str]:
-    parents = {}
-    for dev in devices:
-        for part in dev.partitions:
-            parents[part.name] = dev.name
-    return parents
-
-
 def _discover(ctx: Context, queue_attrs: set[str] | None = None, names: set[str] | None = None) -> list[Device]:
     """Discovery on this machine (of `names` only, if given): a scheduler the running kernel has as a module
     counts as offered."""
@@ -183,27 +148,26 @@ def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = Non
     `scoped` (verify without DEV): only the devices the last apply of this profile was limited to.
     """
     profile = profile or load_profile_for(ctx, profile_ref)
+    graph = DeviceGraph.read(ctx.sysfs)
     # Kernel names of whole devices (the usual `apply -p P sda sdb`): read only them and their stacks.
-    whole = set(ctx.sysfs.listdir("block"))
-    named = [ref[len("/dev/"):] if ref.startswith("/dev/") else ref for ref in dev_refs or ()]
-    reading = stack_of(ctx.sysfs, named) if named and whole.issuperset(named) else None
+    named = [under_dev(ref) or ref for ref in dev_refs or ()]
+    reading = graph.stack_of(named) if named and set(graph.slaves).issuperset(named) else None
     devices = _discover(ctx, queue_attrs_of(profile), reading)
-    parents = _parents(ctx, devices)
-    scope = _scope(ctx, profile, devices, parents, dev_refs, stack, scoped)
-    settings = make_plan(devices, profile, parents, None if scope is None else scope.devices)
+    scope = _scope(ctx, profile, devices, graph, dev_refs, stack, scoped)
+    settings = make_plan(devices, profile, graph, None if scope is None else scope.devices)
     planned = [d for d in devices if scope is None or d.name in scope.devices]
     return PlanReport(profile.name, devices, settings, list(profile.warnings) + ctx.state.warnings, scope,
                       read_ahead_warnings(planned, settings))
 
 
-def _scope(ctx: Context, profile: Profile, devices: list[Device], parents: dict[str, str],
+def _scope(ctx: Context, profile: Profile, devices: list[Device], graph: DeviceGraph,
            dev_refs: list[str] | None, stack: bool, scoped: bool) -> Scope | None:
     if not dev_refs:
         return last_apply_scope(ctx, profile, devices) if scoped else None
-    only = resolve_names(ctx, devices, dev_refs)
+    only = Resolver(ctx, devices, graph).whole_devices(dev_refs)
     by_name = {d.name: d for d in devices}
     if stack:
-        only = only + [low for name in only for low in lower_disks(by_name, name, parents)]
+        only = only + [low for name in only for low in graph.bottom(name) if low in by_name]
     only = list(dict.fromkeys(only))
     return Scope("arguments", tuple(only), tuple(sorted({by_name[n].identity for n in only})))
 
@@ -214,7 +178,7 @@ def status(ctx: Context, profile_ref: str | None, scoped: bool = True) -> PlanRe
     devices = _discover(ctx)
     scope = last_apply_scope(ctx, profile, devices) if scoped else None
     # Plan over every device (a below: block comes from the stacked device above), show the scope's.
-    settings = make_plan(devices, profile, _parents(ctx, devices), None if scope is None else scope.devices)
+    settings = make_plan(devices, profile, DeviceGraph.of(devices), None if scope is None else scope.devices)
     if scope is not None:
         devices = [d for d in devices if d.name in scope.devices]
     return PlanReport(profile.name, devices, settings, list(profile.warnings) + ctx.state.warnings, scope,
@@ -266,7 +230,7 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
     with ctx.state.locked():
         journal = ctx.state.journal()
         devices = _discover(ctx)
-        chosen = set(resolve_names(ctx, devices, dev_refs)) if dev_refs else None
+        chosen = set(Resolver(ctx, devices).whole_devices(dev_refs)) if dev_refs else None
         settings = applying.rollback_plan(journal, devices, lambda d: chosen is None or d.name in chosen)
         present = {d.identity for d in devices}
         notes = [f"{entry['name']} ({identity}) is not present; its originals stay in the journal"

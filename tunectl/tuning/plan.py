@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from typing import Any
 
 from tunectl.attributes import IOSCHED, QUEUE, is_range, side_effects, wanted_value, wanted_value_in_sync, write_order
+from tunectl.devices.graph import DeviceGraph
+from tunectl.devices.match import matches
+from tunectl.devices.model import Device
 from tunectl.profile.resolve import Profile
-from tunectl.tuning.device import Device
 
 # Statuses of a planned setting.
 CHANGE = "change"  # differs; apply writes it
@@ -62,61 +63,20 @@ class Wanted:
             self.values[attr] = (value, source)
 
 
-def _holds(dev: Device, key: str, want: Any) -> bool:
-    if key in ("kernel", "model", "vendor", "serial", "wwn"):
-        have = dev.name if key == "kernel" else getattr(dev, key)
-        return have is not None and fnmatchcase(have, want)
-    if key == "bus":
-        return dev.bus is not None and any(fnmatchcase(dev.bus, b) for b in want)
-    if key == "class":
-        return dev.cls in want
-    if key == "dm_type":
-        return dev.dm_type in want
-    if key in ("rotational", "removable"):
-        return bool(getattr(dev, key)) == want
-    if key == "size":
-        return want.get("min", 0) <= dev.size_bytes <= want.get("max", float("inf"))
-    return False
-
-
-def matches(dev: Device, match: dict) -> bool:
-    """All given match keys must hold (SPEC §3)."""
-    return all(_holds(dev, key, want) for key, want in match.items())
-
-
-def lower_disks(devices: dict[str, Device], name: str, parent_of: dict[str, str]) -> list[str]:
-    """The whole disks at the bottom of a stack (through slaves/, partition -> disk)."""
-    out: list[str] = []
-    seen: set[str] = set()
-    stack = [name]
-    while stack:
-        cur = stack.pop()
-        for slave in devices[cur].slaves if cur in devices else ():
-            disk = slave if slave in devices else parent_of.get(slave)
-            if disk is None or disk in seen:
-                continue
-            seen.add(disk)
-            if devices[disk].slaves:
-                stack.append(disk)
-            else:
-                out.append(disk)
-    return sorted(out)
-
-
-def wanted_for(devices: list[Device], profile: Profile, parent_of: dict[str, str] | None = None) -> dict[str, Wanted]:
+def wanted_for(devices: list[Device], profile: Profile, graph: DeviceGraph | None = None) -> dict[str, Wanted]:
     """Per device name: the attributes the profile wants, with their source.
 
     Layers, later wins: own class, `below` of stacked classes above, own
     `devices` entries in file order, `below` of `devices` entries above.
     """
-    by_name = {d.name: d for d in devices}
-    parent_of = parent_of or {}
+    graph = graph or DeviceGraph.of(devices)
+    known = {d.name for d in devices}
     below_class: dict[str, list[tuple[dict, str]]] = {}
     below_entry: dict[str, list[tuple[dict, str]]] = {}
     for dev in devices:
         if not dev.slaves:
             continue
-        lowers = lower_disks(by_name, dev.name, parent_of)
+        lowers = [low for low in graph.bottom(dev.name) if low in known]
         cls_settings = profile.classes.get(dev.cls) or {}
         if cls_settings.get("below"):
             for low in lowers:
@@ -199,10 +159,10 @@ def plan_device(dev: Device, wanted: Wanted) -> list[Setting]:
     return out
 
 
-def make_plan(devices: list[Device], profile: Profile, parent_of: dict[str, str] | None = None,
+def make_plan(devices: list[Device], profile: Profile, graph: DeviceGraph | None = None,
               only: Iterable[str] | None = None) -> list[Setting]:
-    """Every wanted setting of every device (or of `only`), with its status."""
-    wanted = wanted_for(devices, profile, parent_of)
+    """Every wanted setting of every device (or of `only`), with its status; `graph`: how they stack."""
+    wanted = wanted_for(devices, profile, graph)
     chosen = set(only) if only is not None else None
     out: list[Setting] = []
     for dev in devices:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tunectl.attributes import derived_from_doubtful_io_opt
-from tunectl.tuning.device import Device
+from tunectl.devices.model import Device
 from tunectl.tuning.plan import CHANGE, Setting
 
 BOGUS_IO_OPT_READ_AHEAD = "read-ahead-from-bogus-io-opt"

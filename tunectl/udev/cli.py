@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
 EXAMPLES = ("examples:\n  tunectl udev render -p throughput-performance\n"
             "  tunectl udev install -p throughput-performance --trigger\n"
@@ -57,7 +56,7 @@ def monitor(ctx, args, out, events=None) -> int:
     profile = operations.load_profile_for(ctx, operations.active_profile_ref(ctx, args.profile))
     for w in profile.warnings:
         out.warn(str(w))
-    if events is None and os.path.realpath(ctx.sysfs.root) != "/sys":
+    if events is None and not ctx.real:
         raise UsageError(f"udev monitor follows this machine's udev events; --sysfs-root {ctx.sysfs.root} is not /sys",
                          hint="drop --sysfs-root (and TUNECTL_SYSFS_ROOT) to monitor the real devices")
 

@@ -4,48 +4,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-CLASSES = ("dm", "md", "loop", "zram", "nvme", "mmc", "virtio", "rotational", "ssd")
-OPT_IN_CLASSES = ("loop", "zram")  # skipped unless a profile names them
-DM_TYPES = ("verity", "crypt", "integrity", "lvm", "multipath")
-
-_DM_UUID_PREFIXES = (
-    ("CRYPT-VERITY-", "verity"),
-    ("CRYPT-LUKS1-", "crypt"),
-    ("CRYPT-LUKS2-", "crypt"),
-    ("CRYPT-PLAIN-", "crypt"),
-    ("CRYPT-INTEGRITY-", "integrity"),
-    ("LVM-", "lvm"),
-    ("mpath-", "multipath"),
-)
-
-
-def dm_type_of(uuid: str | None) -> str | None:
-    if not uuid:
-        return None
-    for prefix, kind in _DM_UUID_PREFIXES:
-        if uuid.startswith(prefix):
-            return kind
-    return None
-
-
-def classify(name: str, rotational: bool | None) -> str:
-    """SPEC §2 class table, first match wins."""
-    if name.startswith("dm-"):
-        return "dm"
-    if name.startswith("md"):
-        return "md"
-    if name.startswith("loop"):
-        return "loop"
-    if name.startswith("zram"):
-        return "zram"
-    if name.startswith("nvme") and "n" in name[4:]:
-        return "nvme"
-    if name.startswith("mmcblk"):
-        return "mmc"
-    if name.startswith(("vd", "xvd")):
-        return "virtio"
-    return "rotational" if rotational else "ssd"
-
 
 @dataclass
 class Partition:

@@ -6,20 +6,11 @@ import os
 from collections.abc import Iterable
 
 from tunectl.attributes import QUEUE, parse_scheduler, parse_value
+from tunectl.devices.classes import bus_of_path, classify, dm_type_of
+from tunectl.devices.graph import partition_names
+from tunectl.devices.model import Device, Partition
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.udevdb import UdevDb, decode
-from tunectl.tuning.device import Device, Partition, classify, dm_type_of
-
-# Bus from the device's sysfs path, when udev has no ID_BUS (path fragment -> bus).
-_BUS_BY_PATH = (
-    ("/nvme", "nvme"),  # also devices/virtual/nvme-subsystem/ (native multipath)
-    ("/virtio", "virtio"),
-    ("/usb", "usb"),
-    ("/mmc_host/", "mmc"),
-    ("/ata", "ata"),
-    ("/vbd-", "xen"),
-    ("/host", "scsi"),
-)
 
 
 def _int(text: str | None, default: int = 0) -> int:
@@ -33,11 +24,7 @@ def _bus_from_path(sysfs: Sysfs, rel: str) -> str | None:
     """The bus a device hangs off, from its path below the sysfs root (never from where the root lives)."""
     root = sysfs.realpath("")
     real = sysfs.realpath(rel)
-    path = "/" + os.path.relpath(real, root)
-    for fragment, bus in _BUS_BY_PATH:
-        if fragment in path:
-            return bus
-    return None
+    return bus_of_path("/" + os.path.relpath(real, root))
 
 
 def normalise_wwn(wwn: str | None) -> str | None:
@@ -147,13 +134,9 @@ def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str
 
 
 def _partitions(sysfs: Sysfs, name: str) -> Iterable[Partition]:
-    for entry in sysfs.listdir(f"block/{name}"):
-        if entry.startswith(name) and sysfs.exists(f"block/{name}/{entry}/partition"):
-            yield Partition(
-                entry,
-                _int(sysfs.read_or(f"block/{name}/{entry}/start")),
-                _int(sysfs.read_or(f"block/{name}/{entry}/size")),
-            )
+    for entry in partition_names(sysfs, name):
+        yield Partition(entry, _int(sysfs.read_or(f"block/{name}/{entry}/start")),
+                        _int(sysfs.read_or(f"block/{name}/{entry}/size")))
 
 
 def _strip(text: str | None) -> str | None:
@@ -182,40 +165,3 @@ def discover(sysfs: Sysfs, udev: UdevDb, queue_attrs: Iterable[str] | None = Non
         if dev is not None:
             devices.append(dev)
     return devices
-
-
-def stack_of(sysfs: Sysfs, names: Iterable[str]) -> set[str]:
-    """`names` and the whole devices stacked above them (holders/) and below them (slaves/), transitively.
-
-    What planning these devices needs: `below:` settings come from the stacks
-    above a disk, and `--stack` reaches the disks below. Partitions stand for
-    their disk on the way (a dm on sdb2 is above sdb; sdb2 in slaves/ is sdb).
-    """
-
-    def above(name: str) -> list[str]:
-        parts = [e for e in sysfs.listdir(f"block/{name}") if e.startswith(name) and sysfs.exists(f"block/{name}/{e}/partition")]
-        return sysfs.listdir(f"block/{name}/holders") + [h for p in parts for h in sysfs.listdir(f"block/{name}/{p}/holders")]
-
-    def below(name: str) -> list[str]:
-        return [partition_parent(sysfs, s) or s for s in sysfs.listdir(f"block/{name}/slaves")]
-
-    found = {n for n in names if sysfs.exists(f"block/{n}")}
-    for step in (above, below):
-        todo = list(found & set(names))
-        seen: set[str] = set()
-        while todo:
-            name = todo.pop()
-            if name in seen or not sysfs.exists(f"block/{name}"):
-                continue
-            seen.add(name)
-            todo += step(name)
-        found |= seen
-    return found
-
-
-def partition_parent(sysfs: Sysfs, name: str) -> str | None:
-    """The whole disk a partition belongs to (``sda1`` -> ``sda``), via /sys/class/block."""
-    real = sysfs.realpath(f"class/block/{name}")
-    if not sysfs.exists(f"class/block/{name}/partition"):
-        return None
-    return real.rstrip("/").split("/")[-2]
