@@ -21,13 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.loopdev import needs_root
 from tunectl.align.check import check
 from tunectl.cli import main
 from tunectl.context import Context
 from tunectl.system.parted import Parted
 
-pytestmark = [pytest.mark.root, needs_root]
+pytestmark = pytest.mark.root
 
 ENV = {"LC_ALL": "C", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.ansible_helpers import LIBRARY, REPO, ansible_tool, module_tasks, needs_ansible, playbook, tunectl_wrapper
-from tests.loopdev import active_scheduler, loop_devices, needs_root, snapshot, sysfs_read, sysfs_write
+from tests.loopdev import active_scheduler, loop_devices, snapshot, sysfs_read, sysfs_write
 
 pytestmark = needs_ansible
 
@@ -177,7 +177,6 @@ def test_module_bad_input_fails_with_tunectl_s_own_words(empty_fake_tree, tmp_pa
 
 
 @pytest.mark.root
-@needs_root
 def test_module_fails_on_a_value_the_kernel_refuses_and_reports_what_it_wrote(tmp_path):
     with loop_devices(tmp_path, [{}]) as (loop,):
         profile = tmp_path / "poll.yaml"
@@ -252,7 +251,6 @@ LOOP_ENTRY = """\
 
 
 @pytest.mark.root
-@needs_root
 def test_role_on_loop_devices_apply_idempotent_check_diff_verify_persist_rollback(tmp_path):
     with loop_devices(tmp_path, [{"rotational": 0}, {"rotational": 1}]) as loops:
         originals = {n: snapshot(n) for n in loops}

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.ansible_helpers import REPO, needs_ansible, playbook, tunectl_wrapper
-from tests.loopdev import loop_devices, needs_root
+from tests.loopdev import loop_devices
 
-pytestmark = [pytest.mark.root, needs_root, needs_ansible]
+pytestmark = [pytest.mark.root, needs_ansible]
 
 
 def live_options(target: Path) -> list[str]:

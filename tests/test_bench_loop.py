@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.loopdev import loop_devices, needs_root, snapshot, sysfs_read, sysfs_write
+from tests.loopdev import loop_devices, snapshot, sysfs_read, sysfs_write
 from tunectl.cli import main
 
-pytestmark = [pytest.mark.root, needs_root]
+pytestmark = pytest.mark.root
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -21,10 +21,7 @@ from tunectl.errors import SysfsError
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.udevdb import UdevDb
 
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: attaches real loop devices with losetup"),
-]
+pytestmark = pytest.mark.root
 
 MIB = 1 << 20
 # Restored in this order: limits (rotational, max_sectors_kb, ...) can raise read_ahead_kb, so it goes last.

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from tests.loopdev import active_scheduler, loop_devices, needs_root, snapshot, sysfs_read, sysfs_write
+from tests.loopdev import active_scheduler, loop_devices, snapshot, sysfs_read, sysfs_write
 from tunectl.cli import main
 
-pytestmark = [pytest.mark.root, needs_root]
+pytestmark = pytest.mark.root
 
 PROFILE = """\
 name: loop-it

@@ -18,7 +18,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.loopdev import loop_devices, needs_root, sysfs_write
+import pytest
+
+from tests.loopdev import loop_devices, sysfs_write
 from tunectl.cli import main
 from tunectl.context import Context
 from tunectl.devices.resolve import Resolver
@@ -70,7 +72,7 @@ def blkid_uuid(dev: str) -> str:
                           check=True).stdout.strip()
 
 
-@needs_root
+@pytest.mark.root
 def test_ext4_and_xfs_check_fix_remount_confirmed_in_mountinfo(tmp_path: Path) -> None:
     mnt = tmp_path / "mnt"
     profile = tmp_path / "loops.yaml"
@@ -133,7 +135,7 @@ def test_ext4_and_xfs_check_fix_remount_confirmed_in_mountinfo(tmp_path: Path) -
             assert code == 0, out
 
 
-@needs_root
+@pytest.mark.root
 def test_remount_option_the_kernel_refuses_is_reported(tmp_path: Path) -> None:
     """ext4 refuses to change data= on remount (EINVAL): mount fails, the option is reported, exit 3."""
     mnt = tmp_path / "m"
@@ -151,7 +153,7 @@ def test_remount_option_the_kernel_refuses_is_reported(tmp_path: Path) -> None:
         assert "defaults,data=journal" in fstab.read_text()  # the fstab side is still fixed
 
 
-@needs_root
+@pytest.mark.root
 def test_fix_on_a_read_only_filesystem_is_not_permitted(tmp_path: Path) -> None:
     ro = tmp_path / "ro"
     ro.mkdir()

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.loopdev import needs_root
 from tests.tuning_helpers import Result
 from tunectl.cli import main
 from tunectl.preload import order
@@ -287,7 +286,7 @@ def test_collect_resident_keeps_only_cached_pages(tmp_path: Path) -> None:
     assert 0 < e.bytes < p.stat().st_size and any(off <= 8 * 4096 < off + n for off, n in e.ranges)
 
 
-@needs_root
+@pytest.mark.root
 def test_record_finds_the_files_a_command_opens(tmp_path: Path) -> None:
     a, b, c = make_files(tmp_path, {"a.txt": 10, "b.txt": 20000, "unread.txt": 5})
     lst = tmp_path / "rec.list"
@@ -351,7 +350,7 @@ def loop_mount(tmp_path: Path):
             subprocess.run(["losetup", "-d", dev], check=False, capture_output=True)
 
 
-@needs_root
+@pytest.mark.root
 def test_physical_order_on_ext4_follows_fiemap_not_names_or_inodes(tmp_path: Path, loop_mount) -> None:
     image = tmp_path / "ext4.img"
     with open(image, "wb") as f:
@@ -391,7 +390,7 @@ def test_physical_order_on_ext4_follows_fiemap_not_names_or_inodes(tmp_path: Pat
     assert all(v == 64 << 10 for v in resident.values()), resident
 
 
-@needs_root
+@pytest.mark.root
 def test_squashfs_has_no_fiemap_so_replay_falls_back_to_inode_order(tmp_path: Path, loop_mount) -> None:
     src = tmp_path / "src"
     files = make_files(src, {"x/one": 5000, "x/two": 70000, "three": 1})
@@ -453,7 +452,7 @@ def test_bad_input(bad_lists: dict[str, Path], argv: list[str], code: int, words
     assert j.code == code and (j.out == "" or json.loads(j.out)["ok"] is False)
 
 
-@needs_root
+@pytest.mark.root
 def test_an_unreadable_list_is_not_permitted(tmp_path: Path) -> None:
     lst = tmp_path / "private.list"
     lst.write_text(GOOD_HEADER + "\n")

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from tests.loopdev import active_scheduler, loop_devices, needs_root, snapshot, sysfs_read, sysfs_write
+from tests.loopdev import active_scheduler, loop_devices, snapshot, sysfs_read, sysfs_write
 from tunectl.cli import main
 
-pytestmark = [pytest.mark.root, needs_root]
+pytestmark = pytest.mark.root
 
 RA = "name: ra\nclasses:\n  loop: {read_ahead_kb: {min: 1024, max: 4 MiB}}\n"
 # bfq's defaults after a switch (kernel 6.x): slice_idle 8, fifo_expire_sync 125, back_seek_penalty 2.

@@ -183,21 +183,15 @@ import os  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tests.test_udev_rules import FakeKernel as RulesKernel  # noqa: E402
-from tests.test_udev_rules import (  # noqa: E402
-    MiniUdev,
-    _apply_plan,  # noqa: E402
-    _build_tree,
-    _fake_device,
-    _profile_data,
-    _valid,
-)
+from tests.udevsim import KernelModel as RulesKernel  # noqa: E402
+from tests.udevsim import MiniUdev, apply_plan, build_tree, fake_device, profile_data, valid_profile  # noqa: E402
 from tunectl.devices.classes import OPT_IN_CLASSES, classify  # noqa: E402
 from tunectl.devices.discover import discover  # noqa: E402
 from tunectl.profile.resolve import load_profile  # noqa: E402
+from tunectl.status import Status  # noqa: E402
 from tunectl.system.sysfs import Sysfs  # noqa: E402
 from tunectl.system.udevdb import UdevDb  # noqa: E402
-from tunectl.tuning.plan import CHANGE, make_plan  # noqa: E402
+from tunectl.tuning.plan import make_plan  # noqa: E402
 from tunectl.udev.lint import lint  # noqa: E402
 from tunectl.udev.render import render_rules  # noqa: E402
 
@@ -271,7 +265,7 @@ class ModularKernel(RulesKernel):
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                                                   HealthCheck.function_scoped_fixture])
-@given(_profile_data(), st.lists(st.integers(0, 10**6), min_size=1, max_size=4),
+@given(profile_data(), st.lists(st.integers(0, 10**6), min_size=1, max_size=4),
        st.sets(st.sampled_from(["mq-deadline", "bfq", "kyber"])), st.booleans(), st.data())
 def test_rules_and_plan_agree_on_module_schedulers(tmp_path_factory, data: dict, seeds: list, modular: set,
                                                    file_present: bool, draw) -> None:
@@ -280,9 +274,9 @@ def test_rules_and_plan_agree_on_module_schedulers(tmp_path_factory, data: dict,
     rules fall back to what is listed, as a plan without modules does."""
     from hypothesis import assume
 
-    profile = _valid(data)
+    profile = valid_profile(data)
     named = set(profile.classes) | {c for e in profile.devices for c in e["match"].get("class", [])}
-    devices = [draw.draw(_fake_device(i)) for i in range(len(seeds))]
+    devices = [draw.draw(fake_device(i)) for i in range(len(seeds))]
     devices = [d for d in devices if classify(d["name"], d["rotational"] == "1") not in set(OPT_IN_CLASSES) - named]
     assume(devices and len({d["name"] for d in devices}) == len(devices))
     # A bare "naa." wwid (no digits) is read as WWN "0x" by discovery but not by the rules: a mismatch
@@ -299,12 +293,12 @@ def test_rules_and_plan_agree_on_module_schedulers(tmp_path_factory, data: dict,
     rules_root, apply_root = tmp_path_factory.mktemp("rules"), tmp_path_factory.mktemp("apply")
     loadable = modular if file_present else set()
     by_rules, by_apply = ModularKernel(loadable), ModularKernel(loadable)
-    events = _build_tree(rules_root, devices, by_rules)
-    _build_tree(apply_root, devices, by_apply)
+    events = build_tree(rules_root, devices, by_rules)
+    build_tree(apply_root, devices, by_apply)
     udev = MiniUdev(rules_root, render_rules(profile, TUNECTL, modules=files).text)
     for name, (devpath, env) in events.items():
         udev.event(name, devpath, env, by_rules)
-    _apply_plan(apply_root, profile, by_apply, sorted(loadable))  # as apply does, ranges decided on live values
+    apply_plan(apply_root, profile, by_apply, sorted(loadable))  # as apply does, ranges decided on live values
     assert by_rules.state == by_apply.state
 
 
@@ -325,14 +319,14 @@ def test_rules_load_the_module_scheduler_as_apply_does(tmp_path: Path, file_pres
     loadable = set(files) if file_present else set()
     devices = [_device("sda", "1"), _device("sdb", "0")]
     by_rules, by_apply = ModularKernel(loadable), ModularKernel(loadable)
-    events = _build_tree(tmp_path / "rules", devices, by_rules)
-    _build_tree(tmp_path / "apply", devices, by_apply)
+    events = build_tree(tmp_path / "rules", devices, by_rules)
+    build_tree(tmp_path / "apply", devices, by_apply)
     udev = MiniUdev(tmp_path / "rules", render_rules(profile, TUNECTL, modules=files).text)
     for name, (devpath, env) in events.items():
         udev.event(name, devpath, env, by_rules)
     found = discover(Sysfs(tmp_path / "apply"), UdevDb(tmp_path / "apply" / ".udev-data"), modular=sorted(loadable))
     for s in make_plan(found, profile):
-        if s.status == CHANGE:
+        if s.status == Status.CHANGE:
             by_apply.write(s.device, f"queue/{s.attribute}", s.after)
     assert by_rules.state == by_apply.state
     expected = {"sda": "kyber", "sdb": "bfq"} if file_present else {"sda": "mq-deadline", "sdb": "mq-deadline"}

@@ -29,13 +29,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.loopdev import active_scheduler, needs_root, restore, snapshot, sysfs_read, sysfs_write
+from tests.loopdev import active_scheduler, restore, snapshot, sysfs_read, sysfs_write
 from tunectl.cli import main
 from tunectl.profile.resolve import load_profile
 from tunectl.udev.lint import lint
 from tunectl.udev.render import render
 
-pytestmark = [pytest.mark.root, needs_root]
+pytestmark = pytest.mark.root
 
 ROOT = Path(__file__).resolve().parent.parent
 UDEVD = "/lib/systemd/systemd-udevd"

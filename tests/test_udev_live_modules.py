@@ -20,14 +20,14 @@ from pathlib import Path
 import pytest
 
 from tests import test_udev_live as live
-from tests.loopdev import active_scheduler, needs_root, sysfs_read, sysfs_write
+from tests.loopdev import active_scheduler, sysfs_read, sysfs_write
 from tests.test_udev_live import ENV, Rules, Udevd, change, loops, udev_properties
 from tunectl.cli import main
 from tunectl.profile.resolve import load_profile
 from tunectl.udev.lint import lint
 from tunectl.udev.render import render_rules
 
-pytestmark = [pytest.mark.root, needs_root]
+pytestmark = pytest.mark.root
 udevd, rules = live.udevd, live.rules  # the daemon and rules-file fixtures of the live udev tests
 
 ROOT = Path(__file__).resolve().parent.parent

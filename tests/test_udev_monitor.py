@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakesys import FakeTree, all_topologies
-from tests.loopdev import needs_root, sysfs_read, sysfs_write
+from tests.loopdev import sysfs_read, sysfs_write
 from tests.test_udev_live import PROFILE, ROOT, Rules, loops, rules, scoped_rules, udevadm, udevd  # noqa: F401
 from tests.tuning_helpers import Tunectl
 from tunectl.cli import Output
@@ -148,7 +148,6 @@ class _Monitor:
 
 
 @pytest.mark.root
-@needs_root
 def test_monitor_reports_hotplugged_loops_in_sync_then_drift(udevd, rules, tmp_path: Path) -> None:  # noqa: F811
     scope = tmp_path / "scope"
     text, profile = scoped_rules(PROFILE, tmp_path, scope)

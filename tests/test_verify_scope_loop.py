@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from tests.loopdev import loop_devices, needs_root, sysfs_read, sysfs_write
+from tests.loopdev import loop_devices, sysfs_read, sysfs_write
 from tunectl.cli import main
 
-pytestmark = [pytest.mark.root, needs_root]
+pytestmark = pytest.mark.root
 
 PROFILE = "name: scope-it\nclasses:\n  loop: {read_ahead_kb: 1024}\n"
 

@@ -21,19 +21,18 @@ from tunectl.devices.graph import DeviceGraph
 from tunectl.devices.model import Device
 from tunectl.errors import UsageError
 from tunectl.system import mountinfo
-from tunectl.system.roots import DEV
+from tunectl.system.roots import under_dev
 from tunectl.system.udevdb import decode
 
 # fstab tag -> the udev property that carries it
 TAGS = {"UUID": "ID_FS_UUID", "LABEL": "ID_FS_LABEL", "PARTUUID": "ID_PART_ENTRY_UUID",
         "PARTLABEL": "ID_PART_ENTRY_NAME"}
 TAG_DIRS = {"UUID": "by-uuid", "LABEL": "by-label", "PARTUUID": "by-partuuid", "PARTLABEL": "by-partlabel"}
-DEV_PREFIX = DEV + "/"
 
 
-def under_dev(ref: str) -> str | None:
-    """``/dev/sda`` -> ``sda``; None for a name that is not a /dev path."""
-    return ref[len(DEV_PREFIX):] if ref.startswith(DEV_PREFIX) else None
+def names_a_device(source: str) -> bool:
+    """A device path or an fstab tag (``/dev/...``, ``UUID=``...): it should resolve to a block device."""
+    return under_dev(source) is not None or source.partition("=")[0] in TAGS and "=" in source
 
 
 @dataclass
@@ -101,6 +100,8 @@ class Resolver:
 
     # --- names -> kernel names
     def _from_dev_path(self, rel: str) -> str | None:
+        if not rel or rel.startswith(("/", "..")):
+            return None
         for name, _props, links in self._records():
             if rel in links:
                 return name
@@ -137,7 +138,7 @@ class Resolver:
             return Resolved(None, f"no device with {tag} {value!r} on this machine")
         rel = under_dev(source)
         if rel is not None:
-            found = self._from_dev_path(os.path.normpath(source)[len(DEV_PREFIX):])
+            found = self._from_dev_path(under_dev(os.path.normpath(source)) or "")
             return Resolved(found) if found else Resolved(None, f"{source} is not present on this machine")
         if source in self.graph:
             return Resolved(source)

@@ -15,13 +15,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tunectl.devices.resolve import Resolver
+from tunectl.devices.resolve import Resolver, names_a_device
 from tunectl.errors import ExitCode, NotPermitted, StateError, TunectlError, UsageError
 from tunectl.mounts import fstab as fstab_model
 from tunectl.mounts import options as opts
 from tunectl.mounts.check import FsCheck, evaluate
 from tunectl.mounts.rules import Facts
 from tunectl.system import mountinfo
+from tunectl.system.roots import under_dev
 
 
 def fstab_path(ctx, given: str | None) -> Path:
@@ -152,7 +153,7 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
             return Facts(fstype, target, block=False), None
         found = resolver.mount(live) if live is not None else resolver.source(source)
         if found.name is None:
-            block = source.startswith(("/dev/", "UUID=", "LABEL=", "PARTUUID=", "PARTLABEL="))
+            block = names_a_device(source)
             return Facts(fstype, target, block=block, absent=found.problem), None
         whole = resolver.whole(found.name)
         disks = resolver.disks_below(found.name)
@@ -177,7 +178,7 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
     for m in mounts:
         if m.mount_id in live_used or visible.get(m.target) is not m:
             continue
-        if m.is_bind or m.fstype in opts.NON_BLOCK_FSTYPES or m.devnum.startswith("0:") and not m.source.startswith("/dev/"):
+        if m.is_bind or m.fstype in opts.NON_BLOCK_FSTYPES or m.devnum.startswith("0:") and under_dev(m.source) is None:
             facts = Facts(m.fstype, m.target, block=False)
             if not any(r.get("match", {}).get("fstype") for r in rules):
                 continue

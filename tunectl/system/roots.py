@@ -22,6 +22,11 @@ MODULES = "/lib/modules"
 STATE = "/var/lib/tunectl"
 
 
+def under_dev(ref: str) -> str | None:
+    """``/dev/sda`` -> ``sda``: the name of a device path below the conventional dev root; None for other names."""
+    return ref[len(DEV) + 1:] if ref.startswith(DEV + "/") else None
+
+
 def self_proc(*parts: str) -> str:
     """A path under this process's own ``/proc`` (fd links, process stat): never a fake root's."""
     return os.path.join(PROC, *parts)

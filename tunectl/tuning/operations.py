@@ -14,12 +14,14 @@ from tunectl.context import Context
 from tunectl.devices.discover import discover
 from tunectl.devices.graph import DeviceGraph
 from tunectl.devices.model import Device
-from tunectl.devices.resolve import Resolver, under_dev
+from tunectl.devices.resolve import Resolver
 from tunectl.errors import ExitCode, StateError
 from tunectl.profile.resolve import Profile, load_profile
+from tunectl.status import Status
+from tunectl.system.roots import under_dev
 from tunectl.system.state import ACTIVE
 from tunectl.tuning import apply as applying
-from tunectl.tuning.plan import CHANGE, UNAVAILABLE, Setting, make_plan, queue_attrs_of
+from tunectl.tuning.plan import Setting, make_plan, queue_attrs_of
 from tunectl.tuning.topology import DeviceWarning, read_ahead_warnings
 
 
@@ -56,14 +58,30 @@ class PlanReport:
     warnings: list = field(default_factory=list)
     scope: Scope | None = None  # None: every device
     device_warnings: list[DeviceWarning] = field(default_factory=list)
+    kind: str = "plan"  # "status" | "plan" | "verify": which command's document and exit code
 
     @property
     def changes(self) -> list[Setting]:
-        return [s for s in self.settings if s.status == CHANGE]
+        return [s for s in self.settings if s.status == Status.CHANGE]
 
     @property
     def drift(self) -> list[Setting]:
         return [s for s in self.settings if s.is_drift]
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.DRIFT if self.kind == "verify" and self.drift else ExitCode.OK
+
+    def to_json(self) -> dict:
+        scope = self.scope.to_json() if self.scope is not None else None
+        if self.kind == "status":
+            return {"profile": self.profile, "scope": scope,
+                    "devices": [dict(d.to_json(), drift=[s.to_json() for s in self.drift if s.device == d.name],
+                                     warnings=[w.to_json() for w in self.device_warnings if w.device == d.name])
+                                for d in self.devices]}
+        return {"profile": self.profile, "in_sync": not self.drift, "scope": scope,
+                "settings": [s.to_json() for s in self.settings],
+                "device_warnings": [w.to_json() for w in self.device_warnings]}
 
 
 @dataclass
@@ -78,14 +96,19 @@ class ApplyReport:
 
     @property
     def changed(self) -> bool:
-        return any(o.status in (applying.CHANGED,) or (self.check and o.status == CHANGE) for o in self.outcomes)
+        return any(o.status in (Status.CHANGED,) or (self.check and o.status == Status.CHANGE) for o in self.outcomes)
+
+    def to_json(self) -> dict:
+        return {"profile": self.profile, "changed": self.changed, "check": self.check, "writes": self.writes,
+                "write_phase_ms": round(self.write_seconds * 1000, 3), "notes": self.notes,
+                "warnings": [str(w) for w in self.warnings], "settings": [o.to_json() for o in self.outcomes]}
 
     @property
     def exit_code(self) -> ExitCode:
         statuses = {o.status for o in self.outcomes}
-        if applying.NOT_PERMITTED in statuses and not statuses & {applying.CHANGED, "ok", CHANGE}:
+        if Status.NOT_PERMITTED in statuses and not statuses & {Status.CHANGED, Status.IN_SYNC, Status.CHANGE}:
             return ExitCode.NOT_PERMITTED
-        if statuses & {applying.FAILED, applying.NOT_PERMITTED, UNAVAILABLE}:
+        if statuses & {Status.FAILED, Status.NOT_PERMITTED, Status.UNAVAILABLE}:
             return ExitCode.PARTIAL
         return ExitCode.OK
 
@@ -142,10 +165,11 @@ def load_profile_for(ctx: Context, ref: str | None) -> Profile:
 
 
 def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None,
-         profile: Profile | None = None, stack: bool = False, scoped: bool = False) -> PlanReport:
+         profile: Profile | None = None, stack: bool = False, scoped: bool = False, verify: bool = False) -> PlanReport:
     """The plan for all devices, or for `dev_refs` (with `stack`: and the disks below them).
 
     `scoped` (verify without DEV): only the devices the last apply of this profile was limited to.
+    `verify`: the report is verify's (drift exits 1).
     """
     profile = profile or load_profile_for(ctx, profile_ref)
     graph = DeviceGraph.read(ctx.sysfs)
@@ -157,7 +181,7 @@ def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = Non
     settings = make_plan(devices, profile, graph, None if scope is None else scope.devices)
     planned = [d for d in devices if scope is None or d.name in scope.devices]
     return PlanReport(profile.name, devices, settings, list(profile.warnings) + ctx.state.warnings, scope,
-                      read_ahead_warnings(planned, settings))
+                      read_ahead_warnings(planned, settings), "verify" if verify else "plan")
 
 
 def _scope(ctx: Context, profile: Profile, devices: list[Device], graph: DeviceGraph,
@@ -182,7 +206,7 @@ def status(ctx: Context, profile_ref: str | None, scoped: bool = True) -> PlanRe
     if scope is not None:
         devices = [d for d in devices if d.name in scope.devices]
     return PlanReport(profile.name, devices, settings, list(profile.warnings) + ctx.state.warnings, scope,
-                      read_ahead_warnings(devices))
+                      read_ahead_warnings(devices), "status")
 
 
 def apply(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None, check: bool = False,
@@ -240,7 +264,7 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
                                warnings=list(ctx.state.warnings))
         writes_before = ctx.sysfs.writes
         outcomes = applying.apply_settings(ctx.sysfs, settings)
-        failed = {o.setting.identity for o in outcomes if o.status not in (applying.CHANGED, "ok")}
+        failed = {o.setting.identity for o in outcomes if o.status not in (Status.CHANGED, Status.IN_SYNC)}
         restored = {o.setting.identity for o in outcomes} - failed
         for identity in restored:
             journal["devices"].pop(identity, None)

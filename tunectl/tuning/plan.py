@@ -16,12 +16,9 @@ from tunectl.devices.graph import DeviceGraph
 from tunectl.devices.match import matches
 from tunectl.devices.model import Device
 from tunectl.profile.resolve import Profile
+from tunectl.status import Status
 
 # Statuses of a planned setting.
-CHANGE = "change"  # differs; apply writes it
-IN_SYNC = "ok"  # already as wanted (kernel rounding allowed)
-SKIP = "skip"  # does not apply to this device (typed reason)
-UNAVAILABLE = "unavailable"  # wanted but the device cannot do it (e.g. scheduler not offered)
 
 
 @dataclass(frozen=True)
@@ -32,13 +29,13 @@ class Setting:
     before: Any
     after: Any
     source: str  # which part of the profile asked for it
-    status: str
+    status: Status
     reason: str = ""
     bounds: dict | None = None  # the wanted range ({min, max}); `after` is then its value nearest `before`
 
     @property
     def is_drift(self) -> bool:
-        return self.status in (CHANGE, UNAVAILABLE)
+        return self.status in (Status.CHANGE, Status.UNAVAILABLE)
 
     def to_json(self) -> dict:
         return {"device": self.device, "identity": self.identity, "attribute": self.attribute,
@@ -104,7 +101,7 @@ def plan_device(dev: Device, wanted: Wanted) -> list[Setting]:
     """Settings for one device, in the order they must be written (attributes.write_order)."""
     out: list[Setting] = []
 
-    def add(attr: str, before: Any, after: Any, source: str, status: str, reason: str = "") -> None:
+    def add(attr: str, before: Any, after: Any, source: str, status: Status, reason: str = "") -> None:
         bounds = after if is_range(after) else None
         out.append(Setting(dev.name, dev.identity, attr, before, wanted_value(after, before), source, status, reason, bounds))
 
@@ -114,17 +111,17 @@ def plan_device(dev: Device, wanted: Wanted) -> list[Setting]:
     if "scheduler" in values:
         prefs, source = values["scheduler"]
         if not dev.has_scheduler:
-            add("scheduler", None, prefs[0], source, SKIP, "device has no I/O scheduler (bio-based); "
+            add("scheduler", None, prefs[0], source, Status.SKIP, "device has no I/O scheduler (bio-based); "
                 "tune the disks below it with below:")
             target = None
         else:
             chosen = next((p for p in prefs if dev.offers(p)), None)
             if chosen is None:
-                add("scheduler", dev.scheduler, prefs[0], source, UNAVAILABLE,
+                add("scheduler", dev.scheduler, prefs[0], source, Status.UNAVAILABLE,
                     f"device offers {' '.join(dev.schedulers + dev.loadable)}; none of {', '.join(prefs)}")
             else:
                 switching = chosen != dev.scheduler
-                add("scheduler", dev.scheduler, chosen, source, CHANGE if switching else IN_SYNC)
+                add("scheduler", dev.scheduler, chosen, source, Status.CHANGE if switching else Status.IN_SYNC)
                 target = chosen
     # Attributes an earlier write of this plan makes the kernel rewrite: they are written again.
     disturbed = set(side_effects("scheduler")) if switching else set()
@@ -134,25 +131,25 @@ def plan_device(dev: Device, wanted: Wanted) -> list[Setting]:
             knob_name = attr.split("/", 1)[1]
             spec = IOSCHED.get(target or "", {}).get(knob_name)
             if not dev.has_scheduler or target is None:
-                add(attr, None, value, source, SKIP, "device has no I/O scheduler")
+                add(attr, None, value, source, Status.SKIP, "device has no I/O scheduler")
                 continue
             if spec is None:
-                add(attr, None, value, source, SKIP, f"not a knob of {target}")
+                add(attr, None, value, source, Status.SKIP, f"not a knob of {target}")
                 continue
             if switching:
-                add(attr, None, value, source, CHANGE, f"after switching to {target}" + (
+                add(attr, None, value, source, Status.CHANGE, f"after switching to {target}" + (
                     ": the kernel's default stays if inside the range" if is_range(value) else ""))
                 continue
             before = dev.iosched.get(knob_name)
         elif attr not in dev.queue:
-            add(attr, None, value, source, SKIP, f"device has no queue/{attr}")
+            add(attr, None, value, source, Status.SKIP, f"device has no queue/{attr}")
             continue
         else:
             spec, before = QUEUE[attr], dev.queue[attr]
         if attr not in disturbed and wanted_value_in_sync(spec, value, before):
-            add(attr, before, value, source, IN_SYNC)
+            add(attr, before, value, source, Status.IN_SYNC)
         else:
-            add(attr, before, value, source, CHANGE,
+            add(attr, before, value, source, Status.CHANGE,
                 "an earlier write of this plan makes the kernel reset it" + (
                     "; kept if the reset value is inside the range" if is_range(value) else "") if attr in disturbed else "")
             disturbed |= side_effects(attr)

@@ -44,7 +44,7 @@ from typing import Any
 
 from tunectl.attributes import SCHEDULERS, is_range
 from tunectl.devices.classes import BUS_BY_PATH, CLASS_TABLE, CLASSES, DM_TYPES, DM_UUID_PREFIXES, OPT_IN_CLASSES
-from tunectl.errors import UsageError
+from tunectl.errors import ExitCode, UsageError
 from tunectl.profile.checks import glob_problem
 from tunectl.profile.resolve import Profile
 from tunectl.udev.match import (
@@ -65,6 +65,8 @@ _PATH_RE = re.compile(r"^/[A-Za-z0-9._/+@:-]*$")
 
 class RenderError(UsageError):
     """A profile value that cannot be put into a udev rule safely or exactly."""
+
+    exit_code = ExitCode.USAGE
 
 
 @dataclass(frozen=True)
