@@ -12,6 +12,9 @@ import pytest
 
 from tests.fakesys import FakeTree, all_topologies
 
+# The real systemd-udevd and scoped rules files of the root udev tests (fixtures `udevd`, `rules`).
+pytest_plugins = ("tests.udevd",)
+
 
 @pytest.fixture
 def fake_root(request: pytest.FixtureRequest) -> Iterator[Path]:

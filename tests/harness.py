@@ -6,9 +6,13 @@ import io
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tunectl.cli import main
+
+REPO = Path(__file__).resolve().parent.parent  # the checkout: tests may live at any depth below tests/
+DATA = REPO / "tests" / "data"
 
 
 @dataclass

@@ -8,8 +8,6 @@ tests/data/parted/record (see there). The fake-tree cases run the real CLI with 
 from __future__ import annotations
 
 import contextlib
-import io
-import json
 import os
 import stat
 from pathlib import Path
@@ -19,12 +17,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.fakesys import FakeTree, striped_md
+from tests.harness import DATA as TEST_DATA
+from tests.harness import run_cli
 from tests.tuning_helpers import Tunectl
 from tunectl.align.table import ParseError, parse_json, parse_machine, split_fields
 from tunectl.align.verdict import Topology, choose_grain, judge, parted_rule
-from tunectl.cli import main
 
-DATA = Path(__file__).parent / "data" / "parted"
+DATA = TEST_DATA / "parted"
 MiB = 1 << 20
 LOOP_512 = Topology(512, 512, 512, 0, 0)
 LOOP_4K = Topology(4096, 4096, 4096, 0, 0)
@@ -446,11 +445,9 @@ def test_a_fake_sysfs_root_never_reaches_a_real_device(empty_fake_tree, tmp_path
     stub.chmod(0o755)
     monkeypatch.setenv("PATH", f"{stub.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
     env = {"PATH": os.environ["PATH"], "TUNECTL_STATE_DIR": str(tmp_path / "state")}
-    out, err = io.StringIO(), io.StringIO()
-    code = main(["--sysfs-root", str(empty_fake_tree.root), "align", "--json"], stdout=out, stderr=err, env=env)
-    assert code == 0 and json.loads(out.getvalue())["disks"] == [], err.getvalue()
-    assert "vda: skipped: no device node for vda" in err.getvalue()
-    out, err = io.StringIO(), io.StringIO()
-    code = main(["--sysfs-root", str(empty_fake_tree.root), "align", "vda"], stdout=out, stderr=err, env=env)
-    assert code == 2 and "no device node for vda" in err.getvalue()
+    r = run_cli("--sysfs-root", str(empty_fake_tree.root), "align", "--json", env=env)
+    assert r.code == 0 and r.doc["disks"] == [], r.err
+    assert "vda: skipped: no device node for vda" in r.err
+    r = run_cli("--sysfs-root", str(empty_fake_tree.root), "align", "vda", env=env)
+    assert r.code == 2 and "no device node for vda" in r.err
     assert not log.exists()

@@ -10,7 +10,6 @@ touched: each is checked to still be backed by our image before cleanup.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import subprocess
@@ -21,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness import REPO, run_cli
 from tunectl.align.check import check
-from tunectl.cli import main
 from tunectl.context import Context
 from tunectl.system.parted import Parted
 
@@ -95,10 +94,8 @@ def build(name: str, label: str, sector_size: int) -> list[int]:
 
 
 def tunectl(*argv: str, state: Path) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    env = dict(ENV, TUNECTL_STATE_DIR=str(state))
-    code = main(list(argv), env=env, stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
+    r = run_cli(*argv, env=dict(ENV, TUNECTL_STATE_DIR=str(state)))
+    return r.code, r.out, r.err
 
 
 def align_check(name: str, number: int) -> bool:
@@ -163,6 +160,6 @@ def test_not_root_is_exit_4(tmp_path):
         proc = subprocess.run(
             ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "tunectl",
              "align", name, "--state-dir", str(tmp_path / "nostate")],
-            capture_output=True, text=True, env=dict(ENV, PYTHONPATH=str(Path(__file__).parent.parent)), timeout=60)
+            capture_output=True, text=True, env=dict(ENV, PYTHONPATH=str(REPO)), timeout=60)
         assert proc.returncode == 4, proc.stderr
         assert "permission denied" in proc.stderr.lower() and "Traceback" not in proc.stderr

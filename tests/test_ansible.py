@@ -6,7 +6,6 @@ Fake sysfs trees where no root is needed; real loop devices for the kernel's own
 from __future__ import annotations
 
 import importlib.util
-import io
 import json
 import os
 import shutil
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.ansible_helpers import LIBRARY, REPO, ansible_tool, module_tasks, needs_ansible, playbook, tunectl_wrapper
+from tests.harness import run_cli
 from tests.loopdev import active_scheduler, loop_devices, snapshot, sysfs_read, sysfs_write
 
 pytestmark = needs_ansible
@@ -122,11 +122,9 @@ def test_check_mode_first_run_sees_the_shipped_profile_and_writes_nothing(empty_
 
 def tunectl_stderr(env: dict, *argv: str) -> list[str]:
     """What tunectl itself prints on stderr for this command: the words the module must pass on."""
-    from tunectl.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    assert main(list(argv), env=env, stdout=out, stderr=err) != 0
-    return err.getvalue().splitlines()
+    r = run_cli(*argv, env=env)
+    assert r.code != 0
+    return r.lines
 
 
 def test_module_bad_input_fails_with_tunectl_s_own_words(empty_fake_tree, tmp_path):

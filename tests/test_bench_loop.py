@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
 import os
 import pty
@@ -21,11 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness import REPO, run_cli
 from tests.loopdev import loop_devices, snapshot, sysfs_read, sysfs_write
-from tunectl.cli import main
 
 pytestmark = pytest.mark.root
-REPO = Path(__file__).resolve().parent.parent
 
 
 def sha256(path: str) -> str:
@@ -37,9 +35,8 @@ def sha256(path: str) -> str:
 
 
 def bench(*argv: str, env: dict) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(["bench", *argv], env=env, stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
+    r = run_cli("bench", *argv, env=env)
+    return r.code, r.out, r.err
 
 
 @pytest.fixture

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from tests.fakesys import FakeTree, sata_hdd, sata_ssd
+from tests.harness import REPO
 from tests.tuning_helpers import Tunectl, snapshot
 from tunectl import __version__
 from tunectl.system import state as state_module
 from tunectl.system.state import JOURNAL_VERSION, unseal
 
-REPO = Path(__file__).resolve().parents[1]
 # P1 changes sda only; P2 changes sda again (another scheduler) and sdb for the first time.
 P1 = "name: p1\nclasses:\n  rotational: {scheduler: bfq, read_ahead_kb: 1024}\n"
 P2 = ("name: p2\nclasses:\n  rotational: {scheduler: mq-deadline, iosched: {read_expire: 150}}\n"

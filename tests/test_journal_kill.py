@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness import REPO
 from tests.loopdev import loop_devices, snapshot
 from tunectl.errors import StateError
 from tunectl.system.state import StateStore, unseal
 
 pytestmark = pytest.mark.root
 
-REPO = Path(__file__).resolve().parents[1]
 RUNS = int(os.environ.get("TUNECTL_KILL_RUNS", "60"))
 ROUND = 10
 PROFILES = {

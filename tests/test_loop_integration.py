@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
 
 import pytest
 
+from tests.harness import run_cli
 from tests.loopdev import active_scheduler, loop_devices, snapshot, sysfs_read, sysfs_write
-from tunectl.cli import main
 
 pytestmark = pytest.mark.root
 
@@ -29,10 +28,8 @@ devices:
 
 
 def run(*argv: str, env: dict) -> tuple[int, dict | str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), env=env, stdout=out, stderr=err)
-    text = out.getvalue()
-    return code, (json.loads(text) if "--json" in argv else text + err.getvalue())
+    r = run_cli(*argv, env=env)
+    return r.code, (r.doc if "--json" in argv else r.text)
 
 
 @pytest.fixture

@@ -10,12 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.harness import DATA as TEST_DATA
 from tunectl.devices.model import Device
 from tunectl.mounts import fstab, options
 from tunectl.mounts.options import Want, drift, edit, has, remount_options, want_from_rules
 from tunectl.mounts.rules import Facts, select
 
-DATA = Path(__file__).parent / "data" / "fstab"
+DATA = TEST_DATA / "fstab"
 
 
 def want(*rules: dict, fstype: str = "ext4", cannot: str | None = None) -> Want:

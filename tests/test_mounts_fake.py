@@ -4,7 +4,6 @@ check and fix through the real CLI, DEV paths for plan, and a bad-input table.""
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import os
 import subprocess
@@ -22,7 +21,7 @@ from tests.fakesys import (
     sata_hdd,
     stack_discard,
 )
-from tunectl.cli import main
+from tests.harness import REPO, run_cli
 from tunectl.context import Context
 from tunectl.devices.resolve import Resolver
 from tunectl.mounts import operations
@@ -110,10 +109,8 @@ class Env:
         (self.proc / "self" / "mountinfo").write_text("\n".join(lines) + "\n")
 
     def __call__(self, *argv: str) -> tuple[int, str, str]:
-        out, err = io.StringIO(), io.StringIO()
-        code = main(list(argv), stdout=out, stderr=err, context=self.ctx)
-        assert "Traceback" not in err.getvalue() and "internal error" not in err.getvalue()
-        return code, out.getvalue(), err.getvalue()
+        r = run_cli(*argv, context=self.ctx)
+        return r.code, r.out, r.err
 
 
 @pytest.fixture
@@ -349,7 +346,7 @@ def test_fix_bad_input_unwritable_directory(env: Env) -> None:
                 env={"PATH": os.environ.get("PATH", ""), "TUNECTL_SYSFS_ROOT": str(env.tree.root),
                      "TUNECTL_UDEV_ROOT": str(env.tree.udev_root), "TUNECTL_STATE_DIR": str(env.fstab.parent / "state"),
                      **env.env},
-                capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent)
+                capture_output=True, text=True, timeout=120, cwd=REPO)
             code, err = proc.returncode, proc.stderr
     finally:
         os.chmod(env.fstab.parent, 0o755)

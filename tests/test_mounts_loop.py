@@ -7,7 +7,6 @@ rules match only those mountpoints, so nothing else on the machine is touched.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import random
@@ -20,13 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness import REPO, run_cli
 from tests.loopdev import loop_devices, sysfs_write
-from tunectl.cli import main
 from tunectl.context import Context
 from tunectl.devices.resolve import Resolver
 from tunectl.mounts.fstab import unescape
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def mountinfo_options(target: str) -> list[str]:
@@ -60,11 +57,8 @@ def mounted(fs: list[tuple[str, str, Path, str]]) -> Iterator[None]:
 
 
 def tunectl(tmp: Path, *argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    env = dict(os.environ, TUNECTL_STATE_DIR=str(tmp / "state"))
-    code = main(list(argv), env=env, stdout=out, stderr=err)
-    assert "Traceback" not in err.getvalue() and "internal error" not in err.getvalue()
-    return code, out.getvalue(), err.getvalue()
+    r = run_cli(*argv, env=dict(os.environ, TUNECTL_STATE_DIR=str(tmp / "state")))
+    return r.code, r.out, r.err
 
 
 def blkid_uuid(dev: str) -> str:

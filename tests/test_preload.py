@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tuning_helpers import Result
-from tunectl.cli import main
+from tests.harness import REPO, CliResult, run_cli
 from tunectl.preload import order
 from tunectl.preload.listfile import read_list
 from tunectl.preload.listing import FIELDS, VERSION, Entry, ListError, parse, render
@@ -27,16 +26,12 @@ from tunectl.preload.replay import replay
 from tunectl.report import Progress
 from tunectl.system.sysfs import Sysfs
 
-REPO = Path(__file__).resolve().parent.parent
+
+def tunectl(*argv: str) -> CliResult:
+    return run_cli(*argv, env={})
 
 
-def tunectl(*argv: str) -> Result:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), env={}, stdout=out, stderr=err)
-    return Result(code, out.getvalue(), err.getvalue())
-
-
-def assert_clean(r: Result) -> None:
+def assert_clean(r: CliResult) -> None:
     assert "Traceback" not in r.err and "internal error" not in r.err, r.err
 
 
@@ -57,7 +52,7 @@ def fincore(*paths: Path) -> dict[str, int]:
     return {row["file"]: int(row["res"]) for row in json.loads(out)["fincore"]}
 
 
-def replay_resident(lst: Path, *paths: Path, options: tuple[str, ...] = ()) -> tuple[Result, dict[str, int]]:
+def replay_resident(lst: Path, *paths: Path, options: tuple[str, ...] = ()) -> tuple[CliResult, dict[str, int]]:
     """Replay, then fincore at once; up to 3 tries, because another process on this shared
     machine may drop every cache (`echo 3 > drop_caches`) between the two."""
     for _ in range(3):

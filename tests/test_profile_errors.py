@@ -6,7 +6,6 @@ scratch directory, with a fresh state directory, so the uncached checker runs.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from pathlib import Path
@@ -14,8 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.tuning_helpers import Result
-from tunectl.cli import main
+from tests.harness import CliResult, run_cli
 from tunectl.profile.reader import MAX_PROFILE_BYTES, json_path
 from tunectl.profile.resolve import load_profile, resolve_profile
 
@@ -28,10 +26,8 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.chdir(tmp_path)
     env = {"TUNECTL_STATE_DIR": str(tmp_path / "state"), "TUNECTL_PROFILE_PATH": "."}
 
-    def run(*argv: str) -> Result:
-        out, err = io.StringIO(), io.StringIO()
-        code = main(["--propagate", *argv], env=env, stdout=out, stderr=err)
-        return Result(code, out.getvalue(), err.getvalue())
+    def run(*argv: str) -> CliResult:
+        return run_cli(*argv, env=env, propagate=True)
 
     return run
 
@@ -45,11 +41,11 @@ def write(name: str, content: str | bytes) -> str:
     return name
 
 
-def validate_text(cli, text: str | bytes, name: str = "p.yaml") -> Result:
+def validate_text(cli, text: str | bytes, name: str = "p.yaml") -> CliResult:
     return cli("profile", "validate", write(name, text))
 
 
-def assert_errors(result: Result, *lines: str) -> None:
+def assert_errors(result: CliResult, *lines: str) -> None:
     assert result.code == 2, result
     assert result.lines == list(lines)
     assert "Traceback" not in result.err

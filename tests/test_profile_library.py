@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -12,8 +11,8 @@ import jsonschema
 import pytest
 import yaml
 
+from tests.harness import run_cli
 from tunectl.attributes import IOSCHED, LEGACY_SCHEDULERS, QUEUE, SCHEDULERS
-from tunectl.cli import main
 from tunectl.context import Context
 from tunectl.devices.classes import CLASSES, DM_TYPES
 from tunectl.profile.library import shipped_profile_dir
@@ -32,11 +31,10 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     env = {"TUNECTL_STATE_DIR": str(tmp_path / "state")}
 
     def run(*argv: str) -> tuple[int, str, str]:
-        out, err = io.StringIO(), io.StringIO()
         context = Context.create(state_dir=str(tmp_path / "state"), env=env)
         context.search_path = [shipped_profile_dir()]
-        code = main(["--propagate", *argv], env=env, stdout=out, stderr=err, context=context)
-        return code, out.getvalue(), err.getvalue()
+        r = run_cli(*argv, context=context, propagate=True)
+        return r.code, r.out, r.err
 
     return run
 

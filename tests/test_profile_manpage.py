@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import re
 import shutil
 import subprocess
@@ -10,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tunectl.cli import main
+from tests.harness import REPO, run_cli
 from tunectl.profile.schema import load_schema
 
-MAN = Path(__file__).resolve().parent.parent / "man" / "tunectl-profile.5"
+MAN = REPO / "man" / "tunectl-profile.5"
 SCHEMA = load_schema()
 DEFS = SCHEMA["$defs"]
 
@@ -159,11 +158,9 @@ def test_the_examples_are_valid_profiles(tmp_path: Path, monkeypatch: pytest.Mon
         own = re.search(r"/etc/tunectl/profiles/([\w-]+)\.yaml", text)
         name = own.group(1) if own else f"example{n}"
         (tmp_path / f"{name}.yaml").write_text(text)
-        out, err = io.StringIO(), io.StringIO()
-        code = main(["profile", "validate", name], env={"TUNECTL_PROFILE_PATH": str(tmp_path),
-                                                        "TUNECTL_STATE_DIR": str(tmp_path / "state")},
-                    stdout=out, stderr=err)
-        assert (code, err.getvalue()) == (0, ""), text
+        r = run_cli("profile", "validate", name, env={"TUNECTL_PROFILE_PATH": str(tmp_path),
+                                                      "TUNECTL_STATE_DIR": str(tmp_path / "state")})
+        assert (r.code, r.err) == (0, ""), text
 
 
 @pytest.mark.skipif(shutil.which("groff") is None, reason="groff is not installed")

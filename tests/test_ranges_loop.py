@@ -3,13 +3,10 @@ a knob range across a real scheduler switch, verify, rollback after a raise."""
 
 from __future__ import annotations
 
-import io
-import json
-
 import pytest
 
+from tests.harness import run_cli
 from tests.loopdev import active_scheduler, loop_devices, snapshot, sysfs_read, sysfs_write
-from tunectl.cli import main
 
 pytestmark = pytest.mark.root
 
@@ -20,9 +17,8 @@ SWITCH = ("name: switch\nclasses:\n  loop:\n    scheduler: bfq\n"
 
 
 def run(*argv: str, env: dict) -> tuple[int, dict]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main([*argv, "--json"], env=env, stdout=out, stderr=err)
-    return code, json.loads(out.getvalue()) if out.getvalue() else {"err": err.getvalue()}
+    r = run_cli(*argv, "--json", env=env)
+    return r.code, r.doc if r.out else {"err": r.err}
 
 
 @pytest.fixture

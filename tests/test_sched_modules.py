@@ -7,19 +7,18 @@ tests/data/modules are recorded from distribution kernels.
 
 from __future__ import annotations
 
-import io
-import json
 from pathlib import Path
 
 import pytest
 
+from tests.harness import DATA as TEST_DATA
+from tests.harness import REPO, run_cli
 from tests.tuning_helpers import Tunectl
 from tunectl.attributes import modular_schedulers
-from tunectl.cli import main
 from tunectl.context import Context
 from tunectl.system.modules import KernelModules, module_name, parse_modules_builtin, parse_modules_dep
 
-MODULES = Path(__file__).parent / "data" / "modules"
+MODULES = TEST_DATA / "modules"
 DEBIAN = "6.1.0-13-amd64"
 UBUNTU = "6.8.0-31-generic"
 
@@ -165,13 +164,12 @@ def test_a_module_that_will_not_load_is_a_failed_setting_not_a_crash(modular) ->
 def test_cli_env_gives_the_module_tree_to_status(empty_fake_tree, tmp_path) -> None:
     empty_fake_tree.add_disk("sdb", wwn="0x5000c50000000002")
     empty_fake_tree.sysfs.as_modules("bfq", "kyber")
-    out, err = io.StringIO(), io.StringIO()
     env = {"TUNECTL_SYSFS_ROOT": str(empty_fake_tree.root), "TUNECTL_UDEV_ROOT": str(empty_fake_tree.udev_root),
            "TUNECTL_STATE_DIR": str(tmp_path / "state"), "TUNECTL_MODULES_ROOT": str(MODULES),
            "TUNECTL_KERNEL_RELEASE": DEBIAN}
-    code = main(["status", "-p", "desktop", "--json"], env=env, stdout=out, stderr=err)
-    assert code == 0, err.getvalue()
-    (dev,) = json.loads(out.getvalue())["devices"]
+    r = run_cli("status", "-p", "desktop", "--json", env=env)
+    assert r.code == 0, r.err
+    (dev,) = r.doc["devices"]
     assert dev["schedulers"] == ["none", "mq-deadline"] and dev["loadable"] == ["bfq", "kyber"]
     assert [(d["attribute"], d["after"]) for d in dev["drift"] if d["attribute"] == "scheduler"] == [("scheduler", "bfq")]
 
@@ -195,7 +193,7 @@ from tunectl.tuning.plan import make_plan  # noqa: E402
 from tunectl.udev.lint import lint  # noqa: E402
 from tunectl.udev.render import render_rules  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 GOLDEN = ROOT / "tests" / "golden" / "udev-modules"
 TUNECTL = "/usr/sbin/tunectl"
 
@@ -341,9 +339,8 @@ def _write(path: Path, text: str) -> Path:
 
 
 def _cli(argv: list[str], env: dict) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(argv, env=env, stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
+    r = run_cli(*argv, env=env)
+    return r.code, r.out, r.err
 
 
 def test_udev_render_and_check_read_the_running_kernels_modules(tmp_path: Path) -> None:

@@ -19,18 +19,16 @@ from pathlib import Path
 
 import pytest
 
-from tests import test_udev_live as live
+from tests.harness import REPO, run_cli
 from tests.loopdev import active_scheduler, sysfs_read, sysfs_write
-from tests.test_udev_live import ENV, Rules, Udevd, change, loops, udev_properties
-from tunectl.cli import main
+from tests.udevd import ENV, Rules, Udevd, change, loops, udev_properties
 from tunectl.profile.resolve import load_profile
 from tunectl.udev.lint import lint
 from tunectl.udev.render import render_rules
 
 pytestmark = pytest.mark.root
-udevd, rules = live.udevd, live.rules  # the daemon and rules-file fixtures of the live udev tests
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 RELEASE = "6.1.0-13-amd64"
 PROFILE = """\
 name: udev-modules
@@ -43,11 +41,8 @@ LISTED_RULE = 'ATTR{queue/scheduler}=="*bfq*", ENV{TUNECTL_SCHEDULER}="bfq"'
 
 
 def _cli(*argv: str, env: dict) -> tuple[int, str]:
-    import io
-
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), env=env, stdout=out, stderr=err)
-    return code, out.getvalue() + err.getvalue()
+    r = run_cli(*argv, env=env)
+    return r.code, r.text
 
 
 def test_module_scheduler_chosen_by_its_module_file_on_a_real_udevd(udevd: Udevd, rules: Rules, tmp_path: Path) -> None:

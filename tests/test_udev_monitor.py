@@ -19,8 +19,8 @@ import pytest
 
 from tests.fakesys import FakeTree, all_topologies
 from tests.loopdev import sysfs_read, sysfs_write
-from tests.test_udev_live import PROFILE, ROOT, Rules, loops, rules, scoped_rules, udevadm, udevd  # noqa: F401
 from tests.tuning_helpers import Tunectl
+from tests.udevd import PROFILE, ROOT, loops, scoped_rules, udevadm
 from tunectl.cli import Output
 from tunectl.udev.cli import monitor
 from tunectl.udev.monitor import BlockEvent
@@ -148,7 +148,7 @@ class _Monitor:
 
 
 @pytest.mark.root
-def test_monitor_reports_hotplugged_loops_in_sync_then_drift(udevd, rules, tmp_path: Path) -> None:  # noqa: F811
+def test_monitor_reports_hotplugged_loops_in_sync_then_drift(udevd, rules, tmp_path: Path) -> None:
     scope = tmp_path / "scope"
     text, profile = scoped_rules(PROFILE, tmp_path, scope)
     rules.write(text)

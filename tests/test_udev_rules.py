@@ -12,7 +12,6 @@ import copy
 import ctypes
 import ctypes.util
 import fnmatch
-import io
 import os
 import re
 from fnmatch import fnmatchcase
@@ -24,9 +23,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tests import udevsim
+from tests.harness import REPO, run_cli
 from tests.udevsim import KernelModel, MiniUdev, apply_plan, build_tree, fake_device, profile_data, valid_profile
 from tunectl.attributes import QUEUE
-from tunectl.cli import main
 from tunectl.context import Context
 from tunectl.devices.classes import CLASS_TABLE, CLASSES, OPT_IN_CLASSES, classify
 from tunectl.profile.checks import glob_problem
@@ -42,7 +41,7 @@ from tunectl.udev.render import (
     render_rules,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 GOLDEN = ROOT / "tests" / "golden" / "udev"
 DATA = ROOT / "tests" / "data"
 TUNECTL = "/usr/sbin/tunectl"
@@ -416,12 +415,11 @@ def test_udev_event_reaches_the_state_apply_reaches(tmp_path_factory, data: dict
 
 def _cli(*argv: str, env: dict | None = None, run=None) -> tuple[int, str, str]:
     """`run`: the subprocess runner the Context hands to udevadm (a recorder)."""
-    out, err = io.StringIO(), io.StringIO()
     ctx = Context.create(env=env or {"PATH": "/usr/bin:/bin", "TUNECTL_STATE_DIR": "/nonexistent"})
     if run is not None:
         ctx.run = run
-    code = main(list(argv), stdout=out, stderr=err, context=ctx)
-    return code, out.getvalue(), err.getvalue()
+    r = run_cli(*argv, context=ctx)
+    return r.code, r.out, r.err
 
 
 def test_cli_render_prints_exactly_the_rules() -> None:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import io
 import json
 
 import pytest
 
+from tests.harness import run_cli
 from tests.loopdev import loop_devices, sysfs_read, sysfs_write
-from tunectl.cli import main
 
 pytestmark = pytest.mark.root
 
@@ -16,9 +15,8 @@ PROFILE = "name: scope-it\nclasses:\n  loop: {read_ahead_kb: 1024}\n"
 
 
 def run(*argv: str, env: dict) -> tuple[int, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), env=env, stdout=out, stderr=err)
-    return code, out.getvalue() + err.getvalue()
+    r = run_cli(*argv, env=env)
+    return r.code, r.text
 
 
 def test_verify_uses_the_scope_of_the_last_apply(tmp_path) -> None:
