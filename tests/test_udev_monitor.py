@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakesys import FakeTree, all_topologies
+from tests.harness import check_documents
 from tests.loopdev import sysfs_read, sysfs_write
 from tests.tuning_helpers import Tunectl
 from tests.udevd import PROFILE, ROOT, loops, scoped_rules, udevadm
@@ -38,7 +39,9 @@ def _run(tree: FakeTree, tmp: Path, events: list, count: int | None = None, as_j
     tun = Tunectl(tree, tmp / "state")
     out, err = io.StringIO(), io.StringIO()
     args = Namespace(profile=str(tmp / "p.yaml"), count=count)
-    code = monitor(tun.ctx, args, Output(out, err, as_json, False, 0), events=events)
+    code = monitor(tun.ctx, args, Output(out, err, as_json, False, 0, "udev-monitor"), events=events)
+    if as_json and out.getvalue():
+        check_documents(out.getvalue())
     return code, out.getvalue(), err.getvalue()
 
 
@@ -120,7 +123,7 @@ class _Monitor:
 
     def _pump(self) -> None:
         for line in self.proc.stdout:
-            self.lines.put(json.loads(line))
+            self.lines.put(check_documents(line)[0])
 
     def wait_for(self, device: str, want, timeout: float = 30) -> dict:
         """The first event of `device` that `want` accepts; other devices' events stay for later calls

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
@@ -26,9 +27,50 @@ def show(value: Any) -> str:
     return str(value)
 
 
-def emit_json(doc: Any, out: TextIO | None = None) -> None:
+def emit_json(name: str, doc: dict[str, Any], out: TextIO | None = None, one_line: bool = False) -> None:
+    """`doc` as the document `tunectl-<name>` (format and version first): indented, or one line (JSON lines)."""
+    from tunectl.schema import envelope
+
     out = out or sys.stdout
-    out.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+    body = envelope(name, doc)
+    out.write((json.dumps(body, default=str, separators=(",", ":")) if one_line
+               else json.dumps(body, indent=2, sort_keys=False, default=str)) + "\n")
+
+
+def error_document(code: str, message: str, hint: str | None = None, where: str | None = None,
+                   exit_code: int = 2, diagnostics: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The one shape of every failure under --json (usage, profile, device, state, permission, bug)."""
+    return {"ok": False, "error": {"code": code, "message": message, "hint": hint, "where": where,
+                                   "exit_code": int(exit_code), "diagnostics": list(diagnostics)}}
+
+
+def error_lines(problems: str | Sequence[Any], hint: str | None = None, label: str = "error") -> list[str]:
+    """The one text form of an error: ``tunectl: error: what``, then ``hint: what to do``.
+
+    `problems` is a message, or a profile's diagnostics: one that has a place
+    (``file:line:col: $.path: message``) keeps it at the start of its line, where
+    editors and compilers put it.
+    """
+    items = problems.split("\n") if isinstance(problems, str) else list(problems)
+    lines = [escape(str(p)) if hasattr(p, "file") else f"tunectl: {label}: {escape(str(p))}" for p in items]
+    return lines + ([f"hint: {escape(hint)}"] if hint else [])
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape(text: str) -> str:
+    """Control characters (from file names, journal values, udev properties) as \\xNN, never raw to a terminal.
+
+    A newline stays: callers print several lines at once; a name holding one is
+    escaped by `escape_field`.
+    """
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                        else f"\\u{ord(m.group()):04x}", text)
+
+
+def escape_field(text: str) -> str:
+    """One table cell or name: every control character escaped, a newline and a tab too."""
+    return escape(text).replace("\n", "\\n").replace("\t", "\\t")
 
 
 class Progress:

@@ -32,7 +32,6 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
 
 def run(ctx, args, out) -> int:
     from tunectl.align.check import check
-    from tunectl.report import emit_json
 
     report = check(ctx, args.profile, args.devices)
     for w in report.warnings:
@@ -41,7 +40,7 @@ def run(ctx, args, out) -> int:
         out.warn(f"tunectl: note: {note}")
     code = ExitCode.OK if report.ok else ExitCode.DRIFT
     if out.json:
-        emit_json(report.to_json(), out.stdout)
+        out.emit(report.to_json())
     else:
         _render(report, out)
     return code

@@ -188,18 +188,17 @@ def _placement(stack):
 
 def _emit(stack, sweep, seed, schedulers, out, interrupted: bool = False) -> None:
     from tunectl.bench.results import recommend, summarise
-    from tunectl.report import emit_json
 
     summaries = summarise(sweep.runs)
     rec = None if interrupted else recommend(summaries, _placement(stack))
-    emit_json({"target": stack.target, "kind": stack.kind, "read_path": stack.read_path,
+    out.emit({"target": stack.target, "kind": stack.kind, "read_path": stack.read_path,
                "device": stack.top.name, "class": stack.top.cls, "below": [d.name for d in stack.below],
                "scheduled": [d.name for d in stack.scheduled], "schedulers": schedulers, "seed": seed,
                "interrupted": interrupted, "points": [s.to_json() for s in summaries],
                "runs": [r.to_json() for r in sweep.runs],
                "recommendation": rec.to_json() if rec else None,
                "restored": [o.to_json() for o in sweep.restored],
-               "restore_failed": [o.to_json() for o in sweep.restore_failures]}, out.stdout)
+               "restore_failed": [o.to_json() for o in sweep.restore_failures]})
 
 
 def _render(ctx, args, stack, sweep, seed, schedulers, out) -> int:

@@ -55,10 +55,10 @@ def _printable(text: str) -> str:
 
 
 def _render_check(report, out) -> None:
-    from tunectl.report import emit_json, show, table
+    from tunectl.report import show, table
 
     if out.json:
-        emit_json(report.to_json(), out.stdout)
+        out.emit(report.to_json())
         return
     for w in report.warnings:
         out.warn(_printable(f"warning: {w}"))
@@ -80,10 +80,10 @@ def _render_check(report, out) -> None:
 
 
 def _render_fix(result, args, out) -> None:
-    from tunectl.report import emit_json, table
+    from tunectl.report import table
 
     if out.json:
-        emit_json(result.to_json(), out.stdout)
+        out.emit(result.to_json())
         return
     for w in result.check_report.warnings:
         out.warn(_printable(f"warning: {w}"))

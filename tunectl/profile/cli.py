@@ -14,7 +14,7 @@ from tunectl.errors import ExitCode
 from tunectl.profile.library import ProfileRef, list_profiles, read_profile_bytes
 from tunectl.profile.reader import Diagnostic, PathT, decode_profile, json_path, parse_yaml
 from tunectl.profile.resolve import Profile, is_setting_value, load_profile, resolve_profile
-from tunectl.report import emit_json, table
+from tunectl.report import error_lines, table
 
 EXAMPLES = ("examples:\n  tunectl profile list\n  tunectl profile show virtual-guest --explain\n"
             "  tunectl profile validate /etc/tunectl/profiles/*.yaml\n  tunectl profile import-tuned throughput-performance")
@@ -54,7 +54,7 @@ def _description(path: Path) -> str:
 def _list(ctx, args, out) -> int:
     entries = [(name, path, _description(path)) for name, path in list_profiles(ctx.search_path)]
     if out.json:
-        emit_json({"profiles": [{"name": n, "file": str(p), "description": d} for n, p, d in entries]}, out.stdout)
+        out.emit({"profiles": [{"name": n, "file": str(p), "description": d} for n, p, d in entries]})
     else:
         out.print(table(["NAME", "DESCRIPTION", "FILE"], [(n, d, p) for n, p, d in entries]))
     return ExitCode.OK
@@ -70,7 +70,7 @@ def _show(ctx, args, out) -> int:
             doc["origins"] = {json_path(p): {"file": f, "line": profile.positions.get(p, (1, 1))[0],
                                              "column": profile.positions.get(p, (1, 1))[1]}
                               for p, f in sorted(profile.origins.items(), key=lambda kv: [str(k) for k in kv[0]])}
-        emit_json(doc, out.stdout)
+        out.emit(doc)
         return ExitCode.OK
     if args.explain:
         out.print(f"# {profile.name}: {' <- '.join(profile.files)}")
@@ -182,13 +182,13 @@ def _validate(ctx, args, out) -> int:
                         "diagnostics": [d.to_json() if isinstance(d, Diagnostic) else {"message": str(d), "severity": "error"}
                                         for d in diags]})
         if not out.json:
-            for d in diags:
-                out.warn(str(d))
+            for line in error_lines(diags):
+                out.warn(line)
             if not errors:
                 warned = f" ({len(diags)} warning{'s' if len(diags) != 1 else ''})" if diags else ""
                 out.print(f"{ref}: ok{warned}")
     if out.json:
-        emit_json({"ok": worst == ExitCode.OK, "files": results}, out.stdout)
+        out.emit({"ok": worst == ExitCode.OK, "files": results})
     return worst
 
 
@@ -197,8 +197,8 @@ def _import_tuned(ctx, args, out) -> int:
 
     result = import_tuned(args.ref)
     if out.json:
-        emit_json({"name": result.name, "profile": result.profile, "unconverted": result.unconverted,
-                   "notes": result.notes}, out.stdout)
+        out.emit({"name": result.name, "profile": result.profile, "unconverted": result.unconverted,
+                   "notes": result.notes})
     else:
         out.stdout.write(render_yaml(result))
     return ExitCode.OK

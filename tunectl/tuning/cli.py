@@ -62,7 +62,7 @@ def _warn_profile(report, out) -> None:
 
 
 def _cmd_status(ctx, args, out) -> int:
-    from tunectl.report import emit_json, show, table
+    from tunectl.report import show, table
     from tunectl.tuning import operations as tuning
 
     report = tuning.status(ctx, args.profile, scoped=not args.all)
@@ -71,7 +71,7 @@ def _cmd_status(ctx, args, out) -> int:
     for s in report.drift:
         drift_by_dev[s.device] = drift_by_dev.get(s.device, 0) + 1
     if out.json:
-        emit_json(report.to_json(), out.stdout)
+        out.emit(report.to_json())
         return report.exit_code
     rows = []
     for d in report.devices:
@@ -128,7 +128,7 @@ def _summary(statuses: list[str]) -> str:
 
 
 def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
-    from tunectl.report import emit_json, table
+    from tunectl.report import table
     from tunectl.tuning import operations as tuning
 
     ref = tuning.active_profile_ref(ctx, args.profile) if verify else args.profile
@@ -136,7 +136,7 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     _warn_profile(report, out)
     drift = report.drift
     if out.json:
-        emit_json(report.to_json(), out.stdout)
+        out.emit(report.to_json())
         return report.exit_code
     rows = _settings_rows(report.settings, out.verbose, with_status=True)
     out.print(f"profile: {report.profile}")
@@ -165,11 +165,11 @@ def _cmd_apply(ctx, args, out) -> int:
 
 
 def _render_apply(report, args, out) -> int:
-    from tunectl.report import emit_json, show, table
+    from tunectl.report import show, table
 
     _warn_profile(report, out)
     if out.json:
-        emit_json(report.to_json(), out.stdout)
+        out.emit(report.to_json())
         return report.exit_code
     for note in report.notes:
         out.warn(f"tunectl: note: {note}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 EXAMPLES = ("examples:\n  tunectl udev render -p throughput-performance\n"
             "  tunectl udev install -p throughput-performance --trigger\n"
@@ -35,7 +34,6 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
 
 
 def run(ctx, args, out) -> int:
-    from tunectl.report import emit_json
     from tunectl.udev import install
 
     if args.udev_command == "monitor":
@@ -58,7 +56,7 @@ def run(ctx, args, out) -> int:
     else:
         report = install.check(ctx, args.profile, args.rules_dir, warn)
     if out.json:
-        emit_json(report.to_json(), out.stdout)
+        out.emit(report.to_json())
     else:
         TEXT[args.udev_command](report, out)
     return report.exit_code
@@ -138,7 +136,7 @@ def monitor(ctx, args, out, events=None) -> int:
     try:
         for report in itertools.islice(reports, args.count):
             if out.json:
-                out.stdout.write(json.dumps(report.to_json(), default=str) + "\n")
+                out.emit(report.to_json(), one_line=True)
             else:
                 out.print(report.line())
             out.stdout.flush()

@@ -249,7 +249,7 @@ class Tunectl:
         if not isinstance(doc, dict):
             detail = (stderr or stdout).strip() or "no output"
             raise StepFailed(f"`{shlex.join(argv)}` exited {rc} without a JSON report: {detail}")
-        if doc.get("ok") is False and ("errors" in doc or "error" in doc):
+        if doc.get("format") == "tunectl-error":
             raise StepFailed(error_text(doc))
         if rc not in ok_codes:
             raise StepFailed(f"`{shlex.join(argv)}` exited {rc}: {(stderr or '').strip() or json.dumps(doc)}")
@@ -259,14 +259,15 @@ class Tunectl:
 
 
 def error_text(doc: dict) -> str:
-    """tunectl's error document as the lines it prints: `file:line:col: path: message`, then the hint."""
+    """tunectl's error document (tunectl-error) as the lines it prints: `file:line:col: path: message`, then the hint."""
+    error = doc.get("error") or {}
     lines = []
-    for e in doc.get("errors") or [{"message": doc.get("error", "unknown error")}]:
+    for e in error.get("diagnostics") or [{"message": error.get("message") or "unknown error"}]:
         where = ":".join(str(e[k]) for k in ("file", "line", "column") if e.get(k) is not None)
         parts = [p for p in (where, e.get("path"), e.get("message")) if p]
         lines.append(": ".join(parts))
-    if doc.get("hint"):
-        lines.append(f"hint: {doc['hint']}")
+    if error.get("hint"):
+        lines.append(f"hint: {error['hint']}")
     return "\n".join(lines)
 
 
