@@ -105,7 +105,7 @@ def run(ctx, args, out) -> int:
     if not out.json:
         out.print(header)
     bar = out.progress(len(points), "bench")
-    sweep = Sweep(ctx, stack, points, size, block, Io.real(), random=args.random,
+    sweep = Sweep(ctx, stack, points, size, block, Io.real(ctx.run), random=args.random,
                   on_point=lambda i, p: bar.advance(0, f"point {i}: {p.describe()}"),
                   on_done=lambda i, r: bar.advance(1))
     try:
