@@ -533,7 +533,7 @@ def test_deep_nesting_under_a_stricter_libyaml(cli, monkeypatch: pytest.MonkeyPa
     def strict_parse(text, Loader):  # noqa: N803 (yaml.parse's own keyword)
         depth = 0
         for event in real_parse(text, Loader=Loader):
-            if Loader is not yaml.SafeLoader and isinstance(event, yaml.CollectionStartEvent):
+            if not issubclass(Loader, yaml.SafeLoader) and isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth >= 20:
                     raise yaml.parser.ParserError(None, None, "exceeded maximum nesting depth", event.start_mark)

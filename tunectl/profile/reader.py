@@ -168,7 +168,7 @@ def parse_yaml(text: str, file: str) -> tuple[Document, list[Diagnostic]]:
         # pure-Python parser has no such limit: on any libyaml error the text is read again by it,
         # so tunectl's own limits fire first and the diagnostic is the same whatever libyaml does.
         retry = Document(file, None)
-        again, _ = _read_events(text, retry, yaml.SafeLoader)
+        again, _ = _read_events(text, retry, _depth_capped_loader())
         if again.stopped:
             doc.value_pos, doc.key_pos = retry.value_pos, retry.key_pos
             return doc, again.diags
@@ -189,6 +189,26 @@ def parse_yaml(text: str, file: str) -> tuple[Document, list[Diagnostic]]:
         return doc, [Diagnostic(file, 1, 1, "$", "the profile is empty (nothing but comments or white space)")]
     doc.data = builder.root
     return doc, builder.diags
+
+
+def _depth_capped_loader() -> Any:
+    """The pure-Python loader, made to see the end of the stream once flow nesting passes MAX_DEPTH.
+
+    Its scanner looks ahead up to 1024 characters for a simple key and walks every open flow
+    level at each token: 5000 nested '[' cost seconds. Everything up to the cut is read as
+    usual, so the builder still meets level MAX_DEPTH + 1 (each flow level is one of its levels)
+    and stops there with its own message, before the parser complains about the early end.
+    """
+    import yaml
+
+    class DepthCappedLoader(yaml.SafeLoader):
+        def fetch_more_tokens(self) -> None:
+            if self.flow_level > MAX_DEPTH + 1:
+                self.fetch_stream_end()
+                return
+            super().fetch_more_tokens()
+
+    return DepthCappedLoader
 
 
 def _read_events(text: str, doc: Document, loader: Any) -> tuple[_Builder, Exception | None]:
