@@ -11,7 +11,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.harness import REPO
+
 LOCKS = {"runtime": REPO / "requirements" / "runtime.txt", "test": REPO / "requirements" / "test.txt"}
 _PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>\S+)")
 
