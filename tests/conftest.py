@@ -11,6 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.fakesys import FakeTree, all_topologies
+from tests.versions import describe
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return describe()
 
 # The real systemd-udevd and scoped rules files of the root udev tests (fixtures `udevd`, `rules`).
 pytest_plugins = ("tests.udevd",)

@@ -23,6 +23,7 @@ from tunectl.context import Context
 from tunectl.devices.discover import read_device
 from tunectl.errors import ExitCode, NotPermitted, TunectlError
 from tunectl.status import Status
+from tunectl.system.runner import Completed
 from tunectl.system.sysfs import Sysfs
 from tunectl.tuning import apply as applying
 from tunectl.tuning.plan import Setting
@@ -48,12 +49,12 @@ class Io:
     random: Callable[[str, int], RandomRead] | None = None
 
     @classmethod
-    def real(cls, random_seconds: float = 3.0) -> Io:
+    def real(cls, run: Callable[..., Completed], random_seconds: float = 3.0) -> Io:
+        """Reads of this machine's devices; fio through `run` (the Context's runner)."""
         from tunectl.system import blockio
 
         def fio(path: str, size: int) -> RandomRead:
             from tunectl.bench.fio import fio_argv, parse_fio_json
-            from tunectl.system.runner import run
 
             return parse_fio_json(run(fio_argv(path, size, random_seconds), timeout=random_seconds + 60).stdout)
 

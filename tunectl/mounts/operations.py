@@ -11,7 +11,7 @@ import difflib
 import errno
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from tunectl.mounts.check import FsCheck, evaluate
 from tunectl.mounts.rules import Facts
 from tunectl.system import mountinfo
 from tunectl.system.roots import under_dev
+from tunectl.system.runner import CommandError, Completed
 
 
 def fstab_path(ctx, given: str | None) -> Path:
@@ -110,10 +111,8 @@ def _cannot_discard(ctx, names: list[str]) -> str | None:
     return None
 
 
-def fstrim_timer_state() -> str:
-    """`systemctl is-enabled fstrim.timer`: enabled, disabled, ..., or 'no systemd'."""
-    from tunectl.system.runner import CommandError, run
-
+def fstrim_timer_state(run: Callable[..., Completed]) -> str:
+    """`systemctl is-enabled fstrim.timer` through `run`: enabled, disabled, ..., or 'no systemd'."""
     if not os.path.isdir("/run/systemd/system"):
         return "no systemd"
     try:
@@ -192,7 +191,7 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
         results.append(evaluate(rules, facts, m.source, None, m, no_discard))
     report = CheckReport(profile.name, path, table, data, results, warnings)
     if any(fs.want.discard == "periodic" for fs in results if fs.rules):
-        state = fstrim_timer_state()
+        state = fstrim_timer_state(ctx.run)
         ok = state in ("enabled", "static", "alias", "indirect", "enabled-runtime", "no systemd")
         report.timer = {"wanted": "enabled", "state": state, "ok": ok}
         if state == "no systemd":
@@ -213,9 +212,7 @@ def unified_diff(path: Path, old: bytes, new: bytes) -> str:
     return "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines)
 
 
-def _findmnt(path: Path) -> list[dict]:
-    from tunectl.system.runner import run
-
+def _findmnt(path: Path, run: Callable[..., Completed]) -> list[dict]:
     done = run(["findmnt", "--tab-file", str(path), "-J", "-o", "SOURCE,TARGET,FSTYPE,OPTIONS,FREQ,PASSNO"],
                timeout=30, check=False)
     if done.returncode not in (0, 1) or (done.returncode == 1 and done.stdout.strip()):
@@ -223,10 +220,11 @@ def _findmnt(path: Path) -> list[dict]:
     return json.loads(done.stdout).get("filesystems", []) if done.stdout.strip() else []
 
 
-def libmount_agrees(old: Path, new: Path, changed: dict[int, list[str]], table: fstab_model.Fstab) -> None:
+def libmount_agrees(old: Path, new: Path, changed: dict[int, list[str]], table: fstab_model.Fstab,
+                    run: Callable[..., Completed]) -> None:
     """libmount must read every untouched entry of `new` exactly as in `old`, and the changed ones
     with the new options; else raise and nothing is replaced."""
-    before, after = _findmnt(old), _findmnt(new)
+    before, after = _findmnt(old, run), _findmnt(new, run)
     entries = table.entries
     if not (len(before) == len(after) == len(entries)):
         raise TunectlError(f"libmount reads {len(before)} entries in {old} and {len(after)} in the new file "
@@ -242,14 +240,15 @@ def libmount_agrees(old: Path, new: Path, changed: dict[int, list[str]], table: 
                                f"({a} -> {b}); not replacing {old}")
 
 
-def _write(path: Path, old: bytes, new: bytes, changed: dict[int, list[str]], table: fstab_model.Fstab) -> str:
+def _write(path: Path, old: bytes, new: bytes, changed: dict[int, list[str]], table: fstab_model.Fstab,
+           run: Callable[..., Completed]) -> str:
     from tunectl.system.state import atomic_write
 
     real = Path(os.path.realpath(path))
     backup = real.with_name(real.name + ".tunectl.bak")
     try:
         atomic_write(backup, old, like=real)
-        atomic_write(real, new, like=real, verify=lambda tmp: libmount_agrees(real, tmp, changed, table))
+        atomic_write(real, new, like=real, verify=lambda tmp: libmount_agrees(real, tmp, changed, table, run))
     except OSError as e:
         if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise NotPermitted(f"cannot write {real}: {e.strerror}", hint="run as root") from None
@@ -258,14 +257,12 @@ def _write(path: Path, old: bytes, new: bytes, changed: dict[int, list[str]], ta
 
 
 def remount(ctx, fs: FsCheck) -> Remount:
-    from tunectl.system.runner import CommandError, run
-
     assert fs.live is not None
     options = ",".join(opts.remount_options(fs.live.options, fs.want))
     result = Remount(fs.target, options, True)
     try:
         # Source and target both given: mount(8) then reads no fstab entry into the remount.
-        run(["mount", "-o", f"remount,{options}", fs.live.source, fs.live.target], timeout=60)
+        ctx.run(["mount", "-o", f"remount,{options}", fs.live.source, fs.live.target], timeout=60)
     except CommandError as e:
         result.ok, result.error = False, e.message
     mounts, _ = mountinfo.read_mounts(ctx.roots.proc)
@@ -316,7 +313,7 @@ def _fix(ctx, profile_ref: str | None, fstab_file: str | None, do_remount: bool,
     result = FixReport(report, check_only, unified_diff(report.fstab_path, report.data, new))
     if changed and not check_only:
         try:
-            result.backup = _write(report.fstab_path, report.data, new, changed, report.table)
+            result.backup = _write(report.fstab_path, report.data, new, changed, report.table, ctx.run)
             result.written = True
         except NotPermitted:
             raise

@@ -46,6 +46,9 @@ class TunedImport:
     notes: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)  # tuned.conf files, in merge order
 
+    def to_json(self) -> dict:
+        return {"name": self.name, "profile": self.profile, "unconverted": self.unconverted, "notes": self.notes}
+
 
 class _Converter:
     def __init__(self, unconverted: list[str], notes: list[str]) -> None:

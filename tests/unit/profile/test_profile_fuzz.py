@@ -327,7 +327,7 @@ def test_diagnostic_path_is_always_a_string() -> None:
 # --- YAML-token mutation of the shipped and the malformed test profiles, through three commands -----
 
 def _malformed_test_profiles() -> list[str]:
-    """Every literal profile text that tests/test_profile_errors.py feeds to `validate_text`."""
+    """Every literal profile text that tests/unit/profile/test_profile_errors.py feeds to `validate_text`."""
     import ast
 
     tree = ast.parse((Path(__file__).parent / "test_profile_errors.py").read_text())

@@ -115,7 +115,7 @@ class Env:
 
 @pytest.fixture
 def env(fake_root: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
-    monkeypatch.setattr(operations, "fstrim_timer_state", lambda: "enabled")
+    monkeypatch.setattr(operations, "fstrim_timer_state", lambda run: "enabled")
     return Env(fake_root)
 
 
@@ -239,10 +239,10 @@ def test_check_periodic_discard_needs_fstrim_timer(env: Env, monkeypatch: pytest
         {"where": "live", "change": "remove", "option": "discard"},
         {"where": "fstab", "change": "remove", "option": "discard"}]
     assert doc["fstrim_timer"] == {"wanted": "enabled", "state": "enabled", "ok": True}
-    monkeypatch.setattr(operations, "fstrim_timer_state", lambda: "disabled")
+    monkeypatch.setattr(operations, "fstrim_timer_state", lambda run: "disabled")
     doc = json.loads(env("mounts", "check", "-p", str(env.profile), "--fstab", str(env.fstab), "--json")[1])
     assert doc["fstrim_timer"]["ok"] is False and any("systemctl enable --now fstrim.timer" in w for w in doc["warnings"])
-    monkeypatch.setattr(operations, "fstrim_timer_state", lambda: "no systemd")
+    monkeypatch.setattr(operations, "fstrim_timer_state", lambda run: "no systemd")
     doc = json.loads(env("mounts", "check", "-p", str(env.profile), "--fstab", str(env.fstab), "--json")[1])
     assert doc["fstrim_timer"]["ok"] is True and any("systemd is not running" in w for w in doc["warnings"])
 
@@ -290,7 +290,7 @@ def test_fix_refuses_when_libmount_disagrees(env: Env, monkeypatch: pytest.Monke
     before = env.fstab.read_bytes()
     calls = []
 
-    def fake_findmnt(path: Path) -> list:
+    def fake_findmnt(path: Path, run) -> list:
         calls.append(path)
         return [{"target": str(len(calls))}]  # a different parse each time
 

@@ -3,7 +3,7 @@
 Golden files live in tests/golden/udev/<profile>.rules. After an intended change
 to the renderer or a profile, regenerate them and review the diff:
 
-    UPDATE_GOLDEN=1 python3 -m pytest -q tests/test_udev_rules.py -k golden
+    UPDATE_GOLDEN=1 python3 -m pytest -q tests/unit/udev/test_udev_rules.py -k golden
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def test_scope_restricts_to_callers_devices() -> None:
 
 
 # --- injection ------------------------------------------------------------------------------------------------
-# What a profile could smuggle into a rule is refused by the profile checks (tests/test_profile_errors.py);
+# What a profile could smuggle into a rule is refused by the profile checks (tests/unit/profile/test_profile_errors.py);
 # what the caller passes (executable and profile paths, the scope) is checked here.
 
 @pytest.mark.parametrize("exe, path", [("/usr/bin/tune ctl", "/p.yaml"), ("tunectl", "/p.yaml"), ("/x/$HOME", "/p.yaml"),

@@ -19,7 +19,7 @@ from tests.ansible_helpers import LIBRARY, REPO, ansible_tool, module_tasks, nee
 from tests.harness import run_cli
 from tests.loopdev import active_scheduler, loop_devices, snapshot, sysfs_read, sysfs_write
 
-pytestmark = needs_ansible
+pytestmark = [pytest.mark.ansible, needs_ansible]
 
 
 def module_source():
