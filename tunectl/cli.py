@@ -42,9 +42,29 @@ class Output:
         self.json, self.quiet, self.verbose = as_json, quiet, verbose
         self.document = document  # the format name of this command's --json document, after "tunectl-"
 
+    width: int | None = None  # the terminal's columns; None: cells whole (a pipe, -v)
+    colour = False
+    columns: list[str] | None = None  # -o
+
+    def table(self, headers: Sequence[str], rows, **fit) -> str:
+        """A table that fits the terminal, with the -o columns, drift and failures coloured on a terminal."""
+        from tunectl.report import table, verdict_colour
+
+        return table(headers, rows, width=self.width, only=self.columns,
+                     paint=verdict_colour if self.colour else None, **fit)
+
     def print(self, text: str = "") -> None:
         if not self.quiet or self.json:
             self.stdout.write(text + "\n")
+
+    def say(self, text: str) -> None:
+        """A sentence for people under a table: wrapped at the terminal's width, continued indented."""
+        if self.width is None or len(text) <= self.width:
+            self.print(text)
+            return
+        import textwrap
+
+        self.print(textwrap.fill(text, self.width, subsequent_indent="  ", break_on_hyphens=False))
 
     def warn(self, text: str) -> None:
         self.stderr.write(text + "\n")
@@ -79,11 +99,14 @@ def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
                    help="show in-sync and skipped settings too; -vv logs debug detail")
     g.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS if suppress else False,
                    help="print nothing but errors; rely on the exit code")
+    g.add_argument("--color", "--colour", dest="color", choices=("auto", "always", "never"), metavar="WHEN",
+                   default=argparse.SUPPRESS if suppress else "auto",
+                   help="colour drift and failures: auto (on a terminal, unless NO_COLOR is set), always, never")
     g.add_argument("--propagate", action="store_true", default=argparse.SUPPRESS if suppress else False,
                    help=argparse.SUPPRESS)
 
 
-_VALUE_OPTIONS = ("--sysfs-root", "--udev-root", "--state-dir")
+_VALUE_OPTIONS = ("--sysfs-root", "--udev-root", "--state-dir", "--color", "--colour")
 
 
 def _command_in(argv: Sequence[str]) -> str | None:
@@ -211,6 +234,36 @@ def _fail(out: Output, error: Exception, usage: str | None = None) -> int:
     return exit_code
 
 
+def _terminal_width(stdout: TextIO, environ: Mapping[str, str]) -> int | None:
+    """COLUMNS when set, else the terminal's width; None (cells whole) when stdout is a pipe or a file."""
+    import shutil
+
+    columns = environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if not getattr(stdout, "isatty", lambda: False)():
+        return None
+    return shutil.get_terminal_size().columns
+
+
+def _columns(args: argparse.Namespace, out: Output) -> bool:
+    """--columns lists the table's columns (True: done); -o is checked against them."""
+    from tunectl.errors import UsageError
+    from tunectl.report import column_name
+
+    names = [column_name(h) for h, _ in args.table_columns]
+    if args.list_columns:
+        for (header, hidden), name in zip(args.table_columns, names):
+            out.print(f"{name:<16} {header}" + ("  (not shown unless -o names it or -v)" if hidden else ""))
+        return True
+    if args.table_output:
+        unknown = [c for c in args.table_output if c not in names]
+        if unknown:
+            raise UsageError(f"unknown column {unknown[0]!r} for -o", hint=f"columns: {','.join(names)}", where="-o")
+        out.columns = args.table_output
+    return False
+
+
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None,
          stdout: TextIO | None = None, stderr: TextIO | None = None, context=None) -> int:
     stdout = stdout or sys.stdout
@@ -233,12 +286,21 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     except UsageError as e:
         return _fail(Output(stdout, stderr, _wants_json(argv), False, 0, "error"), e, getattr(e, "usage", None))
     out = Output(stdout, stderr, args.json, args.quiet, args.verbose, _document_name(args))
+    if getattr(args, "table_columns", None) is not None:
+        try:
+            if _columns(args, out):
+                return ExitCode.OK
+        except UsageError as e:
+            return _fail(out, e)
     if args.verbose >= 2:
         import logging
 
         logging.basicConfig(stream=stderr, format="tunectl: %(levelname)s: %(message)s", level=logging.DEBUG)
     try:
         ctx = context or _context(args, env)
+        out.width = None if args.verbose else _terminal_width(stdout, ctx.env)
+        is_tty = getattr(stdout, "isatty", lambda: False)()
+        out.colour = args.color == "always" or (args.color == "auto" and is_tty and not ctx.env.get("NO_COLOR"))
         group = importlib.import_module(COMMANDS[args.command][0])
         return int(group.run(ctx, args, out))
     except KeyboardInterrupt:

@@ -5,18 +5,97 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    rows = [["-" if c is None else str(c) for c in row] for row in rows]
+def column_name(header: str) -> str:
+    """The name `-o` takes for a column: ``BEFORE -> AFTER`` -> ``before-after``, ``READ-AHEAD`` -> ``read-ahead``."""
+    return re.sub(r"[^a-z0-9]+", "-", header.lower()).strip("-")
+
+
+def cut(text: str, width: int, middle: bool = False) -> str:
+    """`text` in `width` characters: the end (or, for an identity or a path, the middle) replaced by "…"."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    if not middle:
+        return text[:width - 1] + "…"
+    head = (width - 1 + 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+
+
+PAINT = {"red": "\x1b[31m", "yellow": "\x1b[33m", "green": "\x1b[32m", "bold": "\x1b[1m"}
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], width: int | None = None,
+          middle: Iterable[str] = (), keep: Iterable[str] = (), only: Sequence[str] | None = None,
+          hide: Iterable[str] = (), paint: Callable[[str, str], str | None] | None = None) -> str:
+    """Rows under headers, two spaces apart, every line at most `width` characters (None: cells whole).
+
+    Too wide, the widest column that may shrink loses a character at a time, down to its header's
+    width (or 6); cut cells end in "…", or hold it in the middle for the `middle` columns (identities,
+    paths). `keep` columns are never cut. `only` picks columns by name (`column_name`), in its order;
+    `hide` leaves columns out unless `only` names them. `paint(header, cell)` names a colour for a
+    cell (red, yellow, green, bold) or None; colours do not count in the width. Control characters
+    in cells are escaped.
+    """
+    headers = list(headers)
+    rows = [["-" if c is None else escape_field(str(c)) for c in row] for row in rows]
+    if only is not None:
+        picked = [[column_name(h) for h in headers].index(name) for name in only]
+    else:
+        hidden = set(hide)
+        picked = [i for i, h in enumerate(headers) if h not in hidden]
+    headers = [headers[i] for i in picked]
+    rows = [[row[i] for i in picked] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, row)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
-    return "\n".join(lines)
+    if width is not None:
+        fixed, floor = set(keep), [min(w, max(len(h), 6)) for h, w in zip(headers, widths)]
+        while sum(widths) + 2 * (len(widths) - 1) > width:
+            movable = [i for i, h in enumerate(headers) if h not in fixed and widths[i] > floor[i]]
+            if not movable:
+                break
+            widths[max(movable, key=lambda i: widths[i])] -= 1
+    mid = set(middle)
+
+    def line(cells: Sequence[str], head: bool = False) -> str:
+        parts = []
+        for h, c, w in zip(headers, cells, widths):
+            text = cut(c, w, h in mid)
+            colour = None if head or paint is None else paint(h, c)
+            padded = text.ljust(w)
+            parts.append(f"{PAINT[colour]}{text}\x1b[0m{padded[len(text):]}" if colour else padded)
+        out = "  ".join(parts).rstrip()
+        return cut(out, width) if width is not None and len(_ANSI.sub("", out)) > width and "\x1b" not in out else out
+
+    return "\n".join([line(headers, head=True)] + [line(row) for row in rows])
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+VERDICT_COLUMNS = ("DRIFT", "STATUS", "ALIGNED", "RESULT")
+_FINE = ("in sync", "ok", "yes", "-", "skip", "changed", "not run (--check)")
+_FAILED = ("failed", "not-permitted", "NO", "unreadable")
+
+
+def verdict_colour(header: str, cell: str) -> str | None:
+    """Drift in yellow, failures in red, the rest plain: the colours of every table."""
+    if header not in VERDICT_COLUMNS or cell in _FINE:
+        return None
+    return "red" if cell in _FAILED or cell.startswith("NOT APPLIED") else "yellow"
+
+
+def add_table_options(p: Any, headers: Sequence[str], hidden: Sequence[str] = ()) -> None:
+    """`-o COL,...` and `--columns` for a command whose output is one table with these headers."""
+    names = [column_name(h) for h in headers]
+    p.add_argument("-o", "--output", dest="table_output", metavar="COL,...", type=lambda text: text.split(","),
+                   help=f"the columns to show, in this order ({','.join(names)}); --columns lists them")
+    p.add_argument("--columns", action="store_true", dest="list_columns", help="list the columns -o takes, and exit")
+    p.set_defaults(table_columns=[(h, h in hidden) for h in headers])
 
 
 def show(value: Any) -> str:

@@ -22,8 +22,14 @@ exit: 0 all aligned, 1 a partition misaligned or a named disk without a table,
 2 unknown device, 4 not permitted (parted needs root to open a disk)."""
 
 
+COLUMNS = ["DISK", "PART", "START", "SIZE", "GRAIN", "ALIGNED", "OFF BY", "SUGGESTED START", "PARTED"]
+
+
 def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
+    from tunectl.report import add_table_options
+
     p.epilog = EXAMPLES
+    add_table_options(p, COLUMNS)
     p.add_argument("-p", "--profile", help="profile whose alignment.boundary_kib to use (default: 'default')")
     p.add_argument("devices", nargs="*", metavar="DEV",
                    help="disk or partition: kernel name, /dev path or /dev/disk/by-id link "
@@ -47,7 +53,6 @@ def run(ctx, args, out) -> int:
 
 
 def _render(report, out) -> None:
-    from tunectl.report import table
     from tunectl.units import format_bytes
 
     rows, notes = [], []
@@ -71,8 +76,7 @@ def _render(report, out) -> None:
             notes.append(f"{disk.device}: grain {format_bytes(disk.grain.bytes)} from {disk.grain.source}")
     out.print(f"profile: {report.profile}")
     if rows:
-        out.print(table(["DISK", "PART", "START", "SIZE", "GRAIN", "ALIGNED", "OFF BY", "SUGGESTED START", "PARTED"],
-                        rows))
+        out.print(out.table(COLUMNS, rows, keep=("DISK", "ALIGNED")))
     else:
         out.print("no disk with a partition table")
     for note in notes:

@@ -15,7 +15,7 @@ from tunectl.profile.library import ProfileRef, list_profiles, read_profile_byte
 from tunectl.profile.reader import PathT, decode_profile, parse_yaml
 from tunectl.profile.reports import FileVerdict, ProfileListReport, ProfileShowReport, ValidateReport
 from tunectl.profile.resolve import Profile, is_setting_value, load_profile, resolve_profile
-from tunectl.report import error_lines, table
+from tunectl.report import error_lines
 
 EXAMPLES = ("examples:\n  tunectl profile list\n  tunectl profile show virtual-guest --explain\n"
             "  tunectl profile validate /etc/tunectl/profiles/*.yaml\n  tunectl profile import-tuned throughput-performance")
@@ -60,7 +60,8 @@ def _list(ctx, args, out) -> int:
     if out.json:
         out.emit(report.to_json())
     else:
-        out.print(table(["NAME", "DESCRIPTION", "FILE"], [(n, d, p) for n, p, d in report.entries]))
+        out.print(out.table(["NAME", "DESCRIPTION", "FILE"], [(n, d, p) for n, p, d in report.entries], middle=("FILE",),
+                            keep=("NAME",)))
     return report.exit_code
 
 

@@ -18,8 +18,19 @@ EXAMPLES = {
 }
 
 
+STATUS_COLUMNS = ["DEVICE", "CLASS", "SCHEDULER", "READ-AHEAD", "IDENTITY", "DRIFT", "KNOBS"]
+SETTING_COLUMNS = ["DEVICE", "ATTRIBUTE", "BEFORE -> AFTER", "SOURCE", "STATUS", "NOTE"]
+FIT = {"middle": ("IDENTITY",), "keep": ("DEVICE", "STATUS", "DRIFT")}
+
+
 def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
+    from tunectl.report import add_table_options
+
     p.epilog = EXAMPLES.get(name)
+    if name == "status":
+        add_table_options(p, STATUS_COLUMNS, hidden=("KNOBS",))
+    elif name in ("plan", "verify"):
+        add_table_options(p, SETTING_COLUMNS)
     if name == "status":
         p.add_argument("-p", "--profile", help="compare with this profile instead of the last applied one")
         p.add_argument("--all", action="store_true",
@@ -62,7 +73,7 @@ def _warn_profile(report, out) -> None:
 
 
 def _cmd_status(ctx, args, out) -> int:
-    from tunectl.report import show, table
+    from tunectl.report import show
     from tunectl.tuning import operations as tuning
 
     report = tuning.status(ctx, args.profile, scoped=not args.all)
@@ -75,21 +86,20 @@ def _cmd_status(ctx, args, out) -> int:
         return report.exit_code
     rows = []
     for d in report.devices:
-        knobs = " ".join(f"{k}={v}" for k, v in sorted(d.iosched.items())) if out.verbose else ""
+        knobs = " ".join(f"{k}={v}" for k, v in sorted(d.iosched.items()))
         drift = f"{drift_by_dev[d.name]} setting(s)" if d.name in drift_by_dev else "in sync"
         rows.append([d.name, d.cls + (f"/{d.dm_type}" if d.dm_type else ""), show(d.scheduler),
-                     show(d.queue.get("read_ahead_kb")), d.identity, drift] + ([knobs] if out.verbose else []))
-    headers = ["DEVICE", "CLASS", "SCHEDULER", "READ-AHEAD", "IDENTITY", "DRIFT"] + (["KNOBS"] if out.verbose else [])
+                     show(d.queue.get("read_ahead_kb")), d.identity, drift, knobs])
     out.print(f"profile: {report.profile}")
     _print_scope(report, out)
-    out.print(table(headers, rows))
+    out.print(out.table(STATUS_COLUMNS, rows, hide=() if out.verbose else ("KNOBS",), **FIT))
     return report.exit_code
 
 
 def _print_scope(report, out) -> None:
     """Say so when the last apply's scope narrows the devices looked at (DEV arguments say it themselves)."""
     if report.scope is not None and report.scope.origin == "last-apply":
-        out.print(report.scope.describe(report.profile))
+        out.say(report.scope.describe(report.profile))
 
 
 def _settings_rows(settings, verbose: int, with_status: bool = False):
@@ -128,7 +138,6 @@ def _summary(statuses: list[str]) -> str:
 
 
 def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
-    from tunectl.report import table
     from tunectl.tuning import operations as tuning
 
     ref = tuning.active_profile_ref(ctx, args.profile) if verify else args.profile
@@ -142,8 +151,8 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     out.print(f"profile: {report.profile}")
     _print_scope(report, out)
     if rows:
-        out.print(table(["DEVICE", "ATTRIBUTE", "BEFORE -> AFTER", "SOURCE", "STATUS", "NOTE"], rows))
-    out.print(_summary([s.status for s in report.settings]))
+        out.print(out.table(SETTING_COLUMNS, rows, **FIT))
+    out.say(_summary([s.status for s in report.settings]))
     if verify:
         out.print("in sync" if not drift else f"drift: {len(drift)} setting(s) differ")
     return report.exit_code
@@ -165,7 +174,7 @@ def _cmd_apply(ctx, args, out) -> int:
 
 
 def _render_apply(report, args, out) -> int:
-    from tunectl.report import show, table
+    from tunectl.report import show
 
     _warn_profile(report, out)
     if out.json:
@@ -181,10 +190,10 @@ def _render_apply(report, args, out) -> int:
                 after = show(s.after) if s.bounds is None or s.after is not None else _before_after(s).split(" -> ")[1]
                 out.print(f"--- {s.device} queue/{s.attribute}\n-{show(s.before)}\n+{after}")
     elif rows:
-        out.print(table(["DEVICE", "ATTRIBUTE", "BEFORE -> AFTER", "SOURCE", "STATUS", "NOTE"], rows))
+        out.print(out.table(SETTING_COLUMNS, rows, **FIT))
     verb = "would change" if report.check else "changed"
     n = sum(o.status in (Status.CHANGED, Status.CHANGE) for o in report.outcomes)
-    out.print(f"{report.profile}: {verb} {n} setting(s); {_summary([o.status for o in report.outcomes])}")
+    out.say(f"{report.profile}: {verb} {n} setting(s); {_summary([o.status for o in report.outcomes])}")
     return report.exit_code
 
 
