@@ -98,6 +98,16 @@ def add_table_options(p: Any, headers: Sequence[str], hidden: Sequence[str] = ()
     p.set_defaults(table_columns=[(h, h in hidden) for h in headers])
 
 
+def unified_diff(old: str, new: str, fromfile: str, tofile: str) -> str:
+    """`diff -u` of two texts, as patch(1) reads it ("\\ No newline at end of file" included); "" when equal."""
+    import difflib
+
+    if old == new:
+        return ""
+    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile, tofile)
+    return "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines)
+
+
 def show(value: Any) -> str:
     if value is None:
         return "-"

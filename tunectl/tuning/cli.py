@@ -49,7 +49,9 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
         p.add_argument("-p", "--profile", help="profile name or file (default: 'default')")
         p.add_argument("devices", nargs="*", metavar="DEV", help="kernel name or /dev path (default: all)")
         p.add_argument("--check", action="store_true", help="write nothing; report and exit as if it had")
-        p.add_argument("--diff", action="store_true", help="show each change as - before / + after")
+        p.add_argument("--diff", action="store_true",
+                       help="show the changes as a unified diff: a pseudo-file DEV/queue per device, "
+                            "a line 'attribute: value' per planned setting")
         p.add_argument("--detailed-exitcode", action="store_true",
                        help="exit 0 if nothing changed, 2 if something changed, 1 on any error")
         p.add_argument("--stack", action="store_true",
@@ -174,7 +176,6 @@ def _cmd_apply(ctx, args, out) -> int:
 
 
 def _render_apply(report, args, out) -> int:
-    from tunectl.report import show
 
     _warn_profile(report, out)
     if out.json:
@@ -184,17 +185,34 @@ def _render_apply(report, args, out) -> int:
         out.warn(f"tunectl: note: {note}")
     rows = _settings_rows(report.outcomes, out.verbose, with_status=True)
     if getattr(args, "diff", False):
-        for o in report.outcomes:
-            s = o.setting
-            if o.status in (Status.CHANGED, Status.CHANGE):
-                after = show(s.after) if s.bounds is None or s.after is not None else _before_after(s).split(" -> ")[1]
-                out.print(f"--- {s.device} queue/{s.attribute}\n-{show(s.before)}\n+{after}")
+        diff = _diff(report.outcomes)
+        if diff:
+            out.stdout.write(diff)  # the requested data: printed even with -q
     elif rows:
         out.print(out.table(SETTING_COLUMNS, rows, **FIT))
     verb = "would change" if report.check else "changed"
     n = sum(o.status in (Status.CHANGED, Status.CHANGE) for o in report.outcomes)
     out.say(f"{report.profile}: {verb} {n} setting(s); {_summary([o.status for o in report.outcomes])}")
     return report.exit_code
+
+
+def _diff(outcomes) -> str:
+    """One pseudo-file per device, ``DEV/queue``: a line ``attribute: value`` per planned setting, before and
+    after, as a unified diff (`patch -p1` applies it to such a dump)."""
+    from tunectl.report import escape_field, show, unified_diff
+
+    devices: dict[str, tuple[list[str], list[str]]] = {}
+    for o in sorted(outcomes, key=lambda o: (o.setting.device, o.setting.attribute)):
+        s = o.setting
+        before = escape_field(show(s.before))
+        after = before
+        if o.status in (Status.CHANGED, Status.CHANGE):
+            after = show(s.after) if s.bounds is None or s.after is not None else _before_after(s).split(" -> ")[1]
+        old, new = devices.setdefault(s.device, ([], []))
+        old.append(f"{s.attribute}: {before}\n")
+        new.append(f"{s.attribute}: {escape_field(after)}\n")
+    return "".join(unified_diff("".join(old), "".join(new), f"a/{dev}/queue", f"b/{dev}/queue")
+                   for dev, (old, new) in devices.items())
 
 
 def _cmd_rollback(ctx, args, out) -> int:

@@ -75,9 +75,9 @@ def _mounts_check(m: Machine, *extra: str, columns: int | None = None) -> str:
 
 def _golden(name: str, text: str) -> None:
     path = GOLDEN / f"{name}.txt"
-    if os.environ.get("TUNECTL_UPDATE_GOLDEN"):
+    if os.environ.get("UPDATE_GOLDEN") == "1":
         path.write_text(text)
-    assert text == path.read_text(), f"{name}: differs from {path} (TUNECTL_UPDATE_GOLDEN=1 rewrites it)"
+    assert text == path.read_text(), f"{name}: differs from {path} (UPDATE_GOLDEN=1 rewrites it)"
 
 
 def _fits(text: str, width: int) -> None:
