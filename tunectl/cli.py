@@ -59,6 +59,9 @@ class Output:
 
     def say(self, text: str) -> None:
         """A sentence for people under a table: wrapped at the terminal's width, continued indented."""
+        from tunectl.report import escape
+
+        text = escape(text)
         if self.width is None or len(text) <= self.width:
             self.print(text)
             return
@@ -67,7 +70,10 @@ class Output:
         self.print(textwrap.fill(text, self.width, subsequent_indent="  ", break_on_hyphens=False))
 
     def warn(self, text: str) -> None:
-        self.stderr.write(text + "\n")
+        """A line for people on stderr; control characters (a file name, a value read back) escaped."""
+        from tunectl.report import escape
+
+        self.stderr.write(escape(text) + "\n")
 
     def emit(self, doc: dict, one_line: bool = False) -> None:
         """This command's --json document: `tunectl-<command>`, its version, then `doc`'s keys."""

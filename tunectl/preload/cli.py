@@ -102,8 +102,10 @@ def _render(report, out, human) -> int:
         return report.exit_code
     for note in getattr(report, "notes", []):
         out.warn(f"tunectl: note: {note}")
+    from tunectl.report import escape
+
     for line in human(report):
-        out.print(line)
+        out.print(escape(line))  # file names are anyone's bytes
     return report.exit_code
 
 

@@ -109,6 +109,7 @@ def monitor(ctx, args, out, events=None) -> int:
     import itertools
 
     from tunectl.errors import ExitCode, UsageError
+    from tunectl.report import escape
     from tunectl.system.roots import SYS
     from tunectl.tuning import operations
     from tunectl.udev.monitor import follow, udev_events
@@ -138,7 +139,7 @@ def monitor(ctx, args, out, events=None) -> int:
             if out.json:
                 out.emit(report.to_json(), one_line=True)
             else:
-                out.print(report.line())
+                out.print(escape(report.line()))
             out.stdout.flush()
     except KeyboardInterrupt:
         pass  # the way to stop a monitor: not an error

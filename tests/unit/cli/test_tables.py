@@ -192,3 +192,17 @@ def test_cut_and_table_units() -> None:
     out = Output(io.StringIO(), io.StringIO(), False, False, 0, "status")
     assert out.table(["A"], [["\x1b"]]) == "A\n\\x1b"
     assert DATA.is_dir()
+
+
+def test_control_characters_in_file_names_are_escaped(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "evil\x1b]0;pwned\x07name").write_bytes(b"x" * 100)
+    listing = tmp_path / "l\x1b[2J.list"
+    r = run_cli("preload", "collect", str(tree), "-o", str(listing))
+    assert r.code == 0, r
+    assert "\x1b" not in r.out and "l\\x1b[2J.list: 1 files" in r.out
+    shown = run_cli("preload", "show", "-v", str(listing))
+    assert "\x1b" not in shown.out and "\x07" not in shown.out and "evil\\x1b]0;pwned\\x07name" in shown.out
+    missing = run_cli("preload", "show", str(tmp_path / "no\x1bsuch.list"))
+    assert missing.code == 2 and "\x1b" not in missing.err and "no\\x1bsuch.list" in missing.err
