@@ -41,10 +41,9 @@ class Output:
         self.stdout, self.stderr = stdout, stderr
         self.json, self.quiet, self.verbose = as_json, quiet, verbose
         self.document = document  # the format name of this command's --json document, after "tunectl-"
-
-    width: int | None = None  # the terminal's columns; None: cells whole (a pipe, -v)
-    colour = False
-    columns: list[str] | None = None  # -o
+        self.width: int | None = None  # the terminal's columns; None: cells whole (a pipe, -v)
+        self.colour = False
+        self.columns: list[str] | None = None  # -o
 
     def table(self, headers: Sequence[str], rows, **fit) -> str:
         """A table that fits the terminal, with the -o columns, drift and failures coloured on a terminal."""
