@@ -53,11 +53,17 @@ class Output:
                      paint=verdict_colour if self.colour else None, **fit)
 
     def print(self, text: str = "") -> None:
-        if not self.quiet or self.json:
-            self.stdout.write(text + "\n")
+        """A line (or lines) for stdout; for people, control characters are escaped, colours kept only when on."""
+        if self.quiet and not self.json:
+            return
+        if not self.json:
+            from tunectl.report import escape_keeping_colour
+
+            text = escape_keeping_colour(text, self.colour)
+        self.stdout.write(text + "\n")
 
     def say(self, text: str) -> None:
-        """A sentence for people under a table: wrapped at the terminal's width, continued indented."""
+        """A sentence for people: wrapped at the terminal's width between words, continued indented."""
         from tunectl.report import escape
 
         text = escape(text)
@@ -66,7 +72,9 @@ class Output:
             return
         import textwrap
 
-        self.print(textwrap.fill(text, self.width, subsequent_indent="  ", break_on_hyphens=False))
+        # a path or a digest longer than the line stays whole, on a line of its own: it is copied and pasted
+        self.print(textwrap.fill(text, self.width, subsequent_indent="  ", break_on_hyphens=False,
+                                 break_long_words=False))
 
     def warn(self, text: str) -> None:
         """A line for people on stderr; control characters (a file name, a value read back) escaped."""

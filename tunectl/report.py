@@ -157,6 +157,17 @@ def escape(text: str) -> str:
                         else f"\\u{ord(m.group()):04x}", text)
 
 
+def escape_keeping_colour(text: str, colour: bool) -> str:
+    """`escape` for a printed line; with `colour`, the table's own colour codes (and only those) stay."""
+    if not colour:
+        return escape(text)
+    return "".join(part if _OWN_COLOUR.fullmatch(part) else escape(part) for part in _OWN_COLOUR_SPLIT.split(text))
+
+
+_OWN_COLOUR = re.compile("|".join(map(re.escape, [*PAINT.values(), "\x1b[0m"])))
+_OWN_COLOUR_SPLIT = re.compile(f"({_OWN_COLOUR.pattern})")
+
+
 def escape_field(text: str) -> str:
     """One table cell or name: every control character escaped, a newline and a tab too."""
     return escape(text).replace("\n", "\\n").replace("\t", "\\t")

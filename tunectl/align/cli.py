@@ -80,7 +80,7 @@ def _render(report, out) -> None:
     else:
         out.print("no disk with a partition table")
     for note in notes:
-        out.print(f"  {note}")
+        out.say(f"  {note}")
     bad = sum(not p.aligned for d in report.disks for p in d.partitions)
     total = sum(len(d.partitions) for d in report.disks)
     summary = [f"{bad} of {total} partition(s) misaligned"] if bad else []
@@ -90,4 +90,4 @@ def _render(report, out) -> None:
         summary.append(f"no partition table on {', '.join(untabled)}")
     if unreadable:
         summary.append(f"parted could not read {', '.join(unreadable)}")
-    out.print("; ".join(summary) if summary else ("all aligned" if total else "no partitions to check"))
+    out.say("; ".join(summary) if summary else ("all aligned" if total else "no partitions to check"))

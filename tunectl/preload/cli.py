@@ -102,10 +102,8 @@ def _render(report, out, human) -> int:
         return report.exit_code
     for note in getattr(report, "notes", []):
         out.warn(f"tunectl: note: {note}")
-    from tunectl.report import escape
-
     for line in human(report):
-        out.print(escape(line))  # file names are anyone's bytes
+        out.print(line)  # file names are anyone's bytes: print escapes them
     return report.exit_code
 
 

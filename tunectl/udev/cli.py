@@ -70,7 +70,7 @@ def _install_text(report, out) -> None:
     for p in report.problems:
         out.warn(f"tunectl: warning: {p}")
     verb = "installed" if report.changed else "unchanged"
-    out.print(f"{verb}: {report.path} (profile {report.render.profile.name}, {report.render.rendered.digest})")
+    out.say(f"{verb}: {report.path} (profile {report.render.profile.name}, {report.render.rendered.digest})")
     if report.reloaded:
         out.print("udev rules reloaded")
     if report.triggered:
@@ -80,19 +80,19 @@ def _install_text(report, out) -> None:
 def _remove_text(report, out) -> None:
     for p in report.problems:
         out.warn(f"tunectl: warning: {p}")
-    out.print(f"removed: {report.path}" if report.removed else f"not installed: {report.path}")
+    out.say(f"removed: {report.path}" if report.removed else f"not installed: {report.path}")
     if report.removed:
-        out.print("values already written stay as they are; `tunectl rollback` restores the originals")
+        out.say("values already written stay as they are; `tunectl rollback` restores the originals")
 
 
 def _check_text(report, out) -> None:
     name, digest = report.render.profile.name, report.render.rendered.digest
     if report.in_sync:
-        out.print(f"in sync: {report.path} is what profile {name} renders ({digest})")
+        out.say(f"in sync: {report.path} is what profile {name} renders ({digest})")
     elif report.installed is None:
-        out.print(f"not installed: {report.path}; `tunectl udev install -p {name}` writes it")
+        out.say(f"not installed: {report.path}; `tunectl udev install -p {name}` writes it")
     else:
-        out.print(f"differs: {report.path} ({report.installed_digest or 'no tunectl digest'}) is not what profile "
+        out.say(f"differs: {report.path} ({report.installed_digest or 'no tunectl digest'}) is not what profile "
                   f"{name} renders ({digest})")
         limit = None if out.verbose else 60
         for line in report.diff[:limit]:
@@ -109,7 +109,6 @@ def monitor(ctx, args, out, events=None) -> int:
     import itertools
 
     from tunectl.errors import ExitCode, UsageError
-    from tunectl.report import escape
     from tunectl.system.roots import SYS
     from tunectl.tuning import operations
     from tunectl.udev.monitor import follow, udev_events
@@ -139,7 +138,7 @@ def monitor(ctx, args, out, events=None) -> int:
             if out.json:
                 out.emit(report.to_json(), one_line=True)
             else:
-                out.print(escape(report.line()))
+                out.print(report.line())
             out.stdout.flush()
     except KeyboardInterrupt:
         pass  # the way to stop a monitor: not an error

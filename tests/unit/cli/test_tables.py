@@ -81,7 +81,8 @@ def _golden(name: str, text: str) -> None:
 
 
 def _fits(text: str, width: int) -> None:
-    long = [line for line in text.splitlines() if len(line) > width]
+    """No line wider than `width`, but a sentence's word (a path, a digest) that is: it stays whole on its own line."""
+    long = [line for line in text.splitlines() if len(line) > width and len(line.split()) > 1]
     assert not long, f"wider than {width}: {long}"
 
 
@@ -206,3 +207,31 @@ def test_control_characters_in_file_names_are_escaped(tmp_path: Path) -> None:
     assert "\x1b" not in shown.out and "\x07" not in shown.out and "evil\\x1b]0;pwned\\x07name" in shown.out
     missing = run_cli("preload", "show", str(tmp_path / "no\x1bsuch.list"))
     assert missing.code == 2 and "\x1b" not in missing.err and "no\\x1bsuch.list" in missing.err
+
+
+def test_every_printed_line_is_escaped_and_only_our_colours_pass() -> None:
+    def printed(text: str, colour: bool, as_json: bool = False) -> str:
+        out = Output(io.StringIO(), io.StringIO(), as_json, False, 0, "status")
+        out.colour = colour
+        out.print(text)
+        return out.stdout.getvalue()
+
+    hostile = "name\x1b]0;title\x07 \x1b[2J\r\tend"
+    assert printed(hostile, colour=False) == "name\\x1b]0;title\\x07 \\x1b[2J\\x0d\tend\n"
+    assert printed(hostile, colour=True) == printed(hostile, colour=False)
+    painted = table(["DRIFT"], [["1 setting(s)"]], paint=lambda h, c: "yellow")
+    assert printed(painted, colour=True) == painted + "\n"
+    assert "\x1b" not in printed(painted, colour=False)
+    assert printed('{"a": 1}', colour=False, as_json=True) == '{"a": 1}\n'
+
+
+def test_udev_sentences_wrap_at_the_terminal_width(tmp_path: Path) -> None:
+    env = {"COLUMNS": "60", "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    missing = run_cli("udev", "check", "-p", "desktop", "--rules-dir", str(tmp_path), env=env)
+    (tmp_path / "65-tunectl.rules").write_text("# not tunectl's\n")
+    differs = run_cli("udev", "check", "-p", "desktop", "--rules-dir", str(tmp_path), env=env)
+    assert (missing.code, differs.code) == (1, 1), (missing, differs)
+    sentence = differs.out.split("\n-")[0]
+    assert "is not what profile desktop renders" in " ".join(sentence.split()), differs.out
+    _fits(missing.out + sentence, 60)
+    assert str(tmp_path / "65-tunectl.rules") in sentence  # a path longer than a line stays whole
