@@ -9,6 +9,7 @@ entry for every format).
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -56,6 +57,37 @@ def test_the_changelog_has_a_line_for_every_format_at_its_version() -> None:
     text = (REPO / "tunectl" / "schema" / "CHANGELOG.md").read_text()
     for name, version in schema.VERSIONS.items():
         assert re.search(rf"^- `tunectl-{name}` {version}: ", text, re.M), f"tunectl-{name} {version} not in CHANGELOG.md"
+
+
+SHAPES = REPO / "tests" / "golden" / "schema-shapes.json"
+
+
+def _shape(value: object) -> object:
+    """A schema without its prose: what a document may hold, the part a version stands for."""
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in value.items() if k not in ("description", "title", "$comment", "examples")}
+    if isinstance(value, list):
+        return [_shape(v) for v in value]
+    return value
+
+
+def test_a_changed_shape_has_a_new_version() -> None:
+    import hashlib
+
+    now = {name: {"version": version,
+                  "sha256": hashlib.sha256(json.dumps(_shape(schema.load(name)), sort_keys=True).encode()).hexdigest()}
+           for name, version in sorted(schema.VERSIONS.items())}
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        SHAPES.write_text(json.dumps(now, indent=1) + "\n")
+    pinned = json.loads(SHAPES.read_text())
+    for name, current in now.items():
+        was = pinned.get(name)
+        assert was is not None, f"tunectl-{name} is new: pin its shape with UPDATE_GOLDEN=1"
+        assert current["version"] >= was["version"], f"tunectl-{name}: version went down"
+        assert current["sha256"] == was["sha256"] or current["version"] > was["version"], (
+            f"tunectl-{name} changed shape at version {was['version']}: raise it in tunectl/schema/__init__.py, "
+            "add a line to tunectl/schema/CHANGELOG.md, then pin the shape with UPDATE_GOLDEN=1")
+        assert current == was, f"tunectl-{name} is at version {current['version']}: pin its shape with UPDATE_GOLDEN=1"
 
 
 def test_the_schemas_ship_with_the_package() -> None:
