@@ -180,7 +180,9 @@ def test_import_tuned_document(tmp_path: Path) -> None:
     assert r.code == 0 and r.doc["format"] == "tunectl-profile-import-tuned" and r.doc["unconverted"]
 
 
-def test_the_ansible_module_reads_the_error_document() -> None:
+@pytest.fixture
+def ansible_module():
+    """The Ansible module, the reader of tunectl's documents that ships with it."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("tunectl_module", REPO / "ansible/roles/tunectl/library/tunectl.py")
@@ -189,6 +191,11 @@ def test_the_ansible_module_reads_the_error_document() -> None:
         spec.loader.exec_module(module)  # type: ignore[union-attr]
     except ImportError:
         pytest.skip("ansible is not installed")
+    return module
+
+
+def test_the_ansible_module_reads_the_error_document(ansible_module) -> None:
+    module = ansible_module
     doc = run_cli("status", "--bogus", "--json").doc
     assert module.error_text(doc) == ("unrecognized arguments: --bogus\n"
                                       "hint: `tunectl --help` lists the arguments")
@@ -206,3 +213,24 @@ def test_a_document_that_drifts_from_its_schema_is_caught() -> None:
 
 def test_every_command_group_is_listed() -> None:
     assert {n.split("-")[0] for n in schema.VERSIONS} - {"version", "error"} == set(COMMANDS)
+
+
+def test_the_ansible_module_reads_the_versions_this_tunectl_prints(ansible_module) -> None:
+    module = ansible_module
+    reads = module.READS
+    assert reads == {k: schema.VERSIONS[k.removeprefix("tunectl-")] for k in reads}
+
+    class Fake:
+        def __init__(self, doc: dict) -> None:
+            self.doc = doc
+
+        def run_command(self, argv, environ_update):
+            return 0, json.dumps(self.doc), ""
+
+    newer = {"format": "tunectl-verify", "version": schema.VERSIONS["verify"] + 1, "in_sync": True}
+    with pytest.raises(module.StepFailed, match=r"printed tunectl-verify version \d+; this module reads version 1"):
+        module.Tunectl(Fake(newer), "tunectl").run(["verify"], (0,))
+    with pytest.raises(module.StepFailed, match="printed None version None; this module reads no such format"):
+        module.Tunectl(Fake({"in_sync": True}), "tunectl").run(["verify"], (0,))
+    doc = dict(newer, version=schema.VERSIONS["verify"])
+    assert module.Tunectl(Fake(doc), "tunectl").run(["verify"], (0,)) == (0, doc)

@@ -216,6 +216,11 @@ DEFAULT_RULES_DIR = "/etc/udev/rules.d"
 WRITTEN = ("changed", "change")  # statuses of a setting written (apply) or to be written (check mode)
 REFUSED = ("failed", "not-permitted")
 NOTED = ("skip", "unavailable")
+# The --json formats this module reads, at the versions it understands (tunectl/schema/CHANGELOG.md):
+# a tunectl on the host printing another version is refused with a message, never misread.
+READS = {"tunectl-apply": 1, "tunectl-rollback": 1, "tunectl-verify": 1, "tunectl-align": 1,
+         "tunectl-mounts-check": 1, "tunectl-mounts-fix": 1, "tunectl-udev-render": 1,
+         "tunectl-udev-install": 1, "tunectl-udev-remove": 1, "tunectl-udev-check": 1, "tunectl-error": 1}
 
 
 class StepFailed(Exception):
@@ -249,7 +254,12 @@ class Tunectl:
         if not isinstance(doc, dict):
             detail = (stderr or stdout).strip() or "no output"
             raise StepFailed(f"`{shlex.join(argv)}` exited {rc} without a JSON report: {detail}")
-        if doc.get("format") == "tunectl-error":
+        kind, version = doc.get("format"), doc.get("version")
+        if kind not in READS or READS[kind] != version:
+            reads = f"version {READS[kind]}" if kind in READS else "no such format"
+            raise StepFailed(f"`{shlex.join(argv)}` printed {kind} version {version}; this module reads {reads}: "
+                             "use the module and the tunectl of one release")
+        if kind == "tunectl-error":
             raise StepFailed(error_text(doc))
         if rc not in ok_codes:
             raise StepFailed(f"`{shlex.join(argv)}` exited {rc}: {(stderr or '').strip() or json.dumps(doc)}")
