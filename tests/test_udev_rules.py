@@ -149,8 +149,11 @@ def test_below_needs_an_executable_and_runs_only_for_stacked_devices() -> None:
     rendered = render_rules(profile, TUNECTL, profile_path="/etc/tunectl/profiles/udev-below.yaml")
     assert rendered.runs_tunectl and any("below:" in n for n in rendered.notes)
     runs = [line for line in rendered.text.splitlines() if "RUN" in line]
-    assert runs == ['ENV{TUNECTL_BELOW}=="1", TEST=="slaves/*/dev", RUN+="/usr/sbin/tunectl apply -p '
-                    '/etc/tunectl/profiles/udev-below.yaml --stack $kernel -q"']
+    cmd = 'RUN+="/usr/sbin/tunectl apply -p /etc/tunectl/profiles/udev-below.yaml --stack $kernel -q"'
+    # the stacked device's event, and the event of a device under a stack (whose below: values only tunectl knows)
+    assert runs == [f'ENV{{TUNECTL_BELOW}}=="1", TEST=="slaves/*/dev", {cmd}', f'ENV{{TUNECTL_UNDER}}=="1", {cmd}']
+    assert 'TEST=="holders/*/dev", ENV{TUNECTL_UNDER}="1"' in rendered.text
+    assert 'ENV{ID_PART_TABLE_TYPE}=="?*", ENV{TUNECTL_UNDER}="1"' in rendered.text
     assert lint(rendered.text) == []
 
 
@@ -640,6 +643,8 @@ def _build_tree(root: Path, devices: list[dict], kernel: FakeKernel) -> dict[str
         (root / "block").mkdir(exist_ok=True)
         (root / "block" / name).symlink_to(real)
         (real / "dev").write_text(f"250:{n}\n")
+        if not name.startswith(("dm-", "md", "zram")):
+            (real / "mq").mkdir()  # a request queue (blk-mq); bio-based dm, md and zram have none
         offered = dev["offered"]
         if name.startswith("zram"):
             pass  # no scheduler file at all, as on this kernel
