@@ -23,9 +23,16 @@ TUNECTL = str(REPO / ".venv" / "bin" / "tunectl")
 STARTED = time.monotonic()
 
 
+LOG: list = []  # the open <group>.log in the shared directory, once main() has it
+
+
 def log(text: str) -> None:
-    """A line on the console (kept by the host as <group>.console): where a slow or stuck group spent its time."""
-    print(f"[{time.monotonic() - STARTED:7.1f}s] {text}", file=sys.stderr, flush=True)
+    """A line on the console and in SHARED/<group>.log (readable while the guest runs): where the time went."""
+    line = f"[{time.monotonic() - STARTED:7.1f}s] {text}"
+    print(line, file=sys.stderr, flush=True)
+    for f in LOG:
+        f.write(line + "\n")
+        f.flush()
 
 
 def sh(cmd: str, check: bool = False, env: dict | None = None, stdin: str | None = None,
@@ -141,8 +148,10 @@ class Recorder:
 def main(groups: dict[str, Callable[[Recorder, list[str]], None]]) -> None:
     group, shared = sys.argv[1], Path(sys.argv[2])
     rec = Recorder(shared / f"{group}.json")
-    try:
-        groups[group](rec, sys.argv[3:])
-    except Exception:
-        rec.results["errors"]["group"] = traceback.format_exc()
-    rec.save()
+    with open(shared / f"{group}.log", "w") as f:
+        LOG.append(f)
+        try:
+            groups[group](rec, sys.argv[3:])
+        except Exception:
+            rec.results["errors"]["group"] = traceback.format_exc()
+        rec.save()

@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from common import REPO, Recorder, by_serial, queue_state, read, settle, sh, tunectl, tunectl_env
+from common import REPO, Recorder, by_serial, queue_state, read, settle, sh, tunectl, tunectl_env, udev_props
 
 PROFILE = """name: vm-below
 description: module schedulers per class; mq-deadline below every dm stack
@@ -63,8 +63,7 @@ def build(disks: dict[str, str], shared: Path) -> dict:
        check=True, stdin=KEY)
     sh(f"cryptsetup open --key-file=- /dev/{nvme} luksc", check=True, stdin=KEY)
     # the browser case: squashfs with 4 KiB gzip blocks on dm-verity on the SD card
-    img = Path("/tmp/browser.sqfs")
-    sh(f"mksquashfs /usr/lib/python3.11 {img} -e test -b 4096 -comp gzip -noappend -no-progress -quiet", check=True)
+    img = shared / "browser.sqfs"  # built by the host (tests/vm/machine.py)
     sh(f"dd if={img} of=/dev/{sd}p1 bs=1M conv=fsync status=none", check=True)
     fmt = sh(f"veritysetup format /dev/{sd}p1 /dev/{sd}p2 --data-blocks={(img.stat().st_size + 4095) // 4096}",
              check=True).stdout
@@ -157,19 +156,28 @@ def run(rec: Recorder, args: list[str]) -> None:
     rec["active_after_apply"] = read(f"{state}/active.json")
 
     # The rules, then change events on the disks below the stacks.
+    # The browser stack before any tuning: where do requests merge, which schedulers does bench sweep.
+    code, doc, err = tunectl("bench /tmp/sq/python3.11 --read-ahead 16,128,1024 --runs 1 --size 2M --seed 1", env)
+    rec["bench"] = {"code": code, "stderr": err, "doc": doc}
+
+    os.makedirs("/run/udev/rules.d", exist_ok=True)
     code, doc, err = tunectl(f"udev install -p {profile} --rules-dir /run/udev/rules.d", env)
     rec["udev_install"] = {"code": code, "stderr": err}
     rec["rules"] = read("/run/udev/rules.d/65-tunectl.rules")
     events = {}
-    for label, cmd in (("parted_print_sda", f"parted -s /dev/{disks['hdd']} print"),
-                       ("align_nvme", f"{env['TUNECTL_EXECUTABLE']} align {disks['nvme']}"),
-                       ("change_md_member", f"udevadm trigger --action=change /dev/{disks['sata']}"),
-                       ("change_sd", f"udevadm trigger --action=change /dev/{disks['sd']}"),
-                       ("change_lv", f"udevadm trigger --action=change /dev/{rec['dm'].get('vgt-lvt', 'dm-3')}")):
+    # Each event's disk is first moved off its value by hand (no event): only the rules can bring it back.
+    for label, moved, cmd in (
+            ("parted_print_sda", "hdd", f"parted -s /dev/{disks['hdd']} print"),
+            ("align_nvme", "nvme", f"{env['TUNECTL_EXECUTABLE']} align {disks['nvme']}"),
+            ("change_md_member", "sata", f"udevadm trigger --action=change /dev/{disks['sata']}"),
+            ("change_sd", "sd", f"udevadm trigger --action=change /dev/{disks['sd']}"),
+            ("change_lv", "virt", f"udevadm trigger --action=change /dev/{rec['dm'].get('vgt-lvt', 'dm-3')}")):
+        sh(f"echo none > /sys/block/{disks[moved]}/queue/scheduler", check=True)
+        events[label] = {"moved": moved, "moved_to": queue_state(disks[moved])["scheduler"]}
         sh(cmd, env=env)
         settle()
-        events[label] = {"schedulers": schedulers(disks), "verify": tunectl(f"verify -p {profile}", env)[0],
-                         "originals": originals(state), "active": read(f"{state}/active.json")}
+        events[label].update(schedulers=schedulers(disks), verify=tunectl(f"verify -p {profile}", env)[0],
+                             originals=originals(state), active=read(f"{state}/active.json"))
     rec["events"] = events
 
     # A stack created after the rules: the verity device closed and opened again, its disk moved off mq-deadline first.
@@ -182,7 +190,7 @@ def run(rec: Recorder, args: list[str]) -> None:
         sh(f"veritysetup open /dev/{disks['sd']}p1 vroot /dev/{disks['sd']}p2 {rec['build']['root_hash']}", check=True)
         settle()
         dev = dm_names()["vroot"]
-        return {"moved": moved, "dev": dev, "sd": queue_state(disks["sd"]), "dm": queue_state(dev),
+        return {"moved": moved, "dev": dev, "sd": queue_state(disks["sd"]), "dm": queue_state(dev), "udev": udev_props(dev),
                 "verify": tunectl(f"verify -p {profile}", env)[0]}
     rec.step("new_stack", reopen)
 
