@@ -131,3 +131,13 @@ def test_bench_shows_where_requests_merge_on_the_browser_stack(run: dict) -> Non
     sd = [d for d in stats if d["device"] == run["disks"]["sd"]]
     assert all(d["reads"] > 0 and 0 <= d["merged_share"] <= 1 and d["avg_request_kib"] > 0 for d in sd), sd
     assert not doc["restore_failed"]
+
+
+def test_bench_recommends_no_read_ahead_where_it_changes_nothing(run: dict) -> None:
+    """squashfs reads one 4 KiB-block at a time: the requests below stay the same size at every read-ahead."""
+    doc = run["bench"]["doc"]
+    sd = run["disks"]["sd"]
+    sizes = {p["read_ahead_kb"]: d["avg_request_kib"] for p in doc["points"] for d in p["devices"] if d["device"] == sd}
+    assert max(sizes.values()) <= min(sizes.values()) * 1.1, sizes
+    rec = doc["recommendation"]
+    assert rec["read_ahead_kb"] is None and "squashfs" in rec["reason"], rec
