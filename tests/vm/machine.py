@@ -108,6 +108,8 @@ def cannot_start() -> str | None:
     """Why qemu cannot start a guest here at all, or None."""
     if shutil.which("qemu-system-x86_64") is None:
         return "qemu-system-x86_64 is not installed (scripts/bootstrap --test installs qemu-system-x86)"
+    if not any(shutil.which(b) for b in ("busybox-static", "busybox.static", "busybox")):
+        return "no busybox for virtme-ng's initramfs (scripts/bootstrap --test installs busybox-static)"
     if vng() is None:
         return "virtme-ng (vng) is not installed (scripts/bootstrap --test installs it into .venv)"
     return None
