@@ -9,11 +9,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ["TUNECTL_VM_SHARED"] = sys.argv[2]
 
 import classify  # noqa: E402
+import devices  # noqa: E402
 import reboot  # noqa: E402
 import stacks  # noqa: E402
 from common import main  # noqa: E402
 
-GROUPS = {"classify": classify.run, "stacks": stacks.run, "reboot1": reboot.first, "reboot2": reboot.second}
+GROUPS = {"classify": classify.run, "devices": devices.run, "stacks": stacks.run,
+          "reboot1": reboot.first, "reboot2": reboot.second}
 
 if __name__ == "__main__":
     main(GROUPS)
