@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from common import Recorder, by_serial, queue_state, read, settle, sh, tunectl, tunectl_env, udev_props
+from common import Recorder, by_serial, queue_state, read, record, settle, sh, tunectl, tunectl_env, udev_props
 
 SERIALS = {"nvme": "tcnvme01", "hdd": "tchdd01", "ssd": "tcssd01", "sata": "tcsata01", "virt": "tcvirt01",
            "sd": "sdcard"}
@@ -62,6 +62,7 @@ def run(rec: Recorder, args: list[str]) -> None:
         "serial": read(f"/sys/block/{dev}/serial"),
         "rotational": read(f"/sys/block/{dev}/queue/rotational")} for role, dev in disks.items()})
     rec["modules_at_boot"] = modules_loaded()
+    rec.step("recorded", lambda: record(disks, shared))
     before = rec.step("before", lambda: {role: queue_state(dev) for role, dev in disks.items()})
     state = "/tmp/tunectl-state"
     env = tunectl_env(state)

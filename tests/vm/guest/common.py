@@ -112,6 +112,19 @@ def tunectl_env(state: str, **extra: str) -> dict:
     return env
 
 
+# role in a guest group -> the fixture name of its recording in tests/data/recorded/<series>/
+RECORDED = {"hdd": "scsi-hdd", "ssd": "scsi-ssd-wwn", "sata": "sata-ssd", "nvme": "nvme", "sd": "mmc",
+            "virt": "virtio", "plainc": "dm-crypt-plain", "luksc": "dm-crypt-luks2", "vroot": "dm-verity",
+            "vgt-lvt": "dm-lvm", "md": "md-raid1"}
+
+
+def record(devs: dict[str, str | None], shared: Path) -> dict[str, str]:
+    """scripts/record-sysfs for one device of each role, before tunectl touched any: fixture name -> device."""
+    chosen = {fixture: devs[role] for role, fixture in RECORDED.items() if devs.get(role)}
+    sh(f"{REPO / 'scripts' / 'record-sysfs'} {shared / 'recorded'} {' '.join(chosen.values())}", check=True)
+    return chosen
+
+
 def settle() -> None:
     sh("udevadm settle --timeout=120")
 

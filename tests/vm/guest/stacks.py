@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from common import REPO, Recorder, by_serial, queue_state, read, settle, sh, tunectl, tunectl_env, udev_props
+from common import Recorder, by_serial, queue_state, read, record, settle, sh, tunectl, tunectl_env, udev_props
 
 PROFILE = """name: vm-below
 description: module schedulers per class; mq-deadline below every dm stack
@@ -93,19 +93,6 @@ def stack_state(disks: dict[str, str]) -> dict:
     return {role: dict(queue_state(dev), dev=dev, mq=os.path.isdir(f"/sys/block/{dev}/mq")) for role, dev in devs.items()}
 
 
-RECORDED = {"hdd": "scsi-hdd", "ssd": "scsi-ssd-wwn", "sata": "sata-ssd", "nvme": "nvme", "sd": "mmc",
-            "virt": "virtio", "plainc": "dm-crypt-plain", "luksc": "dm-crypt-luks2", "vroot": "dm-verity",
-            "vgt-lvt": "dm-lvm", "md": "md-raid1"}
-
-
-def record(disks: dict[str, str], dm: dict[str, str], md: str | None, shared: Path) -> dict[str, str]:
-    """scripts/record-sysfs for one device of each class, before tunectl touched any: fixture name -> device."""
-    devs = {**disks, **dm, "md": md}
-    chosen = {fixture: devs[role] for role, fixture in RECORDED.items() if devs.get(role)}
-    sh(f"{REPO / 'scripts' / 'record-sysfs'} {shared / 'recorded'} {' '.join(chosen.values())}", check=True)
-    return chosen
-
-
 def journal(state: str) -> dict | None:
     text = read(f"{state}/journal.json")
     return json.loads(text) if text else None
@@ -135,7 +122,7 @@ def run(rec: Recorder, args: list[str]) -> None:
     rec.step("built", lambda: stack_state(disks))
     rec["dm"] = dm_names()
     rec["md"] = md_name()
-    rec.step("recorded", lambda: record(disks, rec["dm"], rec["md"], shared))
+    rec.step("recorded", lambda: record({**disks, **rec["dm"], "md": rec["md"]}, shared))
     stacked = [rec["dm"][n] for n in ("plainc", "luksc", "vroot", "vgt-lvt") if n in rec["dm"]] + [rec["md"] or "md0"]
     rec.step("nr_requests_write", lambda: {dev: sh(f"echo 128 > /sys/block/{dev}/queue/nr_requests").stderr.strip()
                                            for dev in stacked})
