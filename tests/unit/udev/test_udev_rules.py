@@ -387,6 +387,23 @@ def test_random_profiles_render_lint_clean_and_independent_of_key_order(data: di
     assert render(other, TUNECTL) == text
 
 
+def test_serial_match_reads_the_scsi_serial_before_the_naa_id(tmp_path_factory) -> None:
+    """Seen on Debian's 6.1 in the VM tier: a SCSI SSD with a WWN has its NAA id in ID_SERIAL_SHORT, and the
+    product serial that apply matches in ID_SCSI_SERIAL; the rules left that disk untuned at boot."""
+    profile = _profile({"devices": [{"match": {"serial": "tcssd01"}, "scheduler": "kyber"}]})
+    dev = {"name": "sdb", "offered": ["mq-deadline", "kyber", "none"], "active": "none", "rotational": "0",
+           "removable": "0", "size": "10", "attrs": {}, "bus_path": "pci0000:00/ata1/host0",
+           "env": {"ID_SCSI_SERIAL": "tcssd01", "ID_SERIAL_SHORT": "35000c500a1b2c3d4", "ID_WWN": "0x5000c500a1b2c3d4"}}
+    by_rules, by_apply = KernelModel(), KernelModel()
+    rules_root, apply_root = tmp_path_factory.mktemp("rules"), tmp_path_factory.mktemp("apply")
+    events = build_tree(rules_root, [dev], by_rules)
+    build_tree(apply_root, [dev], by_apply)
+    MiniUdev(rules_root, render(profile, TUNECTL)).event("sdb", *events["sdb"], by_rules)
+    apply_plan(apply_root, profile, by_apply)
+    assert by_rules.state["sdb"]["scheduler"] == "kyber"
+    assert by_apply.state == by_rules.state
+
+
 # --- equivalence with plan, on a fake sysfs, through a small udev interpreter ------------------------------------
 
 
