@@ -387,6 +387,17 @@ def test_random_profiles_render_lint_clean_and_independent_of_key_order(data: di
     assert render(other, TUNECTL) == text
 
 
+def _one_event_and_apply(tmp_path_factory, profile: Profile, dev: dict) -> tuple[KernelModel, KernelModel]:
+    """One fake device: the kernel after its udev event under the rendered rules, and after apply's plan."""
+    by_rules, by_apply = KernelModel(), KernelModel()
+    rules_root, apply_root = tmp_path_factory.mktemp("rules"), tmp_path_factory.mktemp("apply")
+    events = build_tree(rules_root, [dev], by_rules)
+    build_tree(apply_root, [dev], by_apply)
+    MiniUdev(rules_root, render(profile, TUNECTL)).event(dev["name"], *events[dev["name"]], by_rules)
+    apply_plan(apply_root, profile, by_apply)
+    return by_rules, by_apply
+
+
 def test_serial_match_reads_the_scsi_serial_before_the_naa_id(tmp_path_factory) -> None:
     """Seen on Debian's 6.1 in the VM tier: a SCSI SSD with a WWN has its NAA id in ID_SERIAL_SHORT, and the
     product serial that apply matches in ID_SCSI_SERIAL; the rules left that disk untuned at boot."""
@@ -394,12 +405,7 @@ def test_serial_match_reads_the_scsi_serial_before_the_naa_id(tmp_path_factory) 
     dev = {"name": "sdb", "offered": ["mq-deadline", "kyber", "none"], "active": "none", "rotational": "0",
            "removable": "0", "size": "10", "attrs": {}, "bus_path": "pci0000:00/ata1/host0",
            "env": {"ID_SCSI_SERIAL": "tcssd01", "ID_SERIAL_SHORT": "35000c500a1b2c3d4", "ID_WWN": "0x5000c500a1b2c3d4"}}
-    by_rules, by_apply = KernelModel(), KernelModel()
-    rules_root, apply_root = tmp_path_factory.mktemp("rules"), tmp_path_factory.mktemp("apply")
-    events = build_tree(rules_root, [dev], by_rules)
-    build_tree(apply_root, [dev], by_apply)
-    MiniUdev(rules_root, render(profile, TUNECTL)).event("sdb", *events["sdb"], by_rules)
-    apply_plan(apply_root, profile, by_apply)
+    by_rules, by_apply = _one_event_and_apply(tmp_path_factory, profile, dev)
     assert by_rules.state["sdb"]["scheduler"] == "kyber"
     assert by_apply.state == by_rules.state
 
@@ -535,12 +541,7 @@ def test_nr_requests_wanted_as_before_a_switch(tmp_path_factory, monkeypatch: py
     profile = _profile({"classes": {"ssd": {"scheduler": "bfq", "queue": {"nr_requests": 7}}}})
     dev = {"name": "sda", "offered": ["mq-deadline", "bfq"], "active": "mq-deadline", "rotational": "0", "removable": "0",
            "size": "10", "env": {}, "attrs": {}, "bus_path": "virtual"}
-    by_rules, by_apply = KernelModel(), KernelModel()
-    rules_root, apply_root = tmp_path_factory.mktemp("rules"), tmp_path_factory.mktemp("apply")
-    events = build_tree(rules_root, [dev], by_rules)
-    build_tree(apply_root, [dev], by_apply)
-    MiniUdev(rules_root, render(profile, TUNECTL)).event("sda", *events["sda"], by_rules)
-    apply_plan(apply_root, profile, by_apply)
+    by_rules, by_apply = _one_event_and_apply(tmp_path_factory, profile, dev)
     assert by_rules.state["sda"]["queue"]["queue/nr_requests"] == "7"
     assert by_apply.state == by_rules.state
 
