@@ -21,7 +21,7 @@ VERSIONS: dict[str, int] = {
     "align": 1,
     "mounts-check": 1, "mounts-fix": 1,
     "preload-collect": 1, "preload-record": 1, "preload-replay": 1, "preload-show": 1,
-    "bench": 1,
+    "bench": 2,
     "version": 1,
     "error": 1,
 }
