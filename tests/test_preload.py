@@ -434,7 +434,7 @@ def bad_lists(tmp_path: Path) -> dict[str, Path]:
     (["replay", "{newer}"], 2, "newer.list:1: list format version 99 is newer"),
     (["replay", "{binary}"], 2, "binary.list:2: not UTF-8"),
     (["replay", "{empty}"], 2, "empty file"),
-    (["replay", "{dir}"], 2, "Is a directory"),
+    (["replay", "{dir}"], 2, "a directory, not a regular file"),
     (["replay", "{garbage}", "--threads", "-1"], 2, "must not be negative"),
     (["collect", "{missing}", "-o", "{dir}/out.list"], 2, "no such file or directory"),
     (["collect", "{dir}", "-o", "{missing}/sub/out.list"], 2, "cannot write the preload list"),
