@@ -22,6 +22,7 @@ from tunectl.preload.order import physical_order
 from tunectl.system import trust
 
 BATCH = 1 << 16  # entries decoded, checked and read at a time (about 40 MB of Python objects)
+KEEP = 1 << 18  # a list up to this long is kept from the survey and replayed as one batch: parsed once
 MAX_LINE = 16 << 20  # one entry: a path and its ranges
 
 
@@ -87,16 +88,16 @@ class Survey:
     files: int = 0
     bytes: int = 0
     created: str = ""
-    entries: list[Entry] | None = field(default_factory=list)  # kept while the list fits one batch
+    entries: list[Entry] | None = field(default_factory=list)  # kept while the list has at most `keep` entries
 
 
-def survey(path: str, size: int = BATCH) -> Survey:
+def survey(path: str, size: int = BATCH, keep: int = KEEP) -> Survey:
     found = Survey()
     for created, entries in batches(path, size):
         found.created = created
         found.files += len(entries)
         found.bytes += sum(e.bytes for e in entries)
-        if found.entries is not None and found.files <= size:
+        if found.entries is not None and found.files <= keep:
             found.entries.extend(entries)
         else:
             found.entries = None
