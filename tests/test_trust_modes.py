@@ -188,3 +188,11 @@ def test_a_relative_or_changed_active_profile_is_refused(tmp_path: Path) -> None
     profile.unlink()
     with pytest.raises(UsageError, match="moved or removed"):
         recorded_ref(record)
+
+
+def test_a_tuned_variables_file_that_is_a_pipe_is_refused_not_waited_on(tmp_path: Path) -> None:
+    from tunectl.profile.tuned_reader import read_text
+
+    os.mkfifo(tmp_path / "vars.conf")
+    with pytest.raises(trust.Untrusted, match="a named pipe, not a regular file"):
+        read_text(str(tmp_path / "vars.conf"))

@@ -78,12 +78,25 @@ def merge(base: Profile, over: Profile) -> Profile:
 
 
 def _read(path: str, what: str, chain: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
+    from tunectl.system import trust
+
+    try:  # a regular file only, read without waiting on a pipe
+        return read_text(path)
+    except trust.Untrusted as e:
+        raise UsageError(f"cannot read {what} {path}: {e.found}{chain}", e.hint) from None
     except (OSError, UnicodeDecodeError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise UsageError(f"cannot read {what} {path}: {reason}{chain}", "check the path and its permissions") from e
+
+
+MAX_TUNED_BYTES = 4 << 20
+
+
+def read_text(path: str) -> str:
+    """A tuned file's text: a regular file (a link resolved first), never a pipe or a device."""
+    from tunectl.system import trust
+
+    return trust.read_regular(os.path.realpath(path), MAX_TUNED_BYTES).decode("utf-8")
 
 
 def parse_ini(text: str, path: str, chain: str = "") -> configparser.ConfigParser:
