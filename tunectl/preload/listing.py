@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from tunectl.errors import UsageError
+from tunectl.errors import ExitCode, UsageError
 
 FORMAT = "tunectl-preload"
 VERSION = 1
@@ -37,6 +37,8 @@ MAX_DEVICE_PART = 0xFFFFFFFF  # dev_t holds a 32-bit major and minor
 
 class ListError(UsageError):
     """A preload list that cannot be used: the text names file:line."""
+
+    exit_code = ExitCode.USAGE
 
 
 class Entry(NamedTuple):

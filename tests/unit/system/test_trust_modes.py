@@ -1,0 +1,198 @@
+"""Issue #20: what tunectl creates has fixed modes whatever the umask; lists and outputs are bounded and safe."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fakesys import FakeTree
+from tests.harness import REPO
+from tunectl.cli import main
+from tunectl.context import Context
+from tunectl.profile.library import shipped_profile_dir
+from tunectl.system import trust
+from tunectl.system.state import StateStore
+
+MEASURE = ("import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:]); _, status, use = os.wait4(p.pid, 0); "
+           "print(use.ru_maxrss); sys.exit(os.waitstatus_to_exitcode(status))")
+HEADER = json.dumps({"format": "tunectl-preload", "version": 1, "created": "", "files": 0,
+                     "fields": ["path", "device", "inode", "size", "mtime_ns", "ranges", "physical"]})
+
+
+def created_modes(base: Path) -> dict[str, str]:
+    modes = {}
+    for root, dirs, names in os.walk(base):
+        for name in dirs + names:
+            path = Path(root, name)
+            modes[str(path.relative_to(base))] = oct(stat.S_IMODE(os.lstat(path).st_mode))
+    return modes
+
+
+@pytest.mark.root  # udev install runs as root only
+def test_the_whole_cli_under_umask_000_creates_fixed_modes(tmp_path: Path, monkeypatch) -> None:
+    tree = FakeTree.create(tmp_path / "fake")
+    tree.add_disk("sda", wwn="0x5000000000000001")
+    out_dir = tmp_path / "out"
+    (out_dir / "rules").mkdir(parents=True)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "f").write_bytes(b"x" * 8192)
+    state = out_dir / "a" / "b" / "state"  # its parents are created too
+    ctx = Context(tree.sysfs, tree.udev, StateStore(state), [shipped_profile_dir()], {})
+    monkeypatch.setenv("TUNECTL_EXECUTABLE", "/usr/sbin/tunectl")
+    old = os.umask(0)
+    try:
+        for argv in (["apply", "-p", "throughput-performance"], ["apply", "-p", "balanced"], ["verify"],
+                     ["udev", "install", "-p", "balanced", "--rules-dir", str(out_dir / "rules")],
+                     ["preload", "collect", str(tmp_path / "data"), "-o", str(out_dir / "data.list")],
+                     ["rollback"]):
+            err = io.StringIO()
+            code = main(argv, stdout=io.StringIO(), stderr=err, context=ctx)
+            assert code in (0, 3), (argv, err.getvalue())  # 3: udevd could not be reloaded here
+    finally:
+        os.umask(old)
+    modes = created_modes(out_dir)
+    assert modes.pop("rules") == "0o755"  # made by the test
+    assert modes.pop("a/b/state/lock") == "0o600"
+    assert {p for p in modes if p.startswith("a/b/state/validated/")}, modes  # the cache was written
+    assert {p for p in modes if p.startswith("a/b/state/journal.json")} and "a/b/state/active.json.1" in modes
+    for path, mode in modes.items():
+        want = "0o755" if (out_dir / path).is_dir() else "0o644"
+        assert mode == want, (path, mode)
+
+
+def write_list(path: Path, rows: list[str]) -> None:
+    path.write_text(HEADER + "\n" + "".join(r + "\n" for r in rows))
+
+
+@pytest.mark.parametrize("device, words", [
+    ("4294967296:1", "device: expected MAJ:MIN, each a decimal number up to 4294967295"),
+    ("1:\u00b2", "device: expected MAJ:MIN"),
+    ("\u0661:1", "device: expected MAJ:MIN"),
+])
+def test_malformed_device_fields_are_refused_with_file_and_line(tmp_path: Path, device: str, words: str) -> None:
+    lst = tmp_path / "bad.list"
+    write_list(lst, ['["/etc/hostname","8:1",1,1,0,[[0,1]],null]', json.dumps(["/etc/passwd", device, 1, 1, 0, [[0, 1]], None])])
+    for verb in ("replay", "show"):
+        err = io.StringIO()
+        code = main(["preload", verb, str(lst)], stdout=io.StringIO(), stderr=err)
+        assert code == 2 and f"{lst}:3: {words}" in err.getvalue(), err.getvalue()
+        assert "internal error" not in err.getvalue()
+
+
+def test_replay_announces_what_it_will_read_and_refuses_more_than_max_bytes(tmp_path: Path) -> None:
+    lst = tmp_path / "l.list"
+    write_list(lst, [json.dumps([f"/nonexistent/{i}", "8:1", i, 1000, 0, [[0, 1000]], None]) for i in range(5)])
+    err = io.StringIO()
+    assert main(["preload", "replay", str(lst), "--max-bytes", "4000"], stdout=io.StringIO(), stderr=err) == 2
+    assert "5 files, 4.9 KiB to read: more than --max-bytes 3.9 KiB; nothing was read" in err.getvalue()
+    err = io.StringIO()
+    assert main(["preload", "replay", str(lst), "--max-bytes", "5000"], stdout=io.StringIO(), stderr=err) == 0
+    assert err.getvalue().startswith(f"tunectl: {lst}: 5 files, 4.9 KiB to read\n"), err.getvalue()
+
+
+def test_ten_million_entries_cost_one_batch_of_memory_in_bounded_time(tmp_path: Path) -> None:
+    lst = tmp_path / "huge.list"
+    line = b'["/nonexistent/x","8:1",1,1,0,[[0,1]],null]\n'
+    with open(lst, "wb") as f:
+        f.write(HEADER.encode() + b"\n")
+        chunk = line * 100_000
+        for _ in range(100):
+            f.write(chunk)
+    started = time.monotonic()
+    # Through a small parent: a child pytest starts itself would report pytest's own peak (the kernel keeps the
+    # high-water mark of the process image an exec replaces).
+    proc = subprocess.Popen([sys.executable, "-c", MEASURE, sys.executable, "-m", "tunectl", "preload", "replay",
+                             str(lst), "--max-bytes", "1M"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    try:
+        out, err = proc.communicate(timeout=400)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("a 10-million-entry list was not refused within 400 s")
+    seconds = time.monotonic() - started
+    assert proc.returncode == 2 and "10000000 files, 9.5 MiB to read: more than --max-bytes 1 MiB" in err, err
+    peak_kib = int(out.split()[-1])
+    assert peak_kib < 400 * 1024, f"{peak_kib} KiB resident for a 10-million-entry list"
+    print(f"10M-entry list: {seconds:.1f} s, max RSS {peak_kib // 1024} MiB")
+
+
+def test_an_output_replaces_a_planted_link_instead_of_writing_through_it(tmp_path: Path) -> None:
+    from tunectl.bench.export import write_output
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (tmp_path / "out.csv").symlink_to(victim)
+    assert write_output(str(tmp_path / "out.csv"), b"a,b\n") is None
+    assert victim.read_text() == "precious\n"
+    assert not (tmp_path / "out.csv").is_symlink() and (tmp_path / "out.csv").read_bytes() == b"a,b\n"
+    os.mkfifo(tmp_path / "fifo.png")
+    assert "a named pipe, not a regular file" in write_output(str(tmp_path / "fifo.png"), b"png")
+
+
+def test_a_group_writable_directory_or_a_linked_one_is_not_trusted(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o775)
+    with pytest.raises(trust.Untrusted, match="mode 0775: writable by its group"):
+        trust.check_dir(shared)
+    (tmp_path / "link").symlink_to(tmp_path)
+    with pytest.raises(trust.Untrusted, match="a symbolic link"):
+        trust.check_dir(tmp_path / "link")
+    (tmp_path / "ok").mkdir(mode=0o755)
+    assert trust.check_dir(tmp_path / "link" / "ok") == tmp_path / "ok"  # a link above the last part is followed
+    sticky = tmp_path / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    if os.geteuid() == 0:  # /tmp-like: root's sticky directory may stand above, never be the directory itself
+        (sticky / "mine").mkdir(mode=0o755)
+        assert trust.check_dir(sticky / "mine") == sticky / "mine"
+        with pytest.raises(trust.Untrusted, match="writable by others"):
+            trust.check_dir(sticky)
+
+
+def test_a_cache_entry_is_bound_to_the_text_and_the_checker(tmp_path: Path) -> None:
+    from tunectl.system.cache import ValidationCache
+
+    cache = ValidationCache(tmp_path / "validated")
+    cache.put("k", "text-a", "checker-1", {"data": 1})
+    assert cache.get("k", "text-a", "checker-1") == {"data": 1}
+    assert cache.get("k", "text-b", "checker-1") is None
+    assert cache.get("k", "text-a", "checker-2") is None
+    (tmp_path / "validated").chmod(0o777)
+    assert cache.get("k", "text-a", "checker-1") is None
+
+
+def test_a_relative_or_changed_active_profile_is_refused(tmp_path: Path) -> None:
+    from tunectl.errors import UsageError
+    from tunectl.tuning.active import profile_record, recorded_ref
+
+    profile = tmp_path / "p.yaml"
+    profile.write_text("name: p\n")
+    with pytest.raises(UsageError, match="recorded as the relative path ./p.yaml"):
+        recorded_ref({"ref": "./p.yaml", "name": "p", "files": ["./p.yaml"]})
+    record = profile_record(str(profile), "p", [str(profile)])
+    assert recorded_ref(record) == str(profile)
+    profile.write_text("name: p\nclasses: {}\n")
+    with pytest.raises(UsageError, match="changed since it was applied"):
+        recorded_ref(record)
+    profile.unlink()
+    with pytest.raises(UsageError, match="moved or removed"):
+        recorded_ref(record)
+
+
+def test_a_tuned_variables_file_that_is_a_pipe_is_refused_not_waited_on(tmp_path: Path) -> None:
+    from tunectl.profile.tuned_reader import read_text
+
+    os.mkfifo(tmp_path / "vars.conf")
+    with pytest.raises(trust.Untrusted, match="a named pipe, not a regular file"):
+        read_text(str(tmp_path / "vars.conf"))
