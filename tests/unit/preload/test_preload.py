@@ -203,6 +203,35 @@ def test_a_ring_that_fails_part_way_leaves_the_rest_to_threads(corpus: list[Path
     assert [s["status"] for s in r.doc["skipped"]] == ["vanished"] and r.doc["files"] == len(corpus) - 1
 
 
+@pytest.mark.parametrize("swap", ["a named pipe", "a symbolic link", "another file"])
+def test_a_name_swapped_between_the_passes_is_not_read(corpus: list[Path], tmp_path: Path, swap: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    lst = tmp_path / "set.list"
+    assert tunectl("preload", "collect", *map(str, corpus), "-o", str(lst)).code == 0
+    victim, target = tmp_path / "victim", corpus[0]
+    victim.write_bytes(b"v" * 100)
+    from tunectl.preload.replay import _Checker
+
+    real = _Checker.run
+
+    def then_swapped(self: _Checker, *args) -> None:  # the inode pass passes the listed file; then it is replaced
+        real(self, *args)
+        target.unlink()
+        if swap == "a named pipe":
+            os.mkfifo(target)
+        elif swap == "a symbolic link":
+            target.symlink_to(victim)
+        else:
+            victim.replace(target)
+
+    monkeypatch.setattr(_Checker, "run", then_swapped)
+    report = replay(Sysfs("/sys"), read_list(str(lst)), str(lst))
+    (skip,) = report.skipped
+    assert skip.path == str(target) and skip.status == "changed", skip
+    assert ("now a symbolic link" if swap == "a symbolic link" else "replaced since the inode pass") in skip.reason
+    assert report.files == len(corpus) - 1
+
+
 @pytest.mark.parametrize("options", [(), ("--no-io-uring",)])
 def test_a_path_the_kernel_refuses_is_unreadable_and_the_exit_is_partial(tmp_path: Path,
                                                                          options: tuple[str, ...]) -> None:
