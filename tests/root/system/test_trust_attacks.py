@@ -309,3 +309,23 @@ def test_preload_replay_opens_only_the_regular_files_it_listed(arena: Arena) -> 
         assert "named pipe" in skipped[str(arena.open / "fifo")] and "symbolic link" in skipped[str(arena.open / "link")]
         assert "character device" in skipped["/dev/null"]
     assert arena.victim.read_text() == "precious\n"
+
+
+def test_outputs_root_writes_replace_a_planted_link_and_never_write_through_it(arena: Arena) -> None:
+    from tunectl.bench.export import write_output
+
+    data = arena.base / "data"
+    data.write_bytes(b"x" * 4096)
+    for name in ("bench.csv", "bench.png", "set.list"):
+        as_nobody("ln", "-s", str(arena.victim), str(arena.open / name))
+    assert write_output(str(arena.open / "bench.csv"), b"a,b\n") is None  # bench --csv
+    assert write_output(str(arena.open / "bench.png"), b"\x89PNG") is None  # bench --plot
+    done = run_cli("--state-dir", str(arena.base / "state"), "preload", "collect", str(data),
+                   "-o", str(arena.open / "set.list"))
+    assert done.returncode == 0, done.stderr
+    assert arena.victim.read_text() == "precious\n"
+    for name in ("bench.csv", "bench.png", "set.list"):
+        st = os.lstat(arena.open / name)
+        assert stat.S_ISREG(st.st_mode) and st.st_uid == 0 and stat.S_IMODE(st.st_mode) == 0o644, name
+    as_nobody("mkfifo", str(arena.open / "stuck.csv"))
+    assert "a named pipe, not a regular file" in write_output(str(arena.open / "stuck.csv"), b"a,b\n")
