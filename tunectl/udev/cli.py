@@ -29,8 +29,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
             up.add_argument("--trigger", action="store_true",
                             help="send change events to block disks and wait for udev to settle")
             up.add_argument("--allow-untrusted-profile", action="store_true",
-                            help="install even when a profile file is not root's alone (udev runs tunectl "
-                                 "as root with it)")
+                            help="install even when a profile file, or the tunectl a RUN starts, is not root's "
+                                 "alone (udev runs them as root)")
     mp = add_action(usub, "monitor", "follow block add/change events and verify each device once udev ran its rules; "
                                      "one line per event (--json: one object per line); Ctrl-C ends it")
     mp.add_argument("-p", "--profile", help="profile name or file (default: last applied, else 'default')")

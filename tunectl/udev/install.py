@@ -157,18 +157,37 @@ def _generated(text: str) -> bool:
     return HEADER_MARK in text.split("\n", 1)[0]
 
 
-def _untrusted_files(profile: Profile) -> list[str]:
-    """Files of the profile that are not root's alone, with what was found (udev runs `tunectl apply -p FILE`
-    as root on every hot-plug)."""
-    found = []
-    for file in profile.files:
-        try:
-            fd, _ = trust.open_regular(os.path.realpath(file), trusted=True)
-            os.close(fd)
-        except trust.Untrusted as e:
-            found.append(e.message)
-        except OSError as e:
-            found.append(f"{file}: {e.strerror}")
+def _untrusted(path: str) -> str | None:
+    """What makes `path` (resolved) not root's alone, or None."""
+    try:
+        fd, _ = trust.open_regular(os.path.realpath(path), trusted=True)
+        os.close(fd)
+    except trust.Untrusted as e:
+        return e.message
+    except OSError as e:
+        return f"{path}: {e.strerror}"
+    return None
+
+
+def _interpreter(path: str) -> str | None:
+    """The interpreter a script's #! line names (a console script's python), or None."""
+    try:
+        head = trust.read_regular(os.path.realpath(path), 256)
+    except (OSError, trust.Untrusted):
+        return None
+    words = head.split(b"\n", 1)[0][2:].split() if head.startswith(b"#!") else []
+    return os.fsdecode(words[0]) if words and words[0].startswith(b"/") else None
+
+
+def _untrusted_files(profile: Profile, executable: str | None) -> list[str]:
+    """What udev would run as root on every hot-plug and anyone but root can change: the profile's files and,
+    when the rules RUN tunectl, the executable and its #! interpreter (each with what was found)."""
+    found = [f"profile file {why}" for why in map(_untrusted, profile.files) if why]
+    if executable and os.path.lexists(executable):
+        for path in filter(None, (executable, _interpreter(executable))):
+            why = _untrusted(path)
+            if why:
+                found.append(f"tunectl executable {why}")
     return found
 
 
@@ -183,17 +202,19 @@ def install(ctx, ref: str | None, rules_dir: str, trigger: bool, warn=None,
     """Write the rules (when they differ), reload udevd, and with `trigger` send change events.
 
     `warn(report)`: called with the render before anything is written (profile warnings come first).
-    A profile file anyone but root can write is refused unless `allow_untrusted_profile`.
+    A profile file (or, when the rules RUN tunectl, the executable or its interpreter) anyone but root
+    can write is refused unless `allow_untrusted_profile`.
     """
     _require_root("install")
     rendered = render(ctx, ref)
     if warn is not None:
         warn(rendered)
-    untrusted = _untrusted_files(rendered.profile)
+    untrusted = _untrusted_files(rendered.profile,
+                                 tunectl_executable(ctx.env) if rendered.rendered.runs_tunectl else None)
     if untrusted and not allow_untrusted_profile:
-        raise UsageError(f"profile file {untrusted[0]}: udev would run tunectl as root with it on every hot-plug",
-                         hint="install a copy root owns (e.g. in /etc/tunectl/profiles), "
-                              "or pass --allow-untrusted-profile")
+        raise UsageError(f"{untrusted[0]}: udev would run it as root on every hot-plug",
+                         hint="use a copy root owns (a profile in /etc/tunectl/profiles; tunectl in /usr/sbin, "
+                              "or TUNECTL_EXECUTABLE naming one), or pass --allow-untrusted-profile")
     problems = lint(rendered.rendered.text)
     if problems:
         raise RulesError("the rendered rules fail tunectl's lint, so they were not installed (a bug in tunectl):\n"
@@ -221,7 +242,7 @@ def install(ctx, ref: str | None, rules_dir: str, trigger: bool, warn=None,
     except OSError as e:
         raise _denied(e, f"write {target}") from None
     report = InstallReport(rendered, target, changed)
-    report.problems.extend(f"profile file {u}; installed anyway (--allow-untrusted-profile)" for u in untrusted)
+    report.problems.extend(f"{u}; installed anyway (--allow-untrusted-profile)" for u in untrusted)
     if udevadm.running():
         try:
             udevadm.reload()

@@ -329,3 +329,34 @@ def test_outputs_root_writes_replace_a_planted_link_and_never_write_through_it(a
         assert stat.S_ISREG(st.st_mode) and st.st_uid == 0 and stat.S_IMODE(st.st_mode) == 0o644, name
     as_nobody("mkfifo", str(arena.open / "stuck.csv"))
     assert "a named pipe, not a regular file" in write_output(str(arena.open / "stuck.csv"), b"a,b\n")
+
+
+def test_udev_install_refuses_a_tunectl_executable_or_interpreter_another_user_can_change(arena: Arena) -> None:
+    state, rules = arena.base / "state", arena.base / "rules"
+    rules.mkdir()
+    profile = arena.base / "below.yaml"  # root's: its below: settings make the rules RUN tunectl
+    profile.write_text("name: below\nclasses:\n  dm:\n    below: {read_ahead_kb: 4096}\n")
+    nobody_writes(arena.open / "python3", "#!/bin/sh\n")
+    bin_dir = arena.base / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "tunectl"
+    for script, owner, what in (("#!/usr/bin/python3 -I\n", NOBODY.pw_uid, exe),  # a file nobody owns
+                                (f"#!{arena.open / 'python3'} -I\n", 0, arena.open)):  # nobody's interpreter
+        exe.write_text(script)
+        exe.chmod(0o755)
+        os.chown(exe, owner, 0)
+        ctx = Context(arena.tree.sysfs, arena.tree.udev, StateStore(state), [shipped_profile_dir()],
+                      {"TUNECTL_EXECUTABLE": str(exe)})
+        err = io.StringIO()
+        code = main(["udev", "install", "-p", str(profile), "--rules-dir", str(rules)], stdout=io.StringIO(),
+                     stderr=err, context=ctx)
+        assert code == 2 and f"tunectl executable {what}: owned by nobody" in err.getvalue(), err.getvalue()
+        assert os.listdir(rules) == []
+    exe.write_text("#!/usr/bin/python3 -I\n")  # root's, with root's interpreter
+    ctx = Context(arena.tree.sysfs, arena.tree.udev, StateStore(state), [shipped_profile_dir()],
+                  {"TUNECTL_EXECUTABLE": str(exe)})
+    err = io.StringIO()
+    code = main(["udev", "install", "-p", str(profile), "--rules-dir", str(rules)], stdout=io.StringIO(), stderr=err,
+                context=ctx)
+    assert code in (0, 3), err.getvalue()  # 3: udevd could not be reloaded here
+    assert f'RUN+="{exe} apply -p {profile}' in (rules / "65-tunectl.rules").read_text()
