@@ -136,6 +136,19 @@ def test_collect_then_replay_makes_the_set_resident(corpus: list[Path], tmp_path
     assert s.code == 0 and s.doc["files"] == len(corpus) and s.doc["by_status"].get("resident") == len(corpus)
 
 
+def test_a_file_named_through_a_link_is_listed_by_the_file_replay_can_open(corpus: list[Path], tmp_path: Path) -> None:
+    from tunectl.preload.collect import describe_file
+
+    link = tmp_path / "link"
+    link.symlink_to(corpus[0])
+    lst = tmp_path / "set.list"
+    r = tunectl("preload", "collect", str(link), "-o", str(lst), "--json")
+    assert r.code == 0 and [e.path for e in read_list(str(lst)).entries] == [str(corpus[0])], r.out + r.err
+    r = tunectl("preload", "replay", str(lst), "--json")
+    assert r.code == 0 and r.doc["files"] == 1 and r.doc["skipped"] == [], r.out + r.err
+    assert describe_file(str(link)) == (None, None)  # a name that became a link after the walk: not opened through it
+
+
 @pytest.mark.parametrize("inode_pass", ["io_uring", "threads"])
 def test_changed_and_deleted_files_are_skipped_and_reported(corpus: list[Path], tmp_path: Path,
                                                             inode_pass: str) -> None:
