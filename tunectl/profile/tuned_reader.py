@@ -211,7 +211,8 @@ def locate(ref: str, dirs: Sequence[str]) -> tuple[str, str]:
             )
         path = os.path.join(ref, "tuned.conf")
     if not os.path.isfile(path):
-        raise UsageError(f"tuned profile file {path} not found", "give a tuned.conf, a directory holding one, or a profile name")
+        found = "not found" if not os.path.lexists(path) else "not a regular file"
+        raise UsageError(f"tuned profile file {path}: {found}", "give a tuned.conf, a directory holding one, or a profile name")
     path = os.path.normpath(path)
     if os.path.basename(path) == "tuned.conf":
         name = os.path.basename(os.path.dirname(os.path.abspath(path)))
