@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakesys import FakeTree
 from tests.harness import REPO
 from tunectl.cli import main
+from tunectl.context import Context
 from tunectl.system import trust
+from tunectl.system.state import StateStore
 
 MEASURE = ("import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:]); _, status, use = os.wait4(p.pid, 0); "
            "print(use.ru_maxrss); sys.exit(os.waitstatus_to_exitcode(status))")
@@ -155,3 +158,19 @@ def test_a_tuned_variables_file_that_is_a_pipe_is_refused_not_waited_on(tmp_path
 
     with pytest.raises(UsageError, match="vars.conf: not a regular file"):
         locate(str(tmp_path / "vars.conf"), [])  # import-tuned FIFO: refused at once, not called missing
+
+
+def test_profile_list_says_which_profiles_would_be_refused_by_name(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "open.yaml").write_text("name: open\ndescription: anyone could have written this\n")
+    shared.chmod(0o777)
+    out = io.StringIO()
+    tree = FakeTree.create(tmp_path / "fake")
+    ctx = Context(tree.sysfs, tree.udev, StateStore(tmp_path / "state"), [shared], {})
+    assert main(["--json", "profile", "list"], stdout=out, stderr=io.StringIO(), context=ctx) == 0
+    (listed,) = json.loads(out.getvalue())["profiles"]
+    assert listed["description"] == f"(refused: {shared}: mode 0777: writable by others)"
+    err = io.StringIO()
+    assert main(["plan", "-p", "open"], stdout=io.StringIO(), stderr=err, context=ctx) == 2
+    assert "writable by others" in err.getvalue()
