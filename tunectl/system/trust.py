@@ -73,23 +73,25 @@ def _hint_fix(path: str | os.PathLike) -> str:
     return f"make it root's and not group/world-writable (chown root: {path}; chmod go-w {path}), or move it aside"
 
 
-def check_dir(path: str | os.PathLike, final: bool = True) -> Path:
+def check_dir(path: str | os.PathLike, final: bool = True, shared: bool = False) -> Path:
     """Every directory of `path` from / down, checked; the path with its symlinks above the last one resolved.
 
     The last component must be a directory, not a symbolic link. A symbolic link
     higher up is followed when root or the user owns it, and the walk goes on
-    from its target.
+    from its target. `shared` (a directory a user named for an output): any
+    owner and mode will do, and a link anywhere is followed when root or the
+    user owns it, never one another user planted.
     """
     parts = list(Path(os.path.abspath(path)).parts[1:])
     current = Path("/")
     links = 0
-    _check_stat(current, os.stat(current), final=not parts and final)
+    _check_stat(current, os.stat(current), final=not parts and final, shared=shared)
     while parts:
         part = parts.pop(0)
         nxt = current / part
         st = os.lstat(nxt)
         if stat.S_ISLNK(st.st_mode):
-            if not parts and final:
+            if not parts and final and not shared:
                 raise Untrusted(nxt, f"a symbolic link (to {os.readlink(nxt)})",
                                 "name the directory itself, not a link to it")
             links += 1
@@ -100,15 +102,15 @@ def check_dir(path: str | os.PathLike, final: bool = True) -> Path:
             parts = list((target if target.is_absolute() else current / target).parts[1:]) + parts
             current = Path("/")
             continue
-        _check_stat(nxt, st, final=not parts and final)
+        _check_stat(nxt, st, final=not parts and final, shared=shared)
         current = nxt
     return current
 
 
-def _check_stat(path: Path, st: os.stat_result, final: bool) -> None:
+def _check_stat(path: Path, st: os.stat_result, final: bool, shared: bool = False) -> None:
     if not stat.S_ISDIR(st.st_mode):
         raise NotADirectoryError(errno.ENOTDIR, f"{kind(st.st_mode)}, not a directory", str(path))
-    why = problem(st, final=final)
+    why = None if shared else problem(st, final=final)
     if why:
         raise Untrusted(path, why, _hint_fix(path))
 
@@ -130,6 +132,25 @@ def ensure_dir(path: str | os.PathLike, mode: int = 0o755) -> Path:
         else:
             os.chmod(directory, mode, follow_symlinks=False)
     return check_dir(path)
+
+
+def _open_dir(resolved: Path) -> int:
+    """A descriptor on the directory `check_dir` resolved, opened one component at a time without following
+    a link: a component swapped for a link since the check makes this fail instead of going elsewhere."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open("/", flags)
+    try:
+        for part in resolved.parts[1:]:
+            nxt = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except OSError as e:
+        os.close(fd)
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise Untrusted(resolved, "changed while tunectl looked at it (a part became a link)",
+                            "run again; if it recurs, find who changes it") from None
+        raise
+    return fd
 
 
 def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _READ) -> tuple[int, os.stat_result]:
@@ -191,12 +212,12 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None =
     import secrets
 
     path = Path(path)
-    parent = Path(os.path.realpath(path.parent)) if shared_dir else check_dir(path.parent)
+    parent = check_dir(path.parent, shared=shared_dir)
     st = None
     if like is not None:
         fd, st = open_regular(like)
         os.close(fd)
-    dir_fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    dir_fd = _open_dir(parent)
     try:
         why = None if shared_dir else problem(os.fstat(dir_fd))
         if why:  # changed since check_dir looked

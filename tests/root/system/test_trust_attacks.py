@@ -329,6 +329,14 @@ def test_outputs_root_writes_replace_a_planted_link_and_never_write_through_it(a
         assert stat.S_ISREG(st.st_mode) and st.st_uid == 0 and stat.S_IMODE(st.st_mode) == 0o644, name
     as_nobody("mkfifo", str(arena.open / "stuck.csv"))
     assert "a named pipe, not a regular file" in write_output(str(arena.open / "stuck.csv"), b"a,b\n")
+    # A directory link nobody planted is not followed, so root never picks a file in the directory it points at.
+    as_nobody("ln", "-s", str(arena.base), str(arena.open / "reports"))
+    refused = write_output(str(arena.open / "reports" / "victim"), b"a,b\n")
+    assert refused and "symbolic link owned by nobody" in refused, refused
+    assert arena.victim.read_text() == "precious\n"
+    (arena.base / "mine").symlink_to(arena.open)  # root's own link is followed
+    assert write_output(str(arena.base / "mine" / "ok.csv"), b"a,b\n") is None
+    assert (arena.open / "ok.csv").read_bytes() == b"a,b\n"
 
 
 def test_udev_install_refuses_a_tunectl_executable_or_interpreter_another_user_can_change(arena: Arena) -> None:
