@@ -206,12 +206,23 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None =
     written through. The directory must pass `check_dir`; `shared_dir` (an output
     a user named, such as a CSV in their home or /tmp): any directory the path
     names. A `path` that is there and is neither a regular file nor a link is
-    refused. `like`: the temp file takes that file's owner and mode. `verify(tmp)`
+    refused. A link at an output's path that root or the user owns (/dev/stdout, a
+    "latest" link) is followed; its target passes the same checks, so a
+    terminal or pipe there is refused, never replaced. `like`: the temp file takes
+    that file's owner and mode. `verify(tmp)`
     runs on the synced temp file before the rename; if it raises, `path` is untouched.
     """
     import secrets
 
     path = Path(path)
+    for _ in range(_MAX_LINKS if shared_dir else 0):  # root's or the user's own link: written at its target
+        try:
+            link = os.lstat(path)
+        except FileNotFoundError:
+            break
+        if not (stat.S_ISLNK(link.st_mode) and link.st_uid in trusted_uids()):
+            break
+        path = path.parent / os.readlink(path)
     parent = check_dir(path.parent, shared=shared_dir)
     st = None
     if like is not None:

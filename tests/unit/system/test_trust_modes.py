@@ -83,15 +83,9 @@ def test_ten_million_entries_cost_one_batch_of_memory_in_bounded_time(tmp_path: 
     print(f"10M-entry list: {seconds:.1f} s, max RSS {peak_kib // 1024} MiB")
 
 
-def test_an_output_replaces_a_planted_link_instead_of_writing_through_it(tmp_path: Path) -> None:
-    from tunectl.bench.export import write_output
+def test_an_output_never_writes_into_a_pipe(tmp_path: Path) -> None:
+    from tunectl.bench.export import write_output  # a link another user planted: tests/root/system
 
-    victim = tmp_path / "victim"
-    victim.write_text("precious\n")
-    (tmp_path / "out.csv").symlink_to(victim)
-    assert write_output(str(tmp_path / "out.csv"), b"a,b\n") is None
-    assert victim.read_text() == "precious\n"
-    assert not (tmp_path / "out.csv").is_symlink() and (tmp_path / "out.csv").read_bytes() == b"a,b\n"
     os.mkfifo(tmp_path / "fifo.png")
     assert "a named pipe, not a regular file" in write_output(str(tmp_path / "fifo.png"), b"png")
 
@@ -174,3 +168,16 @@ def test_profile_list_says_which_profiles_would_be_refused_by_name(tmp_path: Pat
     err = io.StringIO()
     assert main(["plan", "-p", "open"], stdout=io.StringIO(), stderr=err, context=ctx) == 2
     assert "writable by others" in err.getvalue()
+
+
+def test_an_output_through_the_users_own_link_is_written_at_its_target_never_over_a_terminal(tmp_path: Path) -> None:
+    from tunectl.bench.export import write_output
+
+    (tmp_path / "run7.csv").write_text("old\n")
+    (tmp_path / "latest.csv").symlink_to("run7.csv")  # the user's own link (root's, run as root): followed
+    assert write_output(str(tmp_path / "latest.csv"), b"a,b\n") is None
+    assert (tmp_path / "latest.csv").is_symlink() and (tmp_path / "run7.csv").read_bytes() == b"a,b\n"
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "stdout").symlink_to(tmp_path / "pipe")  # as /dev/stdout -> /proc/self/fd/1 -> a pipe or tty
+    assert "a named pipe, not a regular file" in write_output(str(tmp_path / "stdout"), b"a,b\n")
+    assert (tmp_path / "stdout").is_symlink()
