@@ -20,7 +20,7 @@ VERSIONS: dict[str, int] = {
     "udev-render": 1, "udev-install": 1, "udev-remove": 1, "udev-check": 1, "udev-monitor": 1,
     "align": 1,
     "mounts-check": 1, "mounts-fix": 1,
-    "preload-collect": 1, "preload-record": 1, "preload-replay": 1, "preload-show": 1,
+    "preload-collect": 1, "preload-record": 1, "preload-replay": 2, "preload-show": 1,
     "bench": 2,
     "version": 1,
     "error": 1,
