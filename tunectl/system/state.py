@@ -40,17 +40,19 @@ class _Damaged(Exception):
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None = None,
-                 verify: Callable[[Path], None] | None = None) -> None:
+                 verify: Callable[[Path], None] | None = None, tmp_prefix: str | None = None) -> None:
     """Replace `path` with `data` so readers see the old or the new file, never half of one.
 
     `like`: the temp file takes that file's owner and mode (an edited /etc/fstab
     stays root:root 0644 even when its mode was unusual). `verify(tmp)` runs on
     the synced temp file before the rename; if it raises, `path` is untouched.
+    `tmp_prefix`: the temp file's name prefix (default ``.NAME.``), so a sweep
+    after a killed writer can recognise its own files among others.
     """
     import tempfile
 
     st = os.stat(like) if like is not None else None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=tmp_prefix or f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), stat.S_IMODE(st.st_mode) if st else mode)
@@ -155,15 +157,24 @@ def journal_problem(data: dict) -> str | None:
                                      and isinstance(snap.get("scheduler"), (str, type(None)))
                                      and all(_ATTRIBUTE.match(k) and "/" not in k for k in snap["knobs"])):
             return f"the iosched snapshot of {identity!r} is not a scheduler name with knobs"
+        per_scheduler = entry.get("iosched", {})
+        if not (isinstance(per_scheduler, dict) and all(
+                _SCHEDULER.match(str(name)) and isinstance(knobs, dict)
+                and all(_ATTRIBUTE.match(k) and "/" not in k and not isinstance(v, (dict, list)) for k, v in knobs.items())
+                for name, knobs in per_scheduler.items())):
+            return f"the scheduler knobs of {identity!r} are not scheduler names with knobs"
         if not isinstance(entry.get("changed_by", {}), dict):
             return f"the 'changed_by' of {identity!r} is not an object"
     return None
 
 
 def _active_problem(data: dict) -> str | None:
+    if data.get("applied") is False:
+        return None  # cleared by a full rollback: nothing is tuned
     return None if isinstance(data.get("ref"), str) else "it names no profile ('ref')"
 
 
+_SCHEDULER = re.compile(r"\A[a-z0-9-]{1,32}\Z")
 _ATTRIBUTE = re.compile(r"\A(iosched/)?[a-z0-9_]{1,64}\Z")
 _KIND = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket",
          stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFLNK: "a symbolic link"}
@@ -360,7 +371,13 @@ class StateStore:
         self._save(JOURNAL, journal, journal_problem)
 
     def active_profile(self) -> dict | None:
-        return self._load(ACTIVE, _active_problem)
+        """The record of intent (tunectl.tuning.intent); None when nothing is applied."""
+        data = self._load(ACTIVE, _active_problem)
+        return None if data is None or data.get("applied") is False else data
+
+    def clear_active_profile(self) -> None:
+        """Nothing is tuned any more (a full rollback): a new generation says so; older ones stay for a post-mortem."""
+        self._save(ACTIVE, {"applied": False}, _active_problem)
 
     def save_active_profile(self, record: dict) -> None:
         self._save(ACTIVE, record, _active_problem)

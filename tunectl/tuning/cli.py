@@ -13,38 +13,32 @@ EXAMPLES = {
              "  tunectl apply -p default --json --detailed-exitcode   # for Ansible",
     "verify": "examples:\n  tunectl verify            # the last applied profile, on the devices that apply was limited to\n"
               "  tunectl verify --all      # every device\n  tunectl verify -p desktop sda",
-    "rollback": "examples:\n  tunectl rollback          # every device tunectl changed\n  tunectl rollback sdb --check",
+    "rollback": "examples:\n  tunectl rollback          # every device tunectl changed\n  tunectl rollback sdb --check\n"
+                "  tunectl rollback --remove-rules   # while udev rules are installed",
 }
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     p.epilog = EXAMPLES.get(name)
-    if name == "status":
-        p.add_argument("-p", "--profile", help="compare with this profile instead of the last applied one")
-        p.add_argument("--all", action="store_true",
-                       help="every device, also when the last apply was limited to some (default: those)")
+    if name == "rollback":
+        p.add_argument("devices", nargs="*", metavar="DEV", help="kernel name or /dev path (default: all journalled)")
+        p.add_argument("--check", action="store_true", help="show what would be restored, write nothing")
+        p.add_argument("--remove-rules", action="store_true",
+                       help="remove the installed udev rules first (a rollback is refused while they are installed)")
         return
-    if name in ("plan", "verify"):
-        p.add_argument("-p", "--profile", help="profile name or file (default: last applied, else 'default')")
-        if name == "verify":
-            p.add_argument("devices", nargs="*", metavar="DEV",
-                           help="kernel name or /dev path (default: the devices the last apply was limited to, else all)")
-            p.add_argument("--all", action="store_true", help="every device, also when the last apply was limited to some")
-        else:
-            p.add_argument("devices", nargs="*", metavar="DEV", help="kernel name or /dev path (default: all)")
-        return
+    p.add_argument("-p", "--profile", help="profile name or file (default: the last applied, see `status`; "
+                                           "with nothing applied, 'default')")
+    p.add_argument("devices", nargs="*", metavar="DEV",
+                   help="kernel name or /dev path (default: without -p, the devices the last apply was limited to; "
+                        "else all)")
+    p.add_argument("--all", action="store_true", help="every device, also when the last apply was limited to some")
     if name == "apply":
-        p.add_argument("-p", "--profile", help="profile name or file (default: 'default')")
-        p.add_argument("devices", nargs="*", metavar="DEV", help="kernel name or /dev path (default: all)")
         p.add_argument("--check", action="store_true", help="write nothing; report and exit as if it had")
         p.add_argument("--diff", action="store_true", help="show each change as - before / + after")
         p.add_argument("--detailed-exitcode", action="store_true",
                        help="exit 0 if nothing changed, 2 if something changed, 1 on any error")
         p.add_argument("--stack", action="store_true",
                        help="also apply to the disks below each named stacked device (what a dm/md udev event runs)")
-        return
-    p.add_argument("devices", nargs="*", metavar="DEV", help="kernel name or /dev path (default: all journalled)")
-    p.add_argument("--check", action="store_true", help="show what would be restored, write nothing")
 
 
 def run(ctx, args, out) -> int:
@@ -60,17 +54,30 @@ def _warn_profile(report, out) -> None:
         out.warn(str(w))
 
 
+def _notes_first(active, out) -> None:
+    """What chose the profile (nothing applied yet: the default), before any other line."""
+    for note in active.notes:
+        if out.json:
+            out.warn(f"tunectl: {note}")
+        else:
+            out.print(note)
+
+
 def _cmd_status(ctx, args, out) -> int:
     from tunectl.report import emit_json, show, table
+    from tunectl.tuning import intent
     from tunectl.tuning import operations as tuning
 
-    report = tuning.status(ctx, args.profile, scoped=not args.all)
+    active = intent.choose(ctx, args.profile, "status")
+    _notes_first(active, out)
+    report = tuning.status(ctx, active.profile, args.devices, scoped=not args.all)
     _warn_profile(report, out)
     drift_by_dev: dict[str, int] = {}
     for s in report.drift:
         drift_by_dev[s.device] = drift_by_dev.get(s.device, 0) + 1
     if out.json:
-        emit_json({"profile": report.profile, "scope": _scope_json(report),
+        emit_json({"profile": report.profile, "applied": active.record is not None, "notes": active.notes,
+                   "rules": intent.installed_rules(active.record), "scope": _scope_json(report),
                    "devices": [dict(d.to_json(), drift=[s.to_json() for s in report.drift if s.device == d.name],
                                     warnings=[w.to_json() for w in report.device_warnings if w.device == d.name])
                                for d in report.devices]}, out.stdout)
@@ -83,6 +90,10 @@ def _cmd_status(ctx, args, out) -> int:
                      show(d.queue.get("read_ahead_kb")), d.identity, drift] + ([knobs] if out.verbose else []))
     headers = ["DEVICE", "CLASS", "SCHEDULER", "READ-AHEAD", "IDENTITY", "DRIFT"] + (["KNOBS"] if out.verbose else [])
     out.print(f"profile: {report.profile}")
+    rules = intent.installed_rules(active.record)
+    if rules is not None:
+        out.print(f"udev rules: {rules['path']} (profile {rules.get('ref')}"
+                  + (", every device)" if rules.get("scope") is None else f", {len(rules['scope'])} device(s))"))
     _print_scope(report, out)
     out.print(table(headers, rows))
     return ExitCode.OK
@@ -135,16 +146,27 @@ def _summary(statuses: list[str]) -> str:
 
 def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     from tunectl.report import emit_json, table
+    from tunectl.tuning import intent
     from tunectl.tuning import operations as tuning
 
-    ref = tuning.active_profile_ref(ctx, args.profile) if verify else args.profile
-    report = tuning.plan(ctx, ref, args.devices, scoped=verify and not args.all)
+    if verify and not args.profile and intent.current(ctx) is None:
+        if out.json:
+            emit_json({"profile": None, "in_sync": True, "applied": False, "scope": None, "settings": [],
+                       "device_warnings": []}, out.stdout)
+        else:
+            out.print(f"nothing applied: no profile is recorded in {ctx.state.dir} (none applied yet, or all rolled "
+                      "back); `tunectl verify -p PROFILE` compares with one")
+        return ExitCode.OK
+    active = intent.choose(ctx, args.profile, "verify" if verify else "plan")
+    _notes_first(active, out)
+    scoped = (verify or active.from_record) and not args.all
+    report = tuning.plan(ctx, None, args.devices, profile=active.profile, scoped=scoped)
     _warn_profile(report, out)
     drift = report.drift
     code = ExitCode.DRIFT if verify and drift else ExitCode.OK
     if out.json:
         emit_json({"profile": report.profile, "in_sync": not drift, "scope": _scope_json(report),
-                   "settings": [s.to_json() for s in report.settings],
+                   "notes": active.notes, "settings": [s.to_json() for s in report.settings],
                    "device_warnings": [w.to_json() for w in report.device_warnings]}, out.stdout)
         return code
     rows = _settings_rows(report.settings, out.verbose, with_status=True)
@@ -159,10 +181,14 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
 
 
 def _cmd_apply(ctx, args, out) -> int:
+    from tunectl.tuning import intent
     from tunectl.tuning import operations as tuning
 
     try:
-        report = tuning.apply(ctx, args.profile, args.devices, check=args.check, stack=args.stack)
+        active = intent.choose(ctx, args.profile, "apply")
+        _notes_first(active, out)
+        report = tuning.apply(ctx, active, args.devices, check=args.check, stack=args.stack,
+                              scoped=active.from_record and not args.all)
     except TunectlError as e:
         if args.detailed_exitcode:  # its callers read 2 as "changed": every error is 1, a bad profile or state (5) too
             e.exit_code = ExitCode.DRIFT
@@ -181,6 +207,7 @@ def _render_apply(report, args, out) -> int:
         emit_json({"profile": report.profile, "changed": report.changed, "check": report.check,
                    "writes": report.writes, "write_phase_ms": round(report.write_seconds * 1000, 3),
                    "notes": report.notes, "warnings": [str(w) for w in report.warnings],
+                   "record_error": report.record_error or None,
                    "settings": [o.to_json() for o in report.outcomes]}, out.stdout)
         return report.exit_code
     for note in report.notes:
@@ -197,10 +224,17 @@ def _render_apply(report, args, out) -> int:
     verb = "would change" if report.check else "changed"
     n = sum(o.status in ("changed", "change") for o in report.outcomes)
     out.print(f"{report.profile}: {verb} {n} setting(s); {_summary([o.status for o in report.outcomes])}")
+    if report.record_error:
+        out.warn(f"tunectl: error: {report.record_error}\nhint: free space or fix the state directory, then run "
+                 "the same apply again: it changes nothing and saves the record")
+    elif report.exit_code == ExitCode.NOT_PERMITTED:
+        out.warn("tunectl: error: the kernel refused the writes (not permitted): nothing was changed or recorded\n"
+                 "hint: run as root")
     return report.exit_code
 
 
 def _cmd_rollback(ctx, args, out) -> int:
     from tunectl.tuning import operations as tuning
 
-    return _render_apply(tuning.rollback(ctx, args.devices, check=args.check), args, out)
+    return _render_apply(tuning.rollback(ctx, args.devices, check=args.check, remove_rules=args.remove_rules),
+                         args, out)

@@ -65,7 +65,7 @@ def _identity(dev: Device, props: dict[str, str], sysfs: Sysfs) -> str:
     if dev.cls == "loop":
         backing = sysfs.read_or(f"block/{dev.name}/loop/backing_file")
         if backing:
-            return f"loop:{backing}"
+            return f"loop:{backing}{_loop_twin_suffix(sysfs, dev.name, backing)}"
     if dev.wwn:
         return f"wwn:{dev.wwn}"
     if props.get("ID_SERIAL"):
@@ -76,6 +76,34 @@ def _identity(dev: Device, props: dict[str, str], sysfs: Sysfs) -> str:
     if by_id:
         return f"by-id:{by_id[0][len('disk/by-id/'):]}"
     return f"kernel:{dev.name}"
+
+
+def _loop_twin_suffix(sysfs: Sysfs, name: str, backing: str) -> str:
+    """``#ino<N>:loop3`` when another loop device is attached to the same backing file, else "".
+
+    Two loop devices on one file would share one identity: the journal would keep
+    one's originals only, and a rollback would write the other. Every loop device
+    is looked at (not only those a command reads), so the identity does not
+    depend on which devices a command was given.
+    """
+    twins = [other for other in sysfs.listdir("block") if other.startswith("loop") and other != name
+             and sysfs.read_or(f"block/{other}/loop/backing_file") == backing]
+    if not twins:
+        return ""
+    inode = ""
+    if os.path.realpath(sysfs.root) == "/sys":  # a fake tree's backing paths are not on this machine
+        try:
+            inode = f"ino{os.stat(backing.removesuffix(' (deleted)')).st_ino}:"
+        except OSError:
+            inode = ""
+    return f"#{inode}{name}"
+
+
+def shared_identity_warnings(devices: list[Device]) -> list[str]:
+    """One line per device whose identity needed its loop number (see `_loop_twin_suffix`)."""
+    return [f"tunectl: warning: {d.name} shares its backing file with another loop device; it is told apart by its "
+            f"loop number ({d.identity}), which changes when it is attached again" for d in devices
+            if d.cls == "loop" and "#" in d.identity]
 
 
 def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str] | None = None,

@@ -5,6 +5,7 @@ Each returns a report object; rendering and exit codes are the CLI's business.
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from dataclasses import dataclass, field
@@ -12,11 +13,13 @@ from dataclasses import dataclass, field
 from tunectl.attributes import modular_schedulers
 from tunectl.context import Context
 from tunectl.errors import ExitCode, StateError, UsageError
-from tunectl.profile.resolve import Profile, load_profile
+from tunectl.profile.resolve import Profile
 from tunectl.system.state import ACTIVE
 from tunectl.tuning import apply as applying
+from tunectl.tuning import intent
 from tunectl.tuning.device import Device
-from tunectl.tuning.discover import discover, partition_parent, stack_of
+from tunectl.tuning.discover import discover, partition_parent, shared_identity_warnings, stack_of
+from tunectl.tuning.intent import load_profile_for
 from tunectl.tuning.plan import CHANGE, UNAVAILABLE, Setting, lower_disks, make_plan, queue_attrs_of
 from tunectl.tuning.topology import DeviceWarning, read_ahead_warnings
 
@@ -73,6 +76,7 @@ class ApplyReport:
     write_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     warnings: list = field(default_factory=list)
+    record_error: str = ""  # the settings were written, the record of intent could not be saved
 
     @property
     def changed(self) -> bool:
@@ -81,47 +85,22 @@ class ApplyReport:
     @property
     def exit_code(self) -> ExitCode:
         statuses = {o.status for o in self.outcomes}
-        if applying.NOT_PERMITTED in statuses and not statuses & {applying.CHANGED, "ok", CHANGE}:
-            return ExitCode.NOT_PERMITTED
-        if statuses & {applying.FAILED, applying.NOT_PERMITTED, UNAVAILABLE}:
+        if applying.NOT_PERMITTED in statuses and applying.CHANGED not in statuses:
+            return ExitCode.NOT_PERMITTED  # nothing written, and nothing recorded
+        if self.record_error or statuses & {applying.FAILED, applying.NOT_PERMITTED, UNAVAILABLE}:
             return ExitCode.PARTIAL
         return ExitCode.OK
 
 
-def active_profile_ref(ctx: Context, ref: str | None) -> str | None:
-    """An explicit -p wins; else the profile of the last apply; else the default."""
-    if ref:
-        return ref
-    record = ctx.state.active_profile() if ctx.state.dir.exists() else None
-    return record.get("ref") if record else None
-
-
-def scoped_record(record: dict, previous: dict | None, scope: list[str] | None) -> dict:
-    """The active-profile record after an apply limited to `scope` (identities; None: every device).
-
-    An apply without DEV clears the scope. One with DEV keeps the profile's
-    record unscoped when the same profile was last applied to every device (they
-    are all tuned by it), adds to the scope of an earlier limited apply of the
-    same profile, and otherwise starts a new scope. Records without a scope (all
-    records before scopes existed) mean every device.
-    """
-    if scope is None:
-        return dict(record)
-    same = previous is not None and (previous.get("name"), previous.get("files")) == (record["name"], record["files"])
-    if same and "scope" not in previous:
-        return dict(record)
-    earlier = previous.get("scope", []) if same else []
-    return dict(record, scope=sorted(set(earlier) | set(scope)))
+scoped_record = intent.with_scope
 
 
 def last_apply_scope(ctx: Context, profile: Profile, devices: list[Device]) -> Scope | None:
     """The scope of the last apply, when it applied `profile` to some devices only; else None (every device)."""
-    record = ctx.state.active_profile() if ctx.state.dir.exists() else None
-    if not record or not isinstance(record.get("scope"), list):
-        return None
-    if (record.get("name"), record.get("files")) != (profile.name, profile.files):
+    record = intent.current(ctx)
+    wanted = intent.scope_of(record)
+    if wanted is None or not intent.same_profile(record, {"name": profile.name, "files": profile.files}):
         return None  # another profile than the one last applied: no scope of its own
-    wanted = [str(i) for i in record["scope"]]
     present = {d.identity: d.name for d in devices}
     return Scope("last-apply", tuple(present[i] for i in wanted if i in present), tuple(wanted),
                  tuple(i for i in wanted if i not in present))
@@ -170,12 +149,6 @@ def _discover(ctx: Context, queue_attrs: set[str] | None = None, names: set[str]
     return discover(ctx.sysfs, ctx.udev, queue_attrs, modular_schedulers(ctx.modules.loadable()), names)
 
 
-def load_profile_for(ctx: Context, ref: str | None) -> Profile:
-    """The profile `ref` (None: the default), checked once per content: the verdict is cached in the state dir."""
-    cache = ctx.state.dir / "validated" if os.access(ctx.state.dir, os.W_OK) else None
-    return load_profile(ref, ctx.search_path, cache)
-
-
 def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None,
          profile: Profile | None = None, stack: bool = False, scoped: bool = False) -> PlanReport:
     """The plan for all devices, or for `dev_refs` (with `stack`: and the disks below them).
@@ -192,7 +165,8 @@ def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = Non
     scope = _scope(ctx, profile, devices, parents, dev_refs, stack, scoped)
     settings = make_plan(devices, profile, parents, None if scope is None else scope.devices)
     planned = [d for d in devices if scope is None or d.name in scope.devices]
-    return PlanReport(profile.name, devices, settings, list(profile.warnings) + ctx.state.warnings, scope,
+    return PlanReport(profile.name, devices, settings,
+                      list(profile.warnings) + ctx.state.warnings + shared_identity_warnings(planned), scope,
                       read_ahead_warnings(planned, settings))
 
 
@@ -208,52 +182,63 @@ def _scope(ctx: Context, profile: Profile, devices: list[Device], parents: dict[
     return Scope("arguments", tuple(only), tuple(sorted({by_name[n].identity for n in only})))
 
 
-def status(ctx: Context, profile_ref: str | None, scoped: bool = True) -> PlanReport:
-    """Every device (or, `scoped`, those of the last apply's scope) with its drift from the profile."""
-    profile = load_profile_for(ctx, active_profile_ref(ctx, profile_ref))
+def status(ctx: Context, profile: Profile, dev_refs: list[str] | None = None, scoped: bool = True) -> PlanReport:
+    """Every device (or those of `dev_refs`, or, `scoped`, those of the last apply's scope) with its drift."""
     devices = _discover(ctx)
-    scope = last_apply_scope(ctx, profile, devices) if scoped else None
+    parents = _parents(ctx, devices)
+    scope = _scope(ctx, profile, devices, parents, dev_refs, False, scoped)
     # Plan over every device (a below: block comes from the stacked device above), show the scope's.
-    settings = make_plan(devices, profile, _parents(ctx, devices), None if scope is None else scope.devices)
+    settings = make_plan(devices, profile, parents, None if scope is None else scope.devices)
     if scope is not None:
         devices = [d for d in devices if d.name in scope.devices]
-    return PlanReport(profile.name, devices, settings, list(profile.warnings) + ctx.state.warnings, scope,
+    return PlanReport(profile.name, devices, settings,
+                      list(profile.warnings) + ctx.state.warnings + shared_identity_warnings(devices), scope,
                       read_ahead_warnings(devices))
 
 
-def apply(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None, check: bool = False,
-          stack: bool = False) -> ApplyReport:
-    profile = load_profile_for(ctx, profile_ref)
+def apply(ctx: Context, active: intent.Active, dev_refs: list[str] | None = None, check: bool = False,
+          stack: bool = False, scoped: bool = False) -> ApplyReport:
+    """Write the plan of `active.profile` (`scoped`, without DEV: on the record's scope), journalling originals first.
+
+    Nothing is recorded for writes that never happened: the journal entries of
+    refused or failed writes are taken back, and the record of intent is saved
+    only when something was written or everything already was as wanted.
+    """
+    profile = active.profile
     if check:
-        report = plan(ctx, None, dev_refs, profile, stack)
+        report = plan(ctx, None, dev_refs, profile, stack, scoped)
         return ApplyReport(profile.name, [applying.Outcome(s, s.status) for s in report.settings], check=True,
                            warnings=report.warnings)
     with ctx.state.locked():
         # Plan under the lock: another run may have changed things while we waited.
-        report = plan(ctx, None, dev_refs, profile, stack)
+        report = plan(ctx, None, dev_refs, profile, stack, scoped)
         journal = ctx.state.journal()
-        record = {"ref": profile_ref or profile.name, "name": profile.name, "files": profile.files}
         # Read before any write: a state file tunectl cannot use stops the run here.
         previous = ctx.state.active_profile()
-        record = scoped_record(record, previous, None if report.scope is None else list(report.scope.identities))
-        new_active = previous != record or ctx.state.recovered(ACTIVE)
+        record = intent.with_scope(intent.record_of(profile, active.ref), previous,
+                                   None if report.scope is None else list(report.scope.identities))
+        before = copy.deepcopy(journal)
         by_name = {d.name: d for d in report.devices}
-        if applying.record_originals(journal, report.settings, by_name, _changed_by(profile_ref or profile.name)) \
+        if applying.record_originals(journal, report.settings, by_name, _changed_by(active.ref)) \
                 or ctx.state.recovered():
             ctx.state.save_journal(journal)
         writes_before = ctx.sysfs.writes
         started = time.perf_counter()
         outcomes = applying.apply_settings(ctx.sysfs, report.settings)
         write_seconds = time.perf_counter() - started
-        if new_active:
+        if applying.forget_unwritten(before, journal, outcomes):
+            ctx.state.save_journal(journal)
+        result = ApplyReport(profile.name, outcomes, writes=ctx.sysfs.writes - writes_before,
+                             write_seconds=write_seconds, warnings=list(dict.fromkeys(report.warnings + ctx.state.warnings)))
+        statuses = {o.status for o in outcomes}
+        wrote = applying.CHANGED in statuses or not statuses & {applying.FAILED, applying.NOT_PERMITTED}
+        if wrote and (previous != record or ctx.state.recovered(ACTIVE)):
             try:
                 ctx.state.save_active_profile(record)
             except StateError as e:
-                raise StateError(f"{e.message}; the settings were applied and their originals journalled, "
-                                 "only the record of the profile in use (for verify and status) is stale",
-                                 e.hint) from None
-    return ApplyReport(profile.name, outcomes, writes=ctx.sysfs.writes - writes_before, write_seconds=write_seconds,
-                       warnings=list(dict.fromkeys(report.warnings + ctx.state.warnings)))
+                result.record_error = (f"the settings were applied and their originals journalled, but the record "
+                                       f"of what is tuned could not be saved: {e}")
+    return result
 
 
 def _changed_by(ref: str) -> dict:
@@ -262,18 +247,30 @@ def _changed_by(ref: str) -> dict:
     return {"profile": ref, "tunectl": __version__, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = False) -> ApplyReport:
+def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = False,
+             remove_rules: bool = False) -> ApplyReport:
+    """Restore the journalled originals (of `dev_refs`, else of every device), then update the record of intent.
+
+    While udev rules are installed a rollback is refused (the next change event
+    would write their values again) unless `remove_rules` removes them first. A
+    full rollback that restores everything clears the record.
+    """
     with ctx.state.locked():
         journal = ctx.state.journal()
+        record = ctx.state.active_profile()
+        notes = _rules_before_rollback(ctx, record, check, remove_rules)
         devices = _discover(ctx)
         chosen = set(resolve_names(ctx, devices, dev_refs)) if dev_refs else None
         settings = applying.rollback_plan(journal, devices, lambda d: chosen is None or d.name in chosen)
         present = {d.identity for d in devices}
-        notes = [f"{entry['name']} ({identity}) is not present; its originals stay in the journal"
-                 for identity, entry in journal["devices"].items() if identity not in present and chosen is None]
+        notes += [f"{entry['name']} ({identity}) is not present; its originals stay in the journal"
+                  for identity, entry in journal["devices"].items() if identity not in present and chosen is None]
         if check:
             return ApplyReport("journal", [applying.Outcome(s, s.status) for s in settings], check=True, notes=notes,
                                warnings=list(ctx.state.warnings))
+        if remove_rules and record is not None and intent.installed_rules(record):
+            record = {k: v for k, v in record.items() if k != "rules"}
+            ctx.state.save_active_profile(record)
         writes_before = ctx.sysfs.writes
         outcomes = applying.apply_settings(ctx.sysfs, settings)
         failed = {o.setting.identity for o in outcomes if o.status not in (applying.CHANGED, "ok")}
@@ -282,5 +279,28 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
             journal["devices"].pop(identity, None)
         if restored or ctx.state.recovered():
             ctx.state.save_journal(journal)
+        if record is not None:
+            left = intent.without(record, restored)
+            if (chosen is None and not journal["devices"]) or left.get("scope") == []:
+                ctx.state.clear_active_profile()  # nothing is tuned any more: verify says "nothing applied"
+            elif left != record:
+                ctx.state.save_active_profile(left)
     return ApplyReport("journal", outcomes, writes=ctx.sysfs.writes - writes_before, notes=notes,
                        warnings=list(ctx.state.warnings))
+
+
+def _rules_before_rollback(ctx: Context, record: dict | None, check: bool, remove_rules: bool) -> list[str]:
+    """Refuse a rollback the installed udev rules would undo; with `remove_rules`, remove them first."""
+    from tunectl.udev.install import remove_rules_file
+
+    rules = intent.installed_rules(record)
+    if rules is None or not os.path.exists(rules["path"]):
+        return []
+    if check:
+        return [f"udev rules {rules['path']} are installed: a rollback needs --remove-rules, or the next change "
+                "event writes their values again"]
+    if not remove_rules:
+        raise UsageError(f"udev rules {rules['path']} (profile {rules.get('ref')}) are installed: the next change "
+                         "event would write their values again after a rollback, so nothing was restored",
+                         hint="tunectl rollback --remove-rules removes the rules first; or keep the rules")
+    return remove_rules_file(rules["path"])

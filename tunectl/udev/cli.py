@@ -23,6 +23,9 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
         up = add_action(usub, verb, help_)
         if verb != "remove":
             up.add_argument("-p", "--profile", help="profile name or file (default: last applied, else 'default')")
+        if verb != "remove":
+            up.add_argument("--all", action="store_true",
+                            help="rules for every device (default: the devices the last apply was limited to)")
         if verb != "render":
             up.add_argument("--rules-dir", metavar="DIR", default="/etc/udev/rules.d",
                             help="where the rules file lives (default /etc/udev/rules.d)")
@@ -54,7 +57,12 @@ def monitor(ctx, args, out, events=None) -> int:
 
     if args.count is not None and args.count < 1:
         raise UsageError(f"--count must be at least 1, got {args.count}")
-    profile = operations.load_profile_for(ctx, operations.active_profile_ref(ctx, args.profile))
+    from tunectl.tuning import intent
+
+    active = intent.choose(ctx, args.profile, "udev monitor")
+    profile = active.profile
+    for note in active.notes:
+        out.warn(f"tunectl: {note}")
     for w in profile.warnings:
         out.warn(str(w))
     if events is None and os.path.realpath(ctx.sysfs.root) != "/sys":

@@ -18,12 +18,13 @@ from pathlib import Path
 
 from tunectl.attributes import modular_schedulers
 from tunectl.errors import ExitCode, NotPermitted, TunectlError, UsageError
-from tunectl.profile.library import DEFAULT_PROFILE, find_profile
+from tunectl.profile.library import find_profile
 from tunectl.profile.resolve import Profile, load_profile
 from tunectl.report import emit_json
 from tunectl.system.runner import CommandError
 from tunectl.system.runner import run as run_command
 from tunectl.system.state import atomic_write
+from tunectl.tuning import intent
 from tunectl.tuning import operations as tuning
 from tunectl.udev.lint import lint
 from tunectl.udev.render import RULES_FILE, Rendered, render_rules
@@ -62,18 +63,30 @@ def tunectl_executable(env) -> str | None:
     return os.path.abspath(found) if found else None
 
 
-def load_for_rules(ctx, ref: str | None) -> Profile:
-    """The profile by name or file, loaded from an absolute path (a udev RUN has no working directory)."""
-    ref = tuning.active_profile_ref(ctx, ref) or DEFAULT_PROFILE
-    path = find_profile(ref, ctx.search_path)
-    return load_profile(os.path.abspath(path) if path is not None else ref, ctx.search_path)
+def load_for_rules(ctx, ref: str | None) -> tuple[Profile, intent.Active]:
+    """The profile (-p, else the record of intent's), loaded from an absolute path (a udev RUN has no working
+    directory)."""
+    active = intent.choose(ctx, ref, "udev install")
+    path = find_profile(active.ref, ctx.search_path)
+    return load_profile(os.path.abspath(path) if path is not None else active.ref, ctx.search_path), active
 
 
-def rendered_for(ctx, ref: str | None) -> tuple[Rendered, Profile]:
-    profile = load_for_rules(ctx, ref)
+def rules_scope(ctx, args, active: intent.Active) -> list[str] | None:
+    """The identities the rules are limited to: the record's scope, unless --all (None: every device).
+
+    `udev render -p P` stays a pure function of the profile: no scope.
+    """
+    if getattr(args, "all", False) or (args.udev_command == "render" and args.profile):
+        return None
+    return intent.scope_of(active.record)
+
+
+def rendered_for(ctx, args) -> tuple[Rendered, Profile, intent.Active]:
+    profile, active = load_for_rules(ctx, args.profile)
     # The running kernel's modular schedulers are an input of the rules, read here at the edge.
     modules = modular_schedulers(ctx.modules.loadable())
-    return render_rules(profile, tunectl_executable(ctx.env), modules=modules), profile
+    scope = rules_scope(ctx, args, active)
+    return render_rules(profile, tunectl_executable(ctx.env), modules=modules, identities=scope), profile, active
 
 
 def _warn_profile(profile: Profile, rendered: Rendered, out) -> None:
@@ -85,7 +98,9 @@ def _warn_profile(profile: Profile, rendered: Rendered, out) -> None:
 
 
 def render(ctx, args, out) -> int:
-    rendered, profile = rendered_for(ctx, args.profile)
+    rendered, profile, active = rendered_for(ctx, args)
+    for note in active.notes:
+        out.warn(f"tunectl: {note}")
     _warn_profile(profile, rendered, out)
     if out.json:
         emit_json({"profile": profile.name, "file": RULES_FILE, "digest": rendered.digest, "runs_tunectl": rendered.runs_tunectl,
@@ -131,7 +146,9 @@ def _denied(e: OSError, what: str) -> TunectlError:
 
 def install(ctx, args, out) -> int:
     _require_root("install")
-    rendered, profile = rendered_for(ctx, args.profile)
+    rendered, profile, active = rendered_for(ctx, args)
+    for note in active.notes:
+        out.warn(f"tunectl: {note}")
     _warn_profile(profile, rendered, out)
     problems = lint(rendered.text)
     if problems:
@@ -144,14 +161,25 @@ def install(ctx, args, out) -> int:
     if not rules_dir.is_dir():
         raise UsageError(f"rules directory {rules_dir} does not exist",
                          hint="udev reads /etc/udev/rules.d and /run/udev/rules.d; create the directory first")
-    target = _target(args)
+    target = _target(args).absolute()
     data = rendered.text.encode()
-    try:
-        changed = not target.is_file() or target.read_bytes() != data
-        if changed:
-            atomic_write(target, data, 0o644)
-    except OSError as e:
-        raise _denied(e, f"write {target}") from None
+    scope = rules_scope(ctx, args, active)
+    with ctx.state.locked():
+        # Originals first: once the rules are live, any event may write the devices they match.
+        journalled = journal_for_rules(ctx, profile, active.ref, scope)
+        try:
+            changed = not target.is_file() or target.read_bytes() != data
+            if changed:
+                atomic_write(target, data, 0o644)
+        except OSError as e:
+            raise _denied(e, f"write {target}") from None
+        record = ctx.state.active_profile() or intent.record_of(profile, active.ref)
+        rules = {"path": str(target), "ref": active.ref, "name": profile.name,
+                 "profile_sha256": intent.text_sha256(profile.files), "digest": rendered.digest}
+        if scope is not None:
+            rules["scope"] = scope
+        if record.get("rules") != rules:
+            ctx.state.save_active_profile(dict(record, rules=rules))
     code = ExitCode.OK
     reloaded = triggered = False
     problems_seen: list[str] = []
@@ -176,13 +204,17 @@ def install(ctx, args, out) -> int:
             code = ExitCode.PARTIAL
     if out.json:
         emit_json({"ok": code == ExitCode.OK, "path": str(target), "profile": profile.name, "digest": rendered.digest,
+                   "scope": scope, "journalled": journalled,
                    "changed": changed, "reloaded": reloaded, "triggered": triggered, "notes": rendered.notes,
                    "problems": problems_seen}, out.stdout)
     else:
         for p in problems_seen:
             out.warn(f"tunectl: warning: {p}")
         verb = "installed" if changed else "unchanged"
-        out.print(f"{verb}: {target} (profile {profile.name}, {rendered.digest})")
+        where = "every device" if scope is None else f"{len(scope)} device(s) of the last apply's scope"
+        out.print(f"{verb}: {target} (profile {profile.name}, {where}, {rendered.digest})")
+        if journalled:
+            out.print(f"originals journalled first: {journalled} setting(s) the rules will change")
         if reloaded:
             out.print("udev rules reloaded")
         if triggered:
@@ -190,39 +222,68 @@ def install(ctx, args, out) -> int:
     return code
 
 
-def remove(ctx, args, out) -> int:
-    _require_root("remove")
-    target = _target(args)
-    removed = False
+def journal_for_rules(ctx, profile: Profile, ref: str, scope: list[str] | None) -> int:
+    """Journal the originals of every setting the rules will change (on the devices of `scope`); how many.
+
+    Called under the state lock, before the rules file exists.
+    """
+    from tunectl.tuning import apply as applying
+
+    report = tuning.plan(ctx, None, None, profile)
+    settings = [s for s in report.settings if scope is None or s.identity in scope]
+    journal = ctx.state.journal()
+    by_name = {d.name: d for d in report.devices}
+    changed_by = dict(tuning._changed_by(ref), via="udev rules")
+    if applying.record_originals(journal, settings, by_name, changed_by) or ctx.state.recovered():
+        ctx.state.save_journal(journal)
+    return sum(s.status == "change" for s in settings)
+
+
+def remove_rules_file(path: str | Path) -> list[str]:
+    """Delete a tunectl rules file and reload udev; the problems met (udev not reloaded), for the user."""
+    target = Path(path)
     try:
         text = target.read_text(errors="replace")
         if HEADER_MARK not in text.split("\n", 1)[0]:
             raise UsageError(f"{target} was not generated by tunectl; not removing it",
                              hint="remove it by hand if it is yours to remove")
         target.unlink()
-        removed = True
     except FileNotFoundError:
-        pass
+        return []
     except OSError as e:
         raise _denied(e, f"remove {target}") from None
-    code = ExitCode.OK
-    reloaded = False
-    problem = ""
-    if removed and _udevd_running():
-        try:
-            run_command(["udevadm", "control", "--reload"], timeout=30)
-            reloaded = True
-        except CommandError as e:
-            problem, code = e.message, ExitCode.PARTIAL
+    if not _udevd_running():
+        return []
+    try:
+        run_command(["udevadm", "control", "--reload"], timeout=30)
+    except CommandError as e:
+        return [e.message]
+    return []
+
+
+def remove(ctx, args, out) -> int:
+    _require_root("remove")
+    target = _target(args).absolute()
+    removed = target.exists()
+    problems = remove_rules_file(target)
+    removed = removed and not target.exists()
+    record = intent.current(ctx)
+    if record is not None and intent.installed_rules(record) is not None \
+            and Path(record["rules"]["path"]) == target:
+        with ctx.state.locked():
+            ctx.state.save_active_profile({k: v for k, v in record.items() if k != "rules"})
+    code = ExitCode.PARTIAL if problems else ExitCode.OK
     if out.json:
-        emit_json({"ok": code == ExitCode.OK, "path": str(target), "removed": removed, "reloaded": reloaded,
-                   "problems": [problem] if problem else []}, out.stdout)
+        emit_json({"ok": code == ExitCode.OK, "path": str(target), "removed": removed, "reloaded": removed and not problems,
+                   "problems": problems}, out.stdout)
     else:
-        if problem:
-            out.warn(f"tunectl: warning: {problem}")
+        for p in problems:
+            out.warn(f"tunectl: warning: {p}")
         out.print(f"removed: {target}" if removed else f"not installed: {target}")
         if removed:
-            out.print("values already written stay as they are; `tunectl rollback` restores the originals")
+            out.print("values the rules wrote stay until a rollback: `tunectl rollback` restores what was journalled "
+                      "(before `udev install`, or the first time tunectl saw a device); a device the rules tuned "
+                      "that no tunectl command saw before keeps the rules' values (see tunectl(8), ROLLBACK)")
     return code
 
 
@@ -232,7 +293,7 @@ def installed_digest(text: str | None) -> str | None:
 
 
 def check(ctx, args, out) -> int:
-    rendered, profile = rendered_for(ctx, args.profile)
+    rendered, profile, _ = rendered_for(ctx, args)
     _warn_profile(profile, rendered, out)
     target = _target(args)
     try:

@@ -1,0 +1,230 @@
+"""One record of intent (#21): every command without -p or DEV acts on what was applied, and no original is lost.
+
+Fake kernel (tests/fakesys.py); the CLI runs in-process. The live counterpart
+with real loop devices and a real udevd is tests/test_intent_live.py.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.tuning_helpers import Tunectl, snapshot, snapshot_all
+from tunectl.udev import install as udev_commands
+from tunectl.udev.render import RULES_FILE
+
+MYDB = """\
+name: mydb
+classes:
+  loop:
+    scheduler: mq-deadline
+    iosched: {read_expire: 100}
+    read_ahead_kb: 1024
+"""
+BFQ = """\
+name: bfq-zero
+classes:
+  loop:
+    scheduler: bfq
+    iosched: {slice_idle: 0}
+"""
+DEADLINE = """\
+name: deadline
+classes:
+  loop: {scheduler: mq-deadline}
+"""
+
+
+@pytest.fixture
+def t(empty_fake_tree, tmp_path) -> Tunectl:
+    for i in range(4):
+        empty_fake_tree.add_loop(f"loop{i}", f"/srv/images/d{i}.img")
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    for name, text in (("mydb", MYDB), ("bfq-zero", BFQ), ("deadline", DEADLINE)):
+        (profiles / f"{name}.yaml").write_text(text)
+    return Tunectl(empty_fake_tree, tmp_path / "state", [profiles])
+
+
+def _record(t: Tunectl) -> dict:
+    return json.loads((t.ctx.state.dir / "active.json").read_text())
+
+
+def _journal(t: Tunectl) -> dict:
+    return json.loads((t.ctx.state.dir / "journal.json").read_text())
+
+
+def test_bare_plan_and_apply_act_on_the_scope_of_the_last_apply(t: Tunectl) -> None:
+    before = snapshot_all(t.tree)
+    assert t("apply", "-p", "mydb", "loop0", "loop1").code == 0
+    untouched = {n: before[n] for n in ("loop2", "loop3")}
+    t.tree.sysfs.write("block/loop0/queue/read_ahead_kb", "128")  # drift inside the scope
+    plan = t("plan")
+    assert plan.code == 0 and plan.out.splitlines()[0] == "profile: mydb"
+    assert "scope: loop0, loop1" in plan.out and "loop2" not in plan.out
+    applied = t("apply", "--json")
+    assert applied.code == 0 and {s["device"] for s in applied.doc["settings"]} == {"loop0", "loop1"}
+    assert [s["device"] for s in applied.doc["settings"] if s["status"] == "changed"] == ["loop0"]
+    assert {n: snapshot(t.tree, n) for n in ("loop2", "loop3")} == untouched
+    assert _record(t)["scope"] == ["loop:/srv/images/d0.img", "loop:/srv/images/d1.img"]
+    # --all: every device, and the record says so.
+    assert t("apply", "--all").code == 0 and "scope" not in _record(t)
+
+
+def test_the_record_names_a_file_by_absolute_path_with_its_hash(t: Tunectl, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path / "profiles")
+    assert t("apply", "-p", "./mydb.yaml", "loop0").code == 0
+    record = _record(t)
+    assert record["ref"] == str((tmp_path / "profiles" / "mydb.yaml").resolve())
+    assert len(record["profile_sha256"]) == 64
+    monkeypatch.chdir(tmp_path)  # another directory: the record still finds the file
+    assert t("verify").code == 0
+    (tmp_path / "profiles" / "mydb.yaml").write_text(MYDB.replace("1024", "2048"))
+    r = t("verify")
+    assert r.code == 2 and "changed since it was applied" in r.err and "hint: give -p" in r.err
+    assert t("apply").code == 2 and t.tree.sysfs.read("block/loop0/queue/read_ahead_kb") == "1024"
+    assert t("verify", "-p", str(tmp_path / "profiles" / "mydb.yaml")).code == 1  # -p: the new text
+
+
+def test_nothing_applied_is_said_first_and_verify_exits_0(t: Tunectl) -> None:
+    plan = t("plan")
+    assert plan.out.splitlines()[0].startswith("no profile applied yet") and "'default'" in plan.out.splitlines()[0]
+    apply = t("apply", "--check")
+    assert apply.out.splitlines()[0].startswith("no profile applied yet")
+    v = t("verify")
+    assert v.code == 0 and v.out.startswith("nothing applied")
+    assert t("verify", "--json").doc["applied"] is False
+
+
+def test_a_full_rollback_clears_the_record(t: Tunectl) -> None:
+    before = snapshot_all(t.tree)
+    assert t("apply", "-p", "mydb", "loop0", "loop1").code == 0
+    assert t("verify").code == 0
+    assert t("rollback").code == 0
+    assert snapshot_all(t.tree) == before
+    v = t("verify")
+    assert v.code == 0 and v.out.startswith("nothing applied"), v.out
+    assert t("status", "--json").doc["applied"] is False
+
+
+def test_a_partial_rollback_narrows_the_scope(t: Tunectl) -> None:
+    assert t("apply", "-p", "mydb", "loop0", "loop1").code == 0
+    assert t("rollback", "loop0").code == 0
+    assert _record(t)["scope"] == ["loop:/srv/images/d1.img"]
+    assert t("verify").code == 0  # loop0 is no longer expected to be tuned
+    assert t("rollback", "loop1").code == 0
+    assert t("verify").out.startswith("nothing applied")
+
+
+def test_refused_writes_exit_4_and_record_nothing(t: Tunectl) -> None:
+    t.tree.sysfs.write("block/loop0/queue/scheduler", "bfq")  # so the scheduler write is needed
+    for i in range(4):
+        for attr in ("queue/scheduler", "queue/read_ahead_kb", "queue/iosched/read_expire"):
+            t.tree.sysfs.refuse(f"loop{i}", attr, errno.EPERM)
+    r = t("apply", "-p", "mydb", "loop0")
+    assert r.code == 4, (r.out, r.err)
+    assert "nothing was changed or recorded" in r.err
+    assert not (t.ctx.state.dir / "active.json").exists()
+    assert _journal(t)["devices"] == {}
+
+
+def test_applied_but_unrecorded_is_not_exit_5(t: Tunectl, monkeypatch) -> None:
+    from tunectl.errors import StateError
+    from tunectl.system import state
+
+    def fail(self, record):
+        raise StateError("cannot write active.json: No space left on device")
+
+    monkeypatch.setattr(state.StateStore, "save_active_profile", fail)
+    r = t("apply", "-p", "mydb", "loop0")
+    assert r.code == 3 and "the settings were applied" in r.err and "could not be saved" in r.err
+    assert t.tree.sysfs.read("block/loop0/queue/read_ahead_kb") == "1024"
+
+
+def test_bfq_knobs_survive_bfq_deadline_bfq(t: Tunectl) -> None:
+    """The kernel resets knobs on every switch: the first bfq values are bfq's originals."""
+    t.tree.sysfs.write("block/loop0/queue/scheduler", "bfq")
+    t.tree.sysfs.write("block/loop0/queue/iosched/slice_idle", "3")
+    before = snapshot(t.tree, "loop0")
+    assert t("apply", "-p", "deadline", "loop0").code == 0
+    assert t("apply", "-p", "bfq-zero", "loop0").code == 0
+    assert t.tree.sysfs.read("block/loop0/queue/iosched/slice_idle") == "0"
+    assert t("rollback").code == 0
+    assert snapshot(t.tree, "loop0") == before
+    assert t.tree.sysfs.read("block/loop0/queue/iosched/slice_idle") == "3"
+
+
+def test_two_loops_on_one_backing_file_are_told_apart(t: Tunectl) -> None:
+    t.tree.add_loop("loop4", "/srv/images/d0.img")  # a second device on loop0's file
+    before = snapshot_all(t.tree)
+    r = t("apply", "-p", "mydb", "loop4", "--json")
+    assert r.code == 0
+    assert "loop4 shares its backing file" in r.err
+    ids = {s["identity"] for s in r.doc["settings"]}
+    assert ids == {"loop:/srv/images/d0.img#loop4"}
+    assert snapshot(t.tree, "loop0") == before["loop0"]
+    assert t("rollback").code == 0
+    assert snapshot_all(t.tree) == before
+
+
+class _Udevadm:
+    """udevadm as a recorder: udevd 'running', every call succeeds."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+
+    def __call__(self, argv, timeout=None, check=True):
+        from tunectl.system.runner import Completed
+
+        self.calls.append(tuple(argv))
+        return Completed(tuple(argv), 0, "252\n" if tuple(argv) == ("udevadm", "--version") else "", "")
+
+
+@pytest.fixture
+def udevadm(monkeypatch) -> _Udevadm:
+    rec = _Udevadm()
+    monkeypatch.setattr(udev_commands, "_euid", lambda: 0)
+    monkeypatch.setattr(udev_commands, "run_command", rec)
+    return rec
+
+
+def test_rules_carry_the_scope_and_journal_first(t: Tunectl, tmp_path: Path, udevadm: _Udevadm) -> None:
+    before = snapshot_all(t.tree)
+    assert t("apply", "-p", "mydb", "loop0").code == 0
+    rules_dir = tmp_path / "rules"
+    rules_dir.mkdir()
+    r = t("udev", "install", "--rules-dir", str(rules_dir), "--json")
+    assert r.code == 0, r.err
+    assert r.doc["scope"] == ["loop:/srv/images/d0.img"]
+    text = (rules_dir / RULES_FILE).read_text()
+    assert 'ATTR{loop/backing_file}=="/srv/images/d0.img", ENV{TUNECTL_IN_SCOPE}="1"' in text
+    assert 'ENV{TUNECTL_IN_SCOPE}!="1", GOTO="tunectl_end"' in text
+    assert _record(t)["rules"]["scope"] == ["loop:/srv/images/d0.img"]
+    assert t("udev", "check", "--rules-dir", str(rules_dir)).code == 0
+    # --all: every device; its originals are journalled before the file exists.
+    r = t("udev", "install", "--all", "--rules-dir", str(rules_dir), "--json")
+    assert r.code == 0 and r.doc["scope"] is None and r.doc["journalled"] > 0
+    assert "TUNECTL_IN_SCOPE" not in (rules_dir / RULES_FILE).read_text()
+    assert set(_journal(t)["devices"]) == {f"loop:/srv/images/d{i}.img" for i in range(4)}
+    # The render of a named profile stays a pure function of it.
+    assert "TUNECTL_IN_SCOPE" not in t("udev", "render", "-p", "mydb").out
+    # A rollback the rules would undo is refused; --remove-rules removes them first.
+    refused = t("rollback")
+    assert refused.code == 2 and "--remove-rules" in refused.err and (rules_dir / RULES_FILE).exists()
+    assert t("rollback", "--remove-rules").code == 0
+    assert not (rules_dir / RULES_FILE).exists() and ("udevadm", "control", "--reload") in udevadm.calls
+    assert t("verify").out.startswith("nothing applied")
+    # The rules (were they ever triggered) wrote nothing here; the journal still held every original.
+    assert snapshot_all(t.tree) == before
+
+
+def test_udev_remove_does_not_promise_what_rollback_cannot_do(t: Tunectl, tmp_path: Path, udevadm: _Udevadm) -> None:
+    assert t("apply", "-p", "mydb", "loop0").code == 0
+    assert t("udev", "install", "--rules-dir", str(tmp_path)).code == 0
+    r = t("udev", "remove", "--rules-dir", str(tmp_path))
+    assert r.code == 0 and "restores the originals" not in r.out and "keeps the rules' values" in r.out
+    assert "rules" not in _record(t)
+    assert t("rollback").code == 0

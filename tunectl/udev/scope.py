@@ -1,0 +1,70 @@
+"""The scope of a scoped apply as udev matches: one rule per stable identity, as discovery computes it.
+
+Identities are `tunectl.tuning.discover` strings (``wwn:``, ``serial:``,
+``dm-uuid:``, ``md-uuid:``, ``loop:``, ``by-id:``, ``kernel:``). Each becomes the
+udev key discovery read it from; a device that matches one sets
+``TUNECTL_IN_SCOPE``, and every other device leaves the rules before the class
+stage. udev compares with fnmatch(3) and splits alternatives on ``|``, so a
+character that means something there is matched by ``?`` (any one character):
+the rule is then a little wider than the identity, and a note says so.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tunectl.udev.match import RuleWriter, quote
+
+IN_SCOPE = "TUNECTL_IN_SCOPE"
+_PLAIN = re.compile(r"[A-Za-z0-9 ._/+@:,=#~-]")
+_SHARED = re.compile(r"#(?:ino[0-9]+:)?(loop[0-9]+)\Z")
+
+
+def _literal(value: str, notes: list[str], identity: str) -> str:
+    out = "".join(c if _PLAIN.match(c) else "?" for c in value)
+    if out != value:
+        notes.append(f"scope identity {identity!r} holds characters udev would read as a pattern; "
+                     "its rule matches them as any character")
+    return out
+
+
+def identity_matches(identity: str, notes: list[str]) -> list[list[str]]:
+    """The alternative udev matches (each a list of keys that must all hold) for one identity."""
+    kind, _, value = identity.partition(":")
+    v = _literal(value, notes, identity)
+    if kind == "wwn":
+        alternatives = [[f"ENV{{ID_WWN}}=={quote(v)}"]]
+        if v.startswith("0x"):  # discovery spells sysfs' naa.5000... as 0x5000...
+            naa = "naa." + v[2:]
+            alternatives += [['TEST=="wwid"', f"ATTR{{wwid}}=={quote(naa)}"],
+                             ['TEST=="device/wwid"', f"ATTR{{device/wwid}}=={quote(naa)}"]]
+        return alternatives
+    if kind == "serial":
+        return [[f"ENV{{ID_SERIAL}}=={quote(v)}"]]
+    if kind == "dm-uuid":
+        return [[f"ENV{{DM_UUID}}=={quote(v)}"]]
+    if kind == "md-uuid":
+        return [[f"ENV{{MD_UUID}}=={quote(v)}"]]
+    if kind == "loop":
+        shared = _SHARED.search(v)  # loop:/img#ino12:loop3 when two loop devices share one backing file
+        path = v[:shared.start()] if shared else v
+        keys = ['KERNEL=="loop*"', 'TEST=="loop/backing_file"', f"ATTR{{loop/backing_file}}=={quote(path)}"]
+        if shared:
+            keys.insert(0, f"KERNEL=={quote(shared.group(1))}")
+        return [keys]
+    if kind == "by-id":
+        return [[f"SYMLINK=={quote('disk/by-id/' + v)}"]]
+    if kind == "kernel":
+        return [[f"KERNEL=={quote(v)}"]]
+    notes.append(f"scope identity {identity!r} is of no kind tunectl knows; no device matches it")
+    return []
+
+
+def scope_rules(w: RuleWriter, identities: list[str], end: str, notes: list[str]) -> None:
+    """Rules that let only the devices of `identities` through to the class stage."""
+    w.comment("scope of the last apply (stable identities, from the record of intent): only these devices;")
+    w.comment("`tunectl udev install --all` renders rules for every device")
+    for identity in identities:
+        for keys in identity_matches(identity, notes):
+            w.rule(*keys, f'ENV{{{IN_SCOPE}}}="1"')
+    w.rule(f'ENV{{{IN_SCOPE}}}!="1"', f'GOTO="{end}"')
