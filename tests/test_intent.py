@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
 
+from tests.fakesys import bump_block_stat
 from tests.tuning_helpers import Tunectl, snapshot, snapshot_all
 from tunectl.udev import install as udev_commands
 from tunectl.udev.render import RULES_FILE
@@ -228,3 +230,90 @@ def test_udev_remove_does_not_promise_what_rollback_cannot_do(t: Tunectl, tmp_pa
     assert r.code == 0 and "restores the originals" not in r.out and "keeps the rules' values" in r.out
     assert "rules" not in _record(t)
     assert t("rollback").code == 0
+
+
+def test_a_device_the_rules_tuned_first_gets_the_originals_they_kept(t: Tunectl, tmp_path: Path,
+                                                                     udevadm: _Udevadm) -> None:
+    assert t("apply", "-p", "mydb", "loop0").code == 0
+    assert t("udev", "install", "--all", "--rules-dir", str(tmp_path)).code == 0
+    text = (tmp_path / RULES_FILE).read_text()
+    assert 'IMPORT{db}="TUNECTL_ORIG_READ_AHEAD_KB"' in text
+    assert 'ENV{TUNECTL_ORIG_READ_AHEAD_KB}="$attr{queue/read_ahead_kb}"' in text
+    # Hot-plug: a new loop device, tuned by the rules (as udev would: originals kept in its database first).
+    t.tree.add_loop("loop9", "/srv/images/new.img")
+    original = snapshot(t.tree, "loop9")
+    db = t.tree.udev_root / f"b{t.tree.devnum('loop9')}"
+    kept = {"SCHEDULER": t.tree.sysfs.read("block/loop9/queue/scheduler"),
+            "READ_AHEAD_KB": original["read_ahead_kb"], "NR_REQUESTS": original["nr_requests"],
+            "IOSCHED_READ_EXPIRE": original["iosched/read_expire"]}
+    db.write_text(db.read_text() + "".join(f"E:TUNECTL_ORIG_{k}={v}\n" for k, v in kept.items()))
+    t.tree.sysfs.write("block/loop9/queue/iosched/read_expire", "100")
+    t.tree.sysfs.write("block/loop9/queue/read_ahead_kb", "1024")
+    r = t("verify")
+    assert r.code == 0 and "journalled the originals the udev rules kept for loop9" in r.err
+    entry = _journal(t)["devices"]["loop:/srv/images/new.img"]
+    assert entry["attributes"]["read_ahead_kb"] == int(original["read_ahead_kb"])
+    assert entry["iosched"]["mq-deadline"]["read_expire"] == int(original["iosched/read_expire"])
+    assert "journalled" not in t("verify").err  # once
+    assert t("rollback", "--remove-rules").code == 0
+    assert snapshot(t.tree, "loop9") == original
+
+
+def test_every_skipped_device_gets_a_line_with_the_reason(t: Tunectl) -> None:
+    r = t("apply", "-p", "default", "loop0", "--check")
+    assert "skipped loop0: class loop is tuned only by a profile that names it" in r.out
+    assert "`loop: {read_ahead_kb: 128}` under `classes:`" in r.out
+    doc = t("plan", "-p", "default", "loop0", "loop1", "--json").doc
+    assert [s["device"] for s in doc["skipped"]] == ["loop0", "loop1"]
+    assert t("plan", "-p", "mydb", "loop0", "--json").doc["skipped"] == []
+
+
+def test_a_lock_wait_says_who_holds_it_and_wait_bounds_it(t: Tunectl) -> None:
+    from tunectl.system.state import StateStore
+
+    other = StateStore(t.ctx.state.dir)
+    other.command = "tunectl rollback"
+    with other.locked():
+        r = t("--wait", "0.3", "apply", "-p", "mydb", "loop0")
+    assert r.code == 5, r.err
+    assert "waiting for the lock" in r.err and "(at most 0.3 s, --wait)" in r.err
+    assert f"held by tunectl rollback (pid {os.getpid()}, since " in r.err and "nothing was done" in r.err
+    assert t.tree.sysfs.read("block/loop0/queue/read_ahead_kb") != "1024"
+    assert t("apply", "-p", "mydb", "loop0").code == 0  # free again: no message, no wait
+
+
+def test_a_bench_whose_device_vanished_says_what_it_could_not_restore(t: Tunectl) -> None:
+    from tunectl.bench import stack as stacking
+    from tunectl.bench.runner import Io, Sweep
+    from tunectl.bench.sweep import plan_points
+
+    bump_block_stat(t.tree, "loop0")
+    stack = stacking.resolve(t.ctx, "loop0")
+    reads = []
+
+    def read(path: str, limit: int, block: int) -> tuple[int, float]:
+        reads.append(path)
+        if len(reads) == 2:
+            t.tree.sysfs.vanish("loop0")  # detached under the sweep
+        return limit, 0.01
+
+    sweep = Sweep(t.ctx, stack, plan_points([16, 256], ["none", "bfq"], 1, seed=3), 1 << 20, 4096,
+                  Io(read, lambda files, nodes: None))
+    with pytest.raises(OSError):  # its statistics are gone too: the sweep stops, and restores what it can
+        sweep.run()
+    failed = {o.setting.attribute: o.error for o in sweep.restore_failures}
+    assert {"read_ahead_kb", "scheduler"} <= set(failed)
+    assert all("the device is gone" in why for why in failed.values())
+
+
+def test_verify_names_a_running_bench_and_does_not_call_its_values_drift(t: Tunectl) -> None:
+    from tunectl.system.state import StateStore
+
+    assert t("apply", "-p", "mydb", "loop0", "loop1").code == 0
+    t.tree.sysfs.write("block/loop0/queue/read_ahead_kb", "16")  # a sweep point
+    bench = StateStore(t.ctx.state.dir)
+    bench.command = "tunectl bench on loop0"
+    with bench.locked():
+        r = t("verify")
+    assert r.code == 0 and "a bench is running on loop0" in r.err
+    assert t("verify").code == 1  # once it ended, the same value is drift

@@ -64,6 +64,9 @@ def _writable(path: str, option: str) -> None:
         raise UsageError(f"{option}: cannot write {path}: {directory} is not a writable directory")
 
 
+BENCH_HOLDER = "tunectl bench on"
+
+
 def run(ctx, args, out) -> int:
     import random as random_mod
     import shutil
@@ -90,6 +93,8 @@ def run(ctx, args, out) -> int:
         raise UsageError("--random needs fio, which is not installed", hint="apt install fio")
 
     stack = stacking.resolve(ctx, args.target)
+    # What a verify meanwhile reads from the lock: these devices hold the sweep's temporary values.
+    ctx.state.command = f"{BENCH_HOLDER} {' '.join(d.name for d in stack.devices)}"
     schedulers = _schedulers(stack, wanted)
     stacking.check_nodes(ctx, stack)
     from tunectl.system import blockio

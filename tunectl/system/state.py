@@ -187,6 +187,9 @@ class StateStore:
         self._read_from: dict[str, int | None] = {}  # name -> generation index read (None: no file yet)
         self._generation: dict[str, int] = {}
         self._locked = False
+        self.command = "tunectl"  # who holds the lock, as a waiting command shows it
+        self.wait_seconds: float | None = None  # None: wait for the lock as long as it takes
+        self.on_wait: Callable[[str], None] | None = None  # told once, when the lock is held by another run
 
     def _ensure_dir(self) -> None:
         try:
@@ -212,7 +215,7 @@ class StateStore:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise StateError(f"lock {lock} is {_kind(os.fstat(fd).st_mode)}, not a regular file",
                                  hint=f"remove {lock}; tunectl creates it again")
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._acquire(fd, lock)
             self._locked = True
             # A writer killed mid-save leaves its temp file; with the lock held no writer runs, so they go
             # now, whether or not this run saves anything.
@@ -221,6 +224,55 @@ class StateStore:
             yield
         finally:
             self._locked = False
+            os.close(fd)
+
+    def _acquire(self, fd: int, lock: Path) -> None:
+        """flock, saying who holds it while we wait (at most `wait_seconds`); then write who we are into it."""
+        import datetime
+        import time
+
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or "another tunectl run"
+            bound = f" (at most {self.wait_seconds:g} s, --wait)" if self.wait_seconds is not None else ""
+            if self.on_wait is not None:
+                self.on_wait(f"tunectl: waiting for the lock {lock}{bound}: held by {holder}")
+            if self.wait_seconds is None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            else:
+                deadline = time.monotonic() + self.wait_seconds
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if time.monotonic() >= deadline:
+                            raise StateError(f"the lock {lock} is still held by {holder} after {self.wait_seconds:g} s; "
+                                             "nothing was done", hint="wait for that run to end, or give a longer "
+                                                                      "--wait") from None
+                        time.sleep(0.05)
+        since = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{self.command} (pid {os.getpid()}, since {since})\n".encode(), 0)
+
+    def holder(self) -> str | None:
+        """Who holds the lock right now (as it wrote itself into the lock file), or None when nobody does."""
+        lock = self.dir / "lock"
+        try:
+            fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return None
+            except BlockingIOError:
+                return os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or "another tunectl run"
+        finally:
             os.close(fd)
 
     # --- reading -------------------------------------------------------------------------------

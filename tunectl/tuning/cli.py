@@ -63,6 +63,22 @@ def _notes_first(active, out) -> None:
             out.print(note)
 
 
+def _running_bench(ctx) -> list[str]:
+    """The devices a running `tunectl bench` holds temporary values on (it names them in the lock it holds)."""
+    from tunectl.bench.cli import BENCH_HOLDER
+
+    holder = ctx.state.holder() if ctx.state.dir.exists() else None
+    if not holder or not holder.startswith(BENCH_HOLDER):
+        return []
+    return holder[len(BENCH_HOLDER):].split(" (", 1)[0].split()
+
+
+def _say_adopted(names: list[str], out) -> None:
+    if names:
+        out.warn(f"tunectl: note: journalled the originals the udev rules kept for {', '.join(names)} "
+                 "(tuned by the rules before tunectl saw them)")
+
+
 def _cmd_status(ctx, args, out) -> int:
     from tunectl.report import emit_json, show, table
     from tunectl.tuning import intent
@@ -72,6 +88,7 @@ def _cmd_status(ctx, args, out) -> int:
     _notes_first(active, out)
     report = tuning.status(ctx, active.profile, args.devices, scoped=not args.all)
     _warn_profile(report, out)
+    _say_adopted(tuning.adopt_seen(ctx, report.devices), out)
     drift_by_dev: dict[str, int] = {}
     for s in report.drift:
         drift_by_dev[s.device] = drift_by_dev.get(s.device, 0) + 1
@@ -137,6 +154,11 @@ def _before_after(setting) -> str:
     return f"{show(setting.before)} -> {show(setting.after)} (in {range_text(setting.bounds)})"
 
 
+def _print_skipped(skipped: list[tuple[str, str]], out) -> None:
+    for device, reason in skipped:
+        out.print(f"skipped {device}: {reason}")
+
+
 def _summary(statuses: list[str]) -> str:
     counts: dict[str, int] = {}
     for st in statuses:
@@ -162,11 +184,17 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     scoped = (verify or active.from_record) and not args.all
     report = tuning.plan(ctx, None, args.devices, profile=active.profile, scoped=scoped)
     _warn_profile(report, out)
-    drift = report.drift
+    _say_adopted(tuning.adopt_seen(ctx, report.devices), out)
+    benched = _running_bench(ctx) if verify else []
+    drift = [s for s in report.drift if s.device not in benched]
     code = ExitCode.DRIFT if verify and drift else ExitCode.OK
+    if benched:
+        out.warn(f"tunectl: note: a bench is running on {', '.join(benched)}: its temporary values there are not "
+                 "drift; verify again when it ends")
     if out.json:
         emit_json({"profile": report.profile, "in_sync": not drift, "scope": _scope_json(report),
                    "notes": active.notes, "settings": [s.to_json() for s in report.settings],
+                   "skipped": [{"device": d, "reason": r} for d, r in report.skipped],
                    "device_warnings": [w.to_json() for w in report.device_warnings]}, out.stdout)
         return code
     rows = _settings_rows(report.settings, out.verbose, with_status=True)
@@ -174,6 +202,7 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     _print_scope(report, out)
     if rows:
         out.print(table(["DEVICE", "ATTRIBUTE", "BEFORE -> AFTER", "SOURCE", "STATUS", "NOTE"], rows))
+    _print_skipped(report.skipped, out)
     out.print(_summary([s.status for s in report.settings]))
     if verify:
         out.print("in sync" if not drift else f"drift: {len(drift)} setting(s) differ")
@@ -208,6 +237,7 @@ def _render_apply(report, args, out) -> int:
                    "writes": report.writes, "write_phase_ms": round(report.write_seconds * 1000, 3),
                    "notes": report.notes, "warnings": [str(w) for w in report.warnings],
                    "record_error": report.record_error or None,
+                   "skipped": [{"device": d, "reason": r} for d, r in report.skipped],
                    "settings": [o.to_json() for o in report.outcomes]}, out.stdout)
         return report.exit_code
     for note in report.notes:
@@ -221,6 +251,7 @@ def _render_apply(report, args, out) -> int:
                 out.print(f"--- {s.device} queue/{s.attribute}\n-{show(s.before)}\n+{after}")
     elif rows:
         out.print(table(["DEVICE", "ATTRIBUTE", "BEFORE -> AFTER", "SOURCE", "STATUS", "NOTE"], rows))
+    _print_skipped(report.skipped, out)
     verb = "would change" if report.check else "changed"
     n = sum(o.status in ("changed", "change") for o in report.outcomes)
     out.print(f"{report.profile}: {verb} {n} setting(s); {_summary([o.status for o in report.outcomes])}")

@@ -57,6 +57,7 @@ class PlanReport:
     warnings: list = field(default_factory=list)
     scope: Scope | None = None  # None: every device
     device_warnings: list[DeviceWarning] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (device, why the profile sets nothing on it)
 
     @property
     def changes(self) -> list[Setting]:
@@ -77,6 +78,7 @@ class ApplyReport:
     notes: list[str] = field(default_factory=list)
     warnings: list = field(default_factory=list)
     record_error: str = ""  # the settings were written, the record of intent could not be saved
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (device, why the profile sets nothing on it)
 
     @property
     def changed(self) -> bool:
@@ -167,7 +169,24 @@ def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = Non
     planned = [d for d in devices if scope is None or d.name in scope.devices]
     return PlanReport(profile.name, devices, settings,
                       list(profile.warnings) + ctx.state.warnings + shared_identity_warnings(planned), scope,
-                      read_ahead_warnings(planned, settings))
+                      read_ahead_warnings(planned, settings), skip_reasons(profile, planned, settings))
+
+
+def skip_reasons(profile: Profile, devices: list[Device], settings: list[Setting]) -> list[tuple[str, str]]:
+    """One reason per device the profile sets nothing on, with the fragment that would (opt-in classes)."""
+    from tunectl.tuning.device import OPT_IN_CLASSES
+
+    planned = {s.device for s in settings}
+    out = []
+    for dev in devices:
+        if dev.name in planned:
+            continue
+        if dev.cls in OPT_IN_CLASSES and dev.cls not in profile.classes:
+            out.append((dev.name, f"class {dev.cls} is tuned only by a profile that names it; e.g. add "
+                                  f"`{dev.cls}: {{read_ahead_kb: 128}}` under `classes:` of {profile.name}"))
+        else:
+            out.append((dev.name, f"profile {profile.name} sets nothing for class {dev.cls}"))
+    return out
 
 
 def _scope(ctx: Context, profile: Profile, devices: list[Device], parents: dict[str, str],
@@ -208,7 +227,7 @@ def apply(ctx: Context, active: intent.Active, dev_refs: list[str] | None = None
     if check:
         report = plan(ctx, None, dev_refs, profile, stack, scoped)
         return ApplyReport(profile.name, [applying.Outcome(s, s.status) for s in report.settings], check=True,
-                           warnings=report.warnings)
+                           warnings=report.warnings, skipped=report.skipped)
     with ctx.state.locked():
         # Plan under the lock: another run may have changed things while we waited.
         report = plan(ctx, None, dev_refs, profile, stack, scoped)
@@ -217,10 +236,11 @@ def apply(ctx: Context, active: intent.Active, dev_refs: list[str] | None = None
         previous = ctx.state.active_profile()
         record = intent.with_scope(intent.record_of(profile, active.ref), previous,
                                    None if report.scope is None else list(report.scope.identities))
+        adopted = _adopt(ctx, previous, journal, report.devices)  # before record_originals: the rules' values are not originals
         before = copy.deepcopy(journal)
         by_name = {d.name: d for d in report.devices}
         if applying.record_originals(journal, report.settings, by_name, _changed_by(active.ref)) \
-                or ctx.state.recovered():
+                or adopted or ctx.state.recovered():
             ctx.state.save_journal(journal)
         writes_before = ctx.sysfs.writes
         started = time.perf_counter()
@@ -229,7 +249,8 @@ def apply(ctx: Context, active: intent.Active, dev_refs: list[str] | None = None
         if applying.forget_unwritten(before, journal, outcomes):
             ctx.state.save_journal(journal)
         result = ApplyReport(profile.name, outcomes, writes=ctx.sysfs.writes - writes_before,
-                             write_seconds=write_seconds, warnings=list(dict.fromkeys(report.warnings + ctx.state.warnings)))
+                             write_seconds=write_seconds, warnings=list(dict.fromkeys(report.warnings + ctx.state.warnings)),
+                             skipped=report.skipped)
         statuses = {o.status for o in outcomes}
         wrote = applying.CHANGED in statuses or not statuses & {applying.FAILED, applying.NOT_PERMITTED}
         if wrote and (previous != record or ctx.state.recovered(ACTIVE)):
@@ -258,8 +279,9 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
     with ctx.state.locked():
         journal = ctx.state.journal()
         record = ctx.state.active_profile()
-        notes = _rules_before_rollback(ctx, record, check, remove_rules)
         devices = _discover(ctx)
+        adopted = _adopt(ctx, record, journal, devices)
+        notes = _rules_before_rollback(ctx, record, check, remove_rules)
         chosen = set(resolve_names(ctx, devices, dev_refs)) if dev_refs else None
         settings = applying.rollback_plan(journal, devices, lambda d: chosen is None or d.name in chosen)
         present = {d.identity for d in devices}
@@ -277,7 +299,7 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
         restored = {o.setting.identity for o in outcomes} - failed
         for identity in restored:
             journal["devices"].pop(identity, None)
-        if restored or ctx.state.recovered():
+        if restored or adopted or ctx.state.recovered():
             ctx.state.save_journal(journal)
         if record is not None:
             left = intent.without(record, restored)
@@ -287,6 +309,35 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
                 ctx.state.save_active_profile(left)
     return ApplyReport("journal", outcomes, writes=ctx.sysfs.writes - writes_before, notes=notes,
                        warnings=list(ctx.state.warnings))
+
+
+def _adopt(ctx: Context, record: dict | None, journal: dict, devices: list[Device]) -> list[str]:
+    """Journal what installed rules kept of devices tuned before any tunectl command saw them (tuning.adopt)."""
+    from tunectl.tuning.adopt import adopt
+
+    rules = intent.installed_rules(record)
+    if rules is None:
+        return []
+    by = dict(_changed_by(str(rules.get("ref"))), via="udev rules")
+    return adopt(journal, devices, lambda d: ctx.udev.record(d.devnum).properties, by)
+
+
+def adopt_seen(ctx: Context, devices: list[Device]) -> list[str]:
+    """For commands that only read (plan, verify, status): journal what the rules kept, the first time they see it.
+
+    Takes the lock only when there is something to journal and the state directory is writable.
+    """
+    record = intent.current(ctx)
+    if intent.installed_rules(record) is None or not os.access(ctx.state.dir, os.W_OK):
+        return []
+    if not _adopt(ctx, record, copy.deepcopy(ctx.state.journal()), devices):
+        return []
+    with ctx.state.locked():
+        journal = ctx.state.journal()
+        adopted = _adopt(ctx, ctx.state.active_profile(), journal, devices)
+        if adopted:
+            ctx.state.save_journal(journal)
+    return adopted
 
 
 def _rules_before_rollback(ctx: Context, record: dict | None, check: bool, remove_rules: bool) -> list[str]:

@@ -86,7 +86,8 @@ def rendered_for(ctx, args) -> tuple[Rendered, Profile, intent.Active]:
     # The running kernel's modular schedulers are an input of the rules, read here at the edge.
     modules = modular_schedulers(ctx.modules.loadable())
     scope = rules_scope(ctx, args, active)
-    return render_rules(profile, tunectl_executable(ctx.env), modules=modules, identities=scope), profile, active
+    return render_rules(profile, tunectl_executable(ctx.env), modules=modules, identities=scope,
+                         capture=not (args.udev_command == "render" and args.profile)), profile, active
 
 
 def _warn_profile(profile: Profile, rendered: Rendered, out) -> None:
@@ -232,9 +233,10 @@ def journal_for_rules(ctx, profile: Profile, ref: str, scope: list[str] | None) 
     report = tuning.plan(ctx, None, None, profile)
     settings = [s for s in report.settings if scope is None or s.identity in scope]
     journal = ctx.state.journal()
+    adopted = tuning._adopt(ctx, ctx.state.active_profile(), journal, report.devices)  # rules installed before
     by_name = {d.name: d for d in report.devices}
     changed_by = dict(tuning._changed_by(ref), via="udev rules")
-    if applying.record_originals(journal, settings, by_name, changed_by) or ctx.state.recovered():
+    if applying.record_originals(journal, settings, by_name, changed_by) or adopted or ctx.state.recovered():
         ctx.state.save_journal(journal)
     return sum(s.status == "change" for s in settings)
 

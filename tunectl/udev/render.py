@@ -55,7 +55,7 @@ from tunectl.udev.match import (
     match_rules,
     quote,
 )
-from tunectl.udev.scope import scope_rules
+from tunectl.udev.scope import capture_rules, scope_rules
 from tunectl.udev.writes import Range, write_stage
 
 RULES_FILE = "65-tunectl.rules"  # after 60-persistent-storage*.rules: ID_* and DM_* exist by then
@@ -241,7 +241,8 @@ def _layer_rules(w: RuleWriter, settings: dict, used: dict[str, set], modules: d
 
 def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str | None = None,
                  only_kernels: tuple[str, ...] | list[str] = (), only_loop_backing: str | None = None,
-                 modules: Mapping[str, str] | None = None, identities: list[str] | None = None) -> Rendered:
+                 modules: Mapping[str, str] | None = None, identities: list[str] | None = None,
+                 capture: bool = False) -> Rendered:
     """The rules file for `profile`, its digest and the notes a user should read.
 
     `tunectl_path` and `profile_path` (default: the profile's own file) are
@@ -250,6 +251,8 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
     devices (tests, staged roll-outs); a profile never sets them. `identities`: the
     stable identities of the devices a scoped apply tuned (`udev install` passes
     the record of intent's); the rules then match only those (`tunectl.udev.scope`).
+    `capture`: the rules also keep each original in udev's database for the
+    journal (what `udev install` writes; `render -p P` stays without it).
 
     `modules` maps a scheduler the target kernel has as a loadable module to its
     module file (``attributes.modular_schedulers``; `udev install` reads it from
@@ -291,6 +294,8 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
                      f"({run_cmd}); a later event on a disk below re-applies only that disk's own settings")
     if identities is not None:
         canonical["scope"] = sorted(set(identities))  # an input of the rules: the digest covers it
+    if capture:
+        canonical["capture"] = True
     digest = digest_of(canonical)
     named = _named_classes(canonical)
     w = RuleWriter()
@@ -383,6 +388,8 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
         _layer_rules(w, entry, used, modules)
         w.rule(f'LABEL="{end}"')
 
+    if capture:
+        capture_rules(w, used)
     write_stage(w, used)
     if runs:
         w.blank()

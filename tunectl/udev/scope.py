@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import re
 
+from tunectl.attributes import side_effects
 from tunectl.udev.match import RuleWriter, quote
 
 IN_SCOPE = "TUNECTL_IN_SCOPE"
+ORIG_PREFIX = "TUNECTL_ORIG_"
 _PLAIN = re.compile(r"[A-Za-z0-9 ._/+@:,=#~-]")
 _SHARED = re.compile(r"#(?:ino[0-9]+:)?(loop[0-9]+)\Z")
 
@@ -68,3 +70,35 @@ def scope_rules(w: RuleWriter, identities: list[str], end: str, notes: list[str]
         for keys in identity_matches(identity, notes):
             w.rule(*keys, f'ENV{{{IN_SCOPE}}}="1"')
     w.rule(f'ENV{{{IN_SCOPE}}}!="1"', f'GOTO="{end}"')
+
+
+def orig_name(attr: str) -> str:
+    """The udev property holding the original of a queue attribute (``iosched/slice_idle`` -> TUNECTL_ORIG_IOSCHED_SLICE_IDLE)."""
+    return ORIG_PREFIX + attr.upper().replace("/", "_").replace("-", "_")
+
+
+def captured(used: dict[str, set]) -> list[str]:
+    """The attributes whose originals the rules keep: those they write, and those the kernel changes with them."""
+    attrs = set(used) | {e for a in used for e in side_effects(a)}
+    if "scheduler" in attrs:
+        attrs.add("nr_requests")  # a switch resets it
+    return sorted(attrs)
+
+
+def capture_rules(w: RuleWriter, used: dict[str, set]) -> None:
+    """Keep each original in udev's database before the rules write anything.
+
+    IMPORT{db} brings back the value an earlier event stored, so only the first
+    event after the device appeared reads it (a remove clears the database
+    entry: a re-attached device is read afresh). tunectl journals these the
+    first time it sees a device the rules tuned (`tunectl.tuning.adopt`).
+    """
+    attrs = captured(used)
+    if not attrs:
+        return
+    w.blank()
+    w.comment("originals for tunectl's journal: the values before the first write since the device appeared")
+    for attr in attrs:
+        name = orig_name(attr)
+        w.rule(f'IMPORT{{db}}="{name}"')
+        w.rule(f'ENV{{{name}}}!="?*"', f'TEST=="queue/{attr}"', f'ENV{{{name}}}="$attr{{queue/{attr}}}"')
