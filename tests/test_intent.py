@@ -317,3 +317,21 @@ def test_verify_names_a_running_bench_and_does_not_call_its_values_drift(t: Tune
         r = t("verify")
     assert r.code == 0 and "a bench is running on loop0" in r.err
     assert t("verify").code == 1  # once it ended, the same value is drift
+
+
+def test_align_without_dev_reads_every_disk_it_can_and_lists_the_others(t: Tunectl) -> None:
+    from tunectl.align.check import check
+    from tunectl.system.parted import Parted
+    from tunectl.system.runner import CommandError, Completed
+
+    t.tree.add_disks(3)  # sda sdb sdc
+
+    def parted(argv, timeout=None, check=True):
+        if argv[-4] == "/dev/sdb":
+            raise CommandError(f"{' '.join(argv)} did not finish within 60 s")
+        return Completed(tuple(argv), 1, "", "Error: /dev/x: unrecognised disk label")
+
+    report = check(t.ctx, "default", None, parted=Parted(run=parted), workers=1)
+    assert [(d.device, d.unreadable) for d in report.disks] == [("sdb", True)]
+    assert not report.ok  # exit 1, as tunectl-align(8) documents for a disk parted could not read
+    assert "did not finish" in report.disks[0].warnings[0]

@@ -9,6 +9,7 @@ from tunectl.align.verdict import AlignReport, DiskReport, Topology, judge_disk
 from tunectl.context import Context
 from tunectl.errors import NotPermitted, TunectlError, UsageError
 from tunectl.system.parted import JSON, Parted, PartedError
+from tunectl.system.runner import CommandError
 from tunectl.system.sysfs import Sysfs
 
 OPT_IN = ("loop", "zram")  # only when named, as everywhere in tunectl
@@ -100,8 +101,15 @@ def _read_tables(parted: Parted, names: list[str], named: bool,
             if named:
                 raise
             return e
+        except CommandError as e:  # parted hung or died on this disk: the others are still read
+            return e
 
     if len(names) <= 1 or workers <= 1:
-        return {name: one(name) for name in names}
-    with ThreadPoolExecutor(max_workers=min(workers, len(names))) as pool:
-        return dict(zip(names, pool.map(one, names)))
+        found = {name: one(name) for name in names}
+    else:
+        with ThreadPoolExecutor(max_workers=min(workers, len(names))) as pool:
+            found = dict(zip(names, pool.map(one, names)))
+    failed = [t for t in found.values() if isinstance(t, CommandError)]
+    if failed and len(failed) == len(found):
+        raise failed[0]  # parted itself is missing or broken: not a verdict on any disk
+    return found
