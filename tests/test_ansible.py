@@ -19,7 +19,7 @@ import pytest
 from tests.ansible_helpers import LIBRARY, REPO, ansible_tool, module_tasks, needs_ansible, playbook, tunectl_wrapper
 from tests.loopdev import active_scheduler, loop_devices, needs_root, snapshot, sysfs_read, sysfs_write
 
-pytestmark = needs_ansible
+pytestmark = [pytest.mark.ansible, needs_ansible]
 
 
 def module_source():
