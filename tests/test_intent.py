@@ -335,3 +335,34 @@ def test_align_without_dev_reads_every_disk_it_can_and_lists_the_others(t: Tunec
     assert [(d.device, d.unreadable) for d in report.disks] == [("sdb", True)]
     assert not report.ok  # exit 1, as tunectl-align(8) documents for a disk parted could not read
     assert "did not finish" in report.disks[0].warnings[0]
+
+
+def test_concurrent_applies_switching_schedulers_lose_no_original(t: Tunectl) -> None:
+    """Four runs at once (as udev RUNs and a person would), each switching one device bfq -> mq-deadline -> bfq."""
+    import threading
+
+    from tunectl.context import Context
+    from tunectl.system.state import StateStore
+
+    for i in range(4):
+        t.tree.sysfs.write(f"block/loop{i}/queue/scheduler", "bfq")
+        t.tree.sysfs.write(f"block/loop{i}/queue/iosched/slice_idle", "3")
+    before = snapshot_all(t.tree)
+    codes: list[int] = []
+
+    def run(name: str) -> None:
+        own = Tunectl.__new__(Tunectl)
+        own.tree = t.tree
+        own.ctx = Context(t.tree.sysfs, t.tree.udev, StateStore(t.ctx.state.dir), t.ctx.search_path)
+        for profile in ("deadline", "bfq-zero"):
+            codes.append(own("apply", "-p", profile, name).code)
+
+    threads = [threading.Thread(target=run, args=(f"loop{i}",)) for i in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert codes == [0] * 8
+    assert set(_journal(t)["devices"]) == {f"loop:/srv/images/d{i}.img" for i in range(4)}
+    assert t("rollback").code == 0
+    assert snapshot_all(t.tree) == before
