@@ -355,7 +355,7 @@ def _cli(argv: list[str], env: dict) -> tuple[int, str, str]:
 def test_udev_render_and_check_read_the_running_kernels_modules(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "TUNECTL_STATE_DIR": str(tmp_path / "state"), "TUNECTL_SYSFS_ROOT": "/sys",
            "TUNECTL_MODULES_ROOT": str(MODULES), "TUNECTL_KERNEL_RELEASE": DEBIAN}
-    code, out, err = _cli(["udev", "render", "-p", "desktop"], env)
+    code, out, err = _cli(["udev", "render", "-p", "desktop", "--as-installed"], env)  # what install writes
     assert code == 0, err
     assert f'TEST=="{MODULES}/{DEBIAN}/kernel/block/bfq.ko"' in out
     rules_dir = tmp_path / "rules.d"

@@ -29,6 +29,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
         if verb != "render":
             up.add_argument("--rules-dir", metavar="DIR", default="/etc/udev/rules.d",
                             help="where the rules file lives (default /etc/udev/rules.d)")
+        if verb == "render":
+            up.add_argument("--as-installed", action="store_true",
+                            help="with -p: what `udev install -p` writes (the recorded scope, originals kept for the "
+                                 "journal), not the profile's rules alone")
         if verb == "install":
             up.add_argument("--trigger", action="store_true",
                             help="send change events to block disks and wait for udev to settle")

@@ -76,9 +76,14 @@ def rules_scope(ctx, args, active: intent.Active) -> list[str] | None:
 
     `udev render -p P` stays a pure function of the profile: no scope.
     """
-    if getattr(args, "all", False) or (args.udev_command == "render" and args.profile):
+    if getattr(args, "all", False) or _pure(args):
         return None
     return intent.scope_of(active.record)
+
+
+def _pure(args) -> bool:
+    """`udev render -p P`: the profile's rules alone, without the record's scope or the originals they keep."""
+    return args.udev_command == "render" and bool(args.profile) and not getattr(args, "as_installed", False)
 
 
 def rendered_for(ctx, args) -> tuple[Rendered, Profile, intent.Active]:
@@ -87,7 +92,7 @@ def rendered_for(ctx, args) -> tuple[Rendered, Profile, intent.Active]:
     modules = modular_schedulers(ctx.modules.loadable())
     scope = rules_scope(ctx, args, active)
     return render_rules(profile, tunectl_executable(ctx.env), modules=modules, identities=scope,
-                         capture=not (args.udev_command == "render" and args.profile)), profile, active
+                         capture=not _pure(args)), profile, active
 
 
 def _warn_profile(profile: Profile, rendered: Rendered, out) -> None:
