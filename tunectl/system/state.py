@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import re
@@ -227,53 +226,15 @@ class StateStore:
             os.close(fd)
 
     def _acquire(self, fd: int, lock: Path) -> None:
-        """flock, saying who holds it while we wait (at most `wait_seconds`); then write who we are into it."""
-        import datetime
-        import time
+        from tunectl.system.lockfile import acquire
 
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or "another tunectl run"
-            bound = f" (at most {self.wait_seconds:g} s, --wait)" if self.wait_seconds is not None else ""
-            if self.on_wait is not None:
-                self.on_wait(f"tunectl: waiting for the lock {lock}{bound}: held by {holder}")
-            if self.wait_seconds is None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            else:
-                deadline = time.monotonic() + self.wait_seconds
-                while True:
-                    try:
-                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                        break
-                    except BlockingIOError:
-                        if time.monotonic() >= deadline:
-                            raise StateError(f"the lock {lock} is still held by {holder} after {self.wait_seconds:g} s; "
-                                             "nothing was done", hint="wait for that run to end, or give a longer "
-                                                                      "--wait") from None
-                        time.sleep(0.05)
-        since = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{self.command} (pid {os.getpid()}, since {since})\n".encode(), 0)
+        acquire(fd, lock, self.command, self.wait_seconds, self.on_wait)
 
     def holder(self) -> str | None:
         """Who holds the lock right now (as it wrote itself into the lock file), or None when nobody does."""
-        lock = self.dir / "lock"
-        try:
-            fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        except OSError:
-            return None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                return None
-            except BlockingIOError:
-                return os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or "another tunectl run"
-        finally:
-            os.close(fd)
+        from tunectl.system.lockfile import holder
+
+        return holder(self.dir / "lock")
 
     # --- reading -------------------------------------------------------------------------------
 
