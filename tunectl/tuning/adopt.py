@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tunectl.attributes import IOSCHED, QUEUE, parse_scheduler, parse_value
-from tunectl.tuning.device import Device
+from tunectl.devices.model import Device
 from tunectl.udev.scope import ORIG_PREFIX, orig_name
 
 _ATTRIBUTE_OF = {orig_name(a): a for a in QUEUE}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tunectl.errors import ExitCode, TunectlError
+from tunectl.status import Status
 
 EXAMPLES = {
     "status": "examples:\n  tunectl status\n  tunectl status --json | jq '.devices[].class'",
@@ -93,12 +94,10 @@ def _cmd_status(ctx, args, out) -> int:
     for s in report.drift:
         drift_by_dev[s.device] = drift_by_dev.get(s.device, 0) + 1
     if out.json:
-        emit_json({"profile": report.profile, "applied": active.record is not None, "notes": active.notes,
-                   "rules": intent.installed_rules(active.record), "scope": _scope_json(report),
-                   "devices": [dict(d.to_json(), drift=[s.to_json() for s in report.drift if s.device == d.name],
-                                    warnings=[w.to_json() for w in report.device_warnings if w.device == d.name])
-                               for d in report.devices]}, out.stdout)
-        return ExitCode.OK
+        doc = dict(report.to_json(), applied=active.record is not None, notes=active.notes,
+                   rules=intent.installed_rules(active.record))
+        emit_json(doc, out.stdout)
+        return report.exit_code
     rows = []
     for d in report.devices:
         knobs = " ".join(f"{k}={v}" for k, v in sorted(d.iosched.items())) if out.verbose else ""
@@ -113,11 +112,7 @@ def _cmd_status(ctx, args, out) -> int:
                   + (", every device)" if rules.get("scope") is None else f", {len(rules['scope'])} device(s))"))
     _print_scope(report, out)
     out.print(table(headers, rows))
-    return ExitCode.OK
-
-
-def _scope_json(report) -> dict | None:
-    return report.scope.to_json() if report.scope is not None else None
+    return report.exit_code
 
 
 def _print_scope(report, out) -> None:
@@ -132,7 +127,7 @@ def _settings_rows(settings, verbose: int, with_status: bool = False):
     for s in settings:
         status = getattr(s, "status", None)
         setting = getattr(s, "setting", s)
-        if not verbose and status in ("ok", "skip"):
+        if not verbose and status in (Status.IN_SYNC, Status.SKIP):
             continue
         note = getattr(s, "error", "") or setting.reason
         row = [setting.device, setting.attribute, _before_after(setting), setting.source]
@@ -174,7 +169,7 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     if verify and not args.profile and intent.current(ctx) is None:
         if out.json:
             emit_json({"profile": None, "in_sync": True, "applied": False, "scope": None, "settings": [],
-                       "device_warnings": []}, out.stdout)
+                       "skipped": [], "device_warnings": []}, out.stdout)
         else:
             out.print(f"nothing applied: no profile is recorded in {ctx.state.dir} (none applied yet, or all rolled "
                       "back); `tunectl verify -p PROFILE` compares with one")
@@ -182,7 +177,7 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     active = intent.choose(ctx, args.profile, "verify" if verify else "plan")
     _notes_first(active, out)
     scoped = (verify or active.from_record) and not args.all
-    report = tuning.plan(ctx, None, args.devices, profile=active.profile, scoped=scoped)
+    report = tuning.plan(ctx, None, args.devices, profile=active.profile, scoped=scoped, verify=verify)
     _warn_profile(report, out)
     _say_adopted(tuning.adopt_seen(ctx, report.devices), out)
     benched = _running_bench(ctx) if verify else []
@@ -192,10 +187,7 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
         out.warn(f"tunectl: note: a bench is running on {', '.join(benched)}: its temporary values there are not "
                  "drift; verify again when it ends")
     if out.json:
-        emit_json({"profile": report.profile, "in_sync": not drift, "scope": _scope_json(report),
-                   "notes": active.notes, "settings": [s.to_json() for s in report.settings],
-                   "skipped": [{"device": d, "reason": r} for d, r in report.skipped],
-                   "device_warnings": [w.to_json() for w in report.device_warnings]}, out.stdout)
+        emit_json(dict(report.to_json(), in_sync=not drift, notes=active.notes), out.stdout)
         return code
     rows = _settings_rows(report.settings, out.verbose, with_status=True)
     out.print(f"profile: {report.profile}")
@@ -233,12 +225,7 @@ def _render_apply(report, args, out) -> int:
 
     _warn_profile(report, out)
     if out.json:
-        emit_json({"profile": report.profile, "changed": report.changed, "check": report.check,
-                   "writes": report.writes, "write_phase_ms": round(report.write_seconds * 1000, 3),
-                   "notes": report.notes, "warnings": [str(w) for w in report.warnings],
-                   "record_error": report.record_error or None,
-                   "skipped": [{"device": d, "reason": r} for d, r in report.skipped],
-                   "settings": [o.to_json() for o in report.outcomes]}, out.stdout)
+        emit_json(report.to_json(), out.stdout)
         return report.exit_code
     for note in report.notes:
         out.warn(f"tunectl: note: {note}")
@@ -246,14 +233,14 @@ def _render_apply(report, args, out) -> int:
     if getattr(args, "diff", False):
         for o in report.outcomes:
             s = o.setting
-            if o.status in ("changed", "change"):
+            if o.status in (Status.CHANGED, Status.CHANGE):
                 after = show(s.after) if s.bounds is None or s.after is not None else _before_after(s).split(" -> ")[1]
                 out.print(f"--- {s.device} queue/{s.attribute}\n-{show(s.before)}\n+{after}")
     elif rows:
         out.print(table(["DEVICE", "ATTRIBUTE", "BEFORE -> AFTER", "SOURCE", "STATUS", "NOTE"], rows))
     _print_skipped(report.skipped, out)
     verb = "would change" if report.check else "changed"
-    n = sum(o.status in ("changed", "change") for o in report.outcomes)
+    n = sum(o.status in (Status.CHANGED, Status.CHANGE) for o in report.outcomes)
     out.print(f"{report.profile}: {verb} {n} setting(s); {_summary([o.status for o in report.outcomes])}")
     if report.record_error:
         out.warn(f"tunectl: error: {report.record_error}\nhint: free space or fix the state directory, then run "

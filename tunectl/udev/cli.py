@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
 EXAMPLES = ("examples:\n  tunectl udev render -p throughput-performance\n"
             "  tunectl udev install -p throughput-performance --trigger\n"
@@ -43,12 +42,84 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
 
 
 def run(ctx, args, out) -> int:
+    from tunectl.report import emit_json
     from tunectl.udev import install
 
     if args.udev_command == "monitor":
         return monitor(ctx, args, out)
-    actions = {"render": install.render, "install": install.install, "remove": install.remove, "check": install.check}
-    return actions[args.udev_command](ctx, args, out)
+
+    def warn(rendered) -> None:
+        for note in rendered.active.notes:
+            out.warn(f"tunectl: {note}")
+        for w in rendered.profile.warnings:
+            out.warn(str(w))
+        if not out.quiet:
+            for note in rendered.rendered.notes:
+                out.warn(f"tunectl: note: {note}")
+
+    if args.udev_command == "render":
+        # `render -p P` is the profile's rules alone; without -p, or --as-installed, what `udev install` writes.
+        report = install.render(ctx, args.profile, args.all, pure=bool(args.profile) and not args.as_installed)
+        warn(report)
+    elif args.udev_command == "install":
+        report = install.install(ctx, args.profile, args.rules_dir, args.trigger, warn, args.all)
+    elif args.udev_command == "remove":
+        report = install.remove(ctx, args.rules_dir)
+    else:
+        report = install.check(ctx, args.profile, args.rules_dir, warn, args.all)
+    if out.json:
+        emit_json(report.to_json(), out.stdout)
+    else:
+        TEXT[args.udev_command](report, out)
+    return report.exit_code
+
+
+def _render_text(report, out) -> None:
+    out.stdout.write(report.rendered.text)  # the requested data: printed even with -q
+
+
+def _install_text(report, out) -> None:
+    for p in report.problems:
+        out.warn(f"tunectl: warning: {p}")
+    verb = "installed" if report.changed else "unchanged"
+    scope = report.render.scope
+    where = "every device" if scope is None else f"{len(scope)} device(s) of the last apply's scope"
+    out.print(f"{verb}: {report.path} (profile {report.render.profile.name}, {where}, {report.render.rendered.digest})")
+    if report.journalled:
+        out.print(f"originals journalled first: {report.journalled} setting(s) the rules will change")
+    if report.reloaded:
+        out.print("udev rules reloaded")
+    if report.triggered:
+        out.print("change events sent to block disks; udev settled")
+
+
+def _remove_text(report, out) -> None:
+    for p in report.problems:
+        out.warn(f"tunectl: warning: {p}")
+    out.print(f"removed: {report.path}" if report.removed else f"not installed: {report.path}")
+    if report.removed:
+        out.print("values the rules wrote stay until a rollback: `tunectl rollback` restores what was journalled "
+                  "(before `udev install`, or the first time tunectl saw a device); a device the rules tuned "
+                  "that no tunectl command saw before keeps the rules' values (see tunectl(8), ROLLBACK)")
+
+
+def _check_text(report, out) -> None:
+    name, digest = report.render.profile.name, report.render.rendered.digest
+    if report.in_sync:
+        out.print(f"in sync: {report.path} is what profile {name} renders ({digest})")
+    elif report.installed is None:
+        out.print(f"not installed: {report.path}; `tunectl udev install -p {name}` writes it")
+    else:
+        out.print(f"differs: {report.path} ({report.installed_digest or 'no tunectl digest'}) is not what profile "
+                  f"{name} renders ({digest})")
+        limit = None if out.verbose else 60
+        for line in report.diff[:limit]:
+            out.print(line)
+        if limit is not None and len(report.diff) > limit:
+            out.print(f"... {len(report.diff) - limit} more diff lines (-v shows all)")
+
+
+TEXT = {"render": _render_text, "install": _install_text, "remove": _remove_text, "check": _check_text}
 
 
 def monitor(ctx, args, out, events=None) -> int:
@@ -56,6 +127,7 @@ def monitor(ctx, args, out, events=None) -> int:
     import itertools
 
     from tunectl.errors import ExitCode, UsageError
+    from tunectl.system.roots import SYS
     from tunectl.tuning import operations
     from tunectl.udev.monitor import follow, udev_events
 
@@ -69,8 +141,8 @@ def monitor(ctx, args, out, events=None) -> int:
         out.warn(f"tunectl: {note}")
     for w in profile.warnings:
         out.warn(str(w))
-    if events is None and os.path.realpath(ctx.sysfs.root) != "/sys":
-        raise UsageError(f"udev monitor follows this machine's udev events; --sysfs-root {ctx.sysfs.root} is not /sys",
+    if events is None and not ctx.real:
+        raise UsageError(f"udev monitor follows this machine's udev events; --sysfs-root {ctx.sysfs.root} is not {SYS}",
                          hint="drop --sysfs-root (and TUNECTL_SYSFS_ROOT) to monitor the real devices")
 
     def check(name: str):

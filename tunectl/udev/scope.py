@@ -1,6 +1,6 @@
 """The scope of a scoped apply as udev matches: one rule per stable identity, as discovery computes it.
 
-Identities are `tunectl.tuning.discover` strings (``wwn:``, ``serial:``,
+Identities are `tunectl.devices.discover` strings (``wwn:``, ``serial:``,
 ``dm-uuid:``, ``md-uuid:``, ``loop:``, ``by-id:``, ``kernel:``). Each becomes the
 udev key discovery read it from; a device that matches one sets
 ``TUNECTL_IN_SCOPE``, and every other device leaves the rules before the class

@@ -56,8 +56,8 @@ options:
       - With O(state=applied), also install the profile's udev rules (C(tunectl udev install)),
         so hot-plug and every boot apply the same values without tunectl running.
       - With O(state=verified), fail unless the installed rules are what the profile renders.
-      - With O(state=rolled_back), remove the rules file tunectl installed (first: tunectl refuses a
-        rollback while its rules are installed, since the next udev event would undo it).
+      - With O(state=rolled_back), remove the rules file tunectl installed, before the rollback
+        (tunectl refuses a rollback while its rules are installed, since the next udev event would undo it).
     type: bool
     default: false
   rules_dir:
