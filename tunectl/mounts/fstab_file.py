@@ -10,6 +10,9 @@ no lost edit of another writer, no temp file left behind.
   check runs right before the rename; a writer that does not take tunectl's lock
   can still slip into the instant between the two (documented in tunectl(8)).
 - Temp files of a killed run are removed by the next run, under the lock.
+- The original and the backups are tunectl's own files: one that is a symbolic
+  link or not a regular file is never read or written through; the command
+  stops and says so.
 """
 
 from __future__ import annotations
@@ -18,15 +21,22 @@ import contextlib
 import errno
 import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from tunectl.errors import NotPermitted, TunectlError, UsageError
+from tunectl.errors import ExitCode, NotPermitted, TunectlError, UsageError
 from tunectl.system.state import atomic_write
 
 ORIG_SUFFIX = ".tunectl.orig"
 BACKUP_SUFFIX = ".tunectl.bak."
 TMP_TAG = ".tunectl-tmp."
+
+
+class NotReplaced(TunectlError):
+    """The fstab was left as it is: another writer changed it, or a file tunectl keeps beside it is not its own."""
+
+    exit_code = ExitCode.PARTIAL
 
 
 def original_of(real: Path) -> Path:
@@ -50,6 +60,41 @@ def sweep(real: Path) -> list[str]:
     return gone
 
 
+def _own_file_problem(path: Path) -> str | None:
+    """Why `path` (an original or backup tunectl keeps) must not be used; None when it is absent or a regular file."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(mode):
+        return f"{path} is a symbolic link, not the file tunectl keeps there"
+    if not stat.S_ISREG(mode):
+        return f"{path} is not a regular file"
+    return None
+
+
+def _refuse_unless_own(path: Path) -> None:
+    problem = _own_file_problem(path)
+    if problem:
+        raise NotReplaced(f"{problem}; nothing was replaced", hint=f"move {path} away if it is not tunectl's, "
+                                                                    "then run the same command again")
+
+
+def _read_own(path: Path) -> bytes:
+    """An original or backup, opened without following a symbolic link (FileNotFoundError when absent)."""
+    _refuse_unless_own(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as e:
+        if e.errno == errno.ELOOP:  # made a link since the lstat above
+            _refuse_unless_own(path)
+        raise
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            _refuse_unless_own(path)
+        return f.read()
+
+
 def next_backup(real: Path) -> Path:
     pattern = re.compile(re.escape(real.name + BACKUP_SUFFIX) + r"([0-9]{1,9})\Z")
     numbers = [int(m.group(1)) for e in os.listdir(real.parent) if (m := pattern.match(e))]
@@ -62,7 +107,7 @@ def _unchanged(real: Path, read: bytes) -> None:
     except FileNotFoundError:
         now = None
     if now != read:
-        raise TunectlError(f"{real} was changed by another writer while tunectl was editing it; nothing was replaced "
+        raise NotReplaced(f"{real} was changed by another writer while tunectl was editing it; nothing was replaced "
                            "(the other writer's edit stays)", hint="run the same command again: it starts from the file "
                                                                    "as it is now")
 
@@ -83,9 +128,11 @@ def replace(real: Path, read: bytes, new: bytes, verify: Callable[[Path], None] 
     try:
         _unchanged(real, read)
         orig = original_of(real)
-        if not orig.exists():
+        _refuse_unless_own(orig)
+        if not os.path.lexists(orig):
             atomic_write(orig, read, like=real, tmp_prefix=tmp_prefix(real))
         backup = next_backup(real)
+        _refuse_unless_own(backup)
         atomic_write(backup, read, like=real, tmp_prefix=tmp_prefix(real))
         atomic_write(real, new, like=real, verify=check, tmp_prefix=tmp_prefix(real))
     except OSError as e:
@@ -100,7 +147,7 @@ def restore_original(path: Path, check_only: bool = False) -> tuple[str, str | N
     real = Path(os.path.realpath(path))
     orig = original_of(real)
     try:
-        data = orig.read_bytes()
+        data = _read_own(orig)
     except FileNotFoundError:
         raise UsageError(f"no original of {real} is kept ({orig} does not exist): tunectl never changed it",
                          hint="nothing to roll back") from None

@@ -7,7 +7,6 @@ file outlives the next run. findmnt (libmount) is the real one.
 
 from __future__ import annotations
 
-import io
 import os
 import signal
 import subprocess
@@ -18,13 +17,12 @@ from pathlib import Path
 import pytest
 
 from tests.fakesys import FakeTree
-from tunectl.cli import main
+from tests.harness import REPO, run_cli
 from tunectl.context import Context
 from tunectl.mounts import operations
 from tunectl.profile.library import shipped_profile_dir
 from tunectl.system.state import StateStore
 
-ROOT = Path(__file__).resolve().parent.parent
 FSTAB = "# static file system information\ntmpfs /tmp tmpfs mode=1777 0 0\ntmpfs /run/x tmpfs size=1m 0 0\n"
 NOATIME = "name: noatime\nmounts:\n  - match: {fstype: tmpfs}\n    options: [noatime]\n"
 NOSUID = "name: nosuid\nmounts:\n  - match: {fstype: tmpfs}\n    options: [noatime, nosuid]\n"
@@ -46,10 +44,8 @@ class Machine:
                            self.env)
 
     def __call__(self, *argv: str) -> tuple[int, str, str]:
-        out, err = io.StringIO(), io.StringIO()
-        code = main(list(argv), stdout=out, stderr=err, context=self.ctx)
-        assert "Traceback" not in err.getvalue() and "internal error" not in err.getvalue()
-        return code, out.getvalue(), err.getvalue()
+        r = run_cli(*argv, context=self.ctx)
+        return r.code, r.out, r.err
 
     def fix(self, profile: str) -> tuple[int, str, str]:
         return self("mounts", "fix", "-p", str(self.base / f"{profile}.yaml"))
@@ -134,7 +130,7 @@ def test_a_killed_fix_leaves_the_fstab_whole_and_the_next_run_sweeps(m: Machine,
     (bindir / "findmnt").chmod(0o755)
     env = {**os.environ, **m.env, "PATH": f"{bindir}:{os.environ.get('PATH', '/usr/bin:/bin')}",
            "TUNECTL_SYSFS_ROOT": str(m.tree.root), "TUNECTL_UDEV_ROOT": str(m.tree.udev_root),
-           "TUNECTL_STATE_DIR": str(m.base / "state"), "PYTHONPATH": str(ROOT)}
+           "TUNECTL_STATE_DIR": str(m.base / "state"), "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-m", "tunectl", "mounts", "fix", "-p", str(m.base / "noatime.yaml")],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
@@ -158,3 +154,21 @@ def test_a_killed_fix_leaves_the_fstab_whole_and_the_next_run_sweeps(m: Machine,
 def test_rollback_without_an_original_says_so(m: Machine) -> None:
     code, _, err = m("mounts", "rollback")
     assert code == 2 and "tunectl never changed it" in err
+
+
+def test_an_original_or_backup_that_is_a_symlink_is_never_followed(m: Machine, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("# not an fstab\n")
+    orig = m.fstab.with_name("fstab.tunectl.orig")
+    orig.symlink_to(elsewhere)
+    code, _, err = m.fix("noatime")
+    assert code == 3 and "is a symbolic link" in err, err
+    assert m.fstab.read_text() == FSTAB and elsewhere.read_text() == "# not an fstab\n"
+    code, _, err = m("mounts", "rollback")
+    assert code == 3 and "is a symbolic link" in err and m.fstab.read_text() == FSTAB
+    orig.unlink()
+    assert m.fix("noatime")[0] == 0
+    orig.rename(m.fstab.with_name("moved"))
+    orig.symlink_to(m.fstab.with_name("moved"))  # the real original, but reached through a link: still refused
+    code, _, err = m("mounts", "rollback")
+    assert code == 3 and "is a symbolic link" in err and "noatime" in m.fstab.read_text()
