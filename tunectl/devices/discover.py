@@ -52,7 +52,9 @@ def _identity(dev: Device, props: dict[str, str], sysfs: Sysfs) -> str:
     if dev.cls == "loop":
         backing = sysfs.read_or(f"block/{dev.name}/loop/backing_file")
         if backing:
-            return f"loop:{backing}{_loop_twin_suffix(sysfs, dev.name, backing)}"
+            offset = _loop_offset(sysfs, dev.name)
+            at = f"@offset={offset}" if offset != "0" else ""  # a partition of an image file: stable
+            return f"loop:{backing}{at}{_loop_twin_suffix(sysfs, dev.name, backing, offset)}"
     if dev.wwn:
         return f"wwn:{dev.wwn}"
     if props.get("ID_SERIAL"):
@@ -65,16 +67,23 @@ def _identity(dev: Device, props: dict[str, str], sysfs: Sysfs) -> str:
     return f"kernel:{dev.name}"
 
 
-def _loop_twin_suffix(sysfs: Sysfs, name: str, backing: str) -> str:
-    """``#ino<N>:loop3`` when another loop device is attached to the same backing file, else "".
+def _loop_offset(sysfs: Sysfs, name: str) -> str:
+    text = (sysfs.read_or(f"block/{name}/loop/offset") or "0").strip()
+    return text if text.isdigit() else "0"
+
+
+def _loop_twin_suffix(sysfs: Sysfs, name: str, backing: str, offset: str) -> str:
+    """``#ino<N>:loop3`` when another loop device is attached to the same backing file at the same offset, else "".
 
     Two loop devices on one file would share one identity: the journal would keep
-    one's originals only, and a rollback would write the other. Every loop device
-    is looked at (not only those a command reads), so the identity does not
-    depend on which devices a command was given.
+    one's originals only, and a rollback would write the other. Devices at other
+    offsets (partitions of an image) are told apart by their offset already. Every
+    loop device is looked at (not only those a command reads), so the identity
+    does not depend on which devices a command was given.
     """
     twins = [other for other in sysfs.listdir("block") if other.startswith("loop") and other != name
-             and sysfs.read_or(f"block/{other}/loop/backing_file") == backing]
+             and sysfs.read_or(f"block/{other}/loop/backing_file") == backing
+             and _loop_offset(sysfs, other) == offset]
     if not twins:
         return ""
     inode = ""

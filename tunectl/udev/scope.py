@@ -19,7 +19,7 @@ from tunectl.udev.match import RuleWriter, quote
 IN_SCOPE = "TUNECTL_IN_SCOPE"
 ORIG_PREFIX = "TUNECTL_ORIG_"
 _PLAIN = re.compile(r"[A-Za-z0-9 ._/+@:,=#~-]")
-_SHARED = re.compile(r"#(?:ino[0-9]+:)?(loop[0-9]+)\Z")
+_LOOP_TAIL = re.compile(r"(?:@offset=([0-9]+))?(?:#(?:ino[0-9]+:)?(loop[0-9]+))?\Z")
 
 
 def _literal(value: str, notes: list[str], identity: str) -> str:
@@ -48,11 +48,14 @@ def identity_matches(identity: str, notes: list[str]) -> list[list[str]]:
     if kind == "md-uuid":
         return [[f"ENV{{MD_UUID}}=={quote(v)}"]]
     if kind == "loop":
-        shared = _SHARED.search(v)  # loop:/img#ino12:loop3 when two loop devices share one backing file
-        path = v[:shared.start()] if shared else v
-        keys = ['KERNEL=="loop*"', 'TEST=="loop/backing_file"', f"ATTR{{loop/backing_file}}=={quote(path)}"]
-        if shared:
-            keys.insert(0, f"KERNEL=={quote(shared.group(1))}")
+        # loop:/img@offset=1048576 (a partition of an image), loop:/img#ino12:loop3 (two devices on one file)
+        tail = _LOOP_TAIL.search(v)
+        assert tail is not None  # every part of the pattern is optional: it always matches at the end
+        keys = ['KERNEL=="loop*"', 'TEST=="loop/backing_file"', f"ATTR{{loop/backing_file}}=={quote(v[:tail.start()])}"]
+        if tail.group(1):
+            keys.append(f'ATTR{{loop/offset}}=="{tail.group(1)}"')
+        if tail.group(2):
+            keys.insert(0, f"KERNEL=={quote(tail.group(2))}")
         return [keys]
     if kind == "by-id":
         return [[f"SYMLINK=={quote('disk/by-id/' + v)}"]]

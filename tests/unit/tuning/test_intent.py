@@ -173,6 +173,24 @@ def test_two_loops_on_one_backing_file_are_told_apart(t: Tunectl) -> None:
     assert snapshot_all(t.tree) == before
 
 
+def test_loops_on_one_file_at_other_offsets_are_told_apart_by_the_offset(t: Tunectl) -> None:
+    from tunectl.udev.scope import identity_matches
+
+    t.tree.add_loop("loop5", "/srv/images/d0.img")  # a partition of loop0's image: losetup -o 1048576
+    (t.tree.root / "block" / "loop5" / "loop" / "offset").write_text("1048576\n")
+    before = snapshot_all(t.tree)
+    r = t("apply", "-p", "mydb", "loop5", "--json")
+    assert r.code == 0 and "shares its backing file" not in r.err
+    assert {s["identity"] for s in r.doc["settings"]} == {"loop:/srv/images/d0.img@offset=1048576"}
+    assert snapshot(t.tree, "loop0") == before["loop0"]
+    assert t("status", "loop0", "--json").doc["devices"][0]["identity"] == "loop:/srv/images/d0.img"
+    keys = identity_matches("loop:/srv/images/d0.img@offset=1048576", [])
+    assert keys == [['KERNEL=="loop*"', 'TEST=="loop/backing_file"', 'ATTR{loop/backing_file}=="/srv/images/d0.img"',
+                     'ATTR{loop/offset}=="1048576"']]
+    assert t("rollback").code == 0
+    assert snapshot_all(t.tree) == before
+
+
 class _Udevadm:
     """udevadm as a recorder: udevd 'running', every call succeeds."""
 
