@@ -95,11 +95,21 @@ def _loop_twin_suffix(sysfs: Sysfs, name: str, backing: str, offset: str) -> str
     return f"#{inode}{name}"
 
 
-def shared_identity_warnings(devices: list[Device]) -> list[str]:
-    """One line per device whose identity needed its loop number (see `_loop_twin_suffix`)."""
-    return [f"tunectl: warning: {d.name} shares its backing file with another loop device; it is told apart by its "
-            f"loop number ({d.identity}), which changes when it is attached again" for d in devices
-            if d.cls == "loop" and "#" in d.identity]
+def shared_identity_warnings(devices: list[Device], among: list[Device] | None = None) -> list[str]:
+    """One line per device of `devices` whose identity needed its loop number (see `_loop_twin_suffix`), and one
+    per identity it shares with another device of `among` (default `devices`), which nothing told apart."""
+    out = [f"tunectl: warning: {d.name} shares its backing file with another loop device; it is told apart by its "
+           f"loop number ({d.identity}), which changes when it is attached again" for d in devices
+           if d.cls == "loop" and "#" in d.identity]
+    names: dict[str, list[str]] = {}
+    for d in devices if among is None else among:
+        names.setdefault(d.identity, []).append(d.name)
+    for identity in dict.fromkeys(d.identity for d in devices):
+        if len(names.get(identity, ())) > 1:
+            out.append(f"tunectl: warning: {', '.join(names[identity])} share the identity {identity} (multipath "
+                       "paths or cloned serials): the journal keeps the originals of the first one tuned, and "
+                       "rollback restores only the device the journal names")
+    return out
 
 
 def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str] | None = None,

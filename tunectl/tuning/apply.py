@@ -241,16 +241,25 @@ def _original_knobs(entry: dict, scheduler: str | None) -> dict[str, Any]:
 def rollback_plan(journal: dict, devices: list[Device], chosen: Callable[[Device], bool]) -> list[Setting]:
     """Settings that bring each journalled device back to its original values, in write order.
 
+    Where two present devices share an identity, only the one the journal entry
+    names (its kernel name when journalled) is restored: the other was never
+    journalled and is never written.
+
     The kernel's order: the original scheduler first (the switch resets its
     knobs and nr_requests), nr_requests before the knobs (mq-deadline sizes
     async_depth from it), then the knobs, the other queue attributes, and
     read-ahead last (a limit write can raise it).
     """
     out: list[Setting] = []
+    seen: dict[str, int] = {}
+    for dev in devices:
+        seen[dev.identity] = seen.get(dev.identity, 0) + 1
     for dev in devices:
         entry = journal["devices"].get(dev.identity)
         if entry is None or not chosen(dev):
             continue
+        if seen[dev.identity] > 1 and entry.get("name") != dev.name:
+            continue  # two devices, one identity (multipath paths, cloned serials): only the one the journal names
         attrs = entry["attributes"]
         original_sched = attrs.get("scheduler") or dev.scheduler
         switching = original_sched != dev.scheduler

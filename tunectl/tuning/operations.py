@@ -160,7 +160,7 @@ def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = Non
     settings = make_plan(devices, profile, graph, None if scope is None else scope.devices)
     planned = [d for d in devices if scope is None or d.name in scope.devices]
     return PlanReport(profile.name, devices, settings,
-                      list(profile.warnings) + ctx.state.warnings + shared_identity_warnings(planned), scope,
+                      list(profile.warnings) + ctx.state.warnings + shared_identity_warnings(planned, devices), scope,
                       read_ahead_warnings(planned, settings), skip_reasons(profile, planned, settings),
                       "verify" if verify else "plan")
 
@@ -199,10 +199,9 @@ def status(ctx: Context, profile: Profile, dev_refs: list[str] | None = None, sc
     scope = _scope(ctx, profile, devices, graph, dev_refs, False, scoped)
     # Plan over every device (a below: block comes from the stacked device above), show the scope's.
     settings = make_plan(devices, profile, graph, None if scope is None else scope.devices)
-    if scope is not None:
-        devices = [d for d in devices if d.name in scope.devices]
-    return PlanReport(profile.name, devices, settings,
-                      list(profile.warnings) + ctx.state.warnings + shared_identity_warnings(devices), scope,
+    shown = devices if scope is None else [d for d in devices if d.name in scope.devices]
+    return PlanReport(profile.name, shown, settings,
+                      list(profile.warnings) + ctx.state.warnings + shared_identity_warnings(shown, devices), scope,
                       read_ahead_warnings(devices), kind="status")
 
 
@@ -280,7 +279,7 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
                   for identity, entry in journal["devices"].items() if identity not in present and chosen is None]
         if check:
             return ApplyReport("journal", [applying.Outcome(s, s.status) for s in settings], check=True, notes=notes,
-                               warnings=list(ctx.state.warnings))
+                               warnings=list(ctx.state.warnings) + shared_identity_warnings(devices))
         if remove_rules and record is not None and intent.installed_rules(record):
             record = {k: v for k, v in record.items() if k != "rules"}
             ctx.state.save_active_profile(record)
@@ -299,7 +298,7 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
             elif left != record:
                 ctx.state.save_active_profile(left)
     return ApplyReport("journal", outcomes, writes=ctx.sysfs.writes - writes_before, notes=notes,
-                       warnings=list(ctx.state.warnings))
+                       warnings=list(ctx.state.warnings) + shared_identity_warnings(devices))
 
 
 def adopt_rules_originals(ctx: Context, record: dict | None, journal: dict, devices: list[Device]) -> list[str]:

@@ -386,3 +386,21 @@ def test_concurrent_applies_switching_schedulers_lose_no_original(t: Tunectl) ->
     assert set(_journal(t)["devices"]) == {f"loop:/srv/images/d{i}.img" for i in range(4)}
     assert t("rollback").code == 0
     assert snapshot_all(t.tree) == before
+
+
+def test_two_disks_with_one_identity_warn_and_rollback_writes_only_the_journalled_one(t: Tunectl,
+                                                                                      tmp_path: Path) -> None:
+    # Two paths to one LUN (or two sticks with a cloned serial): nothing in sysfs tells them apart.
+    t.tree.add_disk("sda", wwn="5000c50000000001", serial="ZA1", active="none")
+    t.tree.add_disk("sdb", wwn="5000c50000000001", serial="ZA1", active="none")
+    profile = tmp_path / "ssd.yaml"
+    profile.write_text("name: ssd\nclasses:\n  ssd: {scheduler: mq-deadline, read_ahead_kb: 512}\n")
+    before = snapshot_all(t.tree)
+    assert t("apply", "-p", str(profile), "sda").code == 0  # reads sda's stack only: sdb unseen
+    warning = "sda, sdb share the identity wwn:0x5000c50000000001"
+    assert warning in t("plan", "-p", str(profile)).err and warning in t("status").err
+    t.tree.sysfs.write("block/sdb/queue/scheduler", "bfq")  # someone else's value on the other path
+    r = t("rollback")
+    assert r.code == 0 and warning in r.err
+    assert snapshot(t.tree, "sda") == before["sda"]
+    assert t.tree.sysfs.read("block/sdb/queue/scheduler").split("[")[1].startswith("bfq]")  # never written
