@@ -39,7 +39,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
         p.add_argument("--detailed-exitcode", action="store_true",
                        help="exit 0 if nothing changed, 2 if something changed, 1 on any error")
         p.add_argument("--stack", action="store_true",
-                       help="also apply to the disks below each named stacked device (what a dm/md udev event runs)")
+                       help="also apply to the disks below each named stacked device; what a udev event runs, so "
+                            "it journals no originals and keeps the record (profile, scope) of the last apply")
 
 
 def run(ctx, args, out) -> int:

@@ -226,11 +226,13 @@ def apply(ctx: Context, active: intent.Active, dev_refs: list[str] | None = None
         previous = ctx.state.active_profile()
         record = intent.with_scope(intent.record_of(profile, active.ref), previous,
                                    None if report.scope is None else list(report.scope.identities))
-        adopted = adopt_rules_originals(ctx, previous, journal, report.devices)  # before record_originals
+        # `--stack` is what a udev event runs: the values it finds may be ones the rules wrote moments before,
+        # so it journals no originals and leaves the record (and scope) of the user's last apply alone.
+        adopted = [] if stack else adopt_rules_originals(ctx, previous, journal, report.devices)  # before record_originals
         before = copy.deepcopy(journal)
         by_name = {d.name: d for d in report.devices}
-        if applying.record_originals(journal, report.settings, by_name, changed_by(active.ref)) \
-                or adopted or ctx.state.recovered():
+        if not stack and (applying.record_originals(journal, report.settings, by_name, changed_by(active.ref))
+                          or adopted or ctx.state.recovered()):
             ctx.state.save_journal(journal)
         writes_before = ctx.sysfs.writes
         started = time.perf_counter()
@@ -243,7 +245,7 @@ def apply(ctx: Context, active: intent.Active, dev_refs: list[str] | None = None
                              skipped=report.skipped)
         statuses = {o.status for o in outcomes}
         wrote = Status.CHANGED in statuses or not statuses & {Status.FAILED, Status.NOT_PERMITTED}
-        if wrote and (previous != record or ctx.state.recovered(ACTIVE)):
+        if wrote and not stack and (previous != record or ctx.state.recovered(ACTIVE)):
             try:
                 ctx.state.save_active_profile(record)
             except StateError as e:
