@@ -4,7 +4,7 @@ no lost edit of another writer, no temp file left behind.
 - ``FSTAB.tunectl.orig``: the file as it was before tunectl first changed it;
   written once, never overwritten (``mounts rollback`` restores from it).
 - ``FSTAB.tunectl.bak.N``: the file as it was before each change (N counts up).
-- A change is written to a temp file ``.FSTAB.tunectl-tmp.XXXXXXXX`` beside it and
+- A change is written to a temp file ``.FSTAB.tunectl-tmp.<12 hex digits>`` beside it and
   renamed over it only if the file still holds the bytes the change was computed
   from: an edit by another writer meanwhile stops the fix, nothing is lost. The
   check runs right before the rename; a writer that does not take tunectl's lock
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tunectl.errors import ExitCode, NotPermitted, TunectlError, UsageError
-from tunectl.system.state import atomic_write
+from tunectl.system.trust import Untrusted, atomic_write
 
 ORIG_SUFFIX = ".tunectl.orig"
 BACKUP_SUFFIX = ".tunectl.bak."
@@ -53,7 +53,7 @@ def sweep(real: Path) -> list[str]:
     gone = []
     with contextlib.suppress(OSError):
         for entry in os.listdir(real.parent):
-            if entry.startswith(prefix) and re.fullmatch(r"[A-Za-z0-9_]{8}", entry[len(prefix):]):
+            if entry.startswith(prefix) and re.fullmatch(r"[0-9a-f]{12}", entry[len(prefix):]):
                 with contextlib.suppress(OSError):
                     os.unlink(real.parent / entry)
                     gone.append(entry)
@@ -130,11 +130,14 @@ def replace(real: Path, read: bytes, new: bytes, verify: Callable[[Path], None] 
         orig = original_of(real)
         _refuse_unless_own(orig)
         if not os.path.lexists(orig):
-            atomic_write(orig, read, like=real, tmp_prefix=tmp_prefix(real))
+            atomic_write(orig, read, like=real, tmp_prefix=tmp_prefix(real), shared_dir=True)
         backup = next_backup(real)
         _refuse_unless_own(backup)
-        atomic_write(backup, read, like=real, tmp_prefix=tmp_prefix(real))
-        atomic_write(real, new, like=real, verify=check, tmp_prefix=tmp_prefix(real))
+        atomic_write(backup, read, like=real, tmp_prefix=tmp_prefix(real), shared_dir=True)
+        # Any directory an fstab was named in: the files are created beside it, never through a link.
+        atomic_write(real, new, like=real, verify=check, tmp_prefix=tmp_prefix(real), shared_dir=True)
+    except Untrusted as e:
+        raise TunectlError(f"cannot write {real}: {e.message}", hint=e.hint) from None
     except OSError as e:
         if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise NotPermitted(f"cannot write {real}: {e.strerror}", hint="run as root") from None

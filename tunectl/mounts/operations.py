@@ -90,17 +90,26 @@ class FixReport:
                 "problems": self.problems, "warnings": self.check_report.warnings}
 
 
+MAX_FSTAB_BYTES = 64 << 20
+
+
 def _read_fstab(path: Path) -> tuple[bytes, list[str]]:
+    from tunectl.system import trust
+
     try:
-        return path.read_bytes(), []
+        data = trust.read_regular(os.path.realpath(path), MAX_FSTAB_BYTES)
     except FileNotFoundError:
         return b"", [f"{path} does not exist; only live mounts are checked"]
-    except IsADirectoryError:
-        raise UsageError(f"{path} is a directory, not an fstab file", hint="give --fstab FILE") from None
+    except trust.Untrusted as e:
+        raise UsageError(f"{path} is {e.found.replace(', not a regular file', '')}, not an fstab file",
+                         hint="give --fstab FILE") from None
     except OSError as e:
         if e.errno in (errno.EACCES, errno.EPERM):
             raise NotPermitted(f"cannot read {path}: {e.strerror}", hint="run as root") from None
         raise TunectlError(f"cannot read {path}: {e.strerror}") from None
+    if len(data) > MAX_FSTAB_BYTES:
+        raise UsageError(f"{path} is larger than {MAX_FSTAB_BYTES} bytes, not an fstab file", hint="give --fstab FILE")
+    return data, []
 
 
 def _cannot_discard(ctx, names: list[str]) -> str | None:

@@ -5,9 +5,9 @@ its generations and checksums):
 
 - ``ref``: the profile, a library name or the absolute resolved path of its file;
 - ``name`` and ``files``: the profile's name and the files it was read from;
-- ``profile_sha256``: of those files' text, in order. A profile *file* that changed since
-  it was applied is refused without -p (the record no longer says what is tuned);
-  a library profile that changed (a package upgrade) is used with a warning;
+- ``path`` and ``profile_sha256``: the file the profile was read from and the SHA-256
+  of its text (`tunectl.tuning.active`). Without -p a profile whose file changed since
+  it was applied, or that is no longer root's alone, is refused (exit 2);
 - ``scope``: stable identities of the devices the applies of this profile were
   limited to; absent: every device;
 - ``rules``: present while udev rules are installed: their file, the profile
@@ -18,14 +18,13 @@ A full rollback clears the record (`StateStore.clear_active_profile`).
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 
 from tunectl.context import Context
-from tunectl.errors import UsageError
-from tunectl.profile.library import DEFAULT_PROFILE, looks_like_path
+from tunectl.profile.library import DEFAULT_PROFILE
 from tunectl.profile.resolve import Profile, load_profile
+from tunectl.tuning import active as active_record
 
 
 @dataclass
@@ -41,13 +40,12 @@ class Active:
 
 def load_profile_for(ctx: Context, ref: str | None) -> Profile:
     """The profile `ref` (None: the default), checked once per content: the verdict is cached in the state dir."""
-    cache = ctx.state.dir / "validated" if os.access(ctx.state.dir, os.W_OK) else None
-    return load_profile(ref, ctx.search_path, cache)
+    return load_profile(ref, ctx.search_path, ctx.state.validation_cache())
 
 
 def current(ctx: Context) -> dict | None:
     """The record of intent; None when nothing is applied (or the state directory does not exist yet)."""
-    return ctx.state.active_profile() if ctx.state.dir.exists() else None
+    return ctx.state.active_profile() if ctx.state.exists() else None
 
 
 def recorded_ref(ref: str) -> str:
@@ -55,28 +53,19 @@ def recorded_ref(ref: str) -> str:
 
     A udev RUN, a cron job and a person in another directory all read the same record.
     """
-    return os.path.realpath(ref) if looks_like_path(ref) else ref
+    return active_record.absolute_ref(ref) or ref
 
 
-def text_sha256(files: list[str] | None) -> str | None:
-    """The SHA-256 of the profile's files, in order; None for a built-in profile (no file)."""
-    if not files:
-        return None
-    h = hashlib.sha256()
-    for name in files:
-        try:
-            with open(name, "rb") as f:
-                h.update(f.read())
-        except OSError:
-            return None
-        h.update(b"\0")
-    return h.hexdigest()
+def text_sha256(profile: Profile) -> str | None:
+    """The SHA-256 the record keeps of the profile's text (`tunectl.tuning.active`); None for a built-in one."""
+    return record_of(profile, profile.name).get("profile_sha256")
 
 
 def record_of(profile: Profile, ref: str) -> dict:
     """The record of intent for `profile` applied by the name or path `ref` (no scope, no rules yet)."""
-    return {"ref": recorded_ref(ref), "name": profile.name, "files": _files(profile.files),
-            "profile_sha256": text_sha256(profile.files)}
+    if not profile.files:
+        return {"ref": recorded_ref(ref), "name": profile.name, "files": profile.files}
+    return active_record.profile_record(ref, profile.name, profile.files)
 
 
 def _files(files: object) -> list[str] | None:
@@ -98,17 +87,9 @@ def choose(ctx: Context, ref: str | None, command: str = "") -> Active:
         note = (f"no profile applied yet (nothing recorded in {ctx.state.dir}): using '{DEFAULT_PROFILE}'"
                 + (f"; `tunectl {command} -p PROFILE` chooses one" if command else ""))
         return Active(load_profile_for(ctx, None), DEFAULT_PROFILE, None, False, [note])
-    profile = load_profile_for(ctx, record["ref"])
-    active = Active(profile, record["ref"], record, True)
-    recorded = record.get("profile_sha256")
-    now = text_sha256(profile.files)
-    if isinstance(recorded, str) and now is not None and now != recorded:
-        what = f"profile {record['ref']} changed since it was applied (sha256 {recorded[:12]} then, {now[:12]} now)"
-        if looks_like_path(record["ref"]):
-            raise UsageError(f"{what}: the record of what is tuned no longer matches the file, so nothing was done",
-                             hint=f"give -p {record['ref']} to act on its new text, or put the applied text back")
-        active.notes.append(f"warning: {what}; using its new text")
-    return active
+    # The recorded file must still be root's alone, there, and the text that was applied (`tunectl.tuning.active`).
+    ref = active_record.recorded_ref(record)
+    return Active(load_profile_for(ctx, ref), ref, record, True)
 
 
 def with_scope(record: dict, previous: dict | None, scope: list[str] | None) -> dict:

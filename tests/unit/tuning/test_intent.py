@@ -87,7 +87,7 @@ def test_the_record_names_a_file_by_absolute_path_with_its_hash(t: Tunectl, tmp_
     assert t("verify").code == 0
     (tmp_path / "profiles" / "mydb.yaml").write_text(MYDB.replace("1024", "2048"))
     r = t("verify")
-    assert r.code == 2 and "changed since it was applied" in r.err and "hint: give -p" in r.err
+    assert r.code == 2 and "changed since it was applied" in r.err and "pass -p PROFILE" in r.err
     assert t("apply").code == 2 and t.tree.sysfs.read("block/loop0/queue/read_ahead_kb") == "1024"
     assert t("verify", "-p", str(tmp_path / "profiles" / "mydb.yaml")).code == 1  # -p: the new text
 
