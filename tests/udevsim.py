@@ -294,12 +294,19 @@ def build_tree(root: Path, devices: list[dict], modules: set[str] | frozenset = 
 
 
 def queue_state(kernel: FakeKernel) -> dict[str, dict[str, str]]:
-    """What the kernel shows under each device's queue/ (knobs included), by device name."""
+    """What the kernel shows under each device's queue/ (knobs included), by device name.
+
+    queue/scheduler is given in sorted order: the kernel lists schedulers in the order they registered,
+    so modules loaded by udev events (in event order) and by apply (in device order) list differently;
+    which are listed and which is active is what both must agree on.
+    """
     out = {}
     for name in sorted(os.listdir(kernel.path("block"))):
         queue = Path(os.path.realpath(kernel.path(f"block/{name}"))) / "queue"
         out[name] = {str(f.relative_to(queue.parent)): f.read_text().rstrip("\n") for f in sorted(queue.rglob("*"))
                      if f.is_file()}
+        if "queue/scheduler" in out[name]:
+            out[name]["queue/scheduler"] = " ".join(sorted(out[name]["queue/scheduler"].split(), key=lambda s: s.strip("[]")))
     return out
 
 

@@ -108,6 +108,8 @@ def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
                    help="udev database directory (default /run/udev/data, env TUNECTL_UDEV_ROOT)")
     g.add_argument("--state-dir", metavar="DIR", default=default,
                    help="journal and lock directory (default /var/lib/tunectl, env TUNECTL_STATE_DIR)")
+    g.add_argument("--wait", metavar="SECONDS", type=float, default=default,
+                   help="wait at most this long for another tunectl run's lock (default: as long as it takes)")
     g.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS if suppress else 0,
                    help="show in-sync and skipped settings too; -vv logs debug detail")
     g.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS if suppress else False,
@@ -119,7 +121,7 @@ def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
                    help=argparse.SUPPRESS)
 
 
-_VALUE_OPTIONS = ("--sysfs-root", "--udev-root", "--state-dir", "--color", "--colour")
+_VALUE_OPTIONS = ("--sysfs-root", "--udev-root", "--state-dir", "--color", "--colour", "--wait")
 
 
 def _command_in(argv: Sequence[str]) -> str | None:
@@ -314,6 +316,10 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         out.width = None if args.verbose else _terminal_width(stdout, ctx.env)
         is_tty = getattr(stdout, "isatty", lambda: False)()
         out.colour = args.color == "always" or (args.color == "auto" and is_tty and not ctx.env.get("NO_COLOR"))
+        ctx.state.command = f"tunectl {args.command}" + (
+            f" {getattr(args, args.command + '_command', '')}" if hasattr(args, args.command + "_command") else "")
+        ctx.state.wait_seconds = getattr(args, "wait", None)
+        ctx.state.on_wait = out.warn
         group = importlib.import_module(COMMANDS[args.command][0])
         return int(group.run(ctx, args, out))
     except KeyboardInterrupt:

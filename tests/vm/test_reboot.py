@@ -3,7 +3,7 @@
 Boot 1 applies a scoped profile (state on an ext4 state disk) and installs the rules;
 boot 2 mounts those rules as /etc/udev/rules.d before its udevd starts, so what the
 devices show at boot is what the rules did on the boot's own coldplug. Then verify
-(boot 1's scope) and rollback to the originals boot 1 journalled.
+(boot 1's scope) and rollback (--remove-rules) to the originals boot 1 journalled.
 """
 
 from __future__ import annotations

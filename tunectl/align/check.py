@@ -10,6 +10,7 @@ from tunectl.devices.discover import discover
 from tunectl.devices.resolve import Resolver
 from tunectl.errors import NotPermitted, TunectlError, UsageError
 from tunectl.system.parted import JSON, Parted, PartedError
+from tunectl.system.runner import CommandError
 from tunectl.system.sysfs import Sysfs
 
 PARALLEL = 8  # parted runs at once; each spends its time opening the device and probing
@@ -99,8 +100,15 @@ def _read_tables(parted: Parted, nodes: dict[str, str | None], named: bool,
             if named:
                 raise
             return e
+        except CommandError as e:  # parted hung or died on this disk: the others are still read
+            return e
 
     if len(names) <= 1 or workers <= 1:
-        return {name: one(name) for name in names}
-    with ThreadPoolExecutor(max_workers=min(workers, len(names))) as pool:
-        return dict(zip(names, pool.map(one, names)))
+        found = {name: one(name) for name in names}
+    else:
+        with ThreadPoolExecutor(max_workers=min(workers, len(names))) as pool:
+            found = dict(zip(names, pool.map(one, names)))
+    failed = [t for t in found.values() if isinstance(t, CommandError)]
+    if failed and len(failed) == len(found):
+        raise failed[0]  # parted itself is missing or broken: not a verdict on any disk
+    return found

@@ -64,6 +64,9 @@ def _writable(path: str, option: str) -> None:
         raise UsageError(f"{option}: cannot write {path}: {directory} is not a writable directory")
 
 
+BENCH_HOLDER = "tunectl bench on"
+
+
 def run(ctx, args, out) -> int:
     import random as random_mod
     import shutil
@@ -90,6 +93,11 @@ def run(ctx, args, out) -> int:
         raise UsageError("--random needs fio, which is not installed", hint="apt install fio")
 
     stack = stacking.resolve(ctx, args.target)
+    from tunectl.bench.report import active_wants
+
+    active = active_wants(ctx, stack)  # before the sweep: its values are temporary
+    # What a verify meanwhile reads from the lock: these devices hold the sweep's temporary values.
+    ctx.state.command = f"{BENCH_HOLDER} {' '.join(d.name for d in stack.devices)}"
     schedulers = _schedulers(stack, wanted)
     stacking.check_nodes(ctx, stack)
     from tunectl.system import blockio
@@ -118,14 +126,14 @@ def run(ctx, args, out) -> int:
         _report_restore(sweep, out, f"{verb} after {len(sweep.runs)} of {len(points)} points")
         if out.json:
             from tunectl.bench.report import BenchReport
-            out.emit(BenchReport(stack, sweep, seed, schedulers, interrupted=True).to_json())
+            out.emit(BenchReport(stack, sweep, seed, schedulers, interrupted=True, active=active).to_json())
         return 143 if isinstance(e, Terminated) else 130
     except BaseException:
         bar.close()
         _report_restore(sweep, out, "stopped by an error")
         raise
     bar.close()
-    return _render(ctx, args, stack, sweep, seed, schedulers, out)
+    return _render(ctx, args, stack, sweep, seed, schedulers, out, active)
 
 
 def _schedulers(stack, wanted: list[str] | None) -> list:
@@ -181,12 +189,12 @@ def _report_restore(sweep, out, why: str) -> None:
     out.warn(f"tunectl bench: {why}; {_restored_text(sweep)}")
 
 
-def _render(ctx, args, stack, sweep, seed, schedulers, out) -> int:
+def _render(ctx, args, stack, sweep, seed, schedulers, out, active: dict | None = None) -> int:
     from tunectl.bench import chart
     from tunectl.bench.report import BenchReport
     from tunectl.report import table
 
-    report = BenchReport(stack, sweep, seed, schedulers)
+    report = BenchReport(stack, sweep, seed, schedulers, active=active)
     summaries = report.summaries
     if args.csv:
         from tunectl.bench.export import runs_csv, write_output
@@ -226,6 +234,10 @@ def _render(ctx, args, stack, sweep, seed, schedulers, out) -> int:
         out.print(rec.fragment.rstrip())
         if rec.caution:
             out.warn(f"tunectl bench: caution: {rec.caution}")
+    if active is not None:
+        sets = ", ".join(f"{w['device']} {w['attribute']}={w['value']}" for w in active["settings"]) or "nothing here"
+        out.print(f"applied profile {active['profile']} ({active['ref']}) sets: {sets}; `tunectl apply` keeps "
+                  "these until the recommendation goes into that profile")
     out.print()
     if sweep.restore_failures:
         _report_restore(sweep, out, "done")

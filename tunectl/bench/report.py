@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from tunectl.bench.results import Placement, Recommendation, Summary, recommend, summarise
 from tunectl.bench.runner import Sweep
 from tunectl.bench.stack import Stack
-from tunectl.errors import ExitCode
+from tunectl.errors import ExitCode, TunectlError
+from tunectl.status import Status
 
 
 @dataclass
@@ -17,6 +18,7 @@ class BenchReport:
     seed: int | None
     schedulers: list
     interrupted: bool = False
+    active: dict | None = None  # what the record of intent's profile sets on these devices (`active_wants`)
     summaries: list[Summary] = field(init=False)
     recommendation: Recommendation | None = field(init=False)
     exit_code: ExitCode = ExitCode.OK  # raised by the caller when an export it was asked for failed
@@ -36,6 +38,28 @@ class BenchReport:
                 "scheduled": [d.name for d in stack.scheduled], "schedulers": self.schedulers, "seed": self.seed,
                 "interrupted": self.interrupted, "points": [s.to_json() for s in self.summaries],
                 "runs": [r.to_json() for r in sweep.runs],
-                "recommendation": rec.to_json() if rec else None,
+                "recommendation": rec.to_json() if rec else None, "active_profile": self.active,
                 "restored": [o.to_json() for o in sweep.restored],
                 "restore_failed": [o.to_json() for o in sweep.restore_failures]}
+
+
+def active_wants(ctx, stack: Stack) -> dict | None:
+    """What the recorded profile (the record of intent) sets on the swept devices: read_ahead_kb and scheduler.
+
+    None when nothing is applied, or when the record cannot be used now (its profile file changed): bench
+    then only measures. Read before the sweep, which holds temporary values.
+    """
+    from tunectl.attributes import range_text
+    from tunectl.tuning import intent
+    from tunectl.tuning import operations as tuning
+
+    if intent.current(ctx) is None:
+        return None
+    try:
+        active = intent.choose(ctx, None, "bench")
+        report = tuning.plan(ctx, None, [d.name for d in stack.devices], profile=active.profile)
+    except TunectlError:
+        return None
+    wants = [{"device": s.device, "attribute": s.attribute, "value": s.after if s.after is not None else range_text(s.bounds)}
+             for s in report.settings if s.attribute in ("read_ahead_kb", "scheduler") and s.status != Status.SKIP]
+    return {"profile": active.profile.name, "ref": active.ref, "settings": wants}

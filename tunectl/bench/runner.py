@@ -172,9 +172,15 @@ def snapshot(ctx: Context, stack: Stack) -> dict:
 
 
 def restore(ctx: Context, stack: Stack, journal: dict) -> list[applying.Outcome]:
+    """Put back the snapshot; a device that is gone (a detached loop) fails per attribute, never silently."""
     devices = [d for d in (read_device(ctx.sysfs, ctx.udev, d.name) for d in stack.devices) if d is not None]
     settings = applying.rollback_plan(journal, devices, lambda d: True)
-    return applying.apply_settings(ctx.sysfs, settings, workers=1)
+    present = {d.identity for d in devices}
+    gone = [applying.Outcome(Setting(entry["name"], identity, attr, None, value, "snapshot", Status.FAILED),
+                             Status.FAILED, error="the device is gone (detached or removed); not restored")
+            for identity, entry in journal["devices"].items() if identity not in present
+            for attr, value in sorted(entry["attributes"].items())]
+    return applying.apply_settings(ctx.sysfs, settings, workers=1) + gone
 
 
 def _raise_terminated(signum: int, frame: object) -> None:

@@ -54,7 +54,9 @@ def _identity(dev: Device, props: dict[str, str], sysfs: Sysfs) -> str:
     if dev.cls == "loop":
         backing = sysfs.read_or(f"block/{dev.name}/loop/backing_file")
         if backing:
-            return f"loop:{backing}"
+            offset = _loop_offset(sysfs, dev.name)
+            at = f"@offset={offset}" if offset != "0" else ""  # a partition of an image file: stable
+            return f"loop:{backing}{at}{_loop_twin_suffix(sysfs, dev.name, backing, offset)}"
     if dev.wwn:
         return f"wwn:{dev.wwn}"
     if props.get("ID_SERIAL"):
@@ -65,6 +67,51 @@ def _identity(dev: Device, props: dict[str, str], sysfs: Sysfs) -> str:
     if by_id:
         return f"by-id:{by_id[0][len('disk/by-id/'):]}"
     return f"kernel:{dev.name}"
+
+
+def _loop_offset(sysfs: Sysfs, name: str) -> str:
+    text = (sysfs.read_or(f"block/{name}/loop/offset") or "0").strip()
+    return text if text.isdigit() else "0"
+
+
+def _loop_twin_suffix(sysfs: Sysfs, name: str, backing: str, offset: str) -> str:
+    """``#ino<N>:loop3`` when another loop device is attached to the same backing file at the same offset, else "".
+
+    Two loop devices on one file would share one identity: the journal would keep
+    one's originals only, and a rollback would write the other. Devices at other
+    offsets (partitions of an image) are told apart by their offset already. Every
+    loop device is looked at (not only those a command reads), so the identity
+    does not depend on which devices a command was given.
+    """
+    twins = [other for other in sysfs.listdir("block") if other.startswith("loop") and other != name
+             and sysfs.read_or(f"block/{other}/loop/backing_file") == backing
+             and _loop_offset(sysfs, other) == offset]
+    if not twins:
+        return ""
+    inode = ""
+    if os.path.realpath(sysfs.root) == "/sys":  # a fake tree's backing paths are not on this machine
+        try:
+            inode = f"ino{os.stat(backing.removesuffix(' (deleted)')).st_ino}:"
+        except OSError:
+            inode = ""
+    return f"#{inode}{name}"
+
+
+def shared_identity_warnings(devices: list[Device], among: list[Device] | None = None) -> list[str]:
+    """One line per device of `devices` whose identity needed its loop number (see `_loop_twin_suffix`), and one
+    per identity it shares with another device of `among` (default `devices`), which nothing told apart."""
+    out = [f"tunectl: warning: {d.name} shares its backing file with another loop device; it is told apart by its "
+           f"loop number ({d.identity}), which changes when it is attached again" for d in devices
+           if d.cls == "loop" and "#" in d.identity]
+    names: dict[str, list[str]] = {}
+    for d in devices if among is None else among:
+        names.setdefault(d.identity, []).append(d.name)
+    for identity in dict.fromkeys(d.identity for d in devices):
+        if len(names.get(identity, ())) > 1:
+            out.append(f"tunectl: warning: {', '.join(names[identity])} share the identity {identity} (multipath "
+                       "paths or cloned serials): the journal keeps the originals of the first one tuned, and "
+                       "rollback restores only the device the journal names")
+    return out
 
 
 def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str] | None = None,

@@ -14,8 +14,12 @@ EXAMPLES = (
     "  tunectl mounts fix -p database --check --diff    # show the fstab change, write nothing\n"
     "  tunectl mounts fix -p database --remount         # edit fstab, remount, confirm in mountinfo\n"
     "\n"
-    "fstab: only the options field of a changed entry is rewritten; a backup FSTAB.tunectl.bak is left\n"
-    f"beside it. Live mounts are read from $TUNECTL_PROC_ROOT/self/mountinfo (default {PROC}).\n"
+    "  tunectl mounts rollback                          # put back the fstab tunectl first changed\n"
+    "\n"
+    "fstab: only the options field of a changed entry is rewritten. Beside it, FSTAB.tunectl.orig keeps the\n"
+    "file as it was before tunectl first changed it (never overwritten) and FSTAB.tunectl.bak.N the file\n"
+    "before each change. A fix stops, replacing nothing, when another writer changed the file meanwhile.\n"
+    f"Live mounts are read from $TUNECTL_PROC_ROOT/self/mountinfo (default {PROC}).\n"
     "exit codes: check 0 in sync, 1 drift; fix 0 done, 3 a remount option did not take effect or the\n"
     "fstab could not be replaced; 2 usage or profile error; 4 not permitted.")
 
@@ -28,10 +32,15 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     sub = p.add_subparsers(dest="mounts_command", metavar="ACTION")
     sub.required = True
     for verb, help_ in (("check", "compare live mounts and fstab entries with the profile's mounts: rules"),
-                        ("fix", "rewrite the options of drifting fstab entries (losslessly); --remount applies them live")):
+                        ("fix", "rewrite the options of drifting fstab entries (losslessly); --remount applies them live"),
+                        ("rollback", "restore the fstab from FSTAB.tunectl.orig (the file before tunectl first "
+                                     "changed it); remounts nothing")):
         ap = add_action(sub, verb, help_)
         ap.epilog = EXAMPLES
-        ap.add_argument("-p", "--profile", help="profile name or file (default: last applied, else 'default')")
+        if verb != "rollback":
+            ap.add_argument("-p", "--profile", help="profile name or file (default: last applied, else 'default')")
+        else:
+            ap.add_argument("--check", action="store_true", help="say what would be restored, write nothing")
         ap.add_argument("--fstab", metavar="PATH", help=f"the fstab to read (default {FSTAB}, env TUNECTL_FSTAB)")
         if verb == "check":
             from tunectl.report import add_table_options
@@ -51,6 +60,13 @@ def run(ctx, args, out) -> int:
         report = operations.check(ctx, args.profile, args.fstab)
         _render_check(report, out)
         return ExitCode.OK if report.in_sync else ExitCode.DRIFT
+    if args.mounts_command == "rollback":
+        said, backup = operations.rollback(ctx, args.fstab, args.check)
+        if out.json:
+            out.emit({"message": said, "backup": backup, "check": args.check})
+        else:
+            out.print(said)
+        return ExitCode.OK
     result = operations.fix(ctx, args.profile, args.fstab, args.remount, args.check)
     _render_fix(result, args, out)
     return result.exit_code

@@ -131,9 +131,10 @@ def fstrim_timer_state(run: Callable[..., Completed]) -> str:
 
 
 def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckReport:
-    from tunectl.tuning.operations import active_profile_ref, load_profile_for
+    from tunectl.tuning import intent
 
-    profile = load_profile_for(ctx, active_profile_ref(ctx, profile_ref))
+    active = intent.choose(ctx, profile_ref, "mounts check")
+    profile = active.profile
     path = fstab_path(ctx, fstab_file)
     data, warnings = _read_fstab(path)
     table = fstab_model.parse(data)
@@ -197,6 +198,7 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
         if facts.device is None:
             continue  # a mount of a device outside this sysfs root
         results.append(evaluate(rules, facts, m.source, None, m, no_discard))
+    warnings[:0] = active.notes  # what chose the profile, said first
     report = CheckReport(profile.name, path, table, data, results, warnings)
     if any(fs.want.discard == "periodic" for fs in results if fs.rules):
         state = fstrim_timer_state(ctx.run)
@@ -250,21 +252,10 @@ def libmount_agrees(old: Path, new: Path, changed: dict[int, list[str]], table: 
 
 def _write(path: Path, old: bytes, new: bytes, changed: dict[int, list[str]], table: fstab_model.Fstab,
            run: Callable[..., Completed]) -> str:
-    from tunectl.system.trust import Untrusted, atomic_write
+    from tunectl.mounts import fstab_file
 
     real = Path(os.path.realpath(path))
-    backup = real.with_name(real.name + ".tunectl.bak")
-    try:
-        # Any directory an fstab was named in: the files are created beside it, never through a link.
-        atomic_write(backup, old, like=real, shared_dir=True)
-        atomic_write(real, new, like=real, verify=lambda tmp: libmount_agrees(real, tmp, changed, table, run), shared_dir=True)
-    except Untrusted as e:
-        raise TunectlError(f"cannot write {real}: {e.message}", hint=e.hint) from None
-    except OSError as e:
-        if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-            raise NotPermitted(f"cannot write {real}: {e.strerror}", hint="run as root") from None
-        raise TunectlError(f"cannot write {real}: {e.strerror}") from None
-    return str(backup)
+    return fstab_file.replace(real, old, new, verify=lambda tmp: libmount_agrees(real, tmp, changed, table, run))
 
 
 def remount(ctx, fs: FsCheck) -> Remount:
@@ -309,11 +300,26 @@ def fix(ctx, profile_ref: str | None, fstab_file: str | None = None, do_remount:
         check_only: bool = False) -> FixReport:
     if check_only:
         return _fix(ctx, profile_ref, fstab_file, do_remount, True)
+    from tunectl.mounts import fstab_file as edge
+
     notes: list[str] = []
     with _locked(ctx, notes):
+        # Read under the lock: another tunectl cannot change the file between this read and the replace.
+        gone = edge.sweep(Path(os.path.realpath(fstab_path(ctx, fstab_file))))
         result = _fix(ctx, profile_ref, fstab_file, do_remount, False)
-    result.check_report.warnings += notes
+    result.check_report.warnings += notes + [f"removed {name}, left by a tunectl run that was killed" for name in gone]
     return result
+
+
+def rollback(ctx, fstab_file: str | None = None, check_only: bool = False) -> tuple[str, str | None]:
+    """`mounts rollback`: the fstab as it was before tunectl first changed it (nothing is remounted)."""
+    from tunectl.mounts import fstab_file as edge
+
+    path = fstab_path(ctx, fstab_file)
+    notes: list[str] = []
+    with _locked(ctx, notes):
+        edge.sweep(Path(os.path.realpath(path)))
+        return edge.restore_original(path, check_only)
 
 
 def _fix(ctx, profile_ref: str | None, fstab_file: str | None, do_remount: bool, check_only: bool) -> FixReport:

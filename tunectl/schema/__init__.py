@@ -15,13 +15,13 @@ HERE = Path(__file__).parent
 
 # format name (after "tunectl-") -> the version of its shape that this tunectl prints
 VERSIONS: dict[str, int] = {
-    "status": 1, "plan": 1, "verify": 1, "apply": 1, "rollback": 1,
+    "status": 2, "plan": 2, "verify": 2, "apply": 2, "rollback": 2,
     "profile-list": 1, "profile-show": 1, "profile-validate": 1, "profile-import-tuned": 1,
-    "udev-render": 1, "udev-install": 1, "udev-remove": 1, "udev-check": 1, "udev-monitor": 1,
+    "udev-render": 2, "udev-install": 2, "udev-remove": 1, "udev-check": 1, "udev-monitor": 1,
     "align": 1,
-    "mounts-check": 1, "mounts-fix": 1,
+    "mounts-check": 1, "mounts-fix": 1, "mounts-rollback": 1,
     "preload-collect": 1, "preload-record": 1, "preload-replay": 2, "preload-show": 1,
-    "bench": 2,
+    "bench": 3,
     "version": 1,
     "error": 1,
 }

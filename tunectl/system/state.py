@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import re
@@ -120,15 +119,24 @@ def journal_problem(data: dict) -> str | None:
                                      and isinstance(snap.get("scheduler"), (str, type(None)))
                                      and all(_ATTRIBUTE.match(k) and "/" not in k for k in snap["knobs"])):
             return f"the iosched snapshot of {identity!r} is not a scheduler name with knobs"
+        per_scheduler = entry.get("iosched", {})
+        if not (isinstance(per_scheduler, dict) and all(
+                _SCHEDULER.match(str(name)) and isinstance(knobs, dict)
+                and all(_ATTRIBUTE.match(k) and "/" not in k and not isinstance(v, (dict, list)) for k, v in knobs.items())
+                for name, knobs in per_scheduler.items())):
+            return f"the scheduler knobs of {identity!r} are not scheduler names with knobs"
         if not isinstance(entry.get("changed_by", {}), dict):
             return f"the 'changed_by' of {identity!r} is not an object"
     return None
 
 
 def _active_problem(data: dict) -> str | None:
+    if data.get("applied") is False:
+        return None  # cleared by a full rollback: nothing is tuned
     return None if isinstance(data.get("ref"), str) else "it names no profile ('ref')"
 
 
+_SCHEDULER = re.compile(r"\A[a-z0-9-]{1,32}\Z")
 _ATTRIBUTE = re.compile(r"\A(iosched/)?[a-z0-9_]{1,64}\Z")
 
 
@@ -139,6 +147,9 @@ class StateStore:
         self._read_from: dict[str, int | None] = {}  # name -> generation index read (None: no file yet)
         self._generation: dict[str, int] = {}
         self._locked = False
+        self.command = "tunectl"  # who holds the lock, as a waiting command shows it
+        self.wait_seconds: float | None = None  # None: wait for the lock as long as it takes
+        self.on_wait: Callable[[str], None] | None = None  # told once, when the lock is held by another run
 
     def _untrusted(self, e: Untrusted) -> StateError:
         return StateError(f"state directory {self.dir} cannot be trusted: {e.message}",
@@ -186,7 +197,7 @@ class StateStore:
             why = trust.problem(st)
             if why:
                 raise StateError(f"lock {lock} cannot be trusted: {why}", hint=f"remove {lock}; tunectl creates it again")
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._acquire(fd, lock)
             self._locked = True
             # A writer killed mid-save leaves its temp file; with the lock held no writer runs, so they go
             # now, whether or not this run saves anything.
@@ -196,6 +207,17 @@ class StateStore:
         finally:
             self._locked = False
             os.close(fd)
+
+    def _acquire(self, fd: int, lock: Path) -> None:
+        from tunectl.system.lockfile import acquire
+
+        acquire(fd, lock, self.command, self.wait_seconds, self.on_wait)
+
+    def holder(self) -> str | None:
+        """Who holds the lock right now (as it wrote itself into the lock file), or None when nobody does."""
+        from tunectl.system.lockfile import holder
+
+        return holder(self.dir / "lock")
 
     # --- reading -------------------------------------------------------------------------------
 
@@ -356,7 +378,13 @@ class StateStore:
         return ValidationCache(self.dir / "validated")
 
     def active_profile(self) -> dict | None:
-        return self._load(ACTIVE, _active_problem)
+        """The record of intent (tunectl.tuning.intent); None when nothing is applied."""
+        data = self._load(ACTIVE, _active_problem)
+        return None if data is None or data.get("applied") is False else data
+
+    def clear_active_profile(self) -> None:
+        """Nothing is tuned any more (a full rollback): a new generation says so; older ones stay for a post-mortem."""
+        self._save(ACTIVE, {"applied": False}, _active_problem)
 
     def save_active_profile(self, record: dict) -> None:
         self._save(ACTIVE, record, _active_problem)

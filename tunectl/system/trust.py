@@ -198,7 +198,8 @@ def read_regular(path: str | os.PathLike, limit: int, trusted: bool = False) -> 
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None = None,
-                 verify: Callable[[Path], None] | None = None, shared_dir: bool = False) -> None:
+                 verify: Callable[[Path], None] | None = None, shared_dir: bool = False,
+                 tmp_prefix: str | None = None) -> None:
     """Replace `path` with `data` so readers see the old or the new file, never half of one.
 
     The temp file is created with O_EXCL beside `path`, through a descriptor of
@@ -211,6 +212,8 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None =
     terminal or pipe there is refused, never replaced. `like`: the temp file takes
     that file's owner and mode. `verify(tmp)`
     runs on the synced temp file before the rename; if it raises, `path` is untouched.
+    `tmp_prefix`: the temp file's name before its random part (default ``.NAME.``), so a
+    sweep after a killed writer can tell its own files.
     """
     import secrets
 
@@ -237,7 +240,7 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None =
             found = os.stat(path.name, dir_fd=dir_fd, follow_symlinks=False)
             if not (stat.S_ISREG(found.st_mode) or stat.S_ISLNK(found.st_mode)):
                 raise Untrusted(path, f"{kind(found.st_mode)}, not a regular file", f"move {path} aside")
-        tmp = f".{path.name}.{secrets.token_hex(6)}"
+        tmp = f"{tmp_prefix or f'.{path.name}.'}{secrets.token_hex(6)}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
         try:
             with os.fdopen(fd, "wb") as f:

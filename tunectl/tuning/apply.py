@@ -134,10 +134,12 @@ def record_originals(journal: dict, plan: list[Setting], devices: dict[str, Devi
                      changed_by: dict | None = None) -> bool:
     """Journal the value before tunectl's first change of each attribute. True if the journal changed.
 
-    When the scheduler is switched, the old scheduler's knobs are kept too: the
-    kernel resets them on the switch, and rollback must bring them back.
-    `changed_by` ({"profile", "tunectl", "at"}) is recorded per attribute: who set
-    the value it has now. A re-apply of the same profile and version records nothing.
+    Scheduler knobs are kept per scheduler (``iosched``: scheduler -> knobs, as
+    first seen while that scheduler was active): the kernel resets the knobs on
+    every switch, so after bfq -> mq-deadline -> bfq only the first bfq values
+    are bfq's originals. `changed_by` ({"profile", "tunectl", "at"}) is recorded
+    per attribute: who set the value it has now. A re-apply of the same profile
+    and version records nothing.
     """
     grew = False
     for s in plan:
@@ -154,21 +156,57 @@ def record_originals(journal: dict, plan: list[Setting], devices: dict[str, Devi
             if any(old.get(k) != v for k, v in changed_by.items() if k != "at"):
                 by[s.attribute] = dict(changed_by)
                 grew = True
+        if dev.scheduler and dev.scheduler not in entry.setdefault("iosched", {}):
+            entry["iosched"][dev.scheduler] = dict(dev.iosched)
+            grew = True
         attrs = entry["attributes"]
-        if s.attribute in attrs:
+        if s.attribute in attrs or s.attribute.startswith("iosched/"):
             continue
         attrs[s.attribute] = s.before
         grew = True
-        if s.attribute == "scheduler" and dev.scheduler and "iosched_snapshot" not in entry:
-            entry["iosched_snapshot"] = {"scheduler": dev.scheduler, "knobs": dict(dev.iosched)}
-        # Values the kernel changes by itself when this one is written.
+        # Values the kernel changes by itself when this one is written (knobs: in the snapshot above).
         for attr in side_effects(s.attribute):
             current = _current(dev, attr)
-            if attr not in attrs and current is not None:
+            if attr not in attrs and current is not None and not attr.startswith("iosched/"):
                 attrs[attr] = current
                 if changed_by is not None:
                     entry["changed_by"].setdefault(attr, dict(changed_by, via=s.attribute))
     return grew
+
+
+def forget_unwritten(before: dict, journal: dict, outcomes: list[Outcome]) -> bool:
+    """Undo what `record_originals` added for writes that never happened (refused, failed). True if it undid any.
+
+    A device none of whose writes took gets its entry back as it was (or none);
+    on a device partly written, who changed an attribute that was not written
+    is put back. Originals of attributes that were written stay.
+    """
+    import copy
+
+    written = {(o.setting.identity, o.setting.attribute) for o in outcomes if o.status == Status.CHANGED}
+    touched = {o.setting.identity for o in outcomes if o.status == Status.CHANGED}
+    undone = False
+    for o in outcomes:
+        s = o.setting
+        if o.status not in (Status.FAILED, Status.NOT_PERMITTED) or s.identity not in journal["devices"]:
+            continue
+        old = before["devices"].get(s.identity)
+        if s.identity not in touched:
+            if old is None:
+                del journal["devices"][s.identity]
+            else:
+                journal["devices"][s.identity] = copy.deepcopy(old)
+            undone = True
+        elif (s.identity, s.attribute) not in written:
+            by = journal["devices"][s.identity].get("changed_by", {})
+            was = (old or {}).get("changed_by", {}).get(s.attribute)
+            if by.get(s.attribute) != was:
+                if was is None:
+                    by.pop(s.attribute, None)
+                else:
+                    by[s.attribute] = was
+                undone = True
+    return undone
 
 
 def _current(dev: Device, attr: str) -> Any:
@@ -186,23 +224,51 @@ def _restorer(out: list[Setting], dev: Device, scheduler: str | None) -> Callabl
     return add
 
 
+def _original_knobs(entry: dict, scheduler: str | None) -> dict[str, Any]:
+    """The knobs `scheduler` had before tunectl first touched the device while it was active."""
+    per_scheduler = entry.get("iosched")
+    if isinstance(per_scheduler, dict) and scheduler in per_scheduler:
+        return {f"iosched/{k}": v for k, v in per_scheduler[scheduler].items()}
+    # Journals before per-scheduler knobs: one snapshot, and knobs among the attributes.
+    out: dict[str, Any] = {}
+    snap = entry.get("iosched_snapshot")
+    if snap and snap.get("scheduler") == scheduler:
+        out.update({f"iosched/{k}": v for k, v in snap["knobs"].items()})
+    out.update({a: v for a, v in entry["attributes"].items() if a.startswith("iosched/") and v is not None})
+    return out
+
+
 def rollback_plan(journal: dict, devices: list[Device], chosen: Callable[[Device], bool]) -> list[Setting]:
-    """Settings that bring each journalled device back to its original values, in write order."""
+    """Settings that bring each journalled device back to its original values, in write order.
+
+    Where two present devices share an identity, only the one the journal entry
+    names (its kernel name when journalled) is restored: the other was never
+    journalled and is never written.
+
+    The kernel's order: the original scheduler first (the switch resets its
+    knobs and nr_requests), nr_requests before the knobs (mq-deadline sizes
+    async_depth from it), then the knobs, the other queue attributes, and
+    read-ahead last (a limit write can raise it).
+    """
     out: list[Setting] = []
+    seen: dict[str, int] = {}
+    for dev in devices:
+        seen[dev.identity] = seen.get(dev.identity, 0) + 1
     for dev in devices:
         entry = journal["devices"].get(dev.identity)
         if entry is None or not chosen(dev):
             continue
+        if seen[dev.identity] > 1 and entry.get("name") != dev.name:
+            continue  # two devices, one identity (multipath paths, cloned serials): only the one the journal names
         attrs = entry["attributes"]
         original_sched = attrs.get("scheduler") or dev.scheduler
         switching = original_sched != dev.scheduler
         restore: dict[str, Any] = {}
         if attrs.get("scheduler") is not None:
             restore["scheduler"] = attrs["scheduler"]
-        snap = entry.get("iosched_snapshot")
-        if snap and snap.get("scheduler") == original_sched:
-            restore.update({f"iosched/{k}": v for k, v in snap["knobs"].items()})
-        restore.update({a: v for a, v in attrs.items() if a != "scheduler" and v is not None})
+        restore.update({a: v for a, v in attrs.items() if a != "scheduler" and not a.startswith("iosched/")
+                        and v is not None})
+        restore.update(_original_knobs(entry, original_sched))
         # The kernel rewrites these as a side effect of earlier restores: write them regardless.
         disturbed = {e for a in restore if a != "scheduler" or switching for e in side_effects(a)}
         add = _restorer(out, dev, original_sched)

@@ -14,7 +14,8 @@ EXAMPLES = {
              "  tunectl apply -p default --json --detailed-exitcode   # for Ansible",
     "verify": "examples:\n  tunectl verify            # the last applied profile, on the devices that apply was limited to\n"
               "  tunectl verify --all      # every device\n  tunectl verify -p desktop sda",
-    "rollback": "examples:\n  tunectl rollback          # every device tunectl changed\n  tunectl rollback sdb --check",
+    "rollback": "examples:\n  tunectl rollback          # every device tunectl changed\n  tunectl rollback sdb --check\n"
+                "  tunectl rollback --remove-rules   # while udev rules are installed",
 }
 
 
@@ -31,23 +32,19 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
         add_table_options(p, STATUS_COLUMNS, hidden=("KNOBS",))
     elif name in ("plan", "verify"):
         add_table_options(p, SETTING_COLUMNS)
-    if name == "status":
-        p.add_argument("-p", "--profile", help="compare with this profile instead of the last applied one")
-        p.add_argument("--all", action="store_true",
-                       help="every device, also when the last apply was limited to some (default: those)")
+    if name == "rollback":
+        p.add_argument("devices", nargs="*", metavar="DEV", help="kernel name or /dev path (default: all journalled)")
+        p.add_argument("--check", action="store_true", help="show what would be restored, write nothing")
+        p.add_argument("--remove-rules", action="store_true",
+                       help="remove the installed udev rules first (a rollback is refused while they are installed)")
         return
-    if name in ("plan", "verify"):
-        p.add_argument("-p", "--profile", help="profile name or file (default: last applied, else 'default')")
-        if name == "verify":
-            p.add_argument("devices", nargs="*", metavar="DEV",
-                           help="kernel name or /dev path (default: the devices the last apply was limited to, else all)")
-            p.add_argument("--all", action="store_true", help="every device, also when the last apply was limited to some")
-        else:
-            p.add_argument("devices", nargs="*", metavar="DEV", help="kernel name or /dev path (default: all)")
-        return
+    p.add_argument("-p", "--profile", help="profile name or file (default: the last applied, see `status`; "
+                                           "with nothing applied, 'default')")
+    p.add_argument("devices", nargs="*", metavar="DEV",
+                   help="kernel name or /dev path (default: without -p, the devices the last apply was limited to; "
+                        "else all)")
+    p.add_argument("--all", action="store_true", help="every device, also when the last apply was limited to some")
     if name == "apply":
-        p.add_argument("-p", "--profile", help="profile name or file (default: 'default')")
-        p.add_argument("devices", nargs="*", metavar="DEV", help="kernel name or /dev path (default: all)")
         p.add_argument("--check", action="store_true", help="write nothing; report and exit as if it had")
         p.add_argument("--diff", action="store_true",
                        help="show the changes as a unified diff: a pseudo-file DEV/queue per device, "
@@ -56,10 +53,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
                        help="exit 0 if nothing changed, 2 if something changed, 1 on any error")
         p.add_argument("--stack", action="store_true",
                        help="also apply to the disks below each named stacked device; what a udev event runs, so "
-                            "it journals no originals and keeps the scope of the last apply")
-        return
-    p.add_argument("devices", nargs="*", metavar="DEV", help="kernel name or /dev path (default: all journalled)")
-    p.add_argument("--check", action="store_true", help="show what would be restored, write nothing")
+                            "it journals no originals and keeps the record (profile, scope) of the last apply")
 
 
 def run(ctx, args, out) -> int:
@@ -75,17 +69,45 @@ def _warn_profile(report, out) -> None:
         out.warn(str(w))
 
 
+def _notes_first(active, out) -> None:
+    """What chose the profile (nothing applied yet: the default), on stderr before any other line: stdout
+    stays the table or document that scripts read."""
+    for note in active.notes:
+        out.warn(f"tunectl: note: {note}")
+
+
+def _running_bench(ctx) -> list[str]:
+    """The devices a running `tunectl bench` holds temporary values on (it names them in the lock it holds)."""
+    from tunectl.bench.cli import BENCH_HOLDER
+
+    holder = ctx.state.holder() if ctx.state.dir.exists() else None
+    if not holder or not holder.startswith(BENCH_HOLDER):
+        return []
+    return holder[len(BENCH_HOLDER):].split(" (", 1)[0].split()
+
+
+def _say_adopted(names: list[str], out) -> None:
+    if names:
+        out.warn(f"tunectl: note: journalled the originals the udev rules kept for {', '.join(names)} "
+                 "(tuned by the rules before tunectl saw them)")
+
+
 def _cmd_status(ctx, args, out) -> int:
     from tunectl.report import show
+    from tunectl.tuning import intent
     from tunectl.tuning import operations as tuning
 
-    report = tuning.status(ctx, args.profile, scoped=not args.all)
+    active = intent.choose(ctx, args.profile, "status")
+    _notes_first(active, out)
+    report = tuning.status(ctx, active.profile, args.devices, scoped=not args.all)
     _warn_profile(report, out)
+    _say_adopted(tuning.adopt_seen(ctx, report.devices), out)
     drift_by_dev: dict[str, int] = {}
     for s in report.drift:
         drift_by_dev[s.device] = drift_by_dev.get(s.device, 0) + 1
     if out.json:
-        out.emit(report.to_json())
+        out.emit(dict(report.to_json(), applied=active.record is not None, notes=active.notes,
+                      rules=intent.installed_rules(active.record)))
         return report.exit_code
     rows = []
     for d in report.devices:
@@ -94,6 +116,10 @@ def _cmd_status(ctx, args, out) -> int:
         rows.append([d.name, d.cls + (f"/{d.dm_type}" if d.dm_type else ""), show(d.scheduler),
                      show(d.queue.get("read_ahead_kb")), d.identity, drift, knobs])
     out.print(f"profile: {report.profile}")
+    rules = intent.installed_rules(active.record)
+    if rules is not None:
+        out.print(f"udev rules: {rules['path']} (profile {rules.get('ref')}"
+                  + (", every device)" if rules.get("scope") is None else f", {len(rules['scope'])} device(s))"))
     _print_scope(report, out)
     out.print(out.table(STATUS_COLUMNS, rows, hide=() if out.verbose else ("KNOBS",), **FIT))
     return report.exit_code
@@ -133,6 +159,11 @@ def _before_after(setting) -> str:
     return f"{show(setting.before)} -> {show(setting.after)} (in {range_text(setting.bounds)})"
 
 
+def _print_skipped(skipped: list[tuple[str, str]], out) -> None:
+    for device, reason in skipped:
+        out.say(f"skipped {device}: {reason}")
+
+
 def _summary(statuses: list[str]) -> str:
     counts: dict[str, int] = {}
     for st in statuses:
@@ -141,31 +172,53 @@ def _summary(statuses: list[str]) -> str:
 
 
 def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
+    from tunectl.tuning import intent
     from tunectl.tuning import operations as tuning
 
-    ref = tuning.active_profile_ref(ctx, args.profile) if verify else args.profile
-    report = tuning.plan(ctx, ref, args.devices, scoped=verify and not args.all, verify=verify)
+    if verify and not args.profile and intent.current(ctx) is None:
+        if out.json:
+            out.emit({"profile": None, "in_sync": True, "applied": False, "scope": None, "settings": [],
+                      "skipped": [], "device_warnings": []})
+        else:
+            out.print(f"nothing applied: no profile is recorded in {ctx.state.dir} (none applied yet, or all rolled "
+                      "back); `tunectl verify -p PROFILE` compares with one")
+        return ExitCode.OK
+    active = intent.choose(ctx, args.profile, "verify" if verify else "plan")
+    _notes_first(active, out)
+    scoped = (verify or active.from_record) and not args.all
+    report = tuning.plan(ctx, None, args.devices, profile=active.profile, scoped=scoped, verify=verify)
     _warn_profile(report, out)
-    drift = report.drift
+    _say_adopted(tuning.adopt_seen(ctx, report.devices), out)
+    benched = _running_bench(ctx) if verify else []
+    drift = [s for s in report.drift if s.device not in benched]
+    code = ExitCode.DRIFT if verify and drift else ExitCode.OK
+    if benched:
+        out.warn(f"tunectl: note: a bench is running on {', '.join(benched)}: its temporary values there are not "
+                 "drift; verify again when it ends")
     if out.json:
-        out.emit(report.to_json())
-        return report.exit_code
+        out.emit(dict(report.to_json(), in_sync=not drift, notes=active.notes))
+        return code
     rows = _settings_rows(report.settings, out.verbose, with_status=True)
     out.print(f"profile: {report.profile}")
     _print_scope(report, out)
     if rows:
         out.print(out.table(SETTING_COLUMNS, rows, **FIT))
+    _print_skipped(report.skipped, out)
     out.say(_summary([s.status for s in report.settings]))
     if verify:
         out.print("in sync" if not drift else f"drift: {len(drift)} setting(s) differ")
-    return report.exit_code
+    return code
 
 
 def _cmd_apply(ctx, args, out) -> int:
+    from tunectl.tuning import intent
     from tunectl.tuning import operations as tuning
 
     try:
-        report = tuning.apply(ctx, args.profile, args.devices, check=args.check, stack=args.stack)
+        active = intent.choose(ctx, args.profile, "apply")
+        _notes_first(active, out)
+        report = tuning.apply(ctx, active, args.devices, check=args.check, stack=args.stack,
+                              scoped=active.from_record and not args.all)
     except TunectlError as e:
         if args.detailed_exitcode:  # its callers read 2 as "changed": every error is 1, a bad profile or state (5) too
             e.exit_code = ExitCode.DRIFT
@@ -189,11 +242,21 @@ def _render_apply(report, args, out) -> int:
         diff = _diff(report.outcomes)
         if diff:
             out.stdout.write(diff)  # the requested data: printed even with -q
-    elif rows:
-        out.print(out.table(SETTING_COLUMNS, rows, **FIT))
+        for device, reason in report.skipped:  # stdout stays a patch
+            out.warn(f"tunectl: note: skipped {device}: {reason}")
+    else:
+        if rows:
+            out.print(out.table(SETTING_COLUMNS, rows, **FIT))
+        _print_skipped(report.skipped, out)
     verb = "would change" if report.check else "changed"
     n = sum(o.status in (Status.CHANGED, Status.CHANGE) for o in report.outcomes)
     out.say(f"{report.profile}: {verb} {n} setting(s); {_summary([o.status for o in report.outcomes])}")
+    if report.record_error:
+        out.warn(f"tunectl: error: {report.record_error}\nhint: free space or fix the state directory, then run "
+                 "the same apply again: it changes nothing and saves the record")
+    elif report.exit_code == ExitCode.NOT_PERMITTED:
+        out.warn("tunectl: error: the kernel refused the writes (not permitted): nothing was changed or recorded\n"
+                 "hint: run as root")
     return report.exit_code
 
 
@@ -219,4 +282,5 @@ def _diff(outcomes) -> str:
 def _cmd_rollback(ctx, args, out) -> int:
     from tunectl.tuning import operations as tuning
 
-    return _render_apply(tuning.rollback(ctx, args.devices, check=args.check), args, out)
+    return _render_apply(tuning.rollback(ctx, args.devices, check=args.check, remove_rules=args.remove_rules),
+                         args, out)

@@ -5,22 +5,26 @@ Each returns a report object; rendering and exit codes are the CLI's business.
 
 from __future__ import annotations
 
+import copy
+import os
 import time
 from dataclasses import dataclass, field
 
 from tunectl.attributes import modular_schedulers
 from tunectl.context import Context
-from tunectl.devices.discover import discover
+from tunectl.devices.classes import OPT_IN_CLASSES
+from tunectl.devices.discover import discover, shared_identity_warnings
 from tunectl.devices.graph import DeviceGraph
 from tunectl.devices.model import Device
 from tunectl.devices.resolve import Resolver
-from tunectl.errors import ExitCode, StateError
-from tunectl.profile.resolve import Profile, load_profile
+from tunectl.errors import ExitCode, StateError, UsageError
+from tunectl.profile.resolve import Profile
 from tunectl.status import Status
 from tunectl.system.roots import under_dev
 from tunectl.system.state import ACTIVE
 from tunectl.tuning import apply as applying
-from tunectl.tuning.active import profile_record, recorded_ref, same_profile
+from tunectl.tuning import intent
+from tunectl.tuning.intent import load_profile_for
 from tunectl.tuning.plan import Setting, make_plan, queue_attrs_of
 from tunectl.tuning.topology import DeviceWarning, read_ahead_warnings
 
@@ -58,6 +62,7 @@ class PlanReport:
     warnings: list = field(default_factory=list)
     scope: Scope | None = None  # None: every device
     device_warnings: list[DeviceWarning] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (device, why the profile sets nothing on it)
     kind: str = "plan"  # "status" | "plan" | "verify": which command's document and exit code
 
     @property
@@ -81,6 +86,7 @@ class PlanReport:
                                 for d in self.devices]}
         return {"profile": self.profile, "in_sync": not self.drift, "scope": scope,
                 "settings": [s.to_json() for s in self.settings],
+                "skipped": [{"device": d, "reason": r} for d, r in self.skipped],
                 "device_warnings": [w.to_json() for w in self.device_warnings]}
 
 
@@ -93,6 +99,8 @@ class ApplyReport:
     write_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     warnings: list = field(default_factory=list)
+    record_error: str = ""  # the settings were written, the record of intent could not be saved
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (device, why the profile sets nothing on it)
 
     @property
     def changed(self) -> bool:
@@ -101,52 +109,29 @@ class ApplyReport:
     def to_json(self) -> dict:
         return {"profile": self.profile, "changed": self.changed, "check": self.check, "writes": self.writes,
                 "write_phase_ms": round(self.write_seconds * 1000, 3), "notes": self.notes,
-                "warnings": [str(w) for w in self.warnings], "settings": [o.to_json() for o in self.outcomes]}
+                "warnings": [str(w) for w in self.warnings], "record_error": self.record_error or None,
+                "skipped": [{"device": d, "reason": r} for d, r in self.skipped],
+                "settings": [o.to_json() for o in self.outcomes]}
 
     @property
     def exit_code(self) -> ExitCode:
         statuses = {o.status for o in self.outcomes}
-        if Status.NOT_PERMITTED in statuses and not statuses & {Status.CHANGED, Status.IN_SYNC, Status.CHANGE}:
-            return ExitCode.NOT_PERMITTED
-        if statuses & {Status.FAILED, Status.NOT_PERMITTED, Status.UNAVAILABLE}:
+        if Status.NOT_PERMITTED in statuses and Status.CHANGED not in statuses:
+            return ExitCode.NOT_PERMITTED  # nothing written, and nothing recorded
+        if self.record_error or statuses & {Status.FAILED, Status.NOT_PERMITTED, Status.UNAVAILABLE}:
             return ExitCode.PARTIAL
         return ExitCode.OK
 
 
-def active_profile_ref(ctx: Context, ref: str | None) -> str | None:
-    """An explicit -p wins; else the profile of the last apply; else the default."""
-    if ref:
-        return ref
-    record = ctx.state.active_profile() if ctx.state.exists() else None
-    return recorded_ref(record) if record else None
-
-
-def scoped_record(record: dict, previous: dict | None, scope: list[str] | None) -> dict:
-    """The active-profile record after an apply limited to `scope` (identities; None: every device).
-
-    An apply without DEV clears the scope. One with DEV keeps the profile's
-    record unscoped when the same profile was last applied to every device (they
-    are all tuned by it), adds to the scope of an earlier limited apply of the
-    same profile, and otherwise starts a new scope. Records without a scope (all
-    records before scopes existed) mean every device.
-    """
-    if scope is None:
-        return dict(record)
-    same = same_profile(previous, record["name"], record["files"])
-    if same and "scope" not in previous:
-        return dict(record)
-    earlier = previous.get("scope", []) if same else []
-    return dict(record, scope=sorted(set(earlier) | set(scope)))
+scoped_record = intent.with_scope
 
 
 def last_apply_scope(ctx: Context, profile: Profile, devices: list[Device]) -> Scope | None:
     """The scope of the last apply, when it applied `profile` to some devices only; else None (every device)."""
-    record = ctx.state.active_profile() if ctx.state.exists() else None
-    if not record or not isinstance(record.get("scope"), list):
-        return None
-    if not same_profile(record, profile.name, profile.files):
+    record = intent.current(ctx)
+    wanted = intent.scope_of(record)
+    if wanted is None or not intent.same_profile(record, {"name": profile.name, "files": profile.files}):
         return None  # another profile than the one last applied: no scope of its own
-    wanted = [str(i) for i in record["scope"]]
     present = {d.identity: d.name for d in devices}
     return Scope("last-apply", tuple(present[i] for i in wanted if i in present), tuple(wanted),
                  tuple(i for i in wanted if i not in present))
@@ -158,16 +143,11 @@ def _discover(ctx: Context, queue_attrs: set[str] | None = None, names: set[str]
     return discover(ctx.sysfs, ctx.udev, queue_attrs, modular_schedulers(ctx.modules.loadable()), names)
 
 
-def load_profile_for(ctx: Context, ref: str | None) -> Profile:
-    """The profile `ref` (None: the default), checked once per content: the verdict is cached in the state dir."""
-    return load_profile(ref, ctx.search_path, ctx.state.validation_cache())
-
-
 def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None,
          profile: Profile | None = None, stack: bool = False, scoped: bool = False, verify: bool = False) -> PlanReport:
     """The plan for all devices, or for `dev_refs` (with `stack`: and the disks below them).
 
-    `scoped` (verify without DEV): only the devices the last apply of this profile was limited to.
+    `scoped` (without DEV): only the devices the last apply of this profile was limited to.
     `verify`: the report is verify's (drift exits 1).
     """
     profile = profile or load_profile_for(ctx, profile_ref)
@@ -179,8 +159,25 @@ def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = Non
     scope = _scope(ctx, profile, devices, graph, dev_refs, stack, scoped)
     settings = make_plan(devices, profile, graph, None if scope is None else scope.devices)
     planned = [d for d in devices if scope is None or d.name in scope.devices]
-    return PlanReport(profile.name, devices, settings, list(profile.warnings) + ctx.state.warnings, scope,
-                      read_ahead_warnings(planned, settings), "verify" if verify else "plan")
+    return PlanReport(profile.name, devices, settings,
+                      list(profile.warnings) + ctx.state.warnings + shared_identity_warnings(planned, devices), scope,
+                      read_ahead_warnings(planned, settings), skip_reasons(profile, planned, settings),
+                      "verify" if verify else "plan")
+
+
+def skip_reasons(profile: Profile, devices: list[Device], settings: list[Setting]) -> list[tuple[str, str]]:
+    """One reason per device the profile sets nothing on, with the fragment that would (opt-in classes)."""
+    planned = {s.device for s in settings}
+    out = []
+    for dev in devices:
+        if dev.name in planned:
+            continue
+        if dev.cls in OPT_IN_CLASSES and dev.cls not in profile.classes:
+            out.append((dev.name, f"class {dev.cls} is tuned only by a profile that names it; e.g. add "
+                                  f"`{dev.cls}: {{read_ahead_kb: 128}}` under `classes:` of {profile.name}"))
+        else:
+            out.append((dev.name, f"profile {profile.name} sets nothing for class {dev.cls}"))
+    return out
 
 
 def _scope(ctx: Context, profile: Profile, devices: list[Device], graph: DeviceGraph,
@@ -195,81 +192,158 @@ def _scope(ctx: Context, profile: Profile, devices: list[Device], graph: DeviceG
     return Scope("arguments", tuple(only), tuple(sorted({by_name[n].identity for n in only})))
 
 
-def status(ctx: Context, profile_ref: str | None, scoped: bool = True) -> PlanReport:
-    """Every device (or, `scoped`, those of the last apply's scope) with its drift from the profile."""
-    profile = load_profile_for(ctx, active_profile_ref(ctx, profile_ref))
+def status(ctx: Context, profile: Profile, dev_refs: list[str] | None = None, scoped: bool = True) -> PlanReport:
+    """Every device (or those of `dev_refs`, or, `scoped`, those of the last apply's scope) with its drift."""
     devices = _discover(ctx)
-    scope = last_apply_scope(ctx, profile, devices) if scoped else None
+    graph = DeviceGraph.of(devices)
+    scope = _scope(ctx, profile, devices, graph, dev_refs, False, scoped)
     # Plan over every device (a below: block comes from the stacked device above), show the scope's.
-    settings = make_plan(devices, profile, DeviceGraph.of(devices), None if scope is None else scope.devices)
-    if scope is not None:
-        devices = [d for d in devices if d.name in scope.devices]
-    return PlanReport(profile.name, devices, settings, list(profile.warnings) + ctx.state.warnings, scope,
-                      read_ahead_warnings(devices), "status")
+    settings = make_plan(devices, profile, graph, None if scope is None else scope.devices)
+    shown = devices if scope is None else [d for d in devices if d.name in scope.devices]
+    return PlanReport(profile.name, shown, settings,
+                      list(profile.warnings) + ctx.state.warnings + shared_identity_warnings(shown, devices), scope,
+                      read_ahead_warnings(devices), kind="status")
 
 
-def apply(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None, check: bool = False,
-          stack: bool = False) -> ApplyReport:
-    profile = load_profile_for(ctx, profile_ref)
+def apply(ctx: Context, active: intent.Active, dev_refs: list[str] | None = None, check: bool = False,
+          stack: bool = False, scoped: bool = False) -> ApplyReport:
+    """Write the plan of `active.profile` (`scoped`, without DEV: on the record's scope), journalling originals first.
+
+    Nothing is recorded for writes that never happened: the journal entries of
+    refused or failed writes are taken back, and the record of intent is saved
+    only when something was written or everything already was as wanted.
+    """
+    profile = active.profile
     if check:
-        report = plan(ctx, None, dev_refs, profile, stack)
+        report = plan(ctx, None, dev_refs, profile, stack, scoped)
         return ApplyReport(profile.name, [applying.Outcome(s, s.status) for s in report.settings], check=True,
-                           warnings=report.warnings)
+                           warnings=report.warnings, skipped=report.skipped)
     with ctx.state.locked():
         # Plan under the lock: another run may have changed things while we waited.
-        report = plan(ctx, None, dev_refs, profile, stack)
+        report = plan(ctx, None, dev_refs, profile, stack, scoped)
         journal = ctx.state.journal()
-        record = profile_record(profile_ref or profile.name, profile.name, profile.files)
         # Read before any write: a state file tunectl cannot use stops the run here.
         previous = ctx.state.active_profile()
-        record = scoped_record(record, previous, None if report.scope is None else list(report.scope.identities))
+        record = intent.with_scope(intent.record_of(profile, active.ref), previous,
+                                   None if report.scope is None else list(report.scope.identities))
         # `--stack` is what a udev event runs: the values it finds may be ones the rules wrote moments before,
         # so it journals no originals and leaves the record (and scope) of the user's last apply alone.
-        new_active = not stack and (previous != record or ctx.state.recovered(ACTIVE))
+        adopted = [] if stack else adopt_rules_originals(ctx, previous, journal, report.devices)  # before record_originals
+        before = copy.deepcopy(journal)
         by_name = {d.name: d for d in report.devices}
-        if not stack and (applying.record_originals(journal, report.settings, by_name,
-                                                    _changed_by(profile_ref or profile.name)) or ctx.state.recovered()):
+        if not stack and (applying.record_originals(journal, report.settings, by_name, changed_by(active.ref))
+                          or adopted or ctx.state.recovered()):
             ctx.state.save_journal(journal)
         writes_before = ctx.sysfs.writes
         started = time.perf_counter()
         outcomes = applying.apply_settings(ctx.sysfs, report.settings)
         write_seconds = time.perf_counter() - started
-        if new_active:
+        if applying.forget_unwritten(before, journal, outcomes):
+            ctx.state.save_journal(journal)
+        result = ApplyReport(profile.name, outcomes, writes=ctx.sysfs.writes - writes_before,
+                             write_seconds=write_seconds, warnings=list(dict.fromkeys(report.warnings + ctx.state.warnings)),
+                             skipped=report.skipped)
+        statuses = {o.status for o in outcomes}
+        wrote = Status.CHANGED in statuses or not statuses & {Status.FAILED, Status.NOT_PERMITTED}
+        if wrote and not stack and (previous != record or ctx.state.recovered(ACTIVE)):
             try:
                 ctx.state.save_active_profile(record)
             except StateError as e:
-                raise StateError(f"{e.message}; the settings were applied and their originals journalled, "
-                                 "only the record of the profile in use (for verify and status) is stale",
-                                 e.hint) from None
-    return ApplyReport(profile.name, outcomes, writes=ctx.sysfs.writes - writes_before, write_seconds=write_seconds,
-                       warnings=list(dict.fromkeys(report.warnings + ctx.state.warnings)))
+                result.record_error = (f"the settings were applied and their originals journalled, but the record "
+                                       f"of what is tuned could not be saved: {e}")
+    return result
 
 
-def _changed_by(ref: str) -> dict:
+def changed_by(ref: str) -> dict:
     from tunectl import __version__
 
     return {"profile": ref, "tunectl": __version__, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = False) -> ApplyReport:
+def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = False,
+             remove_rules: bool = False) -> ApplyReport:
+    """Restore the journalled originals (of `dev_refs`, else of every device), then update the record of intent.
+
+    While udev rules are installed a rollback is refused (the next change event
+    would write their values again) unless `remove_rules` removes them first. A
+    full rollback that restores everything clears the record.
+    """
     with ctx.state.locked():
         journal = ctx.state.journal()
+        record = ctx.state.active_profile()
         devices = _discover(ctx)
+        adopted = adopt_rules_originals(ctx, record, journal, devices)
+        notes = _rules_before_rollback(ctx, record, check, remove_rules)
         chosen = set(Resolver(ctx, devices).whole_devices(dev_refs)) if dev_refs else None
         settings = applying.rollback_plan(journal, devices, lambda d: chosen is None or d.name in chosen)
         present = {d.identity for d in devices}
-        notes = [f"{entry['name']} ({identity}) is not present; its originals stay in the journal"
-                 for identity, entry in journal["devices"].items() if identity not in present and chosen is None]
+        notes += [f"{entry['name']} ({identity}) is not present; its originals stay in the journal"
+                  for identity, entry in journal["devices"].items() if identity not in present and chosen is None]
         if check:
             return ApplyReport("journal", [applying.Outcome(s, s.status) for s in settings], check=True, notes=notes,
-                               warnings=list(ctx.state.warnings))
+                               warnings=list(ctx.state.warnings) + shared_identity_warnings(devices))
+        if remove_rules and record is not None and intent.installed_rules(record):
+            record = {k: v for k, v in record.items() if k != "rules"}
+            ctx.state.save_active_profile(record)
         writes_before = ctx.sysfs.writes
         outcomes = applying.apply_settings(ctx.sysfs, settings)
         failed = {o.setting.identity for o in outcomes if o.status not in (Status.CHANGED, Status.IN_SYNC)}
         restored = {o.setting.identity for o in outcomes} - failed
         for identity in restored:
             journal["devices"].pop(identity, None)
-        if restored or ctx.state.recovered():
+        if restored or adopted or ctx.state.recovered():
             ctx.state.save_journal(journal)
+        if record is not None:
+            left = intent.without(record, restored)
+            if (chosen is None and not journal["devices"]) or left.get("scope") == []:
+                ctx.state.clear_active_profile()  # nothing is tuned any more: verify says "nothing applied"
+            elif left != record:
+                ctx.state.save_active_profile(left)
     return ApplyReport("journal", outcomes, writes=ctx.sysfs.writes - writes_before, notes=notes,
-                       warnings=list(ctx.state.warnings))
+                       warnings=list(ctx.state.warnings) + shared_identity_warnings(devices))
+
+
+def adopt_rules_originals(ctx: Context, record: dict | None, journal: dict, devices: list[Device]) -> list[str]:
+    """Journal what installed rules kept of devices tuned before any tunectl command saw them (tuning.adopt)."""
+    from tunectl.tuning.adopt import adopt
+
+    rules = intent.installed_rules(record)
+    if rules is None:
+        return []
+    by = dict(changed_by(str(rules.get("ref"))), via="udev rules")
+    return adopt(journal, devices, lambda d: ctx.udev.record(d.devnum).properties, by)
+
+
+def adopt_seen(ctx: Context, devices: list[Device]) -> list[str]:
+    """For commands that only read (plan, verify, status): journal what the rules kept, the first time they see it.
+
+    Takes the lock only when there is something to journal and the state directory is writable.
+    """
+    record = intent.current(ctx)
+    if intent.installed_rules(record) is None or not os.access(ctx.state.dir, os.W_OK):
+        return []
+    if not adopt_rules_originals(ctx, record, copy.deepcopy(ctx.state.journal()), devices):
+        return []
+    with ctx.state.locked():
+        journal = ctx.state.journal()
+        adopted = adopt_rules_originals(ctx, ctx.state.active_profile(), journal, devices)
+        if adopted:
+            ctx.state.save_journal(journal)
+    return adopted
+
+
+def _rules_before_rollback(ctx: Context, record: dict | None, check: bool, remove_rules: bool) -> list[str]:
+    """Refuse a rollback the installed udev rules would undo; with `remove_rules`, remove them first."""
+    from tunectl.udev.install import remove_rules_file
+
+    rules = intent.installed_rules(record)
+    if rules is None or not os.path.exists(rules["path"]):
+        return []
+    if check:
+        return [f"udev rules {rules['path']} are installed: a rollback needs --remove-rules, or the next change "
+                "event writes their values again"]
+    if not remove_rules:
+        raise UsageError(f"udev rules {rules['path']} (profile {rules.get('ref')}) are installed: the next change "
+                         "event would write their values again after a rollback, so nothing was restored",
+                         hint="tunectl rollback --remove-rules removes the rules first; or keep the rules")
+    return remove_rules_file(ctx, rules["path"])

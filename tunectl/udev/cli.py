@@ -21,9 +21,16 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
         up = add_action(usub, verb, help_)
         if verb != "remove":
             up.add_argument("-p", "--profile", help="profile name or file (default: last applied, else 'default')")
+        if verb != "remove":
+            up.add_argument("--all", action="store_true",
+                            help="rules for every device (default: the devices the last apply was limited to)")
         if verb != "render":
             up.add_argument("--rules-dir", metavar="DIR", default="/etc/udev/rules.d",
                             help="where the rules file lives (default /etc/udev/rules.d)")
+        if verb == "render":
+            up.add_argument("--as-installed", action="store_true",
+                            help="with -p: what `udev install -p` writes (the recorded scope, originals kept for the "
+                                 "journal), not the profile's rules alone")
         if verb == "install":
             up.add_argument("--trigger", action="store_true",
                             help="send change events to block disks and wait for udev to settle")
@@ -43,6 +50,8 @@ def run(ctx, args, out) -> int:
         return monitor(ctx, args, out)
 
     def warn(rendered) -> None:
+        for note in rendered.active.notes:
+            out.warn(f"tunectl: {note}")
         for w in rendered.profile.warnings:
             out.warn(str(w))
         if not out.quiet:
@@ -50,14 +59,16 @@ def run(ctx, args, out) -> int:
                 out.warn(f"tunectl: note: {note}")
 
     if args.udev_command == "render":
-        report = install.render(ctx, args.profile)
+        # `render -p P` is the profile's rules alone; without -p, or --as-installed, what `udev install` writes.
+        report = install.render(ctx, args.profile, args.all, pure=bool(args.profile) and not args.as_installed)
         warn(report)
     elif args.udev_command == "install":
-        report = install.install(ctx, args.profile, args.rules_dir, args.trigger, warn, args.allow_untrusted_profile)
+        report = install.install(ctx, args.profile, args.rules_dir, args.trigger, warn, args.all,
+                                 args.allow_untrusted_profile)
     elif args.udev_command == "remove":
         report = install.remove(ctx, args.rules_dir)
     else:
-        report = install.check(ctx, args.profile, args.rules_dir, warn)
+        report = install.check(ctx, args.profile, args.rules_dir, warn, args.all)
     if out.json:
         out.emit(report.to_json())
     else:
@@ -73,7 +84,11 @@ def _install_text(report, out) -> None:
     for p in report.problems:
         out.warn(f"tunectl: warning: {p}")
     verb = "installed" if report.changed else "unchanged"
-    out.say(f"{verb}: {report.path} (profile {report.render.profile.name}, {report.render.rendered.digest})")
+    scope = report.render.scope
+    where = "every device" if scope is None else f"{len(scope)} device(s) of the last apply's scope"
+    out.say(f"{verb}: {report.path} (profile {report.render.profile.name}, {where}, {report.render.rendered.digest})")
+    if report.journalled:
+        out.say(f"originals journalled first: {report.journalled} setting(s) the rules will change")
     if report.reloaded:
         out.print("udev rules reloaded")
     if report.triggered:
@@ -85,7 +100,9 @@ def _remove_text(report, out) -> None:
         out.warn(f"tunectl: warning: {p}")
     out.say(f"removed: {report.path}" if report.removed else f"not installed: {report.path}")
     if report.removed:
-        out.say("values already written stay as they are; `tunectl rollback` restores the originals")
+        out.say("values the rules wrote stay until a rollback: `tunectl rollback` restores what was journalled "
+                "(before `udev install`, or the first time tunectl saw a device); a device the rules tuned "
+                "that no tunectl command saw before keeps the rules' values (see tunectl(8), ROLLBACK)")
 
 
 def _check_text(report, out) -> None:
@@ -118,7 +135,12 @@ def monitor(ctx, args, out, events=None) -> int:
 
     if args.count is not None and args.count < 1:
         raise UsageError(f"--count must be at least 1, got {args.count}")
-    profile = operations.load_profile_for(ctx, operations.active_profile_ref(ctx, args.profile))
+    from tunectl.tuning import intent
+
+    active = intent.choose(ctx, args.profile, "udev monitor")
+    profile = active.profile
+    for note in active.notes:
+        out.warn(f"tunectl: {note}")
     for w in profile.warnings:
         out.warn(str(w))
     if events is None and not ctx.real:

@@ -19,11 +19,13 @@ from pathlib import Path
 
 from tunectl.attributes import modular_schedulers
 from tunectl.errors import ExitCode, NotPermitted, TunectlError, UsageError
-from tunectl.profile.library import DEFAULT_PROFILE, find_profile
+from tunectl.profile.library import find_profile
 from tunectl.profile.resolve import Profile, load_profile
+from tunectl.status import Status
 from tunectl.system import trust
 from tunectl.system.runner import CommandError
 from tunectl.system.udevadm import Udevadm
+from tunectl.tuning import intent
 from tunectl.tuning import operations as tuning
 from tunectl.udev.lint import lint
 from tunectl.udev.render import RULES_FILE, Rendered, render_rules
@@ -60,29 +62,37 @@ def tunectl_executable(env) -> str | None:
     return os.path.abspath(found) if found else None
 
 
-def load_for_rules(ctx, ref: str | None) -> Profile:
-    """The profile by name or file, loaded from an absolute path (a udev RUN has no working directory)."""
-    ref = tuning.active_profile_ref(ctx, ref) or DEFAULT_PROFILE
-    path = find_profile(ref, ctx.search_path)
-    return load_profile(os.path.abspath(path) if path is not None else ref, ctx.search_path)
+def load_for_rules(ctx, ref: str | None) -> tuple[Profile, intent.Active]:
+    """The profile (-p, else the record of intent's), loaded from an absolute path (a udev RUN has no working
+    directory)."""
+    active = intent.choose(ctx, ref, "udev install")
+    path = find_profile(active.ref, ctx.search_path)
+    return load_profile(os.path.abspath(path) if path is not None else active.ref, ctx.search_path), active
 
 
 @dataclass
 class RenderReport:
     profile: Profile
     rendered: Rendered
+    active: intent.Active
+    scope: list[str] | None = None  # the identities the rules match; None: every device
     exit_code: ExitCode = ExitCode.OK
 
     def to_json(self) -> dict:
         return {"profile": self.profile.name, "file": RULES_FILE, "digest": self.rendered.digest,
-                "runs_tunectl": self.rendered.runs_tunectl, "notes": self.rendered.notes, "rules": self.rendered.text}
+                "runs_tunectl": self.rendered.runs_tunectl, "scope": self.scope, "notes": self.rendered.notes,
+                "rules": self.rendered.text}
 
 
-def render(ctx, ref: str | None) -> RenderReport:
-    profile = load_for_rules(ctx, ref)
+def render(ctx, ref: str | None, everything: bool = False, pure: bool = False) -> RenderReport:
+    """The rules `udev install` writes: limited to the record of intent's scope (unless `everything`), and keeping
+    each original in udev's database for the journal. `pure` (`udev render -p P`): the profile's rules alone."""
+    profile, active = load_for_rules(ctx, ref)
     # The running kernel's modular schedulers are an input of the rules, read here at the edge.
     modules = modular_schedulers(ctx.modules.loadable())
-    return RenderReport(profile, render_rules(profile, tunectl_executable(ctx.env), modules=modules))
+    scope = None if everything or pure else intent.scope_of(active.record)
+    return RenderReport(profile, render_rules(profile, tunectl_executable(ctx.env), modules=modules,
+                                              identities=scope, capture=not pure), active, scope)
 
 
 @dataclass
@@ -95,10 +105,13 @@ class InstallReport:
     problems: list[str] = field(default_factory=list)
     exit_code: ExitCode = ExitCode.OK
 
+    journalled: int = 0  # settings the rules will change whose originals were journalled first
+
     def to_json(self) -> dict:
         rendered = self.render.rendered
         return {"ok": self.exit_code == ExitCode.OK, "path": str(self.path), "profile": self.render.profile.name,
-                "digest": rendered.digest, "changed": self.changed, "reloaded": self.reloaded,
+                "digest": rendered.digest, "scope": self.render.scope, "journalled": self.journalled,
+                "changed": self.changed, "reloaded": self.reloaded,
                 "triggered": self.triggered, "notes": rendered.notes, "problems": self.problems}
 
 
@@ -198,16 +211,17 @@ def _denied(e: OSError, what: str) -> TunectlError:
     return RulesError(f"cannot {what}: {e.strerror}")
 
 
-def install(ctx, ref: str | None, rules_dir: str, trigger: bool, warn=None,
+def install(ctx, ref: str | None, rules_dir: str, trigger: bool, warn=None, everything: bool = False,
             allow_untrusted_profile: bool = False) -> InstallReport:
-    """Write the rules (when they differ), reload udevd, and with `trigger` send change events.
+    """Journal the originals the rules will change, write the rules (when they differ) and record them in the record
+    of intent, reload udevd, and with `trigger` send change events.
 
     `warn(report)`: called with the render before anything is written (profile warnings come first).
     A profile file (or, when the rules RUN tunectl, the executable or its interpreter) anyone but root
     can write is refused unless `allow_untrusted_profile`.
     """
     _require_root("install")
-    rendered = render(ctx, ref)
+    rendered = render(ctx, ref, everything)
     if warn is not None:
         warn(rendered)
     untrusted = _untrusted_files(rendered.profile,
@@ -227,22 +241,26 @@ def install(ctx, ref: str | None, rules_dir: str, trigger: bool, warn=None,
     if not os.path.lexists(rules_dir):
         raise UsageError(f"rules directory {rules_dir} does not exist",
                          hint="udev reads /etc/udev/rules.d and /run/udev/rules.d; create the directory first")
-    target = Path(rules_dir) / RULES_FILE
+    target = (Path(rules_dir) / RULES_FILE).absolute()
     data = rendered.rendered.text.encode()
-    try:
-        trust.check_dir(rules_dir)
-        installed = _installed(target)
-        if installed is not None and not _generated(installed):
-            raise UsageError(f"{target} was not generated by tunectl; not replacing it",
-                             hint="move it aside if tunectl's rules should take its place")
-        changed = installed is None or installed.encode() != data
-        if changed:
-            trust.atomic_write(target, data, 0o644)
-    except trust.Untrusted as e:
-        raise RulesError(f"cannot write {target}: {e.message}", hint=e.hint) from None
-    except OSError as e:
-        raise _denied(e, f"write {target}") from None
-    report = InstallReport(rendered, target, changed)
+    with ctx.state.locked():
+        # Originals first: once the rules are live, any event may write the devices they match.
+        journalled = journal_for_rules(ctx, rendered.profile, rendered.active.ref, rendered.scope)
+        try:
+            trust.check_dir(rules_dir)
+            installed = _installed(target)
+            if installed is not None and not _generated(installed):
+                raise UsageError(f"{target} was not generated by tunectl; not replacing it",
+                                 hint="move it aside if tunectl's rules should take its place")
+            changed = installed is None or installed.encode() != data
+            if changed:
+                trust.atomic_write(target, data, 0o644)
+        except trust.Untrusted as e:
+            raise RulesError(f"cannot write {target}: {e.message}", hint=e.hint) from None
+        except OSError as e:
+            raise _denied(e, f"write {target}") from None
+        _record_rules(ctx, rendered, target)
+    report = InstallReport(rendered, target, changed, journalled=journalled)
     report.problems.extend(f"{u}; installed anyway (--allow-untrusted-profile)" for u in untrusted)
     if udevadm.running():
         try:
@@ -262,40 +280,83 @@ def install(ctx, ref: str | None, rules_dir: str, trigger: bool, warn=None,
     return report
 
 
-def remove(ctx, rules_dir: str) -> RemoveReport:
-    _require_root("remove")
-    target = Path(rules_dir) / RULES_FILE
-    removed = False
+def _record_rules(ctx, rendered: RenderReport, target: Path) -> None:
+    """The record of intent says which rules are installed: file, profile (and its hash), scope. Under the lock."""
+    profile = rendered.profile
+    record = ctx.state.active_profile() or intent.record_of(profile, rendered.active.ref)
+    rules = {"path": str(target), "ref": rendered.active.ref, "name": profile.name,
+             "profile_sha256": intent.text_sha256(profile), "digest": rendered.rendered.digest}
+    if rendered.scope is not None:
+        rules["scope"] = rendered.scope
+    if record.get("rules") != rules:
+        ctx.state.save_active_profile(dict(record, rules=rules))
+
+
+def journal_for_rules(ctx, profile: Profile, ref: str, scope: list[str] | None) -> int:
+    """Journal the originals of every setting the rules will change (on the devices of `scope`); how many.
+
+    Called under the state lock, before the rules file exists.
+    """
+    from tunectl.tuning import apply as applying
+
+    report = tuning.plan(ctx, None, None, profile)
+    settings = [s for s in report.settings if scope is None or s.identity in scope]
+    journal = ctx.state.journal()
+    adopted = tuning.adopt_rules_originals(ctx, ctx.state.active_profile(), journal, report.devices)
+    by_name = {d.name: d for d in report.devices}
+    changed_by = dict(tuning.changed_by(ref), via="udev rules")
+    if applying.record_originals(journal, settings, by_name, changed_by) or adopted or ctx.state.recovered():
+        ctx.state.save_journal(journal)
+    return sum(s.status == Status.CHANGE for s in settings)
+
+
+def remove_rules_file(ctx, path: str | Path) -> list[str]:
+    """Delete a tunectl rules file and reload udev; the problems met (udev not reloaded), for the user."""
+    target = Path(path)
     try:
         trust.check_dir(target.parent)
         text = _installed(target)
         if text is not None and not _generated(text):
             raise UsageError(f"{target} was not generated by tunectl; not removing it",
                              hint="remove it by hand if it is yours to remove")
-        if text is not None:
-            target.unlink()
-            removed = True
+        if text is None:
+            return []
+        target.unlink()
     except FileNotFoundError:
-        pass
+        return []
     except trust.Untrusted as e:
         raise RulesError(f"cannot remove {target}: {e.message}", hint=e.hint) from None
     except OSError as e:
         raise _denied(e, f"remove {target}") from None
-    report = RemoveReport(target, removed)
     udevadm = Udevadm(ctx.run)
-    if removed and udevadm.running():
-        try:
-            udevadm.reload()
-            report.reloaded = True
-        except CommandError as e:
-            report.problems.append(e.message)
-            report.exit_code = ExitCode.PARTIAL
-    return report
+    if not udevadm.running():
+        return []
+    try:
+        udevadm.reload()
+    except CommandError as e:
+        return [e.message]
+    return []
 
 
-def check(ctx, ref: str | None, rules_dir: str, warn=None) -> RulesCheckReport:
-    """The installed rules against what the profile renders; `warn` as for install."""
-    rendered = render(ctx, ref)
+def remove(ctx, rules_dir: str) -> RemoveReport:
+    """Delete the rules file, reload udev, and take the rules out of the record of intent."""
+    _require_root("remove")
+    target = (Path(rules_dir) / RULES_FILE).absolute()
+    present = target.exists()
+    problems = remove_rules_file(ctx, target)
+    removed = present and not target.exists()
+    record = intent.current(ctx)
+    rules = intent.installed_rules(record)
+    if rules is not None and Path(rules["path"]) == target:
+        with ctx.state.locked():
+            ctx.state.save_active_profile({k: v for k, v in record.items() if k != "rules"})
+    return RemoveReport(target, removed, reloaded=removed and not problems, problems=problems,
+                        exit_code=ExitCode.PARTIAL if problems else ExitCode.OK)
+
+
+def check(ctx, ref: str | None, rules_dir: str, warn=None, everything: bool = False) -> RulesCheckReport:
+    """The installed rules against what `udev install` would write; `warn` as for install."""
+    rendered = render(ctx, ref, everything)
     if warn is not None:
         warn(rendered)
     target = Path(rules_dir) / RULES_FILE

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from tunectl.udev.scope import ORIG_PREFIX
+
 MATCH_OPS = frozenset({"==", "!="})
 _ASSIGN = frozenset({"=", "+=", ":="})
 # key -> (operators, attribute: "required" | "optional" | "none")
@@ -161,6 +163,9 @@ def _value_problems(n: int, t: _Token) -> list[LintProblem]:
     if "\\" in t.value:
         out.append(LintProblem(n, f"{t.key}: backslash in a value"))
     value = t.value
+    if t.key == "ENV" and (t.attr or "").startswith(ORIG_PREFIX) and t.op == "=" \
+            and re.fullmatch(r"\$attr\{queue/[a-z0-9_]+(/[a-z0-9_]+)?\}", value):
+        value = ""  # the one other substitution: an original value read for the journal (tunectl.udev.scope)
     if t.key == "RUN":
         value = value.replace("$kernel", "")
         if "'" in value:

@@ -54,6 +54,7 @@ from tunectl.udev.match import (
     match_rules,
     quote,
 )
+from tunectl.udev.scope import capture_rules, scope_rules
 from tunectl.udev.writes import Range, write_stage
 
 RULES_FILE = "65-tunectl.rules"  # after 60-persistent-storage*.rules: ID_* and DM_* exist by then
@@ -228,13 +229,16 @@ def _layer_rules(w: RuleWriter, settings: dict, used: dict[str, set], modules: d
 
 def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str | None = None,
                  only_kernels: tuple[str, ...] | list[str] = (), only_loop_backing: str | None = None,
-                 modules: Mapping[str, str] | None = None) -> Rendered:
+                 modules: Mapping[str, str] | None = None, identities: list[str] | None = None,
+                 capture: bool = False) -> Rendered:
     """The rules file for `profile`, its digest and the notes a user should read.
 
     `tunectl_path` and `profile_path` (default: the profile's own file) are
     needed only when a `below:` block makes a stacked device's event run
     tunectl. `only_kernels` / `only_loop_backing` restrict the rules to some
-    devices (tests, staged roll-outs); a profile never sets them.
+    devices (tests, staged roll-outs); a profile never sets them. `identities`
+    (the record of intent's scope): the rules match only those devices;
+    `capture`: they keep each original in udev's database (`tunectl.udev.scope`).
 
     `modules` maps a scheduler the target kernel has as a loadable module to its
     module file (``attributes.modular_schedulers``; `udev install` reads it from
@@ -274,6 +278,10 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
         run_cmd = f"{tunectl_path} apply -p {profile_path} --stack $kernel -q"
         notes.append("below: settings are applied by running tunectl on the stacked device's event "
                      f"({run_cmd}), and so does the event of a device under a stack")
+    if identities is not None:
+        canonical["scope"] = sorted(set(identities))  # an input of the rules: the digest covers it
+    if capture:
+        canonical["capture"] = True
     digest = digest_of(canonical)
     named = _named_classes(canonical)
     w = RuleWriter()
@@ -299,6 +307,8 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
             w.rule('KERNEL!="loop*"', f'GOTO="{END}"')
             w.rule('TEST!="loop/backing_file"', f'GOTO="{END}"')
             w.rule(f"ATTR{{loop/backing_file}}!={quote(backing)}", f'GOTO="{END}"')
+    if identities is not None:
+        scope_rules(w, canonical["scope"], END, notes)
     w.blank()
     w.comment("class, in the order of tunectl's classify(): the first match wins")
     for cls in CLASS_TABLE:
@@ -364,6 +374,8 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
         _layer_rules(w, entry, used, modules)
         w.rule(f'LABEL="{end}"')
 
+    if capture:
+        capture_rules(w, used)
     write_stage(w, used)
     if runs:
         w.blank()

@@ -219,3 +219,24 @@ def test_sigterm_is_handled_like_ctrl_c(ctx, tree):
         sweep.run()
     assert snapshot_all(tree) == before and sweep.interrupted
     assert signal.getsignal(signal.SIGTERM) is handler  # the handler lives only as long as the sweep
+
+
+def test_bench_names_what_the_applied_profile_sets_on_the_swept_devices(ctx, tree, tmp_path):
+    from tunectl.bench.report import BenchReport, active_wants
+    from tunectl.tuning import intent
+
+    stack = stacking.resolve(ctx, "sda")
+    assert active_wants(ctx, stack) is None  # nothing applied: bench only measures
+    profile = tmp_path / "p.yaml"
+    profile.write_text("name: p\nclasses:\n  rotational: {scheduler: mq-deadline, read_ahead_kb: 4096}\n")
+    t = Tunectl(tree, ctx.state.dir, env={"TUNECTL_DEV_ROOT": DEV})
+    assert t("apply", "-p", str(profile), "sda").code == 0
+    wants = active_wants(ctx, stack)
+    assert wants == {"profile": "p", "ref": intent.recorded_ref(str(profile)),
+                     "settings": [{"device": "sda", "attribute": "scheduler", "value": "mq-deadline"},
+                                  {"device": "sda", "attribute": "read_ahead_kb", "value": 4096}]}
+    _, _, sweep = _sweep(ctx, tree, "sda", [16, 256], ["none"], runs=1)
+    sweep.run()
+    assert BenchReport(stack, sweep, 3, ["none"], active=wants).to_json()["active_profile"] == wants
+    profile.write_text("name: p\nclasses:\n  rotational: {read_ahead_kb: 16}\n")  # changed since applied: not used
+    assert active_wants(ctx, stack) is None

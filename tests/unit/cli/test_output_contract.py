@@ -228,7 +228,8 @@ def test_the_ansible_module_reads_the_versions_this_tunectl_prints(ansible_modul
             return 0, json.dumps(self.doc), ""
 
     newer = {"format": "tunectl-verify", "version": schema.VERSIONS["verify"] + 1, "in_sync": True}
-    with pytest.raises(module.StepFailed, match=r"printed tunectl-verify version \d+; this module reads version 1"):
+    with pytest.raises(module.StepFailed,
+                       match=rf"printed tunectl-verify version \d+; this module reads version {schema.VERSIONS['verify']}"):
         module.Tunectl(Fake(newer), "tunectl").run(["verify"], (0,))
     with pytest.raises(module.StepFailed, match="printed None version None; this module reads no such format"):
         module.Tunectl(Fake({"in_sync": True}), "tunectl").run(["verify"], (0,))

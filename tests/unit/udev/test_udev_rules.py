@@ -462,7 +462,8 @@ def test_cli_check_and_install_as_non_root(tmp_path: Path, monkeypatch: pytest.M
     path = str(DATA / "udev-every-class.yaml")
     code, out, _ = _cli("udev", "check", "-p", path, "--rules-dir", str(tmp_path))
     assert code == 1 and "not installed" in out
-    (tmp_path / RULES_FILE).write_text(render(_load(DATA / "udev-every-class.yaml"), None))
+    # What `udev install` writes: the profile's rules, keeping originals for the journal (capture).
+    (tmp_path / RULES_FILE).write_text(render(_load(DATA / "udev-every-class.yaml"), None, capture=True))
     code, out, _ = _cli("udev", "check", "-p", path, "--rules-dir", str(tmp_path), "--json")
     assert code == 0 and yaml.safe_load(out)["in_sync"] is True
     (tmp_path / RULES_FILE).write_text((tmp_path / RULES_FILE).read_text().replace('"4096"', '"2048"'))
@@ -542,7 +543,7 @@ def test_nr_requests_wanted_as_before_a_switch(tmp_path_factory) -> None:
            "size": "10", "env": {}, "attrs": {}, "bus_path": "virtual"}
     by_rules, by_apply = _one_event_and_apply(tmp_path_factory, profile, dev)
     shown = queue_state(by_rules)
-    assert shown["sda"]["queue/scheduler"].split() == ["mq-deadline", "[bfq]"] and shown["sda"]["queue/nr_requests"] == "7"
+    assert shown["sda"]["queue/scheduler"].split() == ["[bfq]", "mq-deadline"] and shown["sda"]["queue/nr_requests"] == "7"
     assert queue_state(by_apply) == shown
 
 

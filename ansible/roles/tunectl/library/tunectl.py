@@ -46,7 +46,8 @@ options:
     description:
       - Only these devices (kernel names such as C(sdb) or paths such as C(/dev/disk/by-id/...)).
         Default is every device the profile matches.
-      - The udev rules of O(persist) always cover the whole profile.
+      - The udev rules of O(persist) cover the devices tunectl's record names (those of the applies
+        limited to O(devices)), or every device after an apply without O(devices).
     type: list
     elements: str
     default: []
@@ -55,7 +56,8 @@ options:
       - With O(state=applied), also install the profile's udev rules (C(tunectl udev install)),
         so hot-plug and every boot apply the same values without tunectl running.
       - With O(state=verified), fail unless the installed rules are what the profile renders.
-      - With O(state=rolled_back), remove the rules file tunectl installed.
+      - With O(state=rolled_back), remove the rules file tunectl installed, before the rollback
+        (tunectl refuses a rollback while its rules are installed, since the next udev event would undo it).
     type: bool
     default: false
   rules_dir:
@@ -218,9 +220,9 @@ REFUSED = ("failed", "not-permitted")
 NOTED = ("skip", "unavailable")
 # The --json formats this module reads, at the versions it understands (tunectl/schema/CHANGELOG.md):
 # a tunectl on the host printing another version is refused with a message, never misread.
-READS = {"tunectl-apply": 1, "tunectl-rollback": 1, "tunectl-verify": 1, "tunectl-align": 1,
-         "tunectl-mounts-check": 1, "tunectl-mounts-fix": 1, "tunectl-udev-render": 1,
-         "tunectl-udev-install": 1, "tunectl-udev-remove": 1, "tunectl-udev-check": 1, "tunectl-error": 1}
+READS = {"tunectl-apply": 2, "tunectl-rollback": 2, "tunectl-verify": 2, "tunectl-align": 1,
+         "tunectl-mounts-check": 1, "tunectl-mounts-fix": 1, "tunectl-udev-render": 2,
+         "tunectl-udev-install": 2, "tunectl-udev-remove": 1, "tunectl-udev-check": 1, "tunectl-error": 1}
 
 
 class StepFailed(Exception):
@@ -374,7 +376,8 @@ class Run:
                 if doc.get("in_sync"):
                     self.summary.append(f"udev: {doc['path']} in sync")
                 else:
-                    rendered = self.t.run(["udev", "render"] + self.profile_args(), (0,))[1] if self.module._diff else {}
+                    render = ["udev", "render", "--as-installed"] + self.profile_args()
+                    rendered = self.t.run(render, (0,))[1] if self.module._diff else {}
                     self.file_changed("would install", doc["path"], before, rendered.get("rules", ""))
                 return
         doc = self.udev(["install"] + rules, (0, 3))
@@ -486,18 +489,17 @@ class Run:
 
     # state=rolled_back
     def rollback(self) -> None:
+        # The rules go first: tunectl refuses a rollback while they are installed (an event would undo it).
+        if self.p["persist"]:
+            path = os.path.join(self.p["rules_dir"] or DEFAULT_RULES_DIR, RULES_FILE)
+            before = read_text(path)
+            if self.check:
+                if os.path.exists(path):
+                    self.file_changed("would remove", path, before, "")
+            elif self.udev(["remove"] + self.rules_args(), (0, 3)).get("removed"):
+                self.file_changed("removed", path, before, "")
         _, doc = self.t.run(["rollback"] + self.p["devices"] + (["--check"] if self.check else []), (0, 3, 4))
         self.take_settings(doc, "rollback")
-        if not self.p["persist"]:
-            return
-        path = os.path.join(self.p["rules_dir"] or DEFAULT_RULES_DIR, RULES_FILE)
-        before = read_text(path)
-        if self.check:
-            if os.path.exists(path):
-                self.file_changed("would remove", path, before, "")
-            return
-        if self.udev(["remove"] + self.rules_args(), (0, 3)).get("removed"):
-            self.file_changed("removed", path, before, "")
 
 
 def describe_drift(drift: list) -> str:

@@ -1,0 +1,174 @@
+"""fstab over a machine's life (#21): two fixes, another writer, a killed fix, a rollback.
+
+The original is kept for good (FSTAB.tunectl.orig), each fix leaves a numbered
+backup, an edit by another writer while a fix runs is never lost, and no temp
+file outlives the next run. findmnt (libmount) is the real one.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fakesys import FakeTree
+from tests.harness import REPO, run_cli
+from tunectl.context import Context
+from tunectl.mounts import operations
+from tunectl.profile.library import shipped_profile_dir
+from tunectl.system.state import StateStore
+
+FSTAB = "# static file system information\ntmpfs /tmp tmpfs mode=1777 0 0\ntmpfs /run/x tmpfs size=1m 0 0\n"
+NOATIME = "name: noatime\nmounts:\n  - match: {fstype: tmpfs}\n    options: [noatime]\n"
+NOSUID = "name: nosuid\nmounts:\n  - match: {fstype: tmpfs}\n    options: [noatime, nosuid]\n"
+
+
+class Machine:
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.tree = FakeTree.create(base)
+        (base / "proc" / "self").mkdir(parents=True)
+        (base / "proc" / "self" / "mountinfo").write_text("")
+        self.fstab = base / "etc" / "fstab"
+        self.fstab.parent.mkdir()
+        self.fstab.write_text(FSTAB)
+        for name, text in (("noatime", NOATIME), ("nosuid", NOSUID)):
+            (base / f"{name}.yaml").write_text(text)
+        self.env = {"TUNECTL_PROC_ROOT": str(base / "proc"), "TUNECTL_FSTAB": str(self.fstab)}
+        self.ctx = Context(self.tree.sysfs, self.tree.udev, StateStore(base / "state"), [shipped_profile_dir()],
+                           self.env)
+
+    def __call__(self, *argv: str) -> tuple[int, str, str]:
+        r = run_cli(*argv, context=self.ctx)
+        return r.code, r.out, r.err
+
+    def fix(self, profile: str) -> tuple[int, str, str]:
+        return self("mounts", "fix", "-p", str(self.base / f"{profile}.yaml"))
+
+    def leftovers(self) -> list[str]:
+        return sorted(e for e in os.listdir(self.fstab.parent) if e.startswith(".fstab"))
+
+
+@pytest.fixture
+def m(fake_root: Path) -> Machine:
+    return Machine(fake_root)
+
+
+def test_two_fixes_keep_the_first_original_and_number_their_backups(m: Machine) -> None:
+    assert m.fix("noatime")[0] == 0
+    after_first = m.fstab.read_bytes()
+    assert b"mode=1777,noatime" in after_first
+    code, out, _ = m.fix("nosuid")
+    assert code == 0 and "backup" in out and "fstab.tunectl.bak.2" in out
+    etc = m.fstab.parent
+    assert (etc / "fstab.tunectl.orig").read_text() == FSTAB
+    assert (etc / "fstab.tunectl.bak.1").read_text() == FSTAB
+    assert (etc / "fstab.tunectl.bak.2").read_bytes() == after_first
+    assert m.leftovers() == []
+    code, out, _ = m("mounts", "rollback")
+    assert code == 0 and "restored from" in out and m.fstab.read_text() == FSTAB
+    assert (etc / "fstab.tunectl.orig").read_text() == FSTAB  # never overwritten
+    assert (etc / "fstab.tunectl.bak.3").exists()  # the replaced file is kept too
+    assert "already is the original" in m("mounts", "rollback")[1]
+
+
+def test_an_edit_by_another_writer_during_a_fix_is_never_lost(m: Machine, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = operations.libmount_agrees
+    added = "tmpfs /added tmpfs size=2m 0 0\n"
+
+    def meanwhile(*args) -> None:  # libmount checks the new file; another writer appends in that very moment
+        real(*args)
+        with open(m.fstab, "a") as f:
+            f.write(added)
+
+    monkeypatch.setattr(operations, "libmount_agrees", meanwhile)
+    code, _, err = m.fix("noatime")
+    assert code == 3 and "changed by another writer" in err
+    assert m.fstab.read_text() == FSTAB + added  # their line stays, ours was not written
+    assert m.leftovers() == []
+    monkeypatch.setattr(operations, "libmount_agrees", real)
+    assert m.fix("noatime")[0] == 0  # the next run starts from the file as it is now
+    assert "tmpfs /added tmpfs size=2m,noatime 0 0\n" in m.fstab.read_text()
+    assert "mode=1777,noatime" in m.fstab.read_text()
+    assert (m.fstab.parent / "fstab.tunectl.orig").read_text() == FSTAB
+
+
+def test_a_change_between_read_and_write_stops_the_fix(m: Machine, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tunectl.mounts import fstab_file
+
+    real = fstab_file.next_backup
+    added = "tmpfs /early tmpfs size=3m 0 0\n"
+
+    def early(path: Path) -> Path:  # the other writer lands after the read, before any backup
+        with open(m.fstab, "a") as f:
+            f.write(added)
+        return real(path)
+
+    monkeypatch.setattr(fstab_file, "next_backup", early)
+    code, _, err = m.fix("noatime")
+    assert code == 3 and "changed by another writer" in err and m.fstab.read_text() == FSTAB + added
+    assert m.leftovers() == []
+
+
+def test_a_killed_fix_leaves_the_fstab_whole_and_the_next_run_sweeps(m: Machine, tmp_path: Path) -> None:
+    """SIGKILL while libmount reads the temp file (a findmnt that waits there): the next fix removes it."""
+    import shutil
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    marker = tmp_path / "reached"
+    real = shutil.which("findmnt")
+    assert real is not None
+    (bindir / "findmnt").write_text(
+        "#!/bin/sh\ncase \"$*\" in *tunectl-tmp*) : > " + str(marker) + "; exec sleep 600;; esac\n"
+        f'exec {real} "$@"\n')
+    (bindir / "findmnt").chmod(0o755)
+    env = {**os.environ, **m.env, "PATH": f"{bindir}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+           "TUNECTL_SYSFS_ROOT": str(m.tree.root), "TUNECTL_UDEV_ROOT": str(m.tree.udev_root),
+           "TUNECTL_STATE_DIR": str(m.base / "state"), "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "tunectl", "mounts", "fix", "-p", str(m.base / "noatime.yaml")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the fix never reached libmount's check of the temp file"
+            time.sleep(0.02)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert any("tunectl-tmp" in e for e in m.leftovers())  # what a kill leaves
+    assert m.fstab.read_text() == FSTAB  # never half a file
+    assert (m.fstab.parent / "fstab.tunectl.orig").read_text() == FSTAB
+    code, _, err = m.fix("noatime")
+    assert code == 0 and "left by a tunectl run that was killed" in err
+    assert m.leftovers() == [] and "noatime" in m.fstab.read_text()
+    assert m("mounts", "rollback")[0] == 0 and m.fstab.read_text() == FSTAB
+
+
+def test_rollback_without_an_original_says_so(m: Machine) -> None:
+    code, _, err = m("mounts", "rollback")
+    assert code == 2 and "tunectl never changed it" in err
+
+
+def test_an_original_or_backup_that_is_a_symlink_is_never_followed(m: Machine, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("# not an fstab\n")
+    orig = m.fstab.with_name("fstab.tunectl.orig")
+    orig.symlink_to(elsewhere)
+    code, _, err = m.fix("noatime")
+    assert code == 3 and "is a symbolic link" in err, err
+    assert m.fstab.read_text() == FSTAB and elsewhere.read_text() == "# not an fstab\n"
+    code, _, err = m("mounts", "rollback")
+    assert code == 3 and "is a symbolic link" in err and m.fstab.read_text() == FSTAB
+    orig.unlink()
+    assert m.fix("noatime")[0] == 0
+    orig.rename(m.fstab.with_name("moved"))
+    orig.symlink_to(m.fstab.with_name("moved"))  # the real original, but reached through a link: still refused
+    code, _, err = m("mounts", "rollback")
+    assert code == 3 and "is a symbolic link" in err and "noatime" in m.fstab.read_text()

@@ -1,0 +1,407 @@
+"""One record of intent (#21): every command without -p or DEV acts on what was applied, and no original is lost.
+
+Fake kernel (tests/fakesys.py); the CLI runs in-process. The live counterpart
+with real loop devices and a real udevd is tests/test_intent_live.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.fakesys import bump_block_stat
+from tests.tuning_helpers import Tunectl, snapshot, snapshot_all
+from tunectl.udev import install as udev_commands
+from tunectl.udev.render import RULES_FILE
+
+MYDB = """\
+name: mydb
+classes:
+  loop:
+    scheduler: mq-deadline
+    iosched: {read_expire: 100}
+    read_ahead_kb: 1024
+"""
+BFQ = """\
+name: bfq-zero
+classes:
+  loop:
+    scheduler: bfq
+    iosched: {slice_idle: 0}
+"""
+DEADLINE = """\
+name: deadline
+classes:
+  loop: {scheduler: mq-deadline}
+"""
+
+
+@pytest.fixture
+def t(empty_fake_tree, tmp_path) -> Tunectl:
+    for i in range(4):
+        empty_fake_tree.add_loop(f"loop{i}", f"/srv/images/d{i}.img")
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    for name, text in (("mydb", MYDB), ("bfq-zero", BFQ), ("deadline", DEADLINE)):
+        (profiles / f"{name}.yaml").write_text(text)
+    return Tunectl(empty_fake_tree, tmp_path / "state", [profiles])
+
+
+def _record(t: Tunectl) -> dict:
+    return json.loads((t.ctx.state.dir / "active.json").read_text())
+
+
+def _journal(t: Tunectl) -> dict:
+    return json.loads((t.ctx.state.dir / "journal.json").read_text())
+
+
+def test_bare_plan_and_apply_act_on_the_scope_of_the_last_apply(t: Tunectl) -> None:
+    before = snapshot_all(t.tree)
+    assert t("apply", "-p", "mydb", "loop0", "loop1").code == 0
+    untouched = {n: before[n] for n in ("loop2", "loop3")}
+    t.tree.sysfs.write("block/loop0/queue/read_ahead_kb", "128")  # drift inside the scope
+    plan = t("plan")
+    assert plan.code == 0 and plan.out.splitlines()[0] == "profile: mydb"
+    assert "scope: loop0, loop1" in plan.out and "loop2" not in plan.out
+    applied = t("apply", "--json")
+    assert applied.code == 0 and {s["device"] for s in applied.doc["settings"]} == {"loop0", "loop1"}
+    assert [s["device"] for s in applied.doc["settings"] if s["status"] == "changed"] == ["loop0"]
+    assert {n: snapshot(t.tree, n) for n in ("loop2", "loop3")} == untouched
+    assert _record(t)["scope"] == ["loop:/srv/images/d0.img", "loop:/srv/images/d1.img"]
+    # --all: every device, and the record says so.
+    assert t("apply", "--all").code == 0 and "scope" not in _record(t)
+
+
+def test_the_record_names_a_file_by_absolute_path_with_its_hash(t: Tunectl, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path / "profiles")
+    assert t("apply", "-p", "./mydb.yaml", "loop0").code == 0
+    record = _record(t)
+    assert record["ref"] == str((tmp_path / "profiles" / "mydb.yaml").resolve())
+    assert len(record["profile_sha256"]) == 64
+    monkeypatch.chdir(tmp_path)  # another directory: the record still finds the file
+    assert t("verify").code == 0
+    (tmp_path / "profiles" / "mydb.yaml").write_text(MYDB.replace("1024", "2048"))
+    r = t("verify")
+    assert r.code == 2 and "changed since it was applied" in r.err and "pass -p PROFILE" in r.err
+    assert t("apply").code == 2 and t.tree.sysfs.read("block/loop0/queue/read_ahead_kb") == "1024"
+    assert t("verify", "-p", str(tmp_path / "profiles" / "mydb.yaml")).code == 1  # -p: the new text
+
+
+def test_nothing_applied_is_said_first_and_verify_exits_0(t: Tunectl) -> None:
+    plan = t("plan")
+    assert plan.err.splitlines()[0].startswith("tunectl: note: no profile applied yet")
+    assert "'default'" in plan.err.splitlines()[0] and plan.out.startswith("profile: default")
+    apply = t("apply", "--check")
+    assert apply.err.splitlines()[0].startswith("tunectl: note: no profile applied yet")
+    v = t("verify")
+    assert v.code == 0 and v.out.startswith("nothing applied")
+    assert t("verify", "--json").doc["applied"] is False
+
+
+def test_a_full_rollback_clears_the_record(t: Tunectl) -> None:
+    before = snapshot_all(t.tree)
+    assert t("apply", "-p", "mydb", "loop0", "loop1").code == 0
+    assert t("verify").code == 0
+    assert t("rollback").code == 0
+    assert snapshot_all(t.tree) == before
+    v = t("verify")
+    assert v.code == 0 and v.out.startswith("nothing applied"), v.out
+    assert t("status", "--json").doc["applied"] is False
+
+
+def test_a_partial_rollback_narrows_the_scope(t: Tunectl) -> None:
+    assert t("apply", "-p", "mydb", "loop0", "loop1").code == 0
+    assert t("rollback", "loop0").code == 0
+    assert _record(t)["scope"] == ["loop:/srv/images/d1.img"]
+    assert t("verify").code == 0  # loop0 is no longer expected to be tuned
+    assert t("rollback", "loop1").code == 0
+    assert t("verify").out.startswith("nothing applied")
+
+
+def test_refused_writes_exit_4_and_record_nothing(t: Tunectl) -> None:
+    t.tree.sysfs.write("block/loop0/queue/scheduler", "bfq")  # so the scheduler write is needed
+    for i in range(4):
+        for attr in ("queue/scheduler", "queue/read_ahead_kb", "queue/iosched/read_expire"):
+            t.tree.sysfs.refuse(f"loop{i}", attr, errno.EPERM)
+    r = t("apply", "-p", "mydb", "loop0")
+    assert r.code == 4, (r.out, r.err)
+    assert "nothing was changed or recorded" in r.err
+    assert not (t.ctx.state.dir / "active.json").exists()
+    assert _journal(t)["devices"] == {}
+
+
+def test_applied_but_unrecorded_is_not_exit_5(t: Tunectl, monkeypatch) -> None:
+    from tunectl.errors import StateError
+    from tunectl.system import state
+
+    def fail(self, record):
+        raise StateError("cannot write active.json: No space left on device")
+
+    monkeypatch.setattr(state.StateStore, "save_active_profile", fail)
+    r = t("apply", "-p", "mydb", "loop0")
+    assert r.code == 3 and "the settings were applied" in r.err and "could not be saved" in r.err
+    assert t.tree.sysfs.read("block/loop0/queue/read_ahead_kb") == "1024"
+
+
+def test_bfq_knobs_survive_bfq_deadline_bfq(t: Tunectl) -> None:
+    """The kernel resets knobs on every switch: the first bfq values are bfq's originals."""
+    t.tree.sysfs.write("block/loop0/queue/scheduler", "bfq")
+    t.tree.sysfs.write("block/loop0/queue/iosched/slice_idle", "3")
+    before = snapshot(t.tree, "loop0")
+    assert t("apply", "-p", "deadline", "loop0").code == 0
+    assert t("apply", "-p", "bfq-zero", "loop0").code == 0
+    assert t.tree.sysfs.read("block/loop0/queue/iosched/slice_idle") == "0"
+    assert t("rollback").code == 0
+    assert snapshot(t.tree, "loop0") == before
+    assert t.tree.sysfs.read("block/loop0/queue/iosched/slice_idle") == "3"
+
+
+def test_two_loops_on_one_backing_file_are_told_apart(t: Tunectl) -> None:
+    t.tree.add_loop("loop4", "/srv/images/d0.img")  # a second device on loop0's file
+    before = snapshot_all(t.tree)
+    r = t("apply", "-p", "mydb", "loop4", "--json")
+    assert r.code == 0
+    assert "loop4 shares its backing file" in r.err
+    ids = {s["identity"] for s in r.doc["settings"]}
+    assert ids == {"loop:/srv/images/d0.img#loop4"}
+    assert snapshot(t.tree, "loop0") == before["loop0"]
+    assert t("rollback").code == 0
+    assert snapshot_all(t.tree) == before
+
+
+def test_loops_on_one_file_at_other_offsets_are_told_apart_by_the_offset(t: Tunectl) -> None:
+    from tunectl.udev.scope import identity_matches
+
+    t.tree.add_loop("loop5", "/srv/images/d0.img")  # a partition of loop0's image: losetup -o 1048576
+    (t.tree.root / "block" / "loop5" / "loop" / "offset").write_text("1048576\n")
+    before = snapshot_all(t.tree)
+    r = t("apply", "-p", "mydb", "loop5", "--json")
+    assert r.code == 0 and "shares its backing file" not in r.err
+    assert {s["identity"] for s in r.doc["settings"]} == {"loop:/srv/images/d0.img@offset=1048576"}
+    assert snapshot(t.tree, "loop0") == before["loop0"]
+    assert t("status", "loop0", "--json").doc["devices"][0]["identity"] == "loop:/srv/images/d0.img"
+    keys = identity_matches("loop:/srv/images/d0.img@offset=1048576", [])
+    assert keys == [['KERNEL=="loop*"', 'TEST=="loop/backing_file"', 'ATTR{loop/backing_file}=="/srv/images/d0.img"',
+                     'ATTR{loop/offset}=="1048576"']]
+    assert t("rollback").code == 0
+    assert snapshot_all(t.tree) == before
+
+
+class _Udevadm:
+    """udevadm as a recorder: udevd 'running', every call succeeds."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+
+    def __call__(self, argv, timeout=None, check=True, **kwargs):
+        from tunectl.system.runner import Completed
+
+        self.calls.append(tuple(argv))
+        return Completed(tuple(argv), 0, "252\n" if tuple(argv) == ("udevadm", "--version") else "", "")
+
+
+@pytest.fixture
+def udevadm(t: Tunectl, monkeypatch) -> _Udevadm:
+    rec = _Udevadm()
+    monkeypatch.setattr(udev_commands, "_euid", lambda: 0)
+    t.ctx.run = rec
+    return rec
+
+
+def test_rules_carry_the_scope_and_journal_first(t: Tunectl, tmp_path: Path, udevadm: _Udevadm) -> None:
+    before = snapshot_all(t.tree)
+    assert t("apply", "-p", "mydb", "loop0").code == 0
+    rules_dir = tmp_path / "rules"
+    rules_dir.mkdir()
+    r = t("udev", "install", "--rules-dir", str(rules_dir), "--json")
+    assert r.code == 0, r.err
+    assert r.doc["scope"] == ["loop:/srv/images/d0.img"]
+    text = (rules_dir / RULES_FILE).read_text()
+    assert 'ATTR{loop/backing_file}=="/srv/images/d0.img", ENV{TUNECTL_IN_SCOPE}="1"' in text
+    assert 'ENV{TUNECTL_IN_SCOPE}!="1", GOTO="tunectl_end"' in text
+    assert _record(t)["rules"]["scope"] == ["loop:/srv/images/d0.img"]
+    assert t("udev", "check", "--rules-dir", str(rules_dir)).code == 0
+    # --all: every device; its originals are journalled before the file exists.
+    r = t("udev", "install", "--all", "--rules-dir", str(rules_dir), "--json")
+    assert r.code == 0 and r.doc["scope"] is None and r.doc["journalled"] > 0
+    assert "TUNECTL_IN_SCOPE" not in (rules_dir / RULES_FILE).read_text()
+    assert set(_journal(t)["devices"]) == {f"loop:/srv/images/d{i}.img" for i in range(4)}
+    # The render of a named profile stays a pure function of it.
+    assert "TUNECTL_IN_SCOPE" not in t("udev", "render", "-p", "mydb").out
+    # A rollback the rules would undo is refused; --remove-rules removes them first.
+    refused = t("rollback")
+    assert refused.code == 2 and "--remove-rules" in refused.err and (rules_dir / RULES_FILE).exists()
+    assert t("rollback", "--remove-rules").code == 0
+    assert not (rules_dir / RULES_FILE).exists() and ("udevadm", "control", "--reload") in udevadm.calls
+    assert t("verify").out.startswith("nothing applied")
+    # The rules (were they ever triggered) wrote nothing here; the journal still held every original.
+    assert snapshot_all(t.tree) == before
+
+
+def test_udev_remove_does_not_promise_what_rollback_cannot_do(t: Tunectl, tmp_path: Path, udevadm: _Udevadm) -> None:
+    assert t("apply", "-p", "mydb", "loop0").code == 0
+    assert t("udev", "install", "--rules-dir", str(tmp_path)).code == 0
+    r = t("udev", "remove", "--rules-dir", str(tmp_path))
+    assert r.code == 0 and "restores the originals" not in r.out and "keeps the rules' values" in r.out
+    assert "rules" not in _record(t)
+    assert t("rollback").code == 0
+
+
+def test_a_device_the_rules_tuned_first_gets_the_originals_they_kept(t: Tunectl, tmp_path: Path,
+                                                                     udevadm: _Udevadm) -> None:
+    assert t("apply", "-p", "mydb", "loop0").code == 0
+    assert t("udev", "install", "--all", "--rules-dir", str(tmp_path)).code == 0
+    text = (tmp_path / RULES_FILE).read_text()
+    assert 'IMPORT{db}="TUNECTL_ORIG_READ_AHEAD_KB"' in text
+    assert 'ENV{TUNECTL_ORIG_READ_AHEAD_KB}="$attr{queue/read_ahead_kb}"' in text
+    # Hot-plug: a new loop device, tuned by the rules (as udev would: originals kept in its database first).
+    t.tree.add_loop("loop9", "/srv/images/new.img")
+    original = snapshot(t.tree, "loop9")
+    db = t.tree.udev_root / f"b{t.tree.devnum('loop9')}"
+    kept = {"SCHEDULER": t.tree.sysfs.read("block/loop9/queue/scheduler"),
+            "READ_AHEAD_KB": original["read_ahead_kb"], "NR_REQUESTS": original["nr_requests"],
+            "IOSCHED_READ_EXPIRE": original["iosched/read_expire"]}
+    db.write_text(db.read_text() + "".join(f"E:TUNECTL_ORIG_{k}={v}\n" for k, v in kept.items()))
+    t.tree.sysfs.write("block/loop9/queue/iosched/read_expire", "100")
+    t.tree.sysfs.write("block/loop9/queue/read_ahead_kb", "1024")
+    r = t("verify")
+    assert r.code == 0 and "journalled the originals the udev rules kept for loop9" in r.err
+    entry = _journal(t)["devices"]["loop:/srv/images/new.img"]
+    assert entry["attributes"]["read_ahead_kb"] == int(original["read_ahead_kb"])
+    assert entry["iosched"]["mq-deadline"]["read_expire"] == int(original["iosched/read_expire"])
+    assert "journalled" not in t("verify").err  # once
+    assert t("rollback", "--remove-rules").code == 0
+    assert snapshot(t.tree, "loop9") == original
+
+
+def test_every_skipped_device_gets_a_line_with_the_reason(t: Tunectl) -> None:
+    r = t("apply", "-p", "default", "loop0", "--check")
+    assert "skipped loop0: class loop is tuned only by a profile that names it" in r.out
+    assert "`loop: {read_ahead_kb: 128}` under `classes:`" in r.out
+    doc = t("plan", "-p", "default", "loop0", "loop1", "--json").doc
+    assert [s["device"] for s in doc["skipped"]] == ["loop0", "loop1"]
+    assert t("plan", "-p", "mydb", "loop0", "--json").doc["skipped"] == []
+
+
+def test_a_lock_wait_says_who_holds_it_and_wait_bounds_it(t: Tunectl) -> None:
+    from tunectl.system.state import StateStore
+
+    other = StateStore(t.ctx.state.dir)
+    other.command = "tunectl rollback"
+    with other.locked():
+        r = t("--wait", "0.3", "apply", "-p", "mydb", "loop0")
+    assert r.code == 5, r.err
+    assert "waiting for the lock" in r.err and "(at most 0.3 s, --wait)" in r.err
+    assert f"held by tunectl rollback (pid {os.getpid()}, since " in r.err and "nothing was done" in r.err
+    assert t.tree.sysfs.read("block/loop0/queue/read_ahead_kb") != "1024"
+    assert t("apply", "-p", "mydb", "loop0").code == 0  # free again: no message, no wait
+
+
+def test_a_bench_whose_device_vanished_says_what_it_could_not_restore(t: Tunectl) -> None:
+    from tunectl.bench import stack as stacking
+    from tunectl.bench.runner import Io, Sweep
+    from tunectl.bench.sweep import plan_points
+
+    bump_block_stat(t.tree, "loop0")
+    stack = stacking.resolve(t.ctx, "loop0")
+    reads = []
+
+    def read(path: str, limit: int, block: int) -> tuple[int, float]:
+        reads.append(path)
+        if len(reads) == 2:
+            t.tree.sysfs.vanish("loop0")  # detached under the sweep
+        return limit, 0.01
+
+    sweep = Sweep(t.ctx, stack, plan_points([16, 256], ["none", "bfq"], 1, seed=3), 1 << 20, 4096,
+                  Io(read, lambda files, nodes: None))
+    with pytest.raises(OSError):  # its statistics are gone too: the sweep stops, and restores what it can
+        sweep.run()
+    failed = {o.setting.attribute: o.error for o in sweep.restore_failures}
+    assert {"read_ahead_kb", "scheduler"} <= set(failed)
+    assert all("the device is gone" in why for why in failed.values())
+
+
+def test_verify_names_a_running_bench_and_does_not_call_its_values_drift(t: Tunectl) -> None:
+    from tunectl.system.state import StateStore
+
+    assert t("apply", "-p", "mydb", "loop0", "loop1").code == 0
+    t.tree.sysfs.write("block/loop0/queue/read_ahead_kb", "16")  # a sweep point
+    bench = StateStore(t.ctx.state.dir)
+    bench.command = "tunectl bench on loop0"
+    with bench.locked():
+        r = t("verify")
+    assert r.code == 0 and "a bench is running on loop0" in r.err
+    assert t("verify").code == 1  # once it ended, the same value is drift
+
+
+def test_align_without_dev_reads_every_disk_it_can_and_lists_the_others(t: Tunectl) -> None:
+    from tunectl.align.check import check
+    from tunectl.system.parted import Parted
+    from tunectl.system.runner import CommandError, Completed
+
+    t.tree.add_disks(3)  # sda sdb sdc
+    t.ctx.roots = dataclasses.replace(t.ctx.roots, dev="/dev")  # node names only: parted below is a stand-in
+
+    def parted(argv, timeout=None, check=True, **kwargs):
+        if "/dev/sdb" in argv:
+            raise CommandError(f"{' '.join(argv)} did not finish within 60 s")
+        return Completed(tuple(argv), 1, "", "Error: /dev/x: unrecognised disk label")
+
+    report = check(t.ctx, "default", None, parted=Parted(run=parted), workers=1)
+    assert [(d.device, d.unreadable) for d in report.disks] == [("sdb", True)]
+    assert not report.ok  # exit 1, as tunectl-align(8) documents for a disk parted could not read
+    assert "did not finish" in report.disks[0].warnings[0]
+
+
+def test_concurrent_applies_switching_schedulers_lose_no_original(t: Tunectl) -> None:
+    """Four runs at once (as udev RUNs and a person would), each switching one device bfq -> mq-deadline -> bfq."""
+    import threading
+
+    from tunectl.context import Context
+    from tunectl.system.state import StateStore
+
+    for i in range(4):
+        t.tree.sysfs.write(f"block/loop{i}/queue/scheduler", "bfq")
+        t.tree.sysfs.write(f"block/loop{i}/queue/iosched/slice_idle", "3")
+    before = snapshot_all(t.tree)
+    codes: list[int] = []
+
+    def run(name: str) -> None:
+        own = Tunectl.__new__(Tunectl)
+        own.tree = t.tree
+        own.ctx = Context(t.tree.sysfs, t.tree.udev, StateStore(t.ctx.state.dir), t.ctx.search_path)
+        for profile in ("deadline", "bfq-zero"):
+            codes.append(own("apply", "-p", profile, name).code)
+
+    threads = [threading.Thread(target=run, args=(f"loop{i}",)) for i in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert codes == [0] * 8
+    assert set(_journal(t)["devices"]) == {f"loop:/srv/images/d{i}.img" for i in range(4)}
+    assert t("rollback").code == 0
+    assert snapshot_all(t.tree) == before
+
+
+def test_two_disks_with_one_identity_warn_and_rollback_writes_only_the_journalled_one(t: Tunectl,
+                                                                                      tmp_path: Path) -> None:
+    # Two paths to one LUN (or two sticks with a cloned serial): nothing in sysfs tells them apart.
+    t.tree.add_disk("sda", wwn="5000c50000000001", serial="ZA1", active="none")
+    t.tree.add_disk("sdb", wwn="5000c50000000001", serial="ZA1", active="none")
+    profile = tmp_path / "ssd.yaml"
+    profile.write_text("name: ssd\nclasses:\n  ssd: {scheduler: mq-deadline, read_ahead_kb: 512}\n")
+    before = snapshot_all(t.tree)
+    assert t("apply", "-p", str(profile), "sda").code == 0  # reads sda's stack only: sdb unseen
+    warning = "sda, sdb share the identity wwn:0x5000c50000000001"
+    assert warning in t("plan", "-p", str(profile)).err and warning in t("status").err
+    t.tree.sysfs.write("block/sdb/queue/scheduler", "bfq")  # someone else's value on the other path
+    r = t("rollback")
+    assert r.code == 0 and warning in r.err
+    assert snapshot(t.tree, "sda") == before["sda"]
+    assert t.tree.sysfs.read("block/sdb/queue/scheduler").split("[")[1].startswith("bfq]")  # never written

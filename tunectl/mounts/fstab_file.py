@@ -1,0 +1,168 @@
+"""The fstab file as tunectl replaces it: the original kept for good, a numbered backup per change,
+no lost edit of another writer, no temp file left behind.
+
+- ``FSTAB.tunectl.orig``: the file as it was before tunectl first changed it;
+  written once, never overwritten (``mounts rollback`` restores from it).
+- ``FSTAB.tunectl.bak.N``: the file as it was before each change (N counts up).
+- A change is written to a temp file ``.FSTAB.tunectl-tmp.<12 hex digits>`` beside it and
+  renamed over it only if the file still holds the bytes the change was computed
+  from: an edit by another writer meanwhile stops the fix, nothing is lost. The
+  check runs right before the rename; a writer that does not take tunectl's lock
+  can still slip into the instant between the two (documented in tunectl(8)).
+- Temp files of a killed run are removed by the next run, under the lock.
+- The original and the backups are tunectl's own files: one that is a symbolic
+  link or not a regular file is never read or written through; the command
+  stops and says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+from tunectl.errors import ExitCode, NotPermitted, TunectlError, UsageError
+from tunectl.system.trust import Untrusted, atomic_write
+
+ORIG_SUFFIX = ".tunectl.orig"
+BACKUP_SUFFIX = ".tunectl.bak."
+TMP_TAG = ".tunectl-tmp."
+
+
+class NotReplaced(TunectlError):
+    """The fstab was left as it is: another writer changed it, or a file tunectl keeps beside it is not its own."""
+
+    exit_code = ExitCode.PARTIAL
+
+
+def original_of(real: Path) -> Path:
+    return real.with_name(real.name + ORIG_SUFFIX)
+
+
+def tmp_prefix(real: Path) -> str:
+    return f".{real.name}{TMP_TAG}"
+
+
+def sweep(real: Path) -> list[str]:
+    """Remove the temp files a killed tunectl left beside `real` (call under the lock); their names."""
+    prefix = tmp_prefix(real)
+    gone = []
+    with contextlib.suppress(OSError):
+        for entry in os.listdir(real.parent):
+            if entry.startswith(prefix) and re.fullmatch(r"[0-9a-f]{12}", entry[len(prefix):]):
+                with contextlib.suppress(OSError):
+                    os.unlink(real.parent / entry)
+                    gone.append(entry)
+    return gone
+
+
+def _own_file_problem(path: Path) -> str | None:
+    """Why `path` (an original or backup tunectl keeps) must not be used; None when it is absent or a regular file."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(mode):
+        return f"{path} is a symbolic link, not the file tunectl keeps there"
+    if not stat.S_ISREG(mode):
+        return f"{path} is not a regular file"
+    return None
+
+
+def _refuse_unless_own(path: Path) -> None:
+    problem = _own_file_problem(path)
+    if problem:
+        raise NotReplaced(f"{problem}; nothing was replaced", hint=f"move {path} away if it is not tunectl's, "
+                                                                    "then run the same command again")
+
+
+def _read_own(path: Path) -> bytes:
+    """An original or backup, opened without following a symbolic link (FileNotFoundError when absent)."""
+    _refuse_unless_own(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as e:
+        if e.errno == errno.ELOOP:  # made a link since the lstat above
+            _refuse_unless_own(path)
+        raise
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            _refuse_unless_own(path)
+        return f.read()
+
+
+def next_backup(real: Path) -> Path:
+    pattern = re.compile(re.escape(real.name + BACKUP_SUFFIX) + r"([0-9]{1,9})\Z")
+    numbers = [int(m.group(1)) for e in os.listdir(real.parent) if (m := pattern.match(e))]
+    return real.with_name(f"{real.name}{BACKUP_SUFFIX}{max(numbers, default=0) + 1}")
+
+
+def _unchanged(real: Path, read: bytes) -> None:
+    try:
+        now = real.read_bytes()
+    except FileNotFoundError:
+        now = None
+    if now != read:
+        raise NotReplaced(f"{real} was changed by another writer while tunectl was editing it; nothing was replaced "
+                           "(the other writer's edit stays)", hint="run the same command again: it starts from the file "
+                                                                   "as it is now")
+
+
+def replace(real: Path, read: bytes, new: bytes, verify: Callable[[Path], None] | None = None) -> str:
+    """Replace `real` (whose content was `read`) with `new`; keep the original and a numbered backup.
+
+    The backup named in the return value holds `read`. Raises TunectlError
+    (nothing replaced) when the file no longer holds `read`, NotPermitted when it
+    cannot be written.
+    """
+    def check(tmp: Path) -> None:
+        _unchanged(real, read)
+        if verify is not None:
+            verify(tmp)
+            _unchanged(real, read)  # again, right before the rename
+
+    try:
+        _unchanged(real, read)
+        orig = original_of(real)
+        _refuse_unless_own(orig)
+        if not os.path.lexists(orig):
+            atomic_write(orig, read, like=real, tmp_prefix=tmp_prefix(real), shared_dir=True)
+        backup = next_backup(real)
+        _refuse_unless_own(backup)
+        atomic_write(backup, read, like=real, tmp_prefix=tmp_prefix(real), shared_dir=True)
+        # Any directory an fstab was named in: the files are created beside it, never through a link.
+        atomic_write(real, new, like=real, verify=check, tmp_prefix=tmp_prefix(real), shared_dir=True)
+    except Untrusted as e:
+        raise TunectlError(f"cannot write {real}: {e.message}", hint=e.hint) from None
+    except OSError as e:
+        if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise NotPermitted(f"cannot write {real}: {e.strerror}", hint="run as root") from None
+        raise TunectlError(f"cannot write {real}: {e.strerror}") from None
+    return str(backup)
+
+
+def restore_original(path: Path, check_only: bool = False) -> tuple[str, str | None]:
+    """Put back the fstab tunectl first changed (`mounts rollback`): (what happened, backup of the replaced file)."""
+    real = Path(os.path.realpath(path))
+    orig = original_of(real)
+    try:
+        data = _read_own(orig)
+    except FileNotFoundError:
+        raise UsageError(f"no original of {real} is kept ({orig} does not exist): tunectl never changed it",
+                         hint="nothing to roll back") from None
+    except OSError as e:
+        raise TunectlError(f"cannot read {orig}: {e.strerror}") from None
+    try:
+        now = real.read_bytes()
+    except FileNotFoundError:
+        now = b""
+    if now == data:
+        return f"{real} already is the original ({orig})", None
+    if check_only:
+        return f"{real} would be restored from {orig} (--check: nothing written)", None
+    backup = replace(real, now, data)
+    return f"{real} restored from {orig}; the file it replaced is kept as {backup}", backup

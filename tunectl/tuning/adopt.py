@@ -1,0 +1,63 @@
+"""Originals kept by the udev rules, journalled the first time tunectl sees a device the rules tuned.
+
+A device hot-plugged while rules are installed is tuned by udev before any
+tunectl command runs: its values before that are lost to tunectl unless the
+rules kept them. The rules `udev install` writes do (``TUNECTL_ORIG_*``
+properties in udev's database, `tunectl.udev.scope.capture_rules`); this module
+turns them into journal entries, never replacing an original already journalled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tunectl.attributes import IOSCHED, QUEUE, parse_scheduler, parse_value
+from tunectl.devices.model import Device
+from tunectl.udev.scope import ORIG_PREFIX, orig_name
+
+_ATTRIBUTE_OF = {orig_name(a): a for a in QUEUE}
+_ATTRIBUTE_OF.update({orig_name(f"iosched/{k}"): f"iosched/{k}" for knobs in IOSCHED.values() for k in knobs})
+_ATTRIBUTE_OF[orig_name("scheduler")] = "scheduler"
+
+
+def rule_originals(properties: Mapping[str, str]) -> dict[str, str]:
+    """Attribute -> the text the rules kept, from one device's udev properties."""
+    return {_ATTRIBUTE_OF[k]: v for k, v in properties.items()
+            if k.startswith(ORIG_PREFIX) and k in _ATTRIBUTE_OF and v != ""}
+
+
+def adopt(journal: dict, devices: list[Device], properties: Callable[[Device], Mapping[str, str]],
+          changed_by: dict) -> list[str]:
+    """Journal the originals the rules kept for devices (or attributes) the journal lacks; the devices adopted."""
+    adopted = []
+    for dev in devices:
+        kept = rule_originals(properties(dev))
+        if not kept:
+            continue
+        entry = journal["devices"].get(dev.identity) or {"name": dev.name, "attributes": {}}
+        attrs = entry["attributes"]
+        scheduler = parse_scheduler(kept["scheduler"])[0] if "scheduler" in kept else dev.scheduler
+        grew = False
+        for attr, text in sorted(kept.items()):
+            value: Any
+            if attr == "scheduler":
+                value = scheduler
+            elif attr.startswith("iosched/"):
+                continue
+            else:
+                value = parse_value(QUEUE[attr], text)
+            if attr not in attrs and value is not None:
+                attrs[attr] = value
+                entry.setdefault("changed_by", {})[attr] = dict(changed_by)
+                grew = True
+        knobs = {a.split("/", 1)[1]: parse_value(IOSCHED[scheduler][a.split("/", 1)[1]], text)
+                 for a, text in kept.items()
+                 if a.startswith("iosched/") and scheduler in IOSCHED and a.split("/", 1)[1] in IOSCHED[scheduler]}
+        if knobs and scheduler not in entry.setdefault("iosched", {}):
+            entry["iosched"][scheduler] = knobs
+            grew = True
+        if grew:
+            journal["devices"][dev.identity] = entry
+            adopted.append(dev.name)
+    return adopted
