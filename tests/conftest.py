@@ -11,6 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.fakesys import FakeTree, all_topologies
+from tests.versions import describe
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return describe()
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from tests.ansible_helpers import (
 )
 from tests.loopdev import active_scheduler, loop_devices, needs_root, snapshot, sysfs_read, sysfs_write
 
-pytestmark = needs_ansible
+pytestmark = [pytest.mark.ansible, needs_ansible]
 
 
 def module_source(name: str, tmp: Path):

@@ -16,7 +16,7 @@ import pytest
 from tests.ansible_helpers import REPO, needs_ansible, playbook, tunectl_wrapper
 from tests.loopdev import loop_devices, needs_root
 
-pytestmark = [pytest.mark.root, needs_root, needs_ansible]
+pytestmark = [pytest.mark.root, pytest.mark.ansible, needs_root, needs_ansible]
 
 
 def live_options(target: Path) -> list[str]:

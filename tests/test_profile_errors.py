@@ -503,6 +503,51 @@ def test_deep_nesting(cli) -> None:
         ": nested more than 32 levels deep; a profile is much flatter")
 
 
+DEEP = {
+    "flow": ("a: " + "[" * 100_000, "p.yaml:1:35: $.a[0][0]"),
+    "flow mapping": ("a: " + "{b: " * 2000, "p.yaml:1:128: $.a.b.b"),
+    "block": ("".join(" " * i + "k:\n" for i in range(1200)) + " " * 1200 + "x\n", "p.yaml:33:33: $.k.k.k"),
+    "compact sequence": ("- " * 1500 + "x\n", "p.yaml:1:65: $[0][0]"),
+}
+
+
+@pytest.mark.parametrize("parser", ["libyaml", "python"])
+@pytest.mark.parametrize("case", sorted(DEEP))
+def test_deep_nesting_any_parser(cli, monkeypatch: pytest.MonkeyPatch, case: str, parser: str) -> None:
+    """tunectl's own depth limit fires first, whatever the YAML parser's own limit (libyaml: 1000 since 0.2.5)."""
+    if parser == "python":
+        monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
+    elif not hasattr(yaml, "CSafeLoader"):
+        pytest.skip("this PyYAML is built without libyaml")
+    text, where = DEEP[case]
+    r = validate_text(cli, text)
+    assert r.code == 2
+    assert r.lines[0].startswith(where), r.lines
+    assert "nested more than 32 levels deep" in r.lines[0]
+
+
+def test_deep_nesting_under_a_stricter_libyaml(cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A libyaml that refuses nesting earlier than tunectl (here at 20 levels) still gives tunectl's message."""
+    real_parse = yaml.parse
+
+    def strict_parse(text, Loader):  # noqa: N803 (yaml.parse's own keyword)
+        depth = 0
+        for event in real_parse(text, Loader=Loader):
+            if not issubclass(Loader, yaml.SafeLoader) and isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth >= 20:
+                    raise yaml.parser.ParserError(None, None, "exceeded maximum nesting depth", event.start_mark)
+            yield event
+
+    monkeypatch.setattr(yaml, "parse", strict_parse)
+    monkeypatch.setattr(yaml, "CSafeLoader", getattr(yaml, "CSafeLoader", yaml.Loader), raising=False)
+    r = validate_text(cli, DEEP["flow"][0])
+    assert r.lines[0].startswith("p.yaml:1:35: $.a[0][0]") and r.lines[0].endswith("nested more than 32 levels deep; "
+                                                                                    "a profile is much flatter")
+    shallow = validate_text(cli, "a: " + "[" * 25 + "]" * 25 + "\n")
+    assert shallow.lines[0].startswith("p.yaml:1:22: $: YAML syntax: exceeded maximum nesting depth"), shallow.lines
+
+
 def test_alias_bomb(cli) -> None:
     text = "a0: &a0 [x, x, x, x, x, x, x, x, x]\n"
     text += "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10))

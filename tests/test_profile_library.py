@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 import yaml
 
+from tests.tuned_profiles import tuned_profile_dir
 from tunectl.attributes import IOSCHED, LEGACY_SCHEDULERS, QUEUE, SCHEDULERS
 from tunectl.cli import main
 from tunectl.context import Context
@@ -20,9 +21,10 @@ from tunectl.profile.schema import load_schema
 from tunectl.tuning.device import CLASSES, DM_TYPES
 
 SHIPPED = sorted(p.stem for p in shipped_profile_dir().glob("*.yaml"))
-TUNED_DIR = Path("/usr/lib/tuned")
+TUNED_DIR = tuned_profile_dir()
 TUNED = sorted(p.parent.name for p in TUNED_DIR.glob("*/tuned.conf")) if TUNED_DIR.is_dir() else []
-needs_tuned = pytest.mark.skipif(not TUNED, reason=f"tuned is not installed under {TUNED_DIR}")
+needs_tuned = pytest.mark.skipif(
+    not TUNED, reason=f"no tuned profiles under {TUNED_DIR} (scripts/bootstrap --test unpacks Debian's tuned)")
 
 
 @pytest.fixture
@@ -122,7 +124,7 @@ def test_list_shows_every_profile_with_its_description(cli) -> None:
 
 @needs_tuned
 def test_import_tuned_throughput_performance_validates(cli, tmp_path: Path) -> None:
-    code, out, err = cli("profile", "import-tuned", "throughput-performance")
+    code, out, err = cli("profile", "import-tuned", "--tuned-dir", str(TUNED_DIR), "throughput-performance")
     assert (code, err) == (0, "")
     (tmp_path / "tp.yaml").write_text(out)
     code, checked, err = cli("profile", "validate", "tp.yaml")
@@ -134,7 +136,7 @@ def test_import_tuned_throughput_performance_validates(cli, tmp_path: Path) -> N
 @needs_tuned
 @pytest.mark.parametrize("name", TUNED)
 def test_every_tuned_profile_imports_to_a_valid_profile(cli, tmp_path: Path, name: str) -> None:
-    code, out, err = cli("profile", "import-tuned", name)
+    code, out, err = cli("profile", "import-tuned", "--tuned-dir", str(TUNED_DIR), name)
     assert code == 0, err
     (tmp_path / "imported.yaml").write_text(out)
     code, checked, err = cli("profile", "validate", "imported.yaml")

@@ -3,24 +3,32 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.tuned_profiles import tuned_profile_dir
 from tunectl.attributes import IOSCHED, QUEUE, SCHEDULERS
 from tunectl.errors import UsageError
 from tunectl.profile.checks import check_document
 from tunectl.profile.reader import parse_yaml
-from tunectl.profile.tuned_import import DISK_PLUGIN_CLASSES, import_tuned, render_yaml
+from tunectl.profile.tuned_import import DISK_PLUGIN_CLASSES, TunedImport, render_yaml
+from tunectl.profile.tuned_import import import_tuned as tunectl_import_tuned
 
-TUNED_DIR = "/usr/lib/tuned"
+TUNED_DIR = str(tuned_profile_dir())
 SHIPPED = sorted(
     n for n in (os.listdir(TUNED_DIR) if os.path.isdir(TUNED_DIR) else []) if os.path.isfile(f"{TUNED_DIR}/{n}/tuned.conf")
 )
 needs_tuned = pytest.mark.skipif(
-    not SHIPPED, reason=f"{TUNED_DIR} has no tuned profiles (install Debian's tuned: apt-get install -y tuned)"
+    not SHIPPED, reason=f"{TUNED_DIR} has no tuned profiles (scripts/bootstrap --test unpacks Debian's tuned)"
 )
+
+
+def import_tuned(ref: str, search_dirs: Sequence[str] = (TUNED_DIR,)) -> TunedImport:
+    """The real import, looking names up in the tuned under test unless the test names its own dirs."""
+    return tunectl_import_tuned(ref, search_dirs)
 CLASSES = {"dm", "md", "loop", "zram", "nvme", "mmc", "virtio", "rotational", "ssd"}
 
 

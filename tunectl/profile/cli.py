@@ -32,6 +32,9 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     pp.add_argument("files", nargs="+", metavar="FILE", help="profile files or names")
     pp = add_action(psub, "import-tuned", "convert a tuned profile (tuned.conf) to a tunectl profile on stdout")
     pp.add_argument("ref", metavar="PATH|NAME", help="tuned profile directory, tuned.conf or profile name")
+    pp.add_argument("--tuned-dir", action="append", metavar="DIR", dest="tuned_dirs",
+                    help="where tuned profiles named by NAME (and by their include=) are looked up; repeat for "
+                         "several, first wins (default: /etc/tuned, then /usr/lib/tuned)")
 
 
 def run(ctx, args, out) -> int:
@@ -193,9 +196,9 @@ def _validate(ctx, args, out) -> int:
 
 
 def _import_tuned(ctx, args, out) -> int:
-    from tunectl.profile.tuned_import import import_tuned, render_yaml
+    from tunectl.profile.tuned_import import DEFAULT_SEARCH_DIRS, import_tuned, render_yaml
 
-    result = import_tuned(args.ref)
+    result = import_tuned(args.ref, args.tuned_dirs or DEFAULT_SEARCH_DIRS)
     if out.json:
         emit_json({"name": result.name, "profile": result.profile, "unconverted": result.unconverted,
                    "notes": result.notes}, out.stdout)

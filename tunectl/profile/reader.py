@@ -160,28 +160,69 @@ def parse_yaml(text: str, file: str) -> tuple[Document, list[Diagnostic]]:
         what = "NUL byte: a profile is YAML text, not binary data" if bad.group() == "\0" else \
             f"YAML does not allow the control character U+{ord(bad.group()):04X} here"
         return doc, [Diagnostic(file, line, col, "$", what)]
-    builder = _Builder(doc)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        for event in yaml.parse(text, Loader=loader):
-            if builder.feed(event):
-                break
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
+    builder, error = _read_events(text, doc, loader)
+    if error is not None and loader is not yaml.SafeLoader:
+        # libyaml (0.2.5 and later) has a nesting limit of its own, 1000 levels, which its scanner
+        # hits while it looks ahead for simple keys, before tunectl has seen the 33rd level. The
+        # pure-Python parser has no such limit: on any libyaml error the text is read again by it,
+        # so tunectl's own limits fire first and the diagnostic is the same whatever libyaml does.
+        retry = Document(file, None)
+        again, _ = _read_events(text, retry, _depth_capped_loader())
+        if again.stopped:
+            doc.value_pos, doc.key_pos = retry.value_pos, retry.key_pos
+            return doc, again.diags
+    if isinstance(error, yaml.MarkedYAMLError):
+        mark = error.problem_mark or error.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         context = ""
-        if e.context and e.context_mark and mark and (e.context_mark.line, e.context_mark.column) != (mark.line, mark.column):
-            context = f" ({e.context} started at line {e.context_mark.line + 1}, column {e.context_mark.column + 1})"
-        problem = (e.problem or str(e)).strip()
+        if error.context and error.context_mark and mark and \
+                (error.context_mark.line, error.context_mark.column) != (mark.line, mark.column):
+            context = f" ({error.context} started at line {error.context_mark.line + 1}, column {error.context_mark.column + 1})"
+        problem = (error.problem or str(error)).strip()
         return doc, [*builder.diags, Diagnostic(file, line, col, "$", f"YAML syntax: {problem}{context}")]
-    except (yaml.YAMLError, UnicodeError) as e:
-        return doc, [*builder.diags, Diagnostic(file, 1, 1, "$", f"YAML error: {e}")]
+    if error is not None:
+        return doc, [*builder.diags, Diagnostic(file, 1, 1, "$", f"YAML error: {error}")]
     if builder.stopped:
         return doc, builder.diags
     if builder.root is None and not builder.diags:
         return doc, [Diagnostic(file, 1, 1, "$", "the profile is empty (nothing but comments or white space)")]
     doc.data = builder.root
     return doc, builder.diags
+
+
+def _depth_capped_loader() -> Any:
+    """The pure-Python loader, made to see the end of the stream once flow nesting passes MAX_DEPTH.
+
+    Its scanner looks ahead up to 1024 characters for a simple key and walks every open flow
+    level at each token: 5000 nested '[' cost seconds. Everything up to the cut is read as
+    usual, so the builder still meets level MAX_DEPTH + 1 (each flow level is one of its levels)
+    and stops there with its own message, before the parser complains about the early end.
+    """
+    import yaml
+
+    class DepthCappedLoader(yaml.SafeLoader):
+        def fetch_more_tokens(self) -> None:
+            if self.flow_level > MAX_DEPTH + 1:
+                self.fetch_stream_end()
+                return
+            super().fetch_more_tokens()
+
+    return DepthCappedLoader
+
+
+def _read_events(text: str, doc: Document, loader: Any) -> tuple[_Builder, Exception | None]:
+    """Feed the parser's events to a builder until it stops; the YAML or decoding error, if any."""
+    import yaml
+
+    builder = _Builder(doc)
+    try:
+        for event in yaml.parse(text, Loader=loader):
+            if builder.feed(event):
+                break
+    except (yaml.YAMLError, UnicodeError) as e:
+        return builder, e
+    return builder, None
 
 
 _TAG = "tag:yaml.org,2002:"
