@@ -14,7 +14,7 @@ import pytest
 from tests.fakesys import FakeTree
 from tests.package.builds import REPO, Deb, ansible_tool, run
 
-pytestmark = pytest.mark.package
+pytestmark = [pytest.mark.package, pytest.mark.ansible]
 
 
 def recap(stdout: str) -> dict[str, int]:

@@ -35,12 +35,13 @@ def test_tests_run_from_the_unpacked_sdist(dists: Dists, tmp_path: Path):
     collected = subprocess.run(pytest_argv + ["--collect-only"], cwd=tree, capture_output=True, text=True, timeout=600)
     assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
     assert re.search(r"^\d+(/\d+)? tests? collected", collected.stdout.splitlines()[-1]), collected.stdout[-500:]
+    # The fuzz tests seed hypothesis from tests/data, but their timing makes them flaky on a loaded
+    # machine; the main run has them. The rest that read tests/data or the golden files run here.
     readers = sorted(str(p.relative_to(tree)) for p in (tree / "tests").rglob("test_*.py")
-                     if re.search(r"golden|[\"']data[\"']", p.read_text()) and "package" not in p.parts)
-    assert readers, "no test reads tests/data or tests/golden"
-    # test_deep_nesting is a known failure on main, fixed there separately.
-    done = subprocess.run(pytest_argv + ["--deselect", "tests/test_profile_errors.py::test_deep_nesting"] + readers,
-                          cwd=tree, capture_output=True, text=True, timeout=900)
+                     if re.search(r'"golden"|parent / "data"', p.read_text())
+                     and "package" not in p.parts and "fuzz" not in p.name)
+    assert len(readers) >= 3, readers
+    done = subprocess.run(pytest_argv + readers, cwd=tree, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-3000:]
     assert str(tree) in run([sys.executable, "-c", "import tunectl; print(tunectl.__file__)"], cwd=tree).stdout
 
