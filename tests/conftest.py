@@ -17,6 +17,9 @@ from tests.versions import describe
 def pytest_report_header(config: pytest.Config) -> list[str]:
     return describe()
 
+# The real systemd-udevd and scoped rules files of the root udev tests (fixtures `udevd`, `rules`).
+pytest_plugins = ("tests.udevd",)
+
 
 @pytest.fixture
 def fake_root(request: pytest.FixtureRequest) -> Iterator[Path]:
@@ -50,3 +53,13 @@ def fake_tree(empty_fake_tree: FakeTree) -> FakeTree:
     """
     all_topologies(empty_fake_tree)
     return empty_fake_tree
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The root marker decides: a root test is skipped unless this runs as root, and `-m "not root"` leaves it out."""
+    if os.geteuid() == 0:
+        return
+    skip = pytest.mark.skip(reason="needs root: real loop devices, udevd or parted (run as root, under the lock)")
+    for item in items:
+        if "root" in item.keywords:
+            item.add_marker(skip)

@@ -8,10 +8,6 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: creates real loop devices")
-
 
 def sysfs_read(name: str, attr: str) -> str:
     return Path(f"/sys/block/{name}/{attr}").read_text().strip()

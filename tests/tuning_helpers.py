@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import io
-import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from tests.fakesys import FakeTree
-from tunectl.cli import main
+from tests.harness import CliResult, run_cli
 from tunectl.context import Context
 from tunectl.profile.library import shipped_profile_dir
 from tunectl.system.state import StateStore
@@ -17,32 +14,20 @@ QUEUE_SNAPSHOT = ("read_ahead_kb", "nr_requests", "rq_affinity", "nomerges", "ad
                   "max_sectors_kb", "wbt_lat_usec", "rotational")
 
 
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-    @property
-    def doc(self) -> dict:
-        return json.loads(self.out)
-
-    @property
-    def lines(self) -> list[str]:
-        return self.err.splitlines()
+Result = CliResult  # the harness's one result type
 
 
 class Tunectl:
     """`tunectl` bound to one fake tree and one state directory."""
 
-    def __init__(self, tree: FakeTree, state_dir: Path, profile_dirs: list[Path] | None = None) -> None:
+    def __init__(self, tree: FakeTree, state_dir: Path, profile_dirs: list[Path] | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.tree = tree
-        self.ctx = Context(tree.sysfs, tree.udev, StateStore(state_dir), [*(profile_dirs or []), shipped_profile_dir()])
+        self.ctx = Context(tree.sysfs, tree.udev, StateStore(state_dir), [*(profile_dirs or []), shipped_profile_dir()],
+                           env or {})
 
-    def __call__(self, *argv: str) -> Result:
-        out, err = io.StringIO(), io.StringIO()
-        code = main(list(argv), stdout=out, stderr=err, context=self.ctx)
-        return Result(code, out.getvalue(), err.getvalue())
+    def __call__(self, *argv: str) -> CliResult:
+        return run_cli(*argv, context=self.ctx)
 
 
 def snapshot(tree: FakeTree, name: str) -> dict[str, str]:

@@ -110,10 +110,11 @@ LIMIT_ATTRS = frozenset({"rotational", "add_random", "iostats", "stable_writes",
 VM_READAHEAD_KB = 128  # VM_READAHEAD_PAGES: the kernel's smallest default read-ahead
 PAGE_KB_CANDIDATES = (4, 16, 64)  # page sizes in use (x86/most arm64, arm64 16K, ppc64/arm64 64K)
 # optimal_io_size values that are controller errors, not sizes: USB-SATA bridges and some cloud NVMe
-# report 0xffff blocks of 512 bytes (32 MiB - 512). util-linux ignores them (libfdisk alignment.c:
-# "33553920 (32 MiB - 512) is always a controller error"), as it ignores an io_opt that is not a
-# multiple of the physical sector.
-BOGUS_IO_OPT = frozenset({33553920})
+# report 0xffff blocks (of 512 bytes: 32 MiB - 512; or of the logical block). util-linux ignores them
+# (libfdisk alignment.c: "33553920 (32 MiB - 512) is always a controller error"), as it ignores an
+# io_opt that is not a multiple of the physical (or logical) sector.
+BOGUS_IO_OPT_BLOCKS = 0xFFFF
+BOGUS_IO_OPT = frozenset({BOGUS_IO_OPT_BLOCKS * 512})
 
 
 def kernel_read_ahead_kb(io_opt: int, page_kb: int = 4) -> int:
@@ -121,15 +122,29 @@ def kernel_read_ahead_kb(io_opt: int, page_kb: int = 4) -> int:
     return max(io_opt * 2 // (page_kb * 1024) * page_kb, VM_READAHEAD_KB)
 
 
+def io_opt_sanity(io_opt: int | None, physical_block_size: int | None,
+                  logical_block_size: int | None = None) -> tuple[str, str, int] | None:
+    """The one io_opt sanity rule (util-linux's): None when the size is believable (or 0), else why not:
+    ``("bogus", "", 0)`` for 0xffff blocks, ``("not-multiple", "physical_block_size", 4096)`` for a size
+    that is not a multiple of a sector size."""
+    if not io_opt or io_opt <= 0:
+        return None
+    if io_opt in BOGUS_IO_OPT or (logical_block_size and io_opt == BOGUS_IO_OPT_BLOCKS * logical_block_size):
+        return ("bogus", "", 0)
+    for name, size in (("physical_block_size", physical_block_size), ("logical_block_size", logical_block_size)):
+        if size and size > 0 and io_opt % size:
+            return ("not-multiple", name, size)
+    return None
+
+
 def io_opt_doubt(io_opt: int | None, physical_block_size: int | None) -> str | None:
     """Why util-linux would ignore this optimal I/O size (bytes), or None when it is believable."""
-    if not io_opt:
+    problem = io_opt_sanity(io_opt, physical_block_size)
+    if problem is None:
         return None
-    if io_opt in BOGUS_IO_OPT:
+    if problem[0] == "bogus":
         return f"{io_opt} (32 MiB - 512) is a controller error, not a size"
-    if physical_block_size and io_opt % physical_block_size:
-        return f"{io_opt} is not a multiple of the physical sector ({physical_block_size})"
-    return None
+    return f"{io_opt} is not a multiple of the physical sector ({problem[2]})"
 
 
 def derived_from_doubtful_io_opt(read_ahead_kb: object, io_opt: int | None,

@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return e.exit_code
     except KeyboardInterrupt:
         out.warn("tunectl: interrupted")
-        return 130
+        return ExitCode.INTERRUPTED
     except BrokenPipeError:
         return ExitCode.OK
     except Exception as e:  # a bug: say so plainly, keep the traceback for --propagate
@@ -199,7 +199,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             raise
         out.warn(f"tunectl: internal error: {type(e).__name__}: {e}\n"
                  "this is a bug in tunectl; rerun with --propagate for the traceback and report it")
-        return ExitCode.USAGE
+        return ExitCode.INTERNAL
 
 
 def main_entry() -> None:

@@ -12,6 +12,8 @@ class ExitCode(enum.IntEnum):
     PARTIAL = 3  # some writes refused, the rest applied
     NOT_PERMITTED = 4
     STATE = 5  # the state directory or journal cannot be used: not a regular file, unreadable, newer, disk full
+    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
+    INTERNAL = 70  # a bug in tunectl (EX_SOFTWARE): never a verdict about the machine
 
 
 class TunectlError(Exception):

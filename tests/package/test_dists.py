@@ -38,7 +38,7 @@ def test_tests_run_from_the_unpacked_sdist(dists: Dists, tmp_path: Path):
     # The fuzz tests seed hypothesis from tests/data, but their timing makes them flaky on a loaded
     # machine; the main run has them. The rest that read tests/data or the golden files run here.
     readers = sorted(str(p.relative_to(tree)) for p in (tree / "tests").rglob("test_*.py")
-                     if re.search(r'"golden"|parent / "data"', p.read_text())
+                     if re.search(r'"golden"|\bDATA\b|parent / "data"', p.read_text())
                      and "package" not in p.parts and "fuzz" not in p.name)
     assert len(readers) >= 3, readers
     done = subprocess.run(pytest_argv + readers, cwd=tree, capture_output=True, text=True, timeout=900)

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import os
-
 from tunectl.align.table import ParseError, PartedDisk, parse_json, parse_machine
 from tunectl.align.verdict import AlignReport, DiskReport, Topology, judge_disk
 from tunectl.context import Context
+from tunectl.devices.classes import OPT_IN_CLASSES
+from tunectl.devices.discover import discover
+from tunectl.devices.resolve import Resolver
 from tunectl.errors import NotPermitted, TunectlError, UsageError
 from tunectl.system.parted import JSON, Parted, PartedError
 from tunectl.system.sysfs import Sysfs
 
-OPT_IN = ("loop", "zram")  # only when named, as everywhere in tunectl
 PARALLEL = 8  # parted runs at once; each spends its time opening the device and probing
 
 
@@ -28,21 +28,9 @@ def read_topology(sysfs: Sysfs, name: str) -> Topology:
                     num("queue/optimal_io_size", 0), num("alignment_offset", 0))
 
 
-def _partition_filter(ctx: Context, ref: str) -> int | None:
-    """The partition number when `ref` names a partition (sda2, /dev/sda2, a link to one)."""
-    name = ref[len("/dev/"):] if ref.startswith("/dev/") else ref
-    if "/" in name and ref.startswith("/dev/") and str(ctx.sysfs.root) == "/sys" and os.path.exists(ref):
-        name = os.path.basename(os.path.realpath(ref))
-    if "/" in name or not ctx.sysfs.exists(f"class/block/{name}/partition"):
-        return None
-    text = ctx.sysfs.read_or(f"class/block/{name}/partition")
-    return int(text) if text and text.strip().isdigit() else None
-
-
 def check(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None,
           parted: Parted | None = None, workers: int = PARALLEL) -> AlignReport:
-    from tunectl.tuning.discover import discover
-    from tunectl.tuning.operations import load_profile_for, resolve_names
+    from tunectl.tuning.operations import load_profile_for
 
     profile = load_profile_for(ctx, profile_ref)
     boundary = profile.boundary_kib * 1024
@@ -50,8 +38,10 @@ def check(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = No
     named = bool(dev_refs)
     only: dict[str, set[int] | None] = {}
     if dev_refs:
-        for ref, name in zip(dev_refs, resolve_names(ctx, devices, dev_refs)):
-            number = _partition_filter(ctx, ref)
+        resolver = Resolver(ctx, devices)
+        for ref, name in zip(dev_refs, resolver.whole_devices(dev_refs)):
+            node = resolver.node(ref)
+            number = resolver.partition_number(node) if node else None
             wanted = only.get(name, set())
             if number is None:
                 only[name] = None  # the whole disk: wins over any of its partitions
@@ -59,9 +49,9 @@ def check(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = No
                 only[name] = wanted | {number}
         names = list(only)
     else:
-        names = [d.name for d in devices if d.cls not in OPT_IN and d.size_bytes > 0]
-    parted = parted or Parted()
-    tables = _read_tables(parted, names, named, workers)
+        names = [d.name for d in devices if d.cls not in OPT_IN_CLASSES and d.size_bytes > 0]
+    parted = parted or Parted(ctx.run)
+    tables = _read_tables(parted, {name: ctx.roots.node(name) for name in names}, named, workers)
     disks: list[DiskReport] = []
     notes: list[str] = []
     for name in names:
@@ -83,14 +73,23 @@ def check(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = No
     return AlignReport(profile.name, disks, list(profile.warnings), notes)
 
 
-def _read_tables(parted: Parted, names: list[str], named: bool,
+def _read_tables(parted: Parted, nodes: dict[str, str | None], named: bool,
                  workers: int) -> dict[str, PartedDisk | None | TunectlError]:
-    """parted on every disk, a few at once; an unreadable disk is its error, a missing node skipped unless named."""
+    """parted on every disk, a few at once; an unreadable disk is its error, a missing node skipped unless named.
+
+    `nodes`: disk -> its device node, None when the run has no dev root (a tree of another machine).
+    """
     from concurrent.futures import ThreadPoolExecutor
+
+    names = list(nodes)
 
     def one(name: str) -> PartedDisk | None | TunectlError:
         try:
-            out = parted.print_table(f"/dev/{name}")
+            node = nodes[name]
+            if node is None:
+                raise UsageError(f"no device node for {name}: the sysfs tree describes another machine",
+                                 hint="set TUNECTL_DEV_ROOT to the device nodes of that machine, or use the real /sys")
+            out = parted.print_table(node)
             if not out.has_table:
                 return None
             return parse_json(out.text) if out.format == JSON else parse_machine(out.text)

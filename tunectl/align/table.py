@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from tunectl.errors import TunectlError
+from tunectl.errors import ExitCode, TunectlError
 
 # parted's name for "no partition table here" and for a filesystem on the whole disk.
 NO_TABLE_LABELS = ("unknown", "loop")
@@ -20,6 +20,8 @@ NO_TABLE_LABELS = ("unknown", "loop")
 
 class ParseError(TunectlError):
     """parted printed something this parser does not understand."""
+
+    exit_code = ExitCode.USAGE
 
 
 @dataclass(frozen=True)

@@ -16,15 +16,11 @@ from dataclasses import asdict, dataclass, field
 from math import gcd
 
 from tunectl.align.table import PartedDisk
+from tunectl.attributes import io_opt_sanity
 from tunectl.units import format_bytes
 
 MiB = 1024 * 1024
 PED_DEFAULT_ALIGNMENT = MiB
-
-# USB-SATA bridges report their maximum transfer (0xffff blocks) as the optimal
-# I/O size; util-linux's libfdisk ignores 33553920 by name.
-BOGUS_OPTIMAL_IO_BLOCKS = 0xFFFF
-
 
 @dataclass(frozen=True)
 class Topology:
@@ -71,16 +67,13 @@ def _lcm(a: int, b: int) -> int:
 def optimal_io_problem(topo: Topology) -> str | None:
     """Why optimal_io_size cannot be trusted (None when it can, or is 0)."""
     opt = topo.optimal_io_size
-    if opt <= 0:
+    problem = io_opt_sanity(opt, topo.physical_block_size, topo.logical_block_size)
+    if problem is None:
         return None
-    if opt == BOGUS_OPTIMAL_IO_BLOCKS * 512 or opt == BOGUS_OPTIMAL_IO_BLOCKS * topo.logical_block_size:
+    if problem[0] == "bogus":
         return (f"optimal_io_size {opt} is 0xffff blocks, the maximum transfer some USB bridges report "
                 "instead of a real optimal size; ignored, as util-linux does")
-    for name, size in (("physical_block_size", topo.physical_block_size),
-                       ("logical_block_size", topo.logical_block_size)):
-        if size > 0 and opt % size:
-            return f"optimal_io_size {opt} is not a multiple of {name} {size}; ignored, as util-linux does"
-    return None
+    return f"optimal_io_size {opt} is not a multiple of {problem[1]} {problem[2]}; ignored, as util-linux does"
 
 
 def choose_grain(topo: Topology, boundary: int) -> Grain:

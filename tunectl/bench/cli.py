@@ -105,7 +105,7 @@ def run(ctx, args, out) -> int:
     if not out.json:
         out.print(header)
     bar = out.progress(len(points), "bench")
-    sweep = Sweep(ctx, stack, points, size, block, Io.real(), random=args.random,
+    sweep = Sweep(ctx, stack, points, size, block, Io.real(ctx.run), random=args.random,
                   on_point=lambda i, p: bar.advance(0, f"point {i}: {p.describe()}"),
                   on_done=lambda i, r: bar.advance(1))
     try:
@@ -117,7 +117,10 @@ def run(ctx, args, out) -> int:
         verb = "terminated" if isinstance(e, Terminated) else "interrupted"
         _report_restore(sweep, out, f"{verb} after {len(sweep.runs)} of {len(points)} points")
         if out.json:
-            _emit(stack, sweep, seed, schedulers, out, interrupted=True)
+            from tunectl.bench.report import BenchReport
+            from tunectl.report import emit_json
+
+            emit_json(BenchReport(stack, sweep, seed, schedulers, interrupted=True).to_json(), out.stdout)
         return 143 if isinstance(e, Terminated) else 130
     except BaseException:
         bar.close()
@@ -180,35 +183,13 @@ def _report_restore(sweep, out, why: str) -> None:
     out.warn(f"tunectl bench: {why}; {_restored_text(sweep)}")
 
 
-def _placement(stack):
-    from tunectl.bench.results import Placement
-
-    return Placement(stack.top.name, stack.top.cls, stack.stacked, tuple(d.name for d in stack.scheduled))
-
-
-def _emit(stack, sweep, seed, schedulers, out, interrupted: bool = False) -> None:
-    from tunectl.bench.results import recommend, summarise
-    from tunectl.report import emit_json
-
-    summaries = summarise(sweep.runs)
-    rec = None if interrupted else recommend(summaries, _placement(stack))
-    emit_json({"target": stack.target, "kind": stack.kind, "read_path": stack.read_path,
-               "device": stack.top.name, "class": stack.top.cls, "below": [d.name for d in stack.below],
-               "scheduled": [d.name for d in stack.scheduled], "schedulers": schedulers, "seed": seed,
-               "interrupted": interrupted, "points": [s.to_json() for s in summaries],
-               "runs": [r.to_json() for r in sweep.runs],
-               "recommendation": rec.to_json() if rec else None,
-               "restored": [o.to_json() for o in sweep.restored],
-               "restore_failed": [o.to_json() for o in sweep.restore_failures]}, out.stdout)
-
-
 def _render(ctx, args, stack, sweep, seed, schedulers, out) -> int:
     from tunectl.bench import chart
-    from tunectl.bench.results import recommend, summarise
-    from tunectl.report import table
+    from tunectl.bench.report import BenchReport
+    from tunectl.report import emit_json, table
 
-    code = ExitCode.PARTIAL if sweep.restore_failures else ExitCode.OK
-    summaries = summarise(sweep.runs)
+    report = BenchReport(stack, sweep, seed, schedulers)
+    summaries = report.summaries
     if args.csv:
         from tunectl.bench.export import runs_csv
 
@@ -217,14 +198,14 @@ def _render(ctx, args, stack, sweep, seed, schedulers, out) -> int:
                 f.write(runs_csv(sweep.runs))
         except OSError as e:
             out.warn(f"tunectl bench: cannot write {args.csv}: {e.strerror}")
-            code = ExitCode.PARTIAL
+            report.exit_code = ExitCode.PARTIAL
     if args.plot:
         from tunectl.bench.plot import write_png
 
         write_png(args.plot, summaries, f"tunectl bench {stack.target}")
     if out.json:
-        _emit(stack, sweep, seed, schedulers, out)
-        return code
+        emit_json(report.to_json(), out.stdout)
+        return report.exit_code
     rows = []
     for s in summaries:
         first = [s.scheduler or "-", s.read_ahead_kb, f"{s.mb_s:.1f}", f"{s.spread_pct:.0f}%"]
@@ -242,7 +223,7 @@ def _render(ctx, args, stack, sweep, seed, schedulers, out) -> int:
               "AVG KiB: request size; QUEUE ms: time in queue per run (weighted)")
     out.print()
     out.print(chart.render(summaries))
-    rec = recommend(summaries, _placement(stack))
+    rec = report.recommendation
     if rec:
         out.print()
         out.print("recommendation (paste into a profile):")
@@ -254,4 +235,4 @@ def _render(ctx, args, stack, sweep, seed, schedulers, out) -> int:
         _report_restore(sweep, out, "done")
     else:
         out.print(_restored_text(sweep))
-    return code
+    return report.exit_code

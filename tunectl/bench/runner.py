@@ -20,11 +20,13 @@ from tunectl.bench.results import RandomRead, Run
 from tunectl.bench.stack import Stack
 from tunectl.bench.sweep import Point
 from tunectl.context import Context
+from tunectl.devices.discover import read_device
 from tunectl.errors import ExitCode, NotPermitted, TunectlError
+from tunectl.status import Status
+from tunectl.system.runner import Completed
 from tunectl.system.sysfs import Sysfs
 from tunectl.tuning import apply as applying
-from tunectl.tuning.discover import read_device
-from tunectl.tuning.plan import CHANGE, IN_SYNC, Setting
+from tunectl.tuning.plan import Setting
 
 
 class Terminated(KeyboardInterrupt):
@@ -46,12 +48,12 @@ class Io:
     random: Callable[[str, int], RandomRead] | None = None
 
     @classmethod
-    def real(cls, random_seconds: float = 3.0) -> Io:
+    def real(cls, run: Callable[..., Completed], random_seconds: float = 3.0) -> Io:
+        """Reads of this machine's devices; fio through `run` (the Context's runner)."""
         from tunectl.system import blockio
 
         def fio(path: str, size: int) -> RandomRead:
             from tunectl.bench.fio import fio_argv, parse_fio_json
-            from tunectl.system.runner import run
 
             return parse_fio_json(run(fio_argv(path, size, random_seconds), timeout=random_seconds + 60).stdout)
 
@@ -76,7 +78,7 @@ class Sweep:
 
     @property
     def restore_failures(self) -> list[applying.Outcome]:
-        return [o for o in self.restored if o.status not in (applying.CHANGED, IN_SYNC)]
+        return [o for o in self.restored if o.status not in (Status.CHANGED, Status.IN_SYNC)]
 
     def run(self) -> list[Run]:
         with self.ctx.state.locked(), _sigterm_interrupts():
@@ -102,16 +104,16 @@ class Sweep:
         for dev in self.stack.scheduled if point.scheduler else ():
             current = _scheduler(self.ctx.sysfs, dev.name)
             settings.append(Setting(dev.name, dev.identity, "scheduler", current, point.scheduler, "bench",
-                                    CHANGE if current != point.scheduler else IN_SYNC))
+                                    Status.CHANGE if current != point.scheduler else Status.IN_SYNC))
         top = self.stack.top
-        settings.append(Setting(top.name, top.identity, "read_ahead_kb", None, point.read_ahead_kb, "bench", CHANGE))
+        settings.append(Setting(top.name, top.identity, "read_ahead_kb", None, point.read_ahead_kb, "bench", Status.CHANGE))
         self.changed = True
         outcomes = applying.apply_settings(self.ctx.sysfs, settings, workers=1)
-        bad = [o for o in outcomes if o.status not in (applying.CHANGED, IN_SYNC)]
+        bad = [o for o in outcomes if o.status not in (Status.CHANGED, Status.IN_SYNC)]
         if bad:
             o = bad[0]
             what = f"cannot set {o.setting.device} {o.setting.attribute} to {o.setting.after}: {o.error}"
-            if o.status == applying.NOT_PERMITTED:
+            if o.status == Status.NOT_PERMITTED:
                 raise NotPermitted(what, hint="run as root")
             raise BenchError(what, hint="the kernel refused a value of the sweep; leave it out of "
                                         "--read-ahead/--schedulers")

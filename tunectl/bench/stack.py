@@ -12,12 +12,12 @@ import os
 from dataclasses import dataclass
 
 from tunectl.context import Context
+from tunectl.devices.discover import discover
+from tunectl.devices.graph import DeviceGraph
+from tunectl.devices.model import Device
+from tunectl.devices.resolve import Resolver
 from tunectl.errors import UsageError
 from tunectl.system import blockio
-from tunectl.tuning.device import Device
-from tunectl.tuning.discover import discover, partition_parent
-from tunectl.tuning.operations import resolve_names
-from tunectl.tuning.plan import lower_disks
 
 
 @dataclass
@@ -29,7 +29,7 @@ class Stack:
     top: Device  # the whole device whose read_ahead_kb is swept (the filesystem's, or the named one)
     below: list[Device]  # every device under `top`, nearest first (dm/md slaves, then their disks)
     scheduled: list[Device]  # where the scheduler is swept: `top`, or the disks below a bio-based top
-    nodes: dict[str, str]  # device name -> its /dev node (for dropping its cached pages)
+    nodes: dict[str, str | None]  # device name -> its /dev node (for dropping its cached pages); None: none
 
     @property
     def devices(self) -> list[Device]:
@@ -48,67 +48,55 @@ class Stack:
         return [s for s in self.scheduled[0].schedulers if s in common]
 
 
-def _whole(ctx: Context, name: str) -> str:
-    if ctx.sysfs.exists(f"block/{name}/queue"):
-        return name
-    return partition_parent(ctx.sysfs, name) or name
-
-
-def _below(by_name: dict[str, Device], top: str, parent_of: dict[str, str]) -> list[Device]:
-    out: list[Device] = []
-    queue = [top]
-    while queue:
-        cur = queue.pop(0)
-        for slave in by_name[cur].slaves if cur in by_name else ():
-            disk = slave if slave in by_name else parent_of.get(slave)
-            if disk and disk != top and all(d.name != disk for d in out):
-                out.append(by_name[disk])
-                queue.append(disk)
-    return out
-
-
-def resolve(ctx: Context, target: str, dev_dir: str = "/dev") -> Stack:
+def resolve(ctx: Context, target: str) -> Stack:
     devices = discover(ctx.sysfs, ctx.udev)
     by_name = {d.name: d for d in devices}
-    parent_of = {p.name: d.name for d in devices for p in d.partitions}
+    graph = DeviceGraph.read(ctx.sysfs)
+    resolver = Resolver(ctx, devices, graph)
     bare = "/" not in target and ctx.sysfs.exists(f"class/block/{target}")
-    if not bare and (os.path.exists(target) or target.startswith(("/", "."))):
+    name = None if bare else resolver.node(target)
+    if bare:
+        name = target
+    elif name is None and (os.path.exists(target) or target.startswith(("/", "."))):
         info = blockio.inspect(target)
-        node = ctx.sysfs.realpath(f"dev/block/{info.devnum}")
-        name = os.path.basename(node)
-        if not ctx.sysfs.exists(f"dev/block/{info.devnum}"):
+        name = resolver.name_of_devnum(info.devnum)
+        if name is None:
             where = "file's filesystem" if info.kind == "file" else "device"
             raise UsageError(f"{target}: the {where} ({info.devnum}) is not a block device under {ctx.sysfs.root}",
                              hint="bench needs a disk-backed filesystem (not tmpfs, overlay, nfs or btrfs's "
                                   "anonymous devices); name the block device instead")
-        kind, read_path, size = ("file", target, info.size) if info.kind == "file" else ("device", target, 0)
-    else:
-        name = resolve_names(ctx, devices, [target])[0]
-        bare_name = target[len("/dev/"):] if target.startswith("/dev/") else target
-        part = bare_name if "/" not in bare_name and ctx.sysfs.exists(f"class/block/{bare_name}") else name
-        kind, read_path, size = "device", os.path.join(dev_dir, part), 0
-        name = part
-    if kind == "device":
-        size = int(ctx.sysfs.read_or(f"class/block/{name}/size", "0") or 0) * 512
-    top_name = _whole(ctx, name)
+        if info.kind == "file":
+            return _stack(ctx, target, "file", target, info.size, name, by_name, graph)
+    if name is None:
+        name = resolver.whole_devices([target])[0]
+    size = int(ctx.sysfs.read_or(f"class/block/{name}/size", "0") or 0) * 512
+    return _stack(ctx, target, "device", ctx.roots.node(name) or "", size, name, by_name, graph)
+
+
+def _stack(ctx: Context, target: str, kind: str, read_path: str, size: int, name: str, by_name: dict[str, Device],
+           graph: DeviceGraph) -> Stack:
+    top_name = graph.whole(name)
     if top_name not in by_name:
         known = ", ".join(sorted(by_name)) or "none"
         raise UsageError(f"{target}: no tunable block device {top_name!r} under {ctx.sysfs.root}",
                          hint=f"devices here: {known}")
     top = by_name[top_name]
-    below = _below(by_name, top_name, parent_of)
+    below = [by_name[n] for n in graph.below(top_name) if n in by_name]
     if top.has_scheduler:
         scheduled = [top]
     else:
-        bottoms = set(lower_disks(by_name, top_name, parent_of))
+        bottoms = set(graph.bottom(top_name))
         scheduled = [d for d in below if d.name in bottoms and d.has_scheduler]
-    nodes = {d.name: os.path.join(dev_dir, d.name) for d in [top, *below]}
+    nodes = {d.name: ctx.roots.node(d.name) for d in [top, *below]}
     return Stack(target, kind, read_path, size, top, below, scheduled, nodes)
 
 
 def check_nodes(ctx: Context, stack: Stack) -> None:
     """Each /dev node must be the device sysfs describes (a fake --sysfs-root must not steer real I/O)."""
-    wanted = [(stack.nodes[d.name], d.devnum) for d in stack.devices]
+    if ctx.roots.dev is None:
+        raise UsageError(f"{stack.target}: {ctx.sysfs.root} describes another machine, whose device nodes "
+                         "are not here", hint="bench reads real devices: use the real /sys (no --sysfs-root)")
+    wanted = [(stack.nodes[d.name] or d.name, d.devnum) for d in stack.devices]
     if stack.kind == "device":
         name = os.path.basename(os.path.realpath(stack.read_path))
         wanted.append((stack.read_path, ctx.sysfs.read_or(f"class/block/{name}/dev")))

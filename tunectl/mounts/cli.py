@@ -5,16 +5,17 @@ from __future__ import annotations
 import argparse
 
 from tunectl.errors import ExitCode
+from tunectl.system.roots import FSTAB, PROC
 
 EXAMPLES = (
     "examples:\n"
     "  tunectl mounts check -p database                 # exit 1 if a live mount or fstab entry differs\n"
-    "  tunectl mounts check --fstab /mnt/newroot/etc/fstab --json\n"
+    f"  tunectl mounts check --fstab /mnt/newroot{FSTAB} --json\n"
     "  tunectl mounts fix -p database --check --diff    # show the fstab change, write nothing\n"
     "  tunectl mounts fix -p database --remount         # edit fstab, remount, confirm in mountinfo\n"
     "\n"
     "fstab: only the options field of a changed entry is rewritten; a backup FSTAB.tunectl.bak is left\n"
-    "beside it. Live mounts are read from $TUNECTL_PROC_ROOT/self/mountinfo (default /proc).\n"
+    f"beside it. Live mounts are read from $TUNECTL_PROC_ROOT/self/mountinfo (default {PROC}).\n"
     "exit codes: check 0 in sync, 1 drift; fix 0 done, 3 a remount option did not take effect or the\n"
     "fstab could not be replaced; 2 usage or profile error; 4 not permitted.")
 
@@ -28,7 +29,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
         ap = add_action(sub, verb, help_)
         ap.epilog = EXAMPLES
         ap.add_argument("-p", "--profile", help="profile name or file (default: last applied, else 'default')")
-        ap.add_argument("--fstab", metavar="PATH", help="the fstab to read (default /etc/fstab, env TUNECTL_FSTAB)")
+        ap.add_argument("--fstab", metavar="PATH", help=f"the fstab to read (default {FSTAB}, env TUNECTL_FSTAB)")
         if verb == "fix":
             ap.add_argument("--remount", action="store_true",
                             help="also remount each drifting live mount and confirm the options in mountinfo")

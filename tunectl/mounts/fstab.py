@@ -14,18 +14,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tunectl.mounts import options as opts
+from tunectl.system.mountinfo import escape, unescape
+
+__all__ = ["escape", "unescape"]  # the field escapes fstab shares with mountinfo
 
 _FIELD = re.compile(rb"[^ \t]+")
-_ESCAPE = re.compile(r"\\([0-7]{3})")
-
-
-def unescape(text: str) -> str:
-    """fstab and mountinfo octal escapes: ``\\040`` space, ``\\011`` tab, ``\\134`` backslash."""
-    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), text)
-
-
-def escape(text: str) -> str:
-    return "".join(f"\\{ord(c):03o}" if c in " \t\n\\" else c for c in text)
 
 
 @dataclass

@@ -11,23 +11,23 @@ import difflib
 import errno
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tunectl.devices.resolve import Resolver, names_a_device
 from tunectl.errors import ExitCode, NotPermitted, StateError, TunectlError, UsageError
 from tunectl.mounts import fstab as fstab_model
 from tunectl.mounts import options as opts
 from tunectl.mounts.check import FsCheck, evaluate
 from tunectl.mounts.rules import Facts
 from tunectl.system import mountinfo
-from tunectl.system.blockpath import Resolver
-
-DEFAULT_FSTAB = "/etc/fstab"
+from tunectl.system.roots import under_dev
+from tunectl.system.runner import CommandError, Completed
 
 
 def fstab_path(ctx, given: str | None) -> Path:
-    return Path(given or ctx.env.get("TUNECTL_FSTAB") or DEFAULT_FSTAB)
+    return Path(given or ctx.roots.fstab)
 
 
 @dataclass
@@ -111,10 +111,8 @@ def _cannot_discard(ctx, names: list[str]) -> str | None:
     return None
 
 
-def fstrim_timer_state() -> str:
-    """`systemctl is-enabled fstrim.timer`: enabled, disabled, ..., or 'no systemd'."""
-    from tunectl.system.runner import CommandError, run
-
+def fstrim_timer_state(run: Callable[..., Completed]) -> str:
+    """`systemctl is-enabled fstrim.timer` through `run`: enabled, disabled, ..., or 'no systemd'."""
     if not os.path.isdir("/run/systemd/system"):
         return "no systemd"
     try:
@@ -132,7 +130,7 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
     data, warnings = _read_fstab(path)
     table = fstab_model.parse(data)
     warnings += [f"{path}:{n}: libmount cannot parse this line ({why}); left as it is" for n, why in table.problems]
-    mounts, problems = mountinfo.read_mounts(mountinfo.proc_root(ctx.env, str(ctx.sysfs.root)))
+    mounts, problems = mountinfo.read_mounts(ctx.roots.proc)
     warnings += problems
     resolver = Resolver(ctx)
     rules = profile.mounts
@@ -154,7 +152,7 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
             return Facts(fstype, target, block=False), None
         found = resolver.mount(live) if live is not None else resolver.source(source)
         if found.name is None:
-            block = source.startswith(("/dev/", "UUID=", "LABEL=", "PARTUUID=", "PARTLABEL="))
+            block = names_a_device(source)
             return Facts(fstype, target, block=block, absent=found.problem), None
         whole = resolver.whole(found.name)
         disks = resolver.disks_below(found.name)
@@ -179,7 +177,7 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
     for m in mounts:
         if m.mount_id in live_used or visible.get(m.target) is not m:
             continue
-        if m.is_bind or m.fstype in opts.NON_BLOCK_FSTYPES or m.devnum.startswith("0:") and not m.source.startswith("/dev/"):
+        if m.is_bind or m.fstype in opts.NON_BLOCK_FSTYPES or m.devnum.startswith("0:") and under_dev(m.source) is None:
             facts = Facts(m.fstype, m.target, block=False)
             if not any(r.get("match", {}).get("fstype") for r in rules):
                 continue
@@ -193,7 +191,7 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
         results.append(evaluate(rules, facts, m.source, None, m, no_discard))
     report = CheckReport(profile.name, path, table, data, results, warnings)
     if any(fs.want.discard == "periodic" for fs in results if fs.rules):
-        state = fstrim_timer_state()
+        state = fstrim_timer_state(ctx.run)
         ok = state in ("enabled", "static", "alias", "indirect", "enabled-runtime", "no systemd")
         report.timer = {"wanted": "enabled", "state": state, "ok": ok}
         if state == "no systemd":
@@ -214,9 +212,7 @@ def unified_diff(path: Path, old: bytes, new: bytes) -> str:
     return "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines)
 
 
-def _findmnt(path: Path) -> list[dict]:
-    from tunectl.system.runner import run
-
+def _findmnt(path: Path, run: Callable[..., Completed]) -> list[dict]:
     done = run(["findmnt", "--tab-file", str(path), "-J", "-o", "SOURCE,TARGET,FSTYPE,OPTIONS,FREQ,PASSNO"],
                timeout=30, check=False)
     if done.returncode not in (0, 1) or (done.returncode == 1 and done.stdout.strip()):
@@ -224,10 +220,11 @@ def _findmnt(path: Path) -> list[dict]:
     return json.loads(done.stdout).get("filesystems", []) if done.stdout.strip() else []
 
 
-def libmount_agrees(old: Path, new: Path, changed: dict[int, list[str]], table: fstab_model.Fstab) -> None:
+def libmount_agrees(old: Path, new: Path, changed: dict[int, list[str]], table: fstab_model.Fstab,
+                    run: Callable[..., Completed]) -> None:
     """libmount must read every untouched entry of `new` exactly as in `old`, and the changed ones
     with the new options; else raise and nothing is replaced."""
-    before, after = _findmnt(old), _findmnt(new)
+    before, after = _findmnt(old, run), _findmnt(new, run)
     entries = table.entries
     if not (len(before) == len(after) == len(entries)):
         raise TunectlError(f"libmount reads {len(before)} entries in {old} and {len(after)} in the new file "
@@ -243,14 +240,15 @@ def libmount_agrees(old: Path, new: Path, changed: dict[int, list[str]], table: 
                                f"({a} -> {b}); not replacing {old}")
 
 
-def _write(path: Path, old: bytes, new: bytes, changed: dict[int, list[str]], table: fstab_model.Fstab) -> str:
+def _write(path: Path, old: bytes, new: bytes, changed: dict[int, list[str]], table: fstab_model.Fstab,
+           run: Callable[..., Completed]) -> str:
     from tunectl.system.state import atomic_write
 
     real = Path(os.path.realpath(path))
     backup = real.with_name(real.name + ".tunectl.bak")
     try:
         atomic_write(backup, old, like=real)
-        atomic_write(real, new, like=real, verify=lambda tmp: libmount_agrees(real, tmp, changed, table))
+        atomic_write(real, new, like=real, verify=lambda tmp: libmount_agrees(real, tmp, changed, table, run))
     except OSError as e:
         if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise NotPermitted(f"cannot write {real}: {e.strerror}", hint="run as root") from None
@@ -259,17 +257,15 @@ def _write(path: Path, old: bytes, new: bytes, changed: dict[int, list[str]], ta
 
 
 def remount(ctx, fs: FsCheck) -> Remount:
-    from tunectl.system.runner import CommandError, run
-
     assert fs.live is not None
     options = ",".join(opts.remount_options(fs.live.options, fs.want))
     result = Remount(fs.target, options, True)
     try:
         # Source and target both given: mount(8) then reads no fstab entry into the remount.
-        run(["mount", "-o", f"remount,{options}", fs.live.source, fs.live.target], timeout=60)
+        ctx.run(["mount", "-o", f"remount,{options}", fs.live.source, fs.live.target], timeout=60)
     except CommandError as e:
         result.ok, result.error = False, e.message
-    mounts, _ = mountinfo.read_mounts(mountinfo.proc_root(ctx.env, str(ctx.sysfs.root)))
+    mounts, _ = mountinfo.read_mounts(ctx.roots.proc)
     now = mountinfo.find(mounts, fs.target)
     if now is None:
         result.ok, result.error = False, result.error or f"{fs.target} is no longer mounted"
@@ -317,7 +313,7 @@ def _fix(ctx, profile_ref: str | None, fstab_file: str | None, do_remount: bool,
     result = FixReport(report, check_only, unified_diff(report.fstab_path, report.data, new))
     if changed and not check_only:
         try:
-            result.backup = _write(report.fstab_path, report.data, new, changed, report.table)
+            result.backup = _write(report.fstab_path, report.data, new, changed, report.table, ctx.run)
             result.written = True
         except NotPermitted:
             raise

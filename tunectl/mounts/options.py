@@ -10,6 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from tunectl.system.mountinfo import split_options as split
+
+__all__ = ["split"]  # options fields are split as mountinfo's are
+
 # Atime modes: exactly one is in force. mountinfo shows noatime or relatime, and
 # nothing for strictatime; "atime" only clears noatime (the kernel default then applies).
 ATIME_MODES = ("noatime", "relatime", "strictatime")
@@ -91,23 +95,6 @@ NON_BLOCK_FSTYPES = frozenset({"nfs", "nfs4", "cifs", "smb3", "tmpfs", "ramfs", 
                                "cgroup", "cgroup2", "securityfs", "debugfs", "tracefs", "configfs", "fusectl",
                                "mqueue", "hugetlbfs", "pstore", "bpf", "efivarfs", "autofs", "binfmt_misc", "overlay",
                                "9p", "virtiofs", "fuse", "nsfs", "rpc_pipefs", "sshfs", "fuse.sshfs", "none", "swap"})
-
-
-def split(text: str | None) -> list[str]:
-    """An options field -> tokens; commas inside double quotes (SELinux contexts) do not split."""
-    if not text:
-        return []
-    out, cur, quoted = [], [], False
-    for c in text:
-        if c == '"':
-            quoted = not quoted
-        if c == "," and not quoted:
-            out.append("".join(cur))
-            cur = []
-        else:
-            cur.append(c)
-    out.append("".join(cur))
-    return [t for t in out if t]
 
 
 def join(tokens: Sequence[str]) -> str:

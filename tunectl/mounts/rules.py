@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from tunectl.tuning.device import Device
-from tunectl.tuning.plan import matches
+from tunectl.devices.match import matches
+from tunectl.devices.model import Device
 
 FS_KEYS = ("fstype", "mountpoint")
 

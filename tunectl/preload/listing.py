@@ -25,7 +25,7 @@ import os
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from tunectl.errors import UsageError
+from tunectl.errors import ExitCode, UsageError
 
 FORMAT = "tunectl-preload"
 VERSION = 1
@@ -34,6 +34,8 @@ FIELDS = ("path", "device", "inode", "size", "mtime_ns", "ranges", "physical")
 
 class ListError(UsageError):
     """A preload list that cannot be used: the text names file:line."""
+
+    exit_code = ExitCode.USAGE
 
 
 class Entry(NamedTuple):

@@ -12,7 +12,8 @@ import yaml
 
 from tunectl.errors import ExitCode
 from tunectl.profile.library import ProfileRef, list_profiles, read_profile_bytes
-from tunectl.profile.reader import Diagnostic, PathT, decode_profile, json_path, parse_yaml
+from tunectl.profile.reader import PathT, decode_profile, parse_yaml
+from tunectl.profile.reports import FileVerdict, ProfileListReport, ProfileShowReport, ValidateReport
 from tunectl.profile.resolve import Profile, is_setting_value, load_profile, resolve_profile
 from tunectl.report import emit_json, table
 
@@ -55,32 +56,28 @@ def _description(path: Path) -> str:
 
 
 def _list(ctx, args, out) -> int:
-    entries = [(name, path, _description(path)) for name, path in list_profiles(ctx.search_path)]
+    report = ProfileListReport([(name, path, _description(path)) for name, path in list_profiles(ctx.search_path)])
     if out.json:
-        emit_json({"profiles": [{"name": n, "file": str(p), "description": d} for n, p, d in entries]}, out.stdout)
+        emit_json(report.to_json(), out.stdout)
     else:
-        out.print(table(["NAME", "DESCRIPTION", "FILE"], [(n, d, p) for n, p, d in entries]))
-    return ExitCode.OK
+        out.print(table(["NAME", "DESCRIPTION", "FILE"], [(n, d, p) for n, p, d in report.entries]))
+    return report.exit_code
 
 
 def _show(ctx, args, out) -> int:
     profile = load_profile(_ref(args.name), ctx.search_path)
     for w in profile.warnings:
         out.warn(str(w))
+    report = ProfileShowReport(profile, args.explain)
     if out.json:
-        doc: dict[str, Any] = {"name": profile.name, "files": profile.files, "profile": profile.data}
-        if args.explain:
-            doc["origins"] = {json_path(p): {"file": f, "line": profile.positions.get(p, (1, 1))[0],
-                                             "column": profile.positions.get(p, (1, 1))[1]}
-                              for p, f in sorted(profile.origins.items(), key=lambda kv: [str(k) for k in kv[0]])}
-        emit_json(doc, out.stdout)
-        return ExitCode.OK
+        emit_json(report.to_json(), out.stdout)
+        return report.exit_code
     if args.explain:
         out.print(f"# {profile.name}: {' <- '.join(profile.files)}")
         out.print("# each value is followed by the file and line it comes from; later files in the")
         out.print("# extends: chain override earlier ones key by key, a list or a range {min, max} replaces the whole value")
     out.print(render_profile_yaml(profile, explain=args.explain))
-    return ExitCode.OK
+    return report.exit_code
 
 
 def _ref(ref: str | None) -> ProfileRef | None:
@@ -174,25 +171,20 @@ def _range_note(data: Any, path: PathT) -> str:
 
 
 def _validate(ctx, args, out) -> int:
-    results = []
-    worst = ExitCode.OK
+    report = ValidateReport()
     for ref in args.files:
-        profile, diags = resolve_profile(_ref(ref), ctx.search_path)
-        errors = [d for d in diags if not isinstance(d, Diagnostic) or d.severity == "error"]
-        if errors:
-            worst = ExitCode.USAGE
-        results.append({"file": ref, "ok": not errors, "name": profile.name if profile else None,
-                        "diagnostics": [d.to_json() if isinstance(d, Diagnostic) else {"message": str(d), "severity": "error"}
-                                        for d in diags]})
+        verdict = FileVerdict(ref, *resolve_profile(_ref(ref), ctx.search_path))
+        report.files.append(verdict)
         if not out.json:
+            diags = verdict.diagnostics
             for d in diags:
                 out.warn(str(d))
-            if not errors:
+            if not verdict.errors:
                 warned = f" ({len(diags)} warning{'s' if len(diags) != 1 else ''})" if diags else ""
                 out.print(f"{ref}: ok{warned}")
     if out.json:
-        emit_json({"ok": worst == ExitCode.OK, "files": results}, out.stdout)
-    return worst
+        emit_json(report.to_json(), out.stdout)
+    return report.exit_code
 
 
 def _import_tuned(ctx, args, out) -> int:
@@ -200,8 +192,7 @@ def _import_tuned(ctx, args, out) -> int:
 
     result = import_tuned(args.ref, args.tuned_dirs or DEFAULT_SEARCH_DIRS)
     if out.json:
-        emit_json({"name": result.name, "profile": result.profile, "unconverted": result.unconverted,
-                   "notes": result.notes}, out.stdout)
+        emit_json(result.to_json(), out.stdout)
     else:
         out.stdout.write(render_yaml(result))
     return ExitCode.OK

@@ -21,6 +21,7 @@ import yaml
 from tunectl.attributes import IOSCHED, LEGACY_SCHEDULERS, QUEUE, SCHEDULERS, Attribute
 from tunectl.errors import UsageError
 from tunectl.profile.tuned_reader import CONDITIONS, SCRIPTS, Loader, Unit, expand, locate, merge, parse_ini, unresolved
+from tunectl.system.roots import SYS, under_dev
 
 DEFAULT_SEARCH_DIRS = ("/etc/tuned", "/usr/lib/tuned")
 
@@ -33,7 +34,7 @@ SCHEDULED_CLASSES = ("rotational", "ssd", "nvme", "virtio", "mmc")
 QUEUE_CLASSES = SCHEDULED_CLASSES + ("dm", "md")
 _CLASS_ORDER = QUEUE_CLASSES
 
-_SYSFS_QUEUE = re.compile(r"/sys/(?:block|class/block)/([^/]+)/queue/(?:(iosched)/)?([^/]+)")
+_SYSFS_QUEUE = re.compile(re.escape(SYS) + r"/(?:block|class/block)/([^/]+)/queue/(?:(iosched)/)?([^/]+)")
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
 
@@ -44,6 +45,9 @@ class TunedImport:
     unconverted: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)  # tuned.conf files, in merge order
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "profile": self.profile, "unconverted": self.unconverted, "notes": self.notes}
 
 
 class _Converter:
@@ -199,7 +203,7 @@ class _Converter:
             self._apply(None, settings, DISK_PLUGIN_CLASSES)
             return
         for rule in free:
-            kernel = rule[len("/dev/") :] if rule.startswith("/dev/") else rule
+            kernel = under_dev(rule) or rule
             if "/" in kernel:
                 self.unconverted.append(f"{label} devices entry {rule}: only kernel-name globs can be matched")
             else:

@@ -2,7 +2,7 @@
 
 Everything is opened O_RDONLY: nothing here can write to a device or a file.
 Caches are dropped per file and per block device (POSIX_FADV_DONTNEED, then
-BLKFLSBUF on block devices), never machine-wide (/proc/sys/vm/drop_caches
+BLKFLSBUF on block devices), never machine-wide (the vm.drop_caches sysctl
 would evict every other workload's pages and distort their performance).
 """
 

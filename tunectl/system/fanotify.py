@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from tunectl.errors import NotPermitted, UsageError
+from tunectl.system.roots import self_proc
 
 FAN_CLOEXEC, FAN_NONBLOCK, FAN_CLASS_NOTIF = 0x1, 0x2, 0x0
 FAN_MARK_ADD, FAN_MARK_MOUNT, FAN_MARK_FILESYSTEM = 0x1, 0x10, 0x100
@@ -104,7 +105,7 @@ class Watch:
 
 def path_of(fd: int) -> str | None:
     try:
-        path = os.readlink(f"/proc/self/fd/{fd}")
+        path = os.readlink(self_proc("self", "fd", str(fd)))
     except OSError:
         return None
     return None if path.endswith(" (deleted)") else path
@@ -113,7 +114,7 @@ def path_of(fd: int) -> str | None:
 def parent_pid(pid: int) -> int | None:
     """The parent of a live process; None once it is gone."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
+        with open(self_proc(str(pid), "stat"), "rb") as f:
             stat = f.read()
     except OSError:
         return None

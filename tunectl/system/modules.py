@@ -7,8 +7,8 @@ alias). So tunectl counts a scheduler as offered when the device lists it *or*
 the running kernel has it in ``modules.dep`` (and not in ``modules.builtin``,
 whose entries are always listed).
 
-The root is injected (``TUNECTL_MODULES_ROOT``; default ``/lib/modules`` for the
-real ``/sys``, nothing for a fake sysfs tree), like every other edge.
+The root is injected (``TUNECTL_MODULES_ROOT``; the running kernel's tree for the
+real sysfs, nothing for a fake sysfs tree: tunectl.system.roots), like every other edge.
 """
 
 from __future__ import annotations

@@ -8,13 +8,39 @@ are escaped octally (``\\040`` for a space).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from tunectl.errors import TunectlError
-from tunectl.mounts.fstab import unescape
-from tunectl.mounts.options import split
 
-DEFAULT_PROC = "/proc"
+_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
+def unescape(text: str) -> str:
+    """fstab and mountinfo octal escapes: ``\\040`` space, ``\\011`` tab, ``\\134`` backslash."""
+    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), text)
+
+
+def escape(text: str) -> str:
+    return "".join(f"\\{ord(c):03o}" if c in " \t\n\\" else c for c in text)
+
+
+def split_options(text: str | None) -> list[str]:
+    """An options field -> tokens; commas inside double quotes (SELinux contexts) do not split."""
+    if not text:
+        return []
+    out, cur, quoted = [], [], False
+    for c in text:
+        if c == '"':
+            quoted = not quoted
+        if c == "," and not quoted:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+    out.append("".join(cur))
+    return [t for t in out if t]
+
 
 
 @dataclass(frozen=True)
@@ -54,20 +80,11 @@ def parse(text: str) -> tuple[list[Mount], list[str]]:
         try:
             sep = fields.index("-", 6)
             mounts.append(Mount(int(fields[0]), fields[2], unescape(fields[3]), unescape(fields[4]),
-                                tuple(split(unescape(fields[5]))), unescape(fields[sep + 1]),
-                                unescape(fields[sep + 2]), tuple(split(unescape(fields[sep + 3])))))
+                                tuple(split_options(unescape(fields[5]))), unescape(fields[sep + 1]),
+                                unescape(fields[sep + 2]), tuple(split_options(unescape(fields[sep + 3])))))
         except (ValueError, IndexError):
             problems.append(f"mountinfo line {lineno} is not a mount record: {line[:80]!r}")
     return mounts, problems
-
-
-def proc_root(env: dict, sysfs_root: str) -> str | None:
-    """TUNECTL_PROC_ROOT, else /proc on the real machine; a fake sysfs tree has no live mounts
-    unless a proc root is given with it."""
-    root = env.get("TUNECTL_PROC_ROOT")
-    if root:
-        return root
-    return DEFAULT_PROC if os.path.realpath(sysfs_root) == "/sys" else None
 
 
 def read_mounts(root: str | None) -> tuple[list[Mount], list[str]]:

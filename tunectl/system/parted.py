@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tunectl.errors import NotPermitted, TunectlError, UsageError
+from tunectl.errors import ExitCode, NotPermitted, TunectlError, UsageError
 from tunectl.system import runner
 
 JSON, MACHINE = "json", "machine"
@@ -19,6 +19,8 @@ JSON, MACHINE = "json", "machine"
 
 class PartedError(TunectlError):
     """parted could not read this device's partition table."""
+
+    exit_code = ExitCode.USAGE
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,13 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tunectl.errors import TunectlError
+from tunectl.errors import ExitCode, TunectlError
 
 
 class CommandError(TunectlError):
     """A tool we depend on is missing, failed, or hung."""
+
+    exit_code = ExitCode.USAGE
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None =
                  verify: Callable[[Path], None] | None = None) -> None:
     """Replace `path` with `data` so readers see the old or the new file, never half of one.
 
-    `like`: the temp file takes that file's owner and mode (an edited /etc/fstab
+    `like`: the temp file takes that file's owner and mode (an edited fstab
     stays root:root 0644 even when its mode was unusual). `verify(tmp)` runs on
     the synced temp file before the rename; if it raises, `path` is untouched.
     """

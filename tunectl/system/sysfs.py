@@ -1,6 +1,6 @@
 """The sysfs edge: every read and write of a kernel attribute goes through a Sysfs.
 
-A Sysfs is bound to a root directory (``/sys`` on a live system, a fake tree in
+A Sysfs is bound to a root directory (the real sysfs on a live system, a fake tree in
 tests) and only accepts relative paths without ``..``, so nothing a profile says
 can make tunectl write outside that root.
 """
@@ -32,7 +32,7 @@ def describe_errno(code: int) -> str:
 class Sysfs:
     """Attribute access below one root. Paths are relative, e.g. ``block/sda/queue/scheduler``."""
 
-    def __init__(self, root: str | os.PathLike = "/sys") -> None:
+    def __init__(self, root: str | os.PathLike) -> None:
         self.root = Path(root)
         self.writes = 0
 

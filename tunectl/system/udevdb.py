@@ -26,7 +26,7 @@ class UdevRecord:
 
 
 class UdevDb:
-    def __init__(self, root: str | os.PathLike = "/run/udev/data") -> None:
+    def __init__(self, root: str | os.PathLike) -> None:
         self.root = Path(root)
 
     def record(self, devnum: str) -> UdevRecord:

@@ -24,14 +24,12 @@ from tunectl.attributes import (
     wanted_value_in_sync,
     write_order,
 )
+from tunectl.devices.model import Device
 from tunectl.errors import SysfsError
+from tunectl.status import Status
 from tunectl.system.sysfs import Sysfs
-from tunectl.tuning.device import Device
-from tunectl.tuning.plan import CHANGE, IN_SYNC, Setting
+from tunectl.tuning.plan import Setting
 
-CHANGED = "changed"
-FAILED = "failed"
-NOT_PERMITTED = "not-permitted"
 _VANISHED = (errno.ENOENT, errno.ENODEV, errno.ENXIO)
 _DENIED = (errno.EPERM,)
 
@@ -39,7 +37,7 @@ _DENIED = (errno.EPERM,)
 @dataclass(frozen=True)
 class Outcome:
     setting: Setting
-    status: str  # changed | failed | not-permitted | ok | skip | unavailable
+    status: Status  # changed | failed | not-permitted | ok | skip | unavailable
     readback: Any = None
     error: str = ""
 
@@ -61,16 +59,16 @@ def _apply_device(sysfs: Sysfs, settings: list[Setting]) -> list[Outcome]:
     blocked = ""  # once set, the rest of this device's writes are not attempted
     scheduler = None
     for s in settings:
-        if s.status != CHANGE:
+        if s.status != Status.CHANGE:
             out.append(Outcome(s, s.status))
             if s.attribute == "scheduler":
-                scheduler = s.after if s.status == "ok" else s.before
+                scheduler = s.after if s.status == Status.IN_SYNC else s.before
             continue
         if s.attribute.startswith("iosched/") and blocked.startswith("scheduler"):
-            out.append(Outcome(s, FAILED, error=blocked))
+            out.append(Outcome(s, Status.FAILED, error=blocked))
             continue
         if blocked and not blocked.startswith("scheduler"):
-            out.append(Outcome(s, FAILED, error=blocked))
+            out.append(Outcome(s, Status.FAILED, error=blocked))
             continue
         rel = f"block/{s.device}/queue/{s.attribute}"
         try:
@@ -82,14 +80,14 @@ def _apply_device(sysfs: Sysfs, settings: list[Setting]) -> list[Outcome]:
                 spec = _spec(s.attribute, scheduler)
                 live = parse_value(spec, sysfs.read(rel)) if spec else None
                 if spec is not None and wanted_value_in_sync(spec, s.bounds, live):
-                    out.append(Outcome(replace(s, after=live), IN_SYNC, live))
+                    out.append(Outcome(replace(s, after=live), Status.IN_SYNC, live))
                     continue
                 s = replace(s, after=wanted_value(s.bounds, live) if isinstance(live, int) else
                             s.bounds.get("min", s.bounds.get("max")))
             sysfs.write(rel, str(s.after))
             text = sysfs.read(rel)
         except SysfsError as e:
-            status = NOT_PERMITTED if e.errno in _DENIED else FAILED
+            status = Status.NOT_PERMITTED if e.errno in _DENIED else Status.FAILED
             out.append(Outcome(s, status, error=e.reason))
             if e.errno in _VANISHED and not sysfs.exists(f"block/{s.device}"):
                 blocked = "device vanished"
@@ -107,21 +105,21 @@ def _apply_device(sysfs: Sysfs, settings: list[Setting]) -> list[Outcome]:
             readback = parse_value(spec, text) if spec else text
             ok = spec is not None and wanted_value_in_sync(spec, s.bounds or s.after, readback)
         if ok:
-            out.append(Outcome(s, CHANGED, readback))
+            out.append(Outcome(s, Status.CHANGED, readback))
         else:
-            out.append(Outcome(s, FAILED, readback, f"wrote {s.after}, kernel reads back {readback}"))
+            out.append(Outcome(s, Status.FAILED, readback, f"wrote {s.after}, kernel reads back {readback}"))
             if s.attribute == "scheduler":
                 blocked = f"scheduler switch to {s.after} did not take"
     return out
 
 
 def apply_settings(sysfs: Sysfs, plan: list[Setting], workers: int = 16) -> list[Outcome]:
-    """Write every CHANGE of `plan`; devices in parallel, each in plan order."""
+    """Write every change of `plan`; devices in parallel, each in plan order."""
     by_device: dict[str, list[Setting]] = {}
     for s in plan:
         by_device.setdefault(s.device, []).append(s)
     groups = list(by_device.values())
-    switching = sum(1 for g in groups if any(s.attribute == "scheduler" and s.status == CHANGE for s in g))
+    switching = sum(1 for g in groups if any(s.attribute == "scheduler" and s.status == Status.CHANGE for s in g))
     if switching > 1 and workers > 1:
         from concurrent.futures import ThreadPoolExecutor
 
@@ -143,7 +141,7 @@ def record_originals(journal: dict, plan: list[Setting], devices: dict[str, Devi
     """
     grew = False
     for s in plan:
-        if s.status != CHANGE:
+        if s.status != Status.CHANGE:
             continue
         dev = devices[s.device]
         entry = journal["devices"].setdefault(s.identity, {"name": s.device, "attributes": {}})
@@ -183,7 +181,7 @@ def _restorer(out: list[Setting], dev: Device, scheduler: str | None) -> Callabl
     def add(attr: str, before: Any, original: Any) -> None:
         spec = _spec(attr, scheduler)
         same = before == original or (spec is not None and before is not None and kernel_equivalent(spec, original, before))
-        out.append(Setting(dev.name, dev.identity, attr, before, original, "journal", "ok" if same else CHANGE))
+        out.append(Setting(dev.name, dev.identity, attr, before, original, "journal", Status.IN_SYNC if same else Status.CHANGE))
 
     return add
 

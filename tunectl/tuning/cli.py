@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tunectl.errors import ExitCode, TunectlError
+from tunectl.status import Status
 
 EXAMPLES = {
     "status": "examples:\n  tunectl status\n  tunectl status --json | jq '.devices[].class'",
@@ -70,11 +71,8 @@ def _cmd_status(ctx, args, out) -> int:
     for s in report.drift:
         drift_by_dev[s.device] = drift_by_dev.get(s.device, 0) + 1
     if out.json:
-        emit_json({"profile": report.profile, "scope": _scope_json(report),
-                   "devices": [dict(d.to_json(), drift=[s.to_json() for s in report.drift if s.device == d.name],
-                                    warnings=[w.to_json() for w in report.device_warnings if w.device == d.name])
-                               for d in report.devices]}, out.stdout)
-        return ExitCode.OK
+        emit_json(report.to_json(), out.stdout)
+        return report.exit_code
     rows = []
     for d in report.devices:
         knobs = " ".join(f"{k}={v}" for k, v in sorted(d.iosched.items())) if out.verbose else ""
@@ -85,11 +83,7 @@ def _cmd_status(ctx, args, out) -> int:
     out.print(f"profile: {report.profile}")
     _print_scope(report, out)
     out.print(table(headers, rows))
-    return ExitCode.OK
-
-
-def _scope_json(report) -> dict | None:
-    return report.scope.to_json() if report.scope is not None else None
+    return report.exit_code
 
 
 def _print_scope(report, out) -> None:
@@ -104,7 +98,7 @@ def _settings_rows(settings, verbose: int, with_status: bool = False):
     for s in settings:
         status = getattr(s, "status", None)
         setting = getattr(s, "setting", s)
-        if not verbose and status in ("ok", "skip"):
+        if not verbose and status in (Status.IN_SYNC, Status.SKIP):
             continue
         note = getattr(s, "error", "") or setting.reason
         row = [setting.device, setting.attribute, _before_after(setting), setting.source]
@@ -138,15 +132,12 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     from tunectl.tuning import operations as tuning
 
     ref = tuning.active_profile_ref(ctx, args.profile) if verify else args.profile
-    report = tuning.plan(ctx, ref, args.devices, scoped=verify and not args.all)
+    report = tuning.plan(ctx, ref, args.devices, scoped=verify and not args.all, verify=verify)
     _warn_profile(report, out)
     drift = report.drift
-    code = ExitCode.DRIFT if verify and drift else ExitCode.OK
     if out.json:
-        emit_json({"profile": report.profile, "in_sync": not drift, "scope": _scope_json(report),
-                   "settings": [s.to_json() for s in report.settings],
-                   "device_warnings": [w.to_json() for w in report.device_warnings]}, out.stdout)
-        return code
+        emit_json(report.to_json(), out.stdout)
+        return report.exit_code
     rows = _settings_rows(report.settings, out.verbose, with_status=True)
     out.print(f"profile: {report.profile}")
     _print_scope(report, out)
@@ -155,7 +146,7 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     out.print(_summary([s.status for s in report.settings]))
     if verify:
         out.print("in sync" if not drift else f"drift: {len(drift)} setting(s) differ")
-    return code
+    return report.exit_code
 
 
 def _cmd_apply(ctx, args, out) -> int:
@@ -178,10 +169,7 @@ def _render_apply(report, args, out) -> int:
 
     _warn_profile(report, out)
     if out.json:
-        emit_json({"profile": report.profile, "changed": report.changed, "check": report.check,
-                   "writes": report.writes, "write_phase_ms": round(report.write_seconds * 1000, 3),
-                   "notes": report.notes, "warnings": [str(w) for w in report.warnings],
-                   "settings": [o.to_json() for o in report.outcomes]}, out.stdout)
+        emit_json(report.to_json(), out.stdout)
         return report.exit_code
     for note in report.notes:
         out.warn(f"tunectl: note: {note}")
@@ -189,13 +177,13 @@ def _render_apply(report, args, out) -> int:
     if getattr(args, "diff", False):
         for o in report.outcomes:
             s = o.setting
-            if o.status in ("changed", "change"):
+            if o.status in (Status.CHANGED, Status.CHANGE):
                 after = show(s.after) if s.bounds is None or s.after is not None else _before_after(s).split(" -> ")[1]
                 out.print(f"--- {s.device} queue/{s.attribute}\n-{show(s.before)}\n+{after}")
     elif rows:
         out.print(table(["DEVICE", "ATTRIBUTE", "BEFORE -> AFTER", "SOURCE", "STATUS", "NOTE"], rows))
     verb = "would change" if report.check else "changed"
-    n = sum(o.status in ("changed", "change") for o in report.outcomes)
+    n = sum(o.status in (Status.CHANGED, Status.CHANGE) for o in report.outcomes)
     out.print(f"{report.profile}: {verb} {n} setting(s); {_summary([o.status for o in report.outcomes])}")
     return report.exit_code
 

@@ -11,13 +11,17 @@ from dataclasses import dataclass, field
 
 from tunectl.attributes import modular_schedulers
 from tunectl.context import Context
-from tunectl.errors import ExitCode, StateError, UsageError
+from tunectl.devices.discover import discover
+from tunectl.devices.graph import DeviceGraph
+from tunectl.devices.model import Device
+from tunectl.devices.resolve import Resolver
+from tunectl.errors import ExitCode, StateError
 from tunectl.profile.resolve import Profile, load_profile
+from tunectl.status import Status
+from tunectl.system.roots import under_dev
 from tunectl.system.state import ACTIVE
 from tunectl.tuning import apply as applying
-from tunectl.tuning.device import Device
-from tunectl.tuning.discover import discover, partition_parent, stack_of
-from tunectl.tuning.plan import CHANGE, UNAVAILABLE, Setting, lower_disks, make_plan, queue_attrs_of
+from tunectl.tuning.plan import Setting, make_plan, queue_attrs_of
 from tunectl.tuning.topology import DeviceWarning, read_ahead_warnings
 
 
@@ -54,14 +58,30 @@ class PlanReport:
     warnings: list = field(default_factory=list)
     scope: Scope | None = None  # None: every device
     device_warnings: list[DeviceWarning] = field(default_factory=list)
+    kind: str = "plan"  # "status" | "plan" | "verify": which command's document and exit code
 
     @property
     def changes(self) -> list[Setting]:
-        return [s for s in self.settings if s.status == CHANGE]
+        return [s for s in self.settings if s.status == Status.CHANGE]
 
     @property
     def drift(self) -> list[Setting]:
         return [s for s in self.settings if s.is_drift]
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.DRIFT if self.kind == "verify" and self.drift else ExitCode.OK
+
+    def to_json(self) -> dict:
+        scope = self.scope.to_json() if self.scope is not None else None
+        if self.kind == "status":
+            return {"profile": self.profile, "scope": scope,
+                    "devices": [dict(d.to_json(), drift=[s.to_json() for s in self.drift if s.device == d.name],
+                                     warnings=[w.to_json() for w in self.device_warnings if w.device == d.name])
+                                for d in self.devices]}
+        return {"profile": self.profile, "in_sync": not self.drift, "scope": scope,
+                "settings": [s.to_json() for s in self.settings],
+                "device_warnings": [w.to_json() for w in self.device_warnings]}
 
 
 @dataclass
@@ -76,14 +96,19 @@ class ApplyReport:
 
     @property
     def changed(self) -> bool:
-        return any(o.status in (applying.CHANGED,) or (self.check and o.status == CHANGE) for o in self.outcomes)
+        return any(o.status in (Status.CHANGED,) or (self.check and o.status == Status.CHANGE) for o in self.outcomes)
+
+    def to_json(self) -> dict:
+        return {"profile": self.profile, "changed": self.changed, "check": self.check, "writes": self.writes,
+                "write_phase_ms": round(self.write_seconds * 1000, 3), "notes": self.notes,
+                "warnings": [str(w) for w in self.warnings], "settings": [o.to_json() for o in self.outcomes]}
 
     @property
     def exit_code(self) -> ExitCode:
         statuses = {o.status for o in self.outcomes}
-        if applying.NOT_PERMITTED in statuses and not statuses & {applying.CHANGED, "ok", CHANGE}:
+        if Status.NOT_PERMITTED in statuses and not statuses & {Status.CHANGED, Status.IN_SYNC, Status.CHANGE}:
             return ExitCode.NOT_PERMITTED
-        if statuses & {applying.FAILED, applying.NOT_PERMITTED, UNAVAILABLE}:
+        if statuses & {Status.FAILED, Status.NOT_PERMITTED, Status.UNAVAILABLE}:
             return ExitCode.PARTIAL
         return ExitCode.OK
 
@@ -127,43 +152,6 @@ def last_apply_scope(ctx: Context, profile: Profile, devices: list[Device]) -> S
                  tuple(i for i in wanted if i not in present))
 
 
-def resolve_names(ctx: Context, devices: list[Device], refs: list[str]) -> list[str]:
-    """DEV arguments (sda, /dev/sda, /dev/disk/by-id/..., a partition, a mountpoint or any path) -> kernel names
-    of whole devices (a path: the whole disks under its filesystem)."""
-    by_name = {d.name: d for d in devices}
-    out = []
-    for ref in refs:
-        name = ref[len("/dev/"):] if ref.startswith("/dev/") else ref
-        found = name if name in by_name else None
-        if found is None:
-            found = next((d.name for d in devices if name in d.links), None)
-        if found is None and ref.startswith("/dev/") and os.path.exists(ref) and str(ctx.sysfs.root) == "/sys":
-            found = os.path.basename(os.path.realpath(ref))
-        if found is not None and found not in by_name:
-            found = partition_parent(ctx.sysfs, found)
-        if found is None or found not in by_name:
-            parent = partition_parent(ctx.sysfs, name)
-            found = parent if parent in by_name else None
-        if found is None and "/" in ref and not ref.startswith("/dev/"):
-            from tunectl.system.blockpath import disks_under_path  # a mountpoint or any path: its disks
-
-            out.extend(d for d in disks_under_path(ctx, ref) if d in by_name and d not in out)
-            continue
-        if found is None:
-            known = ", ".join(sorted(by_name)) or "none"
-            raise UsageError(f"no block device {ref!r} under {ctx.sysfs.root}", hint=f"devices here: {known}")
-        out.append(found)
-    return out
-
-
-def _parents(ctx: Context, devices: list[Device]) -> dict[str, str]:
-    parents = {}
-    for dev in devices:
-        for part in dev.partitions:
-            parents[part.name] = dev.name
-    return parents
-
-
 def _discover(ctx: Context, queue_attrs: set[str] | None = None, names: set[str] | None = None) -> list[Device]:
     """Discovery on this machine (of `names` only, if given): a scheduler the running kernel has as a module
     counts as offered."""
@@ -177,33 +165,33 @@ def load_profile_for(ctx: Context, ref: str | None) -> Profile:
 
 
 def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None,
-         profile: Profile | None = None, stack: bool = False, scoped: bool = False) -> PlanReport:
+         profile: Profile | None = None, stack: bool = False, scoped: bool = False, verify: bool = False) -> PlanReport:
     """The plan for all devices, or for `dev_refs` (with `stack`: and the disks below them).
 
     `scoped` (verify without DEV): only the devices the last apply of this profile was limited to.
+    `verify`: the report is verify's (drift exits 1).
     """
     profile = profile or load_profile_for(ctx, profile_ref)
+    graph = DeviceGraph.read(ctx.sysfs)
     # Kernel names of whole devices (the usual `apply -p P sda sdb`): read only them and their stacks.
-    whole = set(ctx.sysfs.listdir("block"))
-    named = [ref[len("/dev/"):] if ref.startswith("/dev/") else ref for ref in dev_refs or ()]
-    reading = stack_of(ctx.sysfs, named) if named and whole.issuperset(named) else None
+    named = [under_dev(ref) or ref for ref in dev_refs or ()]
+    reading = graph.stack_of(named) if named and set(graph.slaves).issuperset(named) else None
     devices = _discover(ctx, queue_attrs_of(profile), reading)
-    parents = _parents(ctx, devices)
-    scope = _scope(ctx, profile, devices, parents, dev_refs, stack, scoped)
-    settings = make_plan(devices, profile, parents, None if scope is None else scope.devices)
+    scope = _scope(ctx, profile, devices, graph, dev_refs, stack, scoped)
+    settings = make_plan(devices, profile, graph, None if scope is None else scope.devices)
     planned = [d for d in devices if scope is None or d.name in scope.devices]
     return PlanReport(profile.name, devices, settings, list(profile.warnings) + ctx.state.warnings, scope,
-                      read_ahead_warnings(planned, settings))
+                      read_ahead_warnings(planned, settings), "verify" if verify else "plan")
 
 
-def _scope(ctx: Context, profile: Profile, devices: list[Device], parents: dict[str, str],
+def _scope(ctx: Context, profile: Profile, devices: list[Device], graph: DeviceGraph,
            dev_refs: list[str] | None, stack: bool, scoped: bool) -> Scope | None:
     if not dev_refs:
         return last_apply_scope(ctx, profile, devices) if scoped else None
-    only = resolve_names(ctx, devices, dev_refs)
+    only = Resolver(ctx, devices, graph).whole_devices(dev_refs)
     by_name = {d.name: d for d in devices}
     if stack:
-        only = only + [low for name in only for low in lower_disks(by_name, name, parents)]
+        only = only + [low for name in only for low in graph.bottom(name) if low in by_name]
     only = list(dict.fromkeys(only))
     return Scope("arguments", tuple(only), tuple(sorted({by_name[n].identity for n in only})))
 
@@ -214,11 +202,11 @@ def status(ctx: Context, profile_ref: str | None, scoped: bool = True) -> PlanRe
     devices = _discover(ctx)
     scope = last_apply_scope(ctx, profile, devices) if scoped else None
     # Plan over every device (a below: block comes from the stacked device above), show the scope's.
-    settings = make_plan(devices, profile, _parents(ctx, devices), None if scope is None else scope.devices)
+    settings = make_plan(devices, profile, DeviceGraph.of(devices), None if scope is None else scope.devices)
     if scope is not None:
         devices = [d for d in devices if d.name in scope.devices]
     return PlanReport(profile.name, devices, settings, list(profile.warnings) + ctx.state.warnings, scope,
-                      read_ahead_warnings(devices))
+                      read_ahead_warnings(devices), "status")
 
 
 def apply(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None, check: bool = False,
@@ -266,7 +254,7 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
     with ctx.state.locked():
         journal = ctx.state.journal()
         devices = _discover(ctx)
-        chosen = set(resolve_names(ctx, devices, dev_refs)) if dev_refs else None
+        chosen = set(Resolver(ctx, devices).whole_devices(dev_refs)) if dev_refs else None
         settings = applying.rollback_plan(journal, devices, lambda d: chosen is None or d.name in chosen)
         present = {d.identity for d in devices}
         notes = [f"{entry['name']} ({identity}) is not present; its originals stay in the journal"
@@ -276,7 +264,7 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
                                warnings=list(ctx.state.warnings))
         writes_before = ctx.sysfs.writes
         outcomes = applying.apply_settings(ctx.sysfs, settings)
-        failed = {o.setting.identity for o in outcomes if o.status not in (applying.CHANGED, "ok")}
+        failed = {o.setting.identity for o in outcomes if o.status not in (Status.CHANGED, Status.IN_SYNC)}
         restored = {o.setting.identity for o in outcomes} - failed
         for identity in restored:
             journal["devices"].pop(identity, None)

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from typing import Any
 
 from tunectl.attributes import IOSCHED, QUEUE, is_range, side_effects, wanted_value, wanted_value_in_sync, write_order
+from tunectl.devices.graph import DeviceGraph
+from tunectl.devices.match import matches
+from tunectl.devices.model import Device
 from tunectl.profile.resolve import Profile
-from tunectl.tuning.device import Device
+from tunectl.status import Status
 
 # Statuses of a planned setting.
-CHANGE = "change"  # differs; apply writes it
-IN_SYNC = "ok"  # already as wanted (kernel rounding allowed)
-SKIP = "skip"  # does not apply to this device (typed reason)
-UNAVAILABLE = "unavailable"  # wanted but the device cannot do it (e.g. scheduler not offered)
 
 
 @dataclass(frozen=True)
@@ -31,13 +29,13 @@ class Setting:
     before: Any
     after: Any
     source: str  # which part of the profile asked for it
-    status: str
+    status: Status
     reason: str = ""
     bounds: dict | None = None  # the wanted range ({min, max}); `after` is then its value nearest `before`
 
     @property
     def is_drift(self) -> bool:
-        return self.status in (CHANGE, UNAVAILABLE)
+        return self.status in (Status.CHANGE, Status.UNAVAILABLE)
 
     def to_json(self) -> dict:
         return {"device": self.device, "identity": self.identity, "attribute": self.attribute,
@@ -62,61 +60,20 @@ class Wanted:
             self.values[attr] = (value, source)
 
 
-def _holds(dev: Device, key: str, want: Any) -> bool:
-    if key in ("kernel", "model", "vendor", "serial", "wwn"):
-        have = dev.name if key == "kernel" else getattr(dev, key)
-        return have is not None and fnmatchcase(have, want)
-    if key == "bus":
-        return dev.bus is not None and any(fnmatchcase(dev.bus, b) for b in want)
-    if key == "class":
-        return dev.cls in want
-    if key == "dm_type":
-        return dev.dm_type in want
-    if key in ("rotational", "removable"):
-        return bool(getattr(dev, key)) == want
-    if key == "size":
-        return want.get("min", 0) <= dev.size_bytes <= want.get("max", float("inf"))
-    return False
-
-
-def matches(dev: Device, match: dict) -> bool:
-    """All given match keys must hold (SPEC §3)."""
-    return all(_holds(dev, key, want) for key, want in match.items())
-
-
-def lower_disks(devices: dict[str, Device], name: str, parent_of: dict[str, str]) -> list[str]:
-    """The whole disks at the bottom of a stack (through slaves/, partition -> disk)."""
-    out: list[str] = []
-    seen: set[str] = set()
-    stack = [name]
-    while stack:
-        cur = stack.pop()
-        for slave in devices[cur].slaves if cur in devices else ():
-            disk = slave if slave in devices else parent_of.get(slave)
-            if disk is None or disk in seen:
-                continue
-            seen.add(disk)
-            if devices[disk].slaves:
-                stack.append(disk)
-            else:
-                out.append(disk)
-    return sorted(out)
-
-
-def wanted_for(devices: list[Device], profile: Profile, parent_of: dict[str, str] | None = None) -> dict[str, Wanted]:
+def wanted_for(devices: list[Device], profile: Profile, graph: DeviceGraph | None = None) -> dict[str, Wanted]:
     """Per device name: the attributes the profile wants, with their source.
 
     Layers, later wins: own class, `below` of stacked classes above, own
     `devices` entries in file order, `below` of `devices` entries above.
     """
-    by_name = {d.name: d for d in devices}
-    parent_of = parent_of or {}
+    graph = graph or DeviceGraph.of(devices)
+    known = {d.name for d in devices}
     below_class: dict[str, list[tuple[dict, str]]] = {}
     below_entry: dict[str, list[tuple[dict, str]]] = {}
     for dev in devices:
         if not dev.slaves:
             continue
-        lowers = lower_disks(by_name, dev.name, parent_of)
+        lowers = [low for low in graph.bottom(dev.name) if low in known]
         cls_settings = profile.classes.get(dev.cls) or {}
         if cls_settings.get("below"):
             for low in lowers:
@@ -144,7 +101,7 @@ def plan_device(dev: Device, wanted: Wanted) -> list[Setting]:
     """Settings for one device, in the order they must be written (attributes.write_order)."""
     out: list[Setting] = []
 
-    def add(attr: str, before: Any, after: Any, source: str, status: str, reason: str = "") -> None:
+    def add(attr: str, before: Any, after: Any, source: str, status: Status, reason: str = "") -> None:
         bounds = after if is_range(after) else None
         out.append(Setting(dev.name, dev.identity, attr, before, wanted_value(after, before), source, status, reason, bounds))
 
@@ -154,17 +111,17 @@ def plan_device(dev: Device, wanted: Wanted) -> list[Setting]:
     if "scheduler" in values:
         prefs, source = values["scheduler"]
         if not dev.has_scheduler:
-            add("scheduler", None, prefs[0], source, SKIP, "device has no I/O scheduler (bio-based); "
+            add("scheduler", None, prefs[0], source, Status.SKIP, "device has no I/O scheduler (bio-based); "
                 "tune the disks below it with below:")
             target = None
         else:
             chosen = next((p for p in prefs if dev.offers(p)), None)
             if chosen is None:
-                add("scheduler", dev.scheduler, prefs[0], source, UNAVAILABLE,
+                add("scheduler", dev.scheduler, prefs[0], source, Status.UNAVAILABLE,
                     f"device offers {' '.join(dev.schedulers + dev.loadable)}; none of {', '.join(prefs)}")
             else:
                 switching = chosen != dev.scheduler
-                add("scheduler", dev.scheduler, chosen, source, CHANGE if switching else IN_SYNC)
+                add("scheduler", dev.scheduler, chosen, source, Status.CHANGE if switching else Status.IN_SYNC)
                 target = chosen
     # Attributes an earlier write of this plan makes the kernel rewrite: they are written again.
     disturbed = set(side_effects("scheduler")) if switching else set()
@@ -174,35 +131,35 @@ def plan_device(dev: Device, wanted: Wanted) -> list[Setting]:
             knob_name = attr.split("/", 1)[1]
             spec = IOSCHED.get(target or "", {}).get(knob_name)
             if not dev.has_scheduler or target is None:
-                add(attr, None, value, source, SKIP, "device has no I/O scheduler")
+                add(attr, None, value, source, Status.SKIP, "device has no I/O scheduler")
                 continue
             if spec is None:
-                add(attr, None, value, source, SKIP, f"not a knob of {target}")
+                add(attr, None, value, source, Status.SKIP, f"not a knob of {target}")
                 continue
             if switching:
-                add(attr, None, value, source, CHANGE, f"after switching to {target}" + (
+                add(attr, None, value, source, Status.CHANGE, f"after switching to {target}" + (
                     ": the kernel's default stays if inside the range" if is_range(value) else ""))
                 continue
             before = dev.iosched.get(knob_name)
         elif attr not in dev.queue:
-            add(attr, None, value, source, SKIP, f"device has no queue/{attr}")
+            add(attr, None, value, source, Status.SKIP, f"device has no queue/{attr}")
             continue
         else:
             spec, before = QUEUE[attr], dev.queue[attr]
         if attr not in disturbed and wanted_value_in_sync(spec, value, before):
-            add(attr, before, value, source, IN_SYNC)
+            add(attr, before, value, source, Status.IN_SYNC)
         else:
-            add(attr, before, value, source, CHANGE,
+            add(attr, before, value, source, Status.CHANGE,
                 "an earlier write of this plan makes the kernel reset it" + (
                     "; kept if the reset value is inside the range" if is_range(value) else "") if attr in disturbed else "")
             disturbed |= side_effects(attr)
     return out
 
 
-def make_plan(devices: list[Device], profile: Profile, parent_of: dict[str, str] | None = None,
+def make_plan(devices: list[Device], profile: Profile, graph: DeviceGraph | None = None,
               only: Iterable[str] | None = None) -> list[Setting]:
-    """Every wanted setting of every device (or of `only`), with its status."""
-    wanted = wanted_for(devices, profile, parent_of)
+    """Every wanted setting of every device (or of `only`), with its status; `graph`: how they stack."""
+    wanted = wanted_for(devices, profile, graph)
     chosen = set(only) if only is not None else None
     out: list[Setting] = []
     for dev in devices:

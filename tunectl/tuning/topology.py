@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tunectl.attributes import derived_from_doubtful_io_opt
-from tunectl.tuning.device import Device
-from tunectl.tuning.plan import CHANGE, Setting
+from tunectl.devices.model import Device
+from tunectl.status import Status
+from tunectl.tuning.plan import Setting
 
 BOGUS_IO_OPT_READ_AHEAD = "read-ahead-from-bogus-io-opt"
 
@@ -41,7 +42,7 @@ def read_ahead_warnings(devices: Iterable[Device], settings: Iterable[Setting] =
     65532 KiB, and random reads fetch 64 MiB each. A plan that moves read_ahead_kb
     elsewhere cures it; one that leaves it (no setting, or a range it lies in) does not.
     """
-    planned = {s.device: s.after for s in settings if s.attribute == "read_ahead_kb" and s.status == CHANGE}
+    planned = {s.device: s.after for s in settings if s.attribute == "read_ahead_kb" and s.status == Status.CHANGE}
     out = []
     for dev in devices:
         live = dev.queue.get("read_ahead_kb")

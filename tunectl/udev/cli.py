@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
 EXAMPLES = ("examples:\n  tunectl udev render -p throughput-performance\n"
             "  tunectl udev install -p throughput-performance --trigger\n"
@@ -36,12 +35,75 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
 
 
 def run(ctx, args, out) -> int:
+    from tunectl.report import emit_json
     from tunectl.udev import install
 
     if args.udev_command == "monitor":
         return monitor(ctx, args, out)
-    actions = {"render": install.render, "install": install.install, "remove": install.remove, "check": install.check}
-    return actions[args.udev_command](ctx, args, out)
+
+    def warn(rendered) -> None:
+        for w in rendered.profile.warnings:
+            out.warn(str(w))
+        if not out.quiet:
+            for note in rendered.rendered.notes:
+                out.warn(f"tunectl: note: {note}")
+
+    if args.udev_command == "render":
+        report = install.render(ctx, args.profile)
+        warn(report)
+    elif args.udev_command == "install":
+        report = install.install(ctx, args.profile, args.rules_dir, args.trigger, warn)
+    elif args.udev_command == "remove":
+        report = install.remove(ctx, args.rules_dir)
+    else:
+        report = install.check(ctx, args.profile, args.rules_dir, warn)
+    if out.json:
+        emit_json(report.to_json(), out.stdout)
+    else:
+        TEXT[args.udev_command](report, out)
+    return report.exit_code
+
+
+def _render_text(report, out) -> None:
+    out.stdout.write(report.rendered.text)  # the requested data: printed even with -q
+
+
+def _install_text(report, out) -> None:
+    for p in report.problems:
+        out.warn(f"tunectl: warning: {p}")
+    verb = "installed" if report.changed else "unchanged"
+    out.print(f"{verb}: {report.path} (profile {report.render.profile.name}, {report.render.rendered.digest})")
+    if report.reloaded:
+        out.print("udev rules reloaded")
+    if report.triggered:
+        out.print("change events sent to block disks; udev settled")
+
+
+def _remove_text(report, out) -> None:
+    for p in report.problems:
+        out.warn(f"tunectl: warning: {p}")
+    out.print(f"removed: {report.path}" if report.removed else f"not installed: {report.path}")
+    if report.removed:
+        out.print("values already written stay as they are; `tunectl rollback` restores the originals")
+
+
+def _check_text(report, out) -> None:
+    name, digest = report.render.profile.name, report.render.rendered.digest
+    if report.in_sync:
+        out.print(f"in sync: {report.path} is what profile {name} renders ({digest})")
+    elif report.installed is None:
+        out.print(f"not installed: {report.path}; `tunectl udev install -p {name}` writes it")
+    else:
+        out.print(f"differs: {report.path} ({report.installed_digest or 'no tunectl digest'}) is not what profile "
+                  f"{name} renders ({digest})")
+        limit = None if out.verbose else 60
+        for line in report.diff[:limit]:
+            out.print(line)
+        if limit is not None and len(report.diff) > limit:
+            out.print(f"... {len(report.diff) - limit} more diff lines (-v shows all)")
+
+
+TEXT = {"render": _render_text, "install": _install_text, "remove": _remove_text, "check": _check_text}
 
 
 def monitor(ctx, args, out, events=None) -> int:
@@ -49,6 +111,7 @@ def monitor(ctx, args, out, events=None) -> int:
     import itertools
 
     from tunectl.errors import ExitCode, UsageError
+    from tunectl.system.roots import SYS
     from tunectl.tuning import operations
     from tunectl.udev.monitor import follow, udev_events
 
@@ -57,8 +120,8 @@ def monitor(ctx, args, out, events=None) -> int:
     profile = operations.load_profile_for(ctx, operations.active_profile_ref(ctx, args.profile))
     for w in profile.warnings:
         out.warn(str(w))
-    if events is None and os.path.realpath(ctx.sysfs.root) != "/sys":
-        raise UsageError(f"udev monitor follows this machine's udev events; --sysfs-root {ctx.sysfs.root} is not /sys",
+    if events is None and not ctx.real:
+        raise UsageError(f"udev monitor follows this machine's udev events; --sysfs-root {ctx.sysfs.root} is not {SYS}",
                          hint="drop --sysfs-root (and TUNECTL_SYSFS_ROOT) to monitor the real devices")
 
     def check(name: str):

@@ -17,12 +17,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from tunectl.errors import TunectlError, UsageError
+from tunectl.status import Status
 from tunectl.tuning.plan import Setting
 
-IN_SYNC = "in-sync"
-DRIFT = "drift"
-NOT_TUNED = "not-tuned"  # the profile has no setting for this device
-VANISHED = "vanished"  # gone before it could be planned (a quick add/remove)
 ACTIONS = ("add", "change")
 
 
@@ -38,7 +35,7 @@ class EventReport:
     time: str
     event: BlockEvent
     profile: str
-    status: str
+    status: Status
     settings: int = 0  # how many settings the profile has for the device
     drift: list[Setting] = field(default_factory=list)
     reason: str = ""
@@ -46,16 +43,16 @@ class EventReport:
     def to_json(self) -> dict:
         return {"time": self.time, "device": self.event.device, "action": self.event.action,
                 "sequence": self.event.sequence, "profile": self.profile, "status": self.status,
-                "in_sync": self.status in (IN_SYNC, NOT_TUNED), "settings": self.settings,
+                "in_sync": self.status in (Status.EVENT_IN_SYNC, Status.NOT_TUNED), "settings": self.settings,
                 "drift": [s.to_json() for s in self.drift], "reason": self.reason}
 
     def line(self) -> str:
         head = f"{self.time}  {self.event.device:<10} {self.event.action:<6}"
-        if self.status == DRIFT:
+        if self.status == Status.DRIFT:
             parts = [f"{s.attribute} {_show(s.before)} -> {_show(s.after)}" + (f" ({s.reason})" if s.reason else "")
                      for s in self.drift]
             return f"{head} drift: {'; '.join(parts)}"
-        if self.status == IN_SYNC:
+        if self.status == Status.EVENT_IN_SYNC:
             return f"{head} in sync ({self.settings} setting{'s' if self.settings != 1 else ''})"
         return f"{head} {self.status.replace('-', ' ')}: {self.reason}"
 
@@ -77,17 +74,17 @@ def follow(events: Iterable[BlockEvent | None], check: Callable[[str], tuple[str
         try:
             name, settings = check(event.device)
         except UsageError:
-            yield EventReport(clock(), event, profile, VANISHED, reason="no such device any more")
+            yield EventReport(clock(), event, profile, Status.VANISHED, reason="no such device any more")
             continue
         profile = name
         relevant = [s for s in settings if s.device == event.device]
         drift = [s for s in relevant if s.is_drift]
         if drift:
-            yield EventReport(clock(), event, profile, DRIFT, len(relevant), drift)
+            yield EventReport(clock(), event, profile, Status.DRIFT, len(relevant), drift)
         elif relevant:
-            yield EventReport(clock(), event, profile, IN_SYNC, len(relevant))
+            yield EventReport(clock(), event, profile, Status.EVENT_IN_SYNC, len(relevant))
         else:
-            yield EventReport(clock(), event, profile, NOT_TUNED, reason="the profile has no setting for this device")
+            yield EventReport(clock(), event, profile, Status.NOT_TUNED, reason="the profile has no setting for this device")
 
 
 def udev_events(poll_seconds: float = 0.5) -> Iterator[BlockEvent | None]:

@@ -43,11 +43,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tunectl.attributes import SCHEDULERS, is_range
-from tunectl.errors import UsageError
+from tunectl.devices.classes import BUS_BY_PATH, CLASS_TABLE, CLASSES, DM_TYPES, DM_UUID_PREFIXES, OPT_IN_CLASSES
+from tunectl.errors import ExitCode, UsageError
 from tunectl.profile.checks import glob_problem
 from tunectl.profile.resolve import Profile
-from tunectl.tuning.device import _DM_UUID_PREFIXES, CLASSES, DM_TYPES, OPT_IN_CLASSES
-from tunectl.tuning.discover import _BUS_BY_PATH
 from tunectl.udev.match import (
     RuleWriter,
     describe_match,
@@ -61,25 +60,13 @@ RULES_FILE = "65-tunectl.rules"  # after 60-persistent-storage*.rules: ID_* and 
 FORMAT_VERSION = 1
 END = "tunectl_end"
 
-# Built-in classes as udev matches, in tunectl.tuning.device.classify order (first match wins).
-# `ssd` is what is left: not rotational (an unreadable flag counts as not rotational).
-CLASS_MATCH: tuple[tuple[str, str | None], ...] = (
-    ("dm", 'KERNEL=="dm-*"'),
-    ("md", 'KERNEL=="md*"'),
-    ("loop", 'KERNEL=="loop*"'),
-    ("zram", 'KERNEL=="zram*"'),
-    ("nvme", 'KERNEL=="nvme*n*"'),
-    ("mmc", 'KERNEL=="mmcblk*"'),
-    ("virtio", 'KERNEL=="vd*|xvd*"'),
-    ("rotational", 'ATTR{queue/rotational}=="1"'),
-    ("ssd", None),
-)
-
 _PATH_RE = re.compile(r"^/[A-Za-z0-9._/+@:-]*$")
 
 
 class RenderError(UsageError):
     """A profile value that cannot be put into a udev rule safely or exactly."""
+
+    exit_code = ExitCode.USAGE
 
 
 @dataclass(frozen=True)
@@ -313,11 +300,11 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
             w.rule(f"ATTR{{loop/backing_file}}!={quote(backing)}", f'GOTO="{END}"')
     w.blank()
     w.comment("class, in the order of tunectl's classify(): the first match wins")
-    for cls, key in CLASS_MATCH:
-        if key is None:
-            w.rule(f'ENV{{{env_name("class")}}}={quote(cls)}')
+    for cls in CLASS_TABLE:
+        if cls.udev_match is None:
+            w.rule(f'ENV{{{env_name("class")}}}={quote(cls.name)}')
         else:
-            w.rule(key, f'ENV{{{env_name("class")}}}={quote(cls)}', 'GOTO="tunectl_class_done"')
+            w.rule(cls.udev_match, f'ENV{{{env_name("class")}}}={quote(cls.name)}', 'GOTO="tunectl_class_done"')
     w.rule('LABEL="tunectl_class_done"')
     skipped = [c for c in OPT_IN_CLASSES if c not in named]
     if skipped:
@@ -331,7 +318,7 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
     w.rule(f'ENV{{{env_name("class")}}}=="dm"', 'ACTION=="add"', 'ENV{DM_UDEV_PRIMARY_SOURCE_FLAG}!="1"', f'GOTO="{END}"')
     w.rule(f'ENV{{{env_name("class")}}}=="dm"', 'ENV{DM_UDEV_DISABLE_OTHER_RULES_FLAG}=="1"', f'GOTO="{END}"')
     if any("dm_type" in e["match"] for e in canonical["devices"]):
-        for prefix, kind in _DM_UUID_PREFIXES:
+        for prefix, kind in DM_UUID_PREFIXES:
             w.rule(f'ENV{{{env_name("class")}}}=="dm"', f'ENV{{DM_UUID}}=="{prefix}*"',
                    f'ENV{{{env_name("dm_type")}}}={quote(kind)}')
     w.comment("md: not before the array runs (md sets its own read-ahead when it starts)")
@@ -339,7 +326,7 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
     if any("bus" in e["match"] for e in canonical["devices"]):
         w.comment("bus when udev has no ID_BUS: from the device path, as tunectl's discovery does")
         w.rule('ENV{ID_BUS}=="?*"', 'GOTO="tunectl_bus_done"')
-        for fragment, bus in _BUS_BY_PATH:
+        for fragment, bus in BUS_BY_PATH:
             w.rule(f'DEVPATH=="*{fragment}*"', f'ENV{{{env_name("bus")}}}={quote(bus)}', 'GOTO="tunectl_bus_done"')
         w.rule('LABEL="tunectl_bus_done"')
     w.comment("bio-based devices (dm, md, zram) show \"none\" or no scheduler file: no scheduler, no knobs")

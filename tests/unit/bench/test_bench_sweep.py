@@ -1,0 +1,220 @@
+"""tunectl bench on the fake kernel: stacks, restore on every exit path, the state lock, bad input.
+
+Reads are simulated by a fake Io that accounts requests in the fake tree's
+block/*/stat the way the block layer would: one request per read-ahead window.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import sys
+
+import pytest
+
+from tests.fakesys import FakeTree, bump_block_stat, dm_verity_over_mmc, sata_hdd, zram_swap
+from tests.tuning_helpers import Tunectl, snapshot_all
+from tunectl.bench import stack as stacking
+from tunectl.bench.runner import BenchError, Io, Sweep
+from tunectl.bench.sweep import plan_points
+from tunectl.context import Context
+from tunectl.errors import ExitCode, TunectlError
+from tunectl.profile.library import shipped_profile_dir
+from tunectl.system.state import StateStore
+
+
+class FakeIo:
+    """Reads that cost per request: fewer, larger requests with deeper read-ahead, as on a real disk."""
+
+    def __init__(self, tree: FakeTree, stack: stacking.Stack, fail_at: int = 0, error: BaseException | None = None):
+        self.tree, self.stack, self.fail_at, self.error = tree, stack, fail_at, error
+        self.reads = 0
+        self.drops: list[tuple[list[str], list[str]]] = []
+        self.lock_free_during_read: list[bool] = []
+        self.io = Io(self.read, self.drop)
+
+    def drop(self, files: list[str], nodes: list[str]) -> None:
+        self.drops.append((files, nodes))
+
+    def read(self, path: str, limit: int, block: int) -> tuple[int, float]:
+        self.reads += 1
+        if self.reads == self.fail_at:
+            raise self.error
+        self.lock_free_during_read.append(_lock_free(self.stack_state_dir))
+        ra = int(self.tree.sysfs.read(f"block/{self.stack.top.name}/queue/read_ahead_kb"))
+        window = max(ra, 4) * 1024
+        requests = -(-limit // window)
+        for dev in self.stack.devices:
+            bump_block_stat(self.tree, dev.name, reads=requests, sectors=limit // 512, read_ms=requests // 10,
+                            queue_ms=requests // 5)
+        return limit, requests * 100e-6 + limit / 2e9
+
+
+def _lock_free(state_dir) -> bool:
+    fd = os.open(state_dir / "lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        assert e.errno == errno.EWOULDBLOCK
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+@pytest.fixture
+def tree(empty_fake_tree: FakeTree) -> FakeTree:
+    dm_verity_over_mmc(empty_fake_tree)
+    sata_hdd(empty_fake_tree)
+    empty_fake_tree.add_disk("sdx", schedulers=("none", "mq-deadline"))
+    zram_swap(empty_fake_tree)
+    for name in ("dm-1", "mmcblk0", "sda", "sdx", "zram0"):
+        bump_block_stat(empty_fake_tree, name)
+    return empty_fake_tree
+
+
+@pytest.fixture
+def ctx(tree: FakeTree, tmp_path) -> Context:
+    return Context(tree.sysfs, tree.udev, StateStore(tmp_path / "state"), [shipped_profile_dir()],
+                   {"TUNECTL_DEV_ROOT": DEV})
+
+
+DEV = "/nonexistent/dev"  # the device nodes of the machine the tree describes (FakeIo never opens them)
+
+
+def _sweep(ctx, tree, target, read_aheads, schedulers, runs=2, **io_args):
+    stack = stacking.resolve(ctx, target)
+    fake = FakeIo(tree, stack, **io_args)
+    fake.stack_state_dir = ctx.state.dir
+    sweep = Sweep(ctx, stack, plan_points(read_aheads, schedulers, runs, seed=3), 8 << 20, 4096, fake.io)
+    return stack, fake, sweep
+
+
+def test_stack_of_a_verity_device(ctx):
+    stack = stacking.resolve(ctx, "dm-1")
+    assert (stack.top.name, [d.name for d in stack.below], [d.name for d in stack.scheduled]) == ("dm-1", ["mmcblk0"],
+                                                                                                    ["mmcblk0"])
+    assert stack.stacked and stack.kind == "device" and stack.read_path == f"{DEV}/dm-1"
+    assert stack.offered == ["none", "mq-deadline", "kyber", "bfq"]
+    part = stacking.resolve(ctx, "mmcblk0p2")  # a partition is read as named; its disk is tuned
+    assert (part.read_path, part.top.name, part.stacked) == (f"{DEV}/mmcblk0p2", "mmcblk0", False)
+    assert part.read_bytes == 4194304 * 512
+
+
+def test_sweep_measures_and_restores_a_stack(ctx, tree):
+    tree.sysfs.write("block/mmcblk0/queue/scheduler", "bfq")
+    tree.sysfs.write("block/mmcblk0/queue/iosched/slice_idle", "3")
+    tree.sysfs.write("block/dm-1/queue/read_ahead_kb", "512")
+    before = snapshot_all(tree)
+    stack, fake, sweep = _sweep(ctx, tree, "dm-1", [16, 256, 2048], ["none", "mq-deadline"])
+    runs = sweep.run()
+    assert snapshot_all(tree) == before  # bfq and its slice_idle back, nr_requests, read-ahead
+    assert len(runs) == 12 and sweep.changed and not sweep.restore_failures
+    assert not any(fake.lock_free_during_read)  # a concurrent apply waits for the whole sweep
+    assert fake.drops[0] == ([], [f"{DEV}/dm-1", f"{DEV}/mmcblk0"])
+    by_ra = {}
+    for r in runs:
+        assert [s.device for s in r.stats] == ["dm-1", "mmcblk0"]
+        assert r.stats[0].reads > 0
+        by_ra.setdefault(r.point.read_ahead_kb, set()).add(r.stats[0].reads)
+    assert by_ra == {16: {512}, 256: {32}, 2048: {4}}
+    assert runs[0].stats[0].avg_request_kib == 8192 / by_ra[runs[0].point.read_ahead_kb].pop()
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt(), TunectlError("disk went away"), OSError(5, "EIO")])
+def test_restore_on_interrupt_and_error(ctx, tree, error):
+    tree.sysfs.write("block/sda/queue/scheduler", "kyber")
+    before = snapshot_all(tree)
+    _, fake, sweep = _sweep(ctx, tree, "sda", [16, 256], ["none", "bfq"], fail_at=3, error=error)
+    with pytest.raises(type(error)):
+        sweep.run()
+    assert snapshot_all(tree) == before
+    assert sweep.interrupted == isinstance(error, KeyboardInterrupt)
+    assert len(sweep.runs) == 2 and sweep.restored and not sweep.restore_failures
+
+
+def test_kernel_refusal_stops_the_sweep_and_restores(ctx, tree):
+    before = snapshot_all(tree)
+    tree.sysfs.refuse("sdx", "queue/scheduler", errno.EINVAL)
+    _, fake, sweep = _sweep(ctx, tree, "sdx", [16, 256], ["mq-deadline", "none"], runs=1)
+    with pytest.raises(BenchError) as e:
+        sweep.run()
+    assert e.value.exit_code == ExitCode.PARTIAL
+    assert "cannot set sdx scheduler to" in e.value.message and "EINVAL" in e.value.message
+    assert snapshot_all(tree) == before
+
+
+def test_bio_based_stack_sweeps_read_ahead_only(ctx, tree):
+    before = snapshot_all(tree)
+    stack, fake, sweep = _sweep(ctx, tree, "zram0", [4, 64], [None], runs=1)
+    assert stack.scheduled == [] and not stack.stacked
+    runs = sweep.run()
+    assert [r.point.scheduler for r in runs] == [None, None]
+    assert snapshot_all(tree) == before
+
+
+@pytest.fixture
+def cli(tree, tmp_path) -> Tunectl:
+    return Tunectl(tree, tmp_path / "state")
+
+
+@pytest.mark.parametrize("argv, code, words", [
+    (["bench", "sdq"], 2, "no block device 'sdq'"),
+    (["bench", "/dev/tunectl-no-such-device"], 2, "cannot stat"),
+    (["bench", "sda", "--read-ahead", "lots"], 2, "--read-ahead"),
+    (["bench", "sda", "--read-ahead", "99999"], 2, "outside 0..65536"),
+    (["bench", "sda", "--schedulers", "cfqq"], 2, "unknown scheduler"),
+    (["bench", "sdx", "--schedulers", "kyber"], 2, "sdx does not offer kyber"),
+    (["bench", "zram0", "--schedulers", "none"], 2, "no I/O scheduler"),
+    (["bench", "sda", "--runs", "0"], 2, "--runs"),
+    (["bench", "sda", "--size", "-1"], 2, "--size"),
+    (["bench", "sda", "--csv", "/nonexistent-dir/x.csv"], 2, "not a writable directory"),
+    (["bench", "sda", "--runs", "many"], 2, "invalid int value"),
+    (["bench", "/proc/self/status"], 2, "is not a block device"),  # procfs: no device under the file
+    (["bench", "/dev/null"], 2, "neither a block device nor a regular file"),
+    # a valid sweep on a fake tree must not read the real machine's /dev/sda
+    (["bench", "sda", "--read-ahead", "16"], 2, "use the real /sys"),
+])
+def test_bad_input(cli, tree, argv, code, words, capsys):
+    before = snapshot_all(tree)
+    writes = tree.sysfs.writes
+    r = cli(*argv)
+    err = r.err + capsys.readouterr().err
+    assert r.code == code, (r.out, err)
+    assert words in err
+    assert "internal error" not in err and "Traceback" not in err
+    assert tree.sysfs.writes == writes and snapshot_all(tree) == before
+
+
+def test_bad_input_as_json(cli):
+    r = cli("bench", "sdq", "--json")
+    assert r.code == 2 and r.doc["ok"] is False and "sdq" in r.doc["error"]
+
+
+def test_plot_without_matplotlib_is_a_clear_usage_error(cli, monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    r = cli("bench", "sda", "--plot", str(tmp_path / "x.png"))
+    assert r.code == 2 and "--plot needs matplotlib" in r.err and "tunectl[plot]" in r.err
+
+
+def test_sigterm_is_handled_like_ctrl_c(ctx, tree):
+    import signal
+
+    from tunectl.bench.runner import Terminated
+
+    before = snapshot_all(tree)
+    handler = signal.getsignal(signal.SIGTERM)
+    stack, fake, sweep = _sweep(ctx, tree, "sda", [16, 256], ["none", "bfq"])
+    real_read = fake.io.read
+
+    def read(path, limit, block):
+        if fake.reads == 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # delivered to the main thread at the next bytecode
+        return real_read(path, limit, block)
+
+    fake.io.read = read
+    with pytest.raises(Terminated):
+        sweep.run()
+    assert snapshot_all(tree) == before and sweep.interrupted
+    assert signal.getsignal(signal.SIGTERM) is handler  # the handler lives only as long as the sweep

@@ -1,0 +1,42 @@
+"""Exit codes: every error class states its code; a bug in tunectl has its own (70), never a verdict's."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from tunectl.cli import main
+from tunectl.errors import ExitCode, NotPermitted, ProfileError, StateError, TunectlError, UsageError
+
+
+def test_every_error_class_states_its_exit_code() -> None:
+    from tunectl.align.table import ParseError
+    from tunectl.bench.runner import BenchError
+    from tunectl.preload.listing import ListError
+    from tunectl.system.parted import PartedError
+    from tunectl.system.runner import CommandError
+    from tunectl.udev.install import RulesError
+    from tunectl.udev.render import RenderError
+
+    classes = [UsageError, NotPermitted, StateError, ProfileError, ParseError, BenchError, ListError, PartedError,
+               CommandError, RulesError, RenderError]
+    for cls in classes:
+        assert "exit_code" in vars(cls), f"{cls.__name__} inherits its exit code instead of stating it"
+    assert ExitCode.INTERNAL not in {cls.exit_code for cls in [TunectlError, *classes]}
+
+
+def test_an_internal_error_exits_70_with_one_plain_message(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from tunectl.tuning import cli as tuning_cli
+
+    def broken(ctx, args, out) -> int:
+        raise KeyError("no such thing")
+
+    monkeypatch.setattr(tuning_cli, "run", broken)
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["status"], env={"TUNECTL_STATE_DIR": str(tmp_path / "state")}, stdout=out, stderr=err)
+    assert code == ExitCode.INTERNAL == 70
+    assert err.getvalue().startswith("tunectl: internal error: KeyError: 'no such thing'\n")
+    assert "Traceback" not in err.getvalue()
+    with pytest.raises(KeyError):
+        main(["--propagate", "status"], env={"TUNECTL_STATE_DIR": str(tmp_path / "state")}, stdout=out, stderr=err)

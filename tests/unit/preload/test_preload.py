@@ -1,0 +1,499 @@
+"""tunectl preload: the list format and ordering (pure), and collect/replay/record/show on real files.
+
+Residency is checked with util-linux fincore, right after the command (this
+VM's host reclaims idle pages within seconds). Files are evicted one by one
+with POSIX_FADV_DONTNEED, never by dropping the machine's caches.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.harness import REPO, CliResult, run_cli
+from tunectl.preload import order
+from tunectl.preload.listfile import read_list
+from tunectl.preload.listing import FIELDS, VERSION, Entry, ListError, parse, render
+from tunectl.preload.replay import replay
+from tunectl.report import Progress
+from tunectl.system.sysfs import Sysfs
+
+
+def tunectl(*argv: str) -> CliResult:
+    return run_cli(*argv, env={})
+
+
+def assert_clean(r: CliResult) -> None:
+    assert "Traceback" not in r.err and "internal error" not in r.err, r.err
+
+
+def evict(*paths: Path) -> None:
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def fincore(*paths: Path) -> dict[str, int]:
+    """Resident bytes per file, as util-linux sees them."""
+    out = subprocess.run(["fincore", "--json", "--bytes", "-o", "RES,FILE", *map(str, paths)],
+                         check=True, capture_output=True, text=True).stdout
+    return {row["file"]: int(row["res"]) for row in json.loads(out)["fincore"]}
+
+
+def replay_resident(lst: Path, *paths: Path, options: tuple[str, ...] = ()) -> tuple[CliResult, dict[str, int]]:
+    """Replay, then fincore at once; up to 3 tries, because another process on this shared
+    machine may drop every cache (`echo 3 > drop_caches`) between the two."""
+    for _ in range(3):
+        r = tunectl("preload", "replay", str(lst), "--json", *options)
+        resident = fincore(*paths)
+        if r.code != 0 or all(resident[str(p)] >= p.stat().st_size for p in paths):
+            break
+    return r, resident
+
+
+def make_files(root: Path, sizes: dict[str, int]) -> list[Path]:
+    paths = []
+    for name, size in sizes.items():
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(os.urandom(size))
+        paths.append(p)
+    os.sync()
+    return paths
+
+
+def entry(path: str, inode: int, physical: int | None, device: str = "8:1", size: int = 10) -> Entry:
+    return Entry(path, device, inode, size, 0, ((0, size),), physical)
+
+
+# ---------------------------------------------------------------- pure: the list format
+
+def test_list_round_trips() -> None:
+    entries = [entry("/a", 12, 4096), Entry("/b c", "254:0", 7, 9000, -5, ((0, 4096), (8192, 808)), None),
+               Entry("/empty", "254:0", 8, 0, 1, (), None)]
+    text = render(entries, "2026-01-01T00:00:00Z")
+    header = json.loads(text.splitlines()[0])
+    assert header["version"] == VERSION and header["fields"] == list(FIELDS) and header["files"] == 3
+    assert parse(text, "l").entries == entries
+
+
+def test_a_newer_version_is_refused_with_a_clear_message() -> None:
+    text = render([entry("/a", 1, 0)], "now").replace('"version": 1', f'"version": {VERSION + 1}')
+    with pytest.raises(ListError) as e:
+        parse(text, "boot.list")
+    assert str(e.value).startswith(f"boot.list:1: list format version {VERSION + 1} is newer")
+    assert "upgrade tunectl" in e.value.hint
+
+
+GOOD_HEADER = json.dumps({"format": "tunectl-preload", "version": 1})
+GOOD_ROW = '["/a","8:1",1,10,0,[[0,10]],4096]'
+
+
+@pytest.mark.parametrize("lines, where, words", [
+    (["garbage"], 1, "not a tunectl preload list"),
+    (['{"format": "tunectl-preload", "version": "one"}'], 1, "version"),
+    ([GOOD_HEADER, GOOD_ROW, "[1,2"], 3, "not JSON"),
+    ([GOOD_HEADER, GOOD_ROW, GOOD_ROW + "," + GOOD_ROW], 3, "not JSON"),
+    ([GOOD_HEADER, '{"path": "/a"}'], 2, "expected a JSON array of 7 fields"),
+    ([GOOD_HEADER, GOOD_ROW.replace('"/a"', '"a"')], 2, "path: expected an absolute path"),
+    ([GOOD_HEADER, GOOD_ROW.replace('"8:1"', '"sda1"')], 2, "device: expected MAJ:MIN"),
+    ([GOOD_HEADER, GOOD_ROW, GOOD_ROW.replace(",1,10,", ",-1,10,")], 3, "inode, size"),
+    ([GOOD_HEADER, GOOD_ROW.replace(",0,[[", ',"x",[[')], 2, "mtime_ns"),
+    ([GOOD_HEADER, GOOD_ROW.replace("[[0,10]]", "[[0,0]]")], 2, "ranges"),
+    ([GOOD_HEADER, GOOD_ROW.replace("4096]", '"far"]')], 2, "physical"),
+    ([GOOD_HEADER, GOOD_ROW.replace('"/a"', '"/a\\u0000b"')], 2, "NUL byte"),
+    ([GOOD_HEADER, GOOD_ROW.replace('"/a"', '"/\\ud800"')], 2, "system can encode"),
+])
+def test_garbage_is_an_error_at_file_and_line(lines: list[str], where: int, words: str) -> None:
+    with pytest.raises(ListError) as e:
+        parse("\n".join(lines) + "\n", "x.list")
+    assert str(e.value).startswith(f"x.list:{where}: ") and words in str(e.value)
+
+
+# ---------------------------------------------------------------- pure: ordering and chunks
+
+def test_physical_order_by_device_then_offset_with_inode_fallback_last() -> None:
+    entries = [entry("/late", 1, 9000), entry("/early", 3, 100), entry("/nofiemap-b", 9, None),
+               entry("/nofiemap-a", 2, None), entry("/other-disk", 0, 5, device="8:17")]
+    assert [e.path for e in order.physical_order(entries)] == [
+        "/early", "/late", "/nofiemap-a", "/nofiemap-b", "/other-disk"]
+    assert [entries[i].path for i in order.inode_indices(entries)] == [
+        "/late", "/nofiemap-a", "/early", "/nofiemap-b", "/other-disk"]
+    assert order.order_name(entries) == "mixed"
+    assert order.order_name(entries[2:4]) == "inode" and order.order_name(entries[:2]) == "physical"
+
+
+def test_calls_are_chunked_to_the_read_ahead_window() -> None:
+    mib = 1 << 20
+    assert order.window_bytes(8192, 4096) == 8 * mib
+    assert order.window_bytes(0, 1280) == 1280 * 1024  # read-ahead off: the largest request still goes
+    assert order.window_bytes(None, None) == 128 * 1024
+    calls = list(order.chunks([(0, 111 * mib)], 111 * mib, 8 * mib))
+    assert len(calls) == 14 and calls[0] == (0, 8 * mib) and calls[-1] == (104 * mib, 7 * mib)
+    # overlapping ranges merge; nothing past the end of the file
+    assert list(order.chunks([(100, 50), (0, 120), (4000, 9000)], 5000, 4096)) == [(0, 150), (4000, 1000)]
+
+
+def test_mincore_vectors_become_ranges_and_counts() -> None:
+    vec = bytes([1, 1, 0, 1, 0, 0, 1])
+    size = 6 * 4096 + 10
+    assert order.pages_to_ranges(vec, size) == [(0, 8192), (12288, 4096), (24576, 10)]
+    assert order.resident_bytes(vec, [(0, size)], size) == (3 * 4096 + 10, size)
+    assert order.resident_bytes(vec, [(8192, 4096)], size) == (0, 4096)
+    assert order.page_bytes([(0, 10), (4096, 1)], 5000) == 8192
+
+
+# ---------------------------------------------------------------- real files
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> list[Path]:
+    sizes = {"small/a": 100, "small/b": 4096, "small/c": 5000, "big/one": 3 << 20, "big/two": 9 << 20 | 123,
+             "empty": 0}
+    return make_files(tmp_path / "data", sizes)
+
+
+def test_collect_then_replay_makes_the_set_resident(corpus: list[Path], tmp_path: Path) -> None:
+    lst = tmp_path / "set.list"
+    r = tunectl("preload", "collect", str(tmp_path / "data"), "-o", str(lst), "--json")
+    assert r.code == 0, r.err
+    assert r.doc["files"] == len(corpus) and r.doc["bytes"] == sum(p.stat().st_size for p in corpus)
+    evict(*corpus)
+    assert sum(fincore(*corpus).values()) < sum(p.stat().st_size for p in corpus) // 2
+    r, resident = replay_resident(lst, *corpus)
+    assert r.code == 0, r.err
+    for p in corpus:
+        assert resident[str(p)] >= p.stat().st_size, (p, resident)
+    doc = r.doc
+    assert doc["files"] == len(corpus) and doc["skipped"] == [] and doc["settled"] is True
+    assert doc["bytes"] == sum(p.stat().st_size for p in corpus) and doc["seconds"] > 0
+    assert doc["order"] in ("physical", "mixed")  # the empty file has no extent
+    s = tunectl("preload", "show", str(lst), "--json")
+    assert s.code == 0 and s.doc["files"] == len(corpus) and s.doc["by_status"].get("resident") == len(corpus)
+
+
+@pytest.mark.parametrize("inode_pass", ["io_uring", "threads"])
+def test_changed_and_deleted_files_are_skipped_and_reported(corpus: list[Path], tmp_path: Path,
+                                                            inode_pass: str) -> None:
+    lst = tmp_path / "set.list"
+    assert tunectl("preload", "collect", *map(str, corpus), "-o", str(lst)).code == 0
+    grown, gone, replaced, kept = corpus[0], corpus[1], corpus[2], corpus[3]
+    with open(grown, "ab") as f:
+        f.write(b"more")
+    gone.unlink()
+    fresh = replaced.with_name(replaced.name + ".new")
+    fresh.write_bytes(b"x" * 5000)  # created while the old one exists: a new inode for certain
+    fresh.replace(replaced)  # same size, new inode
+    evict(kept)
+    r, resident = replay_resident(lst, kept, options=("--no-io-uring",) if inode_pass == "threads" else ())
+    assert r.code == 0, r.err
+    assert r.doc["inode_pass"] == inode_pass  # this kernel offers io_uring; CI runs both passes for real
+    skipped = {s["path"]: s for s in r.doc["skipped"]}
+    assert skipped[str(grown)]["status"] == "changed" and "size 100 -> 104" in skipped[str(grown)]["reason"]
+    assert skipped[str(gone)]["status"] == "vanished"
+    assert skipped[str(replaced)]["status"] == "changed" and "replaced" in skipped[str(replaced)]["reason"]
+    assert r.doc["files"] == len(corpus) - 3
+    assert resident[str(kept)] == kept.stat().st_size
+    human = tunectl("preload", "replay", str(lst))
+    assert human.code == 0 and "vanished" in human.out and str(gone) in human.out
+    shown = tunectl("preload", "show", str(lst), "--json")
+    assert shown.doc["by_status"]["vanished"] == 1 and shown.doc["by_status"]["changed"] == 2
+
+
+def test_where_io_uring_is_refused_the_inode_pass_runs_in_threads(corpus: list[Path], tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    lst = tmp_path / "set.list"
+    assert tunectl("preload", "collect", *map(str, corpus), "-o", str(lst)).code == 0
+    corpus[0].unlink()
+
+    def refused(**_: int) -> None:
+        raise OSError(errno.EPERM, "io_uring_setup: Operation not permitted")  # kernel.io_uring_disabled=2
+
+    monkeypatch.setattr("tunectl.preload.replay.StatxRing.open", refused)
+    r = tunectl("preload", "replay", str(lst), "--json")
+    assert r.code == 0 and r.doc["inode_pass"] == "threads", r.out + r.err
+    assert [s["status"] for s in r.doc["skipped"]] == ["vanished"] and r.doc["files"] == len(corpus) - 1
+
+
+def test_a_ring_that_fails_part_way_leaves_the_rest_to_threads(corpus: list[Path], tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    lst = tmp_path / "set.list"
+    assert tunectl("preload", "collect", *map(str, corpus), "-o", str(lst)).code == 0
+    corpus[0].unlink()
+    from tunectl.system.iouring import StatxRing
+
+    real = StatxRing.statx_all
+
+    def fails_after_two(self: StatxRing, paths: list[bytes]):
+        results = sorted(real(self, paths), key=lambda r: type(r[1]) is not int)  # the vanished file first
+        yield from results[:2]
+        raise OSError(errno.EIO, "io_uring_enter: Input/output error")
+
+    monkeypatch.setattr(StatxRing, "statx_all", fails_after_two)
+    r = tunectl("preload", "replay", str(lst), "--json")
+    assert r.code == 0 and r.doc["inode_pass"] == "threads", r.out + r.err
+    counted = Progress(io.StringIO(), 2 * len(corpus), "preload", enabled=False)
+    replay(Sysfs("/sys"), read_list(str(lst)), str(lst), progress=counted)
+    assert counted.done == 2 * len(corpus)  # each pass counts every file once, the ring's two included
+    # every file decided once: the two the ring checked (the vanished one among them) are not checked again
+    assert [s["status"] for s in r.doc["skipped"]] == ["vanished"] and r.doc["files"] == len(corpus) - 1
+
+
+@pytest.mark.parametrize("options", [(), ("--no-io-uring",)])
+def test_a_path_the_kernel_refuses_is_unreadable_and_the_exit_is_partial(tmp_path: Path,
+                                                                         options: tuple[str, ...]) -> None:
+    (good,) = make_files(tmp_path, {"good": 10})
+    st = good.stat()
+    device = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    too_long = str(tmp_path / ("n" * 300))  # ENAMETOOLONG: neither gone nor changed, so not expected
+    rows = [[str(good), device, st.st_ino, 10, st.st_mtime_ns, [[0, 10]], None],
+            [too_long, device, 1, 10, 0, [[0, 10]], None]]
+    lst = tmp_path / "bad.list"
+    lst.write_text(GOOD_HEADER + "\n" + "\n".join(json.dumps(r) for r in rows) + "\n")
+    r = tunectl("preload", "replay", str(lst), "--json", *options)
+    assert_clean(r)
+    assert r.code == 3 and r.doc["files"] == 1, r.out + r.err
+    (skip,) = r.doc["skipped"]
+    assert skip["status"] == "unreadable" and skip["reason"] == "File name too long"
+
+
+def test_collect_resident_keeps_only_cached_pages(tmp_path: Path) -> None:
+    (p,) = make_files(tmp_path, {"f": 64 * 4096})
+    evict(p)
+    with open(p, "rb") as f:
+        f.seek(8 * 4096)
+        f.read(4096)  # read-ahead may bring neighbours in: compare with what mincore says, not with 1 page
+    lst = tmp_path / "res.list"
+    r = tunectl("preload", "collect", "--resident", str(p), "-o", str(lst), "--json")
+    assert r.code == 0, r.err
+    (e,) = parse(lst.read_text(), str(lst)).entries
+    assert 0 < e.bytes < p.stat().st_size and any(off <= 8 * 4096 < off + n for off, n in e.ranges)
+
+
+@pytest.mark.root
+def test_record_finds_the_files_a_command_opens(tmp_path: Path) -> None:
+    a, b, c = make_files(tmp_path, {"a.txt": 10, "b.txt": 20000, "unread.txt": 5})
+    lst = tmp_path / "rec.list"
+    proc = subprocess.run([sys.executable, "-m", "tunectl", "--json", "preload", "record", "-o", str(lst), "--",
+                           "sh", "-c", f"cat {a} {b}"], capture_output=True, text=True, errors="replace", cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["method"] == "fanotify"  # the command's output went to stderr
+    paths = {e.path for e in parse(lst.read_text(), str(lst)).entries}
+    assert {str(a), str(b)} <= paths and str(c) not in paths
+    assert "/usr/bin/cat" in paths or "/bin/cat" in paths
+
+
+def test_record_by_residency_diff(tmp_path: Path) -> None:
+    a, b = make_files(tmp_path / "d", {"a.txt": 3 * 4096, "b.txt": 4096})
+    evict(a, b)
+    lst = tmp_path / "rec.list"
+    r = tunectl("preload", "record", "--method", "diff", "--scope", str(tmp_path / "d"), "-o", str(lst),
+                "--json", "--", "cat", str(a))
+    assert r.code == 0, r.err
+    assert r.doc["method"] == "diff" and any("residency diff" in n for n in r.doc["notes"])
+    assert [e.path for e in parse(lst.read_text(), str(lst)).entries] == [str(a)]
+
+
+# ---------------------------------------------------------------- real file systems on loop devices
+
+def _run(*argv: str) -> str:
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+
+
+def _filefrag_first_block(path: Path) -> int:
+    """Physical block of logical block 0, from e2fsprogs' filefrag (an independent FIEMAP reader)."""
+    for line in _run("filefrag", "-v", "-b4096", str(path)).splitlines():
+        cols = [c.strip() for c in line.replace("..", ":").split(":")]
+        if cols and cols[0] == "0":
+            return int(cols[3])
+    raise AssertionError(f"no extent for logical block 0 in filefrag output for {path}")
+
+
+@pytest.fixture
+def loop_mount(tmp_path: Path):
+    """mount(image, fstype) -> mount point; every mount and loop device undone at the end."""
+    mounted: list[tuple[Path, str]] = []
+
+    def mount(image: Path, fstype: str) -> Path:
+        dev = _run("losetup", "-f", "--show", str(image)).strip()
+        point = tmp_path / f"mnt{len(mounted)}"
+        point.mkdir()
+        try:
+            _run("mount", "-t", fstype, dev, str(point))
+        except BaseException:
+            subprocess.run(["losetup", "-d", dev], check=False)
+            raise
+        mounted.append((point, dev))
+        return point
+
+    try:
+        yield mount
+    finally:
+        for point, dev in reversed(mounted):
+            subprocess.run(["umount", str(point)], check=False, capture_output=True)
+            subprocess.run(["losetup", "-d", dev], check=False, capture_output=True)
+
+
+@pytest.mark.root
+def test_physical_order_on_ext4_follows_fiemap_not_names_or_inodes(tmp_path: Path, loop_mount) -> None:
+    image = tmp_path / "ext4.img"
+    with open(image, "wb") as f:
+        f.truncate(64 << 20)
+    _run("mkfs.ext4", "-q", "-F", "-b", "4096", "-E", "lazy_itable_init=0,lazy_journal_init=0", str(image))
+    mnt = loop_mount(image, "ext4")
+    names = ["a", "b", "c", "d"]
+    for name in names:  # inodes in name order
+        (mnt / name).touch()
+    # Data written in reverse: blocks allocated d, c, b, a. ext4 gives small files blocks from a per-CPU
+    # preallocation, so the writes stay on one CPU, or two files could land in two CPUs' areas.
+    cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cpus)})
+    try:
+        for name in reversed(names):
+            with open(mnt / name, "wb") as f:
+                f.write(os.urandom(64 << 10))
+                f.flush()
+                os.fsync(f.fileno())
+    finally:
+        os.sched_setaffinity(0, cpus)
+    lst = tmp_path / "ext4.list"
+    r = tunectl("preload", "collect", str(mnt), "-o", str(lst), "--json")
+    assert r.code == 0 and r.doc["order"] == "physical", r.out + r.err
+    entries = {Path(e.path).name: e for e in parse(lst.read_text(), str(lst)).entries if Path(e.path).name in names}
+    for name, e in entries.items():
+        assert e.physical == _filefrag_first_block(mnt / name) * 4096
+        assert e.device == f"{os.major(os.stat(mnt).st_dev)}:{os.minor(os.stat(mnt).st_dev)}"
+    listed = list(entries.values())
+    assert [Path(listed[i].path).name for i in order.inode_indices(listed)] == names
+    by_block = sorted(names, key=lambda n: _filefrag_first_block(mnt / n))  # the ground truth, from filefrag
+    assert by_block == list(reversed(names)), "ext4 did not allocate in write order; the test needs it"
+    assert [Path(e.path).name for e in order.physical_order(entries.values())] == by_block
+    evict(*(mnt / n for n in names))
+    r, resident = replay_resident(lst, *(mnt / n for n in names))
+    assert r.code == 0 and r.doc["skipped"] == [] and r.doc["settled"], r.out
+    assert all(v == 64 << 10 for v in resident.values()), resident
+
+
+@pytest.mark.root
+def test_squashfs_has_no_fiemap_so_replay_falls_back_to_inode_order(tmp_path: Path, loop_mount) -> None:
+    src = tmp_path / "src"
+    files = make_files(src, {"x/one": 5000, "x/two": 70000, "three": 1})
+    image = tmp_path / "fs.squashfs"
+    _run("mksquashfs", str(src), str(image), "-quiet", "-noappend", "-no-progress")
+    mnt = loop_mount(image, "squashfs")
+    lst = tmp_path / "sq.list"
+    r = tunectl("preload", "collect", str(mnt), "-o", str(lst), "--json")
+    assert r.code == 0, r.err
+    assert r.doc["files"] == len(files) and r.doc["physical"] == 0 and r.doc["order"] == "inode"
+    entries = parse(lst.read_text(), str(lst)).entries
+    assert order.physical_indices(entries) == order.inode_indices(entries)
+    mounted = [mnt / p.relative_to(src) for p in files]
+    r, resident = replay_resident(lst, *mounted)
+    assert r.code == 0 and r.doc["order"] == "inode" and r.doc["files"] == len(files), r.out
+    assert all(resident[str(p)] >= p.stat().st_size for p in mounted), resident
+
+
+# ---------------------------------------------------------------- bad input
+
+@pytest.fixture
+def bad_lists(tmp_path: Path) -> dict[str, Path]:
+    garbage = tmp_path / "garbage.list"
+    garbage.write_text(GOOD_HEADER + "\n" + GOOD_ROW + "\n{oops\n")
+    newer = tmp_path / "newer.list"
+    newer.write_text('{"format": "tunectl-preload", "version": 99}\n')
+    binary = tmp_path / "binary.list"
+    binary.write_bytes(GOOD_HEADER.encode() + b"\n\xff\xfe\n")
+    empty = tmp_path / "empty.list"
+    empty.write_text("")
+    return {"garbage": garbage, "newer": newer, "binary": binary, "empty": empty, "dir": tmp_path,
+            "missing": tmp_path / "nope.list"}
+
+
+@pytest.mark.parametrize("argv, code, words", [
+    (["replay", "{missing}"], 2, "No such file"),
+    (["show", "{missing}"], 2, "No such file"),
+    (["replay", "{garbage}"], 2, "garbage.list:3: not JSON"),
+    (["show", "{garbage}"], 2, "garbage.list:3: not JSON"),
+    (["replay", "{newer}"], 2, "newer.list:1: list format version 99 is newer"),
+    (["replay", "{binary}"], 2, "binary.list:2: not UTF-8"),
+    (["replay", "{empty}"], 2, "empty file"),
+    (["replay", "{dir}"], 2, "Is a directory"),
+    (["replay", "{garbage}", "--threads", "-1"], 2, "must not be negative"),
+    (["collect", "{missing}", "-o", "{dir}/out.list"], 2, "no such file or directory"),
+    (["collect", "{dir}", "-o", "{missing}/sub/out.list"], 2, "cannot write the preload list"),
+    (["record", "-o", "{dir}/r.list"], 2, "needs a command"),
+    (["record", "-o", "{dir}/r.list", "--method", "diff", "--scope", "{dir}", "--", "/no/such/cmd"], 2,
+     "cannot run /no/such/cmd"),
+    (["record", "-o", "{dir}/r.list", "--scope", "{missing}", "--", "true"], 2, "no such directory"),
+])
+def test_bad_input(bad_lists: dict[str, Path], argv: list[str], code: int, words: str) -> None:
+    argv = [a.format(**bad_lists) for a in argv]
+    r = tunectl("preload", *argv)
+    assert r.code == code, (r.out, r.err)
+    assert words in r.err, r.err
+    assert_clean(r)
+    j = tunectl("--json", "preload", *argv)
+    assert j.code == code and (j.out == "" or json.loads(j.out)["ok"] is False)
+
+
+@pytest.mark.root
+def test_an_unreadable_list_is_not_permitted(tmp_path: Path) -> None:
+    lst = tmp_path / "private.list"
+    lst.write_text(GOOD_HEADER + "\n")
+    lst.chmod(0o600)
+    tmp_path.chmod(0o755)
+    proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                           sys.executable, "-m", "tunectl", "preload", "show", str(lst)],
+                          capture_output=True, text=True, cwd=REPO, env={"PATH": os.environ["PATH"]})
+    assert proc.returncode == 4, proc.stderr
+    assert "cannot read the preload list: Permission denied" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------- boot units
+
+UNITS = REPO / "udev"
+
+
+def _unit(name: str) -> dict[str, list[str]]:
+    keys: dict[str, list[str]] = {}
+    for line in (UNITS / name).read_text().splitlines():
+        if "=" in line and not line.startswith(("#", "[")):
+            key, value = line.split("=", 1)
+            keys.setdefault(key.strip(), []).append(value.strip())
+    return keys
+
+
+def test_boot_units_agree_on_the_list_and_are_installed() -> None:
+    replay, collect = _unit("tunectl-preload-replay.service"), _unit("tunectl-preload-collect.service")
+    boot_list = "/var/lib/tunectl/preload/boot.list"
+    assert replay["ConditionPathExists"] == [boot_list] and collect["ConditionPathExists"] == ["!" + boot_list]
+    assert replay["ExecStart"][0].split()[-1] == boot_list and replay["DefaultDependencies"] == ["no"]
+    assert "sysinit.target" in replay["Before"][0].split()
+    assert collect["ExecStart"][0].split()[-1] == boot_list and "--resident" in collect["ExecStart"][0]
+    assert _unit("tunectl-preload-collect.timer")["OnBootSec"]
+    setup = (REPO / "setup.cfg").read_text()
+    for unit in UNITS.iterdir():
+        assert f"udev/{unit.name}" in setup, unit.name
+    assert "man/tunectl-preload.8" in setup
+
+
+def test_boot_units_pass_systemd_analyze() -> None:
+    if not shutil.which("systemd-analyze"):
+        pytest.skip("systemd-analyze not installed")
+    proc = subprocess.run(["systemd-analyze", "verify", *sorted(map(str, UNITS.iterdir()))],
+                          capture_output=True, text=True)
+    # tunectl and its man page need not be installed where the tests run
+    problems = [line for line in proc.stderr.splitlines()
+                if "is not executable" not in line and "man tunectl-preload(8)" not in line]
+    assert problems == [], proc.stderr

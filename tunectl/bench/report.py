@@ -1,0 +1,41 @@
+"""The report of one bench run: the stack swept, every run, the summaries and the recommendation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tunectl.bench.results import Placement, Recommendation, Summary, recommend, summarise
+from tunectl.bench.runner import Sweep
+from tunectl.bench.stack import Stack
+from tunectl.errors import ExitCode
+
+
+@dataclass
+class BenchReport:
+    stack: Stack
+    sweep: Sweep
+    seed: int | None
+    schedulers: list
+    interrupted: bool = False
+    summaries: list[Summary] = field(init=False)
+    recommendation: Recommendation | None = field(init=False)
+    exit_code: ExitCode = ExitCode.OK  # raised by the caller when an export it was asked for failed
+
+    def __post_init__(self) -> None:
+        self.summaries = summarise(self.sweep.runs)
+        placement = Placement(self.stack.top.name, self.stack.top.cls, self.stack.stacked,
+                              tuple(d.name for d in self.stack.scheduled))
+        self.recommendation = None if self.interrupted else recommend(self.summaries, placement)
+        if self.sweep.restore_failures:
+            self.exit_code = ExitCode.PARTIAL
+
+    def to_json(self) -> dict:
+        stack, sweep, rec = self.stack, self.sweep, self.recommendation
+        return {"target": stack.target, "kind": stack.kind, "read_path": stack.read_path,
+                "device": stack.top.name, "class": stack.top.cls, "below": [d.name for d in stack.below],
+                "scheduled": [d.name for d in stack.scheduled], "schedulers": self.schedulers, "seed": self.seed,
+                "interrupted": self.interrupted, "points": [s.to_json() for s in self.summaries],
+                "runs": [r.to_json() for r in sweep.runs],
+                "recommendation": rec.to_json() if rec else None,
+                "restored": [o.to_json() for o in sweep.restored],
+                "restore_failed": [o.to_json() for o in sweep.restore_failures]}

@@ -1,0 +1,5 @@
+"""Block devices: the model, the class table, discovery, the stacking graph and the one name resolver.
+
+Every command group (tuning, udev, align, mounts, bench) asks this package which
+devices a name means, what class a device is and what lies above and below it.
+"""

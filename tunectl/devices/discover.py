@@ -1,0 +1,167 @@
+"""Discovery: read the whole block devices under a sysfs root into Device records."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from tunectl.attributes import QUEUE, parse_scheduler, parse_value
+from tunectl.devices.classes import bus_of_path, classify, dm_type_of
+from tunectl.devices.graph import partition_names
+from tunectl.devices.model import Device, Partition
+from tunectl.system.sysfs import Sysfs
+from tunectl.system.udevdb import UdevDb, decode
+
+
+def _int(text: str | None, default: int = 0) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
+
+
+def _bus_from_path(sysfs: Sysfs, rel: str) -> str | None:
+    """The bus a device hangs off, from its path below the sysfs root (never from where the root lives)."""
+    root = sysfs.realpath("")
+    real = sysfs.realpath(rel)
+    return bus_of_path("/" + os.path.relpath(real, root))
+
+
+def normalise_wwn(wwn: str | None) -> str | None:
+    """udev's ID_WWN (``0x5000c500...``) and sysfs ``wwid`` (``naa.5000c500...``) name one disk alike."""
+    if not wwn:
+        return None
+    wwn = wwn.strip()
+    if wwn.startswith("naa."):
+        return "0x" + wwn[4:].lower()
+    return wwn
+
+
+def _udev_decode(text: str | None) -> str | None:
+    """udev's *_ENC properties escape blanks and specials as \\xNN."""
+    if not text:
+        return None
+    return decode(text).strip() or None
+
+
+def _identity(dev: Device, props: dict[str, str], sysfs: Sysfs) -> str:
+    if dev.cls == "dm" and dev.dm_uuid:
+        return f"dm-uuid:{dev.dm_uuid}"
+    if dev.cls == "md" and props.get("MD_UUID"):
+        return f"md-uuid:{props['MD_UUID']}"
+    if dev.cls == "loop":
+        backing = sysfs.read_or(f"block/{dev.name}/loop/backing_file")
+        if backing:
+            return f"loop:{backing}"
+    if dev.wwn:
+        return f"wwn:{dev.wwn}"
+    if props.get("ID_SERIAL"):
+        return f"serial:{props['ID_SERIAL']}"
+    if dev.serial:
+        return f"serial:{dev.model + '_' if dev.model else ''}{dev.serial}"
+    by_id = sorted(link for link in dev.links if link.startswith("disk/by-id/"))
+    if by_id:
+        return f"by-id:{by_id[0][len('disk/by-id/'):]}"
+    return f"kernel:{dev.name}"
+
+
+def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str] | None = None,
+                modular: Iterable[str] = ()) -> Device | None:
+    """One whole device, or None if it has no queue/ (or vanished while we looked).
+
+    `modular`: schedulers the running kernel has as loadable modules (KernelModules);
+    a device with a scheduler offers them too, listed or not.
+    """
+    base = f"block/{name}"
+    if not sysfs.exists(f"{base}/queue"):
+        return None
+    rot_text = sysfs.read_or(f"{base}/queue/rotational")
+    rotational = None if rot_text is None else rot_text.strip() == "1"
+    devnum = sysfs.read_or(f"{base}/dev")
+    if devnum is None:
+        return None  # vanished while we looked
+    rec = udev.record(devnum)
+    props = rec.properties
+    cls = classify(name, rotational)
+    if cls == "loop" and not sysfs.exists(f"{base}/loop/backing_file"):
+        return None  # an unattached loop device: nothing to tune
+    dev = Device(name=name, cls=cls, identity="", devnum=devnum)
+    dev.rotational = rotational
+    dev.links = tuple(rec.links)
+    if dev.cls == "dm":
+        dev.dm_uuid = sysfs.read_or(f"{base}/dm/uuid") or props.get("DM_UUID") or None
+        dev.dm_name = sysfs.read_or(f"{base}/dm/name") or props.get("DM_NAME") or None
+        dev.dm_type = dm_type_of(dev.dm_uuid)
+    dev.model = (_udev_decode(props.get("ID_MODEL_ENC")) or _strip(sysfs.read_or(f"{base}/device/model"))
+                 or props.get("ID_MODEL"))
+    dev.vendor = props.get("ID_VENDOR") or _strip(sysfs.read_or(f"{base}/device/vendor"))
+    dev.serial = (
+        props.get("ID_SERIAL_SHORT")
+        or _strip(sysfs.read_or(f"{base}/device/serial"))
+        or _strip(sysfs.read_or(f"{base}/serial"))
+    )
+    dev.wwn = normalise_wwn(props.get("ID_WWN") or sysfs.read_or(f"{base}/wwid") or sysfs.read_or(f"{base}/device/wwid"))
+    dev.bus = props.get("ID_BUS") or _bus_from_path(sysfs, base)
+    dev.size_bytes = _int(sysfs.read_or(f"{base}/size")) * 512
+    dev.removable = (sysfs.read_or(f"{base}/removable") or "0").strip() == "1"
+    dev.logical_block_size = _int(sysfs.read_or(f"{base}/queue/logical_block_size"), 0) or None
+    dev.physical_block_size = _int(sysfs.read_or(f"{base}/queue/physical_block_size"), 0) or None
+    io_opt = sysfs.read_or(f"{base}/queue/optimal_io_size")
+    dev.optimal_io_size = None if io_opt is None else _int(io_opt)
+    sched_text = sysfs.read_or(f"{base}/queue/scheduler")
+    if sched_text is not None:
+        active, offered = parse_scheduler(sched_text)
+        # bio-based devices (dm, zram, brd...) list only "none": nothing to choose.
+        if offered and offered != ("none",):
+            dev.scheduler, dev.schedulers = active, offered
+            dev.loadable = tuple(s for s in modular if s not in offered)
+            for knob in sysfs.listdir(f"{base}/queue/iosched"):
+                value = sysfs.read_or(f"{base}/queue/iosched/{knob}")
+                if value is not None:
+                    dev.iosched[knob] = _int_or_text(value)
+    for attr in QUEUE if queue_attrs is None else queue_attrs:
+        value = sysfs.read_or(f"{base}/queue/{attr}")
+        if value is not None and attr in QUEUE:
+            dev.queue[attr] = parse_value(QUEUE[attr], value)
+    dev.slaves = tuple(sysfs.listdir(f"{base}/slaves"))
+    dev.partitions = tuple(_partitions(sysfs, name))
+    holders = set(sysfs.listdir(f"{base}/holders"))
+    for part in dev.partitions:
+        holders.update(sysfs.listdir(f"{base}/{part.name}/holders"))
+    dev.holders = tuple(sorted(holders))
+    dev.identity = _identity(dev, props, sysfs)
+    return dev
+
+
+def _partitions(sysfs: Sysfs, name: str) -> Iterable[Partition]:
+    for entry in partition_names(sysfs, name):
+        yield Partition(entry, _int(sysfs.read_or(f"block/{name}/{entry}/start")),
+                        _int(sysfs.read_or(f"block/{name}/{entry}/size")))
+
+
+def _strip(text: str | None) -> str | None:
+    text = text.strip() if text else None
+    return text or None
+
+
+def _int_or_text(text: str) -> int | str:
+    try:
+        return int(text)
+    except ValueError:
+        return text.strip()
+
+
+def discover(sysfs: Sysfs, udev: UdevDb, queue_attrs: Iterable[str] | None = None,
+             modular: Iterable[str] = (), names: Iterable[str] | None = None) -> list[Device]:
+    """Every whole block device under the root (or those of `names`), sorted by kernel name.
+
+    `modular`: see read_device.
+    """
+    attrs = None if queue_attrs is None else tuple(queue_attrs)
+    modular = tuple(modular)
+    devices = []
+    for name in sysfs.listdir("block") if names is None else sorted(set(names)):
+        dev = read_device(sysfs, udev, name, attrs, modular)
+        if dev is not None:
+            devices.append(dev)
+    return devices

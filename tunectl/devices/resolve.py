@@ -1,0 +1,201 @@
+"""Which block device a name means: the one resolver for every name a user or a config file writes.
+
+Kernel names (``sda``, ``sda2``, ``dm-0``); ``/dev`` paths; udev's links
+(``/dev/disk/by-id/...``, ``by-label``, ``/dev/mapper/*``, ``/dev/md/*``, with
+or without ``/dev/``); ``UUID=``, ``LABEL=``, ``PARTUUID=``, ``PARTLABEL=``
+through the udev database (``ID_FS_UUID`` ...) and then the ``/dev/disk/by-*``
+links; ``major:minor``; a mountpoint or any path on a mounted filesystem (the
+whole disks under that filesystem). Links are read from udev's records, dm names
+from sysfs, and a ``/dev`` path is followed in the dev root only when the run has
+one (`tunectl.system.roots`: never the real ``/dev`` for a fake tree).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tunectl.devices.graph import DeviceGraph
+from tunectl.devices.model import Device
+from tunectl.errors import UsageError
+from tunectl.system import mountinfo
+from tunectl.system.roots import under_dev
+from tunectl.system.udevdb import decode
+
+# fstab tag -> the udev property that carries it
+TAGS = {"UUID": "ID_FS_UUID", "LABEL": "ID_FS_LABEL", "PARTUUID": "ID_PART_ENTRY_UUID",
+        "PARTLABEL": "ID_PART_ENTRY_NAME"}
+TAG_DIRS = {"UUID": "by-uuid", "LABEL": "by-label", "PARTUUID": "by-partuuid", "PARTLABEL": "by-partlabel"}
+
+
+def names_a_device(source: str) -> bool:
+    """A device path or an fstab tag (``/dev/...``, ``UUID=``...): it should resolve to a block device."""
+    return under_dev(source) is not None or source.partition("=")[0] in TAGS and "=" in source
+
+
+@dataclass
+class Resolved:
+    name: str | None  # kernel name of the block device (a partition, a disk, dm-N, mdN)
+    problem: str = ""
+
+
+class Resolver:
+    """Resolution for one run: the graph read once, the udev database indexed once (when first needed).
+
+    `devices`: the discovered devices (tunable whole devices) names must end at;
+    discovered here when not given.
+    """
+
+    def __init__(self, ctx, devices: list[Device] | None = None, graph: DeviceGraph | None = None) -> None:
+        from tunectl.devices.discover import discover
+
+        self.ctx = ctx
+        self.sysfs = ctx.sysfs
+        self.dev = ctx.roots.dev
+        if devices is None:
+            devices = discover(ctx.sysfs, ctx.udev, ())
+        self.devices = {d.name: d for d in devices}
+        self.graph = graph if graph is not None else DeviceGraph.read(ctx.sysfs)
+        self._index: list[tuple[str, dict[str, str], list[str]]] | None = None
+
+    # --- the udev database, all records: (kernel name, properties, links)
+    def _records(self) -> list[tuple[str, dict[str, str], list[str]]]:
+        if self._index is None:
+            self._index = []
+            try:
+                files = sorted(os.listdir(self.ctx.udev.root))
+            except OSError:
+                files = []
+            for f in files:
+                if not f.startswith("b") or ":" not in f:
+                    continue
+                name = self.name_of_devnum(f[1:])
+                if name is None:
+                    continue
+                rec = self.ctx.udev.record(f[1:])
+                self._index.append((name, rec.properties, rec.links))
+        return self._index
+
+    def name_of_devnum(self, devnum: str) -> str | None:
+        if not re.fullmatch(r"\d+:\d+", devnum or ""):
+            return None
+        link = self.sysfs.readlink(f"dev/block/{devnum}")
+        return os.path.basename(link.rstrip("/")) if link else None
+
+    def whole(self, name: str) -> str:
+        return self.graph.whole(name)
+
+    def disks_below(self, name: str) -> list[str]:
+        """The whole disks at the bottom of the stack under `name` (its own disk when it is not stacked)."""
+        return [d for d in self.graph.disks_under(name) if d in self.devices]
+
+    def partition_number(self, name: str) -> int | None:
+        """The partition number of kernel name `name`; None when it is not a partition."""
+        if self.graph.parent_of(name) is None:
+            return None
+        text = self.sysfs.read_or(f"class/block/{name}/partition")
+        return int(text) if text and text.strip().isdigit() else None
+
+    # --- names -> kernel names
+    def _from_dev_path(self, rel: str) -> str | None:
+        if not rel or rel.startswith(("/", "..")):
+            return None
+        for name, _props, links in self._records():
+            if rel in links:
+                return name
+        if rel.startswith("mapper/"):
+            for name in self.graph.wholes:
+                if name.startswith("dm-") and (self.sysfs.read_or(f"block/{name}/dm/name") or "").strip() == rel[7:]:
+                    return name
+        if "/" not in rel and self.sysfs.exists(f"class/block/{rel}"):
+            return rel
+        if self.dev is not None:
+            real = os.path.realpath(os.path.join(self.dev, rel))
+            base = os.path.basename(real)
+            if real.startswith(os.path.realpath(self.dev) + "/") and self.sysfs.exists(f"class/block/{base}"):
+                return base
+        return None
+
+    def source(self, source: str) -> Resolved:
+        """A device name (tag, /dev path, link, kernel name) -> its block device, or why there is none."""
+        if "\0" in source:
+            return Resolved(None, f"{source!r} is not a block device")
+        tag, eq, value = source.partition("=")
+        if eq and tag in TAGS:
+            value = value.strip('"')
+            prop = TAGS[tag]
+            for name, props, _links in self._records():
+                # ID_FS_LABEL is udev's "safe" form (blanks as _); the _ENC form keeps the label exactly.
+                have = [decode(props[prop + "_ENC"])] if prop + "_ENC" in props else []
+                have += [props[prop]] if prop in props else []
+                if value in have or (tag.endswith("UUID") and value.lower() in (h.lower() for h in have)):
+                    return Resolved(name)
+            found = self._from_dev_path(f"disk/{TAG_DIRS[tag]}/{value.replace('/', chr(92) + 'x2f')}")
+            if found:
+                return Resolved(found)
+            return Resolved(None, f"no device with {tag} {value!r} on this machine")
+        rel = under_dev(source)
+        if rel is not None:
+            found = self._from_dev_path(under_dev(os.path.normpath(source)) or "")
+            return Resolved(found) if found else Resolved(None, f"{source} is not present on this machine")
+        if source in self.graph:
+            return Resolved(source)
+        return Resolved(None, f"{source!r} is not a block device")
+
+    def mount(self, m: mountinfo.Mount) -> Resolved:
+        """The block device of a live mount: its major:minor, else its source (btrfs shows 0:N)."""
+        name = self.name_of_devnum(m.devnum) if not m.devnum.startswith("0:") else None
+        return Resolved(name) if name else self.source(m.source)
+
+    def path(self, path: str) -> list[str]:
+        """Kernel names of the whole disks under the filesystem holding `path` (a mountpoint or any path).
+
+        Raises UsageError when the path is on no block-backed filesystem.
+        """
+        mounts, _ = mountinfo.read_mounts(self.ctx.roots.proc)
+        real = os.path.realpath(path) if os.path.exists(path) else os.path.normpath(path)
+        mount = mountinfo.containing(mounts, real)
+        if mount is None:
+            raise UsageError(f"{path}: no mounted filesystem holds this path",
+                             hint="give a device name, a /dev path, or a path on a mounted filesystem")
+        found = self.mount(mount)
+        disks = self.disks_below(found.name) if found.name else []
+        if not disks:
+            raise UsageError(f"{path} is on {mount.target} ({mount.fstype} from {mount.source}), which has no "
+                             "block device under this sysfs root", hint=found.problem or None)
+        return disks
+
+    def node(self, ref: str) -> str | None:
+        """A DEV argument naming a block device -> its kernel name (a partition or a whole device), or None."""
+        if "\0" in ref:
+            return None
+        rel = under_dev(ref)
+        name = ref if rel is None else rel
+        if name in self.graph:
+            return name
+        if "=" in ref and ref.partition("=")[0] in TAGS:
+            return self.source(ref).name
+        if rel is not None or ("/" in name and not name.startswith("/")):
+            found = self._from_dev_path(os.path.normpath(name))
+            if found:
+                return found
+        return None
+
+    def whole_devices(self, refs: Iterable[str]) -> list[str]:
+        """DEV arguments (sda, /dev/sda, /dev/disk/by-id/..., UUID=..., a partition, a mountpoint or any path)
+        -> kernel names of tunable whole devices (a path: the whole disks under its filesystem)."""
+        out: list[str] = []
+        for ref in refs:
+            found = self.node(ref)
+            whole = self.whole(found) if found is not None else None
+            if whole in self.devices:
+                out.append(whole)
+                continue
+            if "/" in ref and under_dev(ref) is None and found is None:
+                out.extend(d for d in self.path(ref) if d not in out)
+                continue
+            known = ", ".join(sorted(self.devices)) or "none"
+            raise UsageError(f"no block device {ref!r} under {self.ctx.sysfs.root}", hint=f"devices here: {known}")
+        return out

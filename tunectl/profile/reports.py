@@ -1,0 +1,64 @@
+"""The reports of `tunectl profile list|show|validate`: what each found, as one JSON document and an exit code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tunectl.errors import ExitCode
+from tunectl.profile.reader import Diagnostic, json_path
+from tunectl.profile.resolve import Profile
+
+
+@dataclass
+class ProfileListReport:
+    entries: list[tuple[str, Path, str]]  # name, file, one-line description
+    exit_code: ExitCode = ExitCode.OK
+
+    def to_json(self) -> dict:
+        return {"profiles": [{"name": n, "file": str(p), "description": d} for n, p, d in self.entries]}
+
+
+@dataclass
+class ProfileShowReport:
+    profile: Profile
+    explain: bool = False
+    exit_code: ExitCode = ExitCode.OK
+
+    def to_json(self) -> dict:
+        profile = self.profile
+        doc: dict[str, Any] = {"name": profile.name, "files": profile.files, "profile": profile.data}
+        if self.explain:
+            doc["origins"] = {json_path(p): {"file": f, "line": profile.positions.get(p, (1, 1))[0],
+                                             "column": profile.positions.get(p, (1, 1))[1]}
+                              for p, f in sorted(profile.origins.items(), key=lambda kv: [str(k) for k in kv[0]])}
+        return doc
+
+
+@dataclass
+class FileVerdict:
+    ref: str
+    profile: Profile | None
+    diagnostics: list
+
+    @property
+    def errors(self) -> list:
+        return [d for d in self.diagnostics if not isinstance(d, Diagnostic) or d.severity == "error"]
+
+    def to_json(self) -> dict:
+        return {"file": self.ref, "ok": not self.errors, "name": self.profile.name if self.profile else None,
+                "diagnostics": [d.to_json() if isinstance(d, Diagnostic) else {"message": str(d), "severity": "error"}
+                                for d in self.diagnostics]}
+
+
+@dataclass
+class ValidateReport:
+    files: list[FileVerdict] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.USAGE if any(f.errors for f in self.files) else ExitCode.OK
+
+    def to_json(self) -> dict:
+        return {"ok": self.exit_code == ExitCode.OK, "files": [f.to_json() for f in self.files]}

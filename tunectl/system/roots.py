@@ -1,0 +1,69 @@
+"""Where the machine is: the one module that names the real kernel, device and configuration paths.
+
+`Roots.choose` decides once whether tunectl looks at the real machine (the sysfs
+root is the real ``/sys``) or at a tree that describes another one. Every other
+root follows from that answer: a fake sysfs tree never gets the real ``/dev``,
+``/proc``, udev database or module tree, so a device node of this machine can
+never be opened on behalf of a tree that describes another.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+SYS = "/sys"
+DEV = "/dev"
+PROC = "/proc"
+FSTAB = "/etc/fstab"
+UDEV_DATA = "/run/udev/data"
+MODULES = "/lib/modules"
+STATE = "/var/lib/tunectl"
+
+
+def under_dev(ref: str) -> str | None:
+    """``/dev/sda`` -> ``sda``: the name of a device path below the conventional dev root; None for other names."""
+    return ref[len(DEV) + 1:] if ref.startswith(DEV + "/") else None
+
+
+def self_proc(*parts: str) -> str:
+    """A path under this process's own ``/proc`` (fd links, process stat): never a fake root's."""
+    return os.path.join(PROC, *parts)
+
+
+@dataclass(frozen=True)
+class Roots:
+    real: bool  # the sysfs root is the running kernel's /sys
+    sys: str
+    udev_data: str
+    dev: str | None  # None: no device node may be opened (a fake tree without TUNECTL_DEV_ROOT)
+    proc: str | None  # None: no live mounts (a fake tree without TUNECTL_PROC_ROOT)
+    fstab: str
+    modules: str
+    state: str
+
+    @classmethod
+    def choose(cls, env: Mapping[str, str], sysfs_root: str | None = None, udev_root: str | None = None,
+               state_dir: str | None = None) -> Roots:
+        """Options win over TUNECTL_* variables, which win over the real machine's paths."""
+        sys_root = sysfs_root or env.get("TUNECTL_SYSFS_ROOT") or SYS
+        real = os.path.realpath(sys_root) == SYS
+
+        def pick(var: str, real_path: str, fake: str | None) -> str | None:
+            return env.get(var) or (real_path if real else fake)
+
+        return cls(
+            real=real,
+            sys=sys_root,
+            udev_data=udev_root or pick("TUNECTL_UDEV_ROOT", UDEV_DATA, os.path.join(sys_root, ".udev-data")),
+            dev=pick("TUNECTL_DEV_ROOT", DEV, None),
+            proc=pick("TUNECTL_PROC_ROOT", PROC, None),
+            fstab=env.get("TUNECTL_FSTAB") or FSTAB,
+            modules=pick("TUNECTL_MODULES_ROOT", MODULES, os.path.join(sys_root, ".modules")) or MODULES,
+            state=state_dir or env.get("TUNECTL_STATE_DIR") or STATE,
+        )
+
+    def node(self, name: str) -> str | None:
+        """The device node of kernel name `name`, or None when this run may not open device nodes."""
+        return None if self.dev is None else os.path.join(self.dev, name)
