@@ -17,8 +17,9 @@ from tests.versions import describe
 def pytest_report_header(config: pytest.Config) -> list[str]:
     return describe()
 
-# The real systemd-udevd and scoped rules files of the root udev tests (fixtures `udevd`, `rules`).
-pytest_plugins = ("tests.udevd",)
+# The real systemd-udevd and scoped rules files of the root udev tests (fixtures `udevd`, `rules`);
+# two fake disks and a state directory for the journal tests (fixture `pair`).
+pytest_plugins = ("tests.udevd", "tests.journal_helpers")
 
 
 @pytest.fixture
@@ -56,10 +57,33 @@ def fake_tree(empty_fake_tree: FakeTree) -> FakeTree:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The root marker decides: a root test is skipped unless this runs as root, and `-m "not root"` leaves it out."""
+    """The root marker decides: a root test is skipped unless this runs as root, and `-m "not root"` leaves it out.
+
+    Where a test lives agrees with its marker: none under tests/unit carries it, every one under tests/root does.
+    """
+    misplaced = [f"{item.nodeid}: {why}" for item in items for why in [_misplaced(item)] if why]
+    if misplaced:
+        raise pytest.UsageError("tests in the wrong tier (see tests/README.md):\n  " + "\n  ".join(misplaced))
     if os.geteuid() == 0:
         return
     skip = pytest.mark.skip(reason="needs root: real loop devices, udevd or parted (run as root, under the lock)")
     for item in items:
         if "root" in item.keywords:
             item.add_marker(skip)
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _misplaced(item: pytest.Item) -> str:
+    """Why `item` is in the wrong tier, or '' when it is where its root marker says."""
+    try:
+        tier = Path(item.path).resolve().relative_to(TESTS).parts[0]
+    except ValueError:
+        return ""
+    root = item.get_closest_marker("root") is not None
+    if tier == "unit" and root:
+        return "carries the root marker under tests/unit; move it to tests/root/<package>/"
+    if tier == "root" and not root:
+        return "lacks the root marker under tests/root (pytestmark = pytest.mark.root)"
+    return ""

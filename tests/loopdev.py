@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import subprocess
 from collections.abc import Iterator
@@ -44,6 +45,47 @@ def restore(name: str, snap: dict[str, str]) -> None:
             (q / attr).write_text(value)
 
 
+# <linux/loop.h>: LOOP_CTL_REMOVE deletes a detached loop device, so the next one is made fresh.
+LOOP_CTL_REMOVE = 0x4C81
+
+
+def cannot_discard_for_good(name: str) -> bool:
+    """True when a loop device's discard was switched off by hand and stays off.
+
+    Kernel quirk (seen on 6.18): writing 0 to queue/discard_max_bytes sets a user limit that
+    outlives detach and the next attach, and with it discard_granularity reads 0, so no value
+    but 0 can be written back. Only deleting the device clears it.
+    """
+    return sysfs_read(name, "queue/discard_max_bytes") == "0" and sysfs_read(name, "queue/discard_max_hw_bytes") != "0"
+
+
+def remove_loop_device(name: str) -> None:
+    """Delete a detached loop device (best effort: it may still be open for a moment)."""
+    with contextlib.suppress(OSError):
+        fd = os.open("/dev/loop-control", os.O_RDWR | os.O_CLOEXEC)
+        try:
+            fcntl.ioctl(fd, LOOP_CTL_REMOVE, int(name[len("loop"):]))
+        finally:
+            os.close(fd)
+
+
+def attach(backing: Path, spec: dict) -> str:
+    """losetup -f on a loop device that can still discard (see cannot_discard_for_good)."""
+    cmd = ["losetup", "-f", "--show"]
+    if spec.get("direct_io"):
+        cmd += ["--direct-io=on"]
+    if spec.get("sector_size"):
+        cmd += ["--sector-size", str(spec["sector_size"])]
+    for _ in range(8):
+        dev = subprocess.run(cmd + [str(backing)], check=True, capture_output=True, text=True).stdout.strip()
+        name = os.path.basename(dev)
+        if not cannot_discard_for_good(name):
+            return name
+        subprocess.run(["losetup", "-d", dev], check=False, capture_output=True)
+        remove_loop_device(name)
+    raise RuntimeError(f"no loop device that can discard after 8 tries (last {name}); run 'losetup -D' and retry")
+
+
 @contextlib.contextmanager
 def loop_devices(tmp: Path, specs: list[dict]) -> Iterator[list[str]]:
     """Attach one loop device per spec ({'sector_size': 4096, 'rotational': 1, 'size_mb': 16}).
@@ -63,13 +105,7 @@ def loop_devices(tmp: Path, specs: list[dict]) -> Iterator[list[str]]:
                     for _ in range(spec.get("size_mb", 16)):
                         f.write(os.urandom(1 << 20))
                 f.truncate(spec.get("size_mb", 16) << 20)
-            cmd = ["losetup", "-f", "--show"]
-            if spec.get("direct_io"):
-                cmd += ["--direct-io=on"]
-            if spec.get("sector_size"):
-                cmd += ["--sector-size", str(spec["sector_size"])]
-            dev = subprocess.run(cmd + [str(backing)], check=True, capture_output=True, text=True).stdout.strip()
-            name = os.path.basename(dev)
+            name = attach(backing, spec)
             names.append(name)
             originals[name] = snapshot(name)
             if "rotational" in spec:
@@ -78,4 +114,7 @@ def loop_devices(tmp: Path, specs: list[dict]) -> Iterator[list[str]]:
     finally:
         for name in names:
             restore(name, originals[name])
+            poisoned = cannot_discard_for_good(name)
             subprocess.run(["losetup", "-d", f"/dev/{name}"], check=False, capture_output=True)
+            if poisoned:
+                remove_loop_device(name)

@@ -1,7 +1,8 @@
 """Convert a tuned profile (tuned.conf and its includes) into a tunectl profile.
 
 tuned_reader finds, parses and merges the tuned.conf files; this module converts the
-result and renders it as YAML. No sysfs, no subprocess: the only files read are tuned's.
+result (which unit's settings reach which devices; tuned_values types each value) and
+renders it as YAML. No sysfs, no subprocess: the only files read are tuned's.
 Only the block-device part of tuned carries over ([disk] units and [sysfs] lines
 under /sys/block/*/queue); everything else is listed in `unconverted` with a reason.
 """
@@ -18,8 +19,9 @@ from functools import reduce
 
 import yaml
 
-from tunectl.attributes import IOSCHED, LEGACY_SCHEDULERS, QUEUE, SCHEDULERS, Attribute
+from tunectl.attributes import IOSCHED, QUEUE
 from tunectl.errors import UsageError
+from tunectl.profile import tuned_values as values
 from tunectl.profile.tuned_reader import CONDITIONS, SCRIPTS, Loader, Unit, expand, locate, merge, parse_ini, unresolved
 from tunectl.system.roots import SYS, under_dev
 
@@ -50,18 +52,13 @@ class TunedImport:
         return {"name": self.name, "profile": self.profile, "unconverted": self.unconverted, "notes": self.notes}
 
 
-class _Converter:
+class _Converter(values.Findings):
     def __init__(self, unconverted: list[str], notes: list[str]) -> None:
-        self.unconverted = unconverted
-        self.notes = notes
+        super().__init__(unconverted, notes)
         self.classes: dict[str, dict] = {}
         self.devices: dict[str, dict] = {}
         self.claimed: list[str] = []  # disk globs already owned by a disk-plugin unit
         self.claimed_all = ""  # label of the unit that took every disk
-
-    def note(self, text: str) -> None:
-        if text not in self.notes:
-            self.notes.append(text)
 
     # -- variables --------------------------------------------------------------
 
@@ -175,9 +172,9 @@ class _Converter:
             if problem:
                 self.unconverted.append(f"{item}: {problem}")
             elif key == "elevator":
-                self._scheduler(item, value, settings)
+                _put(settings, "scheduler", values.scheduler(self, item, value))
             elif key == "readahead":
-                self._readahead(item, value, settings)
+                _put(settings, "read_ahead_kb", values.read_ahead(self, item, value))
             elif key == "readahead_multiply":
                 self.unconverted.append(f"{item}: multiplies whatever read-ahead a device has at run time; no static equivalent")
             elif key in ("apm", "spindown"):
@@ -227,97 +224,18 @@ class _Converter:
                 continue
             settings: dict = {}
             if iosched:
-                self._knob(item, attr, value, settings)
+                _put(settings, "iosched", values.knob(self, item, attr, value), attr)
             elif attr == "scheduler":
-                self._scheduler(item, value, settings)
+                _put(settings, "scheduler", values.scheduler(self, item, value))
             elif attr == "read_ahead_kb":
-                self._read_ahead_kb(item, value, settings)
+                _put(settings, "read_ahead_kb", values.read_ahead_kb(self, item, value))
             elif attr in QUEUE:
-                typed = self._typed(item, QUEUE[attr], value)
-                if typed is not None:
-                    settings["queue"] = {attr: typed}
+                _put(settings, "queue", values.typed(self, item, QUEUE[attr], value), attr)
             else:
                 self.unconverted.append(f"{item}: queue/{attr} is not in tunectl's queue attribute allow-list")
             if settings:
                 scheduled = iosched or attr == "scheduler"
                 self._apply(None if device == "*" else device, settings, SCHEDULED_CLASSES if scheduled else QUEUE_CLASSES)
-
-    # -- values -----------------------------------------------------------------
-
-    def _scheduler(self, item: str, value: str, settings: dict) -> None:
-        names: list[str] = []
-        for name in (n.strip() for n in value.split(",")):
-            if name in LEGACY_SCHEDULERS:
-                self.note(f"{item}: legacy scheduler {name} mapped to {LEGACY_SCHEDULERS[name]}")
-                name = LEGACY_SCHEDULERS[name]
-            if name in SCHEDULERS:
-                if name not in names:
-                    names.append(name)
-            elif name:
-                self.unconverted.append(f"{item}: unknown scheduler '{name}' (tunectl knows {', '.join(SCHEDULERS)})")
-        if names:
-            settings["scheduler"] = names[0] if len(names) == 1 else names
-
-    def _readahead(self, item: str, value: str, settings: dict) -> None:
-        text = value.strip()
-        modifier = text[0] if text[:1] in ("<", ">") else ""
-        parts = text[len(modifier) :].split(None, 1)
-        try:
-            number = int(parts[0])
-        except (IndexError, ValueError):
-            self.unconverted.append(f"{item}: not a read-ahead tuned understands (a number of KiB, or '<n> s' for sectors)")
-            return
-        kib = number
-        if len(parts) > 1 and parts[1].startswith("s"):
-            kib = number // 2  # 512-byte sectors; tuned truncates the same way
-            self.note(f"{item}: {number} sectors of 512 bytes = {kib} KiB")
-        elif len(parts) > 1:
-            self.note(f"{item}: tuned ignores the suffix '{parts[1]}' and reads the number as KiB")
-        self._read_ahead_kb(item, str(kib), settings)
-        if modifier and "read_ahead_kb" in settings:
-            # tuned's '>' raises and never lowers, '<' lowers and never raises: a floor and a cap (SPEC.md §3).
-            bound = "min" if modifier == ">" else "max"
-            settings["read_ahead_kb"] = {bound: settings["read_ahead_kb"]}
-            verb, other = ("raises read-ahead to", "higher") if modifier == ">" else ("lowers read-ahead to", "lower")
-            self.note(f"{item}: tuned only {verb} {kib} KiB and keeps a {other} value it finds: "
-                      f"read_ahead_kb: {{{bound}: {settings['read_ahead_kb'][bound]}}} does the same")
-
-    def _read_ahead_kb(self, item: str, value: str, settings: dict) -> None:
-        attr = QUEUE["read_ahead_kb"]
-        try:
-            kib = int(value)
-        except ValueError:
-            self.unconverted.append(f"{item}: read_ahead_kb must be an integer number of KiB")
-            return
-        clamped = min(max(kib, attr.minimum or 0), attr.maximum or kib)
-        if clamped != kib:
-            self.note(f"{item}: {kib} KiB is outside 0-{attr.maximum}; clamped to {clamped}")
-        settings["read_ahead_kb"] = clamped
-
-    def _knob(self, item: str, knob: str, value: str, settings: dict) -> None:
-        owners = [s for s, knobs in IOSCHED.items() if knob in knobs]
-        if not owners:
-            self.unconverted.append(f"{item}: iosched knob {knob} is not one tunectl knows for {', '.join(SCHEDULERS)}")
-            return
-        typed = self._typed(item, IOSCHED[owners[0]][knob], value)
-        if typed is not None:
-            settings["iosched"] = {knob: typed}
-
-    def _typed(self, item: str, attr: Attribute, value: str) -> int | str | None:
-        if not attr.is_int:
-            if value in (attr.choices or ()):
-                return value
-            self.unconverted.append(f"{item}: {attr.name} must be one of {', '.join(attr.choices or ())}")
-            return None
-        try:
-            number = int(value)
-        except ValueError:
-            self.unconverted.append(f"{item}: {attr.name} must be an integer")
-            return None
-        if (attr.minimum is not None and number < attr.minimum) or (attr.maximum is not None and number > attr.maximum):
-            self.unconverted.append(f"{item}: {attr.name} must be within {attr.minimum}-{attr.maximum}")
-            return None
-        return number
 
     # -- targets ----------------------------------------------------------------
 
@@ -360,6 +278,12 @@ class _Converter:
         classes = {c: s for c, s in classes.items() if s}
         devices = [e for e in self.devices.values() if len(e) > 1]
         return classes, devices
+
+
+def _put(settings: dict, key: str, value: object, attr: str = "") -> None:
+    """settings[key] = value, or settings[key] = {attr: value} for a queue attribute or knob; None is nothing."""
+    if value is not None:
+        settings[key] = {attr: value} if attr else value
 
 
 def _priority(unit: Unit) -> int:

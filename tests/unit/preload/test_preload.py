@@ -1,4 +1,5 @@
-"""tunectl preload: the list format and ordering (pure), and collect/replay/record/show on real files.
+"""tunectl preload: the list format and ordering (pure), and collect/replay/record/show on real files
+(the root cases, on real file systems, are in tests/root/preload/).
 
 Residency is checked with util-linux fincore, right after the command (this
 VM's host reclaims idle pages within seconds). Files are evicted one by one
@@ -13,65 +14,18 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.harness import REPO, CliResult, run_cli
+from tests.harness import REPO
+from tests.preload_helpers import GOOD_HEADER, assert_clean, evict, fincore, make_files, replay_resident, tunectl
 from tunectl.preload import order
 from tunectl.preload.listfile import read_list
 from tunectl.preload.listing import FIELDS, VERSION, Entry, ListError, parse, render
 from tunectl.preload.replay import replay
 from tunectl.report import Progress
 from tunectl.system.sysfs import Sysfs
-
-
-def tunectl(*argv: str) -> CliResult:
-    return run_cli(*argv, env={})
-
-
-def assert_clean(r: CliResult) -> None:
-    assert "Traceback" not in r.err and "internal error" not in r.err, r.err
-
-
-def evict(*paths: Path) -> None:
-    for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fdatasync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
-def fincore(*paths: Path) -> dict[str, int]:
-    """Resident bytes per file, as util-linux sees them."""
-    out = subprocess.run(["fincore", "--json", "--bytes", "-o", "RES,FILE", *map(str, paths)],
-                         check=True, capture_output=True, text=True).stdout
-    return {row["file"]: int(row["res"]) for row in json.loads(out)["fincore"]}
-
-
-def replay_resident(lst: Path, *paths: Path, options: tuple[str, ...] = ()) -> tuple[CliResult, dict[str, int]]:
-    """Replay, then fincore at once; up to 3 tries, because another process on this shared
-    machine may drop every cache (`echo 3 > drop_caches`) between the two."""
-    for _ in range(3):
-        r = tunectl("preload", "replay", str(lst), "--json", *options)
-        resident = fincore(*paths)
-        if r.code != 0 or all(resident[str(p)] >= p.stat().st_size for p in paths):
-            break
-    return r, resident
-
-
-def make_files(root: Path, sizes: dict[str, int]) -> list[Path]:
-    paths = []
-    for name, size in sizes.items():
-        p = root / name
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(os.urandom(size))
-        paths.append(p)
-    os.sync()
-    return paths
 
 
 def entry(path: str, inode: int, physical: int | None, device: str = "8:1", size: int = 10) -> Entry:
@@ -97,7 +51,6 @@ def test_a_newer_version_is_refused_with_a_clear_message() -> None:
     assert "upgrade tunectl" in e.value.hint
 
 
-GOOD_HEADER = json.dumps({"format": "tunectl-preload", "version": 1})
 GOOD_ROW = '["/a","8:1",1,10,0,[[0,10]],4096]'
 
 
@@ -281,19 +234,6 @@ def test_collect_resident_keeps_only_cached_pages(tmp_path: Path) -> None:
     assert 0 < e.bytes < p.stat().st_size and any(off <= 8 * 4096 < off + n for off, n in e.ranges)
 
 
-@pytest.mark.root
-def test_record_finds_the_files_a_command_opens(tmp_path: Path) -> None:
-    a, b, c = make_files(tmp_path, {"a.txt": 10, "b.txt": 20000, "unread.txt": 5})
-    lst = tmp_path / "rec.list"
-    proc = subprocess.run([sys.executable, "-m", "tunectl", "--json", "preload", "record", "-o", str(lst), "--",
-                           "sh", "-c", f"cat {a} {b}"], capture_output=True, text=True, errors="replace", cwd=REPO)
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["method"] == "fanotify"  # the command's output went to stderr
-    paths = {e.path for e in parse(lst.read_text(), str(lst)).entries}
-    assert {str(a), str(b)} <= paths and str(c) not in paths
-    assert "/usr/bin/cat" in paths or "/bin/cat" in paths
-
-
 def test_record_by_residency_diff(tmp_path: Path) -> None:
     a, b = make_files(tmp_path / "d", {"a.txt": 3 * 4096, "b.txt": 4096})
     evict(a, b)
@@ -303,105 +243,6 @@ def test_record_by_residency_diff(tmp_path: Path) -> None:
     assert r.code == 0, r.err
     assert r.doc["method"] == "diff" and any("residency diff" in n for n in r.doc["notes"])
     assert [e.path for e in parse(lst.read_text(), str(lst)).entries] == [str(a)]
-
-
-# ---------------------------------------------------------------- real file systems on loop devices
-
-def _run(*argv: str) -> str:
-    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
-
-
-def _filefrag_first_block(path: Path) -> int:
-    """Physical block of logical block 0, from e2fsprogs' filefrag (an independent FIEMAP reader)."""
-    for line in _run("filefrag", "-v", "-b4096", str(path)).splitlines():
-        cols = [c.strip() for c in line.replace("..", ":").split(":")]
-        if cols and cols[0] == "0":
-            return int(cols[3])
-    raise AssertionError(f"no extent for logical block 0 in filefrag output for {path}")
-
-
-@pytest.fixture
-def loop_mount(tmp_path: Path):
-    """mount(image, fstype) -> mount point; every mount and loop device undone at the end."""
-    mounted: list[tuple[Path, str]] = []
-
-    def mount(image: Path, fstype: str) -> Path:
-        dev = _run("losetup", "-f", "--show", str(image)).strip()
-        point = tmp_path / f"mnt{len(mounted)}"
-        point.mkdir()
-        try:
-            _run("mount", "-t", fstype, dev, str(point))
-        except BaseException:
-            subprocess.run(["losetup", "-d", dev], check=False)
-            raise
-        mounted.append((point, dev))
-        return point
-
-    try:
-        yield mount
-    finally:
-        for point, dev in reversed(mounted):
-            subprocess.run(["umount", str(point)], check=False, capture_output=True)
-            subprocess.run(["losetup", "-d", dev], check=False, capture_output=True)
-
-
-@pytest.mark.root
-def test_physical_order_on_ext4_follows_fiemap_not_names_or_inodes(tmp_path: Path, loop_mount) -> None:
-    image = tmp_path / "ext4.img"
-    with open(image, "wb") as f:
-        f.truncate(64 << 20)
-    _run("mkfs.ext4", "-q", "-F", "-b", "4096", "-E", "lazy_itable_init=0,lazy_journal_init=0", str(image))
-    mnt = loop_mount(image, "ext4")
-    names = ["a", "b", "c", "d"]
-    for name in names:  # inodes in name order
-        (mnt / name).touch()
-    # Data written in reverse: blocks allocated d, c, b, a. ext4 gives small files blocks from a per-CPU
-    # preallocation, so the writes stay on one CPU, or two files could land in two CPUs' areas.
-    cpus = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {min(cpus)})
-    try:
-        for name in reversed(names):
-            with open(mnt / name, "wb") as f:
-                f.write(os.urandom(64 << 10))
-                f.flush()
-                os.fsync(f.fileno())
-    finally:
-        os.sched_setaffinity(0, cpus)
-    lst = tmp_path / "ext4.list"
-    r = tunectl("preload", "collect", str(mnt), "-o", str(lst), "--json")
-    assert r.code == 0 and r.doc["order"] == "physical", r.out + r.err
-    entries = {Path(e.path).name: e for e in parse(lst.read_text(), str(lst)).entries if Path(e.path).name in names}
-    for name, e in entries.items():
-        assert e.physical == _filefrag_first_block(mnt / name) * 4096
-        assert e.device == f"{os.major(os.stat(mnt).st_dev)}:{os.minor(os.stat(mnt).st_dev)}"
-    listed = list(entries.values())
-    assert [Path(listed[i].path).name for i in order.inode_indices(listed)] == names
-    by_block = sorted(names, key=lambda n: _filefrag_first_block(mnt / n))  # the ground truth, from filefrag
-    assert by_block == list(reversed(names)), "ext4 did not allocate in write order; the test needs it"
-    assert [Path(e.path).name for e in order.physical_order(entries.values())] == by_block
-    evict(*(mnt / n for n in names))
-    r, resident = replay_resident(lst, *(mnt / n for n in names))
-    assert r.code == 0 and r.doc["skipped"] == [] and r.doc["settled"], r.out
-    assert all(v == 64 << 10 for v in resident.values()), resident
-
-
-@pytest.mark.root
-def test_squashfs_has_no_fiemap_so_replay_falls_back_to_inode_order(tmp_path: Path, loop_mount) -> None:
-    src = tmp_path / "src"
-    files = make_files(src, {"x/one": 5000, "x/two": 70000, "three": 1})
-    image = tmp_path / "fs.squashfs"
-    _run("mksquashfs", str(src), str(image), "-quiet", "-noappend", "-no-progress")
-    mnt = loop_mount(image, "squashfs")
-    lst = tmp_path / "sq.list"
-    r = tunectl("preload", "collect", str(mnt), "-o", str(lst), "--json")
-    assert r.code == 0, r.err
-    assert r.doc["files"] == len(files) and r.doc["physical"] == 0 and r.doc["order"] == "inode"
-    entries = parse(lst.read_text(), str(lst)).entries
-    assert order.physical_indices(entries) == order.inode_indices(entries)
-    mounted = [mnt / p.relative_to(src) for p in files]
-    r, resident = replay_resident(lst, *mounted)
-    assert r.code == 0 and r.doc["order"] == "inode" and r.doc["files"] == len(files), r.out
-    assert all(resident[str(p)] >= p.stat().st_size for p in mounted), resident
 
 
 # ---------------------------------------------------------------- bad input
@@ -445,19 +286,6 @@ def test_bad_input(bad_lists: dict[str, Path], argv: list[str], code: int, words
     assert_clean(r)
     j = tunectl("--json", "preload", *argv)
     assert j.code == code and (j.out == "" or json.loads(j.out)["ok"] is False)
-
-
-@pytest.mark.root
-def test_an_unreadable_list_is_not_permitted(tmp_path: Path) -> None:
-    lst = tmp_path / "private.list"
-    lst.write_text(GOOD_HEADER + "\n")
-    lst.chmod(0o600)
-    tmp_path.chmod(0o755)
-    proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                           sys.executable, "-m", "tunectl", "preload", "show", str(lst)],
-                          capture_output=True, text=True, cwd=REPO, env={"PATH": os.environ["PATH"]})
-    assert proc.returncode == 4, proc.stderr
-    assert "cannot read the preload list: Permission denied" in proc.stderr and "Traceback" not in proc.stderr
 
 
 # ---------------------------------------------------------------- boot units

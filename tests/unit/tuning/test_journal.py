@@ -12,60 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakesys import FakeTree, sata_hdd, sata_ssd
 from tests.harness import REPO
-from tests.tuning_helpers import Tunectl, snapshot
+from tests.journal_helpers import Pair, assert_state_error
 from tunectl import __version__
 from tunectl.system import state as state_module
 from tunectl.system.state import JOURNAL_VERSION, unseal
-
-# P1 changes sda only; P2 changes sda again (another scheduler) and sdb for the first time.
-P1 = "name: p1\nclasses:\n  rotational: {scheduler: bfq, read_ahead_kb: 1024}\n"
-P2 = ("name: p2\nclasses:\n  rotational: {scheduler: mq-deadline, iosched: {read_expire: 150}}\n"
-      "  ssd: {read_ahead_kb: 64, queue: {nr_requests: 32}}\n")
-
-
-class Pair:
-    """Two disks (sda rotational, sdb ssd), two profiles, one state directory."""
-
-    def __init__(self, base: Path) -> None:
-        self.base = base
-        self.tree = FakeTree.create(base)
-        sata_hdd(self.tree)
-        sata_ssd(self.tree)
-        self.state = base / "state"
-        (base / "profiles").mkdir()
-        (base / "profiles" / "p1.yaml").write_text(P1)
-        (base / "profiles" / "p2.yaml").write_text(P2)
-        self.run = Tunectl(self.tree, self.state, [base / "profiles"])
-        self.originals = self.snap()
-
-    def snap(self) -> dict[str, dict[str, str]]:
-        return {name: snapshot(self.tree, name) for name in ("sda", "sdb")}
-
-    def fresh(self) -> Tunectl:
-        """A new process's view: a StateStore that has read nothing yet."""
-        return Tunectl(self.tree, self.state, [self.base / "profiles"])
-
-    def queue_dirs(self) -> list[Path]:
-        return [(self.tree.root / "block" / name / "queue").resolve() for name in ("sda", "sdb")]
-
-
-@pytest.fixture
-def pair(fake_root: Path) -> Pair:
-    return Pair(fake_root)
-
-
-def assert_state_error(r, *fragments: str) -> None:
-    """Exit 5, one error line and one hint line, never an internal error."""
-    assert r.code == 5, (r.code, r.err)
-    assert "internal error" not in r.err and "Traceback" not in r.err
-    lines = r.err.splitlines()
-    errors = [line for line in lines if line.startswith("tunectl: error: ")]
-    assert len(errors) == 1 and any(line.startswith("hint: ") for line in lines), r.err
-    for fragment in fragments:
-        assert fragment in r.err, r.err
-
 
 # --- generations ---------------------------------------------------------------------------------
 
@@ -324,35 +275,6 @@ def test_unreadable_journal_exits_5(pair: Pair) -> None:
     assert proc.returncode == 5, proc.stderr
     assert proc.stderr.splitlines()[0] == f"tunectl: error: cannot read {pair.state / 'journal.json'}: Permission denied"
     assert proc.stderr.splitlines()[1].startswith("hint: run as root, or check the owner and mode")
-
-
-MOUNT = shutil.which("mount")
-
-
-@pytest.mark.root
-@pytest.mark.skipif(os.geteuid() != 0 or MOUNT is None, reason="needs root: mounts a tiny tmpfs")
-def test_full_disk_on_a_real_tiny_tmpfs(pair: Pair, tmp_path: Path) -> None:
-    """ENOSPC from a real filesystem: a 64 KiB tmpfs, filled, under the state directory."""
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", str(mnt)], check=True)
-    try:
-        state = mnt / "state"
-        run = Tunectl(pair.tree, state, [pair.base / "profiles"])
-        assert run("apply", "-p", "p1").code == 0
-        before = pair.snap()
-        with open(mnt / "filler", "wb", buffering=0) as f, pytest.raises(OSError) as full:
-            while True:
-                f.write(b"\0" * 4096)
-        assert full.value.errno == errno.ENOSPC
-        r = Tunectl(pair.tree, state, [pair.base / "profiles"])("apply", "-p", "p2")
-        assert_state_error(r, "No space left on device", "free some space")
-        assert pair.snap() == before
-        os.unlink(mnt / "filler")
-        assert Tunectl(pair.tree, state, [pair.base / "profiles"])("rollback").code == 0
-        assert pair.snap() == pair.originals
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False)
 
 
 def test_detailed_exitcode_reports_any_error_as_1(pair: Pair) -> None:

@@ -1,0 +1,62 @@
+"""Real files for the preload tests: the CLI, page-cache eviction one file at a time, util-linux fincore.
+
+Files are evicted with POSIX_FADV_DONTNEED, never by dropping the machine's caches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from tests.harness import CliResult, run_cli
+
+GOOD_HEADER = json.dumps({"format": "tunectl-preload", "version": 1})
+
+
+def tunectl(*argv: str) -> CliResult:
+    return run_cli(*argv, env={})
+
+
+def assert_clean(r: CliResult) -> None:
+    assert "Traceback" not in r.err and "internal error" not in r.err, r.err
+
+
+def evict(*paths: Path) -> None:
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def fincore(*paths: Path) -> dict[str, int]:
+    """Resident bytes per file, as util-linux sees them."""
+    out = subprocess.run(["fincore", "--json", "--bytes", "-o", "RES,FILE", *map(str, paths)],
+                         check=True, capture_output=True, text=True).stdout
+    return {row["file"]: int(row["res"]) for row in json.loads(out)["fincore"]}
+
+
+def replay_resident(lst: Path, *paths: Path, options: tuple[str, ...] = ()) -> tuple[CliResult, dict[str, int]]:
+    """Replay, then fincore at once; up to 3 tries, because another process on this shared
+    machine may drop every cache (`echo 3 > drop_caches`) between the two."""
+    for _ in range(3):
+        r = tunectl("preload", "replay", str(lst), "--json", *options)
+        resident = fincore(*paths)
+        if r.code != 0 or all(resident[str(p)] >= p.stat().st_size for p in paths):
+            break
+    return r, resident
+
+
+def make_files(root: Path, sizes: dict[str, int]) -> list[Path]:
+    paths = []
+    for name, size in sizes.items():
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(os.urandom(size))
+        paths.append(p)
+    os.sync()
+    return paths

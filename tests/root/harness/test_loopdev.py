@@ -1,0 +1,18 @@
+"""The loop-device helper hands out devices that can discard, even after a test switched discard off."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.loopdev import loop_devices, sysfs_read, sysfs_write
+
+
+@pytest.mark.root
+def test_a_loop_whose_discard_was_switched_off_is_never_handed_out_again(tmp_path: Path) -> None:
+    with loop_devices(tmp_path, [{"size_mb": 8}]) as (first,):
+        sysfs_write(first, "queue/discard_max_bytes", "0")
+    with loop_devices(tmp_path, [{"size_mb": 8}, {"size_mb": 8}]) as names:
+        for name in names:
+            assert sysfs_read(name, "queue/discard_max_bytes") != "0", name

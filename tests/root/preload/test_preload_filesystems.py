@@ -1,0 +1,142 @@
+"""tunectl preload as root: fanotify record, FIEMAP order on a real ext4, squashfs without FIEMAP, a list
+another user cannot read. Residency is checked with util-linux fincore right after the command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.harness import REPO
+from tests.preload_helpers import GOOD_HEADER, evict, make_files, replay_resident, tunectl
+from tunectl.preload import order
+from tunectl.preload.listing import parse
+
+pytestmark = pytest.mark.root
+
+
+def test_record_finds_the_files_a_command_opens(tmp_path: Path) -> None:
+    a, b, c = make_files(tmp_path, {"a.txt": 10, "b.txt": 20000, "unread.txt": 5})
+    lst = tmp_path / "rec.list"
+    proc = subprocess.run([sys.executable, "-m", "tunectl", "--json", "preload", "record", "-o", str(lst), "--",
+                           "sh", "-c", f"cat {a} {b}"], capture_output=True, text=True, errors="replace", cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["method"] == "fanotify"  # the command's output went to stderr
+    paths = {e.path for e in parse(lst.read_text(), str(lst)).entries}
+    assert {str(a), str(b)} <= paths and str(c) not in paths
+    assert "/usr/bin/cat" in paths or "/bin/cat" in paths
+
+
+
+# ---------------------------------------------------------------- real file systems on loop devices
+
+def _run(*argv: str) -> str:
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+
+
+def _filefrag_first_block(path: Path) -> int:
+    """Physical block of logical block 0, from e2fsprogs' filefrag (an independent FIEMAP reader)."""
+    for line in _run("filefrag", "-v", "-b4096", str(path)).splitlines():
+        cols = [c.strip() for c in line.replace("..", ":").split(":")]
+        if cols and cols[0] == "0":
+            return int(cols[3])
+    raise AssertionError(f"no extent for logical block 0 in filefrag output for {path}")
+
+
+@pytest.fixture
+def loop_mount(tmp_path: Path):
+    """mount(image, fstype) -> mount point; every mount and loop device undone at the end."""
+    mounted: list[tuple[Path, str]] = []
+
+    def mount(image: Path, fstype: str) -> Path:
+        dev = _run("losetup", "-f", "--show", str(image)).strip()
+        point = tmp_path / f"mnt{len(mounted)}"
+        point.mkdir()
+        try:
+            _run("mount", "-t", fstype, dev, str(point))
+        except BaseException:
+            subprocess.run(["losetup", "-d", dev], check=False)
+            raise
+        mounted.append((point, dev))
+        return point
+
+    try:
+        yield mount
+    finally:
+        for point, dev in reversed(mounted):
+            subprocess.run(["umount", str(point)], check=False, capture_output=True)
+            subprocess.run(["losetup", "-d", dev], check=False, capture_output=True)
+
+
+def test_physical_order_on_ext4_follows_fiemap_not_names_or_inodes(tmp_path: Path, loop_mount) -> None:
+    image = tmp_path / "ext4.img"
+    with open(image, "wb") as f:
+        f.truncate(64 << 20)
+    _run("mkfs.ext4", "-q", "-F", "-b", "4096", "-E", "lazy_itable_init=0,lazy_journal_init=0", str(image))
+    mnt = loop_mount(image, "ext4")
+    names = ["a", "b", "c", "d"]
+    for name in names:  # inodes in name order
+        (mnt / name).touch()
+    # Data written in reverse: blocks allocated d, c, b, a. ext4 gives small files blocks from a per-CPU
+    # preallocation, so the writes stay on one CPU, or two files could land in two CPUs' areas.
+    cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cpus)})
+    try:
+        for name in reversed(names):
+            with open(mnt / name, "wb") as f:
+                f.write(os.urandom(64 << 10))
+                f.flush()
+                os.fsync(f.fileno())
+    finally:
+        os.sched_setaffinity(0, cpus)
+    lst = tmp_path / "ext4.list"
+    r = tunectl("preload", "collect", str(mnt), "-o", str(lst), "--json")
+    assert r.code == 0 and r.doc["order"] == "physical", r.out + r.err
+    entries = {Path(e.path).name: e for e in parse(lst.read_text(), str(lst)).entries if Path(e.path).name in names}
+    for name, e in entries.items():
+        assert e.physical == _filefrag_first_block(mnt / name) * 4096
+        assert e.device == f"{os.major(os.stat(mnt).st_dev)}:{os.minor(os.stat(mnt).st_dev)}"
+    listed = list(entries.values())
+    assert [Path(listed[i].path).name for i in order.inode_indices(listed)] == names
+    by_block = sorted(names, key=lambda n: _filefrag_first_block(mnt / n))  # the ground truth, from filefrag
+    assert by_block == list(reversed(names)), "ext4 did not allocate in write order; the test needs it"
+    assert [Path(e.path).name for e in order.physical_order(entries.values())] == by_block
+    evict(*(mnt / n for n in names))
+    r, resident = replay_resident(lst, *(mnt / n for n in names))
+    assert r.code == 0 and r.doc["skipped"] == [] and r.doc["settled"], r.out
+    assert all(v == 64 << 10 for v in resident.values()), resident
+
+
+def test_squashfs_has_no_fiemap_so_replay_falls_back_to_inode_order(tmp_path: Path, loop_mount) -> None:
+    src = tmp_path / "src"
+    files = make_files(src, {"x/one": 5000, "x/two": 70000, "three": 1})
+    image = tmp_path / "fs.squashfs"
+    _run("mksquashfs", str(src), str(image), "-quiet", "-noappend", "-no-progress")
+    mnt = loop_mount(image, "squashfs")
+    lst = tmp_path / "sq.list"
+    r = tunectl("preload", "collect", str(mnt), "-o", str(lst), "--json")
+    assert r.code == 0, r.err
+    assert r.doc["files"] == len(files) and r.doc["physical"] == 0 and r.doc["order"] == "inode"
+    entries = parse(lst.read_text(), str(lst)).entries
+    assert order.physical_indices(entries) == order.inode_indices(entries)
+    mounted = [mnt / p.relative_to(src) for p in files]
+    r, resident = replay_resident(lst, *mounted)
+    assert r.code == 0 and r.doc["order"] == "inode" and r.doc["files"] == len(files), r.out
+    assert all(resident[str(p)] >= p.stat().st_size for p in mounted), resident
+
+
+
+def test_an_unreadable_list_is_not_permitted(tmp_path: Path) -> None:
+    lst = tmp_path / "private.list"
+    lst.write_text(GOOD_HEADER + "\n")
+    lst.chmod(0o600)
+    tmp_path.chmod(0o755)
+    proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                           sys.executable, "-m", "tunectl", "preload", "show", str(lst)],
+                          capture_output=True, text=True, cwd=REPO, env={"PATH": os.environ["PATH"]})
+    assert proc.returncode == 4, proc.stderr
+    assert "cannot read the preload list: Permission denied" in proc.stderr and "Traceback" not in proc.stderr
