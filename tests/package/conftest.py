@@ -5,14 +5,16 @@ Every builder is the one the README's release steps name; a failure prints its o
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.package.builds import Deb, Dists, ansible_tool, debian_env, run, source_tree
+from tests.package.builds import REPO, Deb, Dists, ansible_tool, debian_env, run, source_tree
 
 
 @pytest.fixture(scope="session")
@@ -41,19 +43,35 @@ def deb(package_tmp: Path) -> Deb:
     return Deb(deb, changes)
 
 
+BOOKWORM_PACKAGES = "parted,udev,python3-yaml,python3-jsonschema,python3-pyudev,man-db,bash-completion,python3-apt"
+BOOKWORM_CACHE_DAYS = 7
+
+
 @pytest.fixture(scope="session")
 def bookworm_tarball(package_tmp: Path) -> Path:
     """A clean Debian 12 root (mmdebstrap minbase) as a tarball: the .deb's dependencies, man,
     bash-completion, python3-apt (what Ansible's apt module needs on a managed host).
+
+    mmdebstrap takes minutes, mostly downloading; the tarball is kept in build/ for a week (each test
+    unpacks a fresh copy) and made again when the package list or the mirror changes.
     """
     if os.geteuid() != 0:
         pytest.skip("needs root: mmdebstrap builds the root as root, and the tests chroot into it")
-    tarball = package_tmp / "bookworm.tar"
     mirror = os.environ.get("TUNECTL_DEBIAN_MIRROR", "http://deb.debian.org/debian")
-    run(["mmdebstrap", "--variant=minbase", "--mode=root",
-         "--include=parted,udev,python3-yaml,python3-jsonschema,python3-pyudev,man-db,bash-completion,python3-apt",
-         "bookworm", str(tarball), mirror], env=debian_env(package_tmp), timeout=1200)
-    return tarball
+    key = hashlib.sha256(f"{BOOKWORM_PACKAGES} {mirror}".encode()).hexdigest()[:16]
+    cached = REPO / "build" / "package-cache" / f"bookworm-{key}.tar"
+    if cached.exists() and time.time() - cached.stat().st_mtime < BOOKWORM_CACHE_DAYS * 86400:
+        return cached
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    partial = package_tmp / "bookworm.tar"
+    run(["mmdebstrap", "--variant=minbase", "--mode=root", f"--include={BOOKWORM_PACKAGES}",
+         "bookworm", str(partial), mirror], env=debian_env(package_tmp), timeout=1200)
+    for old in cached.parent.glob("bookworm-*.tar"):
+        old.unlink()
+    part = cached.with_suffix(".part")  # a run stopped half-way leaves no tarball that looks whole
+    shutil.move(partial, part)
+    os.replace(part, cached)
+    return cached
 
 
 @pytest.fixture

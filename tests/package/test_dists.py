@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -35,12 +36,8 @@ def test_tests_run_from_the_unpacked_sdist(dists: Dists, tmp_path: Path):
     collected = subprocess.run(pytest_argv + ["--collect-only"], cwd=tree, capture_output=True, text=True, timeout=600)
     assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
     assert re.search(r"^\d+(/\d+)? tests? collected", collected.stdout.splitlines()[-1]), collected.stdout[-500:]
-    # The fuzz tests seed hypothesis from tests/data, but their timing makes them flaky on a loaded
-    # machine; the main run has them. The rest that read tests/data or the golden files run here.
-    readers = sorted(str(p.relative_to(tree)) for p in (tree / "tests").rglob("test_*.py")
-                     if re.search(r'"golden"|\bDATA\b|parent / "data"', p.read_text())
-                     and "package" not in p.parts and "fuzz" not in p.name)
-    assert len(readers) >= 3, readers
+    readers = data_readers(tree)
+    assert len({r.split("::")[0] for r in readers}) >= 3, readers
     done = subprocess.run(pytest_argv + readers, cwd=tree, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-3000:]
     assert str(tree) in run([sys.executable, "-c", "import tunectl; print(tunectl.__file__)"], cwd=tree).stdout
@@ -68,3 +65,45 @@ def test_rpm_spec_parses_and_builds_a_source_rpm_from_the_sdist(dists: Dists, tm
     assert [p.name for p in (tmp_path / "SRPMS").iterdir()] == [f"tunectl-{version}-1.src.rpm"]
     run(["rpmbuild", "-bp", "--nodeps", str(spec), *defines])
     assert (tmp_path / "BUILD" / f"tunectl-{version}" / "tests" / "conftest.py").exists()
+
+
+READS = re.compile(r'"golden"|"data"|\b(TEST_)?DATA\b|\bGOLDEN\b')
+
+
+def data_readers(tree: Path) -> list[str]:
+    """The unit tests that read tests/data or the golden files, directly or through a module-level name.
+
+    Property and fuzz tests are left to the main run: their examples cost minutes, and their timing
+    makes them flaky on a loaded machine.
+    """
+    found = []
+    for path in sorted((tree / "tests" / "unit").rglob("test_*.py")):
+        if "fuzz" in path.name:
+            continue
+        source = path.read_text()
+        body = ast.parse(source).body
+        names: set[str] = set()
+        while True:
+            more = {target for node in body for target in _bound(node)
+                    if target not in names and _mentions(ast.get_source_segment(source, node), names)}
+            if not more:
+                break
+            names |= more
+        found += [f"{path.relative_to(tree)}::{node.name}" for node in body
+                  if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+                  and not any("given" in ast.unparse(d) for d in node.decorator_list)
+                  and _mentions(ast.get_source_segment(source, node), names)]
+    return found
+
+
+def _bound(node: ast.stmt) -> list[str]:
+    if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("test_"):
+        return [node.name]
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return [t.id for t in targets if isinstance(t, ast.Name)]
+    return []
+
+
+def _mentions(text: str, names: set[str]) -> bool:
+    return bool(READS.search(text) or any(re.search(rf"\b{re.escape(n)}\b", text) for n in names))
