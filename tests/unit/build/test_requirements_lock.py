@@ -13,7 +13,8 @@ from packaging.version import Version
 
 from tests.harness import REPO
 
-LOCKS = {name: REPO / "requirements" / f"{name}.txt" for name in ("runtime", "test", "collection", "ansible-test-sanity")}
+LOCKS = {name: REPO / "requirements" / f"{name}.txt"
+         for name in ("runtime", "test", "collection", "ansible-test-sanity", "ansible-test-units")}
 _PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>\S+)")
 
 
@@ -93,3 +94,12 @@ def test_the_sanity_lock_is_exactly_ansible_test_s_own_pins() -> None:
                 pins[canonicalize_name(match["name"])] = Version(match["version"])
     locked = {name: version for name, (version, _) in read_lock(LOCKS["ansible-test-sanity"]).items() if name != "pip"}
     assert locked == pins
+
+
+def test_the_units_lock_pins_everything_ansible_test_units_installs() -> None:
+    """ansible-test units installs units.txt into its virtualenvs from the wheelhouse: each name must be there."""
+    ansible_test = pytest.importorskip("ansible_test")
+    units = Path(ansible_test.__file__).parent / "_data" / "requirements" / "units.txt"
+    wanted = {canonicalize_name(Requirement(line.split("#", 1)[0]).name)
+              for line in units.read_text().splitlines() if line.split("#", 1)[0].strip()}
+    assert wanted - set(read_lock(LOCKS["ansible-test-units"])) == set()
