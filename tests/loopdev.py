@@ -59,6 +59,15 @@ def cannot_discard_for_good(name: str) -> bool:
     return sysfs_read(name, "queue/discard_max_bytes") == "0" and sysfs_read(name, "queue/discard_max_hw_bytes") != "0"
 
 
+def stale_partitions(name: str) -> list[str]:
+    """Partitions a freshly attached (unpartitioned) loop device still shows from an earlier life.
+
+    Partitions outlive `losetup -d` unless `partx -d` ran first; a test that crashed in between
+    leaves /sys/block/loopN/loopNpM behind, and discovery would see a disk that is not there.
+    """
+    return sorted(entry.name for entry in Path(f"/sys/block/{name}").iterdir() if entry.name.startswith(f"{name}p"))
+
+
 def remove_loop_device(name: str) -> None:
     """Delete a detached loop device (best effort: it may still be open for a moment)."""
     with contextlib.suppress(OSError):
@@ -70,7 +79,7 @@ def remove_loop_device(name: str) -> None:
 
 
 def attach(backing: Path, spec: dict) -> str:
-    """losetup -f on a loop device that can still discard (see cannot_discard_for_good)."""
+    """losetup -f on a clean loop device: it can still discard and shows no stale partitions."""
     cmd = ["losetup", "-f", "--show"]
     if spec.get("direct_io"):
         cmd += ["--direct-io=on"]
@@ -79,11 +88,11 @@ def attach(backing: Path, spec: dict) -> str:
     for _ in range(8):
         dev = subprocess.run(cmd + [str(backing)], check=True, capture_output=True, text=True).stdout.strip()
         name = os.path.basename(dev)
-        if not cannot_discard_for_good(name):
+        if not cannot_discard_for_good(name) and not stale_partitions(name):
             return name
         subprocess.run(["losetup", "-d", dev], check=False, capture_output=True)
         remove_loop_device(name)
-    raise RuntimeError(f"no loop device that can discard after 8 tries (last {name}); run 'losetup -D' and retry")
+    raise RuntimeError(f"no clean loop device after 8 tries (last {name}); run 'losetup -D' and retry")
 
 
 @contextlib.contextmanager

@@ -1,15 +1,16 @@
-"""A udev simulator for the rendered rules, and the kernel state it and `apply` act on.
+"""A udev simulator for the rendered rules, and random devices and profiles to run it on.
 
 `MiniUdev` runs the subset of udev 252 rule semantics the rendered rules use (as
-observed on the real daemon) over a sysfs-shaped tree; `KernelModel` holds what
-the kernel shows for the attributes both the rules and tunectl's plan write.
+observed on the real daemon) over a sysfs-shaped tree; its writes, like those of
+`apply_plan`, go through `fakesys.FakeKernel`, the tests' one fake kernel.
 `build_tree` lays out random devices (`fake_device`) for both sides, so tests can
-check that an event reaches the state `apply` reaches. `profile_data` draws
-random valid profiles.
+check that an event reaches the state `apply` reaches (`queue_state`).
+`profile_data` draws random valid profiles.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -18,9 +19,11 @@ import yaml
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from tunectl.attributes import IOSCHED, LIMIT_ATTRS, QUEUE, SCHEDULERS, nearest_in_range
+from tests.fakesys import FakeKernel, iosched_defaults
+from tunectl.attributes import IOSCHED, QUEUE, SCHEDULERS, nearest_in_range
 from tunectl.devices.classes import CLASSES, DM_TYPES
 from tunectl.devices.discover import discover
+from tunectl.errors import SysfsError
 from tunectl.profile.checks import check_document
 from tunectl.profile.reader import parse_yaml
 from tunectl.profile.resolve import Profile, normalise
@@ -37,8 +40,10 @@ _KNOBS_OF = {s: sorted(IOSCHED[s]) for s in SCHEDULERS}
 
 @st.composite
 def _number_or_range(draw, lo: int, hi: int):
-    """A number or a range; bounds often near what KernelModel shows (7, 50, 64, 128) to land on each side."""
-    near = st.sampled_from([v for v in (0, 6, 7, 8, 49, 50, 51, 63, 64, 65, 127, 128, 129) if lo <= v <= hi] or [lo])
+    """A number or a range; bounds often near what the fake kernel shows (7; the knobs' defaults, 16, 125,
+    250, 500; nr_requests after a switch, 256; read-ahead raised by a limit write, 128) to land on each side."""
+    near = st.sampled_from([v for v in (0, 6, 7, 8, 15, 16, 17, 124, 125, 127, 128, 129, 250, 256, 500, 504)
+                            if lo <= v <= hi] or [lo])
     a, b = sorted(draw(st.one_of(near, st.integers(lo, hi))) for _ in range(2))
     return draw(st.sampled_from([a, {"min": a}, {"max": b}, {"min": a, "max": b}]))
 
@@ -118,54 +123,6 @@ def valid_profile(data: dict) -> Profile:
     return Profile(data["name"], "", ["/etc/tunectl/profiles/random.yaml"], normalise(doc.data), {})
 
 
-# The kernel may reset nr_requests on a scheduler switch. The rules write nr_requests after the switch
-# regardless; plan.py compares it with the value from before the switch and may skip it (see
-# test_nr_requests_wanted_as_before_a_switch), so the random equivalence property leaves this out.
-RESET_NR_REQUESTS_ON_SWITCH = False
-
-
-class KernelModel:
-    """Scheduler switches reset the knobs (and nr_requests); a same-name write changes nothing; unknown
-    attributes fail; writing a queue limit, even unchanged, recomputes read_ahead_kb (kernel 6.x)."""
-
-    # Numbers, so that ranges can be compared: the knobs a device starts with, the defaults a switch sets,
-    # what nr_requests is reset to, what a queue-limit write recomputes read-ahead to.
-    INITIAL, DEFAULT, RESET, RECOMPUTED = "7", "50", "64", "128"
-
-    def __init__(self) -> None:
-        self.state: dict[str, dict] = {}
-
-    def add(self, name: str, offered: list[str], active: str | None, queue: dict[str, str]) -> None:
-        self.state[name] = {"offered": offered, "scheduler": active,
-                            "knobs": {k: self.INITIAL for k in IOSCHED.get(active or "", {})}, "queue": dict(queue)}
-
-    def read(self, name: str, attr: str) -> str | None:
-        """What the kernel shows now, for the attributes it models; None: not modelled (read the file)."""
-        dev = self.state.get(name)
-        if dev is None:
-            return None
-        if attr.startswith("queue/iosched/"):
-            return dev["knobs"].get(attr.rsplit("/", 1)[1], "")
-        return dev["queue"].get(attr)
-
-    def write(self, name: str, attr: str, value: str) -> None:
-        dev = self.state[name]
-        if attr == "queue/scheduler":
-            if value in dev["offered"] and value != dev["scheduler"] and dev["offered"] != ["none"]:
-                dev["scheduler"] = value
-                dev["knobs"] = {k: self.DEFAULT for k in IOSCHED.get(value, {})}
-                if RESET_NR_REQUESTS_ON_SWITCH:
-                    dev["queue"]["queue/nr_requests"] = self.RESET
-        elif attr.startswith("queue/iosched/"):
-            knob = attr.rsplit("/", 1)[1]
-            if knob in dev["knobs"]:
-                dev["knobs"][knob] = str(value)
-        elif attr in dev["queue"]:  # an attribute the device lacks: ENOENT, as udev logs it
-            dev["queue"][attr] = str(value)
-            if attr.split("/", 1)[1] in LIMIT_ATTRS and "queue/read_ahead_kb" in dev["queue"]:
-                dev["queue"]["queue/read_ahead_kb"] = self.RECOMPUTED
-
-
 class MiniUdev:
     """The subset of udev 252 rule semantics the rendered rules use, as observed on the real daemon."""
 
@@ -178,7 +135,7 @@ class MiniUdev:
                 assert error is None, line
                 self.rules.append(tokens)
 
-    def event(self, name: str, devpath: str, env: dict, kernel: KernelModel, action: str = "change") -> dict:
+    def event(self, name: str, devpath: str, env: dict, kernel: FakeKernel, action: str = "change") -> dict:
         env = dict(env, DEVTYPE="disk")
         base = self.root / "block" / name
         cache: dict = {}
@@ -186,8 +143,7 @@ class MiniUdev:
         def attr(path: str) -> str | None:
             if path not in cache:  # read once per event, never refreshed (udev caches it; its own writes too)
                 f = base / path
-                live = kernel.read(name, path)
-                cache[path] = live if live is not None and live != "" else f.read_text().rstrip() if f.is_file() else None
+                cache[path] = f.read_text().rstrip() if f.is_file() else None
             return cache[path]
 
         def test(path: str) -> bool:
@@ -228,7 +184,7 @@ class MiniUdev:
                 if t.key == "ENV":
                     env[t.attr] = t.value
                 elif t.key == "ATTR":
-                    kernel.write(name, t.attr, t.value)
+                    _write(kernel, name, t.attr, t.value)
                 elif t.key == "GOTO":
                     goto = t.value
                 elif t.key == "RUN":
@@ -275,7 +231,15 @@ def fake_device(draw, index: int) -> dict:
     return dev
 
 
-def build_tree(root: Path, devices: list[dict], kernel: KernelModel) -> dict[str, tuple[str, dict]]:
+# What the kernel can show to begin with (read-ahead in whole pages, flags as flags); 7 elsewhere.
+_SHOWN = {"read_ahead_kb": "8", "rq_affinity": "1", "nomerges": "1", "add_random": "1", "iostats": "1",
+          "stable_writes": "1", "io_poll": "0", "io_poll_delay": "-1"}
+
+
+def build_tree(root: Path, devices: list[dict], modules: set[str] | frozenset = frozenset()
+               ) -> tuple[FakeKernel, dict[str, tuple[str, dict]]]:
+    """The devices as a tree under `root`, the fake kernel on it (`modules`: schedulers built as modules, not
+    listed until written), and each device's devpath and udev properties for `MiniUdev.event`."""
     events = {}
     for n, dev in enumerate(devices):
         name = dev["name"]
@@ -292,9 +256,10 @@ def build_tree(root: Path, devices: list[dict], kernel: KernelModel) -> dict[str
             (real / "queue" / "scheduler").write_text("none\n")
         else:
             (real / "queue" / "scheduler").write_text(" ".join(f"[{s}]" if s == dev["active"] else s for s in offered) + " \n")
-            for knob in IOSCHED.get(dev["active"], {}):
-                (real / "queue" / "iosched" / knob).write_text("initial\n")
-        queue = {f"queue/{a}": "write back" if spec.choices else "7" for a, spec in QUEUE.items() if a != "rotational"}
+            for knob, value in (iosched_defaults(dev["active"], 7, 250) or {}).items():
+                (real / "queue" / "iosched" / knob).write_text(f"{value}\n")
+        queue = {f"queue/{a}": _SHOWN.get(a, "write back" if spec.choices else "7") for a, spec in QUEUE.items()
+                 if a != "rotational"}
         if dev["rotational"] is not None:
             queue["queue/rotational"] = dev["rotational"]
         for attr, value in queue.items():
@@ -319,22 +284,39 @@ def build_tree(root: Path, devices: list[dict], kernel: KernelModel) -> dict[str
         db = root / ".udev-data"
         db.mkdir(exist_ok=True)
         (db / f"b250:{n}").write_text("".join(f"E:{k}={v}\n" for k, v in dev["env"].items()))
-        kernel.add(name, offered, dev["active"], queue)
         events[name] = (devpath, dev["env"])
-    return events
+    kernel = FakeKernel(root)
+    kernel.as_modules(*modules)
+    return kernel, events
 
 
-def apply_plan(root: Path, profile: Profile, kernel: KernelModel, modular: list[str] | None = None) -> None:
-    devices = discover(Sysfs(root), UdevDb(root / ".udev-data"), modular=modular or ())
+def queue_state(kernel: FakeKernel) -> dict[str, dict[str, str]]:
+    """What the kernel shows under each device's queue/ (knobs included), by device name."""
+    out = {}
+    for name in sorted(os.listdir(kernel.path("block"))):
+        queue = Path(os.path.realpath(kernel.path(f"block/{name}"))) / "queue"
+        out[name] = {str(f.relative_to(queue.parent)): f.read_text().rstrip("\n") for f in sorted(queue.rglob("*"))
+                     if f.is_file()}
+    return out
+
+
+def _write(kernel: FakeKernel, name: str, attr: str, value: str) -> None:
+    with contextlib.suppress(SysfsError):  # udev logs a refused write and goes on; so does apply (it reports it)
+        kernel.write(f"block/{name}/{attr}", str(value))
+
+
+def apply_plan(kernel: FakeKernel, profile: Profile, modular: list[str] | None = None) -> None:
+    devices = discover(Sysfs(kernel.root), UdevDb(kernel.path(".udev-data")), modular=modular or ())
     for s in make_plan(devices, profile):
         if s.status != Status.CHANGE:
             continue
         value = s.after
         if s.bounds is not None:  # as apply does: decided on the value the kernel shows now
-            live = kernel.read(s.device, f"queue/{s.attribute}")
+            shown = kernel.path(f"block/{s.device}/queue/{s.attribute}")
+            live = shown.read_text().strip() if shown.is_file() else None
             live = int(live) if live and live.lstrip("-").isdigit() else None
             nearest = nearest_in_range(s.bounds, live)
             if nearest is not None and nearest == live:
                 continue
             value = nearest if nearest is not None else s.bounds.get("min", s.bounds.get("max"))
-        kernel.write(s.device, f"queue/{s.attribute}", value)
+        _write(kernel, s.device, f"queue/{s.attribute}", value)

@@ -8,7 +8,6 @@ everything written here is put back before detaching.
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakesys import FakeTree, jiffies_to_msecs, msecs_to_jiffies
+from tests.loopdev import attach
 from tunectl.devices.discover import discover, read_device
 from tunectl.errors import SysfsError
 from tunectl.system.sysfs import Sysfs
@@ -30,10 +30,7 @@ RESTORED = ("nr_requests", "rq_affinity", "nomerges", "add_random", "iostats", "
 
 
 def _attach(backing: Path, sector_size: int | None) -> str:
-    cmd = ["losetup", "-f", "--show"] + (["--sector-size", str(sector_size)] if sector_size else []) + [str(backing)]
-    env = {"LC_ALL": "C", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, timeout=30)
-    return os.path.basename(out.stdout.strip())
+    return attach(backing, {"sector_size": sector_size} if sector_size else {})
 
 
 def _detach(name: str) -> None:

@@ -177,12 +177,20 @@ def test_cli_env_gives_the_module_tree_to_status(empty_fake_tree, tmp_path) -> N
 # --- udev rules: the module list is an explicit input of render ------------------------------------------------
 
 import os  # noqa: E402
+import re  # noqa: E402
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tests.udevsim import KernelModel as RulesKernel  # noqa: E402
-from tests.udevsim import MiniUdev, apply_plan, build_tree, fake_device, profile_data, valid_profile  # noqa: E402
+from tests.udevsim import (  # noqa: E402
+    MiniUdev,
+    apply_plan,
+    build_tree,
+    fake_device,
+    profile_data,
+    queue_state,
+    valid_profile,
+)
 from tunectl.devices.classes import OPT_IN_CLASSES, classify  # noqa: E402
 from tunectl.devices.discover import discover  # noqa: E402
 from tunectl.profile.resolve import load_profile  # noqa: E402
@@ -246,21 +254,6 @@ def test_a_module_path_udev_cannot_test_is_left_out_with_a_note(path: str) -> No
     assert rendered.text == render_rules(profile, TUNECTL).text
 
 
-class ModularKernel(RulesKernel):
-    """The property test's fake kernel, plus schedulers that load on the write of their name."""
-
-    def __init__(self, modules: set[str]) -> None:
-        super().__init__()
-        self.modules = modules
-
-    def write(self, name: str, attr: str, value: str) -> None:
-        dev = self.state[name]
-        if attr == "queue/scheduler" and value in self.modules and value not in dev["offered"] \
-                and dev["offered"] != ["none"]:
-            dev["offered"] = [*dev["offered"], value]
-        super().write(name, attr, value)
-
-
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                                                   HealthCheck.function_scoped_fixture])
 @given(profile_data(), st.lists(st.integers(0, 10**6), min_size=1, max_size=4),
@@ -290,14 +283,13 @@ def test_rules_and_plan_agree_on_module_schedulers(tmp_path_factory, data: dict,
             Path(path).write_text("")
     rules_root, apply_root = tmp_path_factory.mktemp("rules"), tmp_path_factory.mktemp("apply")
     loadable = modular if file_present else set()
-    by_rules, by_apply = ModularKernel(loadable), ModularKernel(loadable)
-    events = build_tree(rules_root, devices, by_rules)
-    build_tree(apply_root, devices, by_apply)
+    by_rules, events = build_tree(rules_root, devices, loadable)
+    by_apply, _ = build_tree(apply_root, devices, loadable)
     udev = MiniUdev(rules_root, render_rules(profile, TUNECTL, modules=files).text)
     for name, (devpath, env) in events.items():
         udev.event(name, devpath, env, by_rules)
-    apply_plan(apply_root, profile, by_apply, sorted(loadable))  # as apply does, ranges decided on live values
-    assert by_rules.state == by_apply.state
+    apply_plan(by_apply, profile, sorted(loadable))  # as apply does, ranges decided on live values
+    assert queue_state(by_rules) == queue_state(by_apply)
 
 
 def _device(name: str, rotational: str) -> dict:
@@ -316,21 +308,21 @@ def test_rules_load_the_module_scheduler_as_apply_does(tmp_path: Path, file_pres
             Path(path).write_text("")
     loadable = set(files) if file_present else set()
     devices = [_device("sda", "1"), _device("sdb", "0")]
-    by_rules, by_apply = ModularKernel(loadable), ModularKernel(loadable)
-    events = build_tree(tmp_path / "rules", devices, by_rules)
-    build_tree(tmp_path / "apply", devices, by_apply)
+    by_rules, events = build_tree(tmp_path / "rules", devices, loadable)
+    by_apply, _ = build_tree(tmp_path / "apply", devices, loadable)
     udev = MiniUdev(tmp_path / "rules", render_rules(profile, TUNECTL, modules=files).text)
     for name, (devpath, env) in events.items():
         udev.event(name, devpath, env, by_rules)
     found = discover(Sysfs(tmp_path / "apply"), UdevDb(tmp_path / "apply" / ".udev-data"), modular=sorted(loadable))
     for s in make_plan(found, profile):
         if s.status == Status.CHANGE:
-            by_apply.write(s.device, f"queue/{s.attribute}", s.after)
-    assert by_rules.state == by_apply.state
+            by_apply.write(f"block/{s.device}/queue/{s.attribute}", str(s.after))
+    shown = queue_state(by_rules)
+    assert shown == queue_state(by_apply)
     expected = {"sda": "kyber", "sdb": "bfq"} if file_present else {"sda": "mq-deadline", "sdb": "mq-deadline"}
-    assert {n: d["scheduler"] for n, d in by_rules.state.items()} == expected
+    assert {n: re.search(r"\[(.+?)\]", d["queue/scheduler"]).group(1) for n, d in shown.items()} == expected
     if file_present:
-        assert by_rules.state["sdb"]["knobs"]["low_latency"] == "0"
+        assert shown["sdb"]["queue/iosched/low_latency"] == "0"
 
 
 def _write(path: Path, text: str) -> Path:
