@@ -602,6 +602,11 @@ _READ_ONLY_QUEUE = {
     "zoned": "none",
 }
 
+# An idle disk's counters as 6.1 and 6.12 print them (tests/data/recorded): reads and writes in flight, and
+# the 17 fields of Documentation/block/stat.rst, right-aligned.
+_IDLE_INFLIGHT = f"{0:8} {0:8}"
+_IDLE_STAT = " ".join(f"{0:8}" for _ in range(17))
+
 _IDENTITY_FILES = ("model", "vendor", "serial", "wwid", "name")
 
 _MAJORS = {"sd": 8, "vd": 254, "xvd": 202, "nvme": 259, "mmc": 179, "dm": 252, "md": 9, "loop": 7, "zram": 253}
@@ -758,7 +763,8 @@ class FakeTree:
         }
         if not lean:
             top.update({"discard_alignment": "0", "capability": "0", "hidden": "0",
-                        "ext_range": "256" if major == 259 else "16", "uevent": _uevent(name, node.devnum, "disk")})
+                        "ext_range": "256" if major == 259 else "16", "uevent": _uevent(name, node.devnum, "disk"),
+                        "inflight": _IDLE_INFLIGHT, "stat": _IDLE_STAT})
         self._make_dirs(devdir, blk_mq, lean)
         _write_all(devdir, top)
         _write_all(os.path.join(devdir, "queue"), queue)

@@ -211,7 +211,8 @@ def fake_device(draw, index: int) -> dict:
         "size": draw(st.sampled_from([None, "0", "1", "2", "7", "9", "10", "1999", "2000", "2001"])),
         "env": {k: v for k, v in {
             "ID_MODEL": draw(st.one_of(st.none(), _VALUE)), "ID_VENDOR": draw(st.one_of(st.none(), _VALUE)),
-            "ID_SERIAL_SHORT": draw(st.one_of(st.none(), _VALUE)), "ID_WWN": draw(st.one_of(st.none(), _WWN)),
+            "ID_SERIAL_SHORT": draw(st.one_of(st.none(), _VALUE)), "ID_SCSI_SERIAL": draw(st.one_of(st.none(), _VALUE)),
+            "ID_WWN": draw(st.one_of(st.none(), _WWN)),
             "ID_BUS": draw(st.one_of(st.none(), st.sampled_from(["ata", "usb", "scsi", "b"]))),
         }.items() if v},
         "attrs": {k: v for k, v in {
@@ -249,6 +250,8 @@ def build_tree(root: Path, devices: list[dict], modules: set[str] | frozenset = 
         (root / "block").mkdir(exist_ok=True)
         (root / "block" / name).symlink_to(real)
         (real / "dev").write_text(f"250:{n}\n")
+        if not name.startswith(("dm-", "md", "zram")):
+            (real / "mq").mkdir()  # a request queue (blk-mq); bio-based dm, md and zram have none
         offered = dev["offered"]
         if name.startswith("zram"):
             pass  # no scheduler file at all, as on this kernel

@@ -100,7 +100,7 @@ def summarise(runs: list[Run]) -> list[Summary]:
 
 @dataclass(frozen=True)
 class Recommendation:
-    read_ahead_kb: int
+    read_ahead_kb: int | None  # None: read-ahead did not change the requests, so nothing is recommended for it
     scheduler: str | None
     mb_s: float
     best: Summary
@@ -139,21 +139,61 @@ def recommend(summaries: list[Summary], placement: Placement) -> Recommendation 
               + (f" with {pick.scheduler}" if pick.scheduler else "")
               + f": the smallest read-ahead within {WITHIN * 100:.0f}% of the best, {best.mb_s:.0f} MB/s at "
               + f"{best.read_ahead_kb} KiB" + (f" with {best.scheduler}" if best.scheduler else ""))
+    inert = read_ahead_inert(summaries)
+    read_ahead: int | None = pick.read_ahead_kb
+    if inert is not None:
+        device, kib = inert
+        read_ahead = None
+        reason = (f"read-ahead did not change the requests: {device} got {kib:.0f} KiB requests at every read_ahead_kb "
+                  "swept, so the layer above decides their size (a filesystem reading block by block: squashfs's "
+                  "block size, set by mksquashfs -b); no read_ahead_kb recommended"
+                  + (f"; {pick.scheduler} was best, {pick.mb_s:.0f} MB/s" if scheduler else ""))
     noisy = max(pick.spread_pct, best.spread_pct)
     caution = ""
     if noisy > NOISY_PCT:
         caution = (f"runs disagree by up to {noisy:.0f}% at these points: a device shared with other I/O, "
                    "or a cache below (a VM host, a disk's own cache); rerun with more --runs on a quiet device")
-    return Recommendation(pick.read_ahead_kb, scheduler, pick.mb_s, best,
-                          profile_fragment(placement, pick.read_ahead_kb, scheduler, reason), reason, caution)
+    return Recommendation(read_ahead, scheduler, pick.mb_s, best,
+                          profile_fragment(placement, read_ahead, scheduler, reason), reason, caution)
 
 
-def profile_fragment(placement: Placement, read_ahead_kb: int, scheduler: str | None, reason: str) -> str:
+INERT = 0.10  # request sizes within 10% of each other at every read-ahead: read-ahead changed nothing below
+
+
+def read_ahead_inert(summaries: list[Summary]) -> tuple[str, float] | None:
+    """(device, KiB) when, for every scheduler, each device's average request size stayed the same at every read-ahead.
+
+    Then read-ahead is not what shapes the I/O (squashfs reads one compressed block at a time whatever the
+    window): the last device of the stack that saw reads is named.
+    """
+    by_sched: dict[str | None, list[Summary]] = {}
+    for s in summaries:
+        by_sched.setdefault(s.scheduler, []).append(s)
+    found: tuple[str, float] | None = None
+    for points in by_sched.values():
+        if len({p.read_ahead_kb for p in points}) < 2:
+            return None
+        sizes: dict[str, list[float]] = {}
+        for p in points:
+            for st in p.stats:
+                if st.reads:
+                    sizes.setdefault(st.device, []).append(st.avg_request_kib)
+        if not sizes:
+            return None
+        for device, kib in sizes.items():
+            if len(kib) < 2 or max(kib) > min(kib) * (1 + INERT):
+                return None
+            found = (device, sum(kib) / len(kib))
+    return found
+
+
+def profile_fragment(placement: Placement, read_ahead_kb: int | None, scheduler: str | None, reason: str) -> str:
     """A `classes:` block to paste into a profile (tunectl-profile(5)); `below:` when the target is stacked."""
     lines = [f"# tunectl bench {placement.device}: {reason}", "classes:", f"  {placement.cls}:"]
     if scheduler and not placement.stacked:
         lines.append(f"    scheduler: {scheduler}")
-    lines.append(f"    read_ahead_kb: {read_ahead_kb}")
+    if read_ahead_kb is not None:
+        lines.append(f"    read_ahead_kb: {read_ahead_kb}")
     if scheduler and placement.stacked:
         lines.append(f"    below: {{scheduler: {scheduler}}}   # on {', '.join(placement.lower) or 'the disks below'}")
     return "\n".join(lines) + "\n"

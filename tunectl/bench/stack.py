@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from tunectl.attributes import modular_schedulers
 from tunectl.context import Context
 from tunectl.devices.discover import discover
 from tunectl.devices.graph import DeviceGraph
@@ -44,12 +45,14 @@ class Stack:
         """Schedulers every scheduled device offers, in the first one's order."""
         if not self.scheduled:
             return []
-        common = set.intersection(*(set(d.schedulers) for d in self.scheduled))
-        return [s for s in self.scheduled[0].schedulers if s in common]
+        # A scheduler built as a module is offered as apply offers it: writing its name loads it.
+        common = set.intersection(*(set(d.schedulers + d.loadable) for d in self.scheduled))
+        first = self.scheduled[0]
+        return [s for s in first.schedulers + first.loadable if s in common]
 
 
 def resolve(ctx: Context, target: str) -> Stack:
-    devices = discover(ctx.sysfs, ctx.udev)
+    devices = discover(ctx.sysfs, ctx.udev, None, modular_schedulers(ctx.modules.loadable()))
     by_name = {d.name: d for d in devices}
     graph = DeviceGraph.read(ctx.sysfs)
     resolver = Resolver(ctx, devices, graph)

@@ -32,6 +32,8 @@ def normalise_wwn(wwn: str | None) -> str | None:
     if not wwn:
         return None
     wwn = wwn.strip()
+    if wwn.startswith("t10."):
+        return None  # a SCSI/ATA vendor id built from vendor, model and serial (a SATA disk without a WWN): not a WWN
     if wwn.startswith("naa."):
         return "0x" + wwn[4:].lower()
     return wwn
@@ -92,11 +94,15 @@ def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str
         dev.dm_uuid = sysfs.read_or(f"{base}/dm/uuid") or props.get("DM_UUID") or None
         dev.dm_name = sysfs.read_or(f"{base}/dm/name") or props.get("DM_NAME") or None
         dev.dm_type = dm_type_of(dev.dm_uuid)
+    # An MMC/SD card has no model file; its product name is device/name (CID), which udev does not import.
     dev.model = (_udev_decode(props.get("ID_MODEL_ENC")) or _strip(sysfs.read_or(f"{base}/device/model"))
-                 or props.get("ID_MODEL"))
+                 or props.get("ID_MODEL") or _strip(sysfs.read_or(f"{base}/device/name")))
     dev.vendor = props.get("ID_VENDOR") or _strip(sysfs.read_or(f"{base}/device/vendor"))
+    # scsi_id sets ID_SERIAL_SHORT to the NAA id (the WWN) of a disk that has one; the product serial, what
+    # lsblk shows, is ID_SCSI_SERIAL (VPD page 0x80).
     dev.serial = (
-        props.get("ID_SERIAL_SHORT")
+        props.get("ID_SCSI_SERIAL")
+        or props.get("ID_SERIAL_SHORT")
         or _strip(sysfs.read_or(f"{base}/device/serial"))
         or _strip(sysfs.read_or(f"{base}/serial"))
     )
@@ -123,6 +129,9 @@ def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str
         value = sysfs.read_or(f"{base}/queue/{attr}")
         if value is not None and attr in QUEUE:
             dev.queue[attr] = parse_value(QUEUE[attr], value)
+    if "nr_requests" in dev.queue and not sysfs.exists(f"{base}/mq"):
+        # Linux 6.1 lists nr_requests on bio-based queues (dm, md: no mq/) but refuses every write with EINVAL.
+        del dev.queue["nr_requests"]
     dev.slaves = tuple(sysfs.listdir(f"{base}/slaves"))
     dev.partitions = tuple(_partitions(sysfs, name))
     holders = set(sysfs.listdir(f"{base}/holders"))

@@ -42,7 +42,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
         p.add_argument("--detailed-exitcode", action="store_true",
                        help="exit 0 if nothing changed, 2 if something changed, 1 on any error")
         p.add_argument("--stack", action="store_true",
-                       help="also apply to the disks below each named stacked device (what a dm/md udev event runs)")
+                       help="also apply to the disks below each named stacked device; what a udev event runs, so "
+                            "it journals no originals and keeps the scope of the last apply")
         return
     p.add_argument("devices", nargs="*", metavar="DEV", help="kernel name or /dev path (default: all journalled)")
     p.add_argument("--check", action="store_true", help="show what would be restored, write nothing")

@@ -224,10 +224,12 @@ def apply(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = No
         # Read before any write: a state file tunectl cannot use stops the run here.
         previous = ctx.state.active_profile()
         record = scoped_record(record, previous, None if report.scope is None else list(report.scope.identities))
-        new_active = previous != record or ctx.state.recovered(ACTIVE)
+        # `--stack` is what a udev event runs: the values it finds may be ones the rules wrote moments before,
+        # so it journals no originals and leaves the record (and scope) of the user's last apply alone.
+        new_active = not stack and (previous != record or ctx.state.recovered(ACTIVE))
         by_name = {d.name: d for d in report.devices}
-        if applying.record_originals(journal, report.settings, by_name, _changed_by(profile_ref or profile.name)) \
-                or ctx.state.recovered():
+        if not stack and (applying.record_originals(journal, report.settings, by_name,
+                                                    _changed_by(profile_ref or profile.name)) or ctx.state.recovered()):
             ctx.state.save_journal(journal)
         writes_before = ctx.sysfs.writes
         started = time.perf_counter()

@@ -14,7 +14,9 @@ from typing import Any
 FACT_SOURCES: dict[str, tuple[tuple[str, str, str | None], ...]] = {
     "model": (("ENV", "ID_MODEL_ENC", "id_model"), ("ATTR", "device/model", None), ("ENV", "ID_MODEL", None)),
     "vendor": (("ENV", "ID_VENDOR", None), ("ATTR", "device/vendor", None)),
-    "serial": (("ENV", "ID_SERIAL_SHORT", None), ("ATTR", "device/serial", None), ("ATTR", "serial", None)),
+    # ID_SCSI_SERIAL first: scsi_id puts a SCSI disk's NAA id (its WWN) in ID_SERIAL_SHORT when it has one.
+    "serial": (("ENV", "ID_SCSI_SERIAL", None), ("ENV", "ID_SERIAL_SHORT", None), ("ATTR", "device/serial", None),
+               ("ATTR", "serial", None)),
     "wwn": (("ENV", "ID_WWN", None), ("ATTR", "wwid", "naa"), ("ATTR", "device/wwid", "naa")),
     "bus": (("ENV", "ID_BUS", None), ("ENV", "TUNECTL_BUS", None)),
 }

@@ -272,7 +272,7 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
                               hint="install tunectl on PATH or set TUNECTL_EXECUTABLE=/path/to/tunectl")
         run_cmd = f"{tunectl_path} apply -p {profile_path} --stack $kernel -q"
         notes.append("below: settings are applied by running tunectl on the stacked device's event "
-                     f"({run_cmd}); a later event on a disk below re-applies only that disk's own settings")
+                     f"({run_cmd}), and so does the event of a device under a stack")
     digest = digest_of(canonical)
     named = _named_classes(canonical)
     w = RuleWriter()
@@ -370,6 +370,14 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
         w.comment("slaves/) runs tunectl for that one stack: the device and the disks under it. It costs a process start")
         w.comment("per event of such a device; plain settings above never start a process.")
         w.rule(f'ENV{{{env_name("below")}}}=="1"', 'TEST=="slaves/*/dev"', f"RUN+={quote(run_cmd)}")
+        under = env_name("under")
+        w.comment("A device under a stack (holders/, or a partition table whose partitions may have holders: udev's")
+        w.comment("TEST takes one * only) gets below: values that only the stack above it knows: its own event (parted,")
+        w.comment("a rescan, `tunectl align`) runs tunectl for it too, or the writes above would undo what apply set.")
+        w.rule('TEST=="holders/*/dev"', f'ENV{{{under}}}="1"')
+        w.rule('ENV{ID_PART_TABLE_TYPE}=="?*"', f'ENV{{{under}}}="1"')
+        w.rule(f'ENV{{{env_name("below")}}}=="1"', 'TEST=="slaves/*/dev"', f'ENV{{{under}}}=""')
+        w.rule(f'ENV{{{under}}}=="1"', f"RUN+={quote(run_cmd)}")
     w.blank()
     w.rule(f'LABEL="{END}"')
     return Rendered("\n".join(w.lines) + "\n", digest, notes, runs)

@@ -80,8 +80,10 @@ def write_stage(w: RuleWriter, used: dict[str, set]) -> None:
             continue
         if attr in LIMIT_ATTRS:
             w.comment(f"{attr} is a queue limit: writing it, even unchanged, makes the kernel recompute read_ahead_kb")
+        if attr == "nr_requests":
+            w.comment("nr_requests only on a request queue (mq/): 6.1 lists it on dm and md too but refuses writes")
         for value in sorted(used[attr], key=_value_order):
-            when = [f"ENV{{{env_name('queue_' + attr)}}}=={quote(value)}"]
+            when = [f"ENV{{{env_name('queue_' + attr)}}}=={quote(value)}"] + (['TEST=="mq"'] if attr == "nr_requests" else [])
             if isinstance(value, Range):
                 _range_rules(w, when, f"queue/{attr}", value, QUEUE[attr].minimum)
                 continue

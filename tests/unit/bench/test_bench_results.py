@@ -79,9 +79,11 @@ def test_points_shuffled_reproducibly():
     assert {p.run for p in a} == {1, 2, 3}
 
 
-def _run(sched, ra, run, mb_s, order=1, reads=100, merged=0):
-    stats = (StatDelta("dm-0", reads=reads, sectors_read=reads * 256),
-             StatDelta("mmcblk0", reads=reads // 2, reads_merged=merged, sectors_read=reads * 256))
+def _run(sched, ra, run, mb_s, order=1, reads=100, merged=0, sectors_per_read=None):
+    # As on a plain disk: the read-ahead window sets the request size (2 sectors per KiB), unless a layer above decides.
+    sectors = reads * (sectors_per_read or 2 * ra)
+    stats = (StatDelta("dm-0", reads=reads, sectors_read=sectors),
+             StatDelta("mmcblk0", reads=reads // 2, reads_merged=merged, sectors_read=sectors))
     return Run(Point(sched, ra, run), order, int(mb_s * 1e6), 1.0, stats)
 
 
@@ -200,7 +202,7 @@ def test_csv_has_a_row_per_run_and_device():
     assert [(r["order"], r["scheduler"], r["device"]) for r in rows] == [
         ("1", "bfq", "dm-0"), ("1", "bfq", "mmcblk0"), ("2", "none", "dm-0"), ("2", "none", "mmcblk0")]
     assert rows[2]["mb_s"] == "80.00" and rows[2]["random_iops"] == "2500.0" and rows[0]["random_iops"] == ""
-    assert rows[1]["avg_request_kib"] == "256.0"
+    assert rows[1]["avg_request_kib"] == "16.0"  # 100 reads x 16 sectors on dm-0, in 50 requests below
 
 
 # Trimmed from `fio --output-format=json` 3.33 (a note line first, as fio prints for some options).
@@ -227,3 +229,13 @@ def test_fio_json_and_argv():
     for bad in ("", "fio: engine psync not loadable", '{"jobs": []}', '{"jobs": [{"read": {}}]}'):
         with pytest.raises(TunectlError):
             parse_fio_json(bad)
+
+
+def test_no_read_ahead_when_it_does_not_change_the_requests():
+    """squashfs on dm-verity: 8 KiB requests at every read-ahead; say so, recommend no read_ahead_kb."""
+    runs = [_run(sched, ra, 1, mb_s, sectors_per_read=16)
+            for sched, ra, mb_s in (("none", 16, 20.0), ("none", 1024, 21.0), ("bfq", 16, 19.0), ("bfq", 1024, 20.0))]
+    rec = recommend(summarise(runs), Placement("dm-0", "dm", True, ("mmcblk0",)))
+    assert rec.read_ahead_kb is None and "read_ahead_kb:" not in rec.fragment
+    assert "did not change the requests" in rec.reason and "squashfs" in rec.reason
+    assert rec.scheduler == "none" and "below: {scheduler: none}" in rec.fragment

@@ -22,6 +22,7 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from tests.fakesys import FakeKernel
 from tests.harness import REPO, run_cli
 from tests.udevsim import MiniUdev, apply_plan, build_tree, fake_device, profile_data, queue_state, valid_profile
 from tunectl.attributes import QUEUE
@@ -150,8 +151,11 @@ def test_below_needs_an_executable_and_runs_only_for_stacked_devices() -> None:
     rendered = render_rules(profile, TUNECTL, profile_path="/etc/tunectl/profiles/udev-below.yaml")
     assert rendered.runs_tunectl and any("below:" in n for n in rendered.notes)
     runs = [line for line in rendered.text.splitlines() if "RUN" in line]
-    assert runs == ['ENV{TUNECTL_BELOW}=="1", TEST=="slaves/*/dev", RUN+="/usr/sbin/tunectl apply -p '
-                    '/etc/tunectl/profiles/udev-below.yaml --stack $kernel -q"']
+    cmd = 'RUN+="/usr/sbin/tunectl apply -p /etc/tunectl/profiles/udev-below.yaml --stack $kernel -q"'
+    # the stacked device's event, and the event of a device under a stack (whose below: values only tunectl knows)
+    assert runs == [f'ENV{{TUNECTL_BELOW}}=="1", TEST=="slaves/*/dev", {cmd}', f'ENV{{TUNECTL_UNDER}}=="1", {cmd}']
+    assert 'TEST=="holders/*/dev", ENV{TUNECTL_UNDER}="1"' in rendered.text
+    assert 'ENV{ID_PART_TABLE_TYPE}=="?*", ENV{TUNECTL_UNDER}="1"' in rendered.text
     assert lint(rendered.text) == []
 
 
@@ -383,6 +387,29 @@ def test_random_profiles_render_lint_clean_and_independent_of_key_order(data: di
     assert render(other, TUNECTL) == text
 
 
+def _one_event_and_apply(tmp_path_factory, profile: Profile, dev: dict) -> tuple[FakeKernel, FakeKernel]:
+    """One fake device: the kernel after its udev event under the rendered rules, and after apply's plan."""
+    rules_root, apply_root = tmp_path_factory.mktemp("rules"), tmp_path_factory.mktemp("apply")
+    by_rules, events = build_tree(rules_root, [dev])
+    by_apply, _ = build_tree(apply_root, [dev])
+    MiniUdev(rules_root, render(profile, TUNECTL)).event(dev["name"], *events[dev["name"]], by_rules)
+    apply_plan(by_apply, profile)
+    return by_rules, by_apply
+
+
+def test_serial_match_reads_the_scsi_serial_before_the_naa_id(tmp_path_factory) -> None:
+    """Seen on Debian's 6.1 in the VM tier: a SCSI SSD with a WWN has its NAA id in ID_SERIAL_SHORT, and the
+    product serial that apply matches in ID_SCSI_SERIAL; the rules left that disk untuned at boot."""
+    profile = _profile({"devices": [{"match": {"serial": "tcssd01"}, "scheduler": "kyber"}]})
+    dev = {"name": "sdb", "offered": ["mq-deadline", "kyber", "none"], "active": "none", "rotational": "0",
+           "removable": "0", "size": "10", "attrs": {}, "bus_path": "pci0000:00/ata1/host0",
+           "env": {"ID_SCSI_SERIAL": "tcssd01", "ID_SERIAL_SHORT": "35000c500a1b2c3d4", "ID_WWN": "0x5000c500a1b2c3d4"}}
+    by_rules, by_apply = _one_event_and_apply(tmp_path_factory, profile, dev)
+    shown = queue_state(by_rules)
+    assert "[kyber]" in shown["sdb"]["queue/scheduler"].split()
+    assert queue_state(by_apply) == shown
+
+
 # --- equivalence with plan, on a fake sysfs, through a small udev interpreter ------------------------------------
 
 
@@ -513,11 +540,7 @@ def test_nr_requests_wanted_as_before_a_switch(tmp_path_factory) -> None:
     profile = _profile({"classes": {"ssd": {"scheduler": "bfq", "queue": {"nr_requests": 7}}}})
     dev = {"name": "sda", "offered": ["mq-deadline", "bfq"], "active": "mq-deadline", "rotational": "0", "removable": "0",
            "size": "10", "env": {}, "attrs": {}, "bus_path": "virtual"}
-    rules_root, apply_root = tmp_path_factory.mktemp("rules"), tmp_path_factory.mktemp("apply")
-    by_rules, events = build_tree(rules_root, [dev])
-    by_apply, _ = build_tree(apply_root, [dev])
-    MiniUdev(rules_root, render(profile, TUNECTL)).event("sda", *events["sda"], by_rules)
-    apply_plan(by_apply, profile)
+    by_rules, by_apply = _one_event_and_apply(tmp_path_factory, profile, dev)
     shown = queue_state(by_rules)
     assert shown["sda"]["queue/scheduler"].split() == ["mq-deadline", "[bfq]"] and shown["sda"]["queue/nr_requests"] == "7"
     assert queue_state(by_apply) == shown

@@ -1,0 +1,21 @@
+"""Guest entry point: `main.py GROUP SHARED_DIR [ARGS...]` runs one group and writes SHARED_DIR/GROUP.json."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+os.environ["TUNECTL_VM_SHARED"] = sys.argv[2]
+
+import classify  # noqa: E402
+import devices  # noqa: E402
+import reboot  # noqa: E402
+import stacks  # noqa: E402
+from common import main  # noqa: E402
+
+GROUPS = {"classify": classify.run, "devices": devices.run, "stacks": stacks.run,
+          "reboot1": reboot.first, "reboot2": reboot.second}
+
+if __name__ == "__main__":
+    main(GROUPS)

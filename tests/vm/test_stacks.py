@@ -1,0 +1,150 @@
+"""`below:` through dm-verity, LUKS2, plain dm-crypt and LVM on md, and the udev rules against those stacks.
+
+One boot per kernel (guest group `stacks`, see tests/vm/guest/stacks.py). Regression
+tests for what the first real-kernel runs found: rules that undid `below:` on a lower
+disk's own change event, a udev RUN that journalled the rules' values as originals
+and replaced the scope of the last apply, and nr_requests on 6.1's dm/md queues.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+BELOW = {"hdd": "plainc", "nvme": "luksc", "sd": "vroot", "sata": "vgt-lvt", "virt": "vgt-lvt"}
+UNDER_STACK = sorted(BELOW)
+STACKED = ["plainc", "luksc", "vroot", "vgt-lvt"]
+
+
+@pytest.fixture(scope="module", params=["6.1"])
+def run(request: pytest.FixtureRequest, vm_boot) -> dict:
+    results = vm_boot(request.param, "stacks").results
+    assert not results["errors"], results["errors"]
+    return results
+
+
+def test_the_stacks_exist_and_classify(run: dict) -> None:
+    status = run["status"]["devices"]
+    types = {name: status[run["dm"][name]]["dm_type"] for name in STACKED}
+    assert types == {"plainc": "crypt", "luksc": "crypt", "vroot": "verity", "vgt-lvt": "lvm"}
+    assert status[run["md"]]["class"] == "md"
+    assert all(status[run["dm"][name]]["class"] == "dm" for name in STACKED)
+
+
+@pytest.mark.parametrize("role", UNDER_STACK)
+def test_apply_sets_below_on_the_disks_under_each_stack(run: dict, role: str) -> None:
+    assert run["apply"]["code"] == 0, run["apply"]["stderr"]
+    assert run["after_apply"][role]["scheduler"] == "mq-deadline"
+
+
+def test_a_disk_under_no_stack_keeps_its_class(run: dict) -> None:
+    assert run["after_apply"]["ssd"]["scheduler"] == "kyber"
+
+
+@pytest.mark.parametrize("name", STACKED)
+def test_apply_sets_read_ahead_on_the_stacked_devices(run: dict, name: str) -> None:
+    assert run["after_apply"][name]["read_ahead_kb"] == "2048"
+    assert run["after_apply"]["md"]["read_ahead_kb"] == "1024"
+
+
+def test_bio_based_queues_reject_nr_requests_and_the_plan_skips_it(run: dict) -> None:
+    """6.1 lists nr_requests on dm and md queues (no mq/) but refuses writes: not a change, not a failure."""
+    for dev, err in run["nr_requests_write"].items():
+        assert err, f"{dev}: the kernel took an nr_requests write on a bio-based queue"  # 6.1: EIO
+    stacked = {run["dm"][n] for n in STACKED} | {run["md"]}
+    nr = [s for s in run["plan"]["doc"]["settings"] if s["device"] in stacked and s["attribute"] == "nr_requests"]
+    assert nr and all(s["status"] == "skip" for s in nr), nr
+    assert run["apply"]["code"] == 0
+    assert run["verify_after_apply"] == 0
+
+
+def test_verify_in_sync_after_apply(run: dict) -> None:
+    assert run["verify_after_apply"] == 0
+
+
+def test_rules_install(run: dict) -> None:
+    assert run["udev_install"]["code"] == 0, run["udev_install"]["stderr"]
+    assert 'ENV{TUNECTL_UNDER}=="1", RUN+=' in run["rules"]
+
+
+EVENTS = ["parted_print_sda", "align_nvme", "change_md_member", "change_sd", "change_lv"]
+
+
+@pytest.mark.parametrize("event", EVENTS)
+def test_a_change_event_below_a_stack_keeps_below(run: dict, event: str) -> None:
+    """parted opening sda, `tunectl align` on the NVMe, a trigger on an md member: the disk ends where apply left it."""
+    after = run["events"][event]
+    assert after["moved_to"] == "none"  # moved by hand first: only the rules bring it back
+    expected = {role: run["after_apply"][role]["scheduler"] for role in after["schedulers"]}
+    assert after["schedulers"] == expected
+    assert after["verify"] == 0
+
+
+@pytest.mark.parametrize("event", EVENTS)
+def test_what_udev_runs_journals_nothing_and_keeps_the_scope(run: dict, event: str) -> None:
+    after = run["events"][event]
+    assert after["originals"] == run["originals_after_apply"]
+    assert after["active"] == run["active_after_apply"]
+
+
+def test_originals_are_the_kernels(run: dict) -> None:
+    """The journal holds what the kernel had before apply: none/mq-deadline, never the rules' bfq or kyber."""
+    status = run["status"]["devices"]
+    journalled = 0
+    for role in UNDER_STACK:
+        dev = run["disks"][role]
+        kernel = run["kernel_before"][role]["scheduler"]
+        entry = run["originals_after_apply"].get(status[dev]["identity"])
+        if kernel == "mq-deadline":  # already what below: wants: nothing changed, nothing journalled
+            assert entry is None or "scheduler" not in entry, (role, entry)
+            continue
+        assert entry["scheduler"] == kernel, role
+        journalled += 1
+    assert journalled >= 3
+
+
+def test_a_stack_created_after_the_rules_is_tuned(run: dict) -> None:
+    new = run["new_stack"]
+    assert new["moved"] == "none"
+    assert new["sd"]["scheduler"] == "mq-deadline"
+    assert new["dm"]["read_ahead_kb"] == "2048"
+    assert new["verify"] == 0
+
+
+@pytest.mark.parametrize("role", sorted(BELOW) + ["ssd"])
+def test_udev_remove_and_rollback_restore_the_kernels_values(run: dict, role: str) -> None:
+    assert run["udev_remove"]["code"] == 0 and run["rollback"]["code"] == 0, (run["udev_remove"], run["rollback"])
+    before, after = run["kernel_before"][role], run["after_rollback"][role]
+    assert (after["scheduler"], after["read_ahead_kb"]) == (before["scheduler"], before["read_ahead_kb"])
+
+
+@pytest.mark.parametrize("name", STACKED + ["md"])
+def test_rollback_restores_the_stacked_devices(run: dict, name: str) -> None:
+    assert run["after_rollback"][name]["read_ahead_kb"] == run["built"][name]["read_ahead_kb"]
+
+
+def test_bench_sweeps_the_schedulers_built_as_modules(run: dict) -> None:
+    """The SD card under the browser stack offers bfq and kyber only as modules; bench sweeps them as apply would."""
+    bench = run["bench"]
+    assert bench["code"] == 0, bench["stderr"]
+    assert {"bfq", "kyber", "mq-deadline"} <= set(bench["doc"]["schedulers"])
+    assert bench["doc"]["scheduled"] == [run["disks"]["sd"]]
+
+
+def test_bench_shows_where_requests_merge_on_the_browser_stack(run: dict) -> None:
+    """Per device of the stack (verity, the SD card) and per point: reads issued and the share merged."""
+    doc = run["bench"]["doc"]
+    stats = [d for p in doc["points"] for d in p["devices"]]
+    assert {run["dm"]["vroot"], run["disks"]["sd"]} <= {d["device"] for d in stats}, doc["points"][0]
+    sd = [d for d in stats if d["device"] == run["disks"]["sd"]]
+    assert all(d["reads"] > 0 and 0 <= d["merged_share"] <= 1 and d["avg_request_kib"] > 0 for d in sd), sd
+    assert not doc["restore_failed"]
+
+
+def test_bench_recommends_no_read_ahead_where_it_changes_nothing(run: dict) -> None:
+    """squashfs reads one 4 KiB-block at a time: the requests below stay the same size at every read-ahead."""
+    doc = run["bench"]["doc"]
+    sd = run["disks"]["sd"]
+    sizes = {p["read_ahead_kb"]: d["avg_request_kib"] for p in doc["points"] for d in p["devices"] if d["device"] == sd}
+    assert max(sizes.values()) <= min(sizes.values()) * 1.1, sizes
+    rec = doc["recommendation"]
+    assert rec["read_ahead_kb"] is None and "squashfs" in rec["reason"], rec
