@@ -191,13 +191,11 @@ def _render(ctx, args, stack, sweep, seed, schedulers, out) -> int:
     report = BenchReport(stack, sweep, seed, schedulers)
     summaries = report.summaries
     if args.csv:
-        from tunectl.bench.export import runs_csv
+        from tunectl.bench.export import runs_csv, write_output
 
-        try:
-            with open(args.csv, "w") as f:
-                f.write(runs_csv(sweep.runs))
-        except OSError as e:
-            out.warn(f"tunectl bench: cannot write {args.csv}: {e.strerror}")
+        problem = write_output(args.csv, runs_csv(sweep.runs).encode())
+        if problem:
+            out.warn(f"tunectl bench: {problem}")
             report.exit_code = ExitCode.PARTIAL
     if args.plot:
         from tunectl.bench.plot import write_png

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import io
+import os
+from pathlib import Path
 
 from tunectl.bench.results import Run
 
@@ -25,3 +27,17 @@ def runs_csv(runs: list[Run]) -> str:
                         s.time_in_queue_ms, f"{rnd.iops:.1f}" if rnd else "",
                         f"{rnd.mean_latency_us:.1f}" if rnd else ""])
     return buf.getvalue()
+
+
+def write_output(path: str, data: bytes) -> str | None:
+    """Write an output the user named (a new file, or one replaced whole: never written through a link);
+    the problem in words, or None."""
+    from tunectl.system import trust
+
+    try:
+        trust.atomic_write(Path(os.path.abspath(path)), data, 0o644, shared_dir=True)
+    except trust.Untrusted as e:
+        return f"cannot write {path}: {e.message}; {e.hint}"
+    except OSError as e:
+        return f"cannot write {path}: {e.strerror}"
+    return None

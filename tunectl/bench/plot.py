@@ -39,9 +39,14 @@ def write_png(path: str, summaries: list[Summary], title: str) -> None:
         ax.set_title(title)
         ax.grid(True, alpha=0.3)
         ax.legend()
-        try:
-            fig.savefig(path, dpi=100)
-        except OSError as e:
-            raise UsageError(f"cannot write {path}: {e.strerror}") from None
+        import io
+
+        from tunectl.bench.export import write_output
+
+        image = io.BytesIO()
+        fig.savefig(image, format="png", dpi=100)
+        problem = write_output(path, image.getvalue())
+        if problem:
+            raise UsageError(problem)
     finally:
         plt.close(fig)

@@ -90,17 +90,26 @@ class FixReport:
                 "problems": self.problems, "warnings": self.check_report.warnings}
 
 
+MAX_FSTAB_BYTES = 64 << 20
+
+
 def _read_fstab(path: Path) -> tuple[bytes, list[str]]:
+    from tunectl.system import trust
+
     try:
-        return path.read_bytes(), []
+        data = trust.read_regular(os.path.realpath(path), MAX_FSTAB_BYTES)
     except FileNotFoundError:
         return b"", [f"{path} does not exist; only live mounts are checked"]
-    except IsADirectoryError:
-        raise UsageError(f"{path} is a directory, not an fstab file", hint="give --fstab FILE") from None
+    except trust.Untrusted as e:
+        raise UsageError(f"{path} is {e.found.replace(', not a regular file', '')}, not an fstab file",
+                         hint="give --fstab FILE") from None
     except OSError as e:
         if e.errno in (errno.EACCES, errno.EPERM):
             raise NotPermitted(f"cannot read {path}: {e.strerror}", hint="run as root") from None
         raise TunectlError(f"cannot read {path}: {e.strerror}") from None
+    if len(data) > MAX_FSTAB_BYTES:
+        raise UsageError(f"{path} is larger than {MAX_FSTAB_BYTES} bytes, not an fstab file", hint="give --fstab FILE")
+    return data, []
 
 
 def _cannot_discard(ctx, names: list[str]) -> str | None:
@@ -242,13 +251,16 @@ def libmount_agrees(old: Path, new: Path, changed: dict[int, list[str]], table: 
 
 def _write(path: Path, old: bytes, new: bytes, changed: dict[int, list[str]], table: fstab_model.Fstab,
            run: Callable[..., Completed]) -> str:
-    from tunectl.system.state import atomic_write
+    from tunectl.system.trust import Untrusted, atomic_write
 
     real = Path(os.path.realpath(path))
     backup = real.with_name(real.name + ".tunectl.bak")
     try:
-        atomic_write(backup, old, like=real)
-        atomic_write(real, new, like=real, verify=lambda tmp: libmount_agrees(real, tmp, changed, table, run))
+        # Any directory an fstab was named in: the files are created beside it, never through a link.
+        atomic_write(backup, old, like=real, shared_dir=True)
+        atomic_write(real, new, like=real, verify=lambda tmp: libmount_agrees(real, tmp, changed, table, run), shared_dir=True)
+    except Untrusted as e:
+        raise TunectlError(f"cannot write {real}: {e.message}", hint=e.hint) from None
     except OSError as e:
         if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise NotPermitted(f"cannot write {real}: {e.strerror}", hint="run as root") from None

@@ -38,6 +38,9 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
                    help="stat from Python threads even where the kernel offers io_uring")
     y.add_argument("--settle-timeout", type=float, default=10.0, metavar="S",
                    help="wait at most S seconds for the queued reads to finish (default 10)")
+    y.add_argument("--max-bytes", metavar="SIZE", default=None,
+                   help="refuse a list that would read more than SIZE (e.g. 2G; default: the machine's memory, "
+                        "as what does not fit is evicted again); the total is found before anything is read")
     s = add_action(sub, "show", "what a list holds and how much of it is in the page cache now")
     s.add_argument("list", metavar="LIST", help="a list made by `preload collect` or `preload record`")
 
@@ -46,7 +49,7 @@ def run(ctx, args, out) -> int:
     import gc
 
     from tunectl.errors import UsageError
-    from tunectl.preload.listfile import read_list
+    from tunectl.preload.listfile import batches, read_list
 
     verb = args.preload_command
     if verb == "collect":
@@ -67,9 +70,10 @@ def run(ctx, args, out) -> int:
         # A replay is short-lived and allocates only its list: the cyclic collector would walk those
         # tens of thousands of tuples again and again for nothing (about 60 ms per 47k-file list).
         gc.disable()
-        plist = read_list(args.list)
-        with out.progress(2 * len(plist.entries), "preload (inodes, then data)") as bar:
-            report = replay(ctx.sysfs, plist, args.list, progress=bar, threads=args.threads,
+        found = _surveyed(args, out)
+        parts = [found.entries] if found.entries is not None else (b for _, b in batches(args.list))
+        with out.progress(2 * found.files, "preload (inodes, then data)") as bar:
+            report = replay(ctx.sysfs, parts, args.list, progress=bar, threads=args.threads,
                             settle_timeout=args.settle_timeout, use_io_uring=not args.no_io_uring)
         human = _replayed
     else:
@@ -78,6 +82,29 @@ def run(ctx, args, out) -> int:
         report, human = show(read_list(args.list), args.list), _shown
     report.verbose = out.verbose
     return _render(report, out, human)
+
+
+def _surveyed(args, out):
+    """One streaming pass over the list: every line checked and the total known before anything is read."""
+    import os
+
+    from tunectl.errors import UsageError
+    from tunectl.preload.listfile import survey
+    from tunectl.units import format_bytes, parse_bytes
+
+    try:
+        limit = parse_bytes(args.max_bytes) if args.max_bytes is not None else \
+            os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, TypeError) as e:
+        raise UsageError(f"--max-bytes: {e}") from None
+    found = survey(args.list)
+    if found.bytes > limit:
+        raise UsageError(f"{args.list}: {found.files} files, {format_bytes(found.bytes)} to read: more than "
+                         f"--max-bytes {format_bytes(limit)}; nothing was read",
+                         hint="pass a larger --max-bytes, or make a smaller list")
+    if not (out.quiet or out.json):
+        out.warn(f"tunectl: {args.list}: {found.files} files, {format_bytes(found.bytes)} to read")
+    return found
 
 
 def _skips(skipped, verbose: int) -> list[str]:

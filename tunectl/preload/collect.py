@@ -43,11 +43,13 @@ def walk(paths: Iterable[str]) -> Iterator[str]:
 
     Inside trees only d_type decides (no stat, no open): symlinks are not followed
     and device nodes, FIFOs and sockets are never opened (opening a tape rewinds it).
+    A file named through a link is listed by the file it resolves to, which replay
+    (opening nothing through a link) can read.
     """
     for top in paths:
         if not os.path.isdir(top):
             if os.path.isfile(top):
-                yield top
+                yield os.path.realpath(top)
             continue
         stack = [top]
         while stack:
@@ -74,8 +76,10 @@ def entry_for(path: str, fd: int, st: os.stat_result, ranges: tuple[tuple[int, i
 def describe_file(path: str, resident: bool = False) -> tuple[Entry | None, Skip | None]:
     """One list entry for a file: whole, or with `resident` only its cached pages (None when none are)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError as e:
+        if e.errno == errno.ELOOP:  # swapped for a link since the walk saw a file
+            return None, None
         status = VANISHED if e.errno == errno.ENOENT else UNREADABLE
         return None, Skip(path, status, os.strerror(e.errno or errno.EIO))
     try:

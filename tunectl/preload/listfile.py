@@ -1,6 +1,10 @@
-"""A preload list on disk: read one (with errors that say what to do) and write one atomically.
+"""A preload list on disk: read one in bounded memory (errors that say what to do) and write one atomically.
 
-The format itself, text in and records out, is tunectl.preload.listing.
+The format itself, text in and records out, is tunectl.preload.listing. A
+list is read as a stream of batches of at most BATCH entries: a list of ten
+million files costs the memory of one batch, not of ten million records. The
+file is opened as `tunectl.system.trust` opens files: a regular file only,
+never through a link, never waiting on a pipe.
 """
 
 from __future__ import annotations
@@ -8,18 +12,25 @@ from __future__ import annotations
 import errno
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tunectl.errors import NotPermitted, UsageError
-from tunectl.preload.listing import Entry, ListError, PreloadList, parse, render
+from tunectl.preload.listing import Entry, ListError, PreloadList, parse_header, parse_rows, render
 from tunectl.preload.order import physical_order
+from tunectl.system import trust
+
+BATCH = 1 << 16  # entries decoded, checked and read at a time (about 40 MB of Python objects)
+KEEP = 1 << 18  # a list up to this long is kept from the survey and replayed as one batch: parsed once
+MAX_LINE = 16 << 20  # one entry: a path and its ranges
 
 
-def read_list(path: str) -> PreloadList:
+def _open(path: str):
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        fd, _ = trust.open_regular(path)
+    except trust.Untrusted as e:
+        raise ListError(e.message, hint="name a list made by `tunectl preload collect` or `preload record`") from None
     except OSError as e:
         code = e.errno or errno.EIO
         if code in (errno.EACCES, errno.EPERM):
@@ -27,23 +38,90 @@ def read_list(path: str) -> PreloadList:
                                hint="run as the user who wrote it, or as root") from None
         raise UsageError(f"{path}: cannot read the preload list: {os.strerror(code)}",
                          hint="make one with `tunectl preload collect PATHS -o LIST`") from None
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def _text(raw: bytes, path: str, n: int) -> str:
+    if len(raw) > MAX_LINE:
+        raise ListError(f"{path}:{n}: longer than {MAX_LINE} bytes, not a list entry")
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise ListError(f"{path}:{line}: not UTF-8 text") from None
-    return parse(text, path)
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ListError(f"{path}:{n}: not UTF-8 text") from None
+
+
+def batches(path: str, size: int = BATCH) -> Iterator[tuple[str, list[Entry]]]:
+    """(created, entries) for every `size` entries of the list at `path`, in file order.
+
+    Every line is checked as it is read: a bad one stops the stream with ListError
+    at path:line, so a caller that consumes the whole stream before acting acts
+    on a list that is good throughout.
+    """
+    with _open(path) as f:
+        first = f.readline(MAX_LINE + 1)
+        if not first.strip():
+            raise ListError(f"{path}:1: empty file, not a preload list",
+                            hint="make one with `tunectl preload collect PATHS -o LIST`")
+        created = str(parse_header(_text(first, path, 1), path).get("created", ""))
+        body: list[tuple[int, str]] = []
+        n = 1
+        while True:
+            raw = f.readline(MAX_LINE + 1)
+            if not raw:
+                break
+            n += 1
+            line = _text(raw, path, n)
+            if line.strip():
+                body.append((n, line))
+            if len(body) >= size:
+                yield created, parse_rows(body, path)
+                body = []
+        if body or n == 1:
+            yield created, parse_rows(body, path)
+
+
+@dataclass
+class Survey:
+    """What a list asks for, found in one streaming pass before anything is read: files and bytes."""
+
+    files: int = 0
+    bytes: int = 0
+    created: str = ""
+    entries: list[Entry] | None = field(default_factory=list)  # kept while the list has at most `keep` entries
+
+
+def survey(path: str, size: int = BATCH, keep: int = KEEP) -> Survey:
+    found = Survey()
+    for created, entries in batches(path, size):
+        found.created = created
+        found.files += len(entries)
+        found.bytes += sum(e.bytes for e in entries)
+        if found.entries is not None and found.files <= keep:
+            found.entries.extend(entries)
+        else:
+            found.entries = None
+    return found
+
+
+def read_list(path: str) -> PreloadList:
+    """The whole list at once (`preload show` and tests; a replay streams it with `batches`)."""
+    entries: list[Entry] = []
+    made = ""
+    for made, batch in batches(path):  # noqa: B007 (every batch carries the header's date)
+        entries.extend(batch)
+    return PreloadList(entries, made)
 
 
 def write_list(path: str, entries: Sequence[Entry]) -> None:
-    from tunectl.system.state import atomic_write
-
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     target = Path(path)
     try:
         # Written in the order a replay reads (its sort is then one pass over sorted keys); the
         # format does not depend on it: a replay sorts whatever order it is given.
-        atomic_write(target, render(physical_order(entries), created).encode())
+        trust.atomic_write(target, render(physical_order(entries), created).encode(), shared_dir=True)
+    except trust.Untrusted as e:
+        raise UsageError(f"{path}: cannot write the preload list: {e.message}", hint=e.hint) from None
     except OSError as e:
         code = e.errno or errno.EIO
         cls = NotPermitted if code in (errno.EACCES, errno.EPERM, errno.EROFS) else UsageError

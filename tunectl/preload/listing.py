@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
@@ -30,6 +31,8 @@ from tunectl.errors import ExitCode, UsageError
 FORMAT = "tunectl-preload"
 VERSION = 1
 FIELDS = ("path", "device", "inode", "size", "mtime_ns", "ranges", "physical")
+_DEVICE = re.compile(r"\A[0-9]{1,10}:[0-9]{1,10}\Z")  # ASCII digits: "²".isdigit() is true, int("²") fails
+MAX_DEVICE_PART = 0xFFFFFFFF  # dev_t holds a 32-bit major and minor
 
 
 class ListError(UsageError):
@@ -90,8 +93,9 @@ def _problem(row: Any) -> str:
         os.fsencode(path)
     except UnicodeEncodeError:  # a lone surrogate such as "\ud800": no file has that name
         return "path: not a file name this system can encode"
-    if not isinstance(device, str) or len(device.split(":")) != 2 or not all(p.isdigit() for p in device.split(":")):
-        return "device: expected MAJ:MIN"
+    if not isinstance(device, str) or not _DEVICE.match(device) \
+            or any(int(n) > MAX_DEVICE_PART for n in device.split(":")):
+        return f"device: expected MAJ:MIN, each a decimal number up to {MAX_DEVICE_PART}"
     if not _int(inode) or not _int(size):
         return "inode, size: expected non-negative integers"
     if not _int(mtime_ns, minimum=-(2**63)):
@@ -130,29 +134,29 @@ def _entries(rows: list, numbers: list[int], source: str) -> list[Entry]:
     return entries
 
 
-def parse(text: str, source: str) -> PreloadList:
-    """Every entry of a list; ListError at `source:line` for the first problem."""
-    lines = text.split("\n")
-    if not text.strip():
-        raise ListError(f"{source}:1: empty file, not a preload list",
-                        hint="make one with `tunectl preload collect PATHS -o LIST`")
+def parse_header(line: str, source: str) -> dict:
+    """The header line of a list; ListError unless it is a list this tunectl reads."""
     try:
-        header = json.loads(lines[0])
-    except ValueError:
+        header = json.loads(line)
+    except (ValueError, RecursionError):
         header = None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise ListError(f"{source}:1: not a tunectl preload list (expected a header with \"format\": \"{FORMAT}\")",
                         hint="make one with `tunectl preload collect PATHS -o LIST`")
     version = header.get("version")
     if not _int(version, 1):
-        raise ListError(f"{source}:1: version: expected a positive integer, got {version!r}")
+        raise ListError(f"{source}:1: version: expected a positive integer, got {version!r:.40}")
     if version > VERSION:
         raise ListError(f"{source}:1: list format version {version} is newer than this tunectl reads (up to {VERSION})",
                         hint="upgrade tunectl, or collect the list again with this one")
-    body = [(n, line) for n, line in enumerate(lines[1:], start=2) if line.strip()]
+    return header
+
+
+def parse_rows(body: list[tuple[int, str]], source: str) -> list[Entry]:
+    """Entries of (line number, text) pairs, blank lines left out by the caller; ListError at `source:line`."""
     try:  # one C-speed decode for the common case; line by line only to place an error
         rows = json.loads("[" + ",".join(line for _, line in body) + "]")
-    except ValueError:
+    except (ValueError, RecursionError):
         rows = None
     if rows is None or len(rows) != len(body):  # bad JSON, or two values on one line
         rows = []
@@ -161,4 +165,17 @@ def parse(text: str, source: str) -> PreloadList:
                 rows.append(json.loads(line))
             except ValueError as e:
                 raise ListError(f"{source}:{n}: not JSON: {e.msg} (column {e.colno})") from None
-    return PreloadList(_entries(rows, [n for n, _ in body], source), str(header.get("created", "")))
+            except RecursionError:
+                raise ListError(f"{source}:{n}: not an entry: nested too deeply") from None
+    return _entries(rows, [n for n, _ in body], source)
+
+
+def parse(text: str, source: str) -> PreloadList:
+    """Every entry of a list; ListError at `source:line` for the first problem."""
+    lines = text.split("\n")
+    if not text.strip():
+        raise ListError(f"{source}:1: empty file, not a preload list",
+                        hint="make one with `tunectl preload collect PATHS -o LIST`")
+    header = parse_header(lines[0], source)
+    body = [(n, line) for n, line in enumerate(lines[1:], start=2) if line.strip()]
+    return PreloadList(parse_rows(body, source), str(header.get("created", "")))

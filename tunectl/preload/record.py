@@ -108,7 +108,7 @@ def _resident_map(scope: Sequence[str]) -> dict[tuple[str, int], tuple[str, byte
     snapshot = {}
     for path in walk(scope):
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
         except OSError:
             continue
         try:

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from stat import S_ISREG
 
 from tunectl.errors import ExitCode
 from tunectl.preload import order
@@ -22,6 +23,9 @@ from tunectl.preload.listing import Entry, PreloadList
 from tunectl.preload.skip import CHANGED, UNREADABLE, Skip, failed, why_differs
 from tunectl.system.iouring import StatxRing
 from tunectl.system.sysfs import Sysfs
+from tunectl.system.trust import kind
+
+MAX_SKIPS = 10_000  # skipped files listed one by one; beyond, only counted
 
 
 @dataclass
@@ -37,6 +41,7 @@ class ReplayReport:
     threads: int = 0
     inode_pass: str = ""  # io_uring | threads
     verbose: int = 0
+    skip_counts: dict[str, int] = field(default_factory=dict)  # every skip by status; `skipped` keeps MAX_SKIPS
 
     @property
     def throughput(self) -> float:
@@ -45,14 +50,19 @@ class ReplayReport:
     @property
     def exit_code(self) -> ExitCode:
         """Vanished and changed files are expected (reported, exit 0); unreadable ones are a partial failure."""
-        return ExitCode.PARTIAL if any(s.status == UNREADABLE for s in self.skipped) else ExitCode.OK
+        return ExitCode.PARTIAL if self.skip_counts.get(UNREADABLE) else ExitCode.OK
+
+    def add_skips(self, skips: list[Skip]) -> None:
+        for skip in skips:
+            self.skip_counts[skip.status] = self.skip_counts.get(skip.status, 0) + 1
+        self.skipped.extend(skips[: max(0, MAX_SKIPS - len(self.skipped))])
 
     def to_json(self) -> dict:
         return {"list": self.list_path, "files": self.files, "bytes": self.bytes, "order": self.order,
                 "skipped": [s.to_json() for s in self.skipped], "seconds": round(self.seconds, 4),
                 "issue_seconds": round(self.issue_seconds, 4), "settled": self.settled,
                 "throughput_mb_s": round(self.throughput / 1e6, 1), "threads": self.threads,
-                "inode_pass": self.inode_pass}
+                "inode_pass": self.inode_pass, "skipped_by_status": dict(sorted(self.skip_counts.items()))}
 
 
 def _queue_dir(sysfs: Sysfs, device: str) -> str | None:
@@ -133,14 +143,17 @@ class _Checker:
         self.skipped.append(failed(self.entries[i].path, err))
         self.decided[i] = 1
 
-    def _judge(self, i: int, ino: int, size: int, mtime_ns: int, dev: int) -> None:
-        """Entry i is read if the file found is still the listed one, else skipped as changed."""
+    def _judge(self, i: int, ino: int, size: int, mtime_ns: int, dev: int, mode: int) -> None:
+        """Entry i is read if the file found (not followed, if a link) is still the listed regular file,
+        else skipped as changed."""
         entry = self.entries[i]
         devnum = self.devnums[entry.device]
-        if ino == entry.inode and size == entry.size and mtime_ns == entry.mtime_ns and dev == devnum:
+        if ino == entry.inode and size == entry.size and mtime_ns == entry.mtime_ns and dev == devnum \
+                and S_ISREG(mode):
             self.listed[i] = 1
         else:
-            self.skipped.append(Skip(entry.path, CHANGED, why_differs(entry, ino, size, mtime_ns, dev, devnum)))
+            self.skipped.append(Skip(entry.path, CHANGED, why_differs(entry, ino, size, mtime_ns, dev, devnum)
+                                     or f"now {kind(mode)}, not a regular file"))
         self.decided[i] = 1
 
     def _advance(self, n: int) -> None:
@@ -159,14 +172,14 @@ class _Checker:
                 if type(result) is int:
                     self._failed(i, -result)
                 else:
-                    ino, size, mtime_ns, (major, minor) = result
-                    judge(i, ino, size, mtime_ns, makedev(major, minor))
+                    ino, size, mtime_ns, (major, minor), mode = result
+                    judge(i, ino, size, mtime_ns, makedev(major, minor), mode)
         finally:  # counted even when the ring fails part way; closed at once, not when collected
             results.close()
             self._advance(seen % 256)
 
     def _from_thread(self, todo: Iterator[int]) -> None:
-        stat, entries, judge, seen = os.stat, self.entries, self._judge, 0
+        stat, entries, judge, seen = os.lstat, self.entries, self._judge, 0
         try:
             for i in todo:  # a shared list iterator: each index goes to one thread
                 seen += 1
@@ -177,13 +190,13 @@ class _Checker:
                 except OSError as e:
                     self._failed(i, e.errno or errno.EIO)
                 else:
-                    judge(i, st.st_ino, st.st_size, st.st_mtime_ns, st.st_dev)
+                    judge(i, st.st_ino, st.st_size, st.st_mtime_ns, st.st_dev, st.st_mode)
         finally:
             self._advance(seen % 256)
 
 
 def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, windows: dict[str, int],
-           progress, skipped: list[Skip]) -> tuple[int, int]:
+           devnums: dict[str, int], progress, skipped: list[Skip]) -> tuple[int, int]:
     """The data pass: WILLNEED over the listed files in physical order, one thread, back to back.
 
     Issued without pause, neighbouring files' reads queue together and the
@@ -191,8 +204,8 @@ def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, w
     4 KiB when each open() waits for an inode). More issuing threads only
     contend for the queue lock. Returns (files, bytes issued).
     """
-    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
-    opener, close, fadvise, willneed = os.open, os.close, os.posix_fadvise, os.POSIX_FADV_WILLNEED
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW
+    opener, close, fadvise, willneed, fstat = os.open, os.close, os.posix_fadvise, os.POSIX_FADV_WILLNEED, os.fstat
     files = issued = 0
     for n, i in enumerate(order_, start=1):
         if progress is not None and not n % 256:
@@ -203,9 +216,15 @@ def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, w
         try:
             fd = opener(entry.path, flags)
         except OSError as e:
-            skipped.append(failed(entry.path, e.errno or errno.EIO))
+            skipped.append(Skip(entry.path, CHANGED, "now a symbolic link") if e.errno == errno.ELOOP
+                           else failed(entry.path, e.errno or errno.EIO))
             continue
         try:
+            # The inode pass judged the name; this is the file opened: the same check again, before any read.
+            st = fstat(fd)
+            if not S_ISREG(st.st_mode) or st.st_ino != entry.inode or st.st_dev != devnums[entry.device]:
+                skipped.append(Skip(entry.path, CHANGED, f"replaced since the inode pass ({kind(st.st_mode)})"))
+                continue
             size, window = entry.size, windows[entry.device]
             if size <= window and entry.ranges == ((0, size),):
                 fadvise(fd, 0, size, willneed)  # the common small file: one call
@@ -224,27 +243,37 @@ def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, w
     return files, issued
 
 
-def replay(sysfs: Sysfs, plist: PreloadList, list_path: str, progress=None, threads: int | None = None,
-           settle_timeout: float = 10.0, use_io_uring: bool = True) -> ReplayReport:
-    """Two passes over the list: inodes, `threads` at a time (io_uring workers, or Python threads
-    where io_uring is refused), checking each file is the listed one; then the data reads in
-    physical order from one thread; then wait for the reads. `progress` counts every file twice."""
+def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_path: str, progress=None,
+           threads: int | None = None, settle_timeout: float = 10.0, use_io_uring: bool = True) -> ReplayReport:
+    """Two passes over each batch of the list (a PreloadList is one batch): inodes, `threads` at a time
+    (io_uring workers, or Python threads where io_uring is refused), checking each file is the listed one;
+    then the data reads in physical order from one thread; then wait for the reads. `progress` counts
+    every file twice."""
     started = time.monotonic()
-    entries = plist.entries
-    report = ReplayReport(list_path, order=order.order_name(entries) if entries else "physical")
-    devices = sorted({e.device for e in entries})
-    windows = {d: read_window(sysfs, d) for d in devices}
-    devnums = {d: os.makedev(*map(int, d.split(":"))) for d in devices}
-    checker = _Checker(entries, devnums, progress, threading.Lock())
-    checker.run(max(1, threads) if threads is not None else None, use_io_uring)
-    report.inode_pass, report.threads = checker.how, checker.parallel
-    report.files, report.bytes = _issue(entries, order.physical_indices(entries), checker.listed, windows,
-                                        progress, checker.skipped)
-    report.skipped = sorted(checker.skipped, key=lambda s: s.path)
+    report = ReplayReport(list_path)
+    windows: dict[str, int] = {}
+    devnums: dict[str, int] = {}
+    orders: set[str] = set()
+    for entries in ([plist.entries] if isinstance(plist, PreloadList) else plist):
+        if not entries:
+            continue
+        orders.add(order.order_name(entries))
+        for d in {e.device for e in entries} - windows.keys():
+            windows[d] = read_window(sysfs, d)
+            devnums[d] = os.makedev(*map(int, d.split(":")))
+        checker = _Checker(entries, devnums, progress, threading.Lock())
+        checker.run(max(1, threads) if threads is not None else None, use_io_uring)
+        report.inode_pass, report.threads = checker.how, checker.parallel
+        files, issued = _issue(entries, order.physical_indices(entries), checker.listed, windows, devnums,
+                               progress, checker.skipped)
+        report.files, report.bytes = report.files + files, report.bytes + issued
+        report.add_skips(checker.skipped)
+    report.order = orders.pop() if len(orders) == 1 else "mixed" if orders else "physical"
+    report.skipped.sort(key=lambda s: s.path)
     report.issue_seconds = time.monotonic() - started
     # WILLNEED returns once the reads are queued: wait until the devices have nothing in flight.
     deadline = time.monotonic() + settle_timeout
-    while _in_flight(sysfs, devices):
+    while _in_flight(sysfs, sorted(windows)):
         if time.monotonic() > deadline:
             report.settled = False
             break

@@ -50,7 +50,7 @@ class ShowReport:
 
 def residency_of(entry: Entry) -> FileResidency:
     try:
-        fd = os.open(entry.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = os.open(entry.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError as e:
         skip = failed(entry.path, e.errno or errno.EIO)
         return FileResidency(entry.path, skip.status, entry.bytes, None, skip.reason)

@@ -44,6 +44,16 @@ def run(ctx, args, out) -> int:
 
 
 def _description(path: Path) -> str:
+    """The profile's description; for one tunectl would refuse by name (not root's alone), why."""
+    from tunectl.system import trust
+
+    try:
+        fd, _ = trust.open_regular(os.path.realpath(path), trusted=True)
+        os.close(fd)
+    except trust.Untrusted as e:
+        return f"(refused: {e.message})"
+    except OSError:
+        return "(unreadable)"
     raw, problems = read_profile_bytes(path)
     text, problems = decode_profile(raw, str(path)) if raw is not None else (None, problems)
     if text is None:

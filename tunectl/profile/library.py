@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Union
 
 from tunectl.profile.reader import MAX_PROFILE_BYTES, Diagnostic, Document
+from tunectl.system import trust
+from tunectl.system.cache import ValidationCache
 
 DEFAULT_PROFILE = "default"
 ProfileRef = Union[str, Path]  # a name on the search path, or a file (a Path is always a file)
@@ -80,11 +81,17 @@ def list_profiles(search_path: list[Path]) -> list[tuple[str, Path]]:
     return sorted(seen.items())
 
 
-def read_profile_bytes(path: Path) -> tuple[bytes | None, list[Diagnostic]]:
-    """The file's bytes (at most MAX_PROFILE_BYTES + 1 are read), or a diagnostic."""
+def read_profile_bytes(path: Path, trusted: bool = False) -> tuple[bytes | None, list[Diagnostic]]:
+    """The file's bytes (at most MAX_PROFILE_BYTES + 1 are read), or a diagnostic.
+
+    A link is resolved first (an administrator's choice), then the file is opened
+    without following links and without blocking: a named pipe or a device is
+    refused, not read. `trusted`: it and its directories must be root's alone.
+    """
     try:
-        with open(path, "rb") as f:
-            return f.read(MAX_PROFILE_BYTES + 1), []
+        return trust.read_regular(os.path.realpath(path), MAX_PROFILE_BYTES, trusted), []
+    except trust.Untrusted as e:
+        return None, [Diagnostic(str(path), 1, 1, "$", f"cannot be used: {e.message}; {e.hint}")]
     except OSError as e:
         return None, [Diagnostic(str(path), 1, 1, "$", f"cannot read: {e.strerror or e}")]
 
@@ -105,33 +112,54 @@ def _checker_digest() -> bytes:
     return digest.digest()
 
 
-def _cache_key(raw: bytes) -> str:
+def _sha256(*parts: bytes) -> str:
     import hashlib
 
-    digest = hashlib.sha256(_checker_digest())
-    digest.update(raw)
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part)
     return digest.hexdigest()
 
 
-def check_file(path: Path, cache_dir: Path | None = None) -> tuple[Document, list[Diagnostic]]:
+PROFILE_KEYS = frozenset({"name", "description", "extends", "classes", "devices", "mounts", "alignment"})
+
+
+def not_a_profile(doc: Document) -> Diagnostic | None:
+    """One line for a file that is no profile at all, which says nothing of what it holds (it may be a secret)."""
+    if doc.data is None:
+        return None  # empty, or a YAML syntax error: the reader's diagnostics quote nothing
+    if not isinstance(doc.data, dict):
+        return Diagnostic(doc.file, 1, 1, "$", "not a profile: not a YAML mapping")
+    if doc.data and not PROFILE_KEYS.intersection(k for k in doc.data if isinstance(k, str)):
+        return Diagnostic(doc.file, 1, 1, "$", f"not a profile: none of its keys is a profile key "
+                                               f"({', '.join(sorted(PROFILE_KEYS))})")
+    return None
+
+
+def check_file(path: Path, cache: ValidationCache | None = None,
+               trusted: bool = False) -> tuple[Document, list[Diagnostic]]:
     """Parse and check one file: the Document and every diagnostic (errors and warnings).
 
     A file that passed the checks before (same bytes, same checker) is not
     checked again: importing jsonschema costs more than the rest of a `verify`
-    run. Only successes are cached, under `cache_dir`.
+    run. Only successes are cached, in `cache` (see tunectl.system.cache: an
+    entry is used only when it is trusted and names this text and checker).
     """
     file = str(path)
-    raw, diags = read_profile_bytes(path)
+    raw, diags = read_profile_bytes(path, trusted)
     if raw is None:
         return Document(file, None), diags
-    key = _cache_key(raw) if cache_dir is not None else ""
-    if cache_dir is not None:
-        try:
-            cached = json.loads((cache_dir / f"{key}.json").read_text())
-            doc = Document.from_cache(file, cached)
-            return doc, list(doc.warnings)
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
+    if cache is not None:
+        checker = _checker_digest().hex()
+        text_sha256 = _sha256(raw)
+        key = _sha256(_checker_digest(), raw)
+        cached = cache.get(key, text_sha256, checker)
+        if cached is not None:
+            try:
+                doc = Document.from_cache(file, cached)
+                return doc, list(doc.warnings)
+            except (ValueError, KeyError, TypeError):
+                pass
     # Only a file not seen before is checked: the checker (and later jsonschema) loads only then.
     from tunectl.profile.checks import check_document, limit_diagnostics
     from tunectl.profile.reader import decode_profile, parse_yaml
@@ -140,17 +168,15 @@ def check_file(path: Path, cache_dir: Path | None = None) -> tuple[Document, lis
     if text is None:
         return Document(file, None), diags
     doc, diags = parse_yaml(text, file)
+    stranger = not_a_profile(doc)
+    if stranger is not None:
+        return Document(file, None), [stranger]
     if doc.data is not None:
         # Problems the builder found (duplicate keys, bad aliases, ...) and the schema's, without saying twice
         # that a value the builder already rejected has the wrong type.
         seen = {d.path for d in diags}
         diags = limit_diagnostics(diags + [d for d in check_document(doc) if d.path not in seen])
     doc.warnings = [d for d in diags if d.severity == "warning"]
-    if cache_dir is not None and not any(d.severity == "error" for d in diags):
-        with contextlib.suppress(OSError, ValueError, TypeError):
-            entry = json.dumps(doc.to_cache())
-            cache_dir.mkdir(parents=True, exist_ok=True)
-            tmp = cache_dir / f".{key}.{os.getpid()}.tmp"
-            tmp.write_text(entry)
-            os.replace(tmp, cache_dir / f"{key}.json")
+    if cache is not None and not any(d.severity == "error" for d in diags):
+        cache.put(key, text_sha256, checker, doc.to_cache())
     return doc, diags

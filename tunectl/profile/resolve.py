@@ -19,6 +19,7 @@ from tunectl.profile.library import (
 )
 from tunectl.profile.reader import Diagnostic, Document, PathT
 from tunectl.profile.schema import suggest
+from tunectl.system.cache import ValidationCache
 from tunectl.units import parse_bytes, parse_kib
 
 
@@ -100,11 +101,14 @@ def _leaves(value: Any, path: PathT) -> Any:
 
 
 def resolve_profile(ref: ProfileRef | None, search_path: list[Path],
-                    cache_dir: Path | None = None) -> tuple[Profile | None, list[Diagnostic | str]]:
+                    cache: ValidationCache | None = None) -> tuple[Profile | None, list[Diagnostic | str]]:
     """Resolve `ref` (name or path; None = default) with its `extends:` chain.
 
     Returns the profile (None on errors) and every diagnostic of every file in
     the chain. A diagnostic is a plain string only when `ref` itself is not found.
+    A file found by name on the search path must be root's alone (trusted); an
+    ``extends:`` path must stay on the search path or beside the file `ref` names:
+    only a file given on the command line is read from anywhere.
     """
     ref = ref or DEFAULT_PROFILE
     chain: list[Document] = []
@@ -120,12 +124,17 @@ def resolve_profile(ref: ProfileRef | None, search_path: list[Path],
             diags.append(_not_found(current, search_path, parent_doc, chain))
             break
         key = file_key(path)
+        if parent_doc is not None and looks_like_path(current) and not _within(key, search_path, chain[0].file):
+            diags.append(parent_doc.diag(("extends",), f"{str(current)!r}: outside the search path and the directory "
+                                         f"of {Path(chain[0].file).name}; only a file named on the command line "
+                                         "is read from elsewhere"))
+            break
         if key in seen:
             names = [Path(d.file).name for d in chain[seen.index(key):]] + [path.name]
             diags.append(parent_doc.diag(("extends",), f"extends cycle: {' -> '.join(names)}"))
             break
         seen.append(key)
-        doc, found = check_file(path, cache_dir)
+        doc, found = check_file(path, cache, trusted=not looks_like_path(current))
         diags.extend(found)
         chain.append(doc)
         parent_doc = doc
@@ -147,6 +156,11 @@ def resolve_profile(ref: ProfileRef | None, search_path: list[Path],
                               {p: d.where(p, key=True) for p, d in owners.items()})
             return profile, _limit_mixed(diags)
     return None, _limit_mixed(diags)
+
+
+def _within(key: str, search_path: list[Path], first: str) -> bool:
+    """Whether the resolved file `key` lies under a search-path directory or the directory of `first`."""
+    return any(Path(key).is_relative_to(file_key(d)) for d in [*search_path, Path(first).parent])
 
 
 def _limit_mixed(diags: list[Diagnostic | str]) -> list[Diagnostic | str]:
@@ -177,9 +191,9 @@ def _merge_chain(chain: list[Document]) -> tuple[dict, dict[PathT, Document]]:
     return data, owners
 
 
-def load_profile(ref: ProfileRef | None, search_path: list[Path], cache_dir: Path | None = None) -> Profile:
+def load_profile(ref: ProfileRef | None, search_path: list[Path], cache: ValidationCache | None = None) -> Profile:
     """Resolve `ref` (name or path; None = default); ProfileError with every problem of the chain."""
-    profile, diags = resolve_profile(ref, search_path, cache_dir)
+    profile, diags = resolve_profile(ref, search_path, cache)
     if profile is None:
         hint = "fix the lines above; `tunectl profile validate FILE` checks a profile"
         if any(not isinstance(d, Diagnostic) or "no such" in d.message for d in diags):

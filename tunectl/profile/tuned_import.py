@@ -80,11 +80,12 @@ class _Converter(values.Findings):
 
     def _variable_file(self, path: str, variables: dict[str, str]) -> None:
         # tuned logs and carries on when a variables file is missing or broken.
+        from tunectl.profile.tuned_reader import read_text
+        from tunectl.system.trust import Untrusted
+
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-            parser = parse_ini("[variables]\n" + text, path)
-        except (OSError, UnicodeDecodeError, UsageError) as e:
+            parser = parse_ini("[variables]\n" + read_text(path), path)
+        except (OSError, UnicodeDecodeError, UsageError, Untrusted) as e:
             self.note(f"[variables] include={path}: cannot be read ({e}); its variables stay undefined")
             return
         for key, value in parser.items("variables", raw=True):

@@ -78,12 +78,25 @@ def merge(base: Profile, over: Profile) -> Profile:
 
 
 def _read(path: str, what: str, chain: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
+    from tunectl.system import trust
+
+    try:  # a regular file only, read without waiting on a pipe
+        return read_text(path)
+    except trust.Untrusted as e:
+        raise UsageError(f"cannot read {what} {path}: {e.found}{chain}", e.hint) from None
     except (OSError, UnicodeDecodeError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise UsageError(f"cannot read {what} {path}: {reason}{chain}", "check the path and its permissions") from e
+
+
+MAX_TUNED_BYTES = 4 << 20
+
+
+def read_text(path: str) -> str:
+    """A tuned file's text: a regular file (a link resolved first), never a pipe or a device."""
+    from tunectl.system import trust
+
+    return trust.read_regular(os.path.realpath(path), MAX_TUNED_BYTES).decode("utf-8")
 
 
 def parse_ini(text: str, path: str, chain: str = "") -> configparser.ConfigParser:
@@ -198,7 +211,8 @@ def locate(ref: str, dirs: Sequence[str]) -> tuple[str, str]:
             )
         path = os.path.join(ref, "tuned.conf")
     if not os.path.isfile(path):
-        raise UsageError(f"tuned profile file {path} not found", "give a tuned.conf, a directory holding one, or a profile name")
+        found = "not found" if not os.path.lexists(path) else "not a regular file"
+        raise UsageError(f"tuned profile file {path}: {found}", "give a tuned.conf, a directory holding one, or a profile name")
     path = os.path.normpath(path)
     if os.path.basename(path) == "tuned.conf":
         name = os.path.basename(os.path.dirname(os.path.abspath(path)))

@@ -48,14 +48,15 @@ _REGISTER_IOWQ_MAX_WORKERS = 19  # Linux 5.15; older kernels refuse it and keep 
 _OP_STATX = 21
 _AT_FDCWD = -100
 _STATX_BASIC_STATS = 0x7FF
+_AT_SYMLINK_NOFOLLOW = 0x100
 _OFF_SQ_RING, _OFF_CQ_RING, _OFF_SQES = 0, 0x8000000, 0x10000000
 
 # struct io_uring_sqe, 64 bytes: opcode, flags, ioprio, fd, off (STATX: the struct statx address),
 # addr (the path), len (the mask), statx_flags, user_data, buf_index, personality, splice_fd_in, addr3, pad
 _SQE = struct.Struct("=BBHiQQIIQHHiQQ")
 _CQE = struct.Struct("=QiI")  # user_data, res (-errno on failure), flags
-# struct statx: stx_ino and stx_size at 32, stx_mtime (sec, nsec) at 112, stx_dev_major/minor at 136
-_STATX = struct.Struct("=32xQQ64xqI12xII")
+# struct statx: stx_mode at 28, stx_ino and stx_size at 32, stx_mtime (sec, nsec) at 112, stx_dev_major/minor at 136
+_STATX = struct.Struct("=28xH2xQQ64xqI12xII")
 _STATX_SIZE = 256
 
 _u32 = ctypes.c_uint32
@@ -78,8 +79,9 @@ class _Params(ctypes.Structure):
                                                              ("cq_off", _CqOffsets)]
 
 
-# (inode, size, mtime_ns, (dev_major, dev_minor)) of a path, or -errno where statx failed.
-StatxResult = Union[tuple[int, int, int, tuple[int, int]], int]
+# (inode, size, mtime_ns, (dev_major, dev_minor), st_mode) of a path itself (a symbolic link is not
+# followed), or -errno where statx failed.
+StatxResult = Union[tuple[int, int, int, tuple[int, int], int], int]
 
 
 class StatxRing:
@@ -205,7 +207,8 @@ class StatxRing:
                 while nxt < len(paths) and free:
                     slot = free.pop()
                     pack(sqes, (tail & mask) * _SQE.size, _OP_STATX, 0, 0, _AT_FDCWD,
-                         results_addr + slot * _STATX_SIZE, base + offset, _STATX_BASIC_STATS, 0, nxt << 16 | slot,
+                         results_addr + slot * _STATX_SIZE, base + offset, _STATX_BASIC_STATS, _AT_SYMLINK_NOFOLLOW,
+                         nxt << 16 | slot,
                          0, 0, 0, 0, 0)
                     offset += len(paths[nxt]) + 1
                     tail = (tail + 1) & 0xFFFFFFFF
@@ -221,9 +224,9 @@ class StatxRing:
                         free.append(slot)
                         yield index, res
                         continue
-                    ino, size, sec, nsec, major, minor = _STATX.unpack_from(results, slot * _STATX_SIZE)
+                    mode, ino, size, sec, nsec, major, minor = _STATX.unpack_from(results, slot * _STATX_SIZE)
                     free.append(slot)
-                    yield index, (ino, size, sec * 1_000_000_000 + nsec, (major, minor))
+                    yield index, (ino, size, sec * 1_000_000_000 + nsec, (major, minor), mode)
         finally:
             self._busy = False
             if self.fd >= 0:

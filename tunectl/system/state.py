@@ -26,6 +26,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tunectl.errors import StateError
+from tunectl.system import trust
+from tunectl.system.cache import ValidationCache
+from tunectl.system.trust import Untrusted, atomic_write
 
 JOURNAL = "journal.json"
 ACTIVE = "active.json"
@@ -37,44 +40,6 @@ _META = ("version", "generation", "saved", "tunectl", "sha256")
 
 class _Damaged(Exception):
     """The file exists but its content is not a state file tunectl wrote: fall back to an older generation."""
-
-
-def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None = None,
-                 verify: Callable[[Path], None] | None = None) -> None:
-    """Replace `path` with `data` so readers see the old or the new file, never half of one.
-
-    `like`: the temp file takes that file's owner and mode (an edited fstab
-    stays root:root 0644 even when its mode was unusual). `verify(tmp)` runs on
-    the synced temp file before the rename; if it raises, `path` is untouched.
-    """
-    import tempfile
-
-    st = os.stat(like) if like is not None else None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), stat.S_IMODE(st.st_mode) if st else mode)
-            if st is not None and (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
-                os.fchown(f.fileno(), st.st_uid, st.st_gid)
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if verify is not None:
-            verify(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def _canonical(body: dict) -> bytes:
@@ -165,8 +130,6 @@ def _active_problem(data: dict) -> str | None:
 
 
 _ATTRIBUTE = re.compile(r"\A(iosched/)?[a-z0-9_]{1,64}\Z")
-_KIND = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket",
-         stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFLNK: "a symbolic link"}
 
 
 class StateStore:
@@ -177,30 +140,52 @@ class StateStore:
         self._generation: dict[str, int] = {}
         self._locked = False
 
+    def _untrusted(self, e: Untrusted) -> StateError:
+        return StateError(f"state directory {self.dir} cannot be trusted: {e.message}",
+                          hint=f"{e.hint}; or point --state-dir / TUNECTL_STATE_DIR at a directory only root can write")
+
     def _ensure_dir(self) -> None:
         try:
-            self.dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+            trust.ensure_dir(self.dir, 0o755)
+        except Untrusted as e:
+            raise self._untrusted(e) from None
         except OSError as e:
             what = "it exists and is not a directory" if isinstance(e, FileExistsError) else _reason(e)
             hint = "run as root, or point --state-dir / TUNECTL_STATE_DIR at a writable directory" \
                 if e.errno in (errno.EACCES, errno.EPERM) else _hint(e, self.dir)
             raise StateError(f"cannot create state directory {self.dir}: {what}", hint=hint) from None
-        if not self.dir.is_dir():
-            raise StateError(f"state directory {self.dir} is not a directory",
-                             hint="move it aside, or point --state-dir / TUNECTL_STATE_DIR elsewhere")
+
+    def exists(self) -> bool:
+        """Whether the state directory is there; StateError when it is there but not root's alone."""
+        if not os.path.lexists(self.dir):
+            return False
+        try:
+            trust.check_dir(self.dir)
+        except Untrusted as e:
+            raise self._untrusted(e) from None
+        except OSError as e:
+            raise StateError(f"state directory {self.dir} cannot be used: {_reason(e)}", hint=_hint(e, self.dir)) from None
+        return True
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         self._ensure_dir()
         lock = self.dir / "lock"
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+            fd = os.open(lock, flags, 0o600)
         except OSError as e:
-            raise StateError(f"cannot open lock {lock}: {_reason(e)}", hint=_hint(e, lock)) from None
+            what = "a symbolic link" if e.errno == errno.ELOOP else _reason(e)
+            hint = f"remove {lock}; tunectl creates it again" if e.errno == errno.ELOOP else _hint(e, lock)
+            raise StateError(f"cannot open lock {lock}: {what}", hint=hint) from None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise StateError(f"lock {lock} is {_kind(os.fstat(fd).st_mode)}, not a regular file",
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise StateError(f"lock {lock} is {trust.kind(st.st_mode)}, not a regular file",
                                  hint=f"remove {lock}; tunectl creates it again")
+            why = trust.problem(st)
+            if why:
+                raise StateError(f"lock {lock} cannot be trusted: {why}", hint=f"remove {lock}; tunectl creates it again")
             fcntl.flock(fd, fcntl.LOCK_EX)
             self._locked = True
             # A writer killed mid-save leaves its temp file; with the lock held no writer runs, so they go
@@ -220,18 +205,23 @@ class StateStore:
     def _read_one(self, path: Path) -> dict | None:
         """One generation's content; None when the file does not exist."""
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd, st = trust.open_regular(path, trusted=True)
         except FileNotFoundError:
             return None
+        except Untrusted as e:
+            if e.wrong_type:
+                raise StateError(f"{path} is {e.found}",
+                                 hint=f"move it aside (mv {path} {path}.moved); tunectl keeps its state in plain files") \
+                    from None
+            if e.path == str(path):  # this file, not the directory: another user's journal is never used
+                raise StateError(f"{e.message}; tunectl does not use state it did not write",
+                                 hint=f"move it aside (mv {path} {path}.moved) if you know where it came from") from None
+            raise self._untrusted(e) from None
         except OSError as e:
             if e.errno == errno.EIO:
                 raise _Damaged(f"cannot be read: {e.strerror}") from None
             raise StateError(f"cannot read {path}: {_reason(e)}", hint=_hint(e, path)) from None
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise StateError(f"{path} is {_kind(st.st_mode)}, not a regular file",
-                                 hint=f"move it aside (mv {path} {path}.moved); tunectl keeps its state in plain files")
             if st.st_size > MAX_STATE_BYTES:
                 raise _Damaged(f"it is {st.st_size} bytes long; a state file is far smaller")
             chunks = []
@@ -359,15 +349,17 @@ class StateStore:
     def save_journal(self, journal: dict) -> None:
         self._save(JOURNAL, journal, journal_problem)
 
+    def validation_cache(self) -> ValidationCache | None:
+        """The cache of profile verdicts, when the state directory exists, is trusted and is writable."""
+        if not self.exists() or not os.access(self.dir, os.W_OK):
+            return None
+        return ValidationCache(self.dir / "validated")
+
     def active_profile(self) -> dict | None:
         return self._load(ACTIVE, _active_problem)
 
     def save_active_profile(self, record: dict) -> None:
         self._save(ACTIVE, record, _active_problem)
-
-
-def _kind(mode: int) -> str:
-    return _KIND.get(stat.S_IFMT(mode), "not a regular file")
 
 
 def _reason(e: OSError) -> str:

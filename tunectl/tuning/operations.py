@@ -5,7 +5,6 @@ Each returns a report object; rendering and exit codes are the CLI's business.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 
@@ -21,6 +20,7 @@ from tunectl.status import Status
 from tunectl.system.roots import under_dev
 from tunectl.system.state import ACTIVE
 from tunectl.tuning import apply as applying
+from tunectl.tuning.active import profile_record, recorded_ref, same_profile
 from tunectl.tuning.plan import Setting, make_plan, queue_attrs_of
 from tunectl.tuning.topology import DeviceWarning, read_ahead_warnings
 
@@ -117,8 +117,8 @@ def active_profile_ref(ctx: Context, ref: str | None) -> str | None:
     """An explicit -p wins; else the profile of the last apply; else the default."""
     if ref:
         return ref
-    record = ctx.state.active_profile() if ctx.state.dir.exists() else None
-    return record.get("ref") if record else None
+    record = ctx.state.active_profile() if ctx.state.exists() else None
+    return recorded_ref(record) if record else None
 
 
 def scoped_record(record: dict, previous: dict | None, scope: list[str] | None) -> dict:
@@ -132,7 +132,7 @@ def scoped_record(record: dict, previous: dict | None, scope: list[str] | None) 
     """
     if scope is None:
         return dict(record)
-    same = previous is not None and (previous.get("name"), previous.get("files")) == (record["name"], record["files"])
+    same = same_profile(previous, record["name"], record["files"])
     if same and "scope" not in previous:
         return dict(record)
     earlier = previous.get("scope", []) if same else []
@@ -141,10 +141,10 @@ def scoped_record(record: dict, previous: dict | None, scope: list[str] | None) 
 
 def last_apply_scope(ctx: Context, profile: Profile, devices: list[Device]) -> Scope | None:
     """The scope of the last apply, when it applied `profile` to some devices only; else None (every device)."""
-    record = ctx.state.active_profile() if ctx.state.dir.exists() else None
+    record = ctx.state.active_profile() if ctx.state.exists() else None
     if not record or not isinstance(record.get("scope"), list):
         return None
-    if (record.get("name"), record.get("files")) != (profile.name, profile.files):
+    if not same_profile(record, profile.name, profile.files):
         return None  # another profile than the one last applied: no scope of its own
     wanted = [str(i) for i in record["scope"]]
     present = {d.identity: d.name for d in devices}
@@ -160,8 +160,7 @@ def _discover(ctx: Context, queue_attrs: set[str] | None = None, names: set[str]
 
 def load_profile_for(ctx: Context, ref: str | None) -> Profile:
     """The profile `ref` (None: the default), checked once per content: the verdict is cached in the state dir."""
-    cache = ctx.state.dir / "validated" if os.access(ctx.state.dir, os.W_OK) else None
-    return load_profile(ref, ctx.search_path, cache)
+    return load_profile(ref, ctx.search_path, ctx.state.validation_cache())
 
 
 def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None,
@@ -220,7 +219,7 @@ def apply(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = No
         # Plan under the lock: another run may have changed things while we waited.
         report = plan(ctx, None, dev_refs, profile, stack)
         journal = ctx.state.journal()
-        record = {"ref": profile_ref or profile.name, "name": profile.name, "files": profile.files}
+        record = profile_record(profile_ref or profile.name, profile.name, profile.files)
         # Read before any write: a state file tunectl cannot use stops the run here.
         previous = ctx.state.active_profile()
         record = scoped_record(record, previous, None if report.scope is None else list(report.scope.identities))

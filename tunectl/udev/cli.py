@@ -28,6 +28,9 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
         if verb == "install":
             up.add_argument("--trigger", action="store_true",
                             help="send change events to block disks and wait for udev to settle")
+            up.add_argument("--allow-untrusted-profile", action="store_true",
+                            help="install even when a profile file, or the tunectl a RUN starts, is not root's "
+                                 "alone (udev runs them as root)")
     mp = add_action(usub, "monitor", "follow block add/change events and verify each device once udev ran its rules; "
                                      "one line per event (--json: one object per line); Ctrl-C ends it")
     mp.add_argument("-p", "--profile", help="profile name or file (default: last applied, else 'default')")
@@ -52,7 +55,7 @@ def run(ctx, args, out) -> int:
         report = install.render(ctx, args.profile)
         warn(report)
     elif args.udev_command == "install":
-        report = install.install(ctx, args.profile, args.rules_dir, args.trigger, warn)
+        report = install.install(ctx, args.profile, args.rules_dir, args.trigger, warn, args.allow_untrusted_profile)
     elif args.udev_command == "remove":
         report = install.remove(ctx, args.rules_dir)
     else:

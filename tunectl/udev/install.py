@@ -1,7 +1,7 @@
 """`tunectl udev render|install|remove|check`: the rules file on disk, around the pure `tunectl.udev.render`.
 
 Each operation returns a report (`to_json()`, `exit_code`); printing is the
-CLI's. Files are replaced atomically (`state.atomic_write`); udevadm runs
+CLI's. Files are read and replaced through `tunectl.system.trust`; udevadm runs
 through `tunectl.system.udevadm` with the Context's runner. Exit codes: 0 done /
 in sync, 1 `check` found a difference, 2 usage or profile error, 3 installed but
 udev could not be reloaded or triggered, 4 not permitted.
@@ -21,8 +21,8 @@ from tunectl.attributes import modular_schedulers
 from tunectl.errors import ExitCode, NotPermitted, TunectlError, UsageError
 from tunectl.profile.library import DEFAULT_PROFILE, find_profile
 from tunectl.profile.resolve import Profile, load_profile
+from tunectl.system import trust
 from tunectl.system.runner import CommandError
-from tunectl.system.state import atomic_write
 from tunectl.system.udevadm import Udevadm
 from tunectl.tuning import operations as tuning
 from tunectl.udev.lint import lint
@@ -140,21 +140,81 @@ class RulesCheckReport:
                 "installed_digest": self.installed_digest, "diff": self.diff}
 
 
+MAX_RULES_BYTES = 16 << 20
+
+
+def _installed(target: Path) -> str | None:
+    """The rules file's text (None: not there): never through a link, never from a pipe or a device."""
+    try:
+        return trust.read_regular(target, MAX_RULES_BYTES).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    except trust.Untrusted as e:
+        raise RulesError(f"{e.message}; tunectl reads and writes only a regular rules file", hint=e.hint) from None
+
+
+def _generated(text: str) -> bool:
+    return HEADER_MARK in text.split("\n", 1)[0]
+
+
+def _untrusted(path: str) -> str | None:
+    """What makes `path` (resolved) not root's alone, or None."""
+    try:
+        fd, _ = trust.open_regular(os.path.realpath(path), trusted=True)
+        os.close(fd)
+    except trust.Untrusted as e:
+        return e.message
+    except OSError as e:
+        return f"{path}: {e.strerror}"
+    return None
+
+
+def _interpreter(path: str) -> str | None:
+    """The interpreter a script's #! line names (a console script's python), or None."""
+    try:
+        head = trust.read_regular(os.path.realpath(path), 256)
+    except (OSError, trust.Untrusted):
+        return None
+    words = head.split(b"\n", 1)[0][2:].split() if head.startswith(b"#!") else []
+    return os.fsdecode(words[0]) if words and words[0].startswith(b"/") else None
+
+
+def _untrusted_files(profile: Profile, executable: str | None) -> list[str]:
+    """What udev would run as root on every hot-plug and anyone but root can change: the profile's files and,
+    when the rules RUN tunectl, the executable and its #! interpreter (each with what was found)."""
+    found = [f"profile file {why}" for why in map(_untrusted, profile.files) if why]
+    if executable and os.path.lexists(executable):
+        for path in filter(None, (executable, _interpreter(executable))):
+            why = _untrusted(path)
+            if why:
+                found.append(f"tunectl executable {why}")
+    return found
+
+
 def _denied(e: OSError, what: str) -> TunectlError:
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return NotPermitted(f"cannot {what}: {e.strerror}", hint="run as root; is the file system read-only?")
     return RulesError(f"cannot {what}: {e.strerror}")
 
 
-def install(ctx, ref: str | None, rules_dir: str, trigger: bool, warn=None) -> InstallReport:
+def install(ctx, ref: str | None, rules_dir: str, trigger: bool, warn=None,
+            allow_untrusted_profile: bool = False) -> InstallReport:
     """Write the rules (when they differ), reload udevd, and with `trigger` send change events.
 
     `warn(report)`: called with the render before anything is written (profile warnings come first).
+    A profile file (or, when the rules RUN tunectl, the executable or its interpreter) anyone but root
+    can write is refused unless `allow_untrusted_profile`.
     """
     _require_root("install")
     rendered = render(ctx, ref)
     if warn is not None:
         warn(rendered)
+    untrusted = _untrusted_files(rendered.profile,
+                                 tunectl_executable(ctx.env) if rendered.rendered.runs_tunectl else None)
+    if untrusted and not allow_untrusted_profile:
+        raise UsageError(f"{untrusted[0]}: udev would run it as root on every hot-plug",
+                         hint="use a copy root owns (a profile in /etc/tunectl/profiles; tunectl in /usr/sbin, "
+                              "or TUNECTL_EXECUTABLE naming one), or pass --allow-untrusted-profile")
     problems = lint(rendered.rendered.text)
     if problems:
         raise RulesError("the rendered rules fail tunectl's lint, so they were not installed (a bug in tunectl):\n"
@@ -163,18 +223,26 @@ def install(ctx, ref: str | None, rules_dir: str, trigger: bool, warn=None) -> I
     failure = udevadm.verify(rendered.rendered.text, RULES_FILE)
     if failure:
         raise RulesError(f"udevadm verify rejects the rendered rules, so they were not installed: {failure}")
-    if not Path(rules_dir).is_dir():
+    if not os.path.lexists(rules_dir):
         raise UsageError(f"rules directory {rules_dir} does not exist",
                          hint="udev reads /etc/udev/rules.d and /run/udev/rules.d; create the directory first")
     target = Path(rules_dir) / RULES_FILE
     data = rendered.rendered.text.encode()
     try:
-        changed = not target.is_file() or target.read_bytes() != data
+        trust.check_dir(rules_dir)
+        installed = _installed(target)
+        if installed is not None and not _generated(installed):
+            raise UsageError(f"{target} was not generated by tunectl; not replacing it",
+                             hint="move it aside if tunectl's rules should take its place")
+        changed = installed is None or installed.encode() != data
         if changed:
-            atomic_write(target, data, 0o644)
+            trust.atomic_write(target, data, 0o644)
+    except trust.Untrusted as e:
+        raise RulesError(f"cannot write {target}: {e.message}", hint=e.hint) from None
     except OSError as e:
         raise _denied(e, f"write {target}") from None
     report = InstallReport(rendered, target, changed)
+    report.problems.extend(f"{u}; installed anyway (--allow-untrusted-profile)" for u in untrusted)
     if udevadm.running():
         try:
             udevadm.reload()
@@ -198,14 +266,18 @@ def remove(ctx, rules_dir: str) -> RemoveReport:
     target = Path(rules_dir) / RULES_FILE
     removed = False
     try:
-        text = target.read_text(errors="replace")
-        if HEADER_MARK not in text.split("\n", 1)[0]:
+        trust.check_dir(target.parent)
+        text = _installed(target)
+        if text is not None and not _generated(text):
             raise UsageError(f"{target} was not generated by tunectl; not removing it",
                              hint="remove it by hand if it is yours to remove")
-        target.unlink()
-        removed = True
+        if text is not None:
+            target.unlink()
+            removed = True
     except FileNotFoundError:
         pass
+    except trust.Untrusted as e:
+        raise RulesError(f"cannot remove {target}: {e.message}", hint=e.hint) from None
     except OSError as e:
         raise _denied(e, f"remove {target}") from None
     report = RemoveReport(target, removed)
@@ -227,9 +299,7 @@ def check(ctx, ref: str | None, rules_dir: str, warn=None) -> RulesCheckReport:
         warn(rendered)
     target = Path(rules_dir) / RULES_FILE
     try:
-        installed: str | None = target.read_text(errors="replace")
-    except FileNotFoundError:
-        installed = None
+        installed = _installed(target)
     except OSError as e:
         raise _denied(e, f"read {target}") from None
     text = rendered.rendered.text

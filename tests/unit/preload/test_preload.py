@@ -136,6 +136,19 @@ def test_collect_then_replay_makes_the_set_resident(corpus: list[Path], tmp_path
     assert s.code == 0 and s.doc["files"] == len(corpus) and s.doc["by_status"].get("resident") == len(corpus)
 
 
+def test_a_file_named_through_a_link_is_listed_by_the_file_replay_can_open(corpus: list[Path], tmp_path: Path) -> None:
+    from tunectl.preload.collect import describe_file
+
+    link = tmp_path / "link"
+    link.symlink_to(corpus[0])
+    lst = tmp_path / "set.list"
+    r = tunectl("preload", "collect", str(link), "-o", str(lst), "--json")
+    assert r.code == 0 and [e.path for e in read_list(str(lst)).entries] == [str(corpus[0])], r.out + r.err
+    r = tunectl("preload", "replay", str(lst), "--json")
+    assert r.code == 0 and r.doc["files"] == 1 and r.doc["skipped"] == [], r.out + r.err
+    assert describe_file(str(link)) == (None, None)  # a name that became a link after the walk: not opened through it
+
+
 @pytest.mark.parametrize("inode_pass", ["io_uring", "threads"])
 def test_changed_and_deleted_files_are_skipped_and_reported(corpus: list[Path], tmp_path: Path,
                                                             inode_pass: str) -> None:
@@ -201,6 +214,35 @@ def test_a_ring_that_fails_part_way_leaves_the_rest_to_threads(corpus: list[Path
     assert counted.done == 2 * len(corpus)  # each pass counts every file once, the ring's two included
     # every file decided once: the two the ring checked (the vanished one among them) are not checked again
     assert [s["status"] for s in r.doc["skipped"]] == ["vanished"] and r.doc["files"] == len(corpus) - 1
+
+
+@pytest.mark.parametrize("swap", ["a named pipe", "a symbolic link", "another file"])
+def test_a_name_swapped_between_the_passes_is_not_read(corpus: list[Path], tmp_path: Path, swap: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    lst = tmp_path / "set.list"
+    assert tunectl("preload", "collect", *map(str, corpus), "-o", str(lst)).code == 0
+    victim, target = tmp_path / "victim", corpus[0]
+    victim.write_bytes(b"v" * 100)
+    from tunectl.preload.replay import _Checker
+
+    real = _Checker.run
+
+    def then_swapped(self: _Checker, *args) -> None:  # the inode pass passes the listed file; then it is replaced
+        real(self, *args)
+        target.unlink()
+        if swap == "a named pipe":
+            os.mkfifo(target)
+        elif swap == "a symbolic link":
+            target.symlink_to(victim)
+        else:
+            victim.replace(target)
+
+    monkeypatch.setattr(_Checker, "run", then_swapped)
+    report = replay(Sysfs("/sys"), read_list(str(lst)), str(lst))
+    (skip,) = report.skipped
+    assert skip.path == str(target) and skip.status == "changed", skip
+    assert ("now a symbolic link" if swap == "a symbolic link" else "replaced since the inode pass") in skip.reason
+    assert report.files == len(corpus) - 1
 
 
 @pytest.mark.parametrize("options", [(), ("--no-io-uring",)])
@@ -269,7 +311,7 @@ def bad_lists(tmp_path: Path) -> dict[str, Path]:
     (["replay", "{newer}"], 2, "newer.list:1: list format version 99 is newer"),
     (["replay", "{binary}"], 2, "binary.list:2: not UTF-8"),
     (["replay", "{empty}"], 2, "empty file"),
-    (["replay", "{dir}"], 2, "Is a directory"),
+    (["replay", "{dir}"], 2, "a directory, not a regular file"),
     (["replay", "{garbage}", "--threads", "-1"], 2, "must not be negative"),
     (["collect", "{missing}", "-o", "{dir}/out.list"], 2, "no such file or directory"),
     (["collect", "{dir}", "-o", "{missing}/sub/out.list"], 2, "cannot write the preload list"),

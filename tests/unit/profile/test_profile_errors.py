@@ -16,6 +16,7 @@ import yaml
 from tests.harness import CliResult, run_cli
 from tunectl.profile.reader import MAX_PROFILE_BYTES, json_path
 from tunectl.profile.resolve import load_profile, resolve_profile
+from tunectl.system.cache import ValidationCache
 
 VALID = "name: ok\nclasses:\n  ssd: {scheduler: none}\n"
 
@@ -463,12 +464,12 @@ def test_empty_file(cli) -> None:
 
 def test_top_level_list(cli) -> None:
     assert_errors(validate_text(cli, "- classes\n- ssd\n"),
-                  "p.yaml:1:1: $: a profile is a mapping of keys (name:, classes:, ...), got a list")
+                  "p.yaml:1:1: $: not a profile: not a YAML mapping")
 
 
 def test_top_level_scalar(cli) -> None:
     assert_errors(validate_text(cli, "just text\n"),
-                  "p.yaml:1:1: $: a profile is a mapping of keys (name:, classes:, ...), got a string ('just text')")
+                  "p.yaml:1:1: $: not a profile: not a YAML mapping")
 
 
 def test_nul_bytes(cli) -> None:
@@ -614,14 +615,14 @@ def test_json_path_quotes_what_is_not_a_name() -> None:
 # --- the cache ----------------------------------------------------------------------------------
 
 def test_cache_keeps_positions_and_warnings_and_never_hides_errors(tmp_path: Path) -> None:
-    cache = tmp_path / "state" / "validated"
+    cache = ValidationCache(tmp_path / "state" / "validated")
     base = tmp_path / "base.yaml"
     child = tmp_path / "child.yaml"
     base.write_text("classes:\n  ssd:\n    scheduler: deadline\n")
     child.write_text("extends: ./base.yaml\nclasses:\n  ssd:\n    iosched: {read_expire: 100}\n")
     fresh, diags = resolve_profile(child, [], None)
     cached_first, _ = resolve_profile(child, [], cache)
-    assert len(list(cache.iterdir())) == 2
+    assert len(list(cache.dir.iterdir())) == 2
     cached, cached_diags = resolve_profile(child, [], cache)  # both files from the cache now
     assert fresh is not None and cached is not None and cached_first is not None
     assert cached.data == fresh.data and cached.positions == fresh.positions

@@ -41,8 +41,9 @@ def test_statx_all_agrees_with_os_stat_for_every_path(tmp_path: Path, entries: i
     assert sorted(i for i, _ in results) == list(range(len(asked)))  # each path once
     got = dict(results)
     for i, p in enumerate(paths):
-        st = os.stat(p)  # follows the symlink, as statx without AT_SYMLINK_NOFOLLOW does
-        assert got[i] == (st.st_ino, st.st_size, st.st_mtime_ns, (os.major(st.st_dev), os.minor(st.st_dev))), p
+        st = os.lstat(p)  # the link itself: the ring stats with AT_SYMLINK_NOFOLLOW
+        assert got[i] == (st.st_ino, st.st_size, st.st_mtime_ns, (os.major(st.st_dev), os.minor(st.st_dev)),
+                          st.st_mode), p
     for i, (p, err) in enumerate(bad.items(), start=len(paths)):
         assert got[i] == -err, p
 

@@ -1,0 +1,183 @@
+"""Issue #20: what tunectl creates has fixed modes whatever the umask; lists and outputs are bounded and safe."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fakesys import FakeTree
+from tests.harness import REPO
+from tunectl.cli import main
+from tunectl.context import Context
+from tunectl.system import trust
+from tunectl.system.state import StateStore
+
+MEASURE = ("import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:]); _, status, use = os.wait4(p.pid, 0); "
+           "print(use.ru_maxrss); sys.exit(os.waitstatus_to_exitcode(status))")
+HEADER = json.dumps({"format": "tunectl-preload", "version": 1, "created": "", "files": 0,
+                     "fields": ["path", "device", "inode", "size", "mtime_ns", "ranges", "physical"]})
+
+
+def write_list(path: Path, rows: list[str]) -> None:
+    path.write_text(HEADER + "\n" + "".join(r + "\n" for r in rows))
+
+
+@pytest.mark.parametrize("device, words", [
+    ("4294967296:1", "device: expected MAJ:MIN, each a decimal number up to 4294967295"),
+    ("1:\u00b2", "device: expected MAJ:MIN"),
+    ("\u0661:1", "device: expected MAJ:MIN"),
+])
+def test_malformed_device_fields_are_refused_with_file_and_line(tmp_path: Path, device: str, words: str) -> None:
+    lst = tmp_path / "bad.list"
+    write_list(lst, ['["/etc/hostname","8:1",1,1,0,[[0,1]],null]', json.dumps(["/etc/passwd", device, 1, 1, 0, [[0, 1]], None])])
+    for verb in ("replay", "show"):
+        err = io.StringIO()
+        code = main(["preload", verb, str(lst)], stdout=io.StringIO(), stderr=err)
+        assert code == 2 and f"{lst}:3: {words}" in err.getvalue(), err.getvalue()
+        assert "internal error" not in err.getvalue()
+
+
+def test_replay_announces_what_it_will_read_and_refuses_more_than_max_bytes(tmp_path: Path) -> None:
+    lst = tmp_path / "l.list"
+    write_list(lst, [json.dumps([f"/nonexistent/{i}", "8:1", i, 1000, 0, [[0, 1000]], None]) for i in range(5)])
+    err = io.StringIO()
+    assert main(["preload", "replay", str(lst), "--max-bytes", "4000"], stdout=io.StringIO(), stderr=err) == 2
+    assert "5 files, 4.9 KiB to read: more than --max-bytes 3.9 KiB; nothing was read" in err.getvalue()
+    err = io.StringIO()
+    assert main(["preload", "replay", str(lst), "--max-bytes", "5000"], stdout=io.StringIO(), stderr=err) == 0
+    assert err.getvalue().startswith(f"tunectl: {lst}: 5 files, 4.9 KiB to read\n"), err.getvalue()
+
+
+def test_ten_million_entries_cost_one_batch_of_memory_in_bounded_time(tmp_path: Path) -> None:
+    lst = tmp_path / "huge.list"
+    line = b'["/nonexistent/x","8:1",1,1,0,[[0,1]],null]\n'
+    with open(lst, "wb") as f:
+        f.write(HEADER.encode() + b"\n")
+        chunk = line * 100_000
+        for _ in range(100):
+            f.write(chunk)
+    started = time.monotonic()
+    # Through a small parent: a child pytest starts itself would report pytest's own peak (the kernel keeps the
+    # high-water mark of the process image an exec replaces).
+    proc = subprocess.Popen([sys.executable, "-c", MEASURE, sys.executable, "-m", "tunectl", "preload", "replay",
+                             str(lst), "--max-bytes", "1M"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    try:
+        out, err = proc.communicate(timeout=400)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("a 10-million-entry list was not refused within 400 s")
+    seconds = time.monotonic() - started
+    assert proc.returncode == 2 and "10000000 files, 9.5 MiB to read: more than --max-bytes 1 MiB" in err, err
+    peak_kib = int(out.split()[-1])
+    assert peak_kib < 400 * 1024, f"{peak_kib} KiB resident for a 10-million-entry list"
+    print(f"10M-entry list: {seconds:.1f} s, max RSS {peak_kib // 1024} MiB")
+
+
+def test_an_output_never_writes_into_a_pipe(tmp_path: Path) -> None:
+    from tunectl.bench.export import write_output  # a link another user planted: tests/root/system
+
+    os.mkfifo(tmp_path / "fifo.png")
+    assert "a named pipe, not a regular file" in write_output(str(tmp_path / "fifo.png"), b"png")
+
+
+def test_a_group_writable_directory_or_a_linked_one_is_not_trusted(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o775)
+    with pytest.raises(trust.Untrusted, match="mode 0775: writable by its group"):
+        trust.check_dir(shared)
+    (tmp_path / "link").symlink_to(tmp_path)
+    with pytest.raises(trust.Untrusted, match="a symbolic link"):
+        trust.check_dir(tmp_path / "link")
+    (tmp_path / "ok").mkdir(mode=0o755)
+    assert trust.check_dir(tmp_path / "link" / "ok") == tmp_path / "ok"  # a link above the last part is followed
+    sticky = tmp_path / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    if os.geteuid() == 0:  # /tmp-like: root's sticky directory may stand above, never be the directory itself
+        (sticky / "mine").mkdir(mode=0o755)
+        assert trust.check_dir(sticky / "mine") == sticky / "mine"
+        with pytest.raises(trust.Untrusted, match="writable by others"):
+            trust.check_dir(sticky)
+
+
+def test_a_cache_entry_is_bound_to_the_text_and_the_checker(tmp_path: Path) -> None:
+    from tunectl.system.cache import ValidationCache
+
+    cache = ValidationCache(tmp_path / "validated")
+    cache.put("k", "text-a", "checker-1", {"data": 1})
+    assert cache.get("k", "text-a", "checker-1") == {"data": 1}
+    assert cache.get("k", "text-b", "checker-1") is None
+    assert cache.get("k", "text-a", "checker-2") is None
+    (tmp_path / "validated").chmod(0o777)
+    assert cache.get("k", "text-a", "checker-1") is None
+
+
+def test_a_relative_or_changed_active_profile_is_refused(tmp_path: Path) -> None:
+    from tunectl.errors import UsageError
+    from tunectl.tuning.active import profile_record, recorded_ref
+
+    profile = tmp_path / "p.yaml"
+    profile.write_text("name: p\n")
+    with pytest.raises(UsageError, match="recorded as the relative path ./p.yaml"):
+        recorded_ref({"ref": "./p.yaml", "name": "p", "files": ["./p.yaml"]})
+    record = profile_record(str(profile), "p", [str(profile)])
+    assert recorded_ref(record) == str(profile)
+    profile.write_text("name: p\nclasses: {}\n")
+    with pytest.raises(UsageError, match="changed since it was applied"):
+        recorded_ref(record)
+    profile.unlink()
+    with pytest.raises(UsageError, match="moved or removed"):
+        recorded_ref(record)
+
+
+def test_a_tuned_variables_file_that_is_a_pipe_is_refused_not_waited_on(tmp_path: Path) -> None:
+    from tunectl.profile.tuned_reader import read_text
+
+    os.mkfifo(tmp_path / "vars.conf")
+    with pytest.raises(trust.Untrusted, match="a named pipe, not a regular file"):
+        read_text(str(tmp_path / "vars.conf"))
+    from tunectl.errors import UsageError
+    from tunectl.profile.tuned_reader import locate
+
+    with pytest.raises(UsageError, match="vars.conf: not a regular file"):
+        locate(str(tmp_path / "vars.conf"), [])  # import-tuned FIFO: refused at once, not called missing
+
+
+def test_profile_list_says_which_profiles_would_be_refused_by_name(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "open.yaml").write_text("name: open\ndescription: anyone could have written this\n")
+    shared.chmod(0o777)
+    out = io.StringIO()
+    tree = FakeTree.create(tmp_path / "fake")
+    ctx = Context(tree.sysfs, tree.udev, StateStore(tmp_path / "state"), [shared], {})
+    assert main(["--json", "profile", "list"], stdout=out, stderr=io.StringIO(), context=ctx) == 0
+    (listed,) = json.loads(out.getvalue())["profiles"]
+    assert listed["description"] == f"(refused: {shared}: mode 0777: writable by others)"
+    err = io.StringIO()
+    assert main(["plan", "-p", "open"], stdout=io.StringIO(), stderr=err, context=ctx) == 2
+    assert "writable by others" in err.getvalue()
+
+
+def test_an_output_through_the_users_own_link_is_written_at_its_target_never_over_a_terminal(tmp_path: Path) -> None:
+    from tunectl.bench.export import write_output
+
+    (tmp_path / "run7.csv").write_text("old\n")
+    (tmp_path / "latest.csv").symlink_to("run7.csv")  # the user's own link (root's, run as root): followed
+    assert write_output(str(tmp_path / "latest.csv"), b"a,b\n") is None
+    assert (tmp_path / "latest.csv").is_symlink() and (tmp_path / "run7.csv").read_bytes() == b"a,b\n"
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "stdout").symlink_to(tmp_path / "pipe")  # as /dev/stdout -> /proc/self/fd/1 -> a pipe or tty
+    assert "a named pipe, not a regular file" in write_output(str(tmp_path / "stdout"), b"a,b\n")
+    assert (tmp_path / "stdout").is_symlink()

@@ -1,0 +1,260 @@
+"""Trust of the files tunectl reads and writes as root: owner, mode and type, checked before use.
+
+A file is trusted when it and every directory above it belong to root (or,
+when tunectl runs as another user, to that user) and no one else can write
+them; a world-writable directory with the sticky bit (/tmp) may stand above,
+as nobody else can rename what it holds. Nothing here follows a symbolic
+link in the last component of a path, and nothing opens a file that is not
+a regular one: a named pipe or a tty is refused before it can block.
+
+Every refusal is an `Untrusted` naming the path, what was found and a hint;
+the caller turns it into its own error (exit 5 for the state directory, 2
+for a profile or a list).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+_KIND = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket",
+         stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFLNK: "a symbolic link"}
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_MAX_LINKS = 40  # as the kernel's MAXSYMLINKS
+
+
+class Untrusted(Exception):
+    """A file or directory that must not be used: `path`, what was found, and what to do."""
+
+    def __init__(self, path: str | os.PathLike, found: str, hint: str, wrong_type: bool = False) -> None:
+        super().__init__(f"{path}: {found}")
+        self.path, self.found, self.hint, self.wrong_type = str(path), found, hint, wrong_type
+        self.message = f"{path}: {found}"
+
+
+def kind(mode: int) -> str:
+    return _KIND.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def trusted_uids() -> frozenset[int]:
+    """Root, and the user tunectl runs as (the same when run as root)."""
+    return frozenset({0, os.geteuid()})
+
+
+def _owner(uid: int) -> str:
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (KeyError, ImportError):
+        return f"uid {uid}"
+
+
+def problem(st: os.stat_result, final: bool = True) -> str | None:
+    """Why a file or directory with this stat cannot be trusted, or None.
+
+    `final`: the object itself; above it, a sticky world-writable directory is allowed.
+    """
+    if st.st_uid not in trusted_uids():
+        return f"owned by {_owner(st.st_uid)}, not root"
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        if not final and stat.S_ISDIR(st.st_mode) and mode & stat.S_ISVTX and st.st_uid == 0:
+            return None
+        return f"mode {mode:04o}: writable by {'others' if mode & stat.S_IWOTH else 'its group'}"
+    return None
+
+
+def _hint_fix(path: str | os.PathLike) -> str:
+    return f"make it root's and not group/world-writable (chown root: {path}; chmod go-w {path}), or move it aside"
+
+
+def check_dir(path: str | os.PathLike, final: bool = True, shared: bool = False) -> Path:
+    """Every directory of `path` from / down, checked; the path with its symlinks above the last one resolved.
+
+    The last component must be a directory, not a symbolic link. A symbolic link
+    higher up is followed when root or the user owns it, and the walk goes on
+    from its target. `shared` (a directory a user named for an output): any
+    owner and mode will do, and a link anywhere is followed when root or the
+    user owns it, never one another user planted.
+    """
+    parts = list(Path(os.path.abspath(path)).parts[1:])
+    current = Path("/")
+    links = 0
+    _check_stat(current, os.stat(current), final=not parts and final, shared=shared)
+    while parts:
+        part = parts.pop(0)
+        nxt = current / part
+        st = os.lstat(nxt)
+        if stat.S_ISLNK(st.st_mode):
+            if not parts and final and not shared:
+                raise Untrusted(nxt, f"a symbolic link (to {os.readlink(nxt)})",
+                                "name the directory itself, not a link to it")
+            links += 1
+            why = problem(st, final=False) if st.st_uid not in trusted_uids() else None
+            if why or links > _MAX_LINKS:
+                raise Untrusted(nxt, f"a symbolic link {why or 'loop'}", _hint_fix(nxt))
+            target = Path(os.readlink(nxt))
+            parts = list((target if target.is_absolute() else current / target).parts[1:]) + parts
+            current = Path("/")
+            continue
+        _check_stat(nxt, st, final=not parts and final, shared=shared)
+        current = nxt
+    return current
+
+
+def _check_stat(path: Path, st: os.stat_result, final: bool, shared: bool = False) -> None:
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(errno.ENOTDIR, f"{kind(st.st_mode)}, not a directory", str(path))
+    why = None if shared else problem(st, final=final)
+    if why:
+        raise Untrusted(path, why, _hint_fix(path))
+
+
+def ensure_dir(path: str | os.PathLike, mode: int = 0o755) -> Path:
+    """`path` as a trusted directory, created (with its parents) with `mode` whatever the umask."""
+    path = Path(path)
+    missing = []
+    probe = Path(os.path.abspath(path))
+    while not os.path.lexists(probe):
+        missing.append(probe)
+        probe = probe.parent
+    check_dir(probe, final=not missing)
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, mode)
+        except FileExistsError:
+            pass
+        else:
+            os.chmod(directory, mode, follow_symlinks=False)
+    return check_dir(path)
+
+
+def _open_dir(resolved: Path) -> int:
+    """A descriptor on the directory `check_dir` resolved, opened one component at a time without following
+    a link: a component swapped for a link since the check makes this fail instead of going elsewhere."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open("/", flags)
+    try:
+        for part in resolved.parts[1:]:
+            nxt = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except OSError as e:
+        os.close(fd)
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise Untrusted(resolved, "changed while tunectl looked at it (a part became a link)",
+                            "run again; if it recurs, find who changes it") from None
+        raise
+    return fd
+
+
+def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _READ) -> tuple[int, os.stat_result]:
+    """A descriptor on the regular file at `path` (not followed if a symbolic link) and its stat.
+
+    Opened without blocking, so a named pipe or a tty is refused, never waited on.
+    `trusted`: the file and its directories must also pass `problem`.
+    """
+    if trusted:
+        check_dir(os.path.dirname(os.path.abspath(path)), final=True)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Untrusted(path, "a symbolic link", "name the file itself, not a link to it", True) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Untrusted(path, f"{kind(st.st_mode)}, not a regular file", f"name a regular file; move {path} aside",
+                            True)
+        why = problem(st) if trusted else None
+        if why:
+            raise Untrusted(path, why, _hint_fix(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def read_regular(path: str | os.PathLike, limit: int, trusted: bool = False) -> bytes:
+    """At most `limit` + 1 bytes of the regular file at `path` (see `open_regular`)."""
+    fd, _ = open_regular(path, trusted)
+    try:
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None = None,
+                 verify: Callable[[Path], None] | None = None, shared_dir: bool = False) -> None:
+    """Replace `path` with `data` so readers see the old or the new file, never half of one.
+
+    The temp file is created with O_EXCL beside `path`, through a descriptor of
+    the directory, and renamed over `path`: a link at `path` is replaced, never
+    written through. The directory must pass `check_dir`; `shared_dir` (an output
+    a user named, such as a CSV in their home or /tmp): any directory the path
+    names. A `path` that is there and is neither a regular file nor a link is
+    refused. A link at an output's path that root or the user owns (/dev/stdout, a
+    "latest" link) is followed; its target passes the same checks, so a
+    terminal or pipe there is refused, never replaced. `like`: the temp file takes
+    that file's owner and mode. `verify(tmp)`
+    runs on the synced temp file before the rename; if it raises, `path` is untouched.
+    """
+    import secrets
+
+    path = Path(path)
+    for _ in range(_MAX_LINKS if shared_dir else 0):  # root's or the user's own link: written at its target
+        try:
+            link = os.lstat(path)
+        except FileNotFoundError:
+            break
+        if not (stat.S_ISLNK(link.st_mode) and link.st_uid in trusted_uids()):
+            break
+        path = path.parent / os.readlink(path)
+    parent = check_dir(path.parent, shared=shared_dir)
+    st = None
+    if like is not None:
+        fd, st = open_regular(like)
+        os.close(fd)
+    dir_fd = _open_dir(parent)
+    try:
+        why = None if shared_dir else problem(os.fstat(dir_fd))
+        if why:  # changed since check_dir looked
+            raise Untrusted(parent, why, _hint_fix(parent))
+        with contextlib.suppress(FileNotFoundError):
+            found = os.stat(path.name, dir_fd=dir_fd, follow_symlinks=False)
+            if not (stat.S_ISREG(found.st_mode) or stat.S_ISLNK(found.st_mode)):
+                raise Untrusted(path, f"{kind(found.st_mode)}, not a regular file", f"move {path} aside")
+        tmp = f".{path.name}.{secrets.token_hex(6)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                os.fchmod(f.fileno(), stat.S_IMODE(st.st_mode) if st else mode)
+                if st is not None and (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+                    os.fchown(f.fileno(), st.st_uid, st.st_gid)
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            if verify is not None:
+                verify(parent / tmp)
+            os.replace(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
