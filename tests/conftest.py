@@ -22,6 +22,13 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 pytest_plugins = ("tests.udevd", "tests.journal_helpers")
 
 
+@pytest.fixture(autouse=True)
+def _plain_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables whole and uncoloured whatever the shell running pytest exports; a test sets COLUMNS itself."""
+    for name in ("COLUMNS", "NO_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def fake_root(request: pytest.FixtureRequest) -> Iterator[Path]:
     """Scratch space for fake trees: tmpfs (/dev/shm) when writable, else tmp_path.

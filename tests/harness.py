@@ -46,4 +46,51 @@ def run_cli(*argv: str, env: Mapping[str, str] | None = None, context: Any = Non
     code = main([*(["--propagate"] if propagate else []), *argv], env=env, stdout=out, stderr=err, context=context)
     result = CliResult(int(code), out.getvalue(), err.getvalue())
     assert "Traceback" not in result.err and "internal error" not in result.err, result.err
+    if "--json" in argv and "--help" not in argv and "-h" not in argv:
+        check_documents(result.out, code=result.code)
     return result
+
+
+def documents(text: str) -> list[Any]:
+    """The --json output: one document, or one per line (`udev monitor --json`)."""
+    try:
+        return [json.loads(text)]
+    except ValueError:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def check_documents(text: str, code: int | None = None) -> list[Any]:
+    """Every --json document of the suite follows the schema its `format` and `version` name.
+
+    The shipped schemas are the contract scripts and the Ansible module rely on; validating every real
+    document here (fake trees, loop devices, errors) is what keeps a shape from drifting unnoticed. An
+    error document's exit_code is the process's.
+    """
+    docs = documents(text)
+    assert docs, "--json printed no document"
+    for doc in docs:
+        validate_document(doc)
+        if doc["format"] == "tunectl-error" and code is not None:
+            assert doc["error"]["exit_code"] == code, (doc, code)
+    return docs
+
+
+_VALIDATORS: dict[str, Any] = {}
+
+
+def validate_document(doc: Any) -> None:
+    import jsonschema
+
+    from tunectl import schema
+
+    assert isinstance(doc, dict) and isinstance(doc.get("format"), str), doc
+    name = doc["format"].removeprefix("tunectl-")
+    assert name in schema.VERSIONS, f"unknown format {doc['format']!r}"
+    assert doc.get("version") == schema.VERSIONS[name], (doc["format"], doc.get("version"))
+    if name not in _VALIDATORS:
+        document_schema = schema.load(name)
+        jsonschema.Draft202012Validator.check_schema(document_schema)
+        _VALIDATORS[name] = jsonschema.Draft202012Validator(document_schema)
+    errors = sorted(_VALIDATORS[name].iter_errors(doc), key=lambda e: list(e.absolute_path))
+    assert not errors, "\n".join(f"{doc['format']}: {'/'.join(map(str, e.absolute_path))}: {e.message}"
+                                 for e in errors[:5])

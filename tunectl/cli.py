@@ -36,16 +36,57 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 class Output:
-    def __init__(self, stdout: TextIO, stderr: TextIO, as_json: bool, quiet: bool, verbose: int) -> None:
+    def __init__(self, stdout: TextIO, stderr: TextIO, as_json: bool, quiet: bool, verbose: int,
+                 document: str) -> None:
         self.stdout, self.stderr = stdout, stderr
         self.json, self.quiet, self.verbose = as_json, quiet, verbose
+        self.document = document  # the format name of this command's --json document, after "tunectl-"
+        self.width: int | None = None  # the terminal's columns; None: cells whole (a pipe, -v)
+        self.colour = False
+        self.columns: list[str] | None = None  # -o
+
+    def table(self, headers: Sequence[str], rows, **fit) -> str:
+        """A table that fits the terminal, with the -o columns, drift and failures coloured on a terminal."""
+        from tunectl.report import table, verdict_colour
+
+        return table(headers, rows, width=self.width, only=self.columns,
+                     paint=verdict_colour if self.colour else None, **fit)
 
     def print(self, text: str = "") -> None:
-        if not self.quiet or self.json:
-            self.stdout.write(text + "\n")
+        """A line (or lines) for stdout; for people, control characters are escaped, colours kept only when on."""
+        if self.quiet and not self.json:
+            return
+        if not self.json:
+            from tunectl.report import escape_keeping_colour
+
+            text = escape_keeping_colour(text, self.colour)
+        self.stdout.write(text + "\n")
+
+    def say(self, text: str) -> None:
+        """A sentence for people: wrapped at the terminal's width between words, continued indented."""
+        from tunectl.report import escape
+
+        text = escape(text)
+        if self.width is None or len(text) <= self.width:
+            self.print(text)
+            return
+        import textwrap
+
+        # a path or a digest longer than the line stays whole, on a line of its own: it is copied and pasted
+        self.print(textwrap.fill(text, self.width, subsequent_indent="  ", break_on_hyphens=False,
+                                 break_long_words=False))
 
     def warn(self, text: str) -> None:
-        self.stderr.write(text + "\n")
+        """A line for people on stderr; control characters (a file name, a value read back) escaped."""
+        from tunectl.report import escape
+
+        self.stderr.write(escape(text) + "\n")
+
+    def emit(self, doc: dict, one_line: bool = False) -> None:
+        """This command's --json document: `tunectl-<command>`, its version, then `doc`'s keys."""
+        from tunectl.report import emit_json
+
+        emit_json(self.document, doc, self.stdout, one_line)
 
     def progress(self, total: int, label: str) -> Progress:
         """A progress bar on stderr when it is a terminal; silent under --json, -q or a pipe."""
@@ -71,11 +112,14 @@ def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
                    help="show in-sync and skipped settings too; -vv logs debug detail")
     g.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS if suppress else False,
                    help="print nothing but errors; rely on the exit code")
+    g.add_argument("--color", "--colour", dest="color", choices=("auto", "always", "never"), metavar="WHEN",
+                   default=argparse.SUPPRESS if suppress else "auto",
+                   help="colour drift and failures: auto (on a terminal, unless NO_COLOR is set), always, never")
     g.add_argument("--propagate", action="store_true", default=argparse.SUPPRESS if suppress else False,
                    help=argparse.SUPPRESS)
 
 
-_VALUE_OPTIONS = ("--sysfs-root", "--udev-root", "--state-dir")
+_VALUE_OPTIONS = ("--sysfs-root", "--udev-root", "--state-dir", "--color", "--colour")
 
 
 def _command_in(argv: Sequence[str]) -> str | None:
@@ -91,6 +135,23 @@ def _command_in(argv: Sequence[str]) -> str | None:
     return None
 
 
+def _parser_class() -> type:
+    """argparse's parser, but a bad argument is a UsageError: one renderer for every error, --json included."""
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str):  # type: ignore[override]
+            from tunectl.errors import UsageError
+
+            command = self.prog.partition(" ")[2]
+            e = UsageError(f"{command}: {message}" if command else message, hint=f"`{self.prog} --help` lists the arguments",
+                           code="usage", where=self.prog)
+            e.usage = self.format_usage()  # type: ignore[attr-defined]
+            raise e
+
+    return Parser
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; with `argv` naming a command, only that command is built, with its arguments.
 
@@ -103,14 +164,15 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     import importlib
 
     wanted = _command_in(argv) if argv is not None else None
-    parser = argparse.ArgumentParser(
+    parser = _parser_class()(
         prog="tunectl",
         description="Declarative block-device I/O tuning: classify disks, plan, apply, verify, roll back.",
         epilog="exit codes: 0 ok/in sync, 1 drift or failed checks, 2 usage or profile error, "
                "3 partial failure, 4 not permitted, 5 state directory unusable.\n"
                "`tunectl COMMAND --help` explains a command. See tunectl(8) and tunectl-profile(5).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"tunectl {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"tunectl {__version__}",
+                        help="print the version and exit (with --json: a tunectl-version document)")
     _global_options(parser, suppress=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -139,67 +201,130 @@ def _context(args: argparse.Namespace, env: Mapping[str, str] | None):
                           getattr(args, "udev_root", None), env)
 
 
+def _document_name(args: argparse.Namespace) -> str:
+    """`status`, `mounts-check`, `udev-monitor`: the command and its action, the name of its --json format."""
+    action = getattr(args, f"{args.command}_command".replace("-", "_"), None)
+    return args.command + (f"-{action}" if action else "")
+
+
+def _wants_json(argv: Sequence[str]) -> bool:
+    own = argv[:argv.index("--")] if "--" in argv else argv  # after --: a recorded command's own arguments
+    return "--json" in own
+
+
+def _version(argv: Sequence[str], stdout: TextIO) -> int:
+    if _wants_json(argv):
+        from tunectl.report import emit_json
+        from tunectl.schema import VERSIONS
+
+        emit_json("version", {"tunectl": __version__,
+                              "formats": {f"tunectl-{name}": v for name, v in VERSIONS.items()}}, stdout)
+    else:
+        stdout.write(f"tunectl {__version__}\n")
+    return 0
+
+
+def _fail(out: Output, error: Exception, usage: str | None = None) -> int:
+    """Every failure, usage errors and bugs included, in its one text form and (--json) its one document."""
+    from tunectl.errors import ExitCode, ProfileError, TunectlError
+    from tunectl.report import emit_json, error_document, error_lines
+
+    if isinstance(error, TunectlError):
+        code, message, hint, where, exit_code = error.code, error.message, error.hint, error.where, error.exit_code
+        label = "error"
+    else:
+        code, message, where, exit_code, label = "internal", f"{type(error).__name__}: {error}", None, \
+            ExitCode.INTERNAL, "internal error"
+        hint = "this is a bug in tunectl; rerun with --propagate for the traceback and report it"
+    problems = error.diagnostics if isinstance(error, ProfileError) else ()
+    diagnostics = [d.to_json() if hasattr(d, "to_json") else {"message": str(d)} for d in problems]
+    if out.json:
+        emit_json("error", error_document(code, message, hint, where, exit_code, diagnostics), out.stdout)
+    if usage and not out.json:
+        out.stderr.write(usage)
+    for line in error_lines(problems or message, hint, label):
+        out.warn(line)
+    return exit_code
+
+
+def _terminal_width(stdout: TextIO, environ: Mapping[str, str]) -> int | None:
+    """COLUMNS when set, else the terminal's width; None (cells whole) when stdout is a pipe or a file."""
+    import shutil
+
+    columns = environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if not getattr(stdout, "isatty", lambda: False)():
+        return None
+    return shutil.get_terminal_size().columns
+
+
+def _columns(args: argparse.Namespace, out: Output) -> bool:
+    """--columns lists the table's columns (True: done); -o is checked against them."""
+    from tunectl.errors import UsageError
+    from tunectl.report import column_name
+
+    names = [column_name(h) for h, _ in args.table_columns]
+    if args.list_columns:
+        for (header, hidden), name in zip(args.table_columns, names):
+            out.print(f"{name:<16} {header}" + ("  (not shown unless -o names it or -v)" if hidden else ""))
+        return True
+    if args.table_output:
+        unknown = [c for c in args.table_output if c not in names]
+        if unknown:
+            raise UsageError(f"unknown column {unknown[0]!r} for -o", hint=f"columns: {','.join(names)}", where="-o")
+        out.columns = args.table_output
+    return False
+
+
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None,
          stdout: TextIO | None = None, stderr: TextIO | None = None, context=None) -> int:
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv == ["--version"]:  # the one request that needs no parser: answer before importing one
-        stdout.write(f"tunectl {__version__}\n")
-        return 0
+    if argv and {"-V", "--version"} & set(argv) and set(argv) <= {"-V", "--version", "--json"}:
+        return _version(argv, stdout)  # needs no parser: answered before importing one
     import contextlib
     import importlib
 
-    from tunectl.errors import ExitCode, ProfileError, TunectlError
+    from tunectl.errors import ExitCode, ProfileError, UsageError
 
     parser = build_parser(argv)
     try:
-        # argparse prints usage, errors and --help itself: to the streams main was given.
+        # argparse prints --help itself: to the streams main was given; its errors come back as UsageError.
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             args = parser.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0) if e.code in (0, None) else ExitCode.USAGE
-    out = Output(stdout, stderr, args.json, args.quiet, args.verbose)
+    except UsageError as e:
+        return _fail(Output(stdout, stderr, _wants_json(argv), False, 0, "error"), e, getattr(e, "usage", None))
+    out = Output(stdout, stderr, args.json, args.quiet, args.verbose, _document_name(args))
+    if getattr(args, "table_columns", None) is not None:
+        try:
+            if _columns(args, out):
+                return ExitCode.OK
+        except UsageError as e:
+            return _fail(out, e)
     if args.verbose >= 2:
         import logging
 
         logging.basicConfig(stream=stderr, format="tunectl: %(levelname)s: %(message)s", level=logging.DEBUG)
     try:
         ctx = context or _context(args, env)
+        out.width = None if args.verbose else _terminal_width(stdout, ctx.env)
+        is_tty = getattr(stdout, "isatty", lambda: False)()
+        out.colour = args.color == "always" or (args.color == "auto" and is_tty and not ctx.env.get("NO_COLOR"))
         group = importlib.import_module(COMMANDS[args.command][0])
         return int(group.run(ctx, args, out))
-    except ProfileError as e:
-        if out.json:
-            from tunectl.report import emit_json
-
-            emit_json({"ok": False, "hint": e.hint,
-                       "errors": [d.to_json() if hasattr(d, "to_json") else {"message": str(d)} for d in e.diagnostics]},
-                      stdout)
-        for d in e.diagnostics:
-            out.warn(str(d))
-        if e.hint:
-            out.warn(f"hint: {e.hint}")
-        return e.exit_code
-    except TunectlError as e:
-        if args.propagate:
-            raise
-        if out.json:
-            from tunectl.report import emit_json
-
-            emit_json({"ok": False, "error": e.message, "hint": e.hint}, stdout)
-        out.warn(f"tunectl: error: {e}")
-        return e.exit_code
     except KeyboardInterrupt:
         out.warn("tunectl: interrupted")
         return ExitCode.INTERRUPTED
     except BrokenPipeError:
         return ExitCode.OK
-    except Exception as e:  # a bug: say so plainly, keep the traceback for --propagate
-        if args.propagate:
+    except Exception as e:  # a TunectlError is a message for people; anything else is a bug, said plainly
+        if args.propagate and not isinstance(e, ProfileError):
             raise
-        out.warn(f"tunectl: internal error: {type(e).__name__}: {e}\n"
-                 "this is a bug in tunectl; rerun with --propagate for the traceback and report it")
-        return ExitCode.INTERNAL
+        return _fail(out, e)
 
 
 def main_entry() -> None:

@@ -17,14 +17,23 @@ class ExitCode(enum.IntEnum):
 
 
 class TunectlError(Exception):
-    """Base of every error shown to a user: what happened, and a hint what to do."""
+    """Base of every error shown to a user: what happened, and a hint what to do.
+
+    `code` names the kind of failure in the --json error document (stable words a
+    script may test); `where` is what it is about: a device, a file, an option.
+    """
 
     exit_code = ExitCode.USAGE
+    code = "error"
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    def __init__(self, message: str, hint: str | None = None, *, code: str | None = None,
+                 where: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.where = where
+        if code is not None:
+            self.code = code
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message}\nhint: {self.hint}"
@@ -32,26 +41,32 @@ class TunectlError(Exception):
 
 class UsageError(TunectlError):
     exit_code = ExitCode.USAGE
+    code = "usage"
 
 
 class NotPermitted(TunectlError):
     exit_code = ExitCode.NOT_PERMITTED
+    code = "not-permitted"
 
 
 class StateError(TunectlError):
     """The state directory (journal, lock, active profile) cannot be used."""
 
     exit_code = ExitCode.STATE
+    code = "state"
 
 
 class ProfileError(TunectlError):
     """A profile that cannot be used; `diagnostics` holds one line per problem."""
 
     exit_code = ExitCode.USAGE
+    code = "profile"
 
     def __init__(self, diagnostics: list, hint: str | None = None) -> None:
         self.diagnostics = list(diagnostics)
-        super().__init__("\n".join(str(d) for d in self.diagnostics), hint)
+        first = self.diagnostics[0] if self.diagnostics else None
+        where = f"{first.file}:{first.line}:{first.col}" if hasattr(first, "file") else None
+        super().__init__("\n".join(str(d) for d in self.diagnostics), hint, where=where)
 
 
 class SysfsError(OSError):

@@ -3,19 +3,109 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    rows = [["-" if c is None else str(c) for c in row] for row in rows]
+def column_name(header: str) -> str:
+    """The name `-o` takes for a column: ``BEFORE -> AFTER`` -> ``before-after``, ``READ-AHEAD`` -> ``read-ahead``."""
+    return re.sub(r"[^a-z0-9]+", "-", header.lower()).strip("-")
+
+
+def cut(text: str, width: int, middle: bool = False) -> str:
+    """`text` in `width` characters: the end (or, for an identity or a path, the middle) replaced by "…"."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    if not middle:
+        return text[:width - 1] + "…"
+    head = (width - 1 + 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+
+
+PAINT = {"red": "\x1b[31m", "yellow": "\x1b[33m", "green": "\x1b[32m", "bold": "\x1b[1m"}
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], width: int | None = None,
+          middle: Iterable[str] = (), keep: Iterable[str] = (), only: Sequence[str] | None = None,
+          hide: Iterable[str] = (), paint: Callable[[str, str], str | None] | None = None) -> str:
+    """Rows under headers, two spaces apart, every line at most `width` characters (None: cells whole).
+
+    Too wide, the widest column that may shrink loses a character at a time, down to its header's
+    width (or 6); cut cells end in "…", or hold it in the middle for the `middle` columns (identities,
+    paths). `keep` columns are never cut. `only` picks columns by name (`column_name`), in its order;
+    `hide` leaves columns out unless `only` names them. `paint(header, cell)` names a colour for a
+    cell (red, yellow, green, bold) or None; colours do not count in the width. Control characters
+    in cells are escaped.
+    """
+    headers = list(headers)
+    rows = [["-" if c is None else escape_field(str(c)) for c in row] for row in rows]
+    if only is not None:
+        picked = [[column_name(h) for h in headers].index(name) for name in only]
+    else:
+        hidden = set(hide)
+        picked = [i for i, h in enumerate(headers) if h not in hidden]
+    headers = [headers[i] for i in picked]
+    rows = [[row[i] for i in picked] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, row)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
-    return "\n".join(lines)
+    if width is not None:
+        fixed, floor = set(keep), [min(w, max(len(h), 6)) for h, w in zip(headers, widths)]
+        while sum(widths) + 2 * (len(widths) - 1) > width:
+            movable = [i for i, h in enumerate(headers) if h not in fixed and widths[i] > floor[i]]
+            if not movable:
+                break
+            widths[max(movable, key=lambda i: widths[i])] -= 1
+    mid = set(middle)
+
+    def line(cells: Sequence[str], head: bool = False) -> str:
+        parts = []
+        for h, c, w in zip(headers, cells, widths):
+            text = cut(c, w, h in mid)
+            colour = None if head or paint is None else paint(h, c)
+            padded = text.ljust(w)
+            parts.append(f"{PAINT[colour]}{text}\x1b[0m{padded[len(text):]}" if colour else padded)
+        out = "  ".join(parts).rstrip()
+        return cut(out, width) if width is not None and len(_ANSI.sub("", out)) > width and "\x1b" not in out else out
+
+    return "\n".join([line(headers, head=True)] + [line(row) for row in rows])
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+VERDICT_COLUMNS = ("DRIFT", "STATUS", "ALIGNED", "RESULT")
+_FINE = ("in sync", "ok", "yes", "-", "skip", "changed", "not run (--check)")
+_FAILED = ("failed", "not-permitted", "NO", "unreadable")
+
+
+def verdict_colour(header: str, cell: str) -> str | None:
+    """Drift in yellow, failures in red, the rest plain: the colours of every table."""
+    if header not in VERDICT_COLUMNS or cell in _FINE:
+        return None
+    return "red" if cell in _FAILED or cell.startswith("NOT APPLIED") else "yellow"
+
+
+def add_table_options(p: Any, headers: Sequence[str], hidden: Sequence[str] = ()) -> None:
+    """`-o COL,...` and `--columns` for a command whose output is one table with these headers."""
+    names = [column_name(h) for h in headers]
+    p.add_argument("-o", "--output", dest="table_output", metavar="COL,...", type=lambda text: text.split(","),
+                   help=f"the columns to show, in this order ({','.join(names)}); --columns lists them")
+    p.add_argument("--columns", action="store_true", dest="list_columns", help="list the columns -o takes, and exit")
+    p.set_defaults(table_columns=[(h, h in hidden) for h in headers])
+
+
+def unified_diff(old: str, new: str, fromfile: str, tofile: str) -> str:
+    """`diff -u` of two texts, as patch(1) reads it ("\\ No newline at end of file" included); "" when equal."""
+    import difflib
+
+    if old == new:
+        return ""
+    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile, tofile)
+    return "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines)
 
 
 def show(value: Any) -> str:
@@ -26,9 +116,61 @@ def show(value: Any) -> str:
     return str(value)
 
 
-def emit_json(doc: Any, out: TextIO | None = None) -> None:
+def emit_json(name: str, doc: dict[str, Any], out: TextIO | None = None, one_line: bool = False) -> None:
+    """`doc` as the document `tunectl-<name>` (format and version first): indented, or one line (JSON lines)."""
+    from tunectl.schema import envelope
+
     out = out or sys.stdout
-    out.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+    body = envelope(name, doc)
+    out.write((json.dumps(body, default=str, separators=(",", ":")) if one_line
+               else json.dumps(body, indent=2, sort_keys=False, default=str)) + "\n")
+
+
+def error_document(code: str, message: str, hint: str | None = None, where: str | None = None,
+                   exit_code: int = 2, diagnostics: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The one shape of every failure under --json (usage, profile, device, state, permission, bug)."""
+    return {"ok": False, "error": {"code": code, "message": message, "hint": hint, "where": where,
+                                   "exit_code": int(exit_code), "diagnostics": list(diagnostics)}}
+
+
+def error_lines(problems: str | Sequence[Any], hint: str | None = None, label: str = "error") -> list[str]:
+    """The one text form of an error: ``tunectl: error: what``, then ``hint: what to do``.
+
+    `problems` is a message, or a profile's diagnostics: one that has a place
+    (``file:line:col: $.path: message``) keeps it at the start of its line, where
+    editors and compilers put it.
+    """
+    items = problems.split("\n") if isinstance(problems, str) else list(problems)
+    lines = [escape(str(p)) if hasattr(p, "file") else f"tunectl: {label}: {escape(str(p))}" for p in items]
+    return lines + ([f"hint: {escape(hint)}"] if hint else [])
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape(text: str) -> str:
+    """Control characters (from file names, journal values, udev properties) as \\xNN, never raw to a terminal.
+
+    A newline stays: callers print several lines at once; a name holding one is
+    escaped by `escape_field`.
+    """
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                        else f"\\u{ord(m.group()):04x}", text)
+
+
+def escape_keeping_colour(text: str, colour: bool) -> str:
+    """`escape` for a printed line; with `colour`, the table's own colour codes (and only those) stay."""
+    if not colour:
+        return escape(text)
+    return "".join(part if _OWN_COLOUR.fullmatch(part) else escape(part) for part in _OWN_COLOUR_SPLIT.split(text))
+
+
+_OWN_COLOUR = re.compile("|".join(map(re.escape, [*PAINT.values(), "\x1b[0m"])))
+_OWN_COLOUR_SPLIT = re.compile(f"({_OWN_COLOUR.pattern})")
+
+
+def escape_field(text: str) -> str:
+    """One table cell or name: every control character escaped, a newline and a tab too."""
+    return escape(text).replace("\n", "\\n").replace("\t", "\\t")
 
 
 class Progress:

@@ -22,8 +22,14 @@ exit: 0 all aligned, 1 a partition misaligned or a named disk without a table,
 2 unknown device, 4 not permitted (parted needs root to open a disk)."""
 
 
+COLUMNS = ["DISK", "PART", "START", "SIZE", "GRAIN", "ALIGNED", "OFF BY", "SUGGESTED START", "PARTED"]
+
+
 def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
+    from tunectl.report import add_table_options
+
     p.epilog = EXAMPLES
+    add_table_options(p, COLUMNS)
     p.add_argument("-p", "--profile", help="profile whose alignment.boundary_kib to use (default: 'default')")
     p.add_argument("devices", nargs="*", metavar="DEV",
                    help="disk or partition: kernel name, /dev path or /dev/disk/by-id link "
@@ -32,7 +38,6 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
 
 def run(ctx, args, out) -> int:
     from tunectl.align.check import check
-    from tunectl.report import emit_json
 
     report = check(ctx, args.profile, args.devices)
     for w in report.warnings:
@@ -41,14 +46,13 @@ def run(ctx, args, out) -> int:
         out.warn(f"tunectl: note: {note}")
     code = ExitCode.OK if report.ok else ExitCode.DRIFT
     if out.json:
-        emit_json(report.to_json(), out.stdout)
+        out.emit(report.to_json())
     else:
         _render(report, out)
     return code
 
 
 def _render(report, out) -> None:
-    from tunectl.report import table
     from tunectl.units import format_bytes
 
     rows, notes = [], []
@@ -72,12 +76,11 @@ def _render(report, out) -> None:
             notes.append(f"{disk.device}: grain {format_bytes(disk.grain.bytes)} from {disk.grain.source}")
     out.print(f"profile: {report.profile}")
     if rows:
-        out.print(table(["DISK", "PART", "START", "SIZE", "GRAIN", "ALIGNED", "OFF BY", "SUGGESTED START", "PARTED"],
-                        rows))
+        out.print(out.table(COLUMNS, rows, keep=("DISK", "ALIGNED")))
     else:
         out.print("no disk with a partition table")
     for note in notes:
-        out.print(f"  {note}")
+        out.say(f"  {note}")
     bad = sum(not p.aligned for d in report.disks for p in d.partitions)
     total = sum(len(d.partitions) for d in report.disks)
     summary = [f"{bad} of {total} partition(s) misaligned"] if bad else []
@@ -87,4 +90,4 @@ def _render(report, out) -> None:
         summary.append(f"no partition table on {', '.join(untabled)}")
     if unreadable:
         summary.append(f"parted could not read {', '.join(unreadable)}")
-    out.print("; ".join(summary) if summary else ("all aligned" if total else "no partitions to check"))
+    out.say("; ".join(summary) if summary else ("all aligned" if total else "no partitions to check"))

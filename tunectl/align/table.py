@@ -22,6 +22,7 @@ class ParseError(TunectlError):
     """parted printed something this parser does not understand."""
 
     exit_code = ExitCode.USAGE
+    code = "partition-table"
 
 
 @dataclass(frozen=True)

@@ -118,9 +118,7 @@ def run(ctx, args, out) -> int:
         _report_restore(sweep, out, f"{verb} after {len(sweep.runs)} of {len(points)} points")
         if out.json:
             from tunectl.bench.report import BenchReport
-            from tunectl.report import emit_json
-
-            emit_json(BenchReport(stack, sweep, seed, schedulers, interrupted=True).to_json(), out.stdout)
+            out.emit(BenchReport(stack, sweep, seed, schedulers, interrupted=True).to_json())
         return 143 if isinstance(e, Terminated) else 130
     except BaseException:
         bar.close()
@@ -186,7 +184,7 @@ def _report_restore(sweep, out, why: str) -> None:
 def _render(ctx, args, stack, sweep, seed, schedulers, out) -> int:
     from tunectl.bench import chart
     from tunectl.bench.report import BenchReport
-    from tunectl.report import emit_json, table
+    from tunectl.report import table
 
     report = BenchReport(stack, sweep, seed, schedulers)
     summaries = report.summaries
@@ -202,7 +200,7 @@ def _render(ctx, args, stack, sweep, seed, schedulers, out) -> int:
 
         write_png(args.plot, summaries, f"tunectl bench {stack.target}")
     if out.json:
-        emit_json(report.to_json(), out.stdout)
+        out.emit(report.to_json())
         return report.exit_code
     rows = []
     for s in summaries:

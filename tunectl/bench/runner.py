@@ -37,6 +37,7 @@ class BenchError(TunectlError):
     """The kernel refused a setting of the sweep (the sweep stops; what was changed is restored)."""
 
     exit_code = ExitCode.PARTIAL
+    code = "bench"
 
 
 @dataclass

@@ -197,5 +197,6 @@ class Resolver:
                 out.extend(d for d in self.path(ref) if d not in out)
                 continue
             known = ", ".join(sorted(self.devices)) or "none"
-            raise UsageError(f"no block device {ref!r} under {self.ctx.sysfs.root}", hint=f"devices here: {known}")
+            raise UsageError(f"no block device {ref!r} under {self.ctx.sysfs.root}", hint=f"devices here: {known}",
+                             code="unknown-device", where=ref)
         return out

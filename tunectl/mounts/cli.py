@@ -20,6 +20,9 @@ EXAMPLES = (
     "fstab could not be replaced; 2 usage or profile error; 4 not permitted.")
 
 
+CHECK_COLUMNS = ["TARGET", "SOURCE", "FSTYPE", "DISKS", "WANTED", "LIVE", "FSTAB", "DRIFT"]
+
+
 def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     p.epilog = EXAMPLES
     sub = p.add_subparsers(dest="mounts_command", metavar="ACTION")
@@ -30,6 +33,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
         ap.epilog = EXAMPLES
         ap.add_argument("-p", "--profile", help="profile name or file (default: last applied, else 'default')")
         ap.add_argument("--fstab", metavar="PATH", help=f"the fstab to read (default {FSTAB}, env TUNECTL_FSTAB)")
+        if verb == "check":
+            from tunectl.report import add_table_options
+
+            add_table_options(ap, CHECK_COLUMNS)
         if verb == "fix":
             ap.add_argument("--remount", action="store_true",
                             help="also remount each drifting live mount and confirm the options in mountinfo")
@@ -55,10 +62,10 @@ def _printable(text: str) -> str:
 
 
 def _render_check(report, out) -> None:
-    from tunectl.report import emit_json, show, table
+    from tunectl.report import escape_field, show
 
     if out.json:
-        emit_json(report.to_json(), out.stdout)
+        out.emit(report.to_json())
         return
     for w in report.warnings:
         out.warn(_printable(f"warning: {w}"))
@@ -70,20 +77,19 @@ def _render_check(report, out) -> None:
                      show(fs.live.options) if fs.live is not None else "(not mounted)",
                      show(fs.entry.options) + f" (line {fs.entry.lineno})" if fs.entry is not None else "(not in fstab)",
                      drift or "in sync"])
-    out.print(f"profile: {report.profile}   fstab: {report.fstab_path}")
-    out.print(_printable(table(["TARGET", "SOURCE", "FSTYPE", "DISKS", "WANTED", "LIVE", "FSTAB", "DRIFT"], rows)))
+    out.say(_printable(escape_field(f"profile: {report.profile}   fstab: {report.fstab_path}")))
+    out.print(_printable(out.table(CHECK_COLUMNS, rows, middle=("TARGET", "SOURCE"))))
     skips = [(fs.target, s) for fs in report.filesystems for s in fs.want.skipped]
     for target, s in skips:
-        out.print(_printable(f"skipped on {target}: {s.option}: {s.reason}"))
+        out.say(_printable(escape_field(f"skipped on {target}: {s.option}: {s.reason}")))
     if report.timer is not None:
         out.print(f"fstrim.timer: {report.timer['state']}")
 
 
 def _render_fix(result, args, out) -> None:
-    from tunectl.report import emit_json, table
 
     if out.json:
-        emit_json(result.to_json(), out.stdout)
+        out.emit(result.to_json())
         return
     for w in result.check_report.warnings:
         out.warn(_printable(f"warning: {w}"))
@@ -97,7 +103,7 @@ def _render_fix(result, args, out) -> None:
     elif args.check:
         out.print(f"{path}: would be rewritten (--check: nothing written)")
     if result.remounts:
-        out.print(_printable(table(["TARGET", "REMOUNT OPTIONS", "RESULT"],
+        out.print(_printable(out.table(["TARGET", "REMOUNT OPTIONS", "RESULT"],
                         [[r.target, r.options, "not run (--check)" if r.ok is None else "ok" if r.ok
                           else "NOT APPLIED: " + (", ".join(r.not_applied) or r.error)] for r in result.remounts])))
     for p in result.problems:

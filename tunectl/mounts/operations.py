@@ -7,7 +7,6 @@ Each returns a report object; rendering and exit codes are the CLI's business.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import errno
 import json
 import os
@@ -213,12 +212,12 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
 
 
 def unified_diff(path: Path, old: bytes, new: bytes) -> str:
+    from tunectl.report import unified_diff as text_diff
+
     if old == new:
         return ""
-    a = old.decode("utf-8", "replace").splitlines(keepends=True)  # for display: never unprintable
-    b = new.decode("utf-8", "replace").splitlines(keepends=True)
-    lines = difflib.unified_diff(a, b, fromfile=str(path), tofile=f"{path} (tunectl)")
-    return "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines)
+    # for display: never unprintable
+    return text_diff(old.decode("utf-8", "replace"), new.decode("utf-8", "replace"), str(path), f"{path} (tunectl)")
 
 
 def _findmnt(path: Path, run: Callable[..., Completed]) -> list[dict]:

@@ -123,15 +123,14 @@ def _skips(skipped, verbose: int) -> list[str]:
 
 def _render(report, out, human) -> int:
     """One JSON document, or notes on stderr and `human(report)` lines; the report's exit code."""
-    from tunectl.report import emit_json
 
     if out.json:
-        emit_json(report.to_json(), out.stdout)
+        out.emit(report.to_json())
         return report.exit_code
     for note in getattr(report, "notes", []):
         out.warn(f"tunectl: note: {note}")
     for line in human(report):
-        out.print(line)
+        out.print(line)  # file names are anyone's bytes: print escapes them
     return report.exit_code
 
 

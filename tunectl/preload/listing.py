@@ -39,6 +39,7 @@ class ListError(UsageError):
     """A preload list that cannot be used: the text names file:line."""
 
     exit_code = ExitCode.USAGE
+    code = "preload-list"
 
 
 class Entry(NamedTuple):

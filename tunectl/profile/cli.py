@@ -15,7 +15,7 @@ from tunectl.profile.library import ProfileRef, list_profiles, read_profile_byte
 from tunectl.profile.reader import PathT, decode_profile, parse_yaml
 from tunectl.profile.reports import FileVerdict, ProfileListReport, ProfileShowReport, ValidateReport
 from tunectl.profile.resolve import Profile, is_setting_value, load_profile, resolve_profile
-from tunectl.report import emit_json, table
+from tunectl.report import error_lines
 
 EXAMPLES = ("examples:\n  tunectl profile list\n  tunectl profile show virtual-guest --explain\n"
             "  tunectl profile validate /etc/tunectl/profiles/*.yaml\n  tunectl profile import-tuned throughput-performance")
@@ -68,9 +68,10 @@ def _description(path: Path) -> str:
 def _list(ctx, args, out) -> int:
     report = ProfileListReport([(name, path, _description(path)) for name, path in list_profiles(ctx.search_path)])
     if out.json:
-        emit_json(report.to_json(), out.stdout)
+        out.emit(report.to_json())
     else:
-        out.print(table(["NAME", "DESCRIPTION", "FILE"], [(n, d, p) for n, p, d in report.entries]))
+        out.print(out.table(["NAME", "DESCRIPTION", "FILE"], [(n, d, p) for n, p, d in report.entries], middle=("FILE",),
+                            keep=("NAME",)))
     return report.exit_code
 
 
@@ -80,7 +81,7 @@ def _show(ctx, args, out) -> int:
         out.warn(str(w))
     report = ProfileShowReport(profile, args.explain)
     if out.json:
-        emit_json(report.to_json(), out.stdout)
+        out.emit(report.to_json())
         return report.exit_code
     if args.explain:
         out.print(f"# {profile.name}: {' <- '.join(profile.files)}")
@@ -187,13 +188,13 @@ def _validate(ctx, args, out) -> int:
         report.files.append(verdict)
         if not out.json:
             diags = verdict.diagnostics
-            for d in diags:
-                out.warn(str(d))
+            for line in error_lines(diags):
+                out.warn(line)
             if not verdict.errors:
                 warned = f" ({len(diags)} warning{'s' if len(diags) != 1 else ''})" if diags else ""
                 out.print(f"{ref}: ok{warned}")
     if out.json:
-        emit_json(report.to_json(), out.stdout)
+        out.emit(report.to_json())
     return report.exit_code
 
 
@@ -202,7 +203,7 @@ def _import_tuned(ctx, args, out) -> int:
 
     result = import_tuned(args.ref, args.tuned_dirs or DEFAULT_SEARCH_DIRS)
     if out.json:
-        emit_json(result.to_json(), out.stdout)
+        out.emit(result.to_json())
     else:
         out.stdout.write(render_yaml(result))
     return ExitCode.OK

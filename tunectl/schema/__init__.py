@@ -1,0 +1,42 @@
+"""The shapes of tunectl's machine output: one versioned format per `--json` document.
+
+Every document a command prints under `--json` starts with `"format":
+"tunectl-<name>"` and `"version": N` and follows `tunectl-<name>.schema.json`
+beside this file. A change to a shape is a new version here and a line in
+CHANGELOG.md; readers check `format` and `version` before trusting a key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+
+# format name (after "tunectl-") -> the version of its shape that this tunectl prints
+VERSIONS: dict[str, int] = {
+    "status": 1, "plan": 1, "verify": 1, "apply": 1, "rollback": 1,
+    "profile-list": 1, "profile-show": 1, "profile-validate": 1, "profile-import-tuned": 1,
+    "udev-render": 1, "udev-install": 1, "udev-remove": 1, "udev-check": 1, "udev-monitor": 1,
+    "align": 1,
+    "mounts-check": 1, "mounts-fix": 1,
+    "preload-collect": 1, "preload-record": 1, "preload-replay": 2, "preload-show": 1,
+    "bench": 2,
+    "version": 1,
+    "error": 1,
+}
+
+
+def envelope(name: str, body: dict[str, Any]) -> dict[str, Any]:
+    """`body` as the document of format `tunectl-<name>`: format and version first, then its own keys."""
+    return {"format": f"tunectl-{name}", "version": VERSIONS[name], **body}
+
+
+def schema_path(name: str) -> Path:
+    return HERE / f"tunectl-{name}.schema.json"
+
+
+def load(name: str) -> dict[str, Any]:
+    import json
+
+    return json.loads(schema_path(name).read_text())

@@ -21,6 +21,7 @@ class PartedError(TunectlError):
     """parted could not read this device's partition table."""
 
     exit_code = ExitCode.USAGE
+    code = "parted"
 
 
 @dataclass(frozen=True)

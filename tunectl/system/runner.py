@@ -15,6 +15,7 @@ class CommandError(TunectlError):
     """A tool we depend on is missing, failed, or hung."""
 
     exit_code = ExitCode.USAGE
+    code = "command"
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,19 @@ EXAMPLES = {
 }
 
 
+STATUS_COLUMNS = ["DEVICE", "CLASS", "SCHEDULER", "READ-AHEAD", "IDENTITY", "DRIFT", "KNOBS"]
+SETTING_COLUMNS = ["DEVICE", "ATTRIBUTE", "BEFORE -> AFTER", "SOURCE", "STATUS", "NOTE"]
+FIT = {"middle": ("IDENTITY",), "keep": ("DEVICE", "STATUS", "DRIFT")}
+
+
 def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
+    from tunectl.report import add_table_options
+
     p.epilog = EXAMPLES.get(name)
+    if name == "status":
+        add_table_options(p, STATUS_COLUMNS, hidden=("KNOBS",))
+    elif name in ("plan", "verify"):
+        add_table_options(p, SETTING_COLUMNS)
     if name == "status":
         p.add_argument("-p", "--profile", help="compare with this profile instead of the last applied one")
         p.add_argument("--all", action="store_true",
@@ -38,7 +49,9 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
         p.add_argument("-p", "--profile", help="profile name or file (default: 'default')")
         p.add_argument("devices", nargs="*", metavar="DEV", help="kernel name or /dev path (default: all)")
         p.add_argument("--check", action="store_true", help="write nothing; report and exit as if it had")
-        p.add_argument("--diff", action="store_true", help="show each change as - before / + after")
+        p.add_argument("--diff", action="store_true",
+                       help="show the changes as a unified diff: a pseudo-file DEV/queue per device, "
+                            "a line 'attribute: value' per planned setting")
         p.add_argument("--detailed-exitcode", action="store_true",
                        help="exit 0 if nothing changed, 2 if something changed, 1 on any error")
         p.add_argument("--stack", action="store_true",
@@ -63,7 +76,7 @@ def _warn_profile(report, out) -> None:
 
 
 def _cmd_status(ctx, args, out) -> int:
-    from tunectl.report import emit_json, show, table
+    from tunectl.report import show
     from tunectl.tuning import operations as tuning
 
     report = tuning.status(ctx, args.profile, scoped=not args.all)
@@ -72,25 +85,24 @@ def _cmd_status(ctx, args, out) -> int:
     for s in report.drift:
         drift_by_dev[s.device] = drift_by_dev.get(s.device, 0) + 1
     if out.json:
-        emit_json(report.to_json(), out.stdout)
+        out.emit(report.to_json())
         return report.exit_code
     rows = []
     for d in report.devices:
-        knobs = " ".join(f"{k}={v}" for k, v in sorted(d.iosched.items())) if out.verbose else ""
+        knobs = " ".join(f"{k}={v}" for k, v in sorted(d.iosched.items()))
         drift = f"{drift_by_dev[d.name]} setting(s)" if d.name in drift_by_dev else "in sync"
         rows.append([d.name, d.cls + (f"/{d.dm_type}" if d.dm_type else ""), show(d.scheduler),
-                     show(d.queue.get("read_ahead_kb")), d.identity, drift] + ([knobs] if out.verbose else []))
-    headers = ["DEVICE", "CLASS", "SCHEDULER", "READ-AHEAD", "IDENTITY", "DRIFT"] + (["KNOBS"] if out.verbose else [])
+                     show(d.queue.get("read_ahead_kb")), d.identity, drift, knobs])
     out.print(f"profile: {report.profile}")
     _print_scope(report, out)
-    out.print(table(headers, rows))
+    out.print(out.table(STATUS_COLUMNS, rows, hide=() if out.verbose else ("KNOBS",), **FIT))
     return report.exit_code
 
 
 def _print_scope(report, out) -> None:
     """Say so when the last apply's scope narrows the devices looked at (DEV arguments say it themselves)."""
     if report.scope is not None and report.scope.origin == "last-apply":
-        out.print(report.scope.describe(report.profile))
+        out.say(report.scope.describe(report.profile))
 
 
 def _settings_rows(settings, verbose: int, with_status: bool = False):
@@ -129,7 +141,6 @@ def _summary(statuses: list[str]) -> str:
 
 
 def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
-    from tunectl.report import emit_json, table
     from tunectl.tuning import operations as tuning
 
     ref = tuning.active_profile_ref(ctx, args.profile) if verify else args.profile
@@ -137,14 +148,14 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     _warn_profile(report, out)
     drift = report.drift
     if out.json:
-        emit_json(report.to_json(), out.stdout)
+        out.emit(report.to_json())
         return report.exit_code
     rows = _settings_rows(report.settings, out.verbose, with_status=True)
     out.print(f"profile: {report.profile}")
     _print_scope(report, out)
     if rows:
-        out.print(table(["DEVICE", "ATTRIBUTE", "BEFORE -> AFTER", "SOURCE", "STATUS", "NOTE"], rows))
-    out.print(_summary([s.status for s in report.settings]))
+        out.print(out.table(SETTING_COLUMNS, rows, **FIT))
+    out.say(_summary([s.status for s in report.settings]))
     if verify:
         out.print("in sync" if not drift else f"drift: {len(drift)} setting(s) differ")
     return report.exit_code
@@ -166,27 +177,43 @@ def _cmd_apply(ctx, args, out) -> int:
 
 
 def _render_apply(report, args, out) -> int:
-    from tunectl.report import emit_json, show, table
 
     _warn_profile(report, out)
     if out.json:
-        emit_json(report.to_json(), out.stdout)
+        out.emit(report.to_json())
         return report.exit_code
     for note in report.notes:
         out.warn(f"tunectl: note: {note}")
     rows = _settings_rows(report.outcomes, out.verbose, with_status=True)
     if getattr(args, "diff", False):
-        for o in report.outcomes:
-            s = o.setting
-            if o.status in (Status.CHANGED, Status.CHANGE):
-                after = show(s.after) if s.bounds is None or s.after is not None else _before_after(s).split(" -> ")[1]
-                out.print(f"--- {s.device} queue/{s.attribute}\n-{show(s.before)}\n+{after}")
+        diff = _diff(report.outcomes)
+        if diff:
+            out.stdout.write(diff)  # the requested data: printed even with -q
     elif rows:
-        out.print(table(["DEVICE", "ATTRIBUTE", "BEFORE -> AFTER", "SOURCE", "STATUS", "NOTE"], rows))
+        out.print(out.table(SETTING_COLUMNS, rows, **FIT))
     verb = "would change" if report.check else "changed"
     n = sum(o.status in (Status.CHANGED, Status.CHANGE) for o in report.outcomes)
-    out.print(f"{report.profile}: {verb} {n} setting(s); {_summary([o.status for o in report.outcomes])}")
+    out.say(f"{report.profile}: {verb} {n} setting(s); {_summary([o.status for o in report.outcomes])}")
     return report.exit_code
+
+
+def _diff(outcomes) -> str:
+    """One pseudo-file per device, ``DEV/queue``: a line ``attribute: value`` per planned setting, before and
+    after, as a unified diff (`patch -p1` applies it to such a dump)."""
+    from tunectl.report import escape_field, show, unified_diff
+
+    devices: dict[str, tuple[list[str], list[str]]] = {}
+    for o in sorted(outcomes, key=lambda o: (o.setting.device, o.setting.attribute)):
+        s = o.setting
+        before = escape_field(show(s.before))
+        after = before
+        if o.status in (Status.CHANGED, Status.CHANGE):
+            after = show(s.after) if s.bounds is None or s.after is not None else _before_after(s).split(" -> ")[1]
+        old, new = devices.setdefault(s.device, ([], []))
+        old.append(f"{s.attribute}: {before}\n")
+        new.append(f"{s.attribute}: {escape_field(after)}\n")
+    return "".join(unified_diff("".join(old), "".join(new), f"a/{dev}/queue", f"b/{dev}/queue")
+                   for dev, (old, new) in devices.items())
 
 
 def _cmd_rollback(ctx, args, out) -> int:

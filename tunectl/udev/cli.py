@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 EXAMPLES = ("examples:\n  tunectl udev render -p throughput-performance\n"
             "  tunectl udev install -p throughput-performance --trigger\n"
@@ -38,7 +37,6 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
 
 
 def run(ctx, args, out) -> int:
-    from tunectl.report import emit_json
     from tunectl.udev import install
 
     if args.udev_command == "monitor":
@@ -61,7 +59,7 @@ def run(ctx, args, out) -> int:
     else:
         report = install.check(ctx, args.profile, args.rules_dir, warn)
     if out.json:
-        emit_json(report.to_json(), out.stdout)
+        out.emit(report.to_json())
     else:
         TEXT[args.udev_command](report, out)
     return report.exit_code
@@ -75,7 +73,7 @@ def _install_text(report, out) -> None:
     for p in report.problems:
         out.warn(f"tunectl: warning: {p}")
     verb = "installed" if report.changed else "unchanged"
-    out.print(f"{verb}: {report.path} (profile {report.render.profile.name}, {report.render.rendered.digest})")
+    out.say(f"{verb}: {report.path} (profile {report.render.profile.name}, {report.render.rendered.digest})")
     if report.reloaded:
         out.print("udev rules reloaded")
     if report.triggered:
@@ -85,19 +83,19 @@ def _install_text(report, out) -> None:
 def _remove_text(report, out) -> None:
     for p in report.problems:
         out.warn(f"tunectl: warning: {p}")
-    out.print(f"removed: {report.path}" if report.removed else f"not installed: {report.path}")
+    out.say(f"removed: {report.path}" if report.removed else f"not installed: {report.path}")
     if report.removed:
-        out.print("values already written stay as they are; `tunectl rollback` restores the originals")
+        out.say("values already written stay as they are; `tunectl rollback` restores the originals")
 
 
 def _check_text(report, out) -> None:
     name, digest = report.render.profile.name, report.render.rendered.digest
     if report.in_sync:
-        out.print(f"in sync: {report.path} is what profile {name} renders ({digest})")
+        out.say(f"in sync: {report.path} is what profile {name} renders ({digest})")
     elif report.installed is None:
-        out.print(f"not installed: {report.path}; `tunectl udev install -p {name}` writes it")
+        out.say(f"not installed: {report.path}; `tunectl udev install -p {name}` writes it")
     else:
-        out.print(f"differs: {report.path} ({report.installed_digest or 'no tunectl digest'}) is not what profile "
+        out.say(f"differs: {report.path} ({report.installed_digest or 'no tunectl digest'}) is not what profile "
                   f"{name} renders ({digest})")
         limit = None if out.verbose else 60
         for line in report.diff[:limit]:
@@ -141,7 +139,7 @@ def monitor(ctx, args, out, events=None) -> int:
     try:
         for report in itertools.islice(reports, args.count):
             if out.json:
-                out.stdout.write(json.dumps(report.to_json(), default=str) + "\n")
+                out.emit(report.to_json(), one_line=True)
             else:
                 out.print(report.line())
             out.stdout.flush()

@@ -37,6 +37,7 @@ class RulesError(TunectlError):
     """The rules file cannot be installed or checked (not a usage problem)."""
 
     exit_code = ExitCode.USAGE
+    code = "rules"
 
 
 def _euid() -> int:

@@ -67,6 +67,7 @@ class RenderError(UsageError):
     """A profile value that cannot be put into a udev rule safely or exactly."""
 
     exit_code = ExitCode.USAGE
+    code = "render"
 
 
 @dataclass(frozen=True)

@@ -28,22 +28,24 @@ def find_executable(module, name: str) -> str:
 
 
 def error_text(doc: dict) -> str:
-    """tunectl's error document as the lines it prints: `file:line:col: path: message`, then the hint."""
+    """tunectl's error document (tunectl-error) as the lines it prints: `file:line:col: path: message`, then the hint."""
+    error = doc.get("error") or {}
     lines = []
-    for e in doc.get("errors") or [{"message": doc.get("error", "unknown error")}]:
+    for e in error.get("diagnostics") or [{"message": error.get("message") or "unknown error"}]:
         where = ":".join(str(e[k]) for k in ("file", "line", "column") if e.get(k) is not None)
         parts = [p for p in (where, e.get("path"), e.get("message")) if p]
         lines.append(": ".join(parts))
-    if doc.get("hint"):
-        lines.append(f"hint: {doc['hint']}")
+    if error.get("hint"):
+        lines.append(f"hint: {error['hint']}")
     return "\n".join(lines)
 
 
 class Tunectl:
     """Runs `tunectl ... --json` and returns its document; collects stderr lines as warnings."""
 
-    def __init__(self, module, executable: str) -> None:
+    def __init__(self, module, executable: str, reads: dict[str, int]) -> None:
         self.module = module
+        self.reads = reads  # the --json formats the calling module reads, at their versions
         self.executable = executable
         self.commands: list[str] = []
         self.warnings: list[str] = []
@@ -66,7 +68,12 @@ class Tunectl:
         if not isinstance(doc, dict):
             detail = (stderr or stdout).strip() or "no output"
             raise StepFailed(f"`{shlex.join(argv)}` exited {rc} without a JSON report: {detail}")
-        if doc.get("ok") is False and ("errors" in doc or "error" in doc):
+        kind, version = doc.get("format"), doc.get("version")
+        if kind not in self.reads or self.reads[kind] != version:
+            reads = f"version {self.reads[kind]}" if kind in self.reads else "no such format"
+            raise StepFailed(f"`{shlex.join(argv)}` printed {kind} version {version}; this module reads {reads}: "
+                             "use the module and the tunectl of one release")
+        if kind == "tunectl-error":
             raise StepFailed(error_text(doc))
         if rc not in ok_codes:
             raise StepFailed(f"`{shlex.join(argv)}` exited {rc}: {(stderr or '').strip() or json.dumps(doc)}")

@@ -220,6 +220,11 @@ DEFAULT_RULES_DIR = "/etc/udev/rules.d"
 WRITTEN = ("changed", "change")  # statuses of a setting written (apply) or to be written (check mode)
 REFUSED = ("failed", "not-permitted")
 NOTED = ("skip", "unavailable")
+# The --json formats this module reads, at the versions it understands (tunectl/schema/CHANGELOG.md):
+# a tunectl on the host printing another version is refused with a message, never misread.
+READS = {"tunectl-apply": 1, "tunectl-rollback": 1, "tunectl-verify": 1, "tunectl-align": 1,
+         "tunectl-mounts-check": 1, "tunectl-mounts-fix": 1, "tunectl-udev-render": 1,
+         "tunectl-udev-install": 1, "tunectl-udev-remove": 1, "tunectl-udev-check": 1, "tunectl-error": 1}
 
 
 def show(value) -> str:
@@ -482,7 +487,7 @@ def main() -> None:
     if p["remount"] and p["mounts"] != "fix":
         module.fail_json(msg="remount applies the options of mounts=fix; set mounts=fix")
 
-    tunectl = Tunectl(module, find_executable(module, p["executable"]))
+    tunectl = Tunectl(module, find_executable(module, p["executable"]), READS)
     run = Run(module, tunectl)
     try:
         if state == "applied":

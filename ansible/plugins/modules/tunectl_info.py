@@ -130,6 +130,9 @@ from ansible_collections.tunectl.tunectl.plugins.module_utils.tunectl_cli import
     find_executable,
 )
 
+# The --json formats this module reads, at the versions it understands (tunectl/schema/CHANGELOG.md).
+READS = {"tunectl-status": 1, "tunectl-align": 1, "tunectl-error": 1}
+
 ARGUMENT_SPEC = {
     "profile": {"type": "str"},
     "devices": {"type": "list", "elements": "str", "default": []},
@@ -162,7 +165,7 @@ def gather(tunectl: Tunectl, params: dict) -> dict:
 
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    tunectl = Tunectl(module, find_executable(module, module.params["executable"]))
+    tunectl = Tunectl(module, find_executable(module, module.params["executable"]), READS)
     try:
         result = gather(tunectl, module.params)
     except StepFailed as e:

@@ -126,7 +126,8 @@ def test_verdicts_equal_parted_align_check(tmp_path, label, sector_size):
         machine = Parted()
         machine.json = False  # what parted before 3.5 gives: the -m lines, with their escapes
         ctx = Context.create(state_dir=str(tmp_path / "state"), env=ENV)
-        assert check(ctx, None, [name], parted=machine).to_json() == doc
+        assert check(ctx, None, [name], parted=machine).to_json() == {k: v for k, v in doc.items()
+                                                                       if k not in ("format", "version")}
 
 
 def test_partition_forms_and_an_aligned_disk(tmp_path):

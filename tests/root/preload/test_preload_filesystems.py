@@ -3,7 +3,6 @@ another user cannot read. Residency is checked with util-linux fincore right aft
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import REPO
+from tests.harness import REPO, check_documents
 from tests.preload_helpers import GOOD_HEADER, evict, make_files, replay_resident, tunectl
 from tunectl.preload import order
 from tunectl.preload.listing import parse
@@ -25,7 +24,7 @@ def test_record_finds_the_files_a_command_opens(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "tunectl", "--json", "preload", "record", "-o", str(lst), "--",
                            "sh", "-c", f"cat {a} {b}"], capture_output=True, text=True, errors="replace", cwd=REPO)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["method"] == "fanotify"  # the command's output went to stderr
+    assert check_documents(proc.stdout, proc.returncode)[0]["method"] == "fanotify"  # the command's output went to stderr
     paths = {e.path for e in parse(lst.read_text(), str(lst)).entries}
     assert {str(a), str(b)} <= paths and str(c) not in paths
     assert "/usr/bin/cat" in paths or "/bin/cat" in paths

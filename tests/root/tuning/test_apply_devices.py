@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
 import pytest
 
-from tests.harness import run_cli
+from tests.harness import check_documents, run_cli
 from tests.loopdev import active_scheduler, loop_devices, snapshot, sysfs_read, sysfs_write
 
 pytestmark = pytest.mark.root
@@ -97,5 +96,5 @@ def test_console_script_runs_as_a_process(loops, env):
     proc = subprocess.run([sys.executable, "-m", "tunectl", "plan", "-p", env["PROFILE"], loops[0], "--json"],
                           capture_output=True, text=True, env={**env, "PYTHONPATH": "."})
     assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)
+    [doc] = check_documents(proc.stdout, proc.returncode)
     assert {s["attribute"] for s in doc["settings"]} >= {"scheduler", "read_ahead_kb", "iosched/read_expire"}

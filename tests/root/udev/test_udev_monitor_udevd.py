@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import queue
 import signal
 import subprocess
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness import check_documents
 from tests.loopdev import sysfs_read, sysfs_write
 from tests.udevd import PROFILE, ROOT, loops, scoped_rules, udevadm
 
@@ -35,7 +35,7 @@ class _Monitor:
 
     def _pump(self) -> None:
         for line in self.proc.stdout:
-            self.lines.put(json.loads(line))
+            self.lines.put(check_documents(line)[0])
 
     def wait_for(self, device: str, want, timeout: float = 30) -> dict:
         """The first event of `device` that `want` accepts; other devices' events stay for later calls

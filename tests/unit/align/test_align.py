@@ -451,3 +451,14 @@ def test_a_fake_sysfs_root_never_reaches_a_real_device(empty_fake_tree, tmp_path
     r = run_cli("--sysfs-root", str(empty_fake_tree.root), "align", "vda", env=env)
     assert r.code == 2 and "no device node for vda" in r.err
     assert not log.exists()
+
+
+@pytest.mark.parametrize("width", [60, 80, 132])
+def test_the_table_and_its_notes_fit_the_terminal(tree, parted, tunectl, tmp_path, width):
+    wide = tunectl("align", "-v").out
+    narrow = Tunectl(tree, tmp_path / "state", [tmp_path / "profiles"],
+                     {**tunectl.ctx.env, "COLUMNS": str(width)})("align", "-o", "disk,part,aligned,off-by,suggested-start")
+    assert max(map(len, wide.splitlines())) > 132  # the notes are long sentences
+    assert narrow.code == 1 and all(len(line) <= width for line in narrow.out.splitlines()), narrow.out
+    assert narrow.out.splitlines()[1].split() == ["DISK", "PART", "ALIGNED", "OFF", "BY", "SUGGESTED", "START"]
+    assert "stricter than parted" in " ".join(narrow.out.split())

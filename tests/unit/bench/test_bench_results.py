@@ -239,3 +239,19 @@ def test_no_read_ahead_when_it_does_not_change_the_requests():
     assert rec.read_ahead_kb is None and "read_ahead_kb:" not in rec.fragment
     assert "did not change the requests" in rec.reason and "squashfs" in rec.reason
     assert rec.scheduler == "none" and "below: {scheduler: none}" in rec.fragment
+
+
+def test_both_kinds_of_recommendation_follow_the_bench_schema():
+    """The recommendation of `bench --json` (unit tests reach no real sweep): with and without a read_ahead_kb."""
+    import jsonschema
+
+    from tunectl import schema
+
+    part = schema.load("bench")["properties"]["recommendation"]
+    placement = Placement("dm-0", "dm", True, ("mmcblk0",))
+    for sectors in (16, None):  # request sizes fixed by a layer above, or set by the read-ahead window
+        runs = [_run(sched, ra, 1, mb_s, sectors_per_read=sectors)
+                for sched, ra, mb_s in (("none", 16, 20.0), ("none", 1024, 30.0), ("bfq", 16, 19.0), ("bfq", 1024, 29.0))]
+        rec = recommend(summarise(runs), placement).to_json()
+        assert (rec["read_ahead_kb"] is None) == (sectors == 16), rec
+        jsonschema.validate(rec, part, cls=jsonschema.Draft202012Validator)

@@ -189,7 +189,8 @@ def test_bad_input(cli, tree, argv, code, words, capsys):
 
 def test_bad_input_as_json(cli):
     r = cli("bench", "sdq", "--json")
-    assert r.code == 2 and r.doc["ok"] is False and "sdq" in r.doc["error"]
+    assert r.code == 2 and r.doc["ok"] is False and "sdq" in r.doc["error"]["message"]
+    assert r.doc["error"]["code"] == "unknown-device" and r.doc["error"]["where"] == "sdq"
 
 
 def test_plot_without_matplotlib_is_a_clear_usage_error(cli, monkeypatch, tmp_path):

@@ -23,6 +23,7 @@ def test_every_error_class_states_its_exit_code() -> None:
                CommandError, RulesError, RenderError]
     for cls in classes:
         assert "exit_code" in vars(cls), f"{cls.__name__} inherits its exit code instead of stating it"
+        assert "code" in vars(cls), f"{cls.__name__} inherits its --json error code instead of stating it"
     assert ExitCode.INTERNAL not in {cls.exit_code for cls in [TunectlError, *classes]}
 
 

@@ -556,8 +556,8 @@ def test_alias_bomb(cli) -> None:
 def test_missing_file_and_unknown_name(cli) -> None:
     r = cli("profile", "validate", "nope.yaml", "balancd")
     assert r.code == 2
-    assert r.lines[0] == "nope.yaml: no such profile file"
-    assert r.lines[1].startswith("profile 'balancd' not found on the search path (")
+    assert r.lines[0] == "tunectl: error: nope.yaml: no such profile file"
+    assert r.lines[1].startswith("tunectl: error: profile 'balancd' not found on the search path (")
     assert r.lines[1].endswith("); did you mean 'balanced'?")
 
 
@@ -602,7 +602,8 @@ def test_every_command_that_loads_a_profile_reports_the_lines(cli, tmp_path: Pat
     r = cli("--json", "--sysfs-root", str(tmp_path / "sys"), *argv)
     assert r.code == 2
     doc = json.loads(r.out)
-    assert doc["ok"] is False and [e["line"] for e in doc["errors"]] == [2, 5, 6]
+    assert doc["ok"] is False and [e["line"] for e in doc["error"]["diagnostics"]] == [2, 5, 6]
+    assert doc["format"] == "tunectl-error" and doc["error"]["code"] == "profile" and doc["error"]["where"] == "p.yaml:2:1"
 
 
 def test_json_path_quotes_what_is_not_a_name() -> None:

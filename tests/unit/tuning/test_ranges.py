@@ -113,7 +113,7 @@ def test_knob_ranges_across_a_scheduler_switch(empty_fake_tree: FakeTree, tmp_pa
     human = tunectl("plan", "-p", "switch")
     assert "- -> ..4" in human.out and "- -> 100.." in human.out
     diff = tunectl("apply", "-p", "switch", "--check", "--diff")
-    assert "--- sda queue/iosched/slice_idle\n--\n+..4" in diff.out  # before: none (set by the switch)
+    assert "\n-iosched/slice_idle: -\n" in diff.out and "\n+iosched/slice_idle: ..4\n" in diff.out  # set by the switch
 
     applied = tunectl("apply", "-p", "switch", "--json")
     assert applied.code == 0, applied.out

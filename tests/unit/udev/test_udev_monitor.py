@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakesys import FakeTree, all_topologies
+from tests.harness import check_documents
 from tests.tuning_helpers import Tunectl
 from tests.udevd import ROOT
 from tunectl.cli import Output
@@ -32,7 +33,9 @@ def _run(tree: FakeTree, tmp: Path, events: list, count: int | None = None, as_j
     tun = Tunectl(tree, tmp / "state")
     out, err = io.StringIO(), io.StringIO()
     args = Namespace(profile=str(tmp / "p.yaml"), count=count)
-    code = monitor(tun.ctx, args, Output(out, err, as_json, False, 0), events=events)
+    code = monitor(tun.ctx, args, Output(out, err, as_json, False, 0, "udev-monitor"), events=events)
+    if as_json and out.getvalue():
+        check_documents(out.getvalue())
     return code, out.getvalue(), err.getvalue()
 
 
