@@ -1,7 +1,8 @@
 """What one ansible-playbook run of the tunectl role costs (the unit of the Ansible tests' run time).
 
-Runs ansible/site.yml against localhost on a fake sysfs tree (apply + verify, nothing to change after the
-first run) N times and prints the median wall and CPU time of a run, and the machine's load.
+Runs the collection's site playbook (ansible/playbooks/site.yml) against localhost on a fake sysfs tree
+(apply + verify, nothing to change after the first run) N times and prints the median wall and CPU time
+of a run, and the machine's load.
 
     .venv/bin/python benchmarks/ansible_run.py [N]
 """

@@ -1,4 +1,4 @@
-"""Running ansible/site.yml (the tunectl role and module) against localhost, and reading what it printed."""
+"""Running the tunectl.tunectl collection's site playbook (role and modules) against localhost, and reading what it printed."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-PLAYBOOK = REPO / "ansible" / "site.yml"
-LIBRARY = REPO / "ansible" / "roles" / "tunectl" / "library"
+COLLECTION = REPO / "ansible"  # the tunectl.tunectl collection (galaxy.yml)
+PLAYBOOK = COLLECTION / "playbooks" / "site.yml"
+MODULES = COLLECTION / "plugins" / "modules"
 
 
 def ansible_tool(name: str) -> str | None:
@@ -72,8 +73,19 @@ def tunectl_wrapper(tmp: Path) -> Path:
     return wrapper
 
 
+def collections_path(tmp: Path) -> Path:
+    """A collections directory in which tunectl.tunectl is this checkout's ansible/ (a symlink)."""
+    root = tmp / "collections"
+    link = root / "ansible_collections" / "tunectl" / "tunectl"
+    if not link.exists():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(COLLECTION)
+    return root
+
+
 def _ansible_env(tmp: Path, **extra: str) -> dict[str, str]:
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_RETRY_FILES_ENABLED="0",
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections_path(tmp)),
+               ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_RETRY_FILES_ENABLED="0",
                ANSIBLE_LOCAL_TEMP=str(tmp / "ansible-local"), ANSIBLE_REMOTE_TEMP=str(tmp / "ansible-remote"),
                ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_STDOUT_CALLBACK="default",
                ANSIBLE_DEPRECATION_WARNINGS="0")
@@ -91,16 +103,20 @@ def playbook(tmp: Path, extra_vars: dict, *args: str, timeout: int = 300, **env:
 
 
 def module_tasks(tmp: Path, tasks: list[dict], environment: dict, *args: str, timeout: int = 300) -> list[dict]:
-    """One play of `tunectl` module tasks (each may fail: ignore_errors); the registered result of each, in order."""
+    """One play of `tunectl` module tasks (each may fail: ignore_errors); the registered result of each, in order.
+
+    The play names the tunectl.tunectl collection, so a task may say `tunectl` or `tunectl_info`.
+    """
     out = tmp / "module-results.json"
     names = [f"tunectl_case_{i}" for i in range(len(tasks))]
     steps = [dict(t, ignore_errors=True, register=name) for t, name in zip(tasks, names)]
-    steps.append({"name": "Save the results", "delegate_to": "localhost", "ansible.builtin.copy": {
+    steps.append({"name": "Save the results", "delegate_to": "localhost", "check_mode": False, "ansible.builtin.copy": {
         "dest": str(out), "mode": "0644", "content": "{{ [" + ", ".join(names) + "] | to_json }}"}})
     book = tmp / "module-tasks.yml"
-    book.write_text(json.dumps([{"hosts": "all", "gather_facts": False, "environment": environment, "tasks": steps}]))
+    book.write_text(json.dumps([{"hosts": "all", "gather_facts": False, "collections": ["tunectl.tunectl"],
+                                  "environment": environment, "tasks": steps}]))
     argv = [ansible_tool("ansible-playbook"), "-i", "localhost,", "-c", "local", str(book), *args]
-    proc = subprocess.run(argv, capture_output=True, text=True, env=_ansible_env(tmp, ANSIBLE_LIBRARY=str(LIBRARY)),
+    proc = subprocess.run(argv, capture_output=True, text=True, env=_ansible_env(tmp),
                           timeout=timeout, cwd=tmp)
     assert proc.returncode == 0 and out.exists(), proc.stdout + proc.stderr
     return json.loads(out.read_text())

@@ -130,7 +130,12 @@ def ensure_dir(path: str | os.PathLike, mode: int = 0o755) -> Path:
         except FileExistsError:
             pass
         else:
-            os.chmod(directory, mode, follow_symlinks=False)
+            # chmod(follow_symlinks=False) goes through /proc in glibc: absent in a chroot, it is NotImplementedError.
+            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
     return check_dir(path)
 
 

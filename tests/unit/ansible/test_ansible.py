@@ -15,46 +15,67 @@ from pathlib import Path
 
 import pytest
 
-from tests.ansible_helpers import LIBRARY, REPO, ansible_tool, module_tasks, needs_ansible, playbook, tunectl_wrapper
+from tests.ansible_helpers import (
+    COLLECTION,
+    MODULES,
+    REPO,
+    ansible_tool,
+    collections_path,
+    module_tasks,
+    needs_ansible,
+    playbook,
+    tunectl_wrapper,
+)
 from tests.harness import run_cli
 
 pytestmark = [pytest.mark.ansible, needs_ansible]
 
 
-def module_source():
-    spec = importlib.util.spec_from_file_location("tunectl_ansible_module", LIBRARY / "tunectl.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+def module_source(name: str, tmp: Path):
+    """A module file of the collection, imported as Python (its module_utils through the collections path)."""
+    sys.path.insert(0, str(collections_path(tmp)))
+    try:
+        spec = importlib.util.spec_from_file_location(f"tunectl_ansible_{name}", MODULES / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(collections_path(tmp)))
     return mod
 
 
-def test_ansible_doc_renders_the_module_as_its_argument_spec():
+@pytest.mark.parametrize("name, returns", [
+    ("tunectl", {"profile", "changes", "drift", "settings", "udev", "mounts", "alignment", "commands"}),
+    ("tunectl_info", {"profile", "devices", "classes", "drift", "in_sync", "alignment", "commands"}),
+])
+def test_ansible_doc_renders_the_module_as_its_argument_spec(name, returns, tmp_path):
     doc_tool = ansible_tool("ansible-doc")
-    text = subprocess.run([doc_tool, "-M", str(LIBRARY), "tunectl"], capture_output=True, text=True, timeout=120)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections_path(tmp_path)), ANSIBLE_NOCOLOR="1")
+    fqcn = f"tunectl.tunectl.{name}"
+    text = subprocess.run([doc_tool, fqcn], capture_output=True, text=True, timeout=120, env=env)
     assert text.returncode == 0, text.stderr
-    for heading in ("OPTIONS", "EXAMPLES", "RETURN VALUES", "check_mode", "diff_mode"):
+    for heading in ("OPTIONS", "EXAMPLES", "RETURN VALUES", "check_mode", "diff_mode", "REQUIREMENTS"):
         assert heading in text.stdout
     assert "[WARNING]" not in text.stderr and "ERROR" not in text.stderr, text.stderr
-    as_json = subprocess.run([doc_tool, "-M", str(LIBRARY), "-j", "tunectl"], capture_output=True, text=True, timeout=120)
-    doc = json.loads(as_json.stdout)["tunectl"]
+    as_json = subprocess.run([doc_tool, "-j", fqcn], capture_output=True, text=True, timeout=120, env=env)
+    doc = json.loads(as_json.stdout)[fqcn]
     options = doc["doc"]["options"]
-    spec = module_source().ARGUMENT_SPEC
+    spec = module_source(name, tmp_path).ARGUMENT_SPEC
     assert sorted(options) == sorted(spec)
-    for name, want in spec.items():
-        have = options[name]
-        assert have["type"] == want["type"], name
-        assert have.get("default") == want.get("default"), name
-        assert have.get("choices") == want.get("choices"), name
-        assert have.get("elements") == want.get("elements"), name
-    assert set(doc["return"]) >= {"changes", "drift", "settings", "udev", "mounts", "alignment", "commands"}
-    assert "tunectl:" in doc["examples"]
+    for option, want in spec.items():
+        have = options[option]
+        assert have["type"] == want["type"], option
+        assert have.get("default") == want.get("default"), option
+        assert have.get("choices") == want.get("choices"), option
+        assert have.get("elements") == want.get("elements"), option
+    assert set(doc["return"]) == returns
+    assert f"{fqcn}:" in doc["examples"]
 
 
 def test_role_defaults_and_argument_specs_agree():
     """Every variable in defaults/main.yml is in meta/argument_specs.yml with the same default, and is documented."""
     import yaml
 
-    role = LIBRARY.parent
+    role = COLLECTION / "roles" / "tunectl"
     defaults_text = (role / "defaults" / "main.yml").read_text()
     defaults = yaml.safe_load(defaults_text)
     options = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
@@ -71,12 +92,13 @@ def test_role_defaults_and_argument_specs_agree():
 
 @pytest.mark.skipif(ansible_tool("ansible-lint") is None,
                     reason="ansible-lint not installed (scripts/bootstrap --test installs it)")
-def test_ansible_lint_passes_the_role_at_the_production_profile(tmp_path):
+def test_ansible_lint_passes_the_collection_at_the_production_profile(tmp_path):
     lint = ansible_tool("ansible-lint")
     env = dict(os.environ, PATH=f"{Path(lint).parent}:{os.environ.get('PATH', '')}", NO_COLOR="1",
-               XDG_CACHE_HOME=str(tmp_path / "cache"), ANSIBLE_HOME=str(tmp_path / "ansible-home"))
-    done = subprocess.run([lint, "--offline", "--profile", "production", "ansible/roles/tunectl", "ansible/site.yml"],
-                          capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+               XDG_CACHE_HOME=str(tmp_path / "cache"), ANSIBLE_HOME=str(tmp_path / "ansible-home"),
+               ANSIBLE_COLLECTIONS_PATH=str(collections_path(tmp_path)))
+    done = subprocess.run([lint, "--offline", "--profile", "production"],
+                          capture_output=True, text=True, env=env, cwd=COLLECTION, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 failure(s), 0 warning(s)" in done.stdout + done.stderr
 
@@ -199,6 +221,7 @@ def test_role_installs_tunectl_ships_a_profile_and_is_idempotent(empty_fake_tree
     profile = {"name": "ansible-test", "description": "shipped from a role variable",
                "classes": {"ssd": {"scheduler": "mq-deadline", "read_ahead_kb": 1024, "iosched": {"fifo_batch": 8}}}}
     extra = {"tunectl_source": str(build_wheel(tmp_path)), "tunectl_virtualenv": str(venv), "tunectl_link": "",
+             "tunectl_man_dir": str(tmp_path / "man"), "tunectl_unit_dir": str(tmp_path / "units"),
              "tunectl_python": sys.executable, "tunectl_profile": "ansible-test", "tunectl_profile_content": profile,
              "tunectl_profile_dir": str(tmp_path / "profiles"),
              "tunectl_env": {"TUNECTL_SYSFS_ROOT": str(tree.root), "TUNECTL_UDEV_ROOT": str(tree.udev_root),
@@ -207,6 +230,10 @@ def test_role_installs_tunectl_ships_a_profile_and_is_idempotent(empty_fake_tree
     assert first.rc == 0, first.text
     assert first.task("Install tunectl into")[0] == "changed"
     assert (venv / "bin" / "tunectl").exists()
+    # man and systemd find what pip left inside the virtualenv
+    assert (tmp_path / "man" / "man8" / "tunectl.8").read_text() == (REPO / "man" / "tunectl.8").read_text()
+    assert (tmp_path / "man" / "man5" / "tunectl-profile.5").exists()
+    assert sorted(p.name for p in (tmp_path / "units").iterdir()) == sorted(p.name for p in (REPO / "udev").iterdir())
     assert first.task("Ship the profile as")[0] == "changed"
     assert first.task("Tunectl state=applied")[0] == "changed"
     assert first.task("Verify")[0] == "ok"
@@ -217,3 +244,28 @@ def test_role_installs_tunectl_ships_a_profile_and_is_idempotent(empty_fake_tree
     second = playbook(tmp_path, extra)
     assert second.rc == 0, second.text
     assert second.recap()["changed"] == 0, second.stdout
+
+
+def test_info_module_reports_devices_classes_and_drift_and_writes_nothing(empty_fake_tree, tmp_path):
+    tree = empty_fake_tree
+    tree.add_disk("sdb", rotational=False, wwn="0x5002538e40a1b2c3", active="mq-deadline")
+    tree.add_disk("sdc", rotational=True, wwn="0x5000c500a1b2c3d4", active="mq-deadline")
+    env = {"TUNECTL_SYSFS_ROOT": str(tree.root), "TUNECTL_UDEV_ROOT": str(tree.udev_root),
+           "TUNECTL_STATE_DIR": str(tmp_path / "state"), "PYTHONPATH": str(REPO)}
+    profile = tmp_path / "deep.yaml"
+    profile.write_text("name: deep\nclasses:\n  ssd: {read_ahead_kb: 1024}\n")
+    exe = str(tunectl_wrapper(tmp_path))
+    tasks = [{"tunectl_info": {"profile": str(profile), "executable": exe}},
+             {"tunectl_info": {"profile": str(profile), "devices": ["sdc"], "executable": exe}},
+             {"tunectl_info": {"profile": "no-such-profile", "executable": exe}}]
+    drifting, other, missing = module_tasks(tmp_path, tasks, env, "--check")
+    assert drifting["changed"] is False and not drifting.get("failed"), drifting
+    assert drifting["classes"] == {"rotational": ["sdc"], "ssd": ["sdb"]}
+    assert [d["name"] for d in drifting["devices"]] == ["sdb", "sdc"]
+    assert [(d["device"], d["attribute"], d["before"], d["after"]) for d in drifting["drift"]] == \
+        [("sdb", "read_ahead_kb", 128, 1024)]
+    assert drifting["in_sync"] is False and drifting["profile"] == "deep"
+    assert other["classes"] == {"rotational": ["sdc"]} and other["drift"] == [] and other["in_sync"] is True
+    assert missing["failed"] is True
+    assert tunectl_stderr(env, "status", "-p", "no-such-profile")[0].replace("tunectl: error: ", "") in missing["msg"]
+    assert (tree.root / "block/sdb/queue/read_ahead_kb").read_text().strip() == "128"

@@ -13,7 +13,8 @@ from packaging.version import Version
 
 from tests.harness import REPO
 
-LOCKS = {"runtime": REPO / "requirements" / "runtime.txt", "test": REPO / "requirements" / "test.txt"}
+LOCKS = {name: REPO / "requirements" / f"{name}.txt"
+         for name in ("runtime", "test", "collection", "ansible-test-sanity", "ansible-test-units")}
 _PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>\S+)")
 
 
@@ -75,3 +76,30 @@ def test_the_checker_sees_a_pin_outside_the_range(tmp_path: Path) -> None:
     version, hashes = read_lock(bad)["pyyaml"]
     (req,) = [r for r in declared() if canonicalize_name(r.name) == "pyyaml"]
     assert not req.specifier.contains(version) and hashes == ["0" * 64]
+
+
+def test_collection_tools_use_the_test_environment_s_ansible_core() -> None:
+    collection, test = read_lock(LOCKS["collection"]), read_lock(LOCKS["test"])
+    assert collection["ansible-core"][0] == test["ansible-core"][0]
+
+
+def test_the_sanity_lock_is_exactly_ansible_test_s_own_pins() -> None:
+    """scripts/test-collection gives ansible-test only these wheels: a bump of ansible-core must bring its pins here."""
+    ansible_test = pytest.importorskip("ansible_test")
+    pins: dict[str, Version] = {}
+    for path in (Path(ansible_test.__file__).parent / "_data" / "requirements").glob("sanity.*.txt"):
+        for line in path.read_text().splitlines():
+            match = _PIN.match(line.split("#", 1)[0].strip())
+            if match:
+                pins[canonicalize_name(match["name"])] = Version(match["version"])
+    locked = {name: version for name, (version, _) in read_lock(LOCKS["ansible-test-sanity"]).items() if name != "pip"}
+    assert locked == pins
+
+
+def test_the_units_lock_pins_everything_ansible_test_units_installs() -> None:
+    """ansible-test units installs units.txt into its virtualenvs from the wheelhouse: each name must be there."""
+    ansible_test = pytest.importorskip("ansible_test")
+    units = Path(ansible_test.__file__).parent / "_data" / "requirements" / "units.txt"
+    wanted = {canonicalize_name(Requirement(line.split("#", 1)[0]).name)
+              for line in units.read_text().splitlines() if line.split("#", 1)[0].strip()}
+    assert wanted - set(read_lock(LOCKS["ansible-test-units"])) == set()

@@ -180,17 +180,26 @@ def test_import_tuned_document(tmp_path: Path) -> None:
     assert r.code == 0 and r.doc["format"] == "tunectl-profile-import-tuned" and r.doc["unconverted"]
 
 
-@pytest.fixture
-def ansible_module():
-    """The Ansible module, the reader of tunectl's documents that ships with it."""
+@pytest.fixture(params=["tunectl", "tunectl_info"])
+def ansible_module(request, tmp_path):
+    """An Ansible module of the collection, a reader of tunectl's documents that ships with it
+    (StepFailed, Tunectl and error_text come from its module_utils)."""
     import importlib.util
+    import sys
 
-    spec = importlib.util.spec_from_file_location("tunectl_module", REPO / "ansible/roles/tunectl/library/tunectl.py")
+    from tests.ansible_helpers import MODULES, collections_path
+
+    sys.path.insert(0, str(collections_path(tmp_path)))
     try:
+        spec = importlib.util.spec_from_file_location(f"tunectl_module_{request.param}", MODULES / f"{request.param}.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)  # type: ignore[union-attr]
+        from ansible_collections.tunectl.tunectl.plugins.module_utils import tunectl_cli
     except ImportError:
         pytest.skip("ansible is not installed")
+    finally:
+        sys.path.remove(str(collections_path(tmp_path)))
+    module.error_text = tunectl_cli.error_text
     return module
 
 
@@ -228,10 +237,11 @@ def test_the_ansible_module_reads_the_versions_this_tunectl_prints(ansible_modul
             return 0, json.dumps(self.doc), ""
 
     newer = {"format": "tunectl-verify", "version": schema.VERSIONS["verify"] + 1, "in_sync": True}
+    reads = dict(reads, **{"tunectl-verify": schema.VERSIONS["verify"]})  # a format every module may read
     with pytest.raises(module.StepFailed,
                        match=rf"printed tunectl-verify version \d+; this module reads version {schema.VERSIONS['verify']}"):
-        module.Tunectl(Fake(newer), "tunectl").run(["verify"], (0,))
+        module.Tunectl(Fake(newer), "tunectl", reads).run(["verify"], (0,))
     with pytest.raises(module.StepFailed, match="printed None version None; this module reads no such format"):
-        module.Tunectl(Fake({"in_sync": True}), "tunectl").run(["verify"], (0,))
+        module.Tunectl(Fake({"in_sync": True}), "tunectl", reads).run(["verify"], (0,))
     doc = dict(newer, version=schema.VERSIONS["verify"])
-    assert module.Tunectl(Fake(doc), "tunectl").run(["verify"], (0,)) == (0, doc)
+    assert module.Tunectl(Fake(doc), "tunectl", reads).run(["verify"], (0,)) == doc

@@ -1,6 +1,7 @@
 #!/usr/bin/python
-# Copyright: tunectl authors
-# GNU General Public License v2.0 or later (see https://www.gnu.org/licenses/old-licenses/gpl-2.0.txt)
+# Copyright: (c) 2026, tunectl developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Ansible module `tunectl`: drives the tunectl command line through its `--json` interface."""
 
 from __future__ import annotations
@@ -16,14 +17,18 @@ description:
     and rolls back to the values that were there before tunectl first changed them.
   - Optionally checks or fixes mount options against the profile's C(mounts) rules, and checks partition
     alignment against its C(alignment) boundary.
-  - The module runs the C(tunectl) command with C(--json) and reads its report; the managed host needs
-    tunectl installed (the C(tunectl) role can install it), nothing else.
+  - The module runs the C(tunectl) command with C(--json) and reads its report.
+  - The managed host needs tunectl installed (the P(tunectl.tunectl.tunectl#role) role installs it from the
+    Debian package or a wheel); see O(executable) and the requirements.
   - C(changed) is true exactly when something was written (or, in check mode, would be written).
     Settings tunectl skipped or that the device cannot take (a scheduler it does not offer) are reported
     as warnings; writes the kernel refused fail the task, after everything else was applied.
-version_added: "1.0.0"
+version_added: "0.1.0"
 author:
-  - tunectl authors
+  - tunectl developers (@tunectl)
+extends_documentation_fragment:
+  - tunectl.tunectl.tunectl
+  - tunectl.tunectl.tunectl.attributes
 options:
   state:
     description:
@@ -93,14 +98,10 @@ options:
       - The tunectl command, looked up on C(PATH) (and the sbin directories) unless it is a path.
       - When its path is known, udev rules that start tunectl (for stacked devices) start this one,
         unless C(TUNECTL_EXECUTABLE) is set in the environment.
-    type: str
-    default: tunectl
 notes:
   - Supports check mode (C(--check)) and diff mode (C(--diff)); O(state=verified) and O(alignment=check)
     are read-only and run the same way in check mode.
   - Writing sysfs and the udev rules directory needs root (C(become)).
-  - The environment tunectl reads (C(TUNECTL_STATE_DIR), C(TUNECTL_SYSFS_ROOT), C(TUNECTL_PROFILE_PATH), ...)
-    can be set with the task's C(environment) keyword.
   - "Exit codes and the JSON documents are described in tunectl(8); the C(command) module with
     C(tunectl apply --json --detailed-exitcode) is an alternative for plays that prefer it."
 attributes:
@@ -112,38 +113,38 @@ attributes:
 
 EXAMPLES = r"""
 - name: Tune every disk with a shipped profile and keep it across hot-plug and reboot
-  tunectl:
+  tunectl.tunectl.tunectl:
     profile: throughput-performance
     persist: true
   become: true
 
 - name: Apply a profile file to two disks only
-  tunectl:
+  tunectl.tunectl.tunectl:
     profile: /etc/tunectl/profiles/db.yaml
     devices: [sdb, /dev/disk/by-id/wwn-0x5002538e40a1b2c3]
   become: true
 
 - name: Fail the play when a disk drifted from the profile
-  tunectl:
+  tunectl.tunectl.tunectl:
     state: verified
     profile: db
   become: true
 
 - name: Fix fstab options from the profile's mounts rules, remounting live filesystems
-  tunectl:
+  tunectl.tunectl.tunectl:
     profile: db
     mounts: fix
     remount: true
   become: true
 
 - name: Provisioning gate - every partition aligned
-  tunectl:
+  tunectl.tunectl.tunectl:
     profile: db
     state: verified
     alignment: check
 
 - name: Put back the values from before tunectl and remove its udev rules
-  tunectl:
+  tunectl.tunectl.tunectl:
     state: rolled_back
     persist: true
   become: true
@@ -207,11 +208,14 @@ commands:
   sample: ["tunectl apply -p throughput-performance --json"]
 """
 
-import json  # noqa: E402
 import os  # noqa: E402
-import shlex  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.tunectl.tunectl.plugins.module_utils.tunectl_cli import (  # noqa: E402
+    StepFailed,
+    Tunectl,
+    find_executable,
+)
 
 RULES_FILE = "65-tunectl.rules"  # tunectl(8): the file `udev install` writes in the rules directory
 DEFAULT_RULES_DIR = "/etc/udev/rules.d"
@@ -223,64 +227,6 @@ NOTED = ("skip", "unavailable")
 READS = {"tunectl-apply": 2, "tunectl-rollback": 2, "tunectl-verify": 2, "tunectl-align": 1,
          "tunectl-mounts-check": 1, "tunectl-mounts-fix": 1, "tunectl-udev-render": 2,
          "tunectl-udev-install": 2, "tunectl-udev-remove": 1, "tunectl-udev-check": 1, "tunectl-error": 1}
-
-
-class StepFailed(Exception):
-    """tunectl said no: its own message (file:line:col lines for a profile) and hint."""
-
-
-class Tunectl:
-    """Runs `tunectl ... --json`, returns (exit code, document); collects stderr lines as warnings."""
-
-    def __init__(self, module: AnsibleModule, executable: str) -> None:
-        self.module = module
-        self.executable = executable
-        self.commands: list[str] = []
-        self.warnings: list[str] = []
-        self.environ: dict[str, str] = {"LC_ALL": "C"}
-        if os.path.isabs(executable) and "TUNECTL_EXECUTABLE" not in os.environ:
-            self.environ["TUNECTL_EXECUTABLE"] = executable
-
-    def warn(self, text: str) -> None:
-        if text and text not in self.warnings:
-            self.warnings.append(text)
-
-    def run(self, args: list[str], ok_codes: tuple[int, ...]) -> tuple[int, dict]:
-        argv = [self.executable] + args + ["--json"]
-        self.commands.append(shlex.join(argv))
-        rc, stdout, stderr = self.module.run_command(argv, environ_update=self.environ)
-        try:
-            doc = json.loads(stdout)
-        except ValueError:
-            doc = None
-        if not isinstance(doc, dict):
-            detail = (stderr or stdout).strip() or "no output"
-            raise StepFailed(f"`{shlex.join(argv)}` exited {rc} without a JSON report: {detail}")
-        kind, version = doc.get("format"), doc.get("version")
-        if kind not in READS or READS[kind] != version:
-            reads = f"version {READS[kind]}" if kind in READS else "no such format"
-            raise StepFailed(f"`{shlex.join(argv)}` printed {kind} version {version}; this module reads {reads}: "
-                             "use the module and the tunectl of one release")
-        if kind == "tunectl-error":
-            raise StepFailed(error_text(doc))
-        if rc not in ok_codes:
-            raise StepFailed(f"`{shlex.join(argv)}` exited {rc}: {(stderr or '').strip() or json.dumps(doc)}")
-        for line in (stderr or "").splitlines():
-            self.warn(line.strip())
-        return rc, doc
-
-
-def error_text(doc: dict) -> str:
-    """tunectl's error document (tunectl-error) as the lines it prints: `file:line:col: path: message`, then the hint."""
-    error = doc.get("error") or {}
-    lines = []
-    for e in error.get("diagnostics") or [{"message": error.get("message") or "unknown error"}]:
-        where = ":".join(str(e[k]) for k in ("file", "line", "column") if e.get(k) is not None)
-        parts = [p for p in (where, e.get("path"), e.get("message")) if p]
-        lines.append(": ".join(parts))
-    if error.get("hint"):
-        lines.append(f"hint: {error['hint']}")
-    return "\n".join(lines)
 
 
 def show(value) -> str:
@@ -363,7 +309,7 @@ class Run:
     # state=applied
     def apply(self) -> None:
         args = ["apply"] + self.profile_args() + self.p["devices"] + (["--check"] if self.check else [])
-        _, doc = self.t.run(args, (0, 3, 4))
+        doc = self.t.run(args, (0, 3, 4))
         self.take_settings(doc, "apply")
 
     def persist(self) -> None:
@@ -377,7 +323,7 @@ class Run:
                     self.summary.append(f"udev: {doc['path']} in sync")
                 else:
                     render = ["udev", "render", "--as-installed"] + self.profile_args()
-                    rendered = self.t.run(render, (0,))[1] if self.module._diff else {}
+                    rendered = self.t.run(render, (0,)) if self.module._diff else {}
                     self.file_changed("would install", doc["path"], before, rendered.get("rules", ""))
                 return
         doc = self.udev(["install"] + rules, (0, 3))
@@ -388,7 +334,7 @@ class Run:
 
     def udev(self, args: list[str], ok_codes: tuple[int, ...]) -> dict:
         """`tunectl udev ARGS --json`: its report kept in the result, its problems (udevd not running) as warnings."""
-        _, doc = self.t.run(["udev"] + args, ok_codes)
+        doc = self.t.run(["udev"] + args, ok_codes)
         self.result["udev"] = doc
         for problem in doc.get("problems") or []:
             self.t.warn(f"udev: {problem}")
@@ -403,7 +349,7 @@ class Run:
     def mounts(self, mode: str) -> None:
         fstab = ["--fstab", self.p["fstab"]] if self.p["fstab"] else []
         if mode == "check":
-            _, doc = self.t.run(["mounts", "check"] + self.profile_args() + fstab, (0, 1))
+            doc = self.t.run(["mounts", "check"] + self.profile_args() + fstab, (0, 1))
             self.result["mounts"] = doc
             self.take_mount_notes(doc)
             for fs in doc.get("filesystems") or []:
@@ -418,7 +364,7 @@ class Run:
             return
         args = (["mounts", "fix"] + self.profile_args() + fstab + (["--check"] if self.check else [])
                 + (["--diff"] if self.module._diff else []) + (["--remount"] if self.p["remount"] else []))
-        _, doc = self.t.run(args, (0, 3))
+        doc = self.t.run(args, (0, 3))
         self.result["mounts"] = doc
         self.take_mount_notes(doc)
         if doc.get("changed"):
@@ -445,7 +391,7 @@ class Run:
                 self.t.warn(f"mounts: {fs.get('target')}: {skip.get('option')} skipped: {skip.get('reason')}")
 
     def alignment(self) -> None:
-        _, doc = self.t.run(["align"] + self.p["devices"] + self.profile_args(), (0, 1))
+        doc = self.t.run(["align"] + self.p["devices"] + self.profile_args(), (0, 1))
         self.result["alignment"] = doc
         bad = 0
         for disk in doc.get("disks") or []:
@@ -466,7 +412,7 @@ class Run:
 
     # state=verified
     def verify(self) -> None:
-        _, doc = self.t.run(["verify"] + self.profile_args() + self.p["devices"], (0, 1))
+        doc = self.t.run(["verify"] + self.profile_args() + self.p["devices"], (0, 1))
         self.result["settings"] = doc.get("settings") or []
         self.result["profile"] = doc.get("profile")
         drift = [s for s in self.result["settings"] if s.get("status") in ("change", "unavailable")]
@@ -498,7 +444,7 @@ class Run:
                     self.file_changed("would remove", path, before, "")
             elif self.udev(["remove"] + self.rules_args(), (0, 3)).get("removed"):
                 self.file_changed("removed", path, before, "")
-        _, doc = self.t.run(["rollback"] + self.p["devices"] + (["--check"] if self.check else []), (0, 3, 4))
+        doc = self.t.run(["rollback"] + self.p["devices"] + (["--check"] if self.check else []), (0, 3, 4))
         self.take_settings(doc, "rollback")
 
 
@@ -543,16 +489,7 @@ def main() -> None:
     if p["remount"] and p["mounts"] != "fix":
         module.fail_json(msg="remount applies the options of mounts=fix; set mounts=fix")
 
-    executable = p["executable"]
-    if os.sep not in executable:
-        executable = module.get_bin_path(executable, required=False, opt_dirs=["/usr/local/sbin", "/usr/local/bin"])
-        if executable is None:
-            module.fail_json(msg=f"{p['executable']} not found on PATH or in the sbin directories; install tunectl "
-                                 "(the tunectl role can) or set executable to its path")
-    elif not os.access(executable, os.X_OK):
-        module.fail_json(msg=f"executable {executable} does not exist or is not executable")
-
-    tunectl = Tunectl(module, executable)
+    tunectl = Tunectl(module, find_executable(module, p["executable"]), READS)
     run = Run(module, tunectl)
     try:
         if state == "applied":
