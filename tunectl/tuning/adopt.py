@@ -29,7 +29,8 @@ def rule_originals(properties: Mapping[str, str]) -> dict[str, str]:
 
 def adopt(journal: dict, devices: list[Device], properties: Callable[[Device], Mapping[str, str]],
           changed_by: dict) -> list[str]:
-    """Journal the originals the rules kept for devices (or attributes) the journal lacks; the devices adopted."""
+    """Journal the originals the rules kept for devices (or attributes) the journal lacks and the rules
+    changed (the device no longer shows them); the devices adopted."""
     adopted = []
     for dev in devices:
         kept = rule_originals(properties(dev))
@@ -47,7 +48,11 @@ def adopt(journal: dict, devices: list[Device], properties: Callable[[Device], M
                 continue
             else:
                 value = parse_value(QUEUE[attr], text)
-            if attr not in attrs and value is not None:
+            now = dev.scheduler if attr == "scheduler" else dev.queue.get(attr)
+            # Only what the rules changed: a value the device still shows needs no restoring, and one it does
+            # not show at all cannot be restored (6.1's bio-based dm queues list nr_requests and a "none"
+            # scheduler, but refuse every write: journalled, they made rollback fail with EINVAL).
+            if attr not in attrs and value is not None and now is not None and value != now:
                 attrs[attr] = value
                 entry.setdefault("changed_by", {})[attr] = dict(changed_by)
                 grew = True

@@ -151,6 +151,9 @@ def run(rec: Recorder, args: list[str]) -> None:
     code, doc, err = tunectl(f"udev install -p {profile} --rules-dir /run/udev/rules.d", env)
     rec["udev_install"] = {"code": code, "stderr": err}
     rec["rules"] = read("/run/udev/rules.d/65-tunectl.rules")
+    # udev install journals the originals of what its rules will change, before the file exists (#21)
+    rec["originals_after_install"] = originals(state)
+    rec["active_after_install"] = read(f"{state}/active.json")  # and records the rules it installed
     events = {}
     # Each event's disk is first moved off its value by hand (no event): only the rules can bring it back.
     for label, moved, cmd in (
@@ -184,5 +187,5 @@ def run(rec: Recorder, args: list[str]) -> None:
     code, doc, err = tunectl("udev remove --rules-dir /run/udev/rules.d", env)
     rec["udev_remove"] = {"code": code, "stderr": err}
     code, doc, err = tunectl("rollback", env)
-    rec["rollback"] = {"code": code, "stderr": err}
+    rec["rollback"] = {"code": code, "stderr": err, "doc": doc}
     rec.step("after_rollback", lambda: stack_state(disks))
