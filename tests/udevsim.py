@@ -293,6 +293,22 @@ def build_tree(root: Path, devices: list[dict], modules: set[str] | frozenset = 
     return kernel, events
 
 
+def exact_case(data: dict, count: int, draw, executable: str) -> tuple[Profile, list[dict]]:
+    """A random profile whose rules are exact (none reported approximate: those are told, not matched) and
+    `count` fake devices with distinct names, none of a class the profile leaves alone (loop and zram unless
+    named): the rules skip those, the plan's equivalence is over the rest."""
+    from tunectl.devices.classes import OPT_IN_CLASSES, classify
+    from tunectl.udev.render import render_rules
+
+    profile = valid_profile(data)
+    assume(not any("approximate" in n for n in render_rules(profile, executable).notes))
+    named = set(profile.classes) | {c for e in profile.devices for c in e["match"].get("class", [])}
+    devices = [draw.draw(fake_device(i)) for i in range(count)]
+    devices = [d for d in devices if classify(d["name"], d["rotational"] == "1") not in set(OPT_IN_CLASSES) - named]
+    assume(devices and len({d["name"] for d in devices}) == len(devices))
+    return profile, devices
+
+
 def queue_state(kernel: FakeKernel) -> dict[str, dict[str, str]]:
     """What the kernel shows under each device's queue/ (knobs included), by device name.
 

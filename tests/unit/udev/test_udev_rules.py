@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.fakesys import FakeKernel
 from tests.harness import REPO, run_cli
-from tests.udevsim import MiniUdev, apply_plan, build_tree, fake_device, profile_data, queue_state, valid_profile
+from tests.udevsim import MiniUdev, apply_plan, build_tree, exact_case, profile_data, queue_state, valid_profile
 from tunectl.attributes import QUEUE
 from tunectl.context import Context
-from tunectl.devices.classes import CLASS_TABLE, CLASSES, OPT_IN_CLASSES, classify
+from tunectl.devices.classes import CLASS_TABLE, CLASSES, classify
 from tunectl.profile.checks import glob_problem
 from tunectl.profile.resolve import Profile, load_profile, normalise
 from tunectl.system import udevadm
@@ -418,13 +418,7 @@ def test_serial_match_reads_the_scsi_serial_before_the_naa_id(tmp_path_factory) 
 @given(profile_data(), st.lists(st.integers(0, 10**6), min_size=1, max_size=4), st.data())
 def test_udev_event_reaches_the_state_apply_reaches(tmp_path_factory, data: dict, seeds: list, draw) -> None:
     """For random profiles and fake devices: the writes the rules make == the writes of tunectl's plan."""
-    profile = valid_profile(data)
-    assume(not any("approximate" in n for n in render_rules(profile, TUNECTL).notes))  # those are reported, not exact
-    named = set(profile.classes) | {c for e in profile.devices for c in e["match"].get("class", [])}
-    devices = [draw.draw(fake_device(i)) for i in range(len(seeds))]
-    # plan.py does not (yet) skip loop/zram when the profile does not name them (SPEC §2); the rules do.
-    devices = [d for d in devices if classify(d["name"], d["rotational"] == "1") not in set(OPT_IN_CLASSES) - named]
-    assume(devices and len({d["name"] for d in devices}) == len(devices))
+    profile, devices = exact_case(data, len(seeds), draw, TUNECTL)
     rules_root, apply_root = tmp_path_factory.mktemp("rules"), tmp_path_factory.mktemp("apply")
     by_rules, events = build_tree(rules_root, devices)
     by_apply, _ = build_tree(apply_root, devices)
