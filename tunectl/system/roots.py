@@ -27,6 +27,11 @@ def under_dev(ref: str) -> str | None:
     return ref[len(DEV) + 1:] if ref.startswith(DEV + "/") else None
 
 
+def is_real_sysfs(root: str | os.PathLike[str]) -> bool:
+    """The sysfs root is the running kernel's ``/sys``: the one test of "is this the real machine?"."""
+    return os.path.realpath(root) == SYS
+
+
 def self_proc(*parts: str) -> str:
     """A path under this process's own ``/proc`` (fd links, process stat): never a fake root's."""
     return os.path.join(PROC, *parts)
@@ -48,7 +53,7 @@ class Roots:
                state_dir: str | None = None) -> Roots:
         """Options win over TUNECTL_* variables, which win over the real machine's paths."""
         sys_root = sysfs_root or env.get("TUNECTL_SYSFS_ROOT") or SYS
-        real = os.path.realpath(sys_root) == SYS
+        real = is_real_sysfs(sys_root)
 
         def pick(var: str, real_path: str, fake: str | None) -> str | None:
             return env.get(var) or (real_path if real else fake)
