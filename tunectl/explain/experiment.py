@@ -73,8 +73,8 @@ def variants(block: int, compressor: str, dio: bool) -> list[Variant]:
 
 def source_image(facts: StackFacts) -> tuple[str, str]:
     """(the squashfs image or device, the file's path inside it); UsageError when the file is not on squashfs."""
-    fs = facts.first("filesystem")
-    file = facts.first("file")
+    file = facts.layers[0] if facts.layers and facts.layers[0].kind == "file" else None
+    fs = facts.layers[1] if file is not None and len(facts.layers) > 1 else None
     if fs is None or fs.filesystem is None or fs.filesystem.squashfs is None or file is None:
         raise UsageError(f"--try: {facts.target} is not a file on a squashfs image",
                          hint="--try rebuilds squashfs images; name a file inside a mounted squashfs")

@@ -49,10 +49,17 @@ def _int(text: str | None) -> int | None:
 
 
 def _queue(ctx: Context, dev: Device) -> Queue:
-    q = dev.queue
+    def attr(name: str) -> int | None:
+        return _int(ctx.sysfs.read_or(f"block/{dev.name}/queue/{name}"))
+
+    # bio-based queues (dm, md: no mq/) list nr_requests on 6.1 but have no requests to count
+    nr = attr("nr_requests") if ctx.sysfs.exists(f"block/{dev.name}/mq") else None
+    # SCSI/SATA say their queue depth in device/; blk-mq devices as the tags of their first hardware queue
     depth = _int(ctx.sysfs.read_or(f"block/{dev.name}/device/queue_depth"))
-    return Queue(dev.scheduler, q.get("read_ahead_kb"), q.get("max_sectors_kb"), dev.rotational,
-                 q.get("nr_requests"), dev.logical_block_size, depth)
+    if depth is None:
+        depth = _int(ctx.sysfs.read_or(f"block/{dev.name}/mq/0/nr_tags"))
+    return Queue(dev.scheduler, attr("read_ahead_kb"), attr("max_sectors_kb"), dev.rotational, nr,
+                 dev.logical_block_size, depth)
 
 
 def extent_count(path: str) -> int | None:
@@ -123,7 +130,7 @@ def _md(ctx: Context, name: str) -> MdFacts:
                    chunk // 1024 if chunk else None)
 
 
-def owners(ctx: Context, devices: list[Device]) -> dict[str, dict[str, Owner]]:
+def owners(ctx: Context, devices: list[Device], queues: dict[str, Queue]) -> dict[str, dict[str, Owner]]:
     """device -> attribute -> who set it: the applied profile's part, else nobody (and the kernel's default?)."""
     from tunectl.status import Status
     from tunectl.tuning import intent
@@ -142,7 +149,7 @@ def owners(ctx: Context, devices: list[Device]) -> dict[str, dict[str, Owner]]:
     for dev in devices:
         per = {}
         for attr in OWNED:
-            value = dev.scheduler if attr == "scheduler" else dev.queue.get(attr)
+            value = getattr(queues[dev.name], attr) if dev.name in queues else None
             if value is None:
                 continue
             if (dev.name, attr) in wanted:
@@ -169,7 +176,8 @@ def read(ctx: Context, resolver, stack, target: str, release: str | None = None)
 def _layers(ctx: Context, resolver, stack, seen: set[str]) -> list[Layer]:
     from tunectl.devices import stack as stacks
 
-    owned = owners(ctx, stack.devices)
+    queues = {dev.name: _queue(ctx, dev) for dev in stack.devices}
+    owned = owners(ctx, stack.devices, queues)
     layers: list[Layer] = []
     for layer in stack.layers:
         if isinstance(layer, stacks.FileLayer):
@@ -199,7 +207,7 @@ def _layers(ctx: Context, resolver, stack, seen: set[str]) -> list[Layer]:
             if dev.name in seen:
                 continue
             seen.add(dev.name)
-            layers.append(Layer(layer.kind, dev.name, cls=dev.cls, devnum=dev.devnum, queue=_queue(ctx, dev),
+            layers.append(Layer(layer.kind, dev.name, cls=dev.cls, devnum=dev.devnum, queue=queues[dev.name],
                                 owners=owned.get(dev.name, {}), **extra))
             backing = extra["loop"].backing_file if "loop" in extra else None
             if backing and os.path.isfile(backing):

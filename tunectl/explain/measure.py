@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 from tunectl.bench.diskstat import DiskStat, delta, parse_stat
 from tunectl.context import Context
-from tunectl.errors import TunectlError, UsageError
+from tunectl.errors import NotPermitted, TunectlError, UsageError
 from tunectl.explain import trace as tracing
 from tunectl.explain.model import ColdRead, StackFacts
 from tunectl.system import blockio
@@ -39,12 +39,20 @@ def cold_files(facts: StackFacts, path: str) -> list[str]:
 
 def cold_read(ctx: Context, names: list[str], files: list[str], path: str, read_size: int, limit: int) -> ColdRead:
     """Drop `files`' and block devices `names`' cached pages, then read `path` with /sys/block/*/stat around it."""
-    nodes = [n for n in (ctx.roots.node(name) for name in names) if n]
-    blockio.drop_cached(files, nodes)
+    kept = []
+    blockio.drop_cached(files, [])
+    for name in names:
+        node = ctx.roots.node(name)
+        try:
+            if node:
+                blockio.drop_cached([], [node])
+        except NotPermitted:
+            kept.append(name)  # a device this run may not open (a VM's root disk): its pages stay
     before = read_stats(ctx, names)
     n, seconds = blockio.read_sequential(path, limit, read_size)
     after = read_stats(ctx, names)
-    return ColdRead(path, read_size, n, seconds, tuple(delta(name, before[name], after[name]) for name in names))
+    return ColdRead(path, read_size, n, seconds, tuple(delta(name, before[name], after[name]) for name in names),
+                    tuple(kept))
 
 
 class TraceUnavailable(UsageError):

@@ -22,6 +22,7 @@ VERSIONS: dict[str, int] = {
     "mounts-check": 1, "mounts-fix": 1, "mounts-rollback": 1,
     "preload-collect": 1, "preload-record": 1, "preload-replay": 2, "preload-show": 1,
     "bench": 3,
+    "explain": 1,
     "version": 1,
     "error": 1,
 }
