@@ -46,15 +46,24 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     p.add_argument("--try", dest="experiments", action="store_true",
                    help="rebuild the squashfs image on scratch copies (block sizes, xz; loop direct I/O on and off) "
                         "and measure each cold (root; needs squashfs-tools)")
+    p.add_argument("--try-compressors", metavar="LIST", default="xz",
+                   help="--try's compressors besides the image's own, comma-separated (default xz; '' for none)")
 
 
 def run(ctx, args, out) -> int:
-    from tunectl.bench.cli import _size
+    from tunectl.errors import UsageError
     from tunectl.explain.investigate import Request, investigate
     from tunectl.explain.report import render
+    from tunectl.explain.squashfs import COMPRESSORS
+    from tunectl.units import size_option
 
-    req = Request(args.target, args.cold, _size(args.read_size, "--read-size"), _size(args.size, "--size"),
-                  args.trace, args.compare, args.experiments)
+    compressors = tuple(c for c in (x.strip() for x in args.try_compressors.split(",")) if c)
+    unknown = [c for c in compressors if c not in COMPRESSORS.values()]
+    if unknown:
+        raise UsageError(f"--try-compressors: {unknown[0]!r} is not a squashfs compressor",
+                         hint=f"one of {', '.join(COMPRESSORS.values())}")
+    req = Request(args.target, args.cold, size_option(args.read_size, "--read-size"), size_option(args.size, "--size"),
+                  args.trace, args.compare, args.experiments, compressors)
     bar = out.progress(0, "explain")
     try:
         report = investigate(ctx, req, on_step=lambda text: bar.advance(0, text))

@@ -59,11 +59,12 @@ class Result:
                 "disk_merged_share": round(d.merged_share, 4) if d else 0.0}
 
 
-def variants(block: int, compressor: str, dio: bool) -> list[Variant]:
-    """The image as it is, then bigger blocks and xz, each with direct I/O on and off."""
+def variants(block: int, compressor: str, dio: bool, compressors: tuple[str, ...] | None = None) -> list[Variant]:
+    """The image as it is, then bigger blocks with its compressor and `compressors` (default xz),
+    each with direct I/O on and off."""
     out = [Variant(block, compressor, dio, as_is=True), Variant(block, compressor, not dio)]
     for size in TRY_SIZES:
-        for comp in dict.fromkeys((compressor, "xz")):
+        for comp in dict.fromkeys((compressor, *(compressors if compressors is not None else ("xz",)))):
             for direct in (dio, not dio):
                 v = Variant(size, comp, direct)
                 if (v.block_size, v.compressor) != (block, compressor) and v not in out:
@@ -112,7 +113,8 @@ def attached(ctx: Context, image: str, dio: bool, mountpoint: str) -> Iterator[s
 
 
 def run(ctx: Context, facts: StackFacts, read: Callable[[str, list[str], list[str]], ColdRead],
-        on_variant: Callable[[Variant], None] = lambda v: None) -> list[Result]:
+        on_variant: Callable[[Variant], None] = lambda v: None,
+        compressors: tuple[str, ...] | None = None) -> list[Result]:
     """Every variant measured cold. `read(path, block device names, extra files)` is the cold read."""
     image, inside = source_image(facts)
     sb = facts.first("filesystem").filesystem.squashfs
@@ -124,7 +126,7 @@ def run(ctx: Context, facts: StackFacts, read: Callable[[str, list[str], list[st
         src = os.path.join(work, "src")
         ctx.run(["unsquashfs", "-no-progress", "-quiet", "-d", src, image, inside], timeout=600)
         built: dict[tuple[int, str], str] = {}
-        for v in variants(sb.block_size, sb.compressor, dio):
+        for v in variants(sb.block_size, sb.compressor, dio, compressors):
             on_variant(v)
             key = (v.block_size, v.compressor)
             if key not in built:

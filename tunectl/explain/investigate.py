@@ -23,6 +23,7 @@ class Request:
     trace: bool = False
     compare: str | None = None
     experiments: bool = False
+    compressors: tuple[str, ...] | None = None  # --try's other compressors (None: xz)
 
 
 def resolve(ctx: Context, target: str):
@@ -96,7 +97,8 @@ def investigate(ctx: Context, req: Request, on_step=lambda text: None) -> Explai
         def read(path: str, names: list[str], files: list[str]) -> ColdRead:
             return measure.cold_read(ctx, names, [path, *files], path, req.read_size, req.limit)
 
-        results = experiment.run(ctx, facts, read, on_variant=lambda v: on_step(f"try {v.label}"))
+        results = experiment.run(ctx, facts, read, on_variant=lambda v: on_step(f"try {v.label}"),
+                                 compressors=req.compressors)
     if is_file and (len(facts.layers) < 2 or facts.layers[1].kind != "filesystem"):
         notes.append("the mount holding the file was not found: filesystem facts are missing")
     return ExplainReport(case, rules.findings(case), comparison, results, notes)

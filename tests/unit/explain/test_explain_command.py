@@ -74,3 +74,19 @@ def test_an_unknown_target_is_a_usage_error(tun):
     r = tun("explain", "nosuchdev", "--json")
     assert r.code == ExitCode.USAGE
     assert r.doc["format"] == "tunectl-error"
+
+
+def test_try_compressors_are_checked(tun):
+    r = tun("explain", "dm-1", "--try", "--try-compressors", "xz,brotli")
+    assert r.code == ExitCode.USAGE and "'brotli' is not a squashfs compressor" in r.err
+
+
+def test_variants_cover_sizes_compressors_and_direct_io():
+    from tunectl.explain.experiment import variants
+
+    vs = variants(4096, "gzip", True)
+    assert vs[0].as_is and (vs[0].block_size, vs[0].compressor, vs[0].direct_io) == (4096, "gzip", True)
+    assert {(v.block_size, v.compressor, v.direct_io) for v in vs} == {
+        (b, c, d) for b in (131072, 1048576) for c in ("gzip", "xz") for d in (True, False)} | {
+        (4096, "gzip", True), (4096, "gzip", False)}
+    assert {v.compressor for v in variants(4096, "gzip", False, ())} == {"gzip"}
