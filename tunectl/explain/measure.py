@@ -13,23 +13,12 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator
 
-from tunectl.bench.diskstat import DiskStat, delta, parse_stat
+from tunectl.bench.diskstat import delta, read_stats
 from tunectl.context import Context
-from tunectl.errors import NotPermitted, TunectlError, UsageError
+from tunectl.errors import NotPermitted, UsageError
 from tunectl.explain import trace as tracing
 from tunectl.explain.model import ColdRead, StackFacts
 from tunectl.system import blockio
-
-
-def read_stats(ctx: Context, names: list[str]) -> dict[str, DiskStat]:
-    out = {}
-    for name in names:
-        text = ctx.sysfs.read(f"block/{name}/stat")
-        try:
-            out[name] = parse_stat(text)
-        except ValueError as e:
-            raise TunectlError(f"block/{name}/stat: {e}") from None
-    return out
 
 
 def cold_files(facts: StackFacts, path: str) -> list[str]:
@@ -48,9 +37,9 @@ def cold_read(ctx: Context, names: list[str], files: list[str], path: str, read_
                 blockio.drop_cached([], [node])
         except NotPermitted:
             kept.append(name)  # a device this run may not open (a VM's root disk): its pages stay
-    before = read_stats(ctx, names)
+    before = read_stats(ctx.sysfs, names)
     n, seconds = blockio.read_sequential(path, limit, read_size)
-    after = read_stats(ctx, names)
+    after = read_stats(ctx.sysfs, names)
     return ColdRead(path, read_size, n, seconds, tuple(delta(name, before[name], after[name]) for name in names),
                     tuple(kept))
 
