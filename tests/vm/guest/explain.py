@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from common import TUNECTL, Recorder, by_serial, settle, sh, tunectl, tunectl_env
+from common import TUNECTL, Recorder, by_serial, read, settle, sh, tunectl, tunectl_env
 
 BINARY = "python3.11"  # the browser image holds /usr/bin/python3.11 (tests/vm/machine.py)
 
@@ -36,9 +36,31 @@ def build(shared: Path) -> dict:
     sh(f"veritysetup open {loop} vroot {loop} {root} --hash-offset={data}", check=True)
     sh("mount -t squashfs -o ro /dev/mapper/vroot /tmp/sq", check=True)
     settle()
-    return {"sd": sd, "loop": os.path.basename(loop), "dio": open(f"/sys/block/{os.path.basename(loop)}/loop/dio").read().strip(),
+    dm = os.path.basename(os.path.realpath("/dev/mapper/vroot"))
+    name = os.path.basename(loop)
+    return {"sd": sd, "dm": dm, "loop": name, "dio": read(f"/sys/block/{name}/loop/dio"),
             "table": sh("dmsetup table vroot", check=True).stdout.strip(),
             "mq_deadline": sh(f"cat /sys/block/{sd}/queue/scheduler").stdout.strip()}
+
+
+def raw_trace(shared: Path, target: str, devices: list[str]) -> int:
+    """The four block events of a short cold read, as tracefs prints them: recorded for the unit tests."""
+    inst = "/sys/kernel/tracing/instances/tunectl-record"
+    sh(f"mkdir {inst} && echo 4096 > {inst}/buffer_size_kb", check=True)
+    try:
+        for event in ("block_bio_queue", "block_bio_remap", "block_rq_issue", "block_rq_complete"):
+            sh(f"echo 1 > {inst}/events/block/{event}/enable", check=True)
+        sh(f"dd if={target} iflag=nocache count=0 status=none; blockdev --flushbufs "
+           + " ".join(f"/dev/{d}" for d in devices), check=True)
+        sh(f"dd if={target} of=/dev/null bs=4k count=32 status=none", check=True)
+        for event in ("block_bio_queue", "block_bio_remap", "block_rq_issue", "block_rq_complete"):
+            sh(f"echo 0 > {inst}/events/block/{event}/enable")
+        text = sh(f"cat {inst}/trace", check=True).stdout
+    finally:
+        sh(f"rmdir {inst}")
+    out = shared / f"trace-browser-{os.uname().release.split('.')[0]}.{os.uname().release.split('.')[1]}.txt"
+    out.write_text(text)
+    return len(text.splitlines())
 
 
 def run(rec: Recorder, args: list[str]) -> None:
@@ -55,4 +77,6 @@ def run(rec: Recorder, args: list[str]) -> None:
     rec.step("compare", lambda: explain(f"--compare {other} --trace"))
     rec.step("try", lambda: explain("--try --try-compressors ''"))
     rec.step("text", lambda: sh(f"{TUNECTL} explain {target} --compare {other} --trace", env=env).stdout)
+    built = rec.results.get("build") or {}
+    rec.step("raw_trace", lambda: raw_trace(shared, target, [built.get("dm", "dm-0"), built["loop"], built["sd"]]))
     rec.save()
