@@ -19,6 +19,7 @@ BINARY = "python3.11"  # the browser image holds /usr/bin/python3.11 (tests/vm/m
 def build(shared: Path) -> dict:
     sd = by_serial()["sdcard"]
     sh("mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing")
+    sh("modprobe loop; modprobe dm-verity; modprobe squashfs")  # built as modules in Debian's kernels
     sh(f"parted -s /dev/{sd} mklabel gpt mkpart data ext4 1MiB 100%", check=True)
     settle()
     part = f"/dev/{sd}p1"
