@@ -266,3 +266,16 @@ def model(name: str, size: int) -> Hdd | Sd:
     """The model `name` (a key of MODELS) for an image of `size` bytes."""
     params = MODELS[name]
     return Hdd(size, params) if isinstance(params, HddParams) else Sd(size, params)
+
+
+def replay(name: str, size: int, requests: list[tuple[str, int, int]], host_gap_us: float = 20.0) -> float:
+    """Seconds model `name` takes for `requests` ((op, offset, length), in order) issued one after the other,
+    each `host_gap_us` after the previous completed: the disk's share of a run with a real machine's host
+    cost per request, whatever the guest under TCG added. How the calibration separates the model from TCG."""
+    disk = model(name, size)
+    at = first = 1.0
+    for op, offset, length in requests:
+        served = disk.read(at, offset, length) if op == "r" else (
+            disk.write(at, length) if op == "w" else disk.flush(at))
+        at = served.done + host_gap_us / 1e6
+    return at - first - host_gap_us / 1e6 if requests else 0.0

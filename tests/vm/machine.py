@@ -170,17 +170,20 @@ MODEL_HDD_SERIAL, MODEL_SD_SERIAL = "tcmhdd01", "tcmsd01"
 def model_machine() -> Machine:
     """Disks that behave like disks, served by the models of tests/vm/diskmodel.py (requests logged in
     SHARED/<disk>.requests): disk "mhdd", a 7200 rpm SATA HDD (1 GiB scsi-hd, rotation_rate=7200, serial
-    tcmhdd01), and disk "msd", an SD card of class A1 (512 MiB, serial tcmsd01) attached as virtio-blk.
+    tcmhdd01), and disk "msd", an SD card of class A1 (512 MiB scsi-hd, rotation_rate=1, serial tcmsd01).
 
-    Not as sd-card: qemu 7.2's sd-card (hw/sd/sd.c) hands the block layer one 512-byte block at a time, each
-    its own NBD request, so the model would charge an SD command's cost per 512 bytes and request size could
-    not decide throughput. virtio-blk passes the guest's requests whole; the guest classifies the card as
-    virtio, not mmc (a Disk with model="sd-a1" and an sd-card device still works, at that cost).
+    The SD card is not an sd-card: qemu 7.2's (hw/sd/sd.c) hands the block layer one 512-byte block at a time,
+    each its own NBD request, so the model would charge a command's cost per 512 bytes and request size could
+    not decide throughput. On scsi-hd the guest's requests arrive whole; the guest classifies the card as an
+    SSD, not mmc. A real card (no command queue) takes one request at a time, so the next ones wait in the
+    scheduler and merge: give the guest's disk the same with `echo 1 > /sys/block/sdX/device/queue_depth`
+    (guest/models.py: `like_a_card()`). A Disk with model="sd-a1" on an sd-card device still works, at that cost.
     """
     return Machine([
         Disk("mhdd", 1024, f"scsi-hd,bus=scsi0.0,drive={{drive}},rotation_rate=7200,serial={MODEL_HDD_SERIAL}",
              model="hdd-7200"),
-        Disk("msd", 512, f"virtio-blk-pci,drive={{drive}},serial={MODEL_SD_SERIAL}", model="sd-a1"),
+        Disk("msd", 512, f"scsi-hd,bus=scsi0.0,drive={{drive}},rotation_rate=1,serial={MODEL_SD_SERIAL}",
+             model="sd-a1"),
     ])
 
 
@@ -264,7 +267,7 @@ def _run_guest(cmd: list[str], env: dict[str, str], group: str) -> tuple[subproc
     return proc, stdout, stderr
 
 
-MODEL_BROWSER_MIB = 32  # the browser binary of the SD calibration, scaled down from 180 MB for TCG
+MODEL_BROWSER_MIB = 8  # the browser binary of the SD calibration, scaled down from 180 MB for TCG
 
 
 def model_browser(shared: Path, mib: int = MODEL_BROWSER_MIB) -> str:

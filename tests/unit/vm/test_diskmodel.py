@@ -109,3 +109,12 @@ def test_sd_iops_and_sequential_rate_from_the_table() -> None:
         at = card.read(at, i * 512 * KIB, 512 * KIB).done
     assert 180 * 512 * KIB / at / MB == pytest.approx(89, abs=2)
     assert service(Sd(GIB), 0.0, 0, 4096) == service(Sd(GIB), 0.0, GIB // 2, 4096)  # order does not matter
+
+
+def test_replay_times_the_requests_as_a_fast_host_would_send_them() -> None:
+    """The calibration's replay: 4 KiB sequential reads cost a command and a cached transfer each, plus 20 us."""
+    reqs = [("r", i * 4096, 4096) for i in range(1000)]
+    per = (diskmodel.replay("hdd-7200", GIB, reqs) - diskmodel.replay("hdd-7200", GIB, reqs[:1])) / 999
+    assert per == pytest.approx(80e-6 + 4096 / (300 * MB) + 20e-6, rel=0.01)  # the first one turned, the rest hit
+    assert diskmodel.replay("sd-a1", GIB, [("r", 0, 4096)] * 1500) == pytest.approx(1.0 + 1499 * 20e-6, rel=0.01)
+    assert diskmodel.replay("hdd-7200", GIB, []) == 0.0

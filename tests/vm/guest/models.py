@@ -2,7 +2,7 @@
 
 HDD (scsi-hd, serial tcmhdd01): random 4 KiB reads at QD1 (fio), a cold sequential read
 with O_DIRECT from LBA 0 (dd), and `tunectl bench` over read_ahead_kb on a partition in the
-inner zone. SD card (virtio-blk, serial tcmsd01): the browser stack (squashfs 4 KiB gzip -> dm-verity -> loop
+inner zone. SD card (scsi-hd, serial tcmsd01, queue depth 1): the browser stack (squashfs 4 KiB gzip -> dm-verity -> loop
 with direct I/O -> ext4 -> card) against the same binary on the card's ext4, read cold with
 `dd bs=4096`. Each measurement records the byte range of the model's request log it
 produced (`marks`), so the host can show the requests the model saw.
@@ -20,7 +20,7 @@ from common import Recorder, by_serial, queue_state, read, settle, sh, tunectl, 
 
 SHARED = Path(os.environ.get("TUNECTL_VM_SHARED", "/tmp"))
 HDD_SERIAL, SD_SERIAL = "tcmhdd01", "tcmsd01"  # tests/vm/machine.py: model_machine()
-INNER_START_MIB = 896  # the bench partition: the last 128 MiB of the 1 GiB HDD, its inner zone
+INNER_START_MIB = 980  # the bench partition: the last 44 MiB of the 1 GiB HDD, its inner zone (~102 MB/s)
 READ_AHEADS = "4,8,16,32,64,128,512,2048,8192"
 
 
@@ -63,14 +63,22 @@ def sequential(dev: str, mib: int) -> dict:
     return result
 
 
-def bench(dev: str, env: dict) -> dict:
-    code, doc, err = tunectl(f"bench {dev} --read-ahead {READ_AHEADS} --schedulers mq-deadline --runs 1 "
-                             "--size 32M --seed 1", env)
+def bench(dev: str, env: dict, runs: int = 1, size: str = "32M") -> dict:
+    code, doc, err = tunectl(f"bench {dev} --read-ahead {READ_AHEADS} --schedulers mq-deadline --runs {runs} "
+                             f"--size {size} --seed 1", env)
     return {"code": code, "stderr": err, "doc": doc}
+
+
+def like_a_card(dev: str) -> dict:
+    """An SD card serves one command at a time: queue depth 1, so requests wait in mq-deadline and merge."""
+    sh(f"echo 1 > /sys/block/{dev}/device/queue_depth", check=True)
+    sh(f"echo mq-deadline > /sys/block/{dev}/queue/scheduler", check=True)
+    return {"queue_depth": read(f"/sys/block/{dev}/device/queue_depth"), **queue_state(dev)}
 
 
 def browser(card: str) -> dict:
     """The browser stack on the card's ext4 and the same binary beside it; dd bs=4096 cold, 3 runs each."""
+    sh("modprobe loop", check=True)  # virtme's initramfs loads no module it does not need
     sh(f"mkfs.ext4 -q -F /dev/{card}", check=True)
     os.makedirs("/tmp/card", exist_ok=True)
     sh(f"mount /dev/{card} /tmp/card", check=True)
@@ -107,6 +115,8 @@ def browser(card: str) -> dict:
 
 
 def run(rec: Recorder, args: list[str]) -> None:
+    """args: `sweep` runs only the HDD's bench sweep, 3 runs of 64 MiB a point (benchmarks/model_disks.py)."""
+    sweep = "sweep" in args
     settle()
     names = by_serial()
     hdd, card = names.get(HDD_SERIAL), names.get(SD_SERIAL)
@@ -116,14 +126,16 @@ def run(rec: Recorder, args: list[str]) -> None:
                                            max_sectors_kb=read(f"/sys/block/{dev}/queue/max_sectors_kb"),
                                            size=int(read(f"/sys/block/{dev}/size") or 0) * 512)
                                 for role, dev in rec["disks"].items() if dev})
-    if hdd:
+    if hdd and not sweep:
         marked(rec, "hdd_random", lambda: fio_random(hdd))
         marked(rec, "hdd_sequential", lambda: sequential(hdd, 256))
+    if hdd:
         sh(f"parted -s /dev/{hdd} mklabel gpt mkpart inner {INNER_START_MIB}MiB 100%", check=True)
         settle()
         part = next(p for p in sorted(os.listdir(f"/sys/block/{hdd}")) if re.fullmatch(rf"{hdd}\d+", p))
         rec["bench_partition"] = {"dev": part, "start": int(read(f"/sys/block/{hdd}/{part}/start") or 0) * 512}
-        marked(rec, "hdd_bench", lambda: bench(part, tunectl_env("/tmp/tunectl-state")))
-    if card:
+        marked(rec, "hdd_bench", lambda: bench(part, tunectl_env("/tmp/tunectl-state"), *((3, "40M") if sweep else ())))
+    if card and not sweep:
+        rec.step("sd_queue", lambda: like_a_card(card))
         marked(rec, "sd_random", lambda: fio_random(card))
         marked(rec, "sd_browser", lambda: browser(card))
