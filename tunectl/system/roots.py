@@ -42,6 +42,7 @@ class Roots:
     fstab: str
     modules: str
     state: str
+    config: str | None = None  # where /etc, /run and /usr/lib are (other writers' files); None: not read
 
     @classmethod
     def choose(cls, env: Mapping[str, str], sysfs_root: str | None = None, udev_root: str | None = None,
@@ -62,6 +63,7 @@ class Roots:
             fstab=env.get("TUNECTL_FSTAB") or FSTAB,
             modules=pick("TUNECTL_MODULES_ROOT", MODULES, os.path.join(sys_root, ".modules")) or MODULES,
             state=state_dir or env.get("TUNECTL_STATE_DIR") or STATE,
+            config=pick("TUNECTL_CONFIG_ROOT", "/", None),
         )
 
     def node(self, name: str) -> str | None:
