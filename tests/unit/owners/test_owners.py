@@ -194,3 +194,23 @@ def test_doctor_with_tunectls_rules_installed_a_rule_before_them_loses_at_hotplu
     assert r.code == 1 and r.doc["rules"] == "/etc/udev/rules.d/65-tunectl.rules"
     got = {w["writer"]["file"]: w["undoes_at"] for w in r.doc["writers"]}
     assert got == {"/etc/udev/rules.d/60-early.rules": [], "/etc/udev/rules.d/70-late.rules": ["boot", "hotplug"]}
+
+
+def test_udev_install_warns_about_a_rule_that_undoes_its_rules(machine, monkeypatch) -> None:
+    from tunectl.system.runner import Completed
+    from tunectl.udev import install as udev_commands
+
+    t, config = machine
+    monkeypatch.setattr(udev_commands, "_euid", lambda: 0)
+    t.ctx.run = lambda argv, timeout=60, check=True, input_text=None: Completed(
+        tuple(argv), 1 if tuple(argv[:3]) == ("udevadm", "control", "--ping") else 0,
+        "252\n" if tuple(argv) == ("udevadm", "--version") else "", "")
+    rules_dir = config / "etc" / "udev" / "rules.d"
+    rules_dir.mkdir(parents=True)
+    r = t("udev", "install", "-p", "loops", "--rules-dir", str(rules_dir))
+    assert r.code == 0 and "undoes" not in r.err, r.err
+    _write(config, "/etc/udev/rules.d/90-pin.rules", 'KERNEL=="loop2", ATTR{queue/read_ahead_kb}="128"\n')
+    r = t("udev", "install", "-p", "loops", "--rules-dir", str(rules_dir))
+    assert r.code == 0
+    assert ("loop2 read_ahead_kb: udev rule /etc/udev/rules.d/90-pin.rules:1 writes 128, which undoes tunectl's "
+            "rules at boot and hotplug") in r.err
