@@ -153,9 +153,9 @@ def owner_of(attribute: str, actual: object, writers: Sequence[Writer], mark: Tu
     if mark is not None:
         return Owner("unknown", f"changed after tunectl set it ({mark.profile}, {mark.at}) by something tunectl "
                                 "cannot see (a manual write or a program)", profile=mark.profile, at=mark.at)
-    why = "not the kernel's default, " if default is not None else ""
-    return Owner("unknown", f"{why}no writer found in udev rules, tuned, sysfs.conf or tmpfiles: a driver's value, "
-                            "a manual write or a program", certain=False)
+    why = "not the kernel's default; " if default is not None else ""
+    return Owner("unknown", f"{why}no other writer found: the driver's value, or a write by hand or a program",
+                 certain=False)
 
 
 @dataclass(frozen=True)
