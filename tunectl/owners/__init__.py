@@ -42,7 +42,8 @@ def find_owners(ctx: Context, devices: Sequence[Device], settings: Iterable = ()
     out = {}
     for dev in devices:
         wanted = by_device.get(dev.name, {})
-        attrs = list(dict.fromkeys((attributes or {}).get(dev.name, shown_attributes(dev)) + list(wanted)))
+        shown = (attributes or {}).get(dev.name, shown_attributes(dev))
+        attrs = list(dict.fromkeys(shown + list(wanted)))
         if not attrs:
             continue
         writers = writers_of(machine, dev, device_facts(ctx, dev))
@@ -51,10 +52,11 @@ def find_owners(ctx: Context, devices: Sequence[Device], settings: Iterable = ()
         owners = DeviceOwners(dev.name)
         for attr in attrs:
             setting = wanted.get(attr)
-            status = getattr(setting, "status", None)
-            in_sync = None if setting is None else status == Status.IN_SYNC
-            if status == Status.SKIP:
-                continue
+            if getattr(setting, "status", None) == Status.SKIP:  # the profile's value does not apply here
+                if attr not in shown:
+                    continue
+                setting = None
+            in_sync = None if setting is None else setting.status == Status.IN_SYNC
             owners.owners[attr] = owner_of(attr, current_value(dev, attr), [w for w in writers if w.attribute == attr],
                                            marks.get(attr), in_sync, rules_path is not None and machine.rules_file
                                            is not None and setting is not None, defaults.get(attr))
