@@ -15,6 +15,7 @@ from tunectl.context import Context
 from tunectl.devices.classes import OPT_IN_CLASSES
 from tunectl.devices.discover import discover, shared_identity_warnings
 from tunectl.devices.graph import DeviceGraph
+from tunectl.devices.match import matches
 from tunectl.devices.model import Device
 from tunectl.devices.resolve import Resolver
 from tunectl.errors import ExitCode, StateError, UsageError
@@ -29,6 +30,7 @@ from tunectl.tuning import intent
 from tunectl.tuning.intent import load_profile_for
 from tunectl.tuning.plan import Setting, make_plan, queue_attrs_of
 from tunectl.tuning.topology import DeviceWarning, read_ahead_warnings
+from tunectl.units import format_bytes
 
 
 @dataclass(frozen=True)
@@ -175,9 +177,11 @@ def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = Non
     scope = _scope(ctx, profile, devices, graph, dev_refs, stack, scoped)
     settings = make_plan(devices, profile, graph, None if scope is None else scope.devices)
     planned = [d for d in devices if scope is None or d.name in scope.devices]
+    # Warn about the devices this command resolves (DEV, the scope) or would write, not every device there is.
+    touched = planned if scope is not None else [d for d in planned if d.name in {s.device for s in settings}]
     owners = find_owners(ctx, planned, settings, {d.name: [] for d in planned}, _rules_path(ctx)) if verify else {}
     return PlanReport(profile.name, devices, settings,
-                      list(profile.warnings) + ctx.state.warnings + shared_identity_warnings(planned, devices), scope,
+                      list(profile.warnings) + ctx.state.warnings + shared_identity_warnings(touched, devices), scope,
                       read_ahead_warnings(planned, settings), skip_reasons(profile, planned, settings),
                       "verify" if verify else "plan", owners)
 
@@ -194,12 +198,29 @@ def skip_reasons(profile: Profile, devices: list[Device], settings: list[Setting
     for dev in devices:
         if dev.name in planned:
             continue
-        if dev.cls in OPT_IN_CLASSES and dev.cls not in profile.classes:
+        size = _size_miss(profile, dev)
+        if size:
+            out.append((dev.name, size))
+        elif dev.cls in OPT_IN_CLASSES and dev.cls not in profile.classes:
             out.append((dev.name, f"class {dev.cls} is tuned only by a profile that names it; e.g. add "
                                   f"`{dev.cls}: {{read_ahead_kb: 128}}` under `classes:` of {profile.name}"))
         else:
             out.append((dev.name, f"profile {profile.name} sets nothing for class {dev.cls}"))
     return out
+
+
+def _size_miss(profile: Profile, dev: Device) -> str | None:
+    """Why a `devices:` entry that matches `dev` in every key but `size` does not tune it, or None."""
+    for i, entry in enumerate(profile.devices):
+        match = entry.get("match") or {}
+        if "size" in match and not matches(dev, match) and matches(dev, {k: v for k, v in match.items() if k != "size"}):
+            lo, hi = match["size"].get("min"), match["size"].get("max")
+            wanted = " and ".join(filter(None, (lo is not None and f"at least {format_bytes(lo)} ({lo} bytes)",
+                                                hi is not None and f"at most {format_bytes(hi)} ({hi} bytes)")))
+            return (f"devices[{i}] of {profile.name} matches it but for its size: it is {format_bytes(dev.size_bytes)} "
+                    f"({dev.size_bytes} bytes), the entry wants {wanted} (KB, MB, GB are powers of 1000; "
+                    "KiB, MiB, GiB of 1024)")
+    return None
 
 
 def _scope(ctx: Context, profile: Profile, devices: list[Device], graph: DeviceGraph,
@@ -302,9 +323,13 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
         present = {d.identity for d in devices}
         notes += [f"{entry['name']} ({identity}) is not present; its originals stay in the journal"
                   for identity, entry in journal["devices"].items() if identity not in present and chosen is None]
+        # Warn about the devices this rollback resolves (DEV) or restores, not every device there is.
+        restoring = {s.device for s in settings}
+        warnings = list(ctx.state.warnings) + shared_identity_warnings(
+            [d for d in devices if d.name in restoring or chosen is not None and d.name in chosen], devices)
         if check:
             return ApplyReport("journal", [applying.Outcome(s, s.status) for s in settings], check=True, notes=notes,
-                               warnings=list(ctx.state.warnings) + shared_identity_warnings(devices))
+                               warnings=warnings)
         if remove_rules and record is not None and intent.installed_rules(record):
             record = {k: v for k, v in record.items() if k != "rules"}
             ctx.state.save_active_profile(record)
@@ -323,7 +348,7 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
             elif left != record:
                 ctx.state.save_active_profile(left)
     return ApplyReport("journal", outcomes, writes=ctx.sysfs.writes - writes_before, notes=notes,
-                       warnings=list(ctx.state.warnings) + shared_identity_warnings(devices))
+                       warnings=warnings)
 
 
 def adopt_rules_originals(ctx: Context, record: dict | None, journal: dict, devices: list[Device]) -> list[str]:
