@@ -144,7 +144,7 @@ def _tuned(ctx: Context, machine: Machine) -> None:
         except (TunectlError, OSError) as e:
             machine.unread.append(f"tuned profile {name}: {e}")
             continue
-        path = imported.files[-1] if imported.files else sources.TUNED_ACTIVE
+        path = imported.sources[-1] if imported.sources else sources.TUNED_ACTIVE  # the profile itself (last merged)
         shown = "/" + os.path.relpath(path, ctx.roots.config or "/") if ctx.roots and ctx.roots.config else path
         note = f"tuned profile {name}" + ("" if running else " (tuned is not running now: it applies when it starts)")
         machine.assignments += [(0, a) for a in _tuned_assignments(imported.profile, shown, note)]

@@ -214,3 +214,19 @@ def test_udev_install_warns_about_a_rule_that_undoes_its_rules(machine, monkeypa
     assert r.code == 0
     assert ("loop2 read_ahead_kb: udev rule /etc/udev/rules.d/90-pin.rules:1 writes 128, which undoes tunectl's "
             "rules at boot and hotplug") in r.err
+
+
+def test_tuned_active_profile_is_a_writer(machine) -> None:
+    t, config = machine
+    _write(config, "/etc/tuned/active_profile", "mine\n")
+    _write(config, "/etc/tuned/mine/tuned.conf", "[main]\nsummary=mine\n\n[disk]\ndevices=loop1\nreadahead=4096\n")
+    t.tree.sysfs.write("block/loop1/queue/read_ahead_kb", "4096")
+    owner = _owners(t("status", "--all", "--json").doc, "loop1")["read_ahead_kb"]
+    assert owner["kind"] == "tuned" and owner["where"] == "/etc/tuned/mine/tuned.conf", owner
+    assert "tuned /etc/tuned/mine/tuned.conf writes 4096" in owner["detail"]
+    assert t("apply", "-p", "loops", "loop1", "--json").code == 0
+    r = t("doctor", "--json")
+    assert r.code == 1 and r.doc["tuned_profile"] == "mine"
+    (w,) = r.doc["writers"]
+    assert (w["writer"]["kind"], w["undoes_at"]) == ("tuned", ["boot", "hotplug"])
+    assert "tuned is not running now" in w["writer"]["note"]
