@@ -198,7 +198,7 @@ def parse_sysfs_conf(path: str, text: str) -> list[Assignment]:
         if "=" not in line:
             continue
         key, value = (part.strip() for part in line.split("=", 1))
-        if key.split()[0] in ("mode", "owner"):
+        if not key or key.split()[0] in ("mode", "owner"):
             continue
         m = _SYS_BLOCK.fullmatch(key)
         name = queue_attribute(m.group(2)) if m else None

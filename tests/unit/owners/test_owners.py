@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.tuning_helpers import Tunectl
 from tunectl.owners import sources
@@ -230,3 +232,13 @@ def test_tuned_active_profile_is_a_writer(machine) -> None:
     (w,) = r.doc["writers"]
     assert (w["writer"]["kind"], w["undoes_at"]) == ("tuned", ["boot", "hotplug"])
     assert "tuned is not running now" in w["writer"]["note"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from('KERNEL=="sd*",ATTR{queue/scheduler}"bfq\\\n #RUN+echo >/sys/block/%k|!:{}w- '),
+               max_size=200))
+def test_parsers_take_any_text(text: str) -> None:
+    for parse in (sources.parse_udev_rules, sources.parse_sysfs_conf, sources.parse_tmpfiles, sources.parse_cmdline):
+        for a in parse("/etc/x", text):
+            assert a.attribute and a.line >= 0 and isinstance(a.target.text(), str)
+            assert a.target.holds({"KERNEL": "sda"}) in (True, False, None)
