@@ -206,11 +206,11 @@ def kernel_defaults(ctx: Context, dev: Device) -> dict[str, KernelDefault]:
     out = {}
     release = ctx.modules.release if ctx.modules is not None else ""
     rel = f"block/{dev.name}/queue"
-    msk = ctx.sysfs.read_or(f"{rel}/max_sectors_kb")
-    if msk is not None and msk.strip().isdigit():
+    msk = (ctx.sysfs.read_or(f"{rel}/max_sectors_kb") or "").strip()
+    io_opt = (ctx.sysfs.read_or(f"{rel}/optimal_io_size") or "0").strip()
+    if msk.isdigit() and io_opt.isdigit():
         rotational = (ctx.sysfs.read_or(f"{rel}/rotational") or "0").strip() == "1"
-        io_opt = int((ctx.sysfs.read_or(f"{rel}/optimal_io_size") or "0").strip() or 0)
-        value = derived_read_ahead_kb(release, rotational, io_opt, int(msk))
+        value = derived_read_ahead_kb(release, rotational, int(io_opt), int(msk))
         generation = read_ahead_generation(release)
         on = f"Linux {release}" if release else "this kernel"
         out["read_ahead_kb"] = KernelDefault(value, f"{value} KiB on {on} (since {generation.since[0]}."

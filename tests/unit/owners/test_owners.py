@@ -242,3 +242,18 @@ def test_parsers_take_any_text(text: str) -> None:
         for a in parse("/etc/x", text):
             assert a.attribute and a.line >= 0 and isinstance(a.target.text(), str)
             assert a.target.holds({"KERNEL": "sda"}) in (True, False, None)
+
+
+def test_garbage_in_sysfs_and_config_files_is_no_crash(machine) -> None:
+    t, config = machine
+    t.tree.sysfs.path("block/loop0/queue/optimal_io_size").write_text("garbage\n")
+    (config / "etc/udev/rules.d").mkdir(parents=True)
+    (config / "etc/udev/rules.d/50-dir.rules").mkdir()  # a directory where a file should be
+    (config / "etc/udev/rules.d/51-bad.rules").write_bytes(b'\xff\xfeKERNEL=="loop0", ATTR{queue/read_ahead_kb}="9"\n')
+    (config / "etc/udev/rules.d/52-dangling.rules").symlink_to("/nonexistent/x.rules")
+    _write(config, "/etc/sysfs.conf", "=\n= =\nblock/ = 3\n")
+    r = t("status", "--all", "--json")
+    assert r.code == 0
+    assert "read_ahead_kb" not in [a for a, o in _owners(r.doc, "loop0").items() if o["kind"] == "kernel-default"]
+    d = t("doctor", "--all", "--json")
+    assert d.code in (0, 1) and any("50-dir.rules" in u for u in d.doc["unread"]), d.doc["unread"]
