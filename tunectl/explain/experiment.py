@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from tunectl.context import Context
 from tunectl.errors import UsageError
-from tunectl.explain.model import ColdRead, StackFacts
+from tunectl.explain.model import ColdRead, Layer, StackFacts
 
 TRY_SIZES = (131072, 1048576)
 
@@ -72,6 +72,19 @@ def variants(block: int, compressor: str, dio: bool, compressors: tuple[str, ...
     return out
 
 
+def data_loop(facts: StackFacts) -> Layer | None:
+    """The loop device that holds the filesystem's data: under dm-verity its data device (the hash tree
+    may sit on another loop), else the first loop of the stack."""
+    loops = facts.all("loop")
+    for dm in facts.all("dm"):
+        for t in dm.dm_table:
+            if t.devices:
+                found = next((la for la in loops if la.devnum == t.devices[0]), None)
+                if found is not None:
+                    return found
+    return loops[0] if loops else None
+
+
 def source_image(facts: StackFacts) -> tuple[str, str]:
     """(the squashfs image or device, the file's path inside it); UsageError when the file is not on squashfs."""
     file = facts.layers[0] if facts.layers and facts.layers[0].kind == "file" else None
@@ -79,7 +92,7 @@ def source_image(facts: StackFacts) -> tuple[str, str]:
     if fs is None or fs.filesystem is None or fs.filesystem.squashfs is None or file is None:
         raise UsageError(f"--try: {facts.target} is not a file on a squashfs image",
                          hint="--try rebuilds squashfs images; name a file inside a mounted squashfs")
-    loop = facts.first("loop")
+    loop = data_loop(facts)
     image = loop.loop.backing_file if loop and loop.loop and loop.loop.backing_file else fs.filesystem.source
     inside = os.path.relpath(os.path.realpath(file.name), os.path.realpath(fs.filesystem.mountpoint))
     return image, inside
@@ -117,8 +130,8 @@ def run(ctx: Context, facts: StackFacts, read: Callable[[str, list[str], list[st
         compressors: tuple[str, ...] | None = None) -> list[Result]:
     """Every variant measured cold. `read(path, block device names, extra files)` is the cold read."""
     image, inside = source_image(facts)
-    sb = facts.first("filesystem").filesystem.squashfs
-    loop = facts.first("loop")
+    sb = facts.layers[1].filesystem.squashfs
+    loop = data_loop(facts)
     dio = bool(loop and loop.loop and loop.loop.direct_io)
     disks = [la.name for la in facts.disks]
     results: list[Result] = []

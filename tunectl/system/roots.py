@@ -37,12 +37,13 @@ def self_proc(*parts: str) -> str:
     return os.path.join(PROC, *parts)
 
 
-class Roots(namedtuple("Roots", "real sys udev_data dev proc fstab modules state")):
+class Roots(namedtuple("Roots", "real sys udev_data dev proc fstab modules state config", defaults=(None,))):
     """Immutable (a named tuple: dataclasses would cost every command's start-up several ms).
 
     real: bool, the sysfs root is the running kernel's /sys; sys, udev_data, fstab, modules, state: str;
     dev: None when no device node may be opened (a fake tree without TUNECTL_DEV_ROOT);
-    proc: None when there are no live mounts (a fake tree without TUNECTL_PROC_ROOT).
+    proc: None when there are no live mounts (a fake tree without TUNECTL_PROC_ROOT);
+    config: where /etc, /run and /usr/lib are (other writers' files, tunectl.owners); None: not read.
     """
 
     __slots__ = ()
@@ -66,6 +67,7 @@ class Roots(namedtuple("Roots", "real sys udev_data dev proc fstab modules state
             fstab=env.get("TUNECTL_FSTAB") or FSTAB,
             modules=pick("TUNECTL_MODULES_ROOT", MODULES, os.path.join(sys_root, ".modules")) or MODULES,
             state=state_dir or env.get("TUNECTL_STATE_DIR") or STATE,
+            config=pick("TUNECTL_CONFIG_ROOT", "/", None),
         )
 
     def node(self, name: str) -> str | None:
