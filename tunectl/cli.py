@@ -101,6 +101,8 @@ def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
 
     default = argparse.SUPPRESS if suppress else None
     g = parser.add_argument_group("global options")
+    if suppress:
+        parser._repeated_globals = g  # type: ignore[attr-defined]  # named in one line of its --help
     g.add_argument("--json", action="store_true", default=argparse.SUPPRESS if suppress else False,
                    help="print one JSON document on stdout (logs go to stderr)")
     g.add_argument("--sysfs-root", metavar="DIR", default=default, help="sysfs root (default /sys, env TUNECTL_SYSFS_ROOT)")
@@ -150,6 +152,28 @@ def _parser_class() -> type:
                            code="usage", where=self.prog)
             e.usage = self.format_usage()  # type: ignore[attr-defined]
             raise e
+
+        def format_help(self) -> str:
+            """A command's help without the global options it repeats: one line names them (`tunectl --help`
+            explains them); they still parse, and complete, after the command."""
+            group = getattr(self, "_repeated_globals", None)
+            if group is None:
+                return super().format_help()
+            actions, groups = self._actions, self._action_groups
+            self._actions = [a for a in actions if a not in group._group_actions]
+            self._action_groups = [g for g in groups if g is not group]
+            try:
+                text = super().format_help()
+            finally:
+                self._actions, self._action_groups = actions, groups
+            import textwrap
+
+            names = " ".join(next(o for o in a.option_strings if o.startswith("--")) + (f" {a.metavar}" if a.metavar
+                                                                                       else "")
+                             for a in group._group_actions if a.help != argparse.SUPPRESS)
+            return text.rstrip("\n") + "\n\n" + textwrap.fill(
+                f"global options, before or after the command: {names} (`tunectl --help` explains them)", 78,
+                break_on_hyphens=False) + "\n"
 
     return Parser
 

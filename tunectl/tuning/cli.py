@@ -24,6 +24,10 @@ SETTING_COLUMNS = ["DEVICE", "ATTRIBUTE", "BEFORE -> AFTER", "SOURCE", "STATUS",
 FIT = {"middle": ("IDENTITY",), "keep": ("DEVICE", "STATUS", "DRIFT")}
 
 
+DEV_HELP = ("a device: kernel name (sda), /dev path or link, UUID=, LABEL=, PARTUUID=, PARTLABEL=, a partition "
+            "(its disk), or a mountpoint or any path (the disks under its filesystem)")
+
+
 def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     from tunectl.report import add_table_options
 
@@ -33,7 +37,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     elif name in ("plan", "verify"):
         add_table_options(p, SETTING_COLUMNS)
     if name == "rollback":
-        p.add_argument("devices", nargs="*", metavar="DEV", help="kernel name or /dev path (default: all journalled)")
+        p.add_argument("devices", nargs="*", metavar="DEV", help=f"{DEV_HELP} (default: all journalled)")
         p.add_argument("--check", action="store_true", help="show what would be restored, write nothing")
         p.add_argument("--remove-rules", action="store_true",
                        help="remove the installed udev rules first (a rollback is refused while they are installed)")
@@ -41,7 +45,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     p.add_argument("-p", "--profile", help="profile name or file (default: the last applied, see `status`; "
                                            "with nothing applied, 'default')")
     p.add_argument("devices", nargs="*", metavar="DEV",
-                   help="kernel name or /dev path (default: without -p, the devices the last apply was limited to; "
+                   help=f"{DEV_HELP} (default: without -p, the devices the last apply was limited to; "
                         "else all)")
     p.add_argument("--all", action="store_true", help="every device, also when the last apply was limited to some")
     if name == "apply":
@@ -110,9 +114,12 @@ def _cmd_status(ctx, args, out) -> int:
                       rules=intent.installed_rules(active.record)))
         return report.exit_code
     rows = []
+    tuned = {s.device for s in report.settings}
     for d in report.devices:
         knobs = " ".join(f"{k}={v}" for k, v in sorted(d.iosched.items()))
-        drift = f"{drift_by_dev[d.name]} setting(s)" if d.name in drift_by_dev else "in sync"
+        # a device the profile sets nothing on is skipped, as plan says, not "in sync"
+        drift = f"{drift_by_dev[d.name]} setting(s)" if d.name in drift_by_dev else "in sync" if d.name in tuned \
+            else "skip"
         rows.append([d.name, d.cls + (f"/{d.dm_type}" if d.dm_type else ""), show(d.scheduler),
                      show(d.queue.get("read_ahead_kb")), d.identity, drift, knobs])
     out.print(f"profile: {report.profile}")
