@@ -44,13 +44,29 @@ class Output:
         self.width: int | None = None  # the terminal's columns; None: cells whole (a pipe, -v)
         self.colour = False
         self.columns: list[str] | None = None  # -o
+        self.style = "table"  # -r: "raw", -P: "pairs"
+        self.headings = True  # -n: False
 
     def table(self, headers: Sequence[str], rows, **fit) -> str:
         """A table that fits the terminal, with the -o columns, drift and failures coloured on a terminal."""
         from tunectl.report import table, verdict_colour
 
         return table(headers, rows, width=self.width, only=self.columns,
-                     paint=verdict_colour if self.colour else None, **fit)
+                     paint=verdict_colour if self.colour and self.style == "table" else None, style=self.style,
+                     headings=self.headings, **fit)
+
+    @property
+    def picked(self) -> bool:
+        """-o, -r or -P: stdout is the table alone, for a script; lines about it (profile:, scope:) go to stderr."""
+        return self.columns is not None or self.style != "table"
+
+    def heading(self, text: str) -> None:
+        """A line above a table (profile:, scope:): on stdout, or on stderr when the table was picked for a script."""
+        if self.picked:
+            if not self.quiet:
+                self.warn(text)
+        else:
+            self.say(text)
 
     def print(self, text: str = "") -> None:
         """A line (or lines) for stdout; for people, control characters are escaped, colours kept only when on."""
@@ -288,7 +304,7 @@ def _terminal_width(stdout: TextIO, environ: Mapping[str, str]) -> int | None:
 def _columns(args: argparse.Namespace, out: Output) -> bool:
     """--columns lists the table's columns (True: done); -o is checked against them."""
     from tunectl.errors import UsageError
-    from tunectl.report import column_name
+    from tunectl.report import column_name, find_column
 
     names = [column_name(h) for h, _ in args.table_columns]
     if args.list_columns:
@@ -296,10 +312,13 @@ def _columns(args: argparse.Namespace, out: Output) -> bool:
             out.print(f"{name:<16} {header}" + ("  (not shown unless -o names it or -v)" if hidden else ""))
         return True
     if args.table_output:
-        unknown = [c for c in args.table_output if c not in names]
+        found = [find_column(c, names) for c in args.table_output]
+        unknown = [c for c, name in zip(args.table_output, found) if name is None]
         if unknown:
             raise UsageError(f"unknown column {unknown[0]!r} for -o", hint=f"columns: {','.join(names)}", where="-o")
-        out.columns = args.table_output
+        out.columns = [name for name in found if name is not None]
+    out.style = args.table_style or "table"
+    out.headings = not args.table_noheadings
     return False
 
 

@@ -104,7 +104,7 @@ def _render_check(report, out) -> None:
                      show(fs.live.options) if fs.live is not None else "(not mounted)",
                      show(fs.entry.options) + f" (line {fs.entry.lineno})" if fs.entry is not None else "(not in fstab)",
                      drift or ("source not found" if fs.unresolved else "in sync")])
-    out.say(_printable(escape_field(f"profile: {report.profile}   fstab: {report.fstab_path}")))
+    out.heading(_printable(escape_field(f"profile: {report.profile}   fstab: {report.fstab_path}")))
     out.print(_printable(out.table(CHECK_COLUMNS, rows, middle=("TARGET", "SOURCE"))))
     skips = [(fs.target, s) for fs in report.filesystems for s in fs.want.skipped]
     for target, s in skips:

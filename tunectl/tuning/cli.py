@@ -21,7 +21,8 @@ EXAMPLES = {
 
 STATUS_COLUMNS = ["DEVICE", "CLASS", "SCHEDULER", "READ-AHEAD", "IDENTITY", "DRIFT", "KNOBS"]
 SETTING_COLUMNS = ["DEVICE", "ATTRIBUTE", "BEFORE -> AFTER", "SOURCE", "STATUS", "NOTE"]
-FIT = {"middle": ("IDENTITY",), "keep": ("DEVICE", "STATUS", "DRIFT")}
+# At 80 columns a plan cuts where a value came from and its note before any value.
+FIT = {"middle": ("IDENTITY",), "keep": ("DEVICE", "STATUS", "DRIFT"), "cut_first": ("SOURCE", "NOTE")}
 
 
 DEV_HELP = ("a device: kernel name (sda), /dev path or link, UUID=, LABEL=, PARTUUID=, PARTLABEL=, a partition "
@@ -122,10 +123,10 @@ def _cmd_status(ctx, args, out) -> int:
             else "skip"
         rows.append([d.name, d.cls + (f"/{d.dm_type}" if d.dm_type else ""), show(d.scheduler),
                      show(d.queue.get("read_ahead_kb")), d.identity, drift, knobs])
-    out.print(f"profile: {report.profile}")
+    out.heading(f"profile: {report.profile}")
     rules = intent.installed_rules(active.record)
     if rules is not None:
-        out.print(f"udev rules: {rules['path']} (profile {rules.get('ref')}"
+        out.heading(f"udev rules: {rules['path']} (profile {rules.get('ref')}"
                   + (", every device)" if rules.get("scope") is None else f", {len(rules['scope'])} device(s))"))
     _print_scope(report, out)
     out.print(out.table(STATUS_COLUMNS, rows, hide=() if out.verbose else ("KNOBS",), **FIT))
@@ -135,7 +136,7 @@ def _cmd_status(ctx, args, out) -> int:
 def _print_scope(report, out) -> None:
     """Say so when the last apply's scope narrows the devices looked at (DEV arguments say it themselves)."""
     if report.scope is not None and report.scope.origin == "last-apply":
-        out.say(report.scope.describe(report.profile))
+        out.heading(report.scope.describe(report.profile))
 
 
 def _settings_rows(settings, verbose: int, with_status: bool = False):
@@ -168,7 +169,7 @@ def _before_after(setting) -> str:
 
 def _print_skipped(skipped: list[tuple[str, str]], out) -> None:
     for device, reason in skipped:
-        out.say(f"skipped {device}: {reason}")
+        out.heading(f"skipped {device}: {reason}")  # on stderr when -o/-r/-P make stdout the table alone
 
 
 def _summary(statuses: list[str]) -> str:
@@ -206,14 +207,14 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
         out.emit(dict(report.to_json(), in_sync=not drift, notes=active.notes))
         return code
     rows = _settings_rows(report.settings, out.verbose, with_status=True)
-    out.print(f"profile: {report.profile}")
+    out.heading(f"profile: {report.profile}")
     _print_scope(report, out)
     if rows:
         out.print(out.table(SETTING_COLUMNS, rows, **FIT))
     _print_skipped(report.skipped, out)
-    out.say(_summary([s.status for s in report.settings]))
+    out.heading(_summary([s.status for s in report.settings]))
     if verify:
-        out.print("in sync" if not drift else f"drift: {len(drift)} setting(s) differ")
+        out.heading("in sync" if not drift else f"drift: {len(drift)} setting(s) differ")
     return code
 
 

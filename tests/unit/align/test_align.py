@@ -462,7 +462,8 @@ def test_the_table_and_its_notes_fit_the_terminal(tree, parted, tunectl, tmp_pat
                      {**tunectl.ctx.env, "COLUMNS": str(width)})("align", "-o", "disk,part,aligned,off-by,suggested-start")
     assert max(map(len, wide.splitlines())) > 132  # the notes are long sentences
     assert narrow.code == 1 and all(len(line) <= width for line in narrow.out.splitlines()), narrow.out
-    assert narrow.out.splitlines()[1].split() == ["DISK", "PART", "ALIGNED", "OFF", "BY", "SUGGESTED", "START"]
+    assert narrow.out.splitlines()[0].split() == ["DISK", "PART", "ALIGNED", "OFF", "BY", "SUGGESTED", "START"]
+    assert "profile: default" in narrow.err.splitlines()  # with -o, stdout starts with the table
     assert "stricter than parted" in " ".join(narrow.out.split())
 
 
