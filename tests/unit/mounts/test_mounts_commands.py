@@ -3,7 +3,6 @@ check and fix through the real CLI, DEV paths for plan, and a bad-input table.""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -359,7 +358,8 @@ def test_fix_bad_input_unwritable_directory(env: Env) -> None:
 
 def test_unreadable_proc_root(env: Env) -> None:
     env.env["TUNECTL_PROC_ROOT"] = str(env.proc / "nowhere")
-    env.ctx = dataclasses.replace(env.ctx, roots=None)  # the roots follow the new environment
+    c = env.ctx
+    env.ctx = Context(c.sysfs, c.udev, c.state, c.search_path, c.env, c.modules)  # roots follow the new env
     code, _, err = env("mounts", "check", "-p", str(env.profile), "--fstab", str(env.fstab))
     assert code == 2 and "cannot read" in err and "TUNECTL_PROC_ROOT" in err
 

@@ -6,7 +6,6 @@ with real loop devices and a real udevd is tests/test_intent_live.py.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import json
 import os
@@ -348,7 +347,7 @@ def test_align_without_dev_reads_every_disk_it_can_and_lists_the_others(t: Tunec
     from tunectl.system.runner import CommandError, Completed
 
     t.tree.add_disks(3)  # sda sdb sdc
-    t.ctx.roots = dataclasses.replace(t.ctx.roots, dev="/dev")  # node names only: parted below is a stand-in
+    t.ctx.roots = t.ctx.roots._replace(dev="/dev")  # node names only: parted below is a stand-in
 
     def parted(argv, timeout=None, check=True, **kwargs):
         if "/dev/sdb" in argv:
