@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from tests.fakesys import FakeTree
@@ -28,7 +26,7 @@ def t(empty_fake_tree: FakeTree, tmp_path) -> Tunectl:
 
 
 def test_a_tag_udev_does_not_know_yet_is_found_by_blkid_on_the_real_machine(t: Tunectl) -> None:
-    t.ctx.roots = dataclasses.replace(t.ctx.roots, real=True)
+    t.ctx.roots = t.ctx.roots._replace(real=True)
     t.ctx.run = blkid = Blkid("/dev/loop3\n")
     assert Resolver(t.ctx).source("UUID=0b1c-77aa").name == "loop3"
     assert blkid.calls == [("blkid", "-t", "UUID=0b1c-77aa", "-o", "device")]
