@@ -19,6 +19,8 @@ from tunectl.devices.match import matches
 from tunectl.devices.model import Device
 from tunectl.devices.resolve import Resolver
 from tunectl.errors import ExitCode, StateError, UsageError
+from tunectl.owners import find_owners
+from tunectl.owners.model import DeviceOwners, Owner
 from tunectl.profile.resolve import Profile
 from tunectl.status import Status
 from tunectl.system.roots import under_dev
@@ -66,6 +68,11 @@ class PlanReport:
     device_warnings: list[DeviceWarning] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (device, why the profile sets nothing on it)
     kind: str = "plan"  # "status" | "plan" | "verify": which command's document and exit code
+    owners: dict[str, DeviceOwners] = field(default_factory=dict)  # status, verify: who set each value shown
+
+    def owner(self, device: str, attribute: str) -> Owner | None:
+        found = self.owners.get(device)
+        return found.owners.get(attribute) if found is not None else None
 
     @property
     def changes(self) -> list[Setting]:
@@ -84,12 +91,21 @@ class PlanReport:
         if self.kind == "status":
             return {"profile": self.profile, "scope": scope,
                     "devices": [dict(d.to_json(), drift=[s.to_json() for s in self.drift if s.device == d.name],
-                                     warnings=[w.to_json() for w in self.device_warnings if w.device == d.name])
+                                     warnings=[w.to_json() for w in self.device_warnings if w.device == d.name],
+                                     owners=self.owners[d.name].to_json() if d.name in self.owners else {})
                                 for d in self.devices]}
+        settings = [s.to_json() for s in self.settings]
+        if self.kind == "verify":
+            settings = [dict(j, owner=_owner_json(self.owner(s.device, s.attribute)))
+                        for s, j in zip(self.settings, settings)]
         return {"profile": self.profile, "in_sync": not self.drift, "scope": scope,
-                "settings": [s.to_json() for s in self.settings],
+                "settings": settings,
                 "skipped": [{"device": d, "reason": r} for d, r in self.skipped],
                 "device_warnings": [w.to_json() for w in self.device_warnings]}
+
+
+def _owner_json(owner: Owner | None) -> dict | None:
+    return owner.to_json() if owner is not None else None
 
 
 @dataclass
@@ -163,10 +179,16 @@ def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = Non
     planned = [d for d in devices if scope is None or d.name in scope.devices]
     # Warn about the devices this command resolves (DEV, the scope) or would write, not every device there is.
     touched = planned if scope is not None else [d for d in planned if d.name in {s.device for s in settings}]
+    owners = find_owners(ctx, planned, settings, {d.name: [] for d in planned}, _rules_path(ctx)) if verify else {}
     return PlanReport(profile.name, devices, settings,
                       list(profile.warnings) + ctx.state.warnings + shared_identity_warnings(touched, devices), scope,
                       read_ahead_warnings(planned, settings), skip_reasons(profile, planned, settings),
-                      "verify" if verify else "plan")
+                      "verify" if verify else "plan", owners)
+
+
+def _rules_path(ctx: Context) -> str | None:
+    rules = intent.installed_rules(intent.current(ctx))
+    return rules["path"] if rules is not None else None
 
 
 def skip_reasons(profile: Profile, devices: list[Device], settings: list[Setting]) -> list[tuple[str, str]]:
@@ -223,7 +245,8 @@ def status(ctx: Context, profile: Profile, dev_refs: list[str] | None = None, sc
     shown = devices if scope is None else [d for d in devices if d.name in scope.devices]
     return PlanReport(profile.name, shown, settings,
                       list(profile.warnings) + ctx.state.warnings + shared_identity_warnings(shown, devices), scope,
-                      read_ahead_warnings(devices), kind="status")
+                      read_ahead_warnings(devices), kind="status",
+                      owners=find_owners(ctx, shown, settings, rules_path=_rules_path(ctx)))
 
 
 def apply(ctx: Context, active: intent.Active, dev_refs: list[str] | None = None, check: bool = False,

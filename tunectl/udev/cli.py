@@ -69,6 +69,7 @@ def run(ctx, args, out) -> int:
     elif args.udev_command == "install":
         report = install.install(ctx, args.profile, args.rules_dir, args.trigger, warn, args.all,
                                  args.allow_untrusted_profile)
+        _warn_other_writers(ctx, report, out)
     elif args.udev_command == "remove":
         report = install.remove(ctx, args.rules_dir)
     else:
@@ -78,6 +79,16 @@ def run(ctx, args, out) -> int:
     else:
         TEXT[args.udev_command](report, out)
     return report.exit_code
+
+
+def _warn_other_writers(ctx, report, out) -> None:
+    """After an install: every other writer that would undo the rules (what `tunectl doctor` reports), on stderr."""
+    from tunectl.owners.doctor import diagnose
+
+    found = diagnose(ctx, report.render.profile, scoped=True, rules_path=str(report.path))
+    for c in found.undone:
+        out.warn(f"tunectl: warning: {c.device} {c.attribute}: {c.writer.describe()}, which undoes tunectl's rules at "
+                 f"{' and '.join(c.undoes_at)}; {c.resolution()} (`tunectl doctor` lists every other writer)")
 
 
 def _which_rules(report, pure: bool, everything: bool) -> str:
