@@ -224,9 +224,12 @@ class _Checker:
 
     def _from_ring(self, ring) -> None:
         judge, makedev, seen = self._judge, os.makedev, 0
-        results = ring.statx_all([os.fsencode(e.path) for e in self.entries])
+        by_inode = order.inode_indices(self.entries)  # submitted in inode order: the inode tables' order
+        entries = self.entries
+        results = ring.statx_all([os.fsencode(entries[i].path) for i in by_inode])
         try:
-            for i, result in results:
+            for j, result in results:
+                i = by_inode[j]
                 seen += 1
                 if not seen % 256:
                     self._advance(256)
