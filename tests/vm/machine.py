@@ -267,7 +267,7 @@ def _run_guest(cmd: list[str], env: dict[str, str], group: str) -> tuple[subproc
     return proc, stdout, stderr
 
 
-MODEL_BROWSER_MIB = 8  # the browser binary of the SD calibration, scaled down from 180 MB for TCG
+MODEL_BROWSER_MIB = 4  # the browser binary of the SD calibration, scaled down from 180 MB for TCG
 
 
 def model_browser(shared: Path, mib: int = MODEL_BROWSER_MIB) -> str:
