@@ -328,7 +328,8 @@ def boot(kernel: Kernel, group: str, machine: Machine, images: Path, shared: Pat
         console = stdout + stderr
         (shared / f"{group}.console").write_text(console)
         (logs / f"{group}.console").write_text(console)
-        for kept in (out, shared / f"{group}.log"):
+        # what the model disks served, kept beside the results: the calibration's evidence
+        for kept in (out, shared / f"{group}.log", *(shared / f"{d.name}.requests" for d in machine.disks if d.model)):
             if kept.exists():
                 shutil.copyfile(kept, logs / kept.name)
         if out.exists():
