@@ -115,6 +115,31 @@ def _check_stat(path: Path, st: os.stat_result, final: bool, shared: bool = Fals
         raise Untrusted(path, why, _hint_fix(path))
 
 
+def check_root(path: str | os.PathLike) -> Path:
+    """A root directory tunectl reads a tree below (a fake sysfs, udev database, /proc): checked as `check_dir`.
+
+    A link at its last component is followed when root or the user owns it; a root
+    that does not exist yet is judged by its nearest existing parent, which must then
+    be root's alone: nobody else may create it later.
+    """
+    probe = Path(os.path.abspath(path))
+    for _ in range(_MAX_LINKS):
+        try:
+            st = os.lstat(probe)
+        except FileNotFoundError:
+            if probe.parent == probe:
+                raise
+            probe = probe.parent
+            continue
+        if not stat.S_ISLNK(st.st_mode):
+            return check_dir(probe)
+        if st.st_uid not in trusted_uids():
+            raise Untrusted(probe, f"a symbolic link owned by {_owner(st.st_uid)}", _hint_fix(probe))
+        check_dir(probe.parent, final=False)
+        probe = probe.parent / os.readlink(probe)
+    raise Untrusted(path, "a symbolic link loop", "name the directory itself")
+
+
 def ensure_dir(path: str | os.PathLike, mode: int = 0o755) -> Path:
     """`path` as a trusted directory, created (with its parents) with `mode` whatever the umask."""
     path = Path(path)
@@ -156,6 +181,51 @@ def _open_dir(resolved: Path) -> int:
                             "run again; if it recurs, find who changes it") from None
         raise
     return fd
+
+
+_RESOLVE_NO_MAGICLINKS, _RESOLVE_BENEATH = 0x02, 0x08
+_SYS_OPENAT2 = 437  # the same number on every architecture (new system calls share one table since 5.1)
+_openat2_missing = False
+
+
+def _openat2(dir_fd: int, rel: str, flags: int, resolve: int) -> int:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    how = (ctypes.c_uint64 * 3)(flags, 0, resolve)  # struct open_how: flags, mode, resolve
+    fd = libc.syscall(_SYS_OPENAT2, dir_fd, rel.encode(), ctypes.byref(how), ctypes.sizeof(how))
+    if fd < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), rel)
+    return fd
+
+
+def open_beneath(root: str | os.PathLike, rel: str, flags: int) -> int:
+    """`rel` opened below the directory `root`, never anywhere else, its last component never a link.
+
+    Links inside the tree are followed as long as they stay below `root` (openat2 with
+    RESOLVE_BENEATH, resolved once by the kernel); a link that leaves it, an absolute
+    one or a `..` above the root fails with EXDEV. Without openat2 (before 5.6) the path
+    is resolved in user space and refused when it leaves the root.
+    """
+    global _openat2_missing
+    flags |= os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        if not _openat2_missing:
+            try:
+                return _openat2(root_fd, rel, flags, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
+            except OSError as e:
+                if e.errno != errno.ENOSYS:
+                    raise
+                _openat2_missing = True
+        base = os.path.realpath(root)
+        parent = os.path.realpath(os.path.join(base, os.path.dirname(rel)))
+        if os.path.commonpath([base, parent]) != base:
+            raise OSError(errno.EXDEV, "leaves the root through a link", rel)
+        return os.open(os.path.join(parent, os.path.basename(rel)), flags)
+    finally:
+        os.close(root_fd)
 
 
 def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _READ) -> tuple[int, os.stat_result]:
