@@ -6,14 +6,14 @@ from dataclasses import dataclass, field
 
 from tunectl.bench.results import Placement, Recommendation, Summary, recommend, summarise
 from tunectl.bench.runner import Sweep
-from tunectl.bench.stack import Stack
+from tunectl.bench.stack import Target
 from tunectl.errors import ExitCode, TunectlError
 from tunectl.status import Status
 
 
 @dataclass
 class BenchReport:
-    stack: Stack
+    stack: Target
     sweep: Sweep
     seed: int | None
     schedulers: list
@@ -43,7 +43,7 @@ class BenchReport:
                 "restore_failed": [o.to_json() for o in sweep.restore_failures]}
 
 
-def active_wants(ctx, stack: Stack) -> dict | None:
+def active_wants(ctx, stack: Target) -> dict | None:
     """What the recorded profile (the record of intent) sets on the swept devices: read_ahead_kb and scheduler.
 
     None when nothing is applied, or when the record cannot be used now (its profile file changed): bench

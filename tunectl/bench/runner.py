@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from tunectl.bench.diskstat import DiskStat, delta, parse_stat
 from tunectl.bench.results import RandomRead, Run
-from tunectl.bench.stack import Stack
+from tunectl.bench.stack import Target
 from tunectl.bench.sweep import Point
 from tunectl.context import Context
 from tunectl.devices.discover import read_device
@@ -64,7 +64,7 @@ class Io:
 @dataclass
 class Sweep:
     ctx: Context
-    stack: Stack
+    stack: Target
     points: list[Point]
     size: int  # bytes per point
     block: int  # bytes per read(2)
@@ -151,7 +151,7 @@ def _scheduler(sysfs: Sysfs, name: str) -> str | None:
     return parse_scheduler(sysfs.read_or(f"block/{name}/queue/scheduler", "") or "")[0]
 
 
-def snapshot(ctx: Context, stack: Stack) -> dict:
+def snapshot(ctx: Context, stack: Target) -> dict:
     """Before the first change: every value the sweep may disturb, as a journal (tuning.apply's format)."""
     journal: dict = {"version": 1, "devices": {}}
     scheduled = {d.name for d in stack.scheduled}
@@ -171,7 +171,7 @@ def snapshot(ctx: Context, stack: Stack) -> dict:
     return journal
 
 
-def restore(ctx: Context, stack: Stack, journal: dict) -> list[applying.Outcome]:
+def restore(ctx: Context, stack: Target, journal: dict) -> list[applying.Outcome]:
     """Put back the snapshot; a device that is gone (a detached loop) fails per attribute, never silently."""
     devices = [d for d in (read_device(ctx.sysfs, ctx.udev, d.name) for d in stack.devices) if d is not None]
     settings = applying.rollback_plan(journal, devices, lambda d: True)

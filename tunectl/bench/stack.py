@@ -1,9 +1,9 @@
-"""What a bench target is: the file or device read, and the stack of block devices under it.
+"""What a bench target is: the file or device read, and where its read-ahead and scheduler are swept.
 
-A file's filesystem device comes from st_dev -> <sysfs>/dev/block/MAJ:MIN ->
-the whole disk (a partition shares its disk's queue), then slaves/ down to the
-disks for dm and md. (A local resolver: `tunectl mounts` has a shared one in
-the works; they should become one at merge.)
+What lies under the target comes from the one resolver (`Resolver.stack`, a
+typed `tunectl.devices.stack.Stack`); this module only adds what bench needs on
+top: the path each point reads, how much there is, the devices whose scheduler
+is swept, and their /dev nodes.
 """
 
 from __future__ import annotations
@@ -14,27 +14,36 @@ from dataclasses import dataclass
 from tunectl.attributes import modular_schedulers
 from tunectl.context import Context
 from tunectl.devices.discover import discover
-from tunectl.devices.graph import DeviceGraph
 from tunectl.devices.model import Device
 from tunectl.devices.resolve import Resolver
+from tunectl.devices.stack import Stack
 from tunectl.errors import UsageError
 from tunectl.system import blockio
 
 
 @dataclass
-class Stack:
+class Target:
     target: str  # as named on the command line
     kind: str  # "device" | "file"
     read_path: str  # what each point reads
     read_bytes: int  # what there is to read (capped later by --size)
-    top: Device  # the whole device whose read_ahead_kb is swept (the filesystem's, or the named one)
-    below: list[Device]  # every device under `top`, nearest first (dm/md slaves, then their disks)
+    stack: Stack  # what lies under it, top first
     scheduled: list[Device]  # where the scheduler is swept: `top`, or the disks below a bio-based top
     nodes: dict[str, str | None]  # device name -> its /dev node (for dropping its cached pages); None: none
 
     @property
+    def top(self) -> Device:
+        """The whole device whose read_ahead_kb is swept (the filesystem's, or the named one)."""
+        return self.stack.top
+
+    @property
+    def below(self) -> list[Device]:
+        """Every device under `top`, nearest first (dm/md slaves, then their disks)."""
+        return list(self.stack.below)
+
+    @property
     def devices(self) -> list[Device]:
-        return [self.top, *self.below]
+        return self.stack.devices
 
     @property
     def stacked(self) -> bool:
@@ -51,50 +60,25 @@ class Stack:
         return [s for s in first.schedulers + first.loadable if s in common]
 
 
-def resolve(ctx: Context, target: str) -> Stack:
+def resolve(ctx: Context, target: str) -> Target:
     devices = discover(ctx.sysfs, ctx.udev, None, modular_schedulers(ctx.modules.loadable()))
-    by_name = {d.name: d for d in devices}
-    graph = DeviceGraph.read(ctx.sysfs)
-    resolver = Resolver(ctx, devices, graph)
-    bare = "/" not in target and ctx.sysfs.exists(f"class/block/{target}")
-    name = None if bare else resolver.node(target)
-    if bare:
-        name = target
-    elif name is None and (os.path.exists(target) or target.startswith(("/", "."))):
-        info = blockio.inspect(target)
-        name = resolver.name_of_devnum(info.devnum)
-        if name is None:
-            where = "file's filesystem" if info.kind == "file" else "device"
-            raise UsageError(f"{target}: the {where} ({info.devnum}) is not a block device under {ctx.sysfs.root}",
-                             hint="bench needs a disk-backed filesystem (not tmpfs, overlay, nfs or btrfs's "
-                                  "anonymous devices); name the block device instead")
-        if info.kind == "file":
-            return _stack(ctx, target, "file", target, info.size, name, by_name, graph)
-    if name is None:
-        name = resolver.whole_devices([target])[0]
-    size = int(ctx.sysfs.read_or(f"class/block/{name}/size", "0") or 0) * 512
-    return _stack(ctx, target, "device", ctx.roots.node(name) or "", size, name, by_name, graph)
-
-
-def _stack(ctx: Context, target: str, kind: str, read_path: str, size: int, name: str, by_name: dict[str, Device],
-           graph: DeviceGraph) -> Stack:
-    top_name = graph.whole(name)
-    if top_name not in by_name:
-        known = ", ".join(sorted(by_name)) or "none"
-        raise UsageError(f"{target}: no tunable block device {top_name!r} under {ctx.sysfs.root}",
-                         hint=f"devices here: {known}")
-    top = by_name[top_name]
-    below = [by_name[n] for n in graph.below(top_name) if n in by_name]
+    stack = Resolver(ctx, devices).stack(target)
+    top = stack.top
+    if stack.file is not None:
+        kind, read_path, size = "file", stack.file.path, stack.file.size
+    else:
+        part = stack.partition
+        kind, read_path = "device", ctx.roots.node(part.name if part else top.name) or ""
+        size = part.partition.size * 512 if part else top.size_bytes
     if top.has_scheduler:
         scheduled = [top]
     else:
-        bottoms = set(graph.bottom(top_name))
-        scheduled = [d for d in below if d.name in bottoms and d.has_scheduler]
-    nodes = {d.name: ctx.roots.node(d.name) for d in [top, *below]}
-    return Stack(target, kind, read_path, size, top, below, scheduled, nodes)
+        scheduled = [d for d in stack.disks if d is not top and d.has_scheduler]
+    nodes = {d.name: ctx.roots.node(d.name) for d in stack.devices}
+    return Target(target, kind, read_path, size, stack, scheduled, nodes)
 
 
-def check_nodes(ctx: Context, stack: Stack) -> None:
+def check_nodes(ctx: Context, stack: Target) -> None:
     """Each /dev node must be the device sysfs describes (a fake --sysfs-root must not steer real I/O)."""
     if ctx.roots.dev is None:
         raise UsageError(f"{stack.target}: {ctx.sysfs.root} describes another machine, whose device nodes "

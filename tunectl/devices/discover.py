@@ -9,6 +9,7 @@ from tunectl.attributes import QUEUE, parse_scheduler, parse_value
 from tunectl.devices.classes import bus_of_path, classify, dm_type_of
 from tunectl.devices.graph import partition_names
 from tunectl.devices.model import Device, Partition
+from tunectl.system.roots import is_real_sysfs
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.udevdb import UdevDb, decode
 
@@ -89,7 +90,7 @@ def _loop_twin_suffix(sysfs: Sysfs, name: str, backing: str, offset: str) -> str
     if not twins:
         return ""
     inode = ""
-    if os.path.realpath(sysfs.root) == "/sys":  # a fake tree's backing paths are not on this machine
+    if is_real_sysfs(sysfs.root):  # a fake tree's backing paths are not on this machine
         try:
             inode = f"ino{os.stat(backing.removesuffix(' (deleted)')).st_ino}:"
         except OSError:

@@ -27,7 +27,7 @@ from tunectl.system.state import StateStore
 class FakeIo:
     """Reads that cost per request: fewer, larger requests with deeper read-ahead, as on a real disk."""
 
-    def __init__(self, tree: FakeTree, stack: stacking.Stack, fail_at: int = 0, error: BaseException | None = None):
+    def __init__(self, tree: FakeTree, stack: stacking.Target, fail_at: int = 0, error: BaseException | None = None):
         self.tree, self.stack, self.fail_at, self.error = tree, stack, fail_at, error
         self.reads = 0
         self.drops: list[tuple[list[str], list[str]]] = []

@@ -1,0 +1,212 @@
+"""What lies under a name: a `Stack` of typed `Layer`s, from a file down to the disks that hold its data.
+
+The one place that answers "what is this target made of": ``bench`` sweeps the
+top of it, ``explain`` describes it. It is built from the run's one
+`DeviceGraph` and its discovered `Device` records (both held by the run's
+`Resolver`), so nothing here reads sysfs again, and nothing outside
+`tunectl.devices` resolves a file or a name to block devices on its own.
+
+API::
+
+    resolver = Resolver(ctx, devices, graph)    # one per run: the graph is read once
+    stack = resolver.stack("/srv/db/file")      # or "sda", "/dev/mapper/vg-lv", a mountpoint ...
+    stack.layers     # top first: FileLayer, MountLayer, PartitionLayer, then whole-device layers
+    stack.top        # the whole device whose queue serves the target (a partition shares its disk's)
+    stack.below      # every whole device under `top`, nearest first
+    stack.disks      # the whole devices at the bottom (where a bio-based top's I/O is scheduled)
+    stack.devices    # [top, *below]
+    stack.layer(name)                     # the layer of one block device, by kernel name
+    Stack.of(graph, devices, name)        # pure: the stack of kernel name `name` (partition or whole)
+
+Layers (frozen dataclasses; `kind` names each in JSON and text):
+
+- `FileLayer` (``file``: path, size), `MountLayer` (``mount``: target,
+  fstype, source; only when the run may read live mounts),
+- `PartitionLayer` (``partition``: the `Partition`, its whole `disk`),
+- whole devices, each a `BlockLayer` holding its `Device` and the names of the
+  whole devices right below it (`lower`), so a dm over two disks is a tree laid
+  out breadth-first: `LoopLayer` (``loop``), `DmLayer` (``dm``, with `subtype`:
+  lvm, crypt, verity, multipath ... from the dm uuid), `MdLayer` (``md``),
+  `DiskLayer` (``disk``: everything else, zram and nbd included; `Device.cls`
+  says which).
+
+To add a fact (a loop's backing file, a dm table, an md level), add a field to
+the layer type and fill it where `_block_layer` builds it; to add a kind of
+layer, subclass `BlockLayer` and add it to `_BLOCK_KINDS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from tunectl.devices.graph import DeviceGraph
+from tunectl.devices.model import Device, Partition
+
+
+@dataclass(frozen=True)
+class Layer:
+    kind = "layer"
+
+    @property
+    def label(self) -> str:
+        """How the layer is named to people (a path, a kernel name)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class FileLayer(Layer):
+    kind = "file"
+    path: str
+    size: int  # bytes
+
+    @property
+    def label(self) -> str:
+        return self.path
+
+
+@dataclass(frozen=True)
+class MountLayer(Layer):
+    kind = "mount"
+    target: str
+    fstype: str
+    source: str
+
+    @property
+    def label(self) -> str:
+        return self.target
+
+
+@dataclass(frozen=True)
+class PartitionLayer(Layer):
+    kind = "partition"
+    partition: Partition
+    disk: Device  # the whole device it is a partition of (whose queue serves it)
+
+    @property
+    def label(self) -> str:
+        return self.partition.name
+
+    @property
+    def name(self) -> str:
+        return self.partition.name
+
+
+@dataclass(frozen=True)
+class BlockLayer(Layer):
+    """A whole block device with a queue of its own."""
+
+    kind = "block"
+    device: Device
+    lower: tuple[str, ...] = ()  # kernel names of the whole devices right below it (dm/md slaves, their disks)
+
+    @property
+    def label(self) -> str:
+        return self.device.name
+
+    @property
+    def name(self) -> str:
+        return self.device.name
+
+
+@dataclass(frozen=True)
+class LoopLayer(BlockLayer):
+    kind = "loop"
+
+
+@dataclass(frozen=True)
+class DmLayer(BlockLayer):
+    kind = "dm"
+
+    @property
+    def subtype(self) -> str | None:
+        """lvm, crypt, verity, multipath ... (from the dm uuid's prefix); None when it names none."""
+        return self.device.dm_type
+
+
+@dataclass(frozen=True)
+class MdLayer(BlockLayer):
+    kind = "md"
+
+
+@dataclass(frozen=True)
+class DiskLayer(BlockLayer):
+    kind = "disk"
+
+
+_BLOCK_KINDS: dict[str, type[BlockLayer]] = {"loop": LoopLayer, "dm": DmLayer, "md": MdLayer}
+
+
+def _block_layer(device: Device, lower: Iterable[str]) -> BlockLayer:
+    return _BLOCK_KINDS.get(device.cls, DiskLayer)(device, tuple(lower))
+
+
+@dataclass(frozen=True)
+class Stack:
+    layers: tuple[Layer, ...]  # top first
+    top: Device
+    below: tuple[Device, ...] = ()
+    disks: tuple[Device, ...] = field(default=())  # the bottom of the stack (`top` itself when nothing is below)
+
+    @property
+    def devices(self) -> list[Device]:
+        return [self.top, *self.below]
+
+    @property
+    def blocks(self) -> list[BlockLayer]:
+        return [layer for layer in self.layers if isinstance(layer, BlockLayer)]
+
+    @property
+    def file(self) -> FileLayer | None:
+        return next((layer for layer in self.layers if isinstance(layer, FileLayer)), None)
+
+    @property
+    def mount(self) -> MountLayer | None:
+        return next((layer for layer in self.layers if isinstance(layer, MountLayer)), None)
+
+    @property
+    def partition(self) -> PartitionLayer | None:
+        return next((layer for layer in self.layers if isinstance(layer, PartitionLayer)), None)
+
+    def layer(self, name: str) -> Layer | None:
+        """The partition or block layer of kernel name `name`."""
+        for layer in self.layers:
+            if isinstance(layer, (PartitionLayer, BlockLayer)) and layer.name == name:
+                return layer
+        return None
+
+    def over(self, *upper: Layer) -> Stack:
+        """This stack with `upper` (a file, its mount) laid on top."""
+        return Stack((*upper, *self.layers), self.top, self.below, self.disks)
+
+    @classmethod
+    def of(cls, graph: DeviceGraph, devices: Mapping[str, Device], name: str) -> Stack:
+        """The stack under kernel name `name` (a partition or a whole device that `devices` holds).
+
+        Whole devices the graph knows but `devices` does not (not tunable: no queue)
+        are left out. KeyError when `name`'s whole device is not in `devices`.
+        """
+        top_name = graph.whole(name)
+        top = devices[top_name]
+        below = tuple(devices[n] for n in graph.below(top_name) if n in devices)
+        layers: list[Layer] = []
+        parent = graph.parent_of(name)
+        if parent is not None:
+            part = next((p for p in top.partitions if p.name == name), Partition(name, 0, 0))
+            layers.append(PartitionLayer(part, top))
+
+        for dev in (top, *below):
+            layers.append(_block_layer(dev, _direct(graph, dev.name, devices)))
+        bottoms = set(graph.bottom(top_name))
+        disks = tuple(d for d in below if d.name in bottoms) or (top,)
+        return cls(tuple(layers), top, below, disks)
+
+
+def _direct(graph: DeviceGraph, name: str, devices: Mapping[str, Device]) -> list[str]:
+    """The whole devices right below whole device `name` (its slaves, partitions counted as their disk)."""
+    out: list[str] = []
+    for slave in graph.slaves.get(name, ()):
+        whole = graph.whole(slave)
+        if whole in devices and whole != name and whole not in out:
+            out.append(whole)
+    return out
