@@ -15,7 +15,7 @@ import pytest
 
 from tests import attacker
 from tests.root.system import test_trust_attacks as attacks
-from tests.root.system.test_trust_attacks import Arena, as_nobody, nobody_writes, run_cli
+from tests.root.system.test_trust_attacks import Arena, as_nobody, nobody_writes, run_cli, write_list
 from tunectl.profile.library import shipped_profile_dir
 from tunectl.profile.resolve import resolve_profile
 
@@ -93,15 +93,7 @@ def test_preload_show_opens_no_device_no_pipe_and_no_link_it_lists(arena: Arena)
     as_nobody("ln", "-s", str(arena.victim), str(arena.open / "link"))
     regular = arena.base / "data"
     regular.write_bytes(b"x" * 4096)
-    rows = []
-    for path in (regular, arena.open / "fifo", arena.open / "link", Path("/dev/null")):
-        st = os.lstat(path)
-        rows.append([str(path), f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", st.st_ino, st.st_size,
-                     st.st_mtime_ns, [[0, max(st.st_size, 1)]], None])
-    lst = arena.base / "show.list"
-    lst.write_text(json.dumps({"format": "tunectl-preload", "version": 1, "created": "", "files": len(rows),
-                               "fields": ["path", "device", "inode", "size", "mtime_ns", "ranges", "physical"]})
-                   + "\n" + "".join(json.dumps(r) + "\n" for r in rows))
+    lst = write_list(arena.base / "show.list", [regular, arena.open / "fifo", arena.open / "link", Path("/dev/null")])
     opens = attacker.Opens(arena.open)
     try:
         done = run_cli("--json", "preload", "show", str(lst), timeout=30)
