@@ -21,7 +21,7 @@ from tunectl.preload import order
 from tunectl.preload.listing import Entry, PreloadList
 from tunectl.preload.skip import CHANGED, UNREADABLE, Skip, failed, why_differs
 from tunectl.system.sysfs import Sysfs
-from tunectl.system.trust import kind
+from tunectl.system.trust import Untrusted, kind, open_listed
 
 MAX_SKIPS = 10_000  # skipped files listed one by one; beyond, only counted
 
@@ -206,8 +206,7 @@ def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, w
     4 KiB when each open() waits for an inode). More issuing threads only
     contend for the queue lock. Returns (files, bytes issued).
     """
-    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW
-    opener, close, fadvise, willneed, fstat = os.open, os.close, os.posix_fadvise, os.POSIX_FADV_WILLNEED, os.fstat
+    opener, close, fadvise, willneed, fstat = open_listed, os.close, os.posix_fadvise, os.POSIX_FADV_WILLNEED, os.fstat
     files = issued = 0
     for n, i in enumerate(order_, start=1):
         if progress is not None and not n % 256:
@@ -216,7 +215,10 @@ def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, w
             continue
         entry = entries[i]
         try:
-            fd = opener(entry.path, flags)
+            fd = opener(entry.path, checked=True)  # resolved once: a directory swapped for a link is not followed
+        except Untrusted as e:
+            skipped.append(Skip(entry.path, CHANGED, f"now {e.found}"))
+            continue
         except OSError as e:
             skipped.append(Skip(entry.path, CHANGED, "now a symbolic link") if e.errno == errno.ELOOP
                            else failed(entry.path, e.errno or errno.EIO))
