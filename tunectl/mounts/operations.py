@@ -38,10 +38,11 @@ class CheckReport:
     filesystems: list[FsCheck]
     warnings: list[str] = field(default_factory=list)
     timer: dict | None = None
+    notes: list[str] = field(default_factory=list)  # what chose the profile, said first (as every command says it)
 
     @property
     def in_sync(self) -> bool:
-        return not any(fs.drift for fs in self.filesystems) and (self.timer is None or self.timer["ok"])
+        return not any(fs.drift or fs.unresolved for fs in self.filesystems) and (self.timer is None or self.timer["ok"])
 
     def to_json(self) -> dict:
         doc = {"in_sync": self.in_sync, "profile": self.profile, "fstab_path": str(self.fstab_path),
@@ -180,6 +181,12 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
         if not facts.block and not any(r.get("match", {}).get("fstype") for r in rules):
             continue
         fs = evaluate(rules, facts, entry.source, entry, live, no_discard)
+        if facts.block and facts.device is None and live is None and facts.absent:
+            fs.unresolved = facts.absent
+            warnings.append(f"{path}:{entry.lineno}: {entry.source} ({entry.target}): {facts.absent}; the "
+                            "mount would fail (findmnt --verify flags it too)"
+                            + ("" if "nofail" in entry.options else ", and a boot waits for it: add nofail or fix "
+                                                                    "the source"))
         if facts.block or fs.rules:
             results.append(fs)
     visible = {m.target: m for m in mounts}
@@ -198,8 +205,7 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
         if facts.device is None:
             continue  # a mount of a device outside this sysfs root
         results.append(evaluate(rules, facts, m.source, None, m, no_discard))
-    warnings[:0] = active.notes  # what chose the profile, said first
-    report = CheckReport(profile.name, path, table, data, results, warnings)
+    report = CheckReport(profile.name, path, table, data, results, warnings, notes=active.notes)
     if any(fs.want.discard == "periodic" for fs in results if fs.rules):
         state = fstrim_timer_state(ctx.run)
         ok = state in ("enabled", "static", "alias", "indirect", "enabled-runtime", "no systemd")
