@@ -331,6 +331,11 @@ def rollback(ctx, fstab_file: str | None = None, check_only: bool = False) -> tu
 
 def _fix(ctx, profile_ref: str | None, fstab_file: str | None, do_remount: bool, check_only: bool,
          only_listed: bool = False) -> FixReport:
+    if do_remount and not check_only and ctx.roots.fakes():
+        fakes = ", ".join(f"{label} {path}" for label, path in ctx.roots.fakes())
+        raise UsageError(f"--remount on a fake tree ({fakes}): its mount table is not this machine's, so no real "
+                         "filesystem is remounted from it", hint="drop --remount, or run on the real machine",
+                         code="fake-root-remount", where="--remount")
     report = check(ctx, profile_ref, fstab_file)
     changed = {fs.entry.lineno: fs.fixed_fstab_options() for fs in report.filesystems
                if fs.entry is not None and fs.fstab_drift}
