@@ -9,6 +9,7 @@ which is the dominant cost of an apply.
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,7 +32,12 @@ from tunectl.system.sysfs import Sysfs
 from tunectl.tuning.plan import Setting
 
 _VANISHED = (errno.ENOENT, errno.ENODEV, errno.ENXIO)
-_DENIED = (errno.EPERM,)
+
+
+def denied(code: int) -> bool:
+    """The kernel refused the caller, not the value: EPERM, and EACCES for a user other than root (a sysfs
+    attribute is root's 0644). For root, EACCES means a read-only attribute: a failure, not a permission."""
+    return code == errno.EPERM or (code == errno.EACCES and os.geteuid() != 0)
 
 
 @dataclass(frozen=True)
@@ -87,7 +93,7 @@ def _apply_device(sysfs: Sysfs, settings: list[Setting]) -> list[Outcome]:
             sysfs.write(rel, str(s.after))
             text = sysfs.read(rel)
         except SysfsError as e:
-            status = Status.NOT_PERMITTED if e.errno in _DENIED else Status.FAILED
+            status = Status.NOT_PERMITTED if denied(e.errno) else Status.FAILED
             out.append(Outcome(s, status, error=e.reason))
             if e.errno in _VANISHED and not sysfs.exists(f"block/{s.device}"):
                 blocked = "device vanished"
