@@ -87,7 +87,9 @@ def _apply_device(sysfs: Sysfs, settings: list[Setting]) -> list[Outcome]:
             sysfs.write(rel, str(s.after))
             text = sysfs.read(rel)
         except SysfsError as e:
-            status = Status.NOT_PERMITTED if e.errno in _DENIED else Status.FAILED
+            # EACCES is both "read-only attribute" and "not root" (sysfs files are 0644 root's): tell them apart.
+            denied = e.errno in _DENIED or e.errno == errno.EACCES and sysfs.denied(rel)
+            status = Status.NOT_PERMITTED if denied else Status.FAILED
             out.append(Outcome(s, status, error=e.reason))
             if e.errno in _VANISHED and not sysfs.exists(f"block/{s.device}"):
                 blocked = "device vanished"
@@ -128,6 +130,17 @@ def apply_settings(sysfs: Sysfs, plan: list[Setting], workers: int = 16) -> list
     else:
         results = [_apply_device(sysfs, g) for g in groups]
     return [o for r in results for o in r]
+
+
+def writable(sysfs: Sysfs, plan: list[Setting]) -> list[Setting]:
+    """`plan` without the changes this process may not write (not root): their originals are not journalled."""
+    def may(s: Setting) -> bool:
+        rel = f"block/{s.device}/queue/{s.attribute}"
+        if s.attribute.startswith("iosched/") and not sysfs.exists(rel):
+            rel = f"block/{s.device}/queue/scheduler"  # the knob comes with the scheduler switch before it
+        return sysfs.may_write(rel)
+
+    return [s for s in plan if s.status != Status.CHANGE or may(s)]
 
 
 def record_originals(journal: dict, plan: list[Setting], devices: dict[str, Device],
