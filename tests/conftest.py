@@ -63,14 +63,26 @@ def fake_tree(empty_fake_tree: FakeTree) -> FakeTree:
     return empty_fake_tree
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--slow", action="store_true", default=os.environ.get("TUNECTL_SLOW") == "1",
+                     help="also run the tests marked slow or ansible (fuzzers, property sweeps, playbook runs); "
+                          "scripts/test always does (TUNECTL_SLOW=1 sets the same)")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The root marker decides: a root test is skipped unless this runs as root, and `-m "not root"` leaves it out.
 
     Where a test lives agrees with its marker: none under tests/unit carries it, every one under tests/root does.
+    Without --slow the quick loop leaves out the tests marked slow or ansible (reported as deselected).
     """
     misplaced = [f"{item.nodeid}: {why}" for item in items for why in [_misplaced(item)] if why]
     if misplaced:
         raise pytest.UsageError("tests in the wrong tier (see tests/README.md):\n  " + "\n  ".join(misplaced))
+    if not config.getoption("--slow"):
+        quick = [item for item in items if "slow" not in item.keywords and "ansible" not in item.keywords]
+        if len(quick) != len(items):
+            config.hook.pytest_deselected(items=[item for item in items if item not in quick])
+            items[:] = quick
     if os.geteuid() == 0:
         return
     skip = pytest.mark.skip(reason="needs root: real loop devices, udevd or parted (run as root, under the lock)")

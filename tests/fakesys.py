@@ -13,7 +13,9 @@ on a real kernel:
 - Writing a queue *limit* (rotational, add_random, iostats, stable_writes,
   max_sectors_kb, write_cache) raises a small read_ahead_kb, as 6.18's
   blk_apply_bdi_limits() does: to 2 x max_sectors_kb on a rotational disk without
-  an optimal I/O size, and to at least 128 KiB.
+  an optimal I/O size, and to at least 128 KiB. ``FakeKernel(generation="6.12")``
+  models 6.11-6.16 instead: such a write sets it to 2 x optimal_io_size, at least
+  128 KiB, lowering a larger hand-set value.
 - Read-only attributes fail EACCES, missing ones ENOENT.
 
 Every rule lives in the ``QUEUE_RULES``/``IOSCHED_RULES`` tables below. Tests can
@@ -337,8 +339,13 @@ def read_ahead_floor(rotational: bool, optimal_io_size: int, max_sectors_kb: int
 
 
 def raise_read_ahead(q: QueueView, v: Value) -> None:
-    # Every queue-limits update (probe, and writes of the attributes that are limits)
-    # raises read-ahead to the floor; it never lowers it.
+    # Every queue-limits update (probe, and writes of the attributes that are limits) derives read-ahead again.
+    # 6.17+ (measured on 6.18): raised to the floor, never lowered. 6.11-6.16 (blk_apply_bdi_limits assigns
+    # max(io_opt * 2, VM_READAHEAD_PAGES)): set to 2 x optimal_io_size or 128 KiB, a larger hand-set value too.
+    if q.kernel.generation == "6.12":
+        io_opt_kb = q.num("queue/optimal_io_size") // 1024
+        q.put("queue/read_ahead_kb", max(2 * io_opt_kb - 2 * io_opt_kb % PAGE_KB, VM_READAHEAD_KB))
+        return
     floor = read_ahead_floor(q.text("queue/rotational") == "1", q.num("queue/optimal_io_size"),
                              q.num("queue/max_sectors_kb"))
     if q.num("queue/read_ahead_kb") < floor:
@@ -411,9 +418,12 @@ class FakeKernel(Sysfs):
     read-only: writing them fails EACCES, as opening a 0444 sysfs file does.
     """
 
-    def __init__(self, root: Union[str, os.PathLike], hz: int = 250) -> None:
+    GENERATIONS = ("6.18", "6.12")  # how a queue-limit write re-derives read-ahead (raise_read_ahead)
+
+    def __init__(self, root: Union[str, os.PathLike], hz: int = 250, generation: str = "6.18") -> None:
         super().__init__(root)
         self.hz = hz
+        self.generation = generation
         self._refusals: dict[tuple[str, str], int] = {}
         self._vanish_countdown: dict[str, int] = {}
         self._real_root = os.path.realpath(self.root)

@@ -7,6 +7,7 @@ back (sysfs text), so the rest of the code compares typed values.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -100,9 +101,89 @@ QUEUE: dict[str, Attribute] = {
 
 ALL_IOSCHED_KNOBS = sorted({k for knobs in IOSCHED.values() for k in knobs})
 
-# Writing one of these "queue limits" makes the kernel (6.x) recompute read_ahead_kb and
-# raise it to at least 128 KiB (more on rotational disks), so read-ahead goes last.
+# Writing one of these "queue limits" commits the queue limits, and the kernel (6.11+) derives
+# read_ahead_kb again (READ_AHEAD_GENERATIONS), so read-ahead goes last.
 LIMIT_ATTRS = frozenset({"rotational", "add_random", "iostats", "stable_writes", "max_sectors_kb", "write_cache"})
+
+
+@dataclass(frozen=True)
+class ReadAheadGeneration:
+    """How one range of kernel releases derives read_ahead_kb when a device's queue limits are committed
+    (at probe, and on every write of a LIMIT_ATTRS attribute): blk_apply_bdi_limits()."""
+
+    since: tuple[int, int]  # first release (major, minor) that behaves so
+    rotational_max_sectors: bool  # a rotational disk without optimal_io_size reads ahead 2 x max_sectors_kb
+    on_limit_write: str  # "raise": to the derived value, a larger one stays; "set": to it; "keep": untouched
+    rule: str
+
+
+# Newest first. 6.18 measured on loop devices (tests/root/tuning/test_read_ahead_devices.py): a fresh loop
+# device (rotational, max_sectors_kb 1280, optimal_io_size 0) starts at 2560; writing rotational or
+# max_sectors_kb raises a smaller value to 2 x max_sectors_kb (rotational) or 128 (not), and leaves a larger
+# one. 6.11-6.16 assign max(2 x io_opt, 128) on every commit, lowering a hand-set read-ahead too.
+READ_AHEAD_GENERATIONS = (
+    ReadAheadGeneration((6, 17), True, "raise",
+                        "2 x optimal_io_size, or on a rotational disk without one 2 x max_sectors_kb, at least "
+                        "128 KiB; a queue-limit write (rotational, max_sectors_kb, ...) raises read_ahead_kb to it"),
+    ReadAheadGeneration((6, 11), False, "set",
+                        "2 x optimal_io_size, at least 128 KiB; a queue-limit write (rotational, max_sectors_kb, "
+                        "...) sets read_ahead_kb to it again, lowering a larger value"),
+    ReadAheadGeneration((0, 0), False, "keep", "2 x optimal_io_size, at least 128 KiB, at probe only"),
+)
+
+
+def release_version(release: str) -> tuple[int, int] | None:
+    """``6.18.44-fc-v657`` -> (6, 18); None when the text names no release."""
+    m = re.match(r"(\d+)\.(\d+)", release or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def read_ahead_generation(release: str) -> ReadAheadGeneration:
+    """The rules of `release` (an unknown release: the newest's)."""
+    version = release_version(release)
+    if version is None:
+        return READ_AHEAD_GENERATIONS[0]
+    return next(g for g in READ_AHEAD_GENERATIONS if version >= g.since)
+
+
+def derived_read_ahead_kb(release: str, rotational: bool, optimal_io_size: int, max_sectors_kb: int,
+                          page_kb: int = 4) -> int:
+    """The read-ahead (KiB) a queue-limits commit derives on `release` (optimal_io_size in bytes)."""
+    generation = read_ahead_generation(release)
+    io_opt_kb = optimal_io_size // 1024
+    if not io_opt_kb and rotational and generation.rotational_max_sectors:
+        io_opt_kb = max_sectors_kb
+    return max(2 * io_opt_kb - 2 * io_opt_kb % page_kb, VM_READAHEAD_KB)
+
+
+def read_ahead_after_limits(release: str, current_kb: int, rotational: bool, optimal_io_size: int,
+                            max_sectors_kb: int) -> int:
+    """read_ahead_kb after a write of a LIMIT_ATTRS attribute, on `release`, when it was `current_kb`."""
+    derived = derived_read_ahead_kb(release, rotational, optimal_io_size, max_sectors_kb)
+    on_write = read_ahead_generation(release).on_limit_write
+    return {"raise": max(derived, current_kb), "set": derived}.get(on_write, current_kb)
+
+
+# The knobs' values right after a switch to their scheduler (block/mq-deadline.c, bfq-iosched.c, kyber-iosched.c),
+# in the units sysfs shows (ms, read back through jiffies at HZ 250 and 1000 alike for these).
+KNOB_DEFAULTS: dict[str, dict[str, int]] = {
+    "mq-deadline": {"read_expire": 500, "write_expire": 5000, "writes_starved": 2, "front_merges": 1,
+                    "fifo_batch": 16, "prio_aging_expire": 10000},
+    "bfq": {"back_seek_max": 16384, "back_seek_penalty": 2, "fifo_expire_async": 250, "fifo_expire_sync": 125,
+            "low_latency": 1, "max_budget": 0, "slice_idle": 8, "slice_idle_us": 8000, "strict_guarantees": 0},
+    "kyber": {"read_lat_nsec": 2_000_000, "write_lat_nsec": 10_000_000},
+}
+# Drivers that ask for no scheduler by default (BLK_MQ_F_NO_SCHED_BY_DEFAULT), by kernel-name prefix.
+NO_SCHED_BY_DEFAULT = ("loop", "nvme", "ublkb")
+
+
+def default_scheduler(name: str, hw_queues: int) -> tuple[str, str]:
+    """The scheduler the kernel gives a new disk (elevator_get_default), and the rule, for kernel name `name`."""
+    if name.startswith(NO_SCHED_BY_DEFAULT):
+        return "none", "none: the driver asks for no scheduler by default"
+    if hw_queues > 1:
+        return "none", f"none: a multi-queue device ({hw_queues} hardware queues)"
+    return "mq-deadline", "mq-deadline: a single-queue device"
 
 
 # --- topology: the read-ahead the kernel derives from a device's optimal I/O size ---------------------------
@@ -169,7 +250,7 @@ def side_effects(attr: str) -> frozenset[str]:
         return frozenset({"nr_requests"})
     if attr == "nr_requests":
         return frozenset({"iosched/async_depth"})
-    if attr in LIMIT_ATTRS:
+    if attr in LIMIT_ATTRS:  # READ_AHEAD_GENERATIONS: how each kernel derives it
         return frozenset({"read_ahead_kb"})
     return frozenset()
 

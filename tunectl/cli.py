@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "apply": ("tunectl.tuning.cli", "write the plan through sysfs, journalling original values"),
     "verify": ("tunectl.tuning.cli", "compare live state with the profile; exit 1 on drift"),
     "rollback": ("tunectl.tuning.cli", "restore the values that were there before tunectl first changed them"),
+    "doctor": ("tunectl.owners.cli", "other writers of what the profile sets (udev rules, tuned, sysfs.conf, tmpfiles); "
+                                     "exit 1 if one undoes tunectl"),
     "profile": ("tunectl.profile.cli", "the profile library: list, show, validate, import-tuned"),
     "udev": ("tunectl.udev.cli", "rules for hot-plug and boot: render, install, remove, check; monitor events"),
     "align": ("tunectl.align.cli", "partition alignment against parted's tables and sysfs topology; exit 1 if misaligned"),
@@ -251,13 +253,13 @@ def _fail(out: Output, error: Exception, usage: str | None = None) -> int:
 
 def _terminal_width(stdout: TextIO, environ: Mapping[str, str]) -> int | None:
     """COLUMNS when set, else the terminal's width; None (cells whole) when stdout is a pipe or a file."""
-    import shutil
-
     columns = environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) > 0:
         return int(columns)
     if not getattr(stdout, "isatty", lambda: False)():
         return None
+    import shutil  # only on a terminal: shutil costs a boot-time command (stdout a journal) 2 ms
+
     return shutil.get_terminal_size().columns
 
 

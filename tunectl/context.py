@@ -2,39 +2,60 @@
 
 `Context.create` decides once whether the run looks at the real machine
 (`tunectl.system.roots`); every edge takes its root, and the subprocess runner,
-from here.
+from here. The profile search path and the subprocess runner are built on first
+use: a command that needs neither (`preload replay` at boot) does not pay for
+importing the profile library or subprocess.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from tunectl.profile.library import default_search_path
-from tunectl.system import runner as runners
 from tunectl.system.modules import KernelModules
 from tunectl.system.roots import Roots
 from tunectl.system.state import StateStore
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.udevdb import UdevDb
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tunectl.system.runner import Completed
 
-@dataclass
+
+def _run(*args, **kwargs) -> Completed:
+    """tunectl.system.runner.run, imported when a command first runs a program."""
+    from tunectl.system import runner
+
+    return runner.run(*args, **kwargs)
+
+
 class Context:
-    sysfs: Sysfs
-    udev: UdevDb
-    state: StateStore
-    search_path: list[Path]
-    env: Mapping[str, str] = field(default_factory=dict)
-    modules: KernelModules = field(default_factory=KernelModules.none)
-    roots: Roots | None = None  # None: built from the sysfs root and `env` (tests that assemble a Context by hand)
-    run: Callable[..., runners.Completed] = runners.run
+    def __init__(self, sysfs: Sysfs, udev: UdevDb, state: StateStore, search_path: list[Path] | None,
+                 env: Mapping[str, str] | None = None, modules: KernelModules | None = None,
+                 roots: Roots | None = None, run: Callable[..., Completed] = _run) -> None:
+        """`search_path` None: the default path for `env`, found when first asked for. `roots` None: built
+        from the sysfs root and `env` (tests that assemble a Context by hand)."""
+        self.sysfs, self.udev, self.state = sysfs, udev, state
+        self._search_path = search_path
+        self.env: Mapping[str, str] = {} if env is None else env
+        self.modules = KernelModules.none() if modules is None else modules
+        self.roots = roots if roots is not None else \
+            Roots.choose(self.env, str(sysfs.root), str(udev.root), str(state.dir))
+        self.run = run
 
-    def __post_init__(self) -> None:
-        if self.roots is None:
-            self.roots = Roots.choose(self.env, str(self.sysfs.root), str(self.udev.root), str(self.state.dir))
+    @property
+    def search_path(self) -> list[Path]:
+        if self._search_path is None:
+            from tunectl.profile.library import default_search_path
+
+            self._search_path = default_search_path(dict(self.env))
+        return self._search_path
+
+    @search_path.setter
+    def search_path(self, value: list[Path]) -> None:
+        self._search_path = value
 
     @classmethod
     def create(cls, sysfs_root: str | None = None, state_dir: str | None = None, udev_root: str | None = None,
@@ -42,8 +63,7 @@ class Context:
         env = dict(os.environ if env is None else env)
         roots = Roots.choose(env, sysfs_root, udev_root, state_dir)
         modules = KernelModules(roots.modules, env.get("TUNECTL_KERNEL_RELEASE") or os.uname().release)
-        return cls(Sysfs(roots.sys), UdevDb(roots.udev_data), StateStore(roots.state), default_search_path(env), env,
-                   modules, roots)
+        return cls(Sysfs(roots.sys), UdevDb(roots.udev_data), StateStore(roots.state), None, env, modules, roots)
 
     @property
     def real(self) -> bool:

@@ -6,7 +6,10 @@ import json
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TextIO
+
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 
 def column_name(header: str) -> str:

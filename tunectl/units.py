@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 
+# As dd(1) counts: K, M, G, T and KiB... are powers of 1024; KB, MB, GB, TB are SI, powers of 1000, as disk
+# vendors and parted mean them ("300 GB" is 300 * 10^9 bytes).
 _FACTORS = {
     "": 1, "b": 1,
-    "k": 1024, "kb": 1024, "kib": 1024,
-    "m": 1024**2, "mb": 1024**2, "mib": 1024**2,
-    "g": 1024**3, "gb": 1024**3, "gib": 1024**3,
-    "t": 1024**4, "tb": 1024**4, "tib": 1024**4,
+    "k": 1024, "kb": 1000, "kib": 1024,
+    "m": 1024**2, "mb": 1000**2, "mib": 1024**2,
+    "g": 1024**3, "gb": 1000**3, "gib": 1024**3,
+    "t": 1024**4, "tb": 1000**4, "tib": 1024**4,
 }
 SIZE_PATTERN = r"^\s*[0-9]+\s*([KkMmGgTt]i?[Bb]?|[Bb])?\s*$"
 _SIZE_RE = re.compile(r"^\s*([0-9]+)\s*([A-Za-z]*)\s*$")
@@ -32,6 +34,13 @@ def parse_kib(value: int | str) -> int:
     """A size in KiB: a bare number is KiB already; ``"4 MiB"`` -> 4096."""
     size = parse_bytes(value, "kib")
     if size % 1024:
+        m = _SIZE_RE.match(str(value))
+        unit = m.group(2) if m else ""
+        if unit.lower() in ("kb", "mb", "gb", "tb"):
+            iec = unit[0].upper() + "iB"
+            raise ValueError(f"{value!r} is {size} bytes ({unit} is an SI unit: 10^{3 * ' kmgt'.index(unit[0].lower())}"
+                             f" bytes, as disk vendors and parted count), not a whole number of KiB; did you mean "
+                             f"\"{m.group(1)} {iec}\"?")
         raise ValueError(f"{value!r} is not a whole number of KiB")
     return size // 1024
 

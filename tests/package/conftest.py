@@ -43,14 +43,14 @@ def deb(package_tmp: Path) -> Deb:
     return Deb(deb, changes)
 
 
-BOOKWORM_PACKAGES = "parted,udev,python3-yaml,python3-jsonschema,python3-pyudev,man-db,bash-completion,python3-apt"
+BOOKWORM_PACKAGES = "parted,udev,python3-yaml,python3-jsonschema,python3-pyudev,man-db,bash-completion,zsh,python3-apt"
 BOOKWORM_CACHE_DAYS = 7
 
 
 @pytest.fixture(scope="session")
 def bookworm_tarball(package_tmp: Path) -> Path:
     """A clean Debian 12 root (mmdebstrap minbase) as a tarball: the .deb's dependencies, man,
-    bash-completion, python3-apt (what Ansible's apt module needs on a managed host).
+    bash-completion and zsh (the completion tests), python3-apt (what Ansible's apt module needs on a managed host).
 
     mmdebstrap takes minutes, mostly downloading; the tarball is kept in build/ for a week (each test
     unpacks a fresh copy) and made again when the package list or the mirror changes.

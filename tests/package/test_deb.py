@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.completion_helpers import bash_probe, check_bash, check_zsh, zsh_probe
 from tests.package.builds import Deb, debian_env, run
 
 pytestmark = pytest.mark.package
@@ -33,9 +34,14 @@ def test_deb_puts_each_file_where_debian_looks(deb: Deb, package_tmp: Path):
             "/usr/lib/python3/dist-packages/tunectl/schema/profile.schema.json",
             "/usr/share/man/man8/tunectl.8.gz", "/usr/share/man/man5/tunectl-profile.5.gz",
             "/usr/share/bash-completion/completions/tunectl", "/usr/share/zsh/vendor-completions/_tunectl",
-            "/usr/share/doc/tunectl/copyright"} | {f"/lib/systemd/system/{u}" for u in UNITS}
+            "/usr/share/doc/tunectl/copyright", "/etc/tunectl/profiles/"} | {f"/lib/systemd/system/{u}" for u in UNITS}
     assert want <= paths, sorted(want - paths)
+    assert {"/usr/share/doc/tunectl/README.md", "/usr/share/doc/tunectl/README.md.gz"} & paths, sorted(paths)
     assert not [p for p in paths if p.startswith(("/usr/bin/", "/usr/lib/systemd/", "/etc/systemd/"))]
+    # fio drags in ceph and gluster libraries: bench names it, the package only suggests it
+    fields = {f: run(["dpkg-deb", "-f", str(deb.deb), f], env=debian_env(package_tmp)).stdout for f in
+              ("Depends", "Recommends", "Suggests")}
+    assert "fio" in fields["Suggests"] and "fio" not in fields["Recommends"] + fields["Depends"], fields
 
 
 def in_root(root: Path, script: str, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
@@ -84,17 +90,13 @@ def test_deb_installs_works_and_removes_cleanly_in_a_clean_bookworm(deb: Deb, bo
     assert re.search(r"^DEVICE +CLASS +SCHEDULER", table.stdout, re.M) and not noise, table.stdout + table.stderr
     page = in_root(root, "man -P cat tunectl 2>&1; man -P cat 5 tunectl-profile | head -3").stdout
     assert "tunectl - " in page and "TUNECTL-PROFILE" in page, page
-    # bash completion, as bash-completion loads it: the script completes commands and their options.
-    completion = in_root(root, "bash -c '. /usr/share/bash-completion/bash_completion; "
-                               ". /usr/share/bash-completion/completions/tunectl; "
-                               "COMP_WORDS=(tunectl st); COMP_CWORD=1; _shtab_tunectl tunectl st tunectl; "
-                               "printf \"%s\\n\" \"${COMPREPLY[@]}\"'").stdout.split()
-    assert "status" in completion, completion
-    options = in_root(root, "bash -c '. /usr/share/bash-completion/bash_completion; "
-                            ". /usr/share/bash-completion/completions/tunectl; "
-                            "COMP_WORDS=(tunectl apply --); COMP_CWORD=2; _shtab_tunectl tunectl -- apply; "
-                            "printf \"%s\\n\" \"${COMPREPLY[@]}\"'").stdout.split()
-    assert {"--check", "--diff", "--profile"} <= set(options), options
+    # completion, as bash-completion and zsh load the installed scripts: every command, action and option
+    (root / "tmp/probe.bash").write_text(bash_probe("/usr/share/bash-completion/completions/tunectl"))
+    bash = in_root(root, "bash /tmp/probe.bash")
+    assert check_bash(bash.stdout) == [], check_bash(bash.stdout)
+    (root / "tmp/probe.zsh").write_text(zsh_probe("/usr/share/zsh/vendor-completions/_tunectl"))
+    zsh = in_root(root, "zsh -f /tmp/probe.zsh")
+    assert check_zsh(zsh.stdout) == [], zsh.stdout + zsh.stderr
     assert (root / "usr/share/zsh/vendor-completions/_tunectl").read_text().startswith("#compdef tunectl")
 
     in_root(root, "dpkg -r tunectl")
@@ -106,3 +108,43 @@ def test_deb_installs_works_and_removes_cleanly_in_a_clean_bookworm(deb: Deb, bo
     assert "/var/lib/tunectl" in ours
     in_root(root, "dpkg -P tunectl")
     assert snapshot(root) - before == set(), sorted(snapshot(root) - before)
+
+
+@pytest.mark.skipif(shutil.which("mmdebstrap") is None, reason="mmdebstrap not installed (scripts/bootstrap --test)")
+def test_removal_takes_the_rules_away_and_purge_keeps_the_originals_while_applied(deb: Deb, bookworm: Path):
+    """apply + udev install, then dpkg -r: no rules left to tune without the tool; dpkg -P: the journal stays
+    while something is applied; after a rollback purge deletes it."""
+    from tests.fakesys import FakeTree, sata_hdd
+
+    root = bookworm
+    before = snapshot(root)
+    shutil.copy(deb.deb, root / "tmp" / deb.deb.name)
+    in_root(root, f"dpkg -i /tmp/{deb.deb.name}")
+    tree = FakeTree.create(root / "tmp" / "fake")  # a disk to tune: the chroot's /sys is the host's, read-only
+    sata_hdd(tree, "sda")
+    (root / "etc/tunectl/profiles/p1.yaml").write_text(
+        "name: p1\nclasses:\n  rotational: {read_ahead_kb: 1024}\n")
+    fake = "--sysfs-root /tmp/fake/sys --udev-root /tmp/fake/udev"
+    in_root(root, f"tunectl apply {fake} -p p1 sda && tunectl udev install {fake}")
+    rules = root / "etc/udev/rules.d/65-tunectl.rules"
+    assert rules.read_text().startswith("# 65-tunectl.rules")
+
+    removed = in_root(root, "dpkg -r tunectl")
+    assert not rules.exists(), "removal left the rules to tune every event without the tool"
+    assert "removed: /etc/udev/rules.d/65-tunectl.rules" in removed.stderr, removed.stdout + removed.stderr
+    journal = root / "var/lib/tunectl/journal.json"
+    assert journal.exists()
+    purged = in_root(root, "dpkg -P tunectl")
+    assert journal.exists() and "purge kept /var/lib/tunectl" in purged.stderr, purged.stdout + purged.stderr
+    assert "tunectl rollback" in purged.stderr
+    # what stays: the journal, and the user's own profile in /etc/tunectl
+    assert {p for p in snapshot(root) - before if not p.startswith(("/var/lib/tunectl", "/tmp/", "/etc/tunectl"))} \
+        == set()
+
+    # reinstalled, rolled back: nothing is applied, and purge deletes the journal
+    in_root(root, f"dpkg -i /tmp/{deb.deb.name} && tunectl rollback {fake}")
+    assert (root / "tmp/fake/sys/block/sda/queue/read_ahead_kb").read_text().strip() != "1024"
+    (root / "etc/tunectl/profiles/p1.yaml").unlink()
+    in_root(root, "dpkg -P tunectl")
+    assert not (root / "var/lib/tunectl").exists()
+    assert {p for p in snapshot(root) - before if not p.startswith("/tmp/")} == set()

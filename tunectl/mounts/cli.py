@@ -48,7 +48,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
             add_table_options(ap, CHECK_COLUMNS)
         if verb == "fix":
             ap.add_argument("--remount", action="store_true",
-                            help="also remount each drifting live mount and confirm the options in mountinfo")
+                            help="also remount each drifting live mount and confirm the options in mountinfo; "
+                                 "with --fstab FILE only the mounts FILE lists")
+            ap.add_argument("--all-mounts", action="store_true",
+                            help="with --fstab FILE --remount: also remount drifting live mounts FILE does not list")
             ap.add_argument("--check", action="store_true", help="write nothing, remount nothing; report what would change")
             ap.add_argument("--diff", action="store_true", help="print the fstab change as a unified diff")
 
@@ -67,7 +70,8 @@ def run(ctx, args, out) -> int:
         else:
             out.print(said)
         return ExitCode.OK
-    result = operations.fix(ctx, args.profile, args.fstab, args.remount, args.check)
+    result = operations.fix(ctx, args.profile, args.fstab, args.remount, args.check,
+                            only_listed=bool(args.fstab) and not args.all_mounts)
     _render_fix(result, args, out)
     return result.exit_code
 
@@ -84,7 +88,7 @@ def _render_check(report, out) -> None:
         out.emit(report.to_json())
         return
     for w in report.warnings:
-        out.warn(_printable(f"warning: {w}"))
+        out.warn(_printable(f"tunectl: warning: {w}"))
     rows = []
     for fs in report.filesystems:
         drift = " ".join(f"{d['where']}:{'+' if d['change'] == 'add' else '-'}{d['option']}" for d in fs.drift)
@@ -108,7 +112,7 @@ def _render_fix(result, args, out) -> None:
         out.emit(result.to_json())
         return
     for w in result.check_report.warnings:
-        out.warn(_printable(f"warning: {w}"))
+        out.warn(_printable(f"tunectl: warning: {w}"))
     if result.diff and (args.diff or args.check):
         out.print(result.diff.rstrip("\n"))
     path = result.check_report.fstab_path

@@ -297,16 +297,17 @@ def _locked(ctx, notes: list[str]) -> Iterator[None]:
 
 
 def fix(ctx, profile_ref: str | None, fstab_file: str | None = None, do_remount: bool = False,
-        check_only: bool = False) -> FixReport:
+        check_only: bool = False, only_listed: bool = False) -> FixReport:
+    """`mounts fix`; `only_listed` (a given --fstab without --all-mounts): remount only the mounts the fstab lists."""
     if check_only:
-        return _fix(ctx, profile_ref, fstab_file, do_remount, True)
+        return _fix(ctx, profile_ref, fstab_file, do_remount, True, only_listed)
     from tunectl.mounts import fstab_file as edge
 
     notes: list[str] = []
     with _locked(ctx, notes):
         # Read under the lock: another tunectl cannot change the file between this read and the replace.
         gone = edge.sweep(Path(os.path.realpath(fstab_path(ctx, fstab_file))))
-        result = _fix(ctx, profile_ref, fstab_file, do_remount, False)
+        result = _fix(ctx, profile_ref, fstab_file, do_remount, False, only_listed)
     result.check_report.warnings += notes + [f"removed {name}, left by a tunectl run that was killed" for name in gone]
     return result
 
@@ -322,7 +323,8 @@ def rollback(ctx, fstab_file: str | None = None, check_only: bool = False) -> tu
         return edge.restore_original(path, check_only)
 
 
-def _fix(ctx, profile_ref: str | None, fstab_file: str | None, do_remount: bool, check_only: bool) -> FixReport:
+def _fix(ctx, profile_ref: str | None, fstab_file: str | None, do_remount: bool, check_only: bool,
+         only_listed: bool = False) -> FixReport:
     report = check(ctx, profile_ref, fstab_file)
     changed = {fs.entry.lineno: fs.fixed_fstab_options() for fs in report.filesystems
                if fs.entry is not None and fs.fstab_drift}
@@ -337,8 +339,12 @@ def _fix(ctx, profile_ref: str | None, fstab_file: str | None, do_remount: bool,
         except TunectlError as e:
             result.problems.append(e.message)
     if do_remount:
+        unlisted = [fs.target for fs in report.filesystems if fs.live is not None and fs.live_drift and fs.entry is None]
+        if only_listed and unlisted:
+            report.warnings.append(f"not remounted, as {report.fstab_path} does not list them: {', '.join(unlisted)} "
+                                   "(--all-mounts remounts them too)")
         for fs in report.filesystems:
-            if fs.live is None or not fs.live_drift:
+            if fs.live is None or not fs.live_drift or only_listed and fs.entry is None:
                 continue
             if check_only:
                 result.remounts.append(Remount(fs.target, ",".join(opts.remount_options(fs.live.options, fs.want)),

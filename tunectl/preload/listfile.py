@@ -13,7 +13,6 @@ import errno
 import os
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tunectl.errors import NotPermitted, UsageError
@@ -81,14 +80,17 @@ def batches(path: str, size: int = BATCH) -> Iterator[tuple[str, list[Entry]]]:
             yield created, parse_rows(body, path)
 
 
-@dataclass
 class Survey:
-    """What a list asks for, found in one streaming pass before anything is read: files and bytes."""
+    """What a list asks for, found in one streaming pass before anything is read: files and bytes.
 
-    files: int = 0
-    bytes: int = 0
-    created: str = ""
-    entries: list[Entry] | None = field(default_factory=list)  # kept while the list has at most `keep` entries
+    A plain class, as every type a boot-time replay loads: importing dataclasses costs it several ms.
+    """
+
+    def __init__(self) -> None:
+        self.files = 0
+        self.bytes = 0
+        self.created = ""
+        self.entries: list[Entry] | None = []  # kept while the list has at most `keep` entries
 
 
 def survey(path: str, size: int = BATCH, keep: int = KEEP) -> Survey:

@@ -23,10 +23,14 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import namedtuple
 from collections.abc import Iterable
-from typing import Any, NamedTuple
 
 from tunectl.errors import ExitCode, UsageError
+
+TYPE_CHECKING = False  # typing costs a boot-time replay's start-up; Any is for checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 FORMAT = "tunectl-preload"
 VERSION = 1
@@ -42,14 +46,15 @@ class ListError(UsageError):
     code = "preload-list"
 
 
-class Entry(NamedTuple):
-    path: str
-    device: str  # "MAJ:MIN" of the file system
-    inode: int
-    size: int
-    mtime_ns: int
-    ranges: tuple[tuple[int, int], ...]  # (offset, length) in bytes
-    physical: int | None  # device byte offset of the first range, None: unknown
+class Entry(namedtuple("Entry", FIELDS)):
+    """One file of a list (a named tuple from collections: typing.NamedTuple costs start-up).
+
+    path: str; device: str, "MAJ:MIN" of the file system; inode, size, mtime_ns: int;
+    ranges: tuple of (offset, length) byte ranges; physical: int | None, the device byte
+    offset of the first range, None: unknown.
+    """
+
+    __slots__ = ()
 
     @property
     def bytes(self) -> int:
@@ -60,9 +65,10 @@ class Entry(NamedTuple):
                 self.physical]
 
 
-class PreloadList(NamedTuple):
-    entries: list[Entry]
-    created: str = ""
+class PreloadList(namedtuple("PreloadList", "entries created", defaults=("",))):
+    """entries: list[Entry]; created: str, the header's date."""
+
+    __slots__ = ()
 
     @property
     def bytes(self) -> int:

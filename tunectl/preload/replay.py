@@ -14,34 +14,34 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from stat import S_ISREG
 
 from tunectl.errors import ExitCode
 from tunectl.preload import order
 from tunectl.preload.listing import Entry, PreloadList
 from tunectl.preload.skip import CHANGED, UNREADABLE, Skip, failed, why_differs
-from tunectl.system.iouring import StatxRing
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.trust import kind
 
 MAX_SKIPS = 10_000  # skipped files listed one by one; beyond, only counted
 
 
-@dataclass
 class ReplayReport:
-    list_path: str
-    files: int = 0
-    bytes: int = 0
-    skipped: list[Skip] = field(default_factory=list)
-    seconds: float = 0.0
-    issue_seconds: float = 0.0
-    settled: bool = True
-    order: str = "physical"
-    threads: int = 0
-    inode_pass: str = ""  # io_uring | threads
-    verbose: int = 0
-    skip_counts: dict[str, int] = field(default_factory=dict)  # every skip by status; `skipped` keeps MAX_SKIPS
+    """What a replay did (a plain class: a boot-time replay does not pay for importing dataclasses)."""
+
+    def __init__(self, list_path: str) -> None:
+        self.list_path = list_path
+        self.files = 0
+        self.bytes = 0
+        self.skipped: list[Skip] = []
+        self.seconds = 0.0
+        self.issue_seconds = 0.0
+        self.settled = True
+        self.order = "physical"
+        self.threads = 0
+        self.inode_pass = ""  # io_uring | threads
+        self.verbose = 0
+        self.skip_counts: dict[str, int] = {}  # every skip by status; `skipped` keeps MAX_SKIPS
 
     @property
     def throughput(self) -> float:
@@ -117,6 +117,8 @@ class _Checker:
         """`parallel` stats at once; None: 32 io_uring workers (kernel threads, cheap) or 8 Python
         threads (more spend their time handing the GIL over)."""
         if use_io_uring:
+            from tunectl.system.iouring import StatxRing  # ctypes: paid only when there is something to stat
+
             try:
                 self.parallel = parallel or 32
                 ring = StatxRing.open(workers=self.parallel)
@@ -161,7 +163,7 @@ class _Checker:
             with self.lock:
                 self.progress.advance(n)
 
-    def _from_ring(self, ring: StatxRing) -> None:
+    def _from_ring(self, ring) -> None:
         judge, makedev, seen = self._judge, os.makedev, 0
         results = ring.statx_all([os.fsencode(e.path) for e in self.entries])
         try:

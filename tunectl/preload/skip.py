@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
-from dataclasses import dataclass
+from collections import namedtuple
 
 from tunectl.preload.listing import Entry
 
@@ -13,11 +13,11 @@ CHANGED = "changed"
 UNREADABLE = "unreadable"
 
 
-@dataclass(frozen=True)
-class Skip:
-    path: str
-    status: str  # vanished | changed | unreadable
-    reason: str
+class Skip(namedtuple("Skip", "path status reason")):
+    """A file passed over: path, status (vanished | changed | unreadable), reason (a named tuple: no
+    dataclasses import in a boot-time replay)."""
+
+    __slots__ = ()
 
     def to_json(self) -> dict:
         return {"path": self.path, "status": self.status, "reason": self.reason}

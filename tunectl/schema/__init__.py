@@ -15,7 +15,7 @@ HERE = Path(__file__).parent
 
 # format name (after "tunectl-") -> the version of its shape that this tunectl prints
 VERSIONS: dict[str, int] = {
-    "status": 2, "plan": 2, "verify": 2, "apply": 2, "rollback": 2,
+    "status": 3, "plan": 2, "verify": 3, "apply": 2, "rollback": 2, "doctor": 1,
     "profile-list": 1, "profile-show": 1, "profile-validate": 1, "profile-import-tuned": 1,
     "udev-render": 2, "udev-install": 2, "udev-remove": 1, "udev-check": 1, "udev-monitor": 1,
     "align": 1,

@@ -10,8 +10,8 @@ never be opened on behalf of a tree that describes another.
 from __future__ import annotations
 
 import os
+from collections import namedtuple
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 SYS = "/sys"
 DEV = "/dev"
@@ -37,16 +37,16 @@ def self_proc(*parts: str) -> str:
     return os.path.join(PROC, *parts)
 
 
-@dataclass(frozen=True)
-class Roots:
-    real: bool  # the sysfs root is the running kernel's /sys
-    sys: str
-    udev_data: str
-    dev: str | None  # None: no device node may be opened (a fake tree without TUNECTL_DEV_ROOT)
-    proc: str | None  # None: no live mounts (a fake tree without TUNECTL_PROC_ROOT)
-    fstab: str
-    modules: str
-    state: str
+class Roots(namedtuple("Roots", "real sys udev_data dev proc fstab modules state config", defaults=(None,))):
+    """Immutable (a named tuple: dataclasses would cost every command's start-up several ms).
+
+    real: bool, the sysfs root is the running kernel's /sys; sys, udev_data, fstab, modules, state: str;
+    dev: None when no device node may be opened (a fake tree without TUNECTL_DEV_ROOT);
+    proc: None when there are no live mounts (a fake tree without TUNECTL_PROC_ROOT);
+    config: where /etc, /run and /usr/lib are (other writers' files, tunectl.owners); None: not read.
+    """
+
+    __slots__ = ()
 
     @classmethod
     def choose(cls, env: Mapping[str, str], sysfs_root: str | None = None, udev_root: str | None = None,
@@ -67,6 +67,7 @@ class Roots:
             fstab=env.get("TUNECTL_FSTAB") or FSTAB,
             modules=pick("TUNECTL_MODULES_ROOT", MODULES, os.path.join(sys_root, ".modules")) or MODULES,
             state=state_dir or env.get("TUNECTL_STATE_DIR") or STATE,
+            config=pick("TUNECTL_CONFIG_ROOT", "/", None),
         )
 
     def node(self, name: str) -> str | None:

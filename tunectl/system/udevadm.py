@@ -32,12 +32,18 @@ class Udevadm:
     def reload(self) -> None:
         self._run(["udevadm", "control", "--reload"], timeout=30)
 
-    def trigger(self, stacked_again: bool) -> None:
-        """Change events to every block disk, then settle; with `stacked_again`, dm and md once more after."""
-        self._run(TRIGGER, timeout=60)
+    def trigger(self, stacked_again: bool, names: list[str] | None = None) -> None:
+        """Change events to every block disk (`names`: to those kernel names only), then settle; with
+        `stacked_again`, dm and md (of `names`) once more after."""
+        if names is not None and not names:
+            return
+        only = () if names is None else tuple(f"--sysname-match={n}" for n in names)
+        self._run(TRIGGER + only, timeout=60)
         self._run(SETTLE, timeout=190)
-        if stacked_again:
-            self._run(TRIGGER_STACKED, timeout=60)
+        stacked = [n for n in names or () if n.startswith(("dm-", "md"))]
+        if stacked_again and (names is None or stacked):
+            self._run(TRIGGER_STACKED if names is None else TRIGGER + tuple(f"--sysname-match={n}" for n in stacked),
+                      timeout=60)
             self._run(SETTLE, timeout=190)
 
     def verify(self, text: str, file_name: str) -> str | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -19,10 +18,20 @@ def decode(text: str) -> str:
     return re.sub(r"\\x([0-9a-fA-F]{2})", lambda m: chr(int(m.group(1), 16)), text)
 
 
-@dataclass
 class UdevRecord:
-    properties: dict[str, str] = field(default_factory=dict)
-    links: list[str] = field(default_factory=list)
+    """One device's properties and /dev links (a plain class: dataclasses costs start-up every command pays)."""
+
+    __slots__ = ("properties", "links")
+
+    def __init__(self, properties: dict[str, str] | None = None, links: list[str] | None = None) -> None:
+        self.properties: dict[str, str] = {} if properties is None else properties
+        self.links: list[str] = [] if links is None else links
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UdevRecord) and (self.properties, self.links) == (other.properties, other.links)
+
+    def __repr__(self) -> str:
+        return f"UdevRecord(properties={self.properties!r}, links={self.links!r})"
 
 
 class UdevDb:

@@ -15,12 +15,14 @@ EXAMPLES = {
     "verify": "examples:\n  tunectl verify            # the last applied profile, on the devices that apply was limited to\n"
               "  tunectl verify --all      # every device\n  tunectl verify -p desktop sda",
     "rollback": "examples:\n  tunectl rollback          # every device tunectl changed\n  tunectl rollback sdb --check\n"
+                "  tunectl rollback --print > restore.sh   # review, then run: sh restore.sh\n"
                 "  tunectl rollback --remove-rules   # while udev rules are installed",
 }
 
 
 STATUS_COLUMNS = ["DEVICE", "CLASS", "SCHEDULER", "READ-AHEAD", "IDENTITY", "DRIFT", "KNOBS"]
 SETTING_COLUMNS = ["DEVICE", "ATTRIBUTE", "BEFORE -> AFTER", "SOURCE", "STATUS", "NOTE"]
+VERIFY_COLUMNS = SETTING_COLUMNS + ["OWNER"]  # who set the value now there (tunectl.owners); shown with -v
 FIT = {"middle": ("IDENTITY",), "keep": ("DEVICE", "STATUS", "DRIFT")}
 
 
@@ -30,11 +32,16 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     p.epilog = EXAMPLES.get(name)
     if name == "status":
         add_table_options(p, STATUS_COLUMNS, hidden=("KNOBS",))
-    elif name in ("plan", "verify"):
+    elif name == "plan":
         add_table_options(p, SETTING_COLUMNS)
+    elif name == "verify":
+        add_table_options(p, VERIFY_COLUMNS, hidden=("OWNER",))
     if name == "rollback":
         p.add_argument("devices", nargs="*", metavar="DEV", help="kernel name or /dev path (default: all journalled)")
         p.add_argument("--check", action="store_true", help="show what would be restored, write nothing")
+        p.add_argument("--print", action="store_true", dest="print_script",
+                       help="print the shell lines that would restore the originals (echo VALUE > /sys/...), in "
+                            "the order rollback writes them, for review or to run elsewhere; writes nothing")
         p.add_argument("--remove-rules", action="store_true",
                        help="remove the installed udev rules first (a rollback is refused while they are installed)")
         return
@@ -122,7 +129,25 @@ def _cmd_status(ctx, args, out) -> int:
                   + (", every device)" if rules.get("scope") is None else f", {len(rules['scope'])} device(s))"))
     _print_scope(report, out)
     out.print(out.table(STATUS_COLUMNS, rows, hide=() if out.verbose else ("KNOBS",), **FIT))
+    if out.verbose:
+        _print_owners(report, out)
     return report.exit_code
+
+
+def _print_owners(report, out) -> None:
+    """Who set each value shown (-v): one line per device and attribute."""
+    from tunectl.owners import current_value
+    from tunectl.report import show, table
+
+    rows = []
+    for d in report.devices:
+        found = report.owners.get(d.name)
+        for attr, owner in sorted(found.owners.items()) if found is not None else ():
+            rows.append([d.name, attr, show(current_value(d, attr)), owner.kind, owner.detail])
+    if rows:
+        out.print("")
+        # not out.table: -o names the status table's columns
+        out.print(table(["DEVICE", "ATTRIBUTE", "VALUE", "OWNER", "WHY"], rows, width=out.width, keep=("DEVICE", "OWNER")))
 
 
 def _print_scope(report, out) -> None:
@@ -131,7 +156,7 @@ def _print_scope(report, out) -> None:
         out.say(report.scope.describe(report.profile))
 
 
-def _settings_rows(settings, verbose: int, with_status: bool = False):
+def _settings_rows(settings, verbose: int, with_status: bool = False, owner=None):
 
     rows = []
     for s in settings:
@@ -143,8 +168,12 @@ def _settings_rows(settings, verbose: int, with_status: bool = False):
         row = [setting.device, setting.attribute, _before_after(setting), setting.source]
         if with_status:
             row.append(status)
-        rows.append(row + [note])
+        rows.append(row + [note] + ([_owner_cell(owner(setting.device, setting.attribute))] if owner else []))
     return rows
+
+
+def _owner_cell(owner) -> str:
+    return "-" if owner is None else owner.detail
 
 
 def _before_after(setting) -> str:
@@ -198,11 +227,12 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     if out.json:
         out.emit(dict(report.to_json(), in_sync=not drift, notes=active.notes))
         return code
-    rows = _settings_rows(report.settings, out.verbose, with_status=True)
+    rows = _settings_rows(report.settings, out.verbose, with_status=True, owner=report.owner if verify else None)
     out.print(f"profile: {report.profile}")
     _print_scope(report, out)
     if rows:
-        out.print(out.table(SETTING_COLUMNS, rows, **FIT))
+        out.print(out.table(VERIFY_COLUMNS if verify else SETTING_COLUMNS, rows,
+                            hide=() if out.verbose or not verify else ("OWNER",), **FIT))
     _print_skipped(report.skipped, out)
     out.say(_summary([s.status for s in report.settings]))
     if verify:
@@ -282,5 +312,31 @@ def _diff(outcomes) -> str:
 def _cmd_rollback(ctx, args, out) -> int:
     from tunectl.tuning import operations as tuning
 
-    return _render_apply(tuning.rollback(ctx, args.devices, check=args.check, remove_rules=args.remove_rules),
-                         args, out)
+    printing = args.print_script and not out.json
+    report = tuning.rollback(ctx, args.devices, check=args.check or args.print_script, remove_rules=args.remove_rules)
+    if printing:
+        for note in report.notes:
+            out.warn(f"tunectl: note: {note}")
+        out.stdout.write(restore_script(report.outcomes, str(ctx.roots.sys if ctx.roots else ctx.sysfs.root)))
+        return report.exit_code
+    return _render_apply(report, args, out)
+
+
+def restore_script(outcomes, sys_root: str) -> str:
+    """`echo VALUE > /sys/block/DEV/queue/ATTR` per value rollback would write, in its order (read-ahead last)."""
+    import os
+    import shlex
+
+    from tunectl.report import show
+
+    lines = ["#!/bin/sh", "# tunectl rollback --print: restores the journalled originals; review before running",
+             "set -e"]
+    for o in outcomes:
+        s = o.setting
+        if o.status != Status.CHANGE:
+            continue
+        path = os.path.join(sys_root, "block", s.device, "queue", s.attribute)
+        lines.append(f"echo {shlex.quote(show(s.after))} > {shlex.quote(path)}")
+    if len(lines) == 3:
+        lines.append("# nothing to restore")
+    return "\n".join(lines) + "\n"

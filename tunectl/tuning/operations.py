@@ -15,9 +15,12 @@ from tunectl.context import Context
 from tunectl.devices.classes import OPT_IN_CLASSES
 from tunectl.devices.discover import discover, shared_identity_warnings
 from tunectl.devices.graph import DeviceGraph
+from tunectl.devices.match import matches
 from tunectl.devices.model import Device
 from tunectl.devices.resolve import Resolver
 from tunectl.errors import ExitCode, StateError, UsageError
+from tunectl.owners import find_owners
+from tunectl.owners.model import DeviceOwners, Owner
 from tunectl.profile.resolve import Profile
 from tunectl.status import Status
 from tunectl.system.roots import under_dev
@@ -27,6 +30,7 @@ from tunectl.tuning import intent
 from tunectl.tuning.intent import load_profile_for
 from tunectl.tuning.plan import Setting, make_plan, queue_attrs_of
 from tunectl.tuning.topology import DeviceWarning, read_ahead_warnings
+from tunectl.units import format_bytes
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,11 @@ class PlanReport:
     device_warnings: list[DeviceWarning] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (device, why the profile sets nothing on it)
     kind: str = "plan"  # "status" | "plan" | "verify": which command's document and exit code
+    owners: dict[str, DeviceOwners] = field(default_factory=dict)  # status, verify: who set each value shown
+
+    def owner(self, device: str, attribute: str) -> Owner | None:
+        found = self.owners.get(device)
+        return found.owners.get(attribute) if found is not None else None
 
     @property
     def changes(self) -> list[Setting]:
@@ -82,12 +91,21 @@ class PlanReport:
         if self.kind == "status":
             return {"profile": self.profile, "scope": scope,
                     "devices": [dict(d.to_json(), drift=[s.to_json() for s in self.drift if s.device == d.name],
-                                     warnings=[w.to_json() for w in self.device_warnings if w.device == d.name])
+                                     warnings=[w.to_json() for w in self.device_warnings if w.device == d.name],
+                                     owners=self.owners[d.name].to_json() if d.name in self.owners else {})
                                 for d in self.devices]}
+        settings = [s.to_json() for s in self.settings]
+        if self.kind == "verify":
+            settings = [dict(j, owner=_owner_json(self.owner(s.device, s.attribute)))
+                        for s, j in zip(self.settings, settings)]
         return {"profile": self.profile, "in_sync": not self.drift, "scope": scope,
-                "settings": [s.to_json() for s in self.settings],
+                "settings": settings,
                 "skipped": [{"device": d, "reason": r} for d, r in self.skipped],
                 "device_warnings": [w.to_json() for w in self.device_warnings]}
+
+
+def _owner_json(owner: Owner | None) -> dict | None:
+    return owner.to_json() if owner is not None else None
 
 
 @dataclass
@@ -159,10 +177,18 @@ def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = Non
     scope = _scope(ctx, profile, devices, graph, dev_refs, stack, scoped)
     settings = make_plan(devices, profile, graph, None if scope is None else scope.devices)
     planned = [d for d in devices if scope is None or d.name in scope.devices]
+    # Warn about the devices this command resolves (DEV, the scope) or would write, not every device there is.
+    touched = planned if scope is not None else [d for d in planned if d.name in {s.device for s in settings}]
+    owners = find_owners(ctx, planned, settings, {d.name: [] for d in planned}, _rules_path(ctx)) if verify else {}
     return PlanReport(profile.name, devices, settings,
-                      list(profile.warnings) + ctx.state.warnings + shared_identity_warnings(planned, devices), scope,
+                      list(profile.warnings) + ctx.state.warnings + shared_identity_warnings(touched, devices), scope,
                       read_ahead_warnings(planned, settings), skip_reasons(profile, planned, settings),
-                      "verify" if verify else "plan")
+                      "verify" if verify else "plan", owners)
+
+
+def _rules_path(ctx: Context) -> str | None:
+    rules = intent.installed_rules(intent.current(ctx))
+    return rules["path"] if rules is not None else None
 
 
 def skip_reasons(profile: Profile, devices: list[Device], settings: list[Setting]) -> list[tuple[str, str]]:
@@ -172,12 +198,29 @@ def skip_reasons(profile: Profile, devices: list[Device], settings: list[Setting
     for dev in devices:
         if dev.name in planned:
             continue
-        if dev.cls in OPT_IN_CLASSES and dev.cls not in profile.classes:
+        size = _size_miss(profile, dev)
+        if size:
+            out.append((dev.name, size))
+        elif dev.cls in OPT_IN_CLASSES and dev.cls not in profile.classes:
             out.append((dev.name, f"class {dev.cls} is tuned only by a profile that names it; e.g. add "
                                   f"`{dev.cls}: {{read_ahead_kb: 128}}` under `classes:` of {profile.name}"))
         else:
             out.append((dev.name, f"profile {profile.name} sets nothing for class {dev.cls}"))
     return out
+
+
+def _size_miss(profile: Profile, dev: Device) -> str | None:
+    """Why a `devices:` entry that matches `dev` in every key but `size` does not tune it, or None."""
+    for i, entry in enumerate(profile.devices):
+        match = entry.get("match") or {}
+        if "size" in match and not matches(dev, match) and matches(dev, {k: v for k, v in match.items() if k != "size"}):
+            lo, hi = match["size"].get("min"), match["size"].get("max")
+            wanted = " and ".join(filter(None, (lo is not None and f"at least {format_bytes(lo)} ({lo} bytes)",
+                                                hi is not None and f"at most {format_bytes(hi)} ({hi} bytes)")))
+            return (f"devices[{i}] of {profile.name} matches it but for its size: it is {format_bytes(dev.size_bytes)} "
+                    f"({dev.size_bytes} bytes), the entry wants {wanted} (KB, MB, GB are powers of 1000; "
+                    "KiB, MiB, GiB of 1024)")
+    return None
 
 
 def _scope(ctx: Context, profile: Profile, devices: list[Device], graph: DeviceGraph,
@@ -202,7 +245,8 @@ def status(ctx: Context, profile: Profile, dev_refs: list[str] | None = None, sc
     shown = devices if scope is None else [d for d in devices if d.name in scope.devices]
     return PlanReport(profile.name, shown, settings,
                       list(profile.warnings) + ctx.state.warnings + shared_identity_warnings(shown, devices), scope,
-                      read_ahead_warnings(devices), kind="status")
+                      read_ahead_warnings(devices), kind="status",
+                      owners=find_owners(ctx, shown, settings, rules_path=_rules_path(ctx)))
 
 
 def apply(ctx: Context, active: intent.Active, dev_refs: list[str] | None = None, check: bool = False,
@@ -281,9 +325,13 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
         present = {d.identity for d in devices}
         notes += [f"{entry['name']} ({identity}) is not present; its originals stay in the journal"
                   for identity, entry in journal["devices"].items() if identity not in present and chosen is None]
+        # Warn about the devices this rollback resolves (DEV) or restores, not every device there is.
+        restoring = {s.device for s in settings}
+        warnings = list(ctx.state.warnings) + shared_identity_warnings(
+            [d for d in devices if d.name in restoring or chosen is not None and d.name in chosen], devices)
         if check:
             return ApplyReport("journal", [applying.Outcome(s, s.status) for s in settings], check=True, notes=notes,
-                               warnings=list(ctx.state.warnings) + shared_identity_warnings(devices))
+                               warnings=warnings)
         if remove_rules and record is not None and intent.installed_rules(record):
             record = {k: v for k, v in record.items() if k != "rules"}
             ctx.state.save_active_profile(record)
@@ -302,7 +350,7 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
             elif left != record:
                 ctx.state.save_active_profile(left)
     return ApplyReport("journal", outcomes, writes=ctx.sysfs.writes - writes_before, notes=notes,
-                       warnings=list(ctx.state.warnings) + shared_identity_warnings(devices))
+                       warnings=warnings)
 
 
 def adopt_rules_originals(ctx: Context, record: dict | None, journal: dict, devices: list[Device]) -> list[str]:

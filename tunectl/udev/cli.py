@@ -25,8 +25,9 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
             up.add_argument("--all", action="store_true",
                             help="rules for every device (default: the devices the last apply was limited to)")
         if verb != "render":
-            up.add_argument("--rules-dir", metavar="DIR", default="/etc/udev/rules.d",
-                            help="where the rules file lives (default /etc/udev/rules.d)")
+            up.add_argument("--rules-dir", metavar="DIR",
+                            help="where the rules file lives (default: where the last `udev install` put it, "
+                                 "as recorded in the state directory, else /etc/udev/rules.d)")
         if verb == "render":
             up.add_argument("--as-installed", action="store_true",
                             help="with -p: what `udev install -p` writes (the recorded scope, originals kept for the "
@@ -60,11 +61,15 @@ def run(ctx, args, out) -> int:
 
     if args.udev_command == "render":
         # `render -p P` is the profile's rules alone; without -p, or --as-installed, what `udev install` writes.
-        report = install.render(ctx, args.profile, args.all, pure=bool(args.profile) and not args.as_installed)
+        pure = bool(args.profile) and not args.as_installed
+        report = install.render(ctx, args.profile, args.all, pure=pure)
+        if not out.quiet:
+            out.warn(f"tunectl: note: {_which_rules(report, pure, args.all)}")
         warn(report)
     elif args.udev_command == "install":
         report = install.install(ctx, args.profile, args.rules_dir, args.trigger, warn, args.all,
                                  args.allow_untrusted_profile)
+        _warn_other_writers(ctx, report, out)
     elif args.udev_command == "remove":
         report = install.remove(ctx, args.rules_dir)
     else:
@@ -74,6 +79,30 @@ def run(ctx, args, out) -> int:
     else:
         TEXT[args.udev_command](report, out)
     return report.exit_code
+
+
+def _warn_other_writers(ctx, report, out) -> None:
+    """After an install: every other writer that would undo the rules (what `tunectl doctor` reports), on stderr."""
+    from tunectl.owners.doctor import diagnose
+
+    found = diagnose(ctx, report.render.profile, scoped=True, rules_path=str(report.path))
+    for c in found.undone:
+        out.warn(f"tunectl: warning: {c.device} {c.attribute}: {c.writer.describe()}, which undoes tunectl's rules at "
+                 f"{' and '.join(c.undoes_at)}; {c.resolution()} (`tunectl doctor` lists every other writer)")
+
+
+def _which_rules(report, pure: bool, everything: bool) -> str:
+    """render's first line: which rules these are, and how to see the others (render, review, install)."""
+    name = report.profile.name
+    if not pure:
+        where = "every device" if report.scope is None else f"the {len(report.scope)} device(s) of the last apply's scope"
+        return f"the rules `tunectl udev install{' --all' if everything else ''}` writes: profile {name}, {where}"
+    from tunectl.tuning import intent
+
+    scope = None if everything else intent.scope_of(report.active.record)
+    where = "for every device" if scope is None else f"for the {len(scope)} device(s) of the last apply's scope"
+    return (f"profile {name}'s own rules for every device; `tunectl udev install -p {name}` writes them {where}, "
+            f"keeping each original for the journal: `tunectl udev render -p {name} --as-installed` shows that file")
 
 
 def _render_text(report, out) -> None:
@@ -92,7 +121,9 @@ def _install_text(report, out) -> None:
     if report.reloaded:
         out.print("udev rules reloaded")
     if report.triggered:
-        out.print("change events sent to block disks; udev settled")
+        sent = report.triggered_devices
+        out.say("change events sent to every block disk; udev settled" if sent is None else
+                f"change events sent to the devices in scope ({', '.join(sent) or 'none present'}); udev settled")
 
 
 def _remove_text(report, out) -> None:

@@ -42,6 +42,17 @@ class RulesError(TunectlError):
     code = "rules"
 
 
+DEFAULT_RULES_DIR = "/etc/udev/rules.d"
+
+
+def rules_dir_of(ctx, rules_dir: str | None) -> str:
+    """--rules-dir, else the directory the record of intent says the rules were installed in, else udev's /etc."""
+    if rules_dir:
+        return rules_dir
+    rules = intent.installed_rules(intent.current(ctx))
+    return str(Path(rules["path"]).parent) if rules is not None else DEFAULT_RULES_DIR
+
+
 def _euid() -> int:
     return os.geteuid()
 
@@ -106,6 +117,7 @@ class InstallReport:
     exit_code: ExitCode = ExitCode.OK
 
     journalled: int = 0  # settings the rules will change whose originals were journalled first
+    triggered_devices: list[str] | None = None  # the devices change events went to; None: every block disk
 
     def to_json(self) -> dict:
         rendered = self.render.rendered
@@ -211,7 +223,7 @@ def _denied(e: OSError, what: str) -> TunectlError:
     return RulesError(f"cannot {what}: {e.strerror}")
 
 
-def install(ctx, ref: str | None, rules_dir: str, trigger: bool, warn=None, everything: bool = False,
+def install(ctx, ref: str | None, rules_dir: str | None, trigger: bool, warn=None, everything: bool = False,
             allow_untrusted_profile: bool = False) -> InstallReport:
     """Journal the originals the rules will change, write the rules (when they differ) and record them in the record
     of intent, reload udevd, and with `trigger` send change events.
@@ -221,6 +233,7 @@ def install(ctx, ref: str | None, rules_dir: str, trigger: bool, warn=None, ever
     can write is refused unless `allow_untrusted_profile`.
     """
     _require_root("install")
+    rules_dir = rules_dir_of(ctx, rules_dir)
     rendered = render(ctx, ref, everything)
     if warn is not None:
         warn(rendered)
@@ -245,7 +258,7 @@ def install(ctx, ref: str | None, rules_dir: str, trigger: bool, warn=None, ever
     data = rendered.rendered.text.encode()
     with ctx.state.locked():
         # Originals first: once the rules are live, any event may write the devices they match.
-        journalled = journal_for_rules(ctx, rendered.profile, rendered.active.ref, rendered.scope)
+        journalled, in_scope = journal_for_rules(ctx, rendered.profile, rendered.active.ref, rendered.scope)
         try:
             trust.check_dir(rules_dir)
             installed = _installed(target)
@@ -267,8 +280,10 @@ def install(ctx, ref: str | None, rules_dir: str, trigger: bool, warn=None, ever
             udevadm.reload()
             report.reloaded = True
             if trigger:
-                udevadm.trigger(stacked_again=rendered.rendered.runs_tunectl)
+                # Scoped rules: change events to the devices in scope alone; nobody else's disk is touched.
+                udevadm.trigger(stacked_again=rendered.rendered.runs_tunectl, names=in_scope)
                 report.triggered = True
+                report.triggered_devices = in_scope
         except CommandError as e:
             report.problems.append(e.message)
             report.exit_code = ExitCode.PARTIAL
@@ -292,8 +307,9 @@ def _record_rules(ctx, rendered: RenderReport, target: Path) -> None:
         ctx.state.save_active_profile(dict(record, rules=rules))
 
 
-def journal_for_rules(ctx, profile: Profile, ref: str, scope: list[str] | None) -> int:
-    """Journal the originals of every setting the rules will change (on the devices of `scope`); how many.
+def journal_for_rules(ctx, profile: Profile, ref: str, scope: list[str] | None) -> tuple[int, list[str] | None]:
+    """Journal the originals of every setting the rules will change (on the devices of `scope`); how many, and the
+    kernel names of the devices in `scope` (None: every device).
 
     Called under the state lock, before the rules file exists.
     """
@@ -307,7 +323,8 @@ def journal_for_rules(ctx, profile: Profile, ref: str, scope: list[str] | None) 
     changed_by = dict(tuning.changed_by(ref), via="udev rules")
     if applying.record_originals(journal, settings, by_name, changed_by) or adopted or ctx.state.recovered():
         ctx.state.save_journal(journal)
-    return sum(s.status == Status.CHANGE for s in settings)
+    names = None if scope is None else sorted(d.name for d in report.devices if d.identity in scope)
+    return sum(s.status == Status.CHANGE for s in settings), names
 
 
 def remove_rules_file(ctx, path: str | Path) -> list[str]:
@@ -338,9 +355,11 @@ def remove_rules_file(ctx, path: str | Path) -> list[str]:
     return []
 
 
-def remove(ctx, rules_dir: str) -> RemoveReport:
-    """Delete the rules file, reload udev, and take the rules out of the record of intent."""
+def remove(ctx, rules_dir: str | None) -> RemoveReport:
+    """Delete the rules file (where the record says it was installed, unless `rules_dir`), reload udev, and take
+    the rules out of the record of intent."""
     _require_root("remove")
+    rules_dir = rules_dir_of(ctx, rules_dir)
     target = (Path(rules_dir) / RULES_FILE).absolute()
     present = target.exists()
     problems = remove_rules_file(ctx, target)
@@ -354,12 +373,12 @@ def remove(ctx, rules_dir: str) -> RemoveReport:
                         exit_code=ExitCode.PARTIAL if problems else ExitCode.OK)
 
 
-def check(ctx, ref: str | None, rules_dir: str, warn=None, everything: bool = False) -> RulesCheckReport:
+def check(ctx, ref: str | None, rules_dir: str | None, warn=None, everything: bool = False) -> RulesCheckReport:
     """The installed rules against what `udev install` would write; `warn` as for install."""
     rendered = render(ctx, ref, everything)
     if warn is not None:
         warn(rendered)
-    target = Path(rules_dir) / RULES_FILE
+    target = Path(rules_dir_of(ctx, rules_dir)) / RULES_FILE
     try:
         installed = _installed(target)
     except OSError as e:

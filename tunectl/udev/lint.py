@@ -69,7 +69,8 @@ def parse_rule(text: str) -> tuple[list[_Token], str | None]:
     return tokens, None
 
 
-def _logical_lines(text: str) -> list[tuple[int, str]]:
+def logical_lines(text: str) -> list[tuple[int, str]]:
+    """udev's lines: a trailing backslash joins the next one; the number is the first line's (lint and owners)."""
     out: list[tuple[int, str]] = []
     buf, start = "", 0
     for n, raw in enumerate(text.split("\n"), 1):
@@ -98,7 +99,7 @@ def lint(text: str) -> list[LintProblem]:
     guards: set[str] = set()
     if text and not text.endswith("\n"):
         problems.append(LintProblem(text.count("\n") + 1, "file does not end with a newline"))
-    for n, line in _logical_lines(text):
+    for n, line in logical_lines(text):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             if any(ord(c) < 0x20 and c != "\t" for c in line):

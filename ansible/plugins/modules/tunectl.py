@@ -224,7 +224,7 @@ REFUSED = ("failed", "not-permitted")
 NOTED = ("skip", "unavailable")
 # The --json formats this module reads, at the versions it understands (tunectl/schema/CHANGELOG.md):
 # a tunectl on the host printing another version is refused with a message, never misread.
-READS = {"tunectl-apply": 2, "tunectl-rollback": 2, "tunectl-verify": 2, "tunectl-align": 1,
+READS = {"tunectl-apply": 2, "tunectl-rollback": 2, "tunectl-verify": 3, "tunectl-align": 1,
          "tunectl-mounts-check": 1, "tunectl-mounts-fix": 1, "tunectl-udev-render": 2,
          "tunectl-udev-install": 2, "tunectl-udev-remove": 1, "tunectl-udev-check": 1, "tunectl-error": 1}
 

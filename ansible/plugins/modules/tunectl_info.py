@@ -131,7 +131,7 @@ from ansible_collections.tunectl.tunectl.plugins.module_utils.tunectl_cli import
 )
 
 # The --json formats this module reads, at the versions it understands (tunectl/schema/CHANGELOG.md).
-READS = {"tunectl-status": 2, "tunectl-align": 1, "tunectl-error": 1}
+READS = {"tunectl-status": 3, "tunectl-align": 1, "tunectl-error": 1}
 
 ARGUMENT_SPEC = {
     "profile": {"type": "str"},

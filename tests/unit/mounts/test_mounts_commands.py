@@ -3,7 +3,6 @@ check and fix through the real CLI, DEV paths for plan, and a bad-input table.""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -356,7 +355,8 @@ def test_fix_bad_input_unwritable_directory(env: Env) -> None:
 
 def test_unreadable_proc_root(env: Env) -> None:
     env.env["TUNECTL_PROC_ROOT"] = str(env.proc / "nowhere")
-    env.ctx = dataclasses.replace(env.ctx, roots=None)  # the roots follow the new environment
+    c = env.ctx
+    env.ctx = Context(c.sysfs, c.udev, c.state, c.search_path, c.env, c.modules)  # roots follow the new env
     code, _, err = env("mounts", "check", "-p", str(env.profile), "--fstab", str(env.fstab))
     assert code == 2 and "cannot read" in err and "TUNECTL_PROC_ROOT" in err
 
@@ -406,3 +406,17 @@ def test_fix_waits_for_the_tunectl_lock(env: Env) -> None:
         os.close(fd)
     worker.join(30)
     assert codes == [0] and env.fstab.read_text() == EXPECTED_FIX
+
+
+def test_remount_with_a_given_fstab_stays_within_the_mounts_it_lists(env: Env) -> None:
+    env.fstab.write_text(f"UUID={ROOT_UUID}  /  ext4  errors=remount-ro,relatime  0  1\n")
+    argv = ("mounts", "fix", "-p", str(env.profile), "--fstab", str(env.fstab), "--remount", "--check")
+    code, out, err = env(*argv, "--json")
+    doc = json.loads(out)
+    assert code == 0 and [r["target"] for r in doc["remounts"]] == ["/"], doc["remounts"]
+    assert any("does not list them" in w and "/boot/efi" in w for w in doc["warnings"]), doc["warnings"]
+    code, out, err = env(*argv)
+    assert "tunectl: warning: not remounted, as" in err and "--all-mounts" in err, err
+    # --all-mounts: every drifting live mount, as without --fstab
+    doc = json.loads(env(*argv, "--all-mounts", "--json")[1])
+    assert {"/", "/boot/efi"} <= {r["target"] for r in doc["remounts"]}, doc["remounts"]

@@ -12,12 +12,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.harness import REPO
 
 CRASH_FSTAB = b"".join(b"LABEL=vol%02d\t/srv/v%02d\text4\trelatime,errors=remount-ro\t0 2\n" % (i, i)
                        for i in range(200)) + b"# end, no final newline"
 
 
+@pytest.mark.slow
 def test_sigkill_during_fix_leaves_the_old_or_the_new_file(tmp_path: Path) -> None:
     """50+ runs of `mounts fix` killed at random points: the fstab is always byte-identical to
     the old or the new version, never torn."""

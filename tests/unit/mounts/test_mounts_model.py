@@ -244,6 +244,7 @@ _line = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_line, max_size=8), st.booleans(), st.lists(st.sampled_from(["noatime", "lazytime", "commit=60",
                                                                            "x y", "discard"]), min_size=1, max_size=3))

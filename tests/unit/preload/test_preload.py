@@ -186,7 +186,7 @@ def test_where_io_uring_is_refused_the_inode_pass_runs_in_threads(corpus: list[P
     def refused(**_: int) -> None:
         raise OSError(errno.EPERM, "io_uring_setup: Operation not permitted")  # kernel.io_uring_disabled=2
 
-    monkeypatch.setattr("tunectl.preload.replay.StatxRing.open", refused)
+    monkeypatch.setattr("tunectl.system.iouring.StatxRing.open", refused)
     r = tunectl("preload", "replay", str(lst), "--json")
     assert r.code == 0 and r.doc["inode_pass"] == "threads", r.out + r.err
     assert [s["status"] for s in r.doc["skipped"]] == ["vanished"] and r.doc["files"] == len(corpus) - 1

@@ -167,6 +167,7 @@ def valid_profiles(draw) -> dict:
     return profile
 
 
+@pytest.mark.slow
 @FUZZ
 @given(profile=valid_profiles(), flow=st.booleans())
 def test_valid_profiles_exit_0(workdir: Path, profile: dict, flow: bool) -> None:
@@ -196,6 +197,7 @@ VALUES = st.recursive(
 )
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=6))
 def test_random_structures_get_a_verdict(workdir: Path, data: dict) -> None:
@@ -203,6 +205,7 @@ def test_random_structures_get_a_verdict(workdir: Path, data: dict) -> None:
     assert_verdict(*validate(workdir, text, "random structure")[:2])
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=VALUES)
 def test_random_documents_get_a_verdict(workdir: Path, data) -> None:
@@ -236,6 +239,7 @@ def mutated_shipped(draw) -> str:
     return text
 
 
+@pytest.mark.slow
 @FUZZ
 @given(text=mutated_shipped())
 def test_mutated_shipped_profiles_get_a_verdict(workdir: Path, text: str) -> None:
@@ -426,6 +430,7 @@ def test_malformed_test_profiles_were_found() -> None:
     assert len(MALFORMED_TEXTS) >= 30, MALFORMED_TEXTS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", COMMANDS)
 def test_yaml_token_mutants_get_a_verdict(workdir: Path, fuzz_tree, command: str) -> None:
     """Every mutant exits 0 or 2 with a diagnostic; never an internal error, a traceback or a write."""

@@ -56,6 +56,7 @@ def test_replay_announces_what_it_will_read_and_refuses_more_than_max_bytes(tmp_
     assert err.getvalue().startswith(f"tunectl: {lst}: 5 files, 4.9 KiB to read\n"), err.getvalue()
 
 
+@pytest.mark.slow
 def test_ten_million_entries_cost_one_batch_of_memory_in_bounded_time(tmp_path: Path) -> None:
     lst = tmp_path / "huge.list"
     line = b'["/nonexistent/x","8:1",1,1,0,[[0,1]],null]\n'

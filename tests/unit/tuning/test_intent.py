@@ -6,7 +6,6 @@ with real loop devices and a real udevd is tests/test_intent_live.py.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import json
 import os
@@ -345,7 +344,7 @@ def test_align_without_dev_reads_every_disk_it_can_and_lists_the_others(t: Tunec
     from tunectl.system.runner import CommandError, Completed
 
     t.tree.add_disks(3)  # sda sdb sdc
-    t.ctx.roots = dataclasses.replace(t.ctx.roots, dev="/dev")  # node names only: parted below is a stand-in
+    t.ctx.roots = t.ctx.roots._replace(dev="/dev")  # node names only: parted below is a stand-in
 
     def parted(argv, timeout=None, check=True, **kwargs):
         if "/dev/sdb" in argv:
@@ -405,3 +404,18 @@ def test_two_disks_with_one_identity_warn_and_rollback_writes_only_the_journalle
     assert r.code == 0 and warning in r.err
     assert snapshot(t.tree, "sda") == before["sda"]
     assert t.tree.sysfs.read("block/sdb/queue/scheduler").split("[")[1].startswith("bfq]")  # never written
+
+
+def test_warnings_name_only_devices_the_command_touches(t: Tunectl) -> None:
+    """Another user's loop devices sharing a backing file are not this apply's or this rollback's business."""
+    t.tree.add_loop("loop4", "/srv/images/d0.img")  # loop0 and loop4 share a file; nobody names them
+    for argv in (("apply", "-p", "mydb", "loop1", "--json"), ("plan", "--json"), ("rollback", "--check", "--json"),
+                 ("rollback", "--json")):
+        r = t(*argv)
+        assert r.code == 0, (argv, r.err)
+        assert "shares its backing file" not in r.err and not [w for w in r.doc.get("warnings", []) if "loop4" in w], argv
+    # named, it is warned about
+    r = t("apply", "-p", "mydb", "loop4")
+    assert r.code == 0 and "loop4 shares its backing file" in r.err
+    r = t("rollback", "loop4")
+    assert r.code == 0 and "loop4 shares its backing file" in r.err

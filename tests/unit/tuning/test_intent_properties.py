@@ -11,6 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -77,6 +78,7 @@ def _machine(base: Path, initial: dict) -> FakeTree:
     return tree
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(profile, min_size=3, max_size=3), st.lists(step, min_size=1, max_size=6), start())
 def test_every_original_is_back_after_a_final_rollback(profiles, steps, initial) -> None:

@@ -82,6 +82,7 @@ def test_temp_files_of_a_killed_writer_go_at_the_next_lock_even_without_a_save(p
     assert not [f for f in os.listdir(pair.state) if f in leftovers]
 
 
+@pytest.mark.slow
 def test_journal_truncated_at_every_offset_still_rolls_back(pair: Pair) -> None:
     """A save cut short at any byte: rollback restores every original recorded before that save, each time."""
     assert pair.run("apply", "-p", "p1").code == 0

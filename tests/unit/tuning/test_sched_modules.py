@@ -252,6 +252,7 @@ def test_a_module_path_udev_cannot_test_is_left_out_with_a_note(path: str) -> No
     assert rendered.text == render_rules(profile, TUNECTL).text
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                                                   HealthCheck.function_scoped_fixture])
 @given(profile_data(), st.lists(st.integers(0, 10**6), min_size=1, max_size=4),

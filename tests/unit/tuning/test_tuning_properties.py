@@ -6,6 +6,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -66,6 +67,7 @@ def run_case(profile: dict):
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(profiles)
 def test_apply_then_plan_is_empty_and_rollback_restores(profile):

@@ -339,6 +339,7 @@ def test_floor_and_cap_globs_against_every_read_ahead_value(lo: int) -> None:
         assert bool(cap(text)) == (value <= lo), (lo, value)
 
 
+@pytest.mark.slow
 def test_range_globs_at_every_bound_near_every_digit_boundary() -> None:
     """Every floor and cap 0..65536, probed where a glob list could go wrong: at and next to the bound,
     at each power of ten, and at the attribute's ends."""
@@ -377,6 +378,7 @@ def _shuffled(value, rnd):
     return value
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(profile_data(), st.randoms(use_true_random=False))
 def test_random_profiles_render_lint_clean_and_independent_of_key_order(data: dict, rnd) -> None:
@@ -413,6 +415,7 @@ def test_serial_match_reads_the_scsi_serial_before_the_naa_id(tmp_path_factory) 
 # --- equivalence with plan, on a fake sysfs, through a small udev interpreter ------------------------------------
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                                                   HealthCheck.function_scoped_fixture])
 @given(profile_data(), st.lists(st.integers(0, 10**6), min_size=1, max_size=4), st.data())

@@ -1,0 +1,259 @@
+"""Who set each value: status -v / verify name tunectl, a foreign udev rule, sysfs.conf, tmpfiles, tuned or the
+kernel default, on a fake tree with a fake configuration root (TUNECTL_CONFIG_ROOT)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.tuning_helpers import Tunectl
+from tunectl.owners import sources
+from tunectl.owners.model import KernelDefault, TunectlMark, Writer, conflicts, owner_of
+from tunectl.owners.sources import Assignment, Target
+
+PROFILE = """\
+name: loops
+classes:
+  loop: {read_ahead_kb: 1024}
+"""
+
+
+def _write(root: Path, rel: str, text: str) -> Path:
+    path = root / rel.lstrip("/")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def machine(empty_fake_tree, tmp_path):
+    for i in range(4):
+        empty_fake_tree.add_loop(f"loop{i}", f"/srv/images/d{i}.img")
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "loops.yaml").write_text(PROFILE)
+    config = tmp_path / "config"
+    config.mkdir()
+    t = Tunectl(empty_fake_tree, tmp_path / "state", [tmp_path / "profiles"], {"TUNECTL_CONFIG_ROOT": str(config)})
+    return t, config
+
+
+def _owners(doc: dict, device: str) -> dict:
+    return next(d["owners"] for d in doc["devices"] if d["name"] == device)
+
+
+def test_status_names_tunectl_a_udev_rule_sysfs_conf_and_the_kernel_default(machine) -> None:
+    t, config = machine
+    assert t("apply", "-p", "loops", "loop0", "--json").code == 0
+    # loop1: a foreign rule; loop2: sysfs.conf; loop3: untouched
+    _write(config, "/run/udev/rules.d/99-foreign.rules",
+           '# pins read-ahead\nACTION=="add|change", KERNEL=="loop1", ATTR{queue/read_ahead_kb}="512"\n')
+    t.tree.sysfs.write("block/loop1/queue/read_ahead_kb", "512")
+    _write(config, "/etc/sysfs.conf", "mode block/loop2/queue/scheduler = 0644\nblock/loop2/queue/read_ahead_kb = 256\n")
+    t.tree.sysfs.write("block/loop2/queue/read_ahead_kb", "256")
+
+    doc = t("status", "--all", "--json").doc
+    assert doc["version"] == 3
+    ra = {dev: _owners(doc, dev)["read_ahead_kb"] for dev in ("loop0", "loop1", "loop2", "loop3")}
+    assert ra["loop0"]["kind"] == "tunectl" and ra["loop0"]["profile"] == "loops" and ra["loop0"]["at"]
+    assert ra["loop1"]["kind"] == "udev-rule" and ra["loop1"]["where"] == "/run/udev/rules.d/99-foreign.rules:2"
+    assert ra["loop2"]["kind"] == "sysfs.conf" and ra["loop2"]["where"] == "/etc/sysfs.conf:2"
+    assert ra["loop3"]["kind"] == "kernel-default" and "2 x max_sectors_kb" in ra["loop3"]["detail"]
+
+    text = t("status", "--all", "-v").out
+    assert "/run/udev/rules.d/99-foreign.rules:2 writes 512" in text
+    assert "tunectl apply -p loops at" in text
+
+
+def test_verify_names_the_writer_that_undid_tunectl(machine) -> None:
+    t, config = machine
+    assert t("apply", "-p", "loops", "loop0", "--json").code == 0
+    _write(config, "/etc/tmpfiles.d/ra.conf", "w /sys/block/loop0/queue/read_ahead_kb - - - - 4096\n")
+    t.tree.sysfs.write("block/loop0/queue/read_ahead_kb", "4096")
+    v = t("verify", "--json")
+    assert v.code == 1 and v.doc["version"] == 3
+    (setting,) = [s for s in v.doc["settings"] if s["attribute"] == "read_ahead_kb"]
+    assert setting["owner"]["kind"] == "tmpfiles" and setting["owner"]["where"] == "/etc/tmpfiles.d/ra.conf:1"
+    human = t("verify", "-v")
+    assert "systemd-tmpfiles /etc/tmpfiles.d/ra.conf:1 writes 4096" in human.out
+
+
+def test_a_same_named_file_in_etc_hides_the_vendor_rule_and_dev_null_masks_it(machine) -> None:
+    t, config = machine
+    rule = 'KERNEL=="loop3", ATTR{queue/read_ahead_kb}="256"\n'
+    _write(config, "/usr/lib/udev/rules.d/60-vendor.rules", rule)
+    t.tree.sysfs.write("block/loop3/queue/read_ahead_kb", "256")
+    owner = _owners(t("status", "--all", "--json").doc, "loop3")["read_ahead_kb"]
+    assert owner["where"] == "/usr/lib/udev/rules.d/60-vendor.rules:1"
+    (config / "etc/udev/rules.d").mkdir(parents=True)
+    (config / "etc/udev/rules.d/60-vendor.rules").symlink_to("/dev/null")
+    owner = _owners(t("status", "--all", "--json").doc, "loop3")["read_ahead_kb"]
+    assert owner["kind"] == "unknown"
+
+
+def test_udev_order_is_by_name_across_directories_with_etc_winning() -> None:
+    order = sources.udev_order({"/usr/lib/udev/rules.d": ["60-a.rules", "99-z.rules", "README"],
+                                "/etc/udev/rules.d": ["99-z.rules", "10-first.rules"],
+                                "/run/udev/rules.d": ["65-tunectl.rules"]})
+    assert [f.path for f in order] == ["/etc/udev/rules.d/10-first.rules", "/usr/lib/udev/rules.d/60-a.rules",
+                                       "/run/udev/rules.d/65-tunectl.rules", "/etc/udev/rules.d/99-z.rules"]
+    assert order[-1].hidden == ("/usr/lib/udev/rules.d/99-z.rules",)
+
+
+def test_udev_rule_parsing_keeps_conditions_and_finds_run_echo() -> None:
+    text = ('SUBSYSTEM=="block", ACTION=="add|change", KERNEL=="sd[a-z]|nvme*", \\\n'
+            '  ATTR{queue/rotational}=="1", ATTR{queue/scheduler}="bfq"\n'
+            'ACTION=="remove", KERNEL=="sda", ATTR{queue/scheduler}="none"\n'
+            'ENV{DEVTYPE}=="partition", ATTR{queue/scheduler}="none"\n'
+            'KERNEL=="sdb", RUN+="/bin/sh -c \'echo 4096 > /sys/block/%k/queue/read_ahead_kb\'"\n'
+            'KERNEL=="sdc", ENV{ID_BUS}=="usb", ATTR{bdi/read_ahead_kb}="64"\n')
+    found = sources.parse_udev_rules("/etc/udev/rules.d/x.rules", text)
+    assert [(a.attribute, a.value, a.line) for a in found] == [
+        ("scheduler", "bfq", 1), ("read_ahead_kb", "4096", 5), ("read_ahead_kb", "64", 6)]
+    first, _, usb = found
+    assert first.target.holds({"KERNEL": "sdb", "ATTR{queue/rotational}": "1"}) is True
+    assert first.target.holds({"KERNEL": "sdb", "ATTR{queue/rotational}": "0"}) is False
+    assert first.target.holds({"KERNEL": "vda", "ATTR{queue/rotational}": "1"}) is False
+    assert usb.target.holds({"KERNEL": "sdc"}) is None  # ID_BUS unknown: it may match
+
+
+def test_tmpfiles_sysfs_conf_and_cmdline_parsers() -> None:
+    (w,) = sources.parse_tmpfiles("/etc/tmpfiles.d/a.conf", "# c\nw /sys/block/sda/queue/scheduler - - - - bfq\n"
+                                                             "d /run/x 0755 root root -\n")
+    assert (w.attribute, w.value, w.line, w.target.kernels) == ("scheduler", "bfq", 2, ("sda",))
+    (s,) = sources.parse_sysfs_conf("/etc/sysfs.conf", "block/sdb/queue/iosched/read_expire = 100 # fast\n")
+    assert (s.attribute, s.value) == ("iosched/read_expire", "100")
+    (c,) = sources.parse_cmdline("/proc/cmdline", "ro quiet elevator=deadline")
+    assert c.value == "deadline" and "ignored" in c.note
+
+
+def _writer(kind: str, value: str, order: int = 0, runs: str = sources.BOTH, name: str = "x") -> Writer:
+    return Writer("sda", Assignment(kind, "read_ahead_kb", value, f"/etc/{name}", 1, Target(), runs), order)
+
+
+def test_owner_prefers_the_journal_then_the_last_writer_then_the_default() -> None:
+    mark = TunectlMark("hdd", "2026-11-26T12:00:00Z")
+    default = KernelDefault(2560, "2 x max_sectors_kb")
+    early, late = _writer("udev-rule", "512", 1, name="a"), _writer("sysfs.conf", "512", 0, sources.BOOT, "b")
+    assert owner_of("read_ahead_kb", 512, [early, late], mark, True).kind == "tunectl"
+    assert owner_of("read_ahead_kb", 512, [early, late], mark, False).kind == "sysfs.conf"
+    assert owner_of("read_ahead_kb", 512, [early]).where == "/etc/a:1"
+    assert owner_of("read_ahead_kb", 2560, [early], default=default).kind == "kernel-default"
+    assert owner_of("read_ahead_kb", 4096, [early], mark, False).kind == "unknown"
+    # the kernel stores read-ahead in pages: 4097 reads back as 4096
+    assert owner_of("read_ahead_kb", 4096, [_writer("tuned", "4097")]).kind == "tuned"
+
+
+def test_conflicts_a_rule_after_tunectls_undoes_it_at_hotplug_one_before_does_not() -> None:
+    before = _writer("udev-rule", "128", order=1, name="60-early.rules")
+    after = _writer("udev-rule", "128", order=5, name="99-late.rules")
+    boot_only = _writer("tmpfiles", "128", order=0, runs=sources.BOOT, name="tmp.conf")
+    same = _writer("udev-rule", "4096", order=6, name="same.rules")
+    found = {c.writer.assignment.path: c for c in conflicts({("sda", "read_ahead_kb"): 4096},
+                                                           [before, after, boot_only, same], "/etc/65-tunectl.rules", 3)}
+    assert found["/etc/60-early.rules"].undoes_at == ()
+    assert found["/etc/99-late.rules"].undoes_at == ("boot", "hotplug")
+    assert found["/etc/tmp.conf"].undoes_at == ("boot",)
+    assert found["/etc/same.rules"].agrees and not found["/etc/same.rules"].undoes
+    without_rules = conflicts({("sda", "read_ahead_kb"): 4096}, [before], None)
+    assert without_rules[0].undoes_at == ("boot", "hotplug")
+
+
+def test_doctor_reports_a_rule_after_tunectls_that_undoes_it_and_exits_1(machine) -> None:
+    t, config = machine
+    assert t("apply", "-p", "loops", "loop0", "loop1", "--json").code == 0
+    clean = t("doctor", "--json")
+    assert clean.code == 0 and clean.doc["writers"] == [] and clean.doc["undone"] is False
+    _write(config, "/etc/udev/rules.d/99-late.rules", 'KERNEL=="loop0", ATTR{queue/read_ahead_kb}="128"\n')
+    _write(config, "/etc/udev/rules.d/10-early.rules", 'KERNEL=="loop*", ATTR{queue/read_ahead_kb}="1024"\n')
+    _write(config, "/etc/sysfs.conf", "block/loop1/queue/read_ahead_kb = 64\n")
+    r = t("doctor", "--json")
+    assert r.code == 1 and r.doc["undone"] is True
+    got = {(w["device"], w["writer"]["file"]): (w["agrees"], w["undoes_at"]) for w in r.doc["writers"]}
+    assert got == {("loop0", "/etc/udev/rules.d/99-late.rules"): (False, ["boot", "hotplug"]),
+                   ("loop0", "/etc/udev/rules.d/10-early.rules"): (True, []),
+                   ("loop1", "/etc/udev/rules.d/10-early.rules"): (True, []),
+                   ("loop1", "/etc/sysfs.conf"): (False, ["boot"])}
+    text = t("doctor")
+    assert text.code == 1
+    assert "resolve: delete or edit line 1 of /etc/udev/rules.d/99-late.rules" in text.out
+    assert "2 writer(s) would undo tunectl" in text.out
+
+
+def test_doctor_with_tunectls_rules_installed_a_rule_before_them_loses_at_hotplug(machine) -> None:
+    t, config = machine
+    assert t("apply", "-p", "loops", "loop0", "--json").code == 0
+    rules = _write(config, "/etc/udev/rules.d/65-tunectl.rules", "# generated by tunectl\n")
+    record = t.ctx.state.active_profile()
+    t.ctx.state.save_active_profile(dict(record, rules={"path": "/etc/udev/rules.d/65-tunectl.rules", "ref": "loops",
+                                                        "scope": None}))
+    assert rules.exists()
+    _write(config, "/etc/udev/rules.d/60-early.rules", 'KERNEL=="loop0", ATTR{queue/read_ahead_kb}="128"\n')
+    _write(config, "/etc/udev/rules.d/70-late.rules", 'KERNEL=="loop0", ATTR{queue/read_ahead_kb}="256"\n')
+    r = t("doctor", "--json")
+    assert r.code == 1 and r.doc["rules"] == "/etc/udev/rules.d/65-tunectl.rules"
+    got = {w["writer"]["file"]: w["undoes_at"] for w in r.doc["writers"]}
+    assert got == {"/etc/udev/rules.d/60-early.rules": [], "/etc/udev/rules.d/70-late.rules": ["boot", "hotplug"]}
+
+
+def test_udev_install_warns_about_a_rule_that_undoes_its_rules(machine, monkeypatch) -> None:
+    from tunectl.system.runner import Completed
+    from tunectl.udev import install as udev_commands
+
+    t, config = machine
+    monkeypatch.setattr(udev_commands, "_euid", lambda: 0)
+    t.ctx.run = lambda argv, timeout=60, check=True, input_text=None: Completed(
+        tuple(argv), 1 if tuple(argv[:3]) == ("udevadm", "control", "--ping") else 0,
+        "252\n" if tuple(argv) == ("udevadm", "--version") else "", "")
+    rules_dir = config / "etc" / "udev" / "rules.d"
+    rules_dir.mkdir(parents=True)
+    r = t("udev", "install", "-p", "loops", "--rules-dir", str(rules_dir))
+    assert r.code == 0 and "undoes" not in r.err, r.err
+    _write(config, "/etc/udev/rules.d/90-pin.rules", 'KERNEL=="loop2", ATTR{queue/read_ahead_kb}="128"\n')
+    r = t("udev", "install", "-p", "loops", "--rules-dir", str(rules_dir))
+    assert r.code == 0
+    assert ("loop2 read_ahead_kb: udev rule /etc/udev/rules.d/90-pin.rules:1 writes 128, which undoes tunectl's "
+            "rules at boot and hotplug") in r.err
+
+
+def test_tuned_active_profile_is_a_writer(machine) -> None:
+    t, config = machine
+    _write(config, "/etc/tuned/active_profile", "mine\n")
+    _write(config, "/etc/tuned/mine/tuned.conf", "[main]\nsummary=mine\n\n[disk]\ndevices=loop1\nreadahead=4096\n")
+    t.tree.sysfs.write("block/loop1/queue/read_ahead_kb", "4096")
+    owner = _owners(t("status", "--all", "--json").doc, "loop1")["read_ahead_kb"]
+    assert owner["kind"] == "tuned" and owner["where"] == "/etc/tuned/mine/tuned.conf", owner
+    assert "tuned /etc/tuned/mine/tuned.conf writes 4096" in owner["detail"]
+    assert t("apply", "-p", "loops", "loop1", "--json").code == 0
+    r = t("doctor", "--json")
+    assert r.code == 1 and r.doc["tuned_profile"] == "mine"
+    (w,) = r.doc["writers"]
+    assert (w["writer"]["kind"], w["undoes_at"]) == ("tuned", ["boot", "hotplug"])
+    assert "tuned is not running now" in w["writer"]["note"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from('KERNEL=="sd*",ATTR{queue/scheduler}"bfq\\\n #RUN+echo >/sys/block/%k|!:{}w- '),
+               max_size=200))
+def test_parsers_take_any_text(text: str) -> None:
+    for parse in (sources.parse_udev_rules, sources.parse_sysfs_conf, sources.parse_tmpfiles, sources.parse_cmdline):
+        for a in parse("/etc/x", text):
+            assert a.attribute and a.line >= 0 and isinstance(a.target.text(), str)
+            assert a.target.holds({"KERNEL": "sda"}) in (True, False, None)
+
+
+def test_garbage_in_sysfs_and_config_files_is_no_crash(machine) -> None:
+    t, config = machine
+    t.tree.sysfs.path("block/loop0/queue/optimal_io_size").write_text("garbage\n")
+    (config / "etc/udev/rules.d").mkdir(parents=True)
+    (config / "etc/udev/rules.d/50-dir.rules").mkdir()  # a directory where a file should be
+    (config / "etc/udev/rules.d/51-bad.rules").write_bytes(b'\xff\xfeKERNEL=="loop0", ATTR{queue/read_ahead_kb}="9"\n')
+    (config / "etc/udev/rules.d/52-dangling.rules").symlink_to("/nonexistent/x.rules")
+    _write(config, "/etc/sysfs.conf", "=\n= =\nblock/ = 3\n")
+    r = t("status", "--all", "--json")
+    assert r.code == 0
+    assert "read_ahead_kb" not in [a for a, o in _owners(r.doc, "loop0").items() if o["kind"] == "kernel-default"]
+    d = t("doctor", "--all", "--json")
+    assert d.code in (0, 1) and any("50-dir.rules" in u for u in d.doc["unread"]), d.doc["unread"]

@@ -1,0 +1,75 @@
+"""`tunectl doctor`: arguments, the call into `owners.doctor`, and the rendering."""
+
+from __future__ import annotations
+
+import argparse
+
+EPILOG = """\
+Looks for every other writer of the attributes the profile sets: udev rules (every
+rules directory udev reads, in udev's order: /etc, /run, /usr/lib, /lib; a file in
+/etc hides a same-named one below it), tuned's active profile, /etc/sysfs.conf and
+/etc/sysfs.d, systemd-tmpfiles 'w' lines on /sys/block, and elevator= on the kernel
+command line. For each one it says whether it undoes tunectl at boot (tmpfiles,
+sysfsutils and tuned run after udev's coldplug) or at hot-plug (a udev rule ordered
+after tunectl's 65-tunectl.rules, and tuned), and how to resolve it.
+
+exit status: 0 when no other writer undoes tunectl, 1 when one does.
+
+examples:
+  tunectl doctor                  # the applied profile on the devices it was applied to
+  tunectl doctor -p desktop sda
+  tunectl doctor --json | jq '.writers[] | select(.undoes)'"""
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
+    p.epilog = EPILOG
+    p.add_argument("-p", "--profile", help="profile name or file (default: the last applied; with nothing applied, "
+                                           "'default')")
+    p.add_argument("devices", nargs="*", metavar="DEV",
+                   help="kernel name or /dev path (default: the devices the last apply was limited to; else all)")
+    p.add_argument("--all", action="store_true", help="every device, also when the last apply was limited to some")
+
+
+def run(ctx, args, out) -> int:
+    from tunectl.owners.doctor import diagnose
+    from tunectl.tuning import intent
+
+    active = intent.choose(ctx, args.profile, "doctor")
+    for note in active.notes:
+        out.warn(f"tunectl: note: {note}")
+    rules = intent.installed_rules(active.record)
+    report = diagnose(ctx, active.profile, args.devices, scoped=active.from_record and not args.all,
+                      rules_path=rules["path"] if rules is not None else None)
+    if out.json:
+        out.emit(report.to_json())
+        return report.exit_code
+    render(report, out)
+    return report.exit_code
+
+
+def render(report, out) -> None:
+    from tunectl.report import show
+
+    for why in report.unread:
+        out.warn(f"tunectl: warning: not read: {why}")
+    out.print(f"profile: {report.profile}")
+    out.say(f"tunectl's udev rules: {report.rules_file}" if report.rules_file else
+            "tunectl's udev rules: not installed (nothing re-applies the profile at boot or hot-plug; "
+            "`tunectl udev install` does)")
+    if report.tuned_profile:
+        out.say(f"tuned: active profile {report.tuned_profile}")
+    if not report.found:
+        out.say(f"no other writer of what {report.profile} sets on {', '.join(report.devices) or 'no device'}")
+        return
+    rows = []
+    for c in report.found:
+        verdict = "undoes at " + " and ".join(c.undoes_at) if c.undoes else ("agrees" if c.agrees else "loses")
+        rows.append([c.device, c.attribute, show(c.wanted), c.writer.assignment.where, c.writer.kind,
+                     c.writer.assignment.value, verdict])
+    out.print(out.table(["DEVICE", "ATTRIBUTE", "WANTED", "WRITER", "KIND", "WRITES", "VERDICT"], rows,
+                        middle=("WRITER",), keep=("DEVICE", "VERDICT")))
+    for c in report.undone:
+        note = c.writer.assignment.note
+        out.say(f"{c.device} {c.attribute}: {c.writer.describe()}; {note + '; ' if note else ''}resolve: {c.resolution()}")
+    n = len(report.undone)
+    out.say(f"{n} writer(s) would undo tunectl" if n else "no other writer undoes tunectl")

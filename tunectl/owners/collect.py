@@ -1,0 +1,234 @@
+"""The OS edge of `tunectl.owners`: read the other writers' files under the configuration root, and the facts
+of each device that decide which of them reach it and what the kernel's default would be.
+
+Every path is under `Context.roots.config` (``/`` on the real machine, ``TUNECTL_CONFIG_ROOT`` for a tree
+that describes another; none for a fake sysfs tree without it), the kernel command line under the proc root.
+Files are opened without following a final symbolic link (a link to /dev/null masks a rules file).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from tunectl.attributes import KNOB_DEFAULTS, default_scheduler, derived_read_ahead_kb, read_ahead_generation
+from tunectl.context import Context
+from tunectl.devices.model import Device
+from tunectl.owners import sources
+from tunectl.owners.model import KernelDefault, TunectlMark, Writer
+from tunectl.owners.sources import Assignment
+from tunectl.system import trust
+
+MAX_FILE = 4 << 20
+
+
+@dataclass
+class Machine:
+    """Every other writer found, in each service's order, and what could not be read."""
+
+    assignments: list[tuple[int, Assignment]] = field(default_factory=list)  # (order in its service, line)
+    rules_file: str | None = None  # tunectl's installed rules, as udev reads them
+    rules_order: int | None = None
+    unread: list[str] = field(default_factory=list)  # "path: why"
+    tuned_profile: str | None = None
+
+
+def _under(ctx: Context, path: str) -> str | None:
+    root = ctx.roots.config if ctx.roots is not None else None
+    return None if root is None else os.path.join(root, path.lstrip("/"))
+
+
+def _listing(real: str) -> list[str]:
+    try:
+        return sorted(os.listdir(real))
+    except OSError:
+        return []
+
+
+def _masked(real: str) -> bool:
+    try:
+        if os.path.islink(real):
+            return os.readlink(real) == "/dev/null"
+        return os.stat(real).st_size == 0
+    except OSError:
+        return False
+
+
+def _read(real: str, shown: str, unread: list[str]) -> str | None:
+    target = real
+    if os.path.islink(real):  # a vendor link to a file elsewhere: read what udev would read
+        target = os.path.realpath(real)
+    try:
+        return trust.read_regular(target, MAX_FILE).decode("utf-8", errors="replace")
+    except (OSError, trust.Untrusted) as e:
+        if not (isinstance(e, OSError) and e.errno == 2):
+            unread.append(f"{shown}: {getattr(e, 'strerror', None) or e}")
+        return None
+
+
+def _dropins(ctx: Context, dirs: Sequence[str], suffix: str, machine: Machine,
+             parse: Callable[[str, str], list[Assignment]]) -> list[sources.RulesFile]:
+    listings: dict[str, list[str]] = {}
+    masked = []
+    seen_real: set[str] = set()
+    for directory in dirs:
+        real = _under(ctx, directory)
+        if real is None or not os.path.isdir(real) or os.path.realpath(real) in seen_real:
+            continue  # /lib -> /usr/lib on merged-/usr systems: one directory read once
+        seen_real.add(os.path.realpath(real))
+        listings[directory] = _listing(real)
+        masked += [f"{directory}/{n}" for n in listings[directory] if _masked(os.path.join(real, n))]
+    files = sources.dropin_order(listings, dirs, suffix, masked)
+    for order, f in enumerate(files):
+        if f.masked:
+            continue
+        text = _read(_under(ctx, f.path) or f.path, f.path, machine.unread)
+        if text is not None:
+            machine.assignments += [(order, a) for a in parse(f.path, text)]
+    return files
+
+
+def read_machine(ctx: Context, rules_path: str | None = None) -> Machine:
+    """Every writer of block queue attributes on this machine (`rules_path`: tunectl's installed rules file)."""
+    from tunectl.udev.render import RULES_FILE
+
+    machine = Machine()
+    if ctx.roots is None or ctx.roots.config is None:
+        return machine
+    ours = os.path.basename(rules_path) if rules_path else RULES_FILE
+
+    def udev(path: str, text: str) -> list[Assignment]:
+        kind = "tunectl-rules" if os.path.basename(path) == ours else "udev-rule"
+        return sources.parse_udev_rules(path, text, kind)
+
+    files = _dropins(ctx, sources.UDEV_RULES_DIRS, ".rules", machine, udev)
+    for order, f in enumerate(files):
+        if f.name == ours and not f.masked:
+            machine.rules_file, machine.rules_order = f.path, order
+    _dropins(ctx, sources.TMPFILES_DIRS, ".conf", machine, sources.parse_tmpfiles)
+    _sysfs_conf(ctx, machine)
+    _tuned(ctx, machine)
+    if ctx.roots.proc is not None:
+        text = _read(os.path.join(ctx.roots.proc, "cmdline"), "/proc/cmdline", machine.unread)
+        machine.assignments += [(0, a) for a in sources.parse_cmdline("/proc/cmdline", text or "")]
+    return machine
+
+
+def _sysfs_conf(ctx: Context, machine: Machine) -> None:
+    paths = [sources.SYSFS_CONF]
+    real_d = _under(ctx, sources.SYSFS_D)
+    if real_d and os.path.isdir(real_d):
+        paths += [f"{sources.SYSFS_D}/{n}" for n in _listing(real_d) if n.endswith(".conf")]
+    for order, path in enumerate(paths):
+        text = _read(_under(ctx, path) or path, path, machine.unread)
+        if text is not None:
+            machine.assignments += [(order, a) for a in sources.parse_sysfs_conf(path, text)]
+
+
+def _tuned(ctx: Context, machine: Machine) -> None:
+    """tuned's active profile, read as `profile import-tuned` reads it: its disk and sysfs units become writers."""
+    text = _read(_under(ctx, sources.TUNED_ACTIVE) or "", sources.TUNED_ACTIVE, machine.unread)
+    names = (text or "").split()
+    if not names:
+        return
+    machine.tuned_profile = " ".join(names)
+    running = os.path.exists(_under(ctx, "/run/tuned/tuned.pid") or "")
+    dirs = [d for d in (_under(ctx, d) for d in sources.TUNED_DIRS) if d and os.path.isdir(d)]
+    for name in names:
+        try:
+            from tunectl.errors import TunectlError
+            from tunectl.profile.tuned_import import import_tuned
+
+            imported = import_tuned(name, dirs)
+        except (TunectlError, OSError) as e:
+            machine.unread.append(f"tuned profile {name}: {e}")
+            continue
+        path = imported.sources[-1] if imported.sources else sources.TUNED_ACTIVE  # the profile itself (last merged)
+        shown = "/" + os.path.relpath(path, ctx.roots.config or "/") if ctx.roots and ctx.roots.config else path
+        note = f"tuned profile {name}" + ("" if running else " (tuned is not running now: it applies when it starts)")
+        machine.assignments += [(0, a) for a in _tuned_assignments(imported.profile, shown, note)]
+
+
+def _tuned_assignments(profile: dict, path: str, note: str) -> list[Assignment]:
+    """The settings of an imported tuned profile as assignments: classes are matched later (ENV{TUNECTL_CLASS})."""
+    out = []
+    blocks = [((), ("CLASS", "==", cls), s) for cls, s in (profile.get("classes") or {}).items()]
+    blocks += [((e["match"]["kernel"],), None, e) for e in profile.get("devices") or []]
+    for kernels, need, settings in blocks:
+        target = sources.Target(kernels, (need,) if need else ())
+        for attr, value in _flat(settings):
+            out.append(Assignment("tuned", attr, value, path, 0, target, sources.BOTH, note))
+    return out
+
+
+def _flat(settings: dict) -> list[tuple[str, str]]:
+    out = []
+    if "scheduler" in settings:
+        first = settings["scheduler"]
+        out.append(("scheduler", first[0] if isinstance(first, list) else str(first)))
+    if "read_ahead_kb" in settings:
+        out.append(("read_ahead_kb", str(settings["read_ahead_kb"])))
+    out += [(f"iosched/{k}", str(v)) for k, v in (settings.get("iosched") or {}).items()]
+    out += [(k, str(v)) for k, v in (settings.get("queue") or {}).items()]
+    return out
+
+
+def device_facts(ctx: Context, dev: Device) -> dict[str, str]:
+    """What a rule may match on a disk: its kernel name, subsystem, type, class, queue attributes, udev properties."""
+    facts = {"KERNEL": dev.name, "SUBSYSTEM": "block", "DEVTYPE": "disk", "CLASS": dev.cls}
+    for attr in ("rotational", "scheduler", "logical_block_size"):
+        value = ctx.sysfs.read_or(f"block/{dev.name}/queue/{attr}")
+        if value is not None:
+            facts[f"ATTR{{queue/{attr}}}"] = value.strip()
+    for attr in ("removable", "size", "ro"):
+        value = ctx.sysfs.read_or(f"block/{dev.name}/{attr}")
+        if value is not None:
+            facts[f"ATTR{{{attr}}}"] = value.strip()
+    if dev.devnum:
+        for key, value in ctx.udev.record(dev.devnum).properties.items():
+            facts[f"ENV{{{key}}}"] = value
+    return facts
+
+
+def writers_of(machine: Machine, dev: Device, facts: dict[str, str]) -> list[Writer]:
+    """The assignments of `machine` that reach `dev` (certain or perhaps), in each service's order."""
+    out = []
+    for order, a in machine.assignments:
+        holds = a.target.holds(facts)
+        if holds is not False:
+            out.append(Writer(dev.name, a, order, holds is True))
+    return out
+
+
+def kernel_defaults(ctx: Context, dev: Device) -> dict[str, KernelDefault]:
+    """The values the running kernel gives `dev` by itself, each with the rule it follows."""
+    out = {}
+    release = ctx.modules.release if ctx.modules is not None else ""
+    rel = f"block/{dev.name}/queue"
+    msk = (ctx.sysfs.read_or(f"{rel}/max_sectors_kb") or "").strip()
+    io_opt = (ctx.sysfs.read_or(f"{rel}/optimal_io_size") or "0").strip()
+    if msk.isdigit() and io_opt.isdigit():
+        rotational = (ctx.sysfs.read_or(f"{rel}/rotational") or "0").strip() == "1"
+        value = derived_read_ahead_kb(release, rotational, int(io_opt), int(msk))
+        generation = read_ahead_generation(release)
+        on = f"Linux {release}" if release else "this kernel"
+        out["read_ahead_kb"] = KernelDefault(value, f"{value} KiB on {on} (since {generation.since[0]}."
+                                                    f"{generation.since[1]}: {generation.rule})")
+    if dev.has_scheduler:
+        hw = len([n for n in ctx.sysfs.listdir(f"block/{dev.name}/mq") if n.isdigit()]) or 1
+        value, rule = default_scheduler(dev.name, hw)
+        out["scheduler"] = KernelDefault(value, rule)
+        for knob, default in KNOB_DEFAULTS.get(dev.scheduler or "", {}).items():
+            out[f"iosched/{knob}"] = KernelDefault(default, f"{dev.scheduler}'s default {knob}")
+    return out
+
+
+def journal_marks(ctx: Context, identity: str) -> dict[str, TunectlMark]:
+    """attribute -> what the journal says tunectl did to it on the device of `identity`."""
+    entry = ctx.state.journal().get("devices", {}).get(identity) if ctx.state.exists() else None
+    marks = {}
+    for attr, by in ((entry or {}).get("changed_by") or {}).items():
+        if isinstance(by, dict):
+            marks[attr] = TunectlMark(str(by.get("profile", "?")), str(by.get("at", "?")), str(by.get("via", "")))
+    return marks
