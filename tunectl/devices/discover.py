@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 
 from tunectl.attributes import QUEUE, parse_scheduler, parse_value
@@ -208,16 +209,21 @@ def _int_or_text(text: str) -> int | str:
         return text.strip()
 
 
+def kernel_order(name: str) -> list:
+    """Kernel names in natural order, as lsblk lists them: loop2 before loop10, nvme0n2 before nvme0n10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"([0-9]+)", name)]
+
+
 def discover(sysfs: Sysfs, udev: UdevDb, queue_attrs: Iterable[str] | None = None,
              modular: Iterable[str] = (), names: Iterable[str] | None = None) -> list[Device]:
-    """Every whole block device under the root (or those of `names`), sorted by kernel name.
+    """Every whole block device under the root (or those of `names`), in natural order of kernel name.
 
     `modular`: see read_device.
     """
     attrs = None if queue_attrs is None else tuple(queue_attrs)
     modular = tuple(modular)
     devices = []
-    for name in sysfs.listdir("block") if names is None else sorted(set(names)):
+    for name in sorted(sysfs.listdir("block") if names is None else set(names), key=kernel_order):
         dev = read_device(sysfs, udev, name, attrs, modular)
         if dev is not None:
             devices.append(dev)

@@ -22,6 +22,7 @@ from tunectl.devices.model import Device
 from tunectl.devices.stack import FileLayer, MountLayer, Stack
 from tunectl.errors import UsageError
 from tunectl.system import blockio, mountinfo
+from tunectl.system.blkid import device_with
 from tunectl.system.roots import under_dev
 from tunectl.system.udevdb import decode
 
@@ -138,7 +139,14 @@ class Resolver:
             found = self._from_dev_path(f"disk/{TAG_DIRS[tag]}/{value.replace('/', chr(92) + 'x2f')}")
             if found:
                 return Resolved(found)
-            return Resolved(None, f"no device with {tag} {value!r} on this machine")
+            if self.ctx.real:
+                # udev may not have probed a new filesystem yet (no record, no link): read the superblocks
+                found = device_with(self.ctx.run, tag, value)
+                if found and self.sysfs.exists(f"class/block/{found}"):
+                    return Resolved(found)
+            return Resolved(None, f"no device with {tag} {value!r} on this machine (neither udev's database, "
+                                  f"/dev/disk/{TAG_DIRS[tag]} nor blkid knows it)" if self.ctx.real
+                            else f"no device with {tag} {value!r} on this machine")
         rel = under_dev(source)
         if rel is not None:
             found = self._from_dev_path(under_dev(os.path.normpath(source)) or "")
@@ -245,6 +253,9 @@ class Resolver:
                 out.extend(d for d in self.path(ref) if d not in out)
                 continue
             known = ", ".join(sorted(self.devices)) or "none"
+            if "=" in ref and ref.partition("=")[0] in TAGS and found is None:
+                raise UsageError(self.source(ref).problem, hint=f"devices here: {known}; `blkid` lists the "
+                                 "filesystems and their tags", code="unknown-device", where=ref)
             raise UsageError(f"no block device {ref!r} under {self.ctx.sysfs.root}", hint=f"devices here: {known}",
                              code="unknown-device", where=ref)
         return out

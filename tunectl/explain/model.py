@@ -171,6 +171,7 @@ class ColdRead:
     bytes: int
     seconds: float
     devices: tuple[StatDelta, ...]  # top first
+    kept: tuple[str, ...] = ()  # block devices whose cached pages could not be dropped (not permitted)
 
     @property
     def mb_s(self) -> float:
@@ -180,7 +181,7 @@ class ColdRead:
         return next((d for d in self.devices if d.device == device), None)
 
     def to_json(self) -> dict:
-        return {"path": self.path, "read_size": self.read_size, "bytes": self.bytes,
+        return {"path": self.path, "read_size": self.read_size, "bytes": self.bytes, "not_dropped": list(self.kept),
                 "seconds": round(self.seconds, 4), "mb_s": round(self.mb_s, 1),
                 "devices": [{**d.to_json(), "mb_s": round(d.sectors_read * 512 / self.seconds / 1e6, 1)
                              if self.seconds > 0 else 0.0} for d in self.devices]}

@@ -38,10 +38,11 @@ class CheckReport:
     filesystems: list[FsCheck]
     warnings: list[str] = field(default_factory=list)
     timer: dict | None = None
+    notes: list[str] = field(default_factory=list)  # what chose the profile, said first (as every command says it)
 
     @property
     def in_sync(self) -> bool:
-        return not any(fs.drift for fs in self.filesystems) and (self.timer is None or self.timer["ok"])
+        return not any(fs.drift or fs.unresolved for fs in self.filesystems) and (self.timer is None or self.timer["ok"])
 
     def to_json(self) -> dict:
         doc = {"in_sync": self.in_sync, "profile": self.profile, "fstab_path": str(self.fstab_path),
@@ -180,6 +181,12 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
         if not facts.block and not any(r.get("match", {}).get("fstype") for r in rules):
             continue
         fs = evaluate(rules, facts, entry.source, entry, live, no_discard)
+        if facts.block and facts.device is None and live is None and facts.absent:
+            fs.unresolved = facts.absent
+            warnings.append(f"{path}:{entry.lineno}: {entry.source} ({entry.target}): {facts.absent}; the "
+                            "mount would fail (findmnt --verify flags it too)"
+                            + ("" if "nofail" in entry.options else ", and a boot waits for it: add nofail or fix "
+                                                                    "the source"))
         if facts.block or fs.rules:
             results.append(fs)
     visible = {m.target: m for m in mounts}
@@ -198,8 +205,7 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
         if facts.device is None:
             continue  # a mount of a device outside this sysfs root
         results.append(evaluate(rules, facts, m.source, None, m, no_discard))
-    warnings[:0] = active.notes  # what chose the profile, said first
-    report = CheckReport(profile.name, path, table, data, results, warnings)
+    report = CheckReport(profile.name, path, table, data, results, warnings, notes=active.notes)
     if any(fs.want.discard == "periodic" for fs in results if fs.rules):
         state = fstrim_timer_state(ctx.run)
         ok = state in ("enabled", "static", "alias", "indirect", "enabled-runtime", "no systemd")
@@ -325,6 +331,11 @@ def rollback(ctx, fstab_file: str | None = None, check_only: bool = False) -> tu
 
 def _fix(ctx, profile_ref: str | None, fstab_file: str | None, do_remount: bool, check_only: bool,
          only_listed: bool = False) -> FixReport:
+    if do_remount and not check_only and ctx.roots.fakes():
+        fakes = ", ".join(f"{label} {path}" for label, path in ctx.roots.fakes())
+        raise UsageError(f"--remount on a fake tree ({fakes}): its mount table is not this machine's, so no real "
+                         "filesystem is remounted from it", hint="drop --remount, or run on the real machine",
+                         code="fake-root-remount", where="--remount")
     report = check(ctx, profile_ref, fstab_file)
     changed = {fs.entry.lineno: fs.fixed_fstab_options() for fs in report.filesystems
                if fs.entry is not None and fs.fstab_drift}

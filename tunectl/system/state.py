@@ -150,12 +150,20 @@ class StateStore:
         self.command = "tunectl"  # who holds the lock, as a waiting command shows it
         self.wait_seconds: float | None = None  # None: wait for the lock as long as it takes
         self.on_wait: Callable[[str], None] | None = None  # told once, when the lock is held by another run
+        self.fake_roots: list[str] = []  # the run looks at a tree, not this machine: its state is not written here
 
     def _untrusted(self, e: Untrusted) -> StateError:
         return StateError(f"state directory {self.dir} cannot be trusted: {e.message}",
                           hint=f"{e.hint}; or point --state-dir / TUNECTL_STATE_DIR at a directory only root can write")
 
     def _ensure_dir(self) -> None:
+        if self.fake_roots:
+            from tunectl.errors import UsageError
+
+            raise UsageError(f"a run on a fake tree ({', '.join(self.fake_roots)}) does not write the real state "
+                             f"directory {self.dir}: its journal would hold values of another machine as this one's "
+                             "originals", hint="pass --state-dir DIR (or TUNECTL_STATE_DIR) for the tree's own state",
+                             code="fake-root-state", where=str(self.dir))
         try:
             trust.ensure_dir(self.dir, 0o755)
         except Untrusted as e:

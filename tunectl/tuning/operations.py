@@ -389,6 +389,9 @@ def _rules_before_rollback(ctx: Context, record: dict | None, check: bool, remov
     rules = intent.installed_rules(record)
     if rules is None or not os.path.exists(rules["path"]):
         return []
+    if check and remove_rules:
+        return [f"would remove udev rules {rules['path']} (profile {rules.get('name') or rules.get('ref')}) "
+                "before restoring"]
     if check:
         return [f"udev rules {rules['path']} are installed: a rollback needs --remove-rules, or the next change "
                 "event writes their values again"]
@@ -396,4 +399,6 @@ def _rules_before_rollback(ctx: Context, record: dict | None, check: bool, remov
         raise UsageError(f"udev rules {rules['path']} (profile {rules.get('ref')}) are installed: the next change "
                          "event would write their values again after a rollback, so nothing was restored",
                          hint="tunectl rollback --remove-rules removes the rules first; or keep the rules")
-    return remove_rules_file(ctx, rules["path"])
+    problems = remove_rules_file(ctx, rules["path"])
+    said = f"removed udev rules {rules['path']} (profile {rules.get('name') or rules.get('ref')}) before restoring"
+    return [said] + problems
