@@ -67,7 +67,7 @@ class Context:
         state = StateStore(roots.state)
         if roots.uses_real_state():
             state.fake_roots = [path for _, path in roots.fakes()]
-        udev = UdevDb(roots.udev_data, confined=os.path.realpath(roots.udev_data) != UDEV_DATA)
+        udev = UdevDb(roots.udev_data, confined=os.path.realpath(roots.udev_data) != os.path.realpath(UDEV_DATA))
         return cls(Sysfs(roots.sys, confined=not roots.real), udev, state, None, env, modules, roots)
 
     @property

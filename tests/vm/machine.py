@@ -267,7 +267,7 @@ def _run_guest(cmd: list[str], env: dict[str, str], group: str) -> tuple[subproc
     return proc, stdout, stderr
 
 
-MODEL_BROWSER_MIB = 8  # the browser binary of the SD calibration, scaled down from 180 MB for TCG
+MODEL_BROWSER_MIB = 4  # the browser binary of the SD calibration, scaled down from 180 MB for TCG
 
 
 def model_browser(shared: Path, mib: int = MODEL_BROWSER_MIB) -> str:
@@ -328,7 +328,8 @@ def boot(kernel: Kernel, group: str, machine: Machine, images: Path, shared: Pat
         console = stdout + stderr
         (shared / f"{group}.console").write_text(console)
         (logs / f"{group}.console").write_text(console)
-        for kept in (out, shared / f"{group}.log"):
+        # what the model disks served, kept beside the results: the calibration's evidence
+        for kept in (out, shared / f"{group}.log", *(shared / f"{d.name}.requests" for d in machine.disks if d.model)):
             if kept.exists():
                 shutil.copyfile(kept, logs / kept.name)
         if out.exists():

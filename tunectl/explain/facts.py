@@ -19,16 +19,12 @@ from tunectl.explain.model import (
     Layer,
     LoopFacts,
     MdFacts,
-    Owner,
     PartitionFacts,
     Queue,
     StackFacts,
 )
+from tunectl.owners.model import Owner
 
-# The values a kernel sets when nobody wrote them; only where one number holds (mm/readahead: VM_READAHEAD_PAGES).
-KERNEL_DEFAULTS: dict[str, dict[str, object]] = {
-    "read_ahead_kb": {"disk": 128, "loop": 128},
-}
 OWNED = ("scheduler", "read_ahead_kb", "max_sectors_kb", "nr_requests")
 
 
@@ -131,35 +127,14 @@ def _md(ctx: Context, name: str) -> MdFacts:
 
 
 def owners(ctx: Context, devices: list[Device], queues: dict[str, Queue]) -> dict[str, dict[str, Owner]]:
-    """device -> attribute -> who set it: the applied profile's part, else nobody (and the kernel's default?)."""
-    from tunectl.status import Status
-    from tunectl.tuning import intent
-    from tunectl.tuning import operations as tuning
+    """device -> attribute -> who set its current value (tunectl's owners: tunectl's journal, other writers on
+    the machine, or the kernel's default), for the queue values explain shows."""
+    from tunectl.owners import find_owners
 
-    wanted: dict[tuple[str, str], str] = {}
-    try:
-        if intent.current(ctx) is not None:
-            active = intent.choose(ctx, None, "explain")
-            report = tuning.plan(ctx, None, [d.name for d in devices], profile=active.profile)
-            wanted = {(s.device, s.attribute): f"profile {active.profile.name}: {s.source}"
-                      for s in report.settings if s.status != Status.SKIP}
-    except TunectlError:
-        wanted = {}
-    out: dict[str, dict[str, Owner]] = {}
-    for dev in devices:
-        per = {}
-        for attr in OWNED:
-            value = getattr(queues[dev.name], attr) if dev.name in queues else None
-            if value is None:
-                continue
-            if (dev.name, attr) in wanted:
-                per[attr] = Owner(wanted[(dev.name, attr)], None)
-                continue
-            default = KERNEL_DEFAULTS.get(attr, {}).get(dev.cls if dev.cls in ("loop",) else "disk"
-                                                        if dev.cls not in ("dm", "md") else "")
-            per[attr] = Owner("not set by tunectl", None if default is None else value == default)
-        out[dev.name] = per
-    return out
+    shown = {dev.name: [a for a in OWNED if dev.name in queues and getattr(queues[dev.name], a) is not None]
+             for dev in devices}
+    found = find_owners(ctx, devices, attributes=shown)
+    return {name: dict(found[name].owners) for name in found}
 
 
 def read(ctx: Context, resolver, stack, target: str, release: str | None = None) -> StackFacts:

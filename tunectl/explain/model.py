@@ -12,19 +12,9 @@ from tunectl.bench.diskstat import StatDelta
 from tunectl.explain.dmtable import Target
 from tunectl.explain.squashfs import Superblock
 from tunectl.explain.trace import Timing
+from tunectl.owners.model import Owner
 
 PAGE_SIZE = 4096
-
-
-@dataclass(frozen=True)
-class Owner:
-    """Who set a value: the applied profile's part, or nobody (and whether it is then the kernel's default)."""
-
-    source: str  # "profile NAME: PART", or "not set by tunectl"
-    kernel_default: bool | None = None  # None: no rule says what the kernel's default is here
-
-    def to_json(self) -> dict:
-        return {"source": self.source, "kernel_default": self.kernel_default}
 
 
 @dataclass(frozen=True)

@@ -93,14 +93,10 @@ def describe(la: Layer) -> str:
 
 
 def owners_line(la: Layer) -> str:
-    groups: dict[tuple[str, bool | None], list[str]] = {}
+    groups: dict[str, list[str]] = {}
     for attr, owner in sorted(la.owners.items()):
-        groups.setdefault((owner.source, owner.kernel_default), []).append(attr)
-    out = []
-    for (source, default), attrs in groups.items():
-        flag = "" if default is None else ", the kernel's default" if default else ", not the kernel's default"
-        out.append(f"{' '.join(attrs)}: {source}{flag}")
-    return "; ".join(out)
+        groups.setdefault(owner.text(), []).append(attr)
+    return "; ".join(f"{' '.join(attrs)}: {text}" for text, attrs in groups.items())
 
 
 def _trace_rows(trace: dict[str, Timing]) -> list[list[str]]:

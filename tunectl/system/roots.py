@@ -77,7 +77,8 @@ class Roots(namedtuple("Roots", "real sys udev_data dev proc fstab modules state
                                        ("--udev-root / TUNECTL_UDEV_ROOT", self.udev_data, UDEV_DATA),
                                        ("TUNECTL_DEV_ROOT", self.dev, DEV), ("TUNECTL_PROC_ROOT", self.proc, PROC),
                                        ("TUNECTL_MODULES_ROOT", self.modules, MODULES)):
-            if path is not None and os.path.realpath(path) != real_path:
+            # both resolved: /lib/modules is /usr/lib/modules on a merged-/usr system
+            if path is not None and os.path.realpath(path) != os.path.realpath(real_path):
                 found.append((label, path))
         return found
 

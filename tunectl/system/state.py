@@ -24,7 +24,7 @@ import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tunectl.errors import StateError
+from tunectl.errors import NotPermitted, StateError
 from tunectl.system import trust
 from tunectl.system.cache import ValidationCache
 from tunectl.system.trust import Untrusted, atomic_write
@@ -172,6 +172,8 @@ class StateStore:
             what = "it exists and is not a directory" if isinstance(e, FileExistsError) else _reason(e)
             hint = "run as root, or point --state-dir / TUNECTL_STATE_DIR at a writable directory" \
                 if e.errno in (errno.EACCES, errno.EPERM) else _hint(e, self.dir)
+            if e.errno in (errno.EACCES, errno.EPERM) and os.geteuid() != 0:
+                raise NotPermitted(f"cannot create state directory {self.dir}: {what}", hint=hint) from None
             raise StateError(f"cannot create state directory {self.dir}: {what}", hint=hint) from None
 
     def exists(self) -> bool:
@@ -196,6 +198,8 @@ class StateStore:
         except OSError as e:
             what = "a symbolic link" if e.errno == errno.ELOOP else _reason(e)
             hint = f"remove {lock}; tunectl creates it again" if e.errno == errno.ELOOP else _hint(e, lock)
+            if e.errno in (errno.EACCES, errno.EPERM) and os.geteuid() != 0:
+                raise NotPermitted(f"cannot open lock {lock}: {what}", hint="run as root") from None
             raise StateError(f"cannot open lock {lock}: {what}", hint=hint) from None
         try:
             st = os.fstat(fd)

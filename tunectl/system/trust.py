@@ -140,6 +140,26 @@ def check_root(path: str | os.PathLike) -> Path:
     raise Untrusted(path, "a symbolic link loop", "name the directory itself")
 
 
+def resolve_own_links(path: str | os.PathLike) -> Path:
+    """`path` with its symbolic links resolved, each one root's or the user's: another user's link anywhere
+    on it is refused (Untrusted), never followed. A path that does not exist (yet) is returned as it is."""
+    path = Path(os.path.abspath(path))
+    for _ in range(_MAX_LINKS):
+        parent = check_dir(path.parent, shared=True)  # a link above: root's or the user's, or refused
+        path = parent / path.name
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return path
+        if not stat.S_ISLNK(st.st_mode):
+            return path
+        if st.st_uid not in trusted_uids():
+            raise Untrusted(path, f"a symbolic link owned by {_owner(st.st_uid)}",
+                            "name the file itself; tunectl follows no link another user owns")
+        path = Path(os.path.abspath(parent / os.readlink(path)))
+    raise Untrusted(path, "a symbolic link loop", "name the file itself")
+
+
 def ensure_dir(path: str | os.PathLike, mode: int = 0o755) -> Path:
     """`path` as a trusted directory, created (with its parents) with `mode` whatever the umask."""
     path = Path(path)

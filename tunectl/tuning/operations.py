@@ -5,6 +5,7 @@ Each returns a report object; rendering and exit codes are the CLI's business.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import time
@@ -312,9 +313,10 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
 
     While udev rules are installed a rollback is refused (the next change event
     would write their values again) unless `remove_rules` removes them first. A
-    full rollback that restores everything clears the record.
+    full rollback that restores everything clears the record. `check` writes nothing, so it takes no lock (a
+    user who cannot create the lock can still ask what a rollback would do).
     """
-    with ctx.state.locked():
+    with contextlib.nullcontext() if check else ctx.state.locked():
         journal = ctx.state.journal()
         record = ctx.state.active_profile()
         devices = _discover(ctx)

@@ -7,6 +7,7 @@ import pytest
 from tests.fakesys import FakeTree, dm_verity_over_mmc, lvm_over_md
 from tests.tuning_helpers import Tunectl
 from tunectl.errors import ExitCode
+from tunectl.owners.model import KINDS
 from tunectl.system.runner import Completed
 
 VERITY = "0 262144 verity 1 179:2 179:3 4096 4096 32768 1 sha256 " + "ab" * 32 + " " + "cd" * 32 + "\n"
@@ -41,7 +42,9 @@ def test_a_verity_device_shows_its_table_and_the_disk_that_decides(tun):
     assert ["dmsetup", "table", "--", "vroot"] in tun.calls
     assert layers["mmcblk0"]["queue"]["queue_depth"] == 64
     assert layers["dm-1"]["queue"]["nr_requests"] is None  # bio-based: no requests to count
-    assert layers["mmcblk0"]["owners"]["read_ahead_kb"]["source"] == "not set by tunectl"
+    owners = layers["mmcblk0"]["owners"]
+    assert set(owners) == {"scheduler", "read_ahead_kb", "max_sectors_kb", "nr_requests"}
+    assert all(o["kind"] in KINDS and o["detail"] for o in owners.values())  # tunectl's owners (#31)
     found = {f["rule"]: f for f in r.doc["findings"]}
     assert "dm-1 (verity) is bio-based" in found["EX001"]["evidence"][0]
     assert r.doc["cold"] is None  # a device is not read unless asked
