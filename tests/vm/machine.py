@@ -130,6 +130,7 @@ class Request:
     how: str  # "cache", "stream", "seek" (HDD reads), "sd", "write", "flush"
     start: float
     done: float
+    replied: float  # when the plugin woke to answer: replied - done is the host's oversleep
 
 
 def requests(log: Path, start: int = 0, end: int | None = None) -> list[Request]:
@@ -139,8 +140,9 @@ def requests(log: Path, start: int = 0, end: int | None = None) -> list[Request]
         text = f.read(None if end is None else end - start).decode()
     out = []
     for line in text.splitlines():
-        arrival, op, offset, length, how, begin, done = line.split()
-        out.append(Request(float(arrival), op, int(offset), int(length), how, float(begin), float(done)))
+        arrival, op, offset, length, how, begin, done, *replied = line.split()
+        out.append(Request(float(arrival), op, int(offset), int(length), how, float(begin), float(done),
+                           float(replied[0]) if replied else float(done)))
     return out
 
 
