@@ -70,6 +70,7 @@ class _Bio:
     queued: float
     parent: int | None = None
     pending: int = 0  # pieces remapped below and not yet complete
+    children: int = 0
     done: float | None = None
 
 
@@ -100,6 +101,21 @@ class Timing:
                 "q2c_ms": self._ms(self.q2c), "q2c_median_ms": self._ms(self.q2c, statistics.median),
                 "d2c_ms": self._ms(self.d2c), "d2c_median_ms": self._ms(self.d2c, statistics.median),
                 "q2q_ms": self._ms(self.q2q)}
+
+
+def _same_bio_above(bios: list[_Bio], open_bios: dict[str, list[int]], ev: Event) -> int | None:
+    """The open bio of another device with this bio's sector and size and no piece below yet: dm-verity
+    (and any target that submits the bio itself, DM_MAPIO_SUBMITTED) sends it down without a remap event."""
+    best = None
+    for dev, ids in open_bios.items():
+        if dev == ev.dev:
+            continue
+        for j in ids:
+            up = bios[j]
+            if (up.sector == ev.sector and up.sectors == ev.sectors and not up.children and up.queued <= ev.time
+                    and (best is None or up.queued > bios[best].queued)):
+                best = j
+    return best
 
 
 def timings(events: list[Event]) -> dict[str, Timing]:
@@ -140,9 +156,12 @@ def timings(events: list[Event]) -> dict[str, Timing]:
                 timing.q2q.append(ev.time - last_q[ev.dev])
             last_q[ev.dev] = ev.time
             parent = remapped.pop((ev.dev, ev.sector), None)
+            if parent is None:
+                parent = _same_bio_above(bios, open_bios, ev)
             bios.append(_Bio(ev.dev, ev.sector, ev.sectors, ev.time, parent))
             if parent is not None:
                 bios[parent].pending += 1
+                bios[parent].children += 1
             open_bios.setdefault(ev.dev, []).append(len(bios) - 1)
         elif ev.kind == "D":
             timing.issued += 1

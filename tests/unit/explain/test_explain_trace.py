@@ -41,3 +41,17 @@ def test_unrelated_lines_and_writes_are_skipped():
     text = ("garbage\n  x-1 [000] 5.0: block_rq_issue: 8,0 W 4096 () 0 + 8 [x]\n"
             "  x-1 [000] 5.1: block_rq_issue: 8,0 R 0 () 0 + 0 [x]\n")
     assert trace.parse_events(text) == []
+
+
+def test_a_trace_recorded_on_the_sd_card_model_under_verity():
+    """Recorded by the VM tier (tests/vm/guest/explain.py, Debian 6.1): dd bs=4k count=32 from squashfs on
+    dm-verity (254:0) on a loop device with direct I/O (7:0), its image on ext4 on the SD model (8:16).
+    dm-verity submits its bios itself: no block_bio_remap; a dm bio is matched to the loop's by sector."""
+    per = trace.timings(trace.parse_events((DATA / "explain" / "trace-browser-sd-6.1-recorded.txt").read_text()))
+    dm, loop, card = per["254:0"], per["7:0"], per["8:16"]
+    assert dm.issued == 0 and dm.queued > 0
+    assert loop.issued == loop.completed > 0 and card.issued >= loop.issued
+    assert len(dm.q2c) == dm.queued  # every dm bio completed through the loop below it
+    j = {d: per[d].to_json() for d in per}
+    assert j["254:0"]["q2c_ms"] >= j["7:0"]["q2c_ms"] >= j["7:0"]["d2c_ms"] > j["8:16"]["d2c_ms"] > 0
+    assert 4 <= card.avg_request_kib <= 8  # 4 KiB squashfs blocks, compressed, read through 4 KiB verity blocks
