@@ -25,7 +25,9 @@ PLAN = [
     ("database", "sd", "randmix"), ("latency-performance", "sd", "randmix"), ("default", "sd", "randmix"),
     ("desktop", "hdd", "fgbg"), ("default", "hdd", "fgbg"),
 ]
-SHORT = [("hdd-sequential", "hdd", "seq"), ("latency-performance", "sd", "randmix")]
+# The VM tier asserts only the claim whose margin (2.2x) was far outside the run-to-run noise seen in the full
+# run (default, changing only the scheduler, moved the same workload 1.34x).
+SHORT = [("throughput-performance", "hdd", "seq")]
 
 
 def fio(args: str) -> dict:
