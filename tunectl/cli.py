@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "mounts": ("tunectl.mounts.cli", "mount options against the profile: check live mounts and fstab, fix fstab, remount"),
     "preload": ("tunectl.preload.cli", "physical-order preload of a file set: collect, record, replay, show"),
     "bench": ("tunectl.bench.cli", "read-only sweep of read-ahead and schedulers; restores every setting; recommends"),
+    "explain": ("tunectl.explain.cli", "why a file reads slowly: its stack layer by layer, a cold read, findings and the change"),
 }
 
 class Output:

@@ -105,6 +105,28 @@ class Sysfs:
         except SysfsError:
             return default
 
+    def may_write(self, rel: str) -> bool:
+        """This process may open the attribute for writing (its effective uid and capabilities, as open(2) decides).
+
+        False for a read-only attribute too; True when the attribute is missing (the write then says why).
+        """
+        path = self.path(rel)
+        if not os.path.lexists(path):
+            return True
+        try:
+            return os.access(path, os.W_OK, effective_ids=True, follow_symlinks=False)
+        except NotImplementedError:
+            return True
+
+    def denied(self, rel: str) -> bool:
+        """The attribute is writable (its mode has a write bit) but not by this process: a permission problem,
+        not a read-only attribute (EACCES means both)."""
+        try:
+            writable = bool(os.lstat(self.path(rel)).st_mode & 0o222)
+        except OSError:
+            return False
+        return writable and not self.may_write(rel)
+
     def write(self, rel: str, value: str) -> None:
         """Write one value with a single write(2), as the kernel's store handlers expect.
 

@@ -276,7 +276,9 @@ def apply(ctx: Context, active: intent.Active, dev_refs: list[str] | None = None
         adopted = [] if stack else adopt_rules_originals(ctx, previous, journal, report.devices)  # before record_originals
         before = copy.deepcopy(journal)
         by_name = {d.name: d for d in report.devices}
-        if not stack and (applying.record_originals(journal, report.settings, by_name, changed_by(active.ref))
+        # Only what this process may write (not root: nothing) is journalled: a refused write keeps no original.
+        mine = applying.writable(ctx.sysfs, report.settings)
+        if not stack and (applying.record_originals(journal, mine, by_name, changed_by(active.ref))
                           or adopted or ctx.state.recovered()):
             ctx.state.save_journal(journal)
         writes_before = ctx.sysfs.writes
