@@ -198,8 +198,14 @@ def escape(text: str) -> str:
     A newline stays: callers print several lines at once; a name holding one is
     escaped by `escape_field`.
     """
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                        else f"\\u{ord(m.group()):04x}", text)
+    return _CONTROL.sub(_escaped, text)
+
+
+def _escaped(m: re.Match) -> str:
+    code = ord(m.group())
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (decoded with surrogateescape): the byte itself
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def escape_keeping_colour(text: str, colour: bool) -> str:
