@@ -19,9 +19,8 @@ from dataclasses import dataclass
 
 from tunectl.devices.graph import DeviceGraph
 from tunectl.devices.model import Device
-from tunectl.devices.stack import FileLayer, MountLayer, Stack
 from tunectl.errors import UsageError
-from tunectl.system import blockio, mountinfo
+from tunectl.system import mountinfo
 from tunectl.system.roots import under_dev
 from tunectl.system.udevdb import decode
 
@@ -46,8 +45,8 @@ class Resolver:
     """Resolution for one run: the graph read once, the udev database indexed once (when first needed).
 
     `devices`: the discovered devices (tunable whole devices) names must end at;
-    discovered here when not given. `devices_of` and `stack` answer with those
-    Device records (and the typed `Stack` of `tunectl.devices.stack`); the
+    discovered here when not given. `devices_of` answers with those Device
+    records (`tunectl.devices.stack.resolve` with a typed `Stack`); the
     name-level methods serve the callers that only print or match names.
     """
 
@@ -189,47 +188,6 @@ class Resolver:
     def devices_of(self, refs: Iterable[str]) -> list[Device]:
         """DEV arguments -> the tunable whole devices they stand for (see `whole_devices`), each once, in order."""
         return [self.devices[n] for n in dict.fromkeys(self.whole_devices(refs))]
-
-    def stack(self, target: str) -> Stack:
-        """The `Stack` under `target`: a kernel name, a DEV argument (/dev path, link, tag), a block device
-        node, or a regular file (its filesystem's device, by st_dev, with the mount it is on when the run may
-        read live mounts). Raises UsageError for anything that is not on a tunable block device."""
-        file: FileLayer | None = None
-        bare = "/" not in target and self.sysfs.exists(f"class/block/{target}")
-        name = target if bare else self.node(target)
-        if name is None and (os.path.exists(target) or target.startswith(("/", "."))):
-            info = blockio.inspect(target)
-            name = self.name_of_devnum(info.devnum)
-            if name is None:
-                where = "file's filesystem" if info.kind == "file" else "device"
-                raise UsageError(f"{target}: the {where} ({info.devnum}) is not a block device under {self.sysfs.root}",
-                                 hint="this needs a disk-backed filesystem (not tmpfs, overlay, nfs or btrfs's "
-                                      "anonymous devices); name the block device instead")
-            if info.kind == "file":
-                file = FileLayer(target, info.size)
-        if name is None:
-            name = self.whole_devices([target])[0]
-        try:
-            stack = Stack.of(self.graph, self.devices, name)
-        except KeyError:
-            known = ", ".join(sorted(self.devices)) or "none"
-            raise UsageError(f"{target}: no tunable block device {self.graph.whole(name)!r} under {self.sysfs.root}",
-                             hint=f"devices here: {known}") from None
-        if file is None:
-            return stack
-        mount = self._mount_of(file.path, stack)
-        return stack.over(file, *([mount] if mount else []))
-
-    def _mount_of(self, path: str, stack: Stack) -> MountLayer | None:
-        """The live mount holding `path`, when the run may read live mounts and it is on `stack`'s device."""
-        if self.ctx.roots.proc is None:
-            return None
-        mounts, _ = mountinfo.read_mounts(self.ctx.roots.proc)
-        found = mountinfo.containing(mounts, os.path.realpath(path))
-        if found is None or self.name_of_devnum(found.devnum) not in {stack.top.name, *(
-                [stack.partition.name] if stack.partition else [])}:
-            return None
-        return MountLayer(found.target, found.fstype, found.source)
 
     def whole_devices(self, refs: Iterable[str]) -> list[str]:
         """DEV arguments (sda, /dev/sda, /dev/disk/by-id/..., UUID=..., a partition, a mountpoint or any path)
