@@ -18,8 +18,10 @@ timed until all the data is resident:
       WILLNEEDs them in physical order), with no Python, no start-up and no list to read
 WILLNEED returns before the reads are done, so (c), (d) and (f) are each charged
 for a full read pass after them (sendfile to /dev/null, directory order), the same
-pass for all. Medians of --runs rounds; targets on the first corpus: (d) at least 3x
-faster than (a) and (b), and within 2x of (e).
+pass for all. Medians of --runs rounds; targets on the first corpus (issue #30): (d) at
+least 4x faster than (a), 3x faster than (b), never slower than (c) (c/d >= 0.95: within
+5%), and within 2x of (e). benchmarks/preload_tree.py measures a tree on a file system of
+its own, cold without dropping the machine's caches, with and without the metadata pass.
 """
 
 from __future__ import annotations
@@ -279,8 +281,10 @@ def main() -> None:
     for res in results:
         report(res)
     m = results[0]["median"]
-    print(f"\ntargets on {results[0]['corpus']}: (d) >= 3x faster than (a): {m['a'] / m['d']:.2f}x "
-          f"{'met' if m['a'] / m['d'] >= 3 else 'NOT met'}; than (b): {m['b'] / m['d']:.2f}x "
+    print(f"\ntargets on {results[0]['corpus']}: (d) >= 4x faster than (a): {m['a'] / m['d']:.2f}x "
+          f"{'met' if m['a'] / m['d'] >= 4 else 'NOT met'}; never slower than (c), within 5%: c/d "
+          f"{m['c'] / m['d']:.2f} {'met' if m['c'] / m['d'] >= 0.95 else 'NOT met'}; "
+          f">= 3x faster than (b): {m['b'] / m['d']:.2f}x "
           f"{'met' if m['b'] / m['d'] >= 3 else 'NOT met'}; within 2x of (e): {m['d'] / m['e']:.2f}x "
           f"{'met' if m['d'] / m['e'] <= 2 else 'NOT met'}")
     alone = results[0]["replay_only_median"]

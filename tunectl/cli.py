@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "mounts": ("tunectl.mounts.cli", "mount options against the profile: check live mounts and fstab, fix fstab, remount"),
     "preload": ("tunectl.preload.cli", "physical-order preload of a file set: collect, record, replay, show"),
     "bench": ("tunectl.bench.cli", "read-only sweep of read-ahead and schedulers; restores every setting; recommends"),
+    "explain": ("tunectl.explain.cli", "why a file reads slowly: its stack layer by layer, a cold read, findings and the change"),
 }
 
 class Output:
@@ -46,13 +47,29 @@ class Output:
         self.width: int | None = None  # the terminal's columns; None: cells whole (a pipe, -v)
         self.colour = False
         self.columns: list[str] | None = None  # -o
+        self.style = "table"  # -r: "raw", -P: "pairs"
+        self.headings = True  # -n: False
 
     def table(self, headers: Sequence[str], rows, **fit) -> str:
         """A table that fits the terminal, with the -o columns, drift and failures coloured on a terminal."""
         from tunectl.report import table, verdict_colour
 
         return table(headers, rows, width=self.width, only=self.columns,
-                     paint=verdict_colour if self.colour else None, **fit)
+                     paint=verdict_colour if self.colour and self.style == "table" else None, style=self.style,
+                     headings=self.headings, **fit)
+
+    @property
+    def picked(self) -> bool:
+        """-o, -r or -P: stdout is the table alone, for a script; lines about it (profile:, scope:) go to stderr."""
+        return self.columns is not None or self.style != "table"
+
+    def heading(self, text: str) -> None:
+        """A line above a table (profile:, scope:): on stdout, or on stderr when the table was picked for a script."""
+        if self.picked:
+            if not self.quiet:
+                self.warn(text)
+        else:
+            self.say(text)
 
     def print(self, text: str = "") -> None:
         """A line (or lines) for stdout; for people, control characters are escaped, colours kept only when on."""
@@ -103,6 +120,8 @@ def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
 
     default = argparse.SUPPRESS if suppress else None
     g = parser.add_argument_group("global options")
+    if suppress:
+        parser._repeated_globals = g  # type: ignore[attr-defined]  # named in one line of its --help
     g.add_argument("--json", action="store_true", default=argparse.SUPPRESS if suppress else False,
                    help="print one JSON document on stdout (logs go to stderr)")
     g.add_argument("--sysfs-root", metavar="DIR", default=default, help="sysfs root (default /sys, env TUNECTL_SYSFS_ROOT)")
@@ -152,6 +171,28 @@ def _parser_class() -> type:
                            code="usage", where=self.prog)
             e.usage = self.format_usage()  # type: ignore[attr-defined]
             raise e
+
+        def format_help(self) -> str:
+            """A command's help without the global options it repeats: one line names them (`tunectl --help`
+            explains them); they still parse, and complete, after the command."""
+            group = getattr(self, "_repeated_globals", None)
+            if group is None:
+                return super().format_help()
+            actions, groups = self._actions, self._action_groups
+            self._actions = [a for a in actions if a not in group._group_actions]
+            self._action_groups = [g for g in groups if g is not group]
+            try:
+                text = super().format_help()
+            finally:
+                self._actions, self._action_groups = actions, groups
+            import textwrap
+
+            names = " ".join(next(o for o in a.option_strings if o.startswith("--")) + (f" {a.metavar}" if a.metavar
+                                                                                       else "")
+                             for a in group._group_actions if a.help != argparse.SUPPRESS)
+            return text.rstrip("\n") + "\n\n" + textwrap.fill(
+                f"global options, before or after the command: {names} (`tunectl --help` explains them)", 78,
+                break_on_hyphens=False) + "\n"
 
     return Parser
 
@@ -266,7 +307,7 @@ def _terminal_width(stdout: TextIO, environ: Mapping[str, str]) -> int | None:
 def _columns(args: argparse.Namespace, out: Output) -> bool:
     """--columns lists the table's columns (True: done); -o is checked against them."""
     from tunectl.errors import UsageError
-    from tunectl.report import column_name
+    from tunectl.report import column_name, find_column
 
     names = [column_name(h) for h, _ in args.table_columns]
     if args.list_columns:
@@ -274,10 +315,13 @@ def _columns(args: argparse.Namespace, out: Output) -> bool:
             out.print(f"{name:<16} {header}" + ("  (not shown unless -o names it or -v)" if hidden else ""))
         return True
     if args.table_output:
-        unknown = [c for c in args.table_output if c not in names]
+        found = [find_column(c, names) for c in args.table_output]
+        unknown = [c for c, name in zip(args.table_output, found) if name is None]
         if unknown:
             raise UsageError(f"unknown column {unknown[0]!r} for -o", hint=f"columns: {','.join(names)}", where="-o")
-        out.columns = args.table_output
+        out.columns = [name for name in found if name is not None]
+    out.style = args.table_style or "table"
+    out.headings = not args.table_noheadings
     return False
 
 

@@ -17,6 +17,20 @@ def column_name(header: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", header.lower()).strip("-")
 
 
+# lsblk's names for the columns tables here share with it
+LSBLK_NAMES = {"name": "device", "kname": "device", "sched": "scheduler", "ra": "read-ahead", "type": "class",
+               "rota": "rotational"}
+
+
+def find_column(given: str, names: Sequence[str]) -> str | None:
+    """The column `-o` means by `given`, in any case, by its name here or lsblk's (NAME, SCHED, RA); None: no such."""
+    name = column_name(given)
+    if name in names:
+        return name
+    alias = LSBLK_NAMES.get(name)
+    return alias if alias in names else None
+
+
 def cut(text: str, width: int, middle: bool = False) -> str:
     """`text` in `width` characters: the end (or, for an identity or a path, the middle) replaced by "…"."""
     if len(text) <= width:
@@ -34,7 +48,8 @@ PAINT = {"red": "\x1b[31m", "yellow": "\x1b[33m", "green": "\x1b[32m", "bold": "
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], width: int | None = None,
           middle: Iterable[str] = (), keep: Iterable[str] = (), only: Sequence[str] | None = None,
-          hide: Iterable[str] = (), paint: Callable[[str, str], str | None] | None = None) -> str:
+          hide: Iterable[str] = (), paint: Callable[[str, str], str | None] | None = None,
+          cut_first: Iterable[str] = (), style: str = "table", headings: bool = True) -> str:
     """Rows under headers, two spaces apart, every line at most `width` characters (None: cells whole).
 
     Too wide, the widest column that may shrink loses a character at a time, down to its header's
@@ -42,7 +57,9 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], width: int | No
     paths). `keep` columns are never cut. `only` picks columns by name (`column_name`), in its order;
     `hide` leaves columns out unless `only` names them. `paint(header, cell)` names a colour for a
     cell (red, yellow, green, bold) or None; colours do not count in the width. Control characters
-    in cells are escaped.
+    in cells are escaped. `cut_first` columns shrink to their floor before any other does (notes, sources).
+    `style` "raw" (-r) or "pairs" (-P) prints every cell whole, as lsblk does; `headings` False (-n): no
+    header line.
     """
     headers = list(headers)
     rows = [["-" if c is None else escape_field(str(c)) for c in row] for row in rows]
@@ -53,15 +70,19 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], width: int | No
         picked = [i for i, h in enumerate(headers) if h not in hidden]
     headers = [headers[i] for i in picked]
     rows = [[row[i] for i in picked] for row in rows]
+    if style != "table":
+        return _machine_lines(headers, rows, style, headings)
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, row)]
     if width is not None:
         fixed, floor = set(keep), [min(w, max(len(h), 6)) for h, w in zip(headers, widths)]
+        first = set(cut_first)
         while sum(widths) + 2 * (len(widths) - 1) > width:
             movable = [i for i, h in enumerate(headers) if h not in fixed and widths[i] > floor[i]]
             if not movable:
                 break
+            movable = [i for i in movable if headers[i] in first] or movable
             widths[max(movable, key=lambda i: widths[i])] -= 1
     mid = set(middle)
 
@@ -75,7 +96,17 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], width: int | No
         out = "  ".join(parts).rstrip()
         return cut(out, width) if width is not None and len(_ANSI.sub("", out)) > width and "\x1b" not in out else out
 
-    return "\n".join([line(headers, head=True)] + [line(row) for row in rows])
+    return "\n".join(([line(headers, head=True)] if headings else []) + [line(row) for row in rows])
+
+
+def _machine_lines(headers: list[str], rows: list[list[str]], style: str, headings: bool) -> str:
+    """lsblk's -r (cells one space apart, blanks as \\x20) and -P (KEY="value" pairs, KEY the column name in capitals)."""
+    if style == "pairs":
+        keys = [column_name(h).upper().replace("-", "_") for h in headers]
+        return "\n".join(" ".join(f'{k}="{c.replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"'
+                                  for k, c in zip(keys, row)) for row in rows)
+    lines = ([[column_name(h).upper() for h in headers]] if headings else []) + rows
+    return "\n".join(" ".join(c.replace("\\", "\\x5c").replace(" ", "\\x20") or "-" for c in line) for line in lines)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -93,11 +124,19 @@ def verdict_colour(header: str, cell: str) -> str | None:
 
 
 def add_table_options(p: Any, headers: Sequence[str], hidden: Sequence[str] = ()) -> None:
-    """`-o COL,...` and `--columns` for a command whose output is one table with these headers."""
+    """`-o COL,...`, `--columns`, and lsblk's `-n`, `-r`, `-P` for a command whose output is one table with these
+    headers."""
     names = [column_name(h) for h in headers]
     p.add_argument("-o", "--output", dest="table_output", metavar="COL,...", type=lambda text: text.split(","),
-                   help=f"the columns to show, in this order ({','.join(names)}); --columns lists them")
+                   help=f"the columns to show, in this order ({','.join(names)}; any case, and lsblk's NAME, SCHED, "
+                        "RA where the column exists); --columns lists them")
     p.add_argument("--columns", action="store_true", dest="list_columns", help="list the columns -o takes, and exit")
+    p.add_argument("-n", "--noheadings", action="store_true", dest="table_noheadings", help="no header line")
+    style = p.add_mutually_exclusive_group()
+    style.add_argument("-r", "--raw", action="store_const", const="raw", dest="table_style",
+                       help="cells one space apart, whole, blanks as \\x20 (as lsblk -r)")
+    style.add_argument("-P", "--pairs", action="store_const", const="pairs", dest="table_style",
+                       help='one line of KEY="value" pairs per row (as lsblk -P)')
     p.set_defaults(table_columns=[(h, h in hidden) for h in headers])
 
 

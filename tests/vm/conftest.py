@@ -58,7 +58,8 @@ def vm_boot(vm_kernels: dict[str, machine.Kernel], tmp_path_factory: pytest.Temp
                                   tuple((guest, Path(host)) for guest, host in rodirs))
             with open(TIMES, "a") as f:
                 f.write(json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "kernel": result.kernel.release,
-                                    "group": group, "args": list(args), "seconds": round(result.seconds, 1)}) + "\n")
+                                    "group": group, "args": list(args), "seconds": round(result.seconds, 1),
+                                    "attempts": result.attempts}) + "\n")
             done[key] = result
             BOOTS.append(result)
         return done[key]
@@ -72,5 +73,9 @@ def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 (pytest's
     terminalreporter.section("VM tier: boots and time per kernel")
     for release in dict.fromkeys(b.kernel.release for b in BOOTS):
         boots = [b for b in BOOTS if b.kernel.release == release]
-        groups = ", ".join(f"{b.group} {b.seconds:.0f}s" for b in boots)
+        groups = ", ".join(f"{b.group} {b.seconds:.0f}s" + (f" (after {b.attempts - 1} retry)" if b.attempts > 1 else "")
+                           for b in boots)
         terminalreporter.write_line(f"{release}: {len(boots)} boot(s), {sum(b.seconds for b in boots):.0f}s ({groups})")
+        for b in boots:
+            for failure in b.failures:  # a retried boot: what its failed attempt showed
+                terminalreporter.write_line(f"  retried: {failure.splitlines()[0]}")

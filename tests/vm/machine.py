@@ -9,18 +9,22 @@ what it read back into the shared directory; the pytest modules assert on that.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("TUNECTL_VM_CACHE", "/opt/tunectl-vm"))
 LOGS = Path(os.environ.get("TUNECTL_VM_LOGS", "/tmp/tunectl-vm-logs"))  # each boot's console and results, kept
+BOOT_ATTEMPTS = 2  # a boot that writes no results (seen once: an empty console) is retried once
 BOOT_TIMEOUT = 1200  # seconds for one boot and its group under TCG on 2 shared cores (stacks took 814)
 
 # The devices of a standard machine: one of every class tunectl classifies, with identities.
@@ -29,30 +33,117 @@ SSD_WWN = "0x5000c500a1b2c3d4"
 
 @dataclass
 class Disk:
-    """One qemu block device backed by a sparse raw image."""
+    """One qemu block device backed by a sparse raw image (`images`/<name>.img, kept across a machine's boots).
+
+    `model`: a disk model of tests/vm/diskmodel.py (``"hdd-7200"``, ``"sd-a1"``): the image is then served
+    by nbdkit on the host (tests/vm/nbdmodel.py) for the boot's lifetime and attached through qemu's NBD
+    block backend, so every request costs the model's time in real time, outside the guest's TCG.
+    """
 
     name: str
     size_mib: int
     device: str  # the qemu -device, with {drive} for the drive id
     discard: bool = False
+    model: str | None = None
+
+    def image(self, images: Path) -> Path:
+        image = images / f"{self.name}.img"
+        if not image.exists():
+            with open(image, "wb") as f:
+                f.truncate(self.size_mib << 20)
+        return image
 
 
 @dataclass
 class Machine:
     disks: list[Disk] = field(default_factory=list)
 
-    def qemu_opts(self, images: Path) -> list[str]:
+    def qemu_opts(self, images: Path, sockets: Path | None = None) -> list[str]:
+        """qemu's options for the disks; a model disk's drive is the NBD socket `sockets`/<name>.sock."""
         opts = ["-device", "virtio-scsi-pci,id=scsi0", "-device", "ahci,id=ahci0", "-device", "sdhci-pci"]
         for disk in self.disks:
-            image = images / f"{disk.name}.img"
-            if not image.exists():
-                with open(image, "wb") as f:
-                    f.truncate(disk.size_mib << 20)
-            drive = f"if=none,id={disk.name},file={image},format=raw,cache=unsafe"
+            image = disk.image(images)
+            if disk.model:
+                if sockets is None:
+                    raise ValueError(f"disk {disk.name}: a model disk is served by serve_models()")
+                drive = f"driver=nbd,server.type=unix,server.path={sockets / (disk.name + '.sock')},if=none,id={disk.name}"
+            else:
+                drive = f"if=none,id={disk.name},file={image},format=raw,cache=unsafe"
             if disk.discard:
                 drive += ",discard=unmap"
             opts += ["-drive", drive, "-device", disk.device.format(drive=disk.name)]
         return opts
+
+
+NBD_START_TIMEOUT = 30  # seconds for nbdkit (and Python in it) to listen
+
+
+@contextlib.contextmanager
+def serve_models(machine: Machine, images: Path, shared: Path) -> Iterator[Path]:
+    """nbdkit for each model disk of `machine` while the block runs; yields the directory of their sockets.
+
+    Each disk's requests are logged to `shared`/<name>.requests (emptied here; see requests()), nbdkit's
+    own messages to `images`/<name>.nbdkit.log. Every nbdkit is stopped on the way out, also on errors.
+    """
+    sockets = Path(tempfile.mkdtemp(prefix="tunectl-nbd-"))  # short: a unix socket path has 108 bytes at most
+    procs: list[subprocess.Popen] = []
+    try:
+        for disk in machine.disks:
+            if not disk.model:
+                continue
+            log = shared / f"{disk.name}.requests"
+            log.write_text("")
+            pidfile = sockets / f"{disk.name}.pid"
+            with open(images / f"{disk.name}.nbdkit.log", "w") as err:
+                procs.append(subprocess.Popen(
+                    ["nbdkit", "--foreground", "--exit-with-parent", "-P", str(pidfile),
+                     "--unix", str(sockets / f"{disk.name}.sock"), "python", str(REPO / "tests" / "vm" / "nbdmodel.py"),
+                     f"file={disk.image(images)}", f"model={disk.model}", f"log={log}"],
+                    stdin=subprocess.DEVNULL, stdout=err, stderr=err))
+            deadline = time.monotonic() + NBD_START_TIMEOUT
+            while not pidfile.exists():  # nbdkit writes it once it listens
+                if procs[-1].poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"nbdkit for model disk {disk.name} ({disk.model}) did not start: "
+                                       + (images / f"{disk.name}.nbdkit.log").read_text()[-2000:])
+                time.sleep(0.05)
+        yield sockets
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        shutil.rmtree(sockets, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request a model disk served (a line of <name>.requests; times in seconds, the host's monotonic clock)."""
+
+    arrival: float
+    op: str  # "r", "w", "f"
+    offset: int
+    length: int
+    how: str  # "cache", "stream", "seek" (HDD reads), "sd", "write", "flush"
+    start: float
+    done: float
+    replied: float  # when the plugin woke to answer: replied - done is the host's oversleep
+
+
+def requests(log: Path, start: int = 0, end: int | None = None) -> list[Request]:
+    """The requests logged in `log` between byte offsets `start` and `end` (a guest's marks: its size then)."""
+    with open(log, "rb") as f:
+        f.seek(start)
+        text = f.read(None if end is None else end - start).decode()
+    out = []
+    for line in text.splitlines():
+        arrival, op, offset, length, how, begin, done, *replied = line.split()
+        out.append(Request(float(arrival), op, int(offset), int(length), how, float(begin), float(done),
+                           float(replied[0]) if replied else float(done)))
+    return out
 
 
 def standard_machine() -> Machine:
@@ -75,7 +166,30 @@ def persistent_machine() -> Machine:
     return machine
 
 
-MACHINES = {"standard": standard_machine, "persistent": persistent_machine}
+MODEL_HDD_SERIAL, MODEL_SD_SERIAL = "tcmhdd01", "tcmsd01"
+
+
+def model_machine() -> Machine:
+    """Disks that behave like disks, served by the models of tests/vm/diskmodel.py (requests logged in
+    SHARED/<disk>.requests): disk "mhdd", a 7200 rpm SATA HDD (1 GiB scsi-hd, rotation_rate=7200, serial
+    tcmhdd01), and disk "msd", an SD card of class A1 (512 MiB scsi-hd, rotation_rate=1, serial tcmsd01).
+
+    The SD card is not an sd-card: qemu 7.2's (hw/sd/sd.c) hands the block layer one 512-byte block at a time,
+    each its own NBD request, so the model would charge a command's cost per 512 bytes and request size could
+    not decide throughput. On scsi-hd the guest's requests arrive whole; the guest classifies the card as an
+    SSD, not mmc. A real card (no command queue) takes one request at a time, so the next ones wait in the
+    scheduler and merge: give the guest's disk the same with `echo 1 > /sys/block/sdX/device/queue_depth`
+    (guest/models.py: `like_a_card()`). A Disk with model="sd-a1" on an sd-card device still works, at that cost.
+    """
+    return Machine([
+        Disk("mhdd", 1024, f"scsi-hd,bus=scsi0.0,drive={{drive}},rotation_rate=7200,serial={MODEL_HDD_SERIAL}",
+             model="hdd-7200"),
+        Disk("msd", 512, f"scsi-hd,bus=scsi0.0,drive={{drive}},rotation_rate=1,serial={MODEL_SD_SERIAL}",
+             model="sd-a1"),
+    ])
+
+
+MACHINES = {"standard": standard_machine, "persistent": persistent_machine, "model": model_machine}
 
 
 @dataclass(frozen=True)
@@ -124,6 +238,8 @@ class Boot:
     seconds: float
     console: str
     shared: Path
+    attempts: int = 1  # a boot that wrote no results is tried once more (BOOT_ATTEMPTS)
+    failures: tuple[str, ...] = ()  # what each failed attempt showed
 
 
 def browser_image(shared: Path) -> Path:
@@ -135,27 +251,8 @@ def browser_image(shared: Path) -> Path:
     return image
 
 
-def boot(kernel: Kernel, group: str, machine: Machine, images: Path, shared: Path, args: tuple[str, ...] = (),
-         rodirs: tuple[tuple[str, Path], ...] = ()) -> Boot:
-    """Boot `kernel` with `machine`'s disks (images kept in `images`), run guest group `group`, return its results.
-
-    `rodirs`: (guest path, host dir) mounted read-only in the guest before its udevd starts.
-    """
-    images.mkdir(parents=True, exist_ok=True)
-    shared.mkdir(parents=True, exist_ok=True)
-    out = shared / f"{group}.json"
-    out.unlink(missing_ok=True)
-    browser_image(shared)
-    # The guest's root is read-only: a module without a current .pyc would be compiled again by every tunectl
-    # run in the guest, tens of seconds each under TCG.
-    subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "compileall", "-q", str(REPO / "tunectl"),
-                    str(REPO / "tests" / "vm" / "guest")], check=True, capture_output=True)
-    guest = f"{REPO}/.venv/bin/python {REPO}/tests/vm/guest/main.py {group} {shared} {' '.join(args)}"
-    cmd = [vng(), "-r", str(kernel.vmlinuz), "--disable-kvm", "-m", "2G", "--cpus", "2", f"--rwdir={shared}",
-           *(f"--rodir={guest_path}={host}" for guest_path, host in rodirs),
-           f"--qemu-opts={' '.join(machine.qemu_opts(images))}", "--", guest]
-    env = dict(os.environ, PATH=f"{REPO}/.venv/bin:{os.environ.get('PATH', '/usr/bin:/bin')}")
-    started = time.monotonic()
+def _run_guest(cmd: list[str], env: dict[str, str], group: str) -> tuple[subprocess.Popen, str, str]:
+    """Run vng to the end: (its process, stdout, stderr)."""
     # vng's own session: on a timeout (or an interrupted pytest) qemu goes with it, never left running.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             stdin=subprocess.DEVNULL, start_new_session=True)
@@ -169,17 +266,80 @@ def boot(kernel: Kernel, group: str, machine: Machine, images: Path, shared: Pat
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         raise
-    seconds = time.monotonic() - started
-    console = stdout + stderr
-    (shared / f"{group}.console").write_text(console)
+    return proc, stdout, stderr
+
+
+MODEL_BROWSER_MIB = 4  # the browser binary of the SD calibration, scaled down from 180 MB for TCG
+
+
+def model_browser(shared: Path, mib: int = MODEL_BROWSER_MIB) -> str:
+    """The SD calibration's browser: `mib` MiB of a large ELF library as the binary (mbrowser.bin), squashfs
+    with 4 KiB gzip blocks holding it (mbrowser.sqfs), its dm-verity hash tree (mbrowser.verity); built here,
+    where TCG would take minutes. Returns the verity root hash (also in mbrowser.roothash)."""
+    roothash = shared / "mbrowser.roothash"
+    if roothash.exists() and (shared / "mbrowser.bin").stat().st_size == mib << 20:
+        return roothash.read_text().strip()
+    libs = sorted(Path("/usr/lib/x86_64-linux-gnu").glob("lib*.so*"), key=lambda p: p.stat().st_size, reverse=True)
+    with open(shared / "mbrowser.bin", "wb") as out:
+        for lib in libs:  # the biggest first: one real binary's mix of code and data where it is large enough
+            left = (mib << 20) - out.tell()
+            if left <= 0:
+                break
+            with open(lib, "rb") as f:
+                out.write(f.read(left))
+    sqfs = shared / "mbrowser.sqfs"
+    subprocess.run(["mksquashfs", str(shared / "mbrowser.bin"), str(sqfs), "-b", "4096", "-comp", "gzip",
+                    "-noappend", "-no-progress", "-quiet"], check=True, capture_output=True)
+    fmt = subprocess.run(["veritysetup", "format", str(sqfs), str(shared / "mbrowser.verity")], check=True,
+                         capture_output=True, text=True).stdout
+    root = next(line.split(":", 1)[1].strip() for line in fmt.splitlines() if line.startswith("Root hash"))
+    roothash.write_text(root + "\n")
+    return root
+
+
+def boot(kernel: Kernel, group: str, machine: Machine, images: Path, shared: Path, args: tuple[str, ...] = (),
+         rodirs: tuple[tuple[str, Path], ...] = ()) -> Boot:
+    """Boot `kernel` with `machine`'s disks (images kept in `images`), run guest group `group`, return its results.
+
+    `rodirs`: (guest path, host dir) mounted read-only in the guest before its udevd starts.
+    """
+    images.mkdir(parents=True, exist_ok=True)
+    shared.mkdir(parents=True, exist_ok=True)
+    out = shared / f"{group}.json"
+    out.unlink(missing_ok=True)
+    browser_image(shared)
+    if any(d.model == "sd-a1" for d in machine.disks):
+        model_browser(shared)
+    # The guest's root is read-only: a module without a current .pyc would be compiled again by every tunectl
+    # run in the guest, tens of seconds each under TCG.
+    subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "compileall", "-q", str(REPO / "tunectl"),
+                    str(REPO / "tests" / "vm" / "guest")], check=True, capture_output=True)
+    guest = f"{REPO}/.venv/bin/python {REPO}/tests/vm/guest/main.py {group} {shared} {' '.join(args)}"
+    env = dict(os.environ, PATH=f"{REPO}/.venv/bin:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    failures: list[str] = []
     logs = LOGS / kernel.release
     logs.mkdir(parents=True, exist_ok=True)
-    (logs / f"{group}.console").write_text(console)
-    for kept in (out, shared / f"{group}.log"):
-        if kept.exists():
-            shutil.copyfile(kept, logs / kept.name)
-    if not out.exists():
-        raise RuntimeError(f"guest group {group} on {kernel.release} wrote no results (exit {proc.returncode}):\n"
-                           + console[-4000:])
-    results = json.loads(out.read_text())
-    return Boot(kernel, group, results, seconds, console, shared)
+    for attempt in range(1, BOOT_ATTEMPTS + 1):
+        started = time.monotonic()
+        with serve_models(machine, images, shared) as sockets:
+            cmd = [vng(), "-r", str(kernel.vmlinuz), "--disable-kvm", "-m", "2G", "--cpus", "2", f"--rwdir={shared}",
+                   *(f"--rodir={guest_path}={host}" for guest_path, host in rodirs),
+                   f"--qemu-opts={' '.join(machine.qemu_opts(images, sockets))}", "--", guest]
+            proc, stdout, stderr = _run_guest(cmd, env, group)
+        seconds = time.monotonic() - started
+        console = stdout + stderr
+        (shared / f"{group}.console").write_text(console)
+        (logs / f"{group}.console").write_text(console)
+        # what the model disks served, kept beside the results: the calibration's evidence
+        for kept in (out, shared / f"{group}.log", *(shared / f"{d.name}.requests" for d in machine.disks if d.model)):
+            if kept.exists():
+                shutil.copyfile(kept, logs / kept.name)
+        if out.exists():
+            results = json.loads(out.read_text())
+            return Boot(kernel, group, results, seconds, console, shared, attempt, tuple(failures))
+        failures.append(f"attempt {attempt} of guest group {group} on {kernel.release} wrote no results after "
+                        f"{seconds:.0f} s: vng exited {proc.returncode}\n"
+                        f"--- vng's and qemu's stderr (last 3000 characters):\n{stderr[-3000:] or '(empty)'}\n"
+                        f"--- the guest's console (last 2000 characters):\n{stdout[-2000:] or '(empty)'}")
+        (logs / f"{group}.attempt{attempt}.failed").write_text(failures[-1])
+    raise RuntimeError("\n\n".join(failures) + f"\n(consoles kept in {logs})")

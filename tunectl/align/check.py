@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from tunectl.align.table import ParseError, PartedDisk, parse_json, parse_machine
 from tunectl.align.verdict import AlignReport, DiskReport, Topology, judge_disk
 from tunectl.context import Context
@@ -14,6 +16,10 @@ from tunectl.system.runner import CommandError
 from tunectl.system.sysfs import Sysfs
 
 PARALLEL = 8  # parted runs at once; each spends its time opening the device and probing
+
+
+def _euid() -> int:
+    return os.geteuid()
 
 
 def read_topology(sysfs: Sysfs, name: str) -> Topology:
@@ -64,15 +70,19 @@ def check(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = No
             notes.append(f"{name}: skipped: {found.message}")
             continue
         if isinstance(found, TunectlError):
-            disks.append(DiskReport(name, None, topo, warnings=[found.message], named=named, unreadable=True))
+            message = found.message
+            if isinstance(found, NotPermitted) and _euid() == 0:
+                message += " (off limits here even to root: a container's device rules, or a security module)"
+            disks.append(DiskReport(name, None, topo, warnings=[message], named=named, unreadable=True))
             continue
         report = judge_disk(name, found, topo, boundary, only.get(name))
         report.named = named
         if named or report.table is not None:
             disks.append(report)
     denied = [t for t in tables.values() if isinstance(t, NotPermitted)]
-    if denied and len(denied) == sum(not isinstance(t, UsageError) for t in tables.values()):
-        raise denied[0]  # nothing could be read: not a verdict, a permission problem
+    if denied and len(denied) == sum(not isinstance(t, UsageError) for t in tables.values()) and _euid() != 0:
+        raise denied[0]  # nothing could be read, and not as root: run as root (exit 4)
+    # As root and still refused, the disks are off limits here: each is listed as unreadable (exit 1, tunectl-align(8)).
     return AlignReport(profile.name, disks, list(profile.warnings), notes)
 
 

@@ -74,7 +74,7 @@ def _render(report, out) -> None:
                 notes.append(f"{disk.device} {p.number}: {p.note}")
         if out.verbose and disk.grain:
             notes.append(f"{disk.device}: grain {format_bytes(disk.grain.bytes)} from {disk.grain.source}")
-    out.print(f"profile: {report.profile}")
+    out.heading(f"profile: {report.profile}")
     if rows:
         out.print(out.table(COLUMNS, rows, keep=("DISK", "ALIGNED")))
     else:

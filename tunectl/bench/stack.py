@@ -1,6 +1,6 @@
 """What a bench target is: the file or device read, and where its read-ahead and scheduler are swept.
 
-What lies under the target comes from the one resolver (`devices.stack.resolve`, a
+What lies under the target comes from the one resolver (`Resolver.stack`, a
 typed `tunectl.devices.stack.Stack`); this module only adds what bench needs on
 top: the path each point reads, how much there is, the devices whose scheduler
 is swept, and their /dev nodes.
@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from tunectl.attributes import modular_schedulers
 from tunectl.context import Context
-from tunectl.devices import stack as stacking
 from tunectl.devices.discover import discover
 from tunectl.devices.model import Device
 from tunectl.devices.resolve import Resolver
@@ -63,7 +62,7 @@ class Target:
 
 def resolve(ctx: Context, target: str) -> Target:
     devices = discover(ctx.sysfs, ctx.udev, None, modular_schedulers(ctx.modules.loadable()))
-    stack = stacking.resolve(Resolver(ctx, devices), target)
+    stack = Resolver(ctx, devices).stack(target)
     top = stack.top
     if stack.file is not None:
         kind, read_path, size = "file", stack.file.path, stack.file.size

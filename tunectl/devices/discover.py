@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 
 from tunectl.attributes import QUEUE, parse_scheduler, parse_value
@@ -228,10 +229,15 @@ def _int_or_text(text: str) -> int | str:
         return text.strip()
 
 
+def kernel_order(name: str) -> list:
+    """Kernel names in natural order, as lsblk lists them: loop2 before loop10, nvme0n2 before nvme0n10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"([0-9]+)", name)]
+
+
 def discover(sysfs: Sysfs, udev: UdevDb, queue_attrs: Iterable[str] | None = None,
              modular: Iterable[str] = (), names: Iterable[str] | None = None,
              graph: DeviceGraph | None = None) -> list[Device]:
-    """Every whole block device under the root (or those of `names`), sorted by kernel name.
+    """Every whole block device under the root (or those of `names`), in natural order of kernel name.
 
     `modular`, `graph`: see read_device.
     """
@@ -239,7 +245,7 @@ def discover(sysfs: Sysfs, udev: UdevDb, queue_attrs: Iterable[str] | None = Non
     modular = tuple(modular)
     devices = []
     loops: dict[str, tuple[str, str]] | None = None
-    for name in sysfs.listdir("block") if names is None else sorted(set(names)):
+    for name in sorted(sysfs.listdir("block") if names is None else set(names), key=kernel_order):
         if loops is None and name.startswith("loop"):
             loops = loop_backings(sysfs)
         dev = read_device(sysfs, udev, name, attrs, modular, loops, graph)

@@ -19,8 +19,10 @@ from dataclasses import dataclass
 
 from tunectl.devices.graph import DeviceGraph
 from tunectl.devices.model import Device
+from tunectl.devices.stack import FileLayer, MountLayer, Stack
 from tunectl.errors import UsageError
-from tunectl.system import mountinfo
+from tunectl.system import blockio, mountinfo
+from tunectl.system.blkid import device_with
 from tunectl.system.roots import under_dev
 from tunectl.system.udevdb import decode
 
@@ -45,8 +47,8 @@ class Resolver:
     """Resolution for one run: the graph read once, the udev database indexed once (when first needed).
 
     `devices`: the discovered devices (tunable whole devices) names must end at;
-    discovered here when not given. `devices_of` answers with those Device
-    records (`tunectl.devices.stack.resolve` with a typed `Stack`); the
+    discovered here when not given. `devices_of` and `stack` answer with those
+    Device records (and the typed `Stack` of `tunectl.devices.stack`); the
     name-level methods serve the callers that only print or match names.
     """
 
@@ -137,7 +139,14 @@ class Resolver:
             found = self._from_dev_path(f"disk/{TAG_DIRS[tag]}/{value.replace('/', chr(92) + 'x2f')}")
             if found:
                 return Resolved(found)
-            return Resolved(None, f"no device with {tag} {value!r} on this machine")
+            if self.ctx.real:
+                # udev may not have probed a new filesystem yet (no record, no link): read the superblocks
+                found = device_with(self.ctx.run, tag, value)
+                if found and self.sysfs.exists(f"class/block/{found}"):
+                    return Resolved(found)
+            return Resolved(None, f"no device with {tag} {value!r} on this machine (neither udev's database, "
+                                  f"/dev/disk/{TAG_DIRS[tag]} nor blkid knows it)" if self.ctx.real
+                            else f"no device with {tag} {value!r} on this machine")
         rel = under_dev(source)
         if rel is not None:
             found = self._from_dev_path(under_dev(os.path.normpath(source)) or "")
@@ -189,6 +198,47 @@ class Resolver:
         """DEV arguments -> the tunable whole devices they stand for (see `whole_devices`), each once, in order."""
         return [self.devices[n] for n in dict.fromkeys(self.whole_devices(refs))]
 
+    def stack(self, target: str) -> Stack:
+        """The `Stack` under `target`: a kernel name, a DEV argument (/dev path, link, tag), a block device
+        node, or a regular file (its filesystem's device, by st_dev, with the mount it is on when the run may
+        read live mounts). Raises UsageError for anything that is not on a tunable block device."""
+        file: FileLayer | None = None
+        bare = "/" not in target and self.sysfs.exists(f"class/block/{target}")
+        name = target if bare else self.node(target)
+        if name is None and (os.path.exists(target) or target.startswith(("/", "."))):
+            info = blockio.inspect(target)
+            name = self.name_of_devnum(info.devnum)
+            if name is None:
+                where = "file's filesystem" if info.kind == "file" else "device"
+                raise UsageError(f"{target}: the {where} ({info.devnum}) is not a block device under {self.sysfs.root}",
+                                 hint="this needs a disk-backed filesystem (not tmpfs, overlay, nfs or btrfs's "
+                                      "anonymous devices); name the block device instead")
+            if info.kind == "file":
+                file = FileLayer(target, info.size)
+        if name is None:
+            name = self.whole_devices([target])[0]
+        try:
+            stack = Stack.of(self.graph, self.devices, name)
+        except KeyError:
+            known = ", ".join(sorted(self.devices)) or "none"
+            raise UsageError(f"{target}: no tunable block device {self.graph.whole(name)!r} under {self.sysfs.root}",
+                             hint=f"devices here: {known}") from None
+        if file is None:
+            return stack
+        mount = self._mount_of(file.path, stack)
+        return stack.over(file, *([mount] if mount else []))
+
+    def _mount_of(self, path: str, stack: Stack) -> MountLayer | None:
+        """The live mount holding `path`, when the run may read live mounts and it is on `stack`'s device."""
+        if self.ctx.roots.proc is None:
+            return None
+        mounts, _ = mountinfo.read_mounts(self.ctx.roots.proc)
+        found = mountinfo.containing(mounts, os.path.realpath(path))
+        if found is None or self.name_of_devnum(found.devnum) not in {stack.top.name, *(
+                [stack.partition.name] if stack.partition else [])}:
+            return None
+        return MountLayer(found.target, found.fstype, found.source)
+
     def whole_devices(self, refs: Iterable[str]) -> list[str]:
         """DEV arguments (sda, /dev/sda, /dev/disk/by-id/..., UUID=..., a partition, a mountpoint or any path)
         -> kernel names of tunable whole devices (a path: the whole disks under its filesystem)."""
@@ -203,6 +253,9 @@ class Resolver:
                 out.extend(d for d in self.path(ref) if d not in out)
                 continue
             known = ", ".join(sorted(self.devices)) or "none"
+            if "=" in ref and ref.partition("=")[0] in TAGS and found is None:
+                raise UsageError(self.source(ref).problem, hint=f"devices here: {known}; `blkid` lists the "
+                                 "filesystems and their tags", code="unknown-device", where=ref)
             raise UsageError(f"no block device {ref!r} under {self.ctx.sysfs.root}", hint=f"devices here: {known}",
                              code="unknown-device", where=ref)
         return out

@@ -3,13 +3,13 @@
 The one place that answers "what is this target made of": ``bench`` sweeps the
 top of it, ``explain`` describes it. It is built from the run's one
 `DeviceGraph` and its discovered `Device` records (both held by the run's
-`Resolver`, which `resolve` asks), so nothing here reads sysfs again, and nothing outside
+`Resolver`), so nothing here reads sysfs again, and nothing outside
 `tunectl.devices` resolves a file or a name to block devices on its own.
 
 API::
 
     resolver = Resolver(ctx, devices, graph)    # one per run: the graph is read once
-    stack = resolve(resolver, "/srv/db/file")   # or "sda", "/dev/mapper/vg-lv", a mountpoint ...
+    stack = resolver.stack("/srv/db/file")      # or "sda", "/dev/mapper/vg-lv", a mountpoint ...
     stack.layers     # top first: FileLayer, MountLayer, PartitionLayer, then whole-device layers
     stack.top        # the whole device whose queue serves the target (a partition shares its disk's)
     stack.below      # every whole device under `top`, nearest first
@@ -18,8 +18,7 @@ API::
     stack.layer(name)                     # the layer of one block device, by kernel name
     Stack.of(graph, devices, name)        # pure: the stack of kernel name `name` (partition or whole)
 
-Layers (frozen dataclasses; `kind` names each in JSON and text; the kinds of `BlockLayer`
-add no fields, so they are plain subclasses: an import of this module stays cheap):
+Layers (frozen dataclasses; `kind` names each in JSON and text):
 
 - `FileLayer` (``file``: path, size), `MountLayer` (``mount``: target,
   fstype, source; only when the run may read live mounts),
@@ -38,15 +37,11 @@ layer, subclass `BlockLayer` and add it to `_BLOCK_KINDS`.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from tunectl.devices.graph import DeviceGraph
 from tunectl.devices.model import Device, Partition
-from tunectl.devices.resolve import Resolver
-from tunectl.errors import UsageError
-from tunectl.system import blockio, mountinfo
 
 
 class Layer:
@@ -114,11 +109,11 @@ class BlockLayer(Layer):
         return self.device.name
 
 
-class LoopLayer(BlockLayer):  # a kind of its own, no fields of its own: no dataclass to build at import
+class LoopLayer(BlockLayer):  # no fields of its own: no dataclass to build at import
     kind = "loop"
 
 
-class DmLayer(BlockLayer):  # a kind of its own, no fields of its own: no dataclass to build at import
+class DmLayer(BlockLayer):  # no fields of its own: no dataclass to build at import
     kind = "dm"
 
     @property
@@ -127,11 +122,11 @@ class DmLayer(BlockLayer):  # a kind of its own, no fields of its own: no datacl
         return self.device.dm_type
 
 
-class MdLayer(BlockLayer):  # a kind of its own, no fields of its own: no dataclass to build at import
+class MdLayer(BlockLayer):  # no fields of its own: no dataclass to build at import
     kind = "md"
 
 
-class DiskLayer(BlockLayer):  # a kind of its own, no fields of its own: no dataclass to build at import
+class DiskLayer(BlockLayer):  # no fields of its own: no dataclass to build at import
     kind = "disk"
 
 
@@ -211,46 +206,3 @@ def _direct(graph: DeviceGraph, name: str, devices: Mapping[str, Device]) -> lis
         if whole in devices and whole != name and whole not in out:
             out.append(whole)
     return out
-
-
-def resolve(resolver: Resolver, target: str) -> Stack:
-    """The `Stack` under `target`: a kernel name, a DEV argument (/dev path, link, tag), a block device
-    node, or a regular file (its filesystem's device, by st_dev, with the mount it is on when the run may
-    read live mounts). Raises UsageError for anything that is not on a tunable block device."""
-    file: FileLayer | None = None
-    bare = "/" not in target and resolver.sysfs.exists(f"class/block/{target}")
-    name = target if bare else resolver.node(target)
-    if name is None and (os.path.exists(target) or target.startswith(("/", "."))):
-        info = blockio.inspect(target)
-        name = resolver.name_of_devnum(info.devnum)
-        if name is None:
-            where = "file's filesystem" if info.kind == "file" else "device"
-            raise UsageError(f"{target}: the {where} ({info.devnum}) is not a block device under "
-                             f"{resolver.sysfs.root}", hint="this needs a disk-backed filesystem (not tmpfs, overlay, "
-                             "nfs or btrfs's anonymous devices); name the block device instead")
-        if info.kind == "file":
-            file = FileLayer(target, info.size)
-    if name is None:
-        name = resolver.whole_devices([target])[0]
-    try:
-        stack = Stack.of(resolver.graph, resolver.devices, name)
-    except KeyError:
-        known = ", ".join(sorted(resolver.devices)) or "none"
-        raise UsageError(f"{target}: no tunable block device {resolver.graph.whole(name)!r} under "
-                         f"{resolver.sysfs.root}", hint=f"devices here: {known}") from None
-    if file is None:
-        return stack
-    mount = _mount_of(resolver, file.path, stack)
-    return stack.over(file, *([mount] if mount else []))
-
-
-def _mount_of(resolver: Resolver, path: str, stack: Stack) -> MountLayer | None:
-    """The live mount holding `path`, when the run may read live mounts and it is on `stack`'s device."""
-    if resolver.ctx.roots.proc is None:
-        return None
-    mounts, _ = mountinfo.read_mounts(resolver.ctx.roots.proc)
-    found = mountinfo.containing(mounts, os.path.realpath(path))
-    if found is None or resolver.name_of_devnum(found.devnum) not in {stack.top.name, *(
-            [stack.partition.name] if stack.partition else [])}:
-        return None
-    return MountLayer(found.target, found.fstype, found.source)

@@ -25,6 +25,7 @@ class FsCheck:
     live: Mount | None
     entry: Entry | None
     rules: list[int] = field(default_factory=list)
+    unresolved: str = ""  # an fstab source that names a device no lookup finds (as `findmnt --verify` flags it)
 
     @property
     def fstab_drift(self) -> list[tuple[str, str]]:

@@ -81,9 +81,16 @@ def _printable(text: str) -> str:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
+def _notes_first(report, out) -> None:
+    """What chose the profile, on stderr before anything else, as every command says it."""
+    for note in report.notes:
+        out.warn(_printable(f"tunectl: note: {note}"))
+
+
 def _render_check(report, out) -> None:
     from tunectl.report import escape_field, show
 
+    _notes_first(report, out)
     if out.json:
         out.emit(report.to_json())
         return
@@ -96,8 +103,8 @@ def _render_check(report, out) -> None:
                      show(fs.want.present + [f"-{n}" for n in fs.want.absent]) if fs.want.present or fs.want.absent else "-",
                      show(fs.live.options) if fs.live is not None else "(not mounted)",
                      show(fs.entry.options) + f" (line {fs.entry.lineno})" if fs.entry is not None else "(not in fstab)",
-                     drift or "in sync"])
-    out.say(_printable(escape_field(f"profile: {report.profile}   fstab: {report.fstab_path}")))
+                     drift or ("source not found" if fs.unresolved else "in sync")])
+    out.heading(_printable(escape_field(f"profile: {report.profile}   fstab: {report.fstab_path}")))
     out.print(_printable(out.table(CHECK_COLUMNS, rows, middle=("TARGET", "SOURCE"))))
     skips = [(fs.target, s) for fs in report.filesystems for s in fs.want.skipped]
     for target, s in skips:
@@ -107,7 +114,7 @@ def _render_check(report, out) -> None:
 
 
 def _render_fix(result, args, out) -> None:
-
+    _notes_first(result.check_report, out)
     if out.json:
         out.emit(result.to_json())
         return

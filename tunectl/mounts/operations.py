@@ -19,6 +19,7 @@ from tunectl.errors import ExitCode, NotPermitted, StateError, TunectlError, Usa
 from tunectl.mounts import fstab as fstab_model
 from tunectl.mounts import options as opts
 from tunectl.mounts.check import FsCheck, evaluate
+from tunectl.mounts.fstab_file import MAX_FSTAB_BYTES
 from tunectl.mounts.rules import Facts
 from tunectl.system import mountinfo
 from tunectl.system.roots import under_dev
@@ -38,10 +39,11 @@ class CheckReport:
     filesystems: list[FsCheck]
     warnings: list[str] = field(default_factory=list)
     timer: dict | None = None
+    notes: list[str] = field(default_factory=list)  # what chose the profile, said first (as every command says it)
 
     @property
     def in_sync(self) -> bool:
-        return not any(fs.drift for fs in self.filesystems) and (self.timer is None or self.timer["ok"])
+        return not any(fs.drift or fs.unresolved for fs in self.filesystems) and (self.timer is None or self.timer["ok"])
 
     def to_json(self) -> dict:
         doc = {"in_sync": self.in_sync, "profile": self.profile, "fstab_path": str(self.fstab_path),
@@ -89,14 +91,12 @@ class FixReport:
                 "problems": self.problems, "warnings": self.check_report.warnings}
 
 
-MAX_FSTAB_BYTES = 64 << 20
-
-
 def _read_fstab(path: Path) -> tuple[bytes, list[str]]:
+    from tunectl.mounts.fstab_file import resolve
     from tunectl.system import trust
 
     try:
-        data = trust.read_regular(os.path.realpath(path), MAX_FSTAB_BYTES)
+        data = trust.read_regular(resolve(path), MAX_FSTAB_BYTES)
     except FileNotFoundError:
         return b"", [f"{path} does not exist; only live mounts are checked"]
     except trust.Untrusted as e:
@@ -180,6 +180,12 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
         if not facts.block and not any(r.get("match", {}).get("fstype") for r in rules):
             continue
         fs = evaluate(rules, facts, entry.source, entry, live, no_discard)
+        if facts.block and facts.device is None and live is None and facts.absent:
+            fs.unresolved = facts.absent
+            warnings.append(f"{path}:{entry.lineno}: {entry.source} ({entry.target}): {facts.absent}; the "
+                            "mount would fail (findmnt --verify flags it too)"
+                            + ("" if "nofail" in entry.options else ", and a boot waits for it: add nofail or fix "
+                                                                    "the source"))
         if facts.block or fs.rules:
             results.append(fs)
     visible = {m.target: m for m in mounts}
@@ -198,8 +204,7 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
         if facts.device is None:
             continue  # a mount of a device outside this sysfs root
         results.append(evaluate(rules, facts, m.source, None, m, no_discard))
-    warnings[:0] = active.notes  # what chose the profile, said first
-    report = CheckReport(profile.name, path, table, data, results, warnings)
+    report = CheckReport(profile.name, path, table, data, results, warnings, notes=active.notes)
     if any(fs.want.discard == "periodic" for fs in results if fs.rules):
         state = fstrim_timer_state(ctx.run)
         ok = state in ("enabled", "static", "alias", "indirect", "enabled-runtime", "no systemd")
@@ -254,7 +259,7 @@ def _write(path: Path, old: bytes, new: bytes, changed: dict[int, list[str]], ta
            run: Callable[..., Completed]) -> str:
     from tunectl.mounts import fstab_file
 
-    real = Path(os.path.realpath(path))
+    real = fstab_file.resolve(path)
     return fstab_file.replace(real, old, new, verify=lambda tmp: libmount_agrees(real, tmp, changed, table, run))
 
 
@@ -306,7 +311,7 @@ def fix(ctx, profile_ref: str | None, fstab_file: str | None = None, do_remount:
     notes: list[str] = []
     with _locked(ctx, notes):
         # Read under the lock: another tunectl cannot change the file between this read and the replace.
-        gone = edge.sweep(Path(os.path.realpath(fstab_path(ctx, fstab_file))))
+        gone = edge.sweep(edge.resolve(fstab_path(ctx, fstab_file)))
         result = _fix(ctx, profile_ref, fstab_file, do_remount, False, only_listed)
     result.check_report.warnings += notes + [f"removed {name}, left by a tunectl run that was killed" for name in gone]
     return result
@@ -319,12 +324,17 @@ def rollback(ctx, fstab_file: str | None = None, check_only: bool = False) -> tu
     path = fstab_path(ctx, fstab_file)
     notes: list[str] = []
     with _locked(ctx, notes):
-        edge.sweep(Path(os.path.realpath(path)))
+        edge.sweep(edge.resolve(path))
         return edge.restore_original(path, check_only)
 
 
 def _fix(ctx, profile_ref: str | None, fstab_file: str | None, do_remount: bool, check_only: bool,
          only_listed: bool = False) -> FixReport:
+    if do_remount and not check_only and ctx.roots.fakes():
+        fakes = ", ".join(f"{label} {path}" for label, path in ctx.roots.fakes())
+        raise UsageError(f"--remount on a fake tree ({fakes}): its mount table is not this machine's, so no real "
+                         "filesystem is remounted from it", hint="drop --remount, or run on the real machine",
+                         code="fake-root-remount", where="--remount")
     report = check(ctx, profile_ref, fstab_file)
     changed = {fs.entry.lineno: fs.fixed_fstab_options() for fs in report.filesystems
                if fs.entry is not None and fs.fstab_drift}

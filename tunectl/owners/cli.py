@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from tunectl.tuning.cli import DEV_HELP
+
 EPILOG = """\
 Looks for every other writer of the attributes the profile sets: udev rules (every
 rules directory udev reads, in udev's order: /etc, /run, /usr/lib, /lib; a file in
@@ -26,7 +28,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     p.add_argument("-p", "--profile", help="profile name or file (default: the last applied; with nothing applied, "
                                            "'default')")
     p.add_argument("devices", nargs="*", metavar="DEV",
-                   help="kernel name or /dev path (default: the devices the last apply was limited to; else all)")
+                   help=f"{DEV_HELP} (default: the devices the last apply was limited to; else all)")
     p.add_argument("--all", action="store_true", help="every device, also when the last apply was limited to some")
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+RAM_SHARE_PERCENT = 50  # a list may read at most this share of the machine's memory unless --max-bytes says
+
 EXAMPLES = ("examples:\n  tunectl preload collect /usr/lib/firefox -o firefox.list\n"
             "  tunectl preload collect --resident /usr -o boot.list     # what is cached now\n"
             "  tunectl preload record -o app.list -- myapp --version     # what a command opens\n"
@@ -39,30 +41,41 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     y.add_argument("--settle-timeout", type=float, default=10.0, metavar="S",
                    help="wait at most S seconds for the queued reads to finish (default 10)")
     y.add_argument("--max-bytes", metavar="SIZE", default=None,
-                   help="refuse a list that would read more than SIZE (e.g. 2G; default: the machine's memory, "
-                        "as what does not fit is evicted again); the total is found before anything is read")
+                   help=f"refuse a list that would read more than SIZE (e.g. 2G; default: {RAM_SHARE_PERCENT}%% of "
+                        "the machine's memory, as what does not fit evicts what the machine uses); the total is "
+                        "found before anything is read")
+    y.add_argument("--no-metadata", action="store_true",
+                   help="leave out the metadata pass (the file system's blocks the list recorded, read first)")
     s = add_action(sub, "show", "what a list holds and how much of it is in the page cache now")
     s.add_argument("list", metavar="LIST", help="a list made by `preload collect` or `preload record`")
+    s.add_argument("--stats", action="store_true",
+                   help="the numbers to act on: bytes, files, the read calls a replay issues, the floor (bytes "
+                        "over the disk's sequential rate, measured with a 32 MiB direct read as root)")
+    s.add_argument("--against", metavar="READ_LIST",
+                   help="with --stats: the hit rate against what a boot read (a list recorded or collected "
+                        "after it): the share of this list it used and what it read that this list missed")
 
 
 def run(ctx, args, out) -> int:
     import gc
 
     from tunectl.errors import UsageError
-    from tunectl.preload.listfile import batches, read_list
+    from tunectl.preload.listfile import batches, header, read_list
 
     verb = args.preload_command
     if verb == "collect":
         from tunectl.preload.collect import collect
 
-        report, human = collect(args.paths, args.output, resident=args.resident), _collected
+        report, human = collect(args.paths, args.output, resident=args.resident, roots=ctx.roots), _collected
     elif verb == "record":
         from tunectl.preload.record import record
 
         cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
         report, human = record(cmd, args.output, method=args.method, scope=args.scope,
-                               stdout_to_stderr=out.json), _collected
+                               stdout_to_stderr=out.json, roots=ctx.roots), _collected
     elif verb == "replay":
+        from tunectl.preload.listfile import header
+        from tunectl.preload.listing import metadata_of
         from tunectl.preload.replay import replay
 
         if (args.threads or 0) < 0 or args.settle_timeout < 0:
@@ -70,21 +83,34 @@ def run(ctx, args, out) -> int:
         # A replay is short-lived and allocates only its list: the cyclic collector would walk those
         # tens of thousands of tuples again and again for nothing (about 60 ms per 47k-file list).
         gc.disable()
-        found = _surveyed(args, out)
+        head = header(args.list)
+        metadata = {} if args.no_metadata else metadata_of(head, args.list)
+        found = _surveyed(args, out, sum(n for r in metadata.values() for _, n in r))
         parts = [found.entries] if found.entries is not None else (b for _, b in batches(args.list))
         with out.progress(2 * found.files, "preload (inodes, then data)") as bar:
             report = replay(ctx.sysfs, parts, args.list, progress=bar, threads=args.threads,
-                            settle_timeout=args.settle_timeout, use_io_uring=not args.no_io_uring)
+                            settle_timeout=args.settle_timeout, use_io_uring=not args.no_io_uring,
+                            metadata=metadata, dev_root=ctx.roots.dev, time_order=head.get("order") == "time")
+        if out.verbose:  # the floor costs a 32 MiB direct read of each disk: only when asked to explain
+            from tunectl.preload.show import measure_floor
+
+            meta_bytes = report.metadata.bytes if report.metadata else 0
+            report.floor = measure_floor(report.methods, report.bytes + meta_bytes, ctx.sysfs, ctx.roots.dev)
         human = _replayed
     else:
         from tunectl.preload.show import show
 
-        report, human = show(read_list(args.list), args.list), _shown
+        if args.against and not args.stats:
+            raise UsageError("--against compares with what a boot read: it goes with --stats",
+                             hint="tunectl preload show --stats LIST --against READ_LIST")
+        report = show(read_list(args.list), args.list, header(args.list), ctx.roots.dev, ctx.sysfs,
+                      stats=args.stats, against=read_list(args.against) if args.against else None)
+        human = _shown
     report.verbose = out.verbose
     return _render(report, out, human)
 
 
-def _surveyed(args, out):
+def _surveyed(args, out, metadata_bytes: int = 0):
     """One streaming pass over the list: every line checked and the total known before anything is read."""
     import os
 
@@ -94,16 +120,19 @@ def _surveyed(args, out):
 
     try:
         limit = parse_bytes(args.max_bytes) if args.max_bytes is not None else \
-            os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+            os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") * RAM_SHARE_PERCENT // 100
     except (ValueError, TypeError) as e:
         raise UsageError(f"--max-bytes: {e}") from None
     found = survey(args.list)
-    if found.bytes > limit:
-        raise UsageError(f"{args.list}: {found.files} files, {format_bytes(found.bytes)} to read: more than "
-                         f"--max-bytes {format_bytes(limit)}; nothing was read",
+    total = found.bytes + metadata_bytes
+    if total > limit:
+        meta = f" and {format_bytes(metadata_bytes)} of metadata" if metadata_bytes else ""
+        raise UsageError(f"{args.list}: {found.files} files{meta}, "
+                         f"{format_bytes(total)} to read: more than --max-bytes {format_bytes(limit)}"
+                         + ("" if args.max_bytes else f" ({RAM_SHARE_PERCENT}% of memory)") + "; nothing was read",
                          hint="pass a larger --max-bytes, or make a smaller list")
     if not (out.quiet or out.json):
-        out.warn(f"tunectl: {args.list}: {found.files} files, {format_bytes(found.bytes)} to read")
+        out.warn(f"tunectl: {args.list}: {found.files} files, {format_bytes(total)} to read")
     return found
 
 
@@ -148,9 +177,39 @@ def _replayed(report) -> list[str]:
     from tunectl.units import format_bytes
 
     settled = "" if report.settled else " (reads still in flight at the timeout)"
-    return [*_skips(report.skipped, report.verbose),
-            f"{report.list_path}: {report.files} files, {format_bytes(report.bytes)} in {report.seconds:.2f} s "
-            f"({report.throughput / 1e6:.0f} MB/s, {report.order} order, inodes via {report.inode_pass}){settled}"]
+    lines = [*_skips(report.skipped, report.verbose)]
+    if report.verbose:
+        lines += [f"method on {device}: {how}" for device, how in sorted(report.methods.items())]
+        meta = report.metadata
+        if meta is not None:
+            lines.append(f"metadata pass: {format_bytes(meta.bytes)} in {meta.requests} calls on "
+                         f"{', '.join(meta.devices) or 'no device'}")
+            lines += [f"metadata pass: {note}" for note in meta.notes]
+    if report.stopped:
+        lines.append(f"stopped early: {report.stopped}")
+    lines.append(f"{report.list_path}: {report.files} files, {format_bytes(report.bytes)} in {report.seconds:.2f} s "
+                 f"({report.throughput / 1e6:.0f} MB/s, {report.order} order, inodes via {report.inode_pass})"
+                 f"{settled}")
+    if report.verbose:
+        lines.append(_numbers(report.bytes + (report.metadata.bytes if report.metadata else 0), report.files,
+                              report.requests, "disk requests", report.seconds, report.floor))
+    return lines
+
+
+def _numbers(nbytes: int, files: int, requests: int | None, what: str, seconds: float | None, floor) -> str:
+    """The closing line of `replay -v` and `show --stats`: bytes, files, requests, seconds, the floor."""
+    from tunectl.units import format_bytes
+
+    parts = [f"{format_bytes(nbytes)}", f"{files} files",
+             f"{requests} {what}" if requests is not None else f"{what} unknown"]
+    if seconds is not None:
+        parts.append(f"{seconds:.2f} s")
+    if floor is not None and floor.seconds is not None:
+        parts.append(f"floor {floor.seconds:.2f} s at {floor.rate / 1e6:.0f} MB/s sequential"
+                     + (f" ({seconds / floor.seconds:.1f}x the floor)" if seconds and floor.seconds else ""))
+    else:
+        parts.append("floor unknown (the sequential rate is measured as root)")
+    return "numbers: " + ", ".join(parts)
 
 
 def _shown(report) -> list[str]:
@@ -163,7 +222,19 @@ def _shown(report) -> list[str]:
                            [(f.path, f.status, f.wanted, f.cached, f.reason) for f in report.files]))
     t = report.totals()
     lines.append(table(["status", "files"], sorted(t["by_status"].items())))
+    for m in report.metadata:
+        cached = "residency unknown (root reads block devices)" if m.cached is None else \
+            f"{format_bytes(m.cached)} resident ({m.percent}%)"
+        lines.append(f"metadata on {m.device}: {m.ranges} ranges, {format_bytes(m.bytes)}, {cached}")
     lines.append(f"{report.list_path}: {t['files']} files, {format_bytes(t['bytes'])}, "
                  f"{format_bytes(t['resident_bytes'])} resident ({t['resident_percent']}%)"
                  + (f", made {report.created}" if report.created else ""))
+    st = report.stats
+    if st is not None:
+        lines.append(_numbers(st.bytes + st.metadata_bytes, st.files, st.requests, "WILLNEED calls", None, st.floor))
+        if st.hit is not None:
+            h = st.hit
+            lines.append(f"hit rate: the boot used {100 * h.used:.0f}% of the list's {format_bytes(h.listed)}; "
+                         f"the list missed {100 * h.missed:.0f}% of the {format_bytes(h.read)} it read"
+                         + ("; collect again (below the thresholds in tunectl-preload(8))" if h.recollect else ""))
     return lines

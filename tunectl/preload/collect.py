@@ -12,11 +12,16 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from tunectl.errors import ExitCode, UsageError
-from tunectl.preload import order
+from tunectl.preload import metadata, order
 from tunectl.preload.listfile import write_list
 from tunectl.preload.listing import Entry
 from tunectl.preload.skip import UNREADABLE, VANISHED, Skip
 from tunectl.system import pagecache
+from tunectl.system.trust import Untrusted, open_listed
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tunectl.system.roots import Roots
 
 
 @dataclass
@@ -26,6 +31,7 @@ class CollectReport:
     skipped: list[Skip] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     verbose: int = 0
+    metadata: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # MAJ:MIN -> device byte ranges
 
     @property
     def exit_code(self) -> ExitCode:
@@ -35,7 +41,20 @@ class CollectReport:
         return {"list": self.list_path, "files": len(self.entries), "bytes": sum(e.bytes for e in self.entries),
                 "physical": sum(1 for e in self.entries if e.physical is not None),
                 "order": order.order_name(self.entries) if self.entries else None,
-                "skipped": [s.to_json() for s in self.skipped], "notes": self.notes}
+                "skipped": [s.to_json() for s in self.skipped], "notes": self.notes,
+                "metadata": {dev: {"ranges": len(r), "bytes": sum(n for _, n in r)}
+                             for dev, r in sorted(self.metadata.items())}}
+
+    def record_metadata(self, roots: Roots | None) -> None:
+        """The metadata pass's ranges for the file systems the entries are on (ext4: the device's cached
+        pages, read by root only); nothing without roots (a caller that does not name the machine)."""
+        if roots is None:
+            return
+        from tunectl.system.sysfs import Sysfs
+
+        found, notes = metadata.collect({e.device for e in self.entries}, Sysfs(roots.sys), roots.dev, roots.proc)
+        self.metadata.update(found)
+        self.notes.extend(notes)
 
 
 def walk(paths: Iterable[str]) -> Iterator[str]:
@@ -76,9 +95,13 @@ def entry_for(path: str, fd: int, st: os.stat_result, ranges: tuple[tuple[int, i
 def describe_file(path: str, resident: bool = False) -> tuple[Entry | None, Skip | None]:
     """One list entry for a file: whole, or with `resident` only its cached pages (None when none are)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+        fd = open_listed(os.path.abspath(path))  # resolved once, never through another user's link, never a device
+    except Untrusted as e:
+        if e.wrong_type:  # a link, a pipe or a device (or swapped for one since the walk saw a file): not listed
+            return None, None
+        return None, Skip(path, UNREADABLE, e.found)
     except OSError as e:
-        if e.errno == errno.ELOOP:  # swapped for a link since the walk saw a file
+        if e.errno == errno.ELOOP:
             return None, None
         status = VANISHED if e.errno == errno.ENOENT else UNREADABLE
         return None, Skip(path, status, os.strerror(e.errno or errno.EIO))
@@ -102,7 +125,9 @@ def describe_file(path: str, resident: bool = False) -> tuple[Entry | None, Skip
         os.close(fd)
 
 
-def collect(paths: Sequence[str], list_path: str, resident: bool = False) -> CollectReport:
+def collect(paths: Sequence[str], list_path: str, resident: bool = False, roots: Roots | None = None) -> CollectReport:
+    """The files below `paths` (whole, or with `resident` only their cached pages) and, with `roots`,
+    the metadata pass: the device pages holding their inodes, directories and extent blocks (ext4)."""
     for p in paths:
         if not os.path.lexists(p):
             raise UsageError(f"{p}: no such file or directory", hint="collect takes existing files and directories")
@@ -115,7 +140,8 @@ def collect(paths: Sequence[str], list_path: str, resident: bool = False) -> Col
         if entry and (entry.device, entry.inode) not in seen:  # hard links: read once
             seen.add((entry.device, entry.inode))
             report.entries.append(entry)
-    write_list(list_path, report.entries)
+    report.record_metadata(roots)  # after the walk: the metadata it read (or boot read) is cached now
+    write_list(list_path, report.entries, report.metadata)
     return report
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from tunectl.errors import NotPermitted, UsageError
@@ -115,13 +115,25 @@ def read_list(path: str) -> PreloadList:
     return PreloadList(entries, made)
 
 
-def write_list(path: str, entries: Sequence[Entry]) -> None:
+def header(path: str) -> dict:
+    """The list's header line alone, checked (the metadata ranges and the order travel in it)."""
+    with _open(path) as f:
+        first = f.readline(MAX_LINE + 1)
+    if not first.strip():
+        raise ListError(f"{path}:1: empty file, not a preload list",
+                        hint="make one with `tunectl preload collect PATHS -o LIST`")
+    return parse_header(_text(first, path, 1), path)
+
+
+def write_list(path: str, entries: Sequence[Entry], metadata: Mapping[str, Sequence[tuple[int, int]]] | None = None,
+               time_order: bool = False) -> None:
+    """The list, atomically. Entries in physical order (a replay's sort is then one pass over sorted keys),
+    unless `time_order`: a record keeps the order the files were opened in, for time bins on rotational disks."""
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     target = Path(path)
     try:
-        # Written in the order a replay reads (its sort is then one pass over sorted keys); the
-        # format does not depend on it: a replay sorts whatever order it is given.
-        trust.atomic_write(target, render(physical_order(entries), created).encode(), shared_dir=True)
+        text = render(entries if time_order else physical_order(entries), created, metadata, time_order)
+        trust.atomic_write(target, text.encode(), shared_dir=True)
     except trust.Untrusted as e:
         raise UsageError(f"{path}: cannot write the preload list: {e.message}", hint=e.hint) from None
     except OSError as e:

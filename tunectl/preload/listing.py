@@ -24,7 +24,7 @@ import json
 import os
 import re
 from collections import namedtuple
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from tunectl.errors import ExitCode, UsageError
 
@@ -75,9 +75,17 @@ class PreloadList(namedtuple("PreloadList", "entries created", defaults=("",))):
         return sum(e.bytes for e in self.entries)
 
 
-def render(entries: Iterable[Entry], created: str) -> str:
+def render(entries: Iterable[Entry], created: str, metadata: Mapping[str, Iterable[tuple[int, int]]] | None = None,
+           time_order: bool = False) -> str:
+    """The list's text. `metadata`: MAJ:MIN -> byte ranges of the block device to read first (the file
+    system's own blocks); `time_order`: the entries are in the order they were read (a record), which a
+    replay on a rotational disk keeps bin by bin. Both are header keys a version-1 reader ignores."""
     entries = list(entries)
     header = {"format": FORMAT, "version": VERSION, "created": created, "files": len(entries), "fields": list(FIELDS)}
+    if time_order:
+        header["order"] = "time"
+    if metadata:
+        header["metadata"] = {dev: [list(r) for r in ranges] for dev, ranges in sorted(metadata.items())}
     lines = [json.dumps(header)]
     lines += [json.dumps(e.to_row(), separators=(",", ":")) for e in entries]
     return "\n".join(lines) + "\n"
@@ -157,6 +165,22 @@ def parse_header(line: str, source: str) -> dict:
         raise ListError(f"{source}:1: list format version {version} is newer than this tunectl reads (up to {VERSION})",
                         hint="upgrade tunectl, or collect the list again with this one")
     return header
+
+
+def metadata_of(header: dict, source: str) -> dict[str, tuple[tuple[int, int], ...]]:
+    """The header's metadata ranges (MAJ:MIN -> (offset, length) pairs), checked; ListError at `source:1`."""
+    found = header.get("metadata", {})
+    if not isinstance(found, dict):
+        raise ListError(f"{source}:1: metadata: expected an object of MAJ:MIN -> [[offset, length], ...]")
+    out = {}
+    for device, ranges in found.items():
+        if not _DEVICE.match(device) or any(int(n) > MAX_DEVICE_PART for n in device.split(":")):
+            raise ListError(f"{source}:1: metadata: {device!r:.40} is not MAJ:MIN")
+        if not isinstance(ranges, list) or not all(
+                isinstance(r, list) and len(r) == 2 and _int(r[0]) and _int(r[1], 1) for r in ranges):
+            raise ListError(f"{source}:1: metadata {device}: expected a list of [offset, length] pairs")
+        out[device] = tuple((r[0], r[1]) for r in ranges)
+    return out
 
 
 def parse_rows(body: list[tuple[int, str]], source: str) -> list[Entry]:

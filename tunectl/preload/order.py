@@ -122,3 +122,64 @@ def resident_bytes(vec: bytes, ranges: Iterable[tuple[int, int]], size: int) -> 
         full = vec[first:last].count(1)
         cached += full * PAGE + (tail if last < len(vec) and vec[last] & 1 else 0)
     return cached, wanted
+
+
+def coalesce(ranges: Iterable[tuple[int, int]], gap: int) -> list[tuple[int, int]]:
+    """Ranges sorted and joined across holes of at most `gap` bytes: fewer, larger requests for a
+    few pages read in vain (the metadata pass: inode tables and directories lie in clusters)."""
+    out: list[tuple[int, int]] = []
+    for start, length in merge_ranges(ranges):
+        if out and start - (out[-1][0] + out[-1][1]) <= gap:
+            out[-1] = (out[-1][0], start + length - out[-1][0])
+        else:
+            out.append((start, length))
+    return out
+
+
+def binned_indices(entries: Sequence[Entry], bin_bytes: int) -> list[int]:
+    """Positions in `entries` (in recorded, time order) cut into bins of about `bin_bytes` each, physical
+    order within a bin: what boot reads first comes first, and each bin is one sweep of the disk's head
+    (systemd-readahead's order on rotational disks)."""
+    keys: list[tuple] = []
+    filled = current = 0
+    for e in entries:
+        keys.append((current, *_physical_key(e)))
+        filled += e.bytes
+        if filled >= bin_bytes:
+            current, filled = current + 1, 0
+    return sorted(range(len(keys)), key=keys.__getitem__)
+
+
+def overlap_bytes(a: Iterable[tuple[int, int]], b: Iterable[tuple[int, int]]) -> int:
+    """Bytes two sets of (offset, length) ranges have in common."""
+    x, y = merge_ranges(a), merge_ranges(b)
+    i = j = total = 0
+    while i < len(x) and j < len(y):
+        start, end = max(x[i][0], y[j][0]), min(x[i][0] + x[i][1], y[j][0] + y[j][1])
+        total += max(0, end - start)
+        if x[i][0] + x[i][1] <= y[j][0] + y[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+BIN_BYTES = 32 << 20  # a time bin: about a third of a second of a hard disk's sequential rate
+
+
+def method(rotational: bool | None, time_order: bool) -> str:
+    """How a replay orders a device's files. A rotational disk (or one that does not say) pays for every
+    seek: physical order, in time bins when the list holds the order files were read in. Flash does not
+    seek: the list's own order, no sort, the reads queued back to back keep its queue full."""
+    if rotational is False:
+        return "list"
+    return "time-bins" if time_order else "physical"
+
+
+def indices_for(how: str, entries: Sequence[Entry]) -> list[int]:
+    """Positions in `entries` in the order `method` named."""
+    if how == "list":
+        return list(range(len(entries)))
+    if how == "time-bins":
+        return binned_indices(entries, BIN_BYTES)
+    return physical_indices(entries)

@@ -18,6 +18,11 @@ from tunectl.preload.collect import CollectReport, describe_file, entry_for, wal
 from tunectl.preload.listfile import write_list
 from tunectl.preload.listing import Entry
 from tunectl.system import pagecache
+from tunectl.system.trust import Untrusted, open_listed
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tunectl.system.roots import Roots
 
 
 @dataclass
@@ -108,8 +113,8 @@ def _resident_map(scope: Sequence[str]) -> dict[tuple[str, int], tuple[str, byte
     snapshot = {}
     for path in walk(scope):
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
-        except OSError:
+            fd = open_listed(os.path.abspath(path))
+        except (OSError, Untrusted):
             continue
         try:
             st = os.fstat(fd)
@@ -140,7 +145,9 @@ def _record_diff(report: RecordReport, command: Sequence[str], scope: Sequence[s
 
 
 def record(command: Sequence[str], list_path: str, method: str = "auto", scope: Sequence[str] = (),
-           stdout_to_stderr: bool = False) -> RecordReport:
+           stdout_to_stderr: bool = False, roots: Roots | None = None) -> RecordReport:
+    """Run `command` and list what it opened: by fanotify in the order it opened the files (a replay on a
+    rotational disk keeps that order bin by bin), else by a residency diff; with `roots`, the metadata too."""
     if not command:
         raise UsageError("record needs a command after --", hint="tunectl preload record -o LIST -- CMD ARGS...")
     scope = [os.path.abspath(s) for s in scope]
@@ -161,7 +168,8 @@ def record(command: Sequence[str], list_path: str, method: str = "auto", scope: 
         _record_diff(report, command, scope or ["/usr", "/etc"], stdout_to_stderr)
     if report.command_status:
         report.notes.append(f"the command exited with status {report.command_status}")
-    write_list(list_path, report.entries)
+    report.record_metadata(roots)
+    write_list(list_path, report.entries, report.metadata, time_order=report.method == "fanotify")
     return report
 
 

@@ -13,15 +13,21 @@ import errno
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from stat import S_ISREG
 
 from tunectl.errors import ExitCode
 from tunectl.preload import order
 from tunectl.preload.listing import Entry, PreloadList
+from tunectl.preload.pressure import PressureGuard
 from tunectl.preload.skip import CHANGED, UNREADABLE, Skip, failed, why_differs
 from tunectl.system.sysfs import Sysfs
-from tunectl.system.trust import kind
+from tunectl.system.trust import Untrusted, kind, open_listed
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tunectl.preload.metadata import MetadataPass
+    from tunectl.preload.stats import Floor
 
 MAX_SKIPS = 10_000  # skipped files listed one by one; beyond, only counted
 
@@ -42,6 +48,12 @@ class ReplayReport:
         self.inode_pass = ""  # io_uring | threads
         self.verbose = 0
         self.skip_counts: dict[str, int] = {}  # every skip by status; `skipped` keeps MAX_SKIPS
+        self.methods: dict[str, str] = {}  # MAJ:MIN -> how it was ordered and why (rotational, queue depth)
+        self.requests: int | None = None  # reads the disks completed during the replay (diskstats), None: unknown
+        self.metadata: MetadataPass | None = None
+        self.stopped = ""  # why the data pass stopped early ("" when it did not)
+        self.pressure_share = 0.0  # the largest memory stall share seen between two checks
+        self.floor: Floor | None = None  # measured under -v: the bytes over the disk's sequential rate
 
     @property
     def throughput(self) -> float:
@@ -62,7 +74,10 @@ class ReplayReport:
                 "skipped": [s.to_json() for s in self.skipped], "seconds": round(self.seconds, 4),
                 "issue_seconds": round(self.issue_seconds, 4), "settled": self.settled,
                 "throughput_mb_s": round(self.throughput / 1e6, 1), "threads": self.threads,
-                "inode_pass": self.inode_pass, "skipped_by_status": dict(sorted(self.skip_counts.items()))}
+                "inode_pass": self.inode_pass, "skipped_by_status": dict(sorted(self.skip_counts.items())),
+                "methods": dict(sorted(self.methods.items())), "requests": self.requests,
+                "metadata": self.metadata.to_json() if self.metadata else None, "stopped": self.stopped or None,
+                "floor": self.floor.to_json() if self.floor else None}
 
 
 def _queue_dir(sysfs: Sysfs, device: str) -> str | None:
@@ -78,14 +93,58 @@ def _queue_dir(sysfs: Sysfs, device: str) -> str | None:
     return None
 
 
-def read_window(sysfs: Sysfs, device: str) -> int:
+class Stack:
+    """What a replay needs of the disk under a file system: rotational or not, its queue depth, its window."""
+
+    def __init__(self, device: str, rotational: bool | None, nr_requests: int | None, window: int,
+                 disk_stat: str | None) -> None:
+        self.device, self.rotational, self.nr_requests, self.window = device, rotational, nr_requests, window
+        self.disk_stat = disk_stat  # the sysfs stat file of the disk (requests completed), None: unknown
+
+    def describe(self, how: str) -> str:
+        kind = {True: "rotational", False: "non-rotational", None: "rotational unknown"}[self.rotational]
+        depth = f", queue depth {self.nr_requests}" if self.nr_requests else ""
+        return f"{how} ({kind}{depth}, {self.window >> 10} KiB per call)"
+
+
+def read_stack(sysfs: Sysfs, device: str) -> Stack:
+    """The queue attributes of the disk under `device`; tunectl only reads them (nr_requests is never
+    changed: a read-ahead tool that raised it locked machines up)."""
     queue = _queue_dir(sysfs, device)
 
     def number(attr: str) -> int | None:
         text = sysfs.read_or(f"{queue}/{attr}") if queue else None
         return int(text) if text and text.isdigit() else None
 
-    return order.window_bytes(number("read_ahead_kb"), number("max_sectors_kb"))
+    rotational = number("rotational")
+    return Stack(device, None if rotational is None else rotational == 1, number("nr_requests"),
+                 order.window_bytes(number("read_ahead_kb"), number("max_sectors_kb")),
+                 f"{os.path.dirname(queue)}/stat" if queue else None)
+
+
+def _completed_reads(sysfs: Sysfs, stat_file: str | None) -> int | None:
+    """Reads a disk has completed since boot (field 1 of its sysfs stat), None when unreadable."""
+    fields = (sysfs.read_or(stat_file) or "").split() if stat_file else []
+    return int(fields[0]) if fields and fields[0].isdigit() else None
+
+
+def _requests_since(sysfs: Sysfs, baseline: Mapping[str | None, int | None]) -> int | None:
+    """Reads the disks completed since `baseline` (theirs and anyone else's), None if any is unknown."""
+    total = 0
+    for stat_file, before in baseline.items():
+        after = _completed_reads(sysfs, stat_file)
+        if before is None or after is None:
+            return None
+        total += after - before
+    return total if baseline else None
+
+
+def _memory_pressure() -> str | None:
+    try:
+        with open("/proc/pressure/memory", encoding="ascii") as f:  # the kernel's, not a file anyone writes
+            return f.read()
+    except OSError:
+        return None
 
 
 def _in_flight(sysfs: Sysfs, devices: Iterable[str]) -> int:
@@ -165,9 +224,12 @@ class _Checker:
 
     def _from_ring(self, ring) -> None:
         judge, makedev, seen = self._judge, os.makedev, 0
-        results = ring.statx_all([os.fsencode(e.path) for e in self.entries])
+        by_inode = order.inode_indices(self.entries)  # submitted in inode order: the inode tables' order
+        entries = self.entries
+        results = ring.statx_all([os.fsencode(entries[i].path) for i in by_inode])
         try:
-            for i, result in results:
+            for j, result in results:
+                i = by_inode[j]
                 seen += 1
                 if not seen % 256:
                     self._advance(256)
@@ -198,25 +260,32 @@ class _Checker:
 
 
 def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, windows: dict[str, int],
-           devnums: dict[str, int], progress, skipped: list[Skip]) -> tuple[int, int]:
+           devnums: dict[str, int], progress, skipped: list[Skip], guard: PressureGuard | None = None
+           ) -> tuple[int, int, bool]:
     """The data pass: WILLNEED over the listed files in physical order, one thread, back to back.
 
     Issued without pause, neighbouring files' reads queue together and the
     scheduler merges them (about 100 KiB per request on /usr/share, against
     4 KiB when each open() waits for an inode). More issuing threads only
-    contend for the queue lock. Returns (files, bytes issued).
+    contend for the queue lock. Every 256 files `guard` is asked whether memory
+    pressure rose: then the pass stops. Returns (files, bytes issued, stopped).
     """
-    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW
-    opener, close, fadvise, willneed, fstat = os.open, os.close, os.posix_fadvise, os.POSIX_FADV_WILLNEED, os.fstat
+    opener, close, fadvise, willneed, fstat = open_listed, os.close, os.posix_fadvise, os.POSIX_FADV_WILLNEED, os.fstat
     files = issued = 0
     for n, i in enumerate(order_, start=1):
-        if progress is not None and not n % 256:
-            progress.advance(256)
+        if not n % 256:
+            if progress is not None:
+                progress.advance(256)
+            if guard is not None and guard.stop(time.monotonic()):
+                return files, issued, True
         if not listed[i]:
             continue
         entry = entries[i]
         try:
-            fd = opener(entry.path, flags)
+            fd = opener(entry.path, checked=True)  # resolved once: a directory swapped for a link is not followed
+        except Untrusted as e:
+            skipped.append(Skip(entry.path, CHANGED, f"now {e.found}"))
+            continue
         except OSError as e:
             skipped.append(Skip(entry.path, CHANGED, "now a symbolic link") if e.errno == errno.ELOOP
                            else failed(entry.path, e.errno or errno.EIO))
@@ -242,34 +311,67 @@ def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, w
             close(fd)
     if progress is not None:
         progress.advance(len(order_) % 256)
-    return files, issued
+    return files, issued, False
 
 
 def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_path: str, progress=None,
-           threads: int | None = None, settle_timeout: float = 10.0, use_io_uring: bool = True) -> ReplayReport:
-    """Two passes over each batch of the list (a PreloadList is one batch): inodes, `threads` at a time
+           threads: int | None = None, settle_timeout: float = 10.0, use_io_uring: bool = True,
+           metadata: Mapping[str, Sequence[tuple[int, int]]] | None = None, dev_root: str | None = None,
+           time_order: bool = False, pressure: Callable[[], str | None] | None = _memory_pressure) -> ReplayReport:
+    """The metadata pass first (the device ranges `metadata` names, from `dev_root`'s nodes), then two
+    passes over each batch of the list (a PreloadList is one batch): inodes, `threads` at a time
     (io_uring workers, or Python threads where io_uring is refused), checking each file is the listed one;
-    then the data reads in physical order from one thread; then wait for the reads. `progress` counts
-    every file twice."""
+    then the data reads from one thread, ordered by what the disk is (`order.method`: physical, time bins
+    of a `time_order` list, or the list's order on flash), stopping if memory pressure rises; then wait
+    for the reads. `progress` counts every file twice."""
     started = time.monotonic()
     report = ReplayReport(list_path)
+    stacks: dict[str, Stack] = {}
     windows: dict[str, int] = {}
     devnums: dict[str, int] = {}
     orders: set[str] = set()
+    baseline: dict[str | None, int | None] = {}  # disk stat file -> reads completed before we asked for any
+
+    def stack(d: str) -> Stack:
+        if d not in stacks:
+            stacks[d] = read_stack(sysfs, d)
+            if stacks[d].disk_stat not in baseline:
+                baseline[stacks[d].disk_stat] = _completed_reads(sysfs, stacks[d].disk_stat)
+        return stacks[d]
+
+    if metadata:
+        for d in metadata:
+            stack(d)
+        from tunectl.preload import metadata as metadata_pass
+
+        report.metadata = metadata_pass.replay(metadata, {d: s.window for d, s in stacks.items()}, sysfs,
+                                               dev_root)
+    guard = PressureGuard(pressure, started) if pressure is not None else None
     for entries in ([plist.entries] if isinstance(plist, PreloadList) else plist):
         if not entries:
             continue
-        orders.add(order.order_name(entries))
         for d in {e.device for e in entries} - windows.keys():
-            windows[d] = read_window(sysfs, d)
+            windows[d] = stack(d).window
             devnums[d] = os.makedev(*map(int, d.split(":")))
+        # one method for the batch: the slowest kind of disk it touches decides (a seek costs the most)
+        kinds = {stacks[d].rotational for d in {e.device for e in entries}}
+        how = order.method(False if kinds == {False} else True if True in kinds else None, time_order)
+        orders.add(how if how != "physical" else order.order_name(entries))
+        for d in {e.device for e in entries}:
+            report.methods[d] = stacks[d].describe(how)
         checker = _Checker(entries, devnums, progress, threading.Lock())
         checker.run(max(1, threads) if threads is not None else None, use_io_uring)
         report.inode_pass, report.threads = checker.how, checker.parallel
-        files, issued = _issue(entries, order.physical_indices(entries), checker.listed, windows, devnums,
-                               progress, checker.skipped)
+        files, issued, stopped = _issue(entries, order.indices_for(how, entries), checker.listed, windows,
+                                        devnums, progress, checker.skipped, guard)
         report.files, report.bytes = report.files + files, report.bytes + issued
         report.add_skips(checker.skipped)
+        if guard is not None:
+            report.pressure_share = max(report.pressure_share, guard.share)
+        if stopped:
+            report.stopped = (f"memory pressure: tasks stalled on memory {100 * guard.share:.0f}% of the time "
+                              f"(limit {100 * guard.limit:.0f}%); the rest of the list was not read")
+            break
     report.order = orders.pop() if len(orders) == 1 else "mixed" if orders else "physical"
     report.skipped.sort(key=lambda s: s.path)
     report.issue_seconds = time.monotonic() - started
@@ -281,4 +383,5 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
             break
         time.sleep(0.002)
     report.seconds = time.monotonic() - started
+    report.requests = _requests_since(sysfs, baseline)
     return report

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import errno
 import os
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from tunectl.errors import ExitCode
-from tunectl.preload import order
-from tunectl.preload.listing import Entry, PreloadList
+from tunectl.preload import metadata, order
+from tunectl.preload import stats as stats_
+from tunectl.preload.listing import Entry, PreloadList, metadata_of
 from tunectl.preload.skip import CHANGED, UNREADABLE, failed, why_changed
+from tunectl.preload.stats import Floor, HitRate
 from tunectl.system import pagecache
+from tunectl.system.sysfs import Sysfs
+from tunectl.system.trust import Untrusted, open_listed
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,40 @@ class FileResidency:
                 "reason": self.reason}
 
 
+@dataclass(frozen=True)
+class MetadataResidency:
+    """A device's recorded metadata ranges and how much of them is cached now (None: cannot tell)."""
+
+    device: str
+    ranges: int
+    bytes: int
+    cached: int | None
+
+    @property
+    def percent(self) -> float | None:
+        return None if self.cached is None else round(100.0 * self.cached / self.bytes, 1) if self.bytes else 100.0
+
+    def to_json(self) -> dict:
+        return {"device": self.device, "ranges": self.ranges, "bytes": self.bytes, "resident_bytes": self.cached}
+
+
+@dataclass
+class Stats:
+    """`show --stats`: what a replay of the list reads and issues, its floor, and the hit rate."""
+
+    bytes: int
+    files: int
+    metadata_bytes: int
+    requests: int
+    floor: Floor
+    hit: HitRate | None = None
+
+    def to_json(self) -> dict:
+        return {"bytes": self.bytes, "files": self.files, "metadata_bytes": self.metadata_bytes,
+                "requests": self.requests, "floor": self.floor.to_json(),
+                "hit_rate": self.hit.to_json() if self.hit else None}
+
+
 @dataclass
 class ShowReport:
     list_path: str
@@ -33,6 +72,8 @@ class ShowReport:
     files: list[FileResidency]
     verbose: int = 0
     exit_code: ExitCode = ExitCode.OK
+    metadata: list[MetadataResidency] = field(default_factory=list)
+    stats: Stats | None = None
 
     def totals(self) -> dict:
         counts: dict[str, int] = {}
@@ -45,12 +86,15 @@ class ShowReport:
 
     def to_json(self) -> dict:
         return {"list": self.list_path, "created": self.created, **self.totals(),
-                "entries": [f.to_json() for f in self.files]}
+                "entries": [f.to_json() for f in self.files], "metadata": [m.to_json() for m in self.metadata],
+                "stats": self.stats.to_json() if self.stats else None}
 
 
 def residency_of(entry: Entry) -> FileResidency:
     try:
-        fd = os.open(entry.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+        fd = open_listed(entry.path)  # looked at before it is opened: no device, pipe or link is ever opened
+    except Untrusted as e:
+        return FileResidency(entry.path, CHANGED, entry.bytes, None, f"now {e.found}")
     except OSError as e:
         skip = failed(entry.path, e.errno or errno.EIO)
         return FileResidency(entry.path, skip.status, entry.bytes, None, skip.reason)
@@ -71,6 +115,34 @@ def residency_of(entry: Entry) -> FileResidency:
         os.close(fd)
 
 
-def show(plist: PreloadList, list_path: str) -> ShowReport:
-    return ShowReport(list_path, plist.created, [residency_of(e) for e in plist.entries])
+def measure_floor(devices: Iterable[str], nbytes: int, sysfs: Sysfs, dev_root: str | None) -> Floor:
+    """The floor of reading `nbytes` from these devices: at the slowest one's measured sequential rate."""
+    rates = [metadata.sequential_rate(sysfs, dev_root, d) for d in sorted(set(devices))] if dev_root else []
+    known = [r for r in rates if r]
+    return Floor(min(known) if known and len(known) == len(rates) else None, nbytes)
+
+
+def show(plist: PreloadList, list_path: str, header: dict | None = None, dev_root: str | None = None,
+         sysfs: Sysfs | None = None, stats: bool = False, against: PreloadList | None = None) -> ShowReport:
+    """Each file's residency, the metadata ranges' (from the list's `header`), and with `stats` the numbers."""
+    recorded = metadata_of(header or {}, list_path)
+    report = ShowReport(list_path, plist.created, [residency_of(e) for e in plist.entries])
+    cached = metadata.residency(recorded, sysfs, dev_root) if recorded and sysfs else {}
+    for device, ranges in sorted(recorded.items()):
+        found = cached.get(device)
+        report.metadata.append(MetadataResidency(device, len(ranges), sum(n for _, n in ranges),
+                                                 found[0] if found else None))
+    if stats:
+        from tunectl.preload.replay import read_stack
+
+        devices = {e.device for e in plist.entries} | set(recorded)
+        windows = {d: read_stack(sysfs, d).window if sysfs else order.window_bytes(None, None) for d in devices}
+        meta_bytes = sum(m.bytes for m in report.metadata)
+        meta_calls = sum(len(list(order.chunks(order.coalesce(r, metadata.GAP), 1 << 62, windows[d])))
+                         for d, r in recorded.items())
+        data = sum(e.bytes for e in plist.entries)
+        report.stats = Stats(data, len(plist.entries), meta_bytes, stats_.requests(plist.entries, windows) + meta_calls,
+                             measure_floor(devices, data + meta_bytes, sysfs, dev_root) if sysfs else Floor(None, 0),
+                             stats_.hit_rate(plist.entries, against.entries) if against is not None else None)
+    return report
 

@@ -25,7 +25,7 @@ import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tunectl.errors import StateError
+from tunectl.errors import NotPermitted, StateError
 from tunectl.system import trust
 from tunectl.system.cache import ValidationCache
 from tunectl.system.trust import Untrusted, atomic_write
@@ -154,12 +154,20 @@ class StateStore:
         self.command = "tunectl"  # who holds the lock, as a waiting command shows it
         self.wait_seconds: float | None = None  # None: wait for the lock as long as it takes
         self.on_wait: Callable[[str], None] | None = None  # told once, when the lock is held by another run
+        self.fake_roots: list[str] = []  # the run looks at a tree, not this machine: its state is not written here
 
     def _untrusted(self, e: Untrusted) -> StateError:
         return StateError(f"state directory {self.dir} cannot be trusted: {e.message}",
                           hint=f"{e.hint}; or point --state-dir / TUNECTL_STATE_DIR at a directory only root can write")
 
     def _ensure_dir(self) -> None:
+        if self.fake_roots:
+            from tunectl.errors import UsageError
+
+            raise UsageError(f"a run on a fake tree ({', '.join(self.fake_roots)}) does not write the real state "
+                             f"directory {self.dir}: its journal would hold values of another machine as this one's "
+                             "originals", hint="pass --state-dir DIR (or TUNECTL_STATE_DIR) for the tree's own state",
+                             code="fake-root-state", where=str(self.dir))
         try:
             trust.ensure_dir(self.dir, 0o755)
         except Untrusted as e:
@@ -168,6 +176,8 @@ class StateStore:
             what = "it exists and is not a directory" if isinstance(e, FileExistsError) else _reason(e)
             hint = "run as root, or point --state-dir / TUNECTL_STATE_DIR at a writable directory" \
                 if e.errno in (errno.EACCES, errno.EPERM) else _hint(e, self.dir)
+            if e.errno in (errno.EACCES, errno.EPERM) and os.geteuid() != 0:
+                raise NotPermitted(f"cannot create state directory {self.dir}: {what}", hint=hint) from None
             raise StateError(f"cannot create state directory {self.dir}: {what}", hint=hint) from None
 
     def exists(self) -> bool:
@@ -192,6 +202,8 @@ class StateStore:
         except OSError as e:
             what = "a symbolic link" if e.errno == errno.ELOOP else _reason(e)
             hint = f"remove {lock}; tunectl creates it again" if e.errno == errno.ELOOP else _hint(e, lock)
+            if e.errno in (errno.EACCES, errno.EPERM) and os.geteuid() != 0:
+                raise NotPermitted(f"cannot open lock {lock}: {what}", hint="run as root") from None
             raise StateError(f"cannot open lock {lock}: {what}", hint=hint) from None
         try:
             st = os.fstat(fd)

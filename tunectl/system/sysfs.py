@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 
 from tunectl.errors import SysfsError
@@ -30,12 +31,40 @@ def describe_errno(code: int) -> str:
 
 
 class Sysfs:
-    """Attribute access below one root. Paths are relative, e.g. ``block/sda/queue/scheduler``."""
+    """Attribute access below one root. Paths are relative, e.g. ``block/sda/queue/scheduler``.
 
-    def __init__(self, root: str | os.PathLike) -> None:
+    `confined` (a tree that is not the running kernel's /sys): an attribute is opened
+    below the root only (a link out of it fails), never through a link at its last
+    component, without blocking, and used only when it is a regular file root (or the
+    user) owns: a tree cannot make tunectl read or truncate a file elsewhere.
+    """
+
+    def __init__(self, root: str | os.PathLike, confined: bool = False) -> None:
         self.root = Path(root)
         self._base = str(self.root)
         self.writes = 0
+        self.confined = confined
+
+    def _open(self, rel: str, flags: int) -> int:
+        path = self._at(rel)
+        if not self.confined:
+            return os.open(path, flags | os.O_CLOEXEC)
+        from tunectl.system import trust
+
+        try:
+            fd = trust.open_beneath(self.root, rel, flags | os.O_NONBLOCK)
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.EXDEV):
+                raise SysfsError(rel, e.errno, "a symbolic link, not followed in a tree that is not /sys") from None
+            raise
+        st = os.fstat(fd)
+        why = None if stat.S_ISREG(st.st_mode) else f"{trust.kind(st.st_mode)}, not an attribute file"
+        if why is None and st.st_uid not in trust.trusted_uids():
+            why = f"owned by uid {st.st_uid}, not root: not used in a tree that is not /sys"
+        if why:
+            os.close(fd)
+            raise SysfsError(rel, errno.EACCES, why)
+        return fd
 
     def _at(self, rel: str) -> str:
         """The path of `rel` below the root, as a string (a discovery makes thousands: no Path objects)."""
@@ -67,8 +96,10 @@ class Sysfs:
     def read(self, rel: str) -> str:
         """The attribute's text without the trailing newline; SysfsError if unreadable."""
         try:
-            with open(self._at(rel), "rb") as f:
+            with open(self._open(rel, os.O_RDONLY), "rb") as f:
                 return f.read().decode("utf-8", "replace").rstrip("\n")
+        except SysfsError:
+            raise
         except OSError as e:
             code = e.errno or errno.EIO
             raise SysfsError(rel, code, describe_errno(code)) from None
@@ -108,7 +139,9 @@ class Sysfs:
         """
         data = value.encode()
         try:
-            fd = os.open(self._at(rel), os.O_WRONLY | os.O_TRUNC)
+            fd = self._open(rel, os.O_WRONLY | os.O_TRUNC)
+        except SysfsError:
+            raise
         except OSError as e:
             code = e.errno or errno.EIO
             raise SysfsError(rel, code, describe_errno(code)) from None

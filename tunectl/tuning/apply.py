@@ -9,6 +9,7 @@ which is the dominant cost of an apply.
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,7 +32,12 @@ from tunectl.system.sysfs import Sysfs
 from tunectl.tuning.plan import Setting
 
 _VANISHED = (errno.ENOENT, errno.ENODEV, errno.ENXIO)
-_DENIED = (errno.EPERM,)
+
+
+def denied(code: int) -> bool:
+    """The kernel refused the caller, not the value: EPERM, and EACCES for a user other than root (a sysfs
+    attribute is root's 0644). For root, EACCES means a read-only attribute: a failure, not a permission."""
+    return code == errno.EPERM or (code == errno.EACCES and os.geteuid() != 0)
 
 
 @dataclass(frozen=True)
@@ -87,9 +93,9 @@ def _apply_device(sysfs: Sysfs, settings: list[Setting]) -> list[Outcome]:
             sysfs.write(rel, str(s.after))
             text = sysfs.read(rel)
         except SysfsError as e:
-            # EACCES is both "read-only attribute" and "not root" (sysfs files are 0644 root's): tell them apart.
-            denied = e.errno in _DENIED or e.errno == errno.EACCES and sysfs.denied(rel)
-            status = Status.NOT_PERMITTED if denied else Status.FAILED
+            # EACCES is both "read-only attribute" and "not permitted": a write bit this process lacks says which.
+            refused = denied(e.errno) or e.errno == errno.EACCES and sysfs.denied(rel)
+            status = Status.NOT_PERMITTED if refused else Status.FAILED
             out.append(Outcome(s, status, error=e.reason))
             if e.errno in _VANISHED and not sysfs.exists(f"block/{s.device}"):
                 blocked = "device vanished"

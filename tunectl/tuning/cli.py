@@ -23,7 +23,12 @@ EXAMPLES = {
 STATUS_COLUMNS = ["DEVICE", "CLASS", "SCHEDULER", "READ-AHEAD", "IDENTITY", "DRIFT", "KNOBS"]
 SETTING_COLUMNS = ["DEVICE", "ATTRIBUTE", "BEFORE -> AFTER", "SOURCE", "STATUS", "NOTE"]
 VERIFY_COLUMNS = SETTING_COLUMNS + ["OWNER"]  # who set the value now there (tunectl.owners); shown with -v
-FIT = {"middle": ("IDENTITY",), "keep": ("DEVICE", "STATUS", "DRIFT")}
+# At 80 columns a plan cuts where a value came from and its note before any value.
+FIT = {"middle": ("IDENTITY",), "keep": ("DEVICE", "STATUS", "DRIFT"), "cut_first": ("SOURCE", "NOTE")}
+
+
+DEV_HELP = ("a device: kernel name (sda), /dev path or link, UUID=, LABEL=, PARTUUID=, PARTLABEL=, a partition "
+            "(its disk), or a mountpoint or any path (the disks under its filesystem)")
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
@@ -37,7 +42,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     elif name == "verify":
         add_table_options(p, VERIFY_COLUMNS, hidden=("OWNER",))
     if name == "rollback":
-        p.add_argument("devices", nargs="*", metavar="DEV", help="kernel name or /dev path (default: all journalled)")
+        p.add_argument("devices", nargs="*", metavar="DEV", help=f"{DEV_HELP} (default: all journalled)")
         p.add_argument("--check", action="store_true", help="show what would be restored, write nothing")
         p.add_argument("--print", action="store_true", dest="print_script",
                        help="print the shell lines that would restore the originals (echo VALUE > /sys/...), in "
@@ -48,7 +53,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     p.add_argument("-p", "--profile", help="profile name or file (default: the last applied, see `status`; "
                                            "with nothing applied, 'default')")
     p.add_argument("devices", nargs="*", metavar="DEV",
-                   help="kernel name or /dev path (default: without -p, the devices the last apply was limited to; "
+                   help=f"{DEV_HELP} (default: without -p, the devices the last apply was limited to; "
                         "else all)")
     p.add_argument("--all", action="store_true", help="every device, also when the last apply was limited to some")
     if name == "apply":
@@ -117,15 +122,18 @@ def _cmd_status(ctx, args, out) -> int:
                       rules=intent.installed_rules(active.record)))
         return report.exit_code
     rows = []
+    tuned = {s.device for s in report.settings}
     for d in report.devices:
         knobs = " ".join(f"{k}={v}" for k, v in sorted(d.iosched.items()))
-        drift = f"{drift_by_dev[d.name]} setting(s)" if d.name in drift_by_dev else "in sync"
+        # a device the profile sets nothing on is skipped, as plan says, not "in sync"
+        drift = f"{drift_by_dev[d.name]} setting(s)" if d.name in drift_by_dev else "in sync" if d.name in tuned \
+            else "skip"
         rows.append([d.name, d.cls + (f"/{d.dm_type}" if d.dm_type else ""), show(d.scheduler),
                      show(d.queue.get("read_ahead_kb")), d.identity, drift, knobs])
-    out.print(f"profile: {report.profile}")
+    out.heading(f"profile: {report.profile}")
     rules = intent.installed_rules(active.record)
     if rules is not None:
-        out.print(f"udev rules: {rules['path']} (profile {rules.get('ref')}"
+        out.heading(f"udev rules: {rules['path']} (profile {rules.get('ref')}"
                   + (", every device)" if rules.get("scope") is None else f", {len(rules['scope'])} device(s))"))
     _print_scope(report, out)
     out.print(out.table(STATUS_COLUMNS, rows, hide=() if out.verbose else ("KNOBS",), **FIT))
@@ -153,7 +161,7 @@ def _print_owners(report, out) -> None:
 def _print_scope(report, out) -> None:
     """Say so when the last apply's scope narrows the devices looked at (DEV arguments say it themselves)."""
     if report.scope is not None and report.scope.origin == "last-apply":
-        out.say(report.scope.describe(report.profile))
+        out.heading(report.scope.describe(report.profile))
 
 
 def _settings_rows(settings, verbose: int, with_status: bool = False, owner=None):
@@ -190,7 +198,7 @@ def _before_after(setting) -> str:
 
 def _print_skipped(skipped: list[tuple[str, str]], out) -> None:
     for device, reason in skipped:
-        out.say(f"skipped {device}: {reason}")
+        out.heading(f"skipped {device}: {reason}")  # on stderr when -o/-r/-P make stdout the table alone
 
 
 def _summary(statuses: list[str]) -> str:
@@ -228,15 +236,15 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
         out.emit(dict(report.to_json(), in_sync=not drift, notes=active.notes))
         return code
     rows = _settings_rows(report.settings, out.verbose, with_status=True, owner=report.owner if verify else None)
-    out.print(f"profile: {report.profile}")
+    out.heading(f"profile: {report.profile}")
     _print_scope(report, out)
     if rows:
         out.print(out.table(VERIFY_COLUMNS if verify else SETTING_COLUMNS, rows,
                             hide=() if out.verbose or not verify else ("OWNER",), **FIT))
     _print_skipped(report.skipped, out)
-    out.say(_summary([s.status for s in report.settings]))
+    out.heading(_summary([s.status for s in report.settings]))
     if verify:
-        out.print("in sync" if not drift else f"drift: {len(drift)} setting(s) differ")
+        out.heading("in sync" if not drift else f"drift: {len(drift)} setting(s) differ")
     return code
 
 

@@ -5,6 +5,7 @@ Each returns a report object; rendering and exit codes are the CLI's business.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import time
@@ -315,9 +316,10 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
 
     While udev rules are installed a rollback is refused (the next change event
     would write their values again) unless `remove_rules` removes them first. A
-    full rollback that restores everything clears the record.
+    full rollback that restores everything clears the record. `check` writes nothing, so it takes no lock (a
+    user who cannot create the lock can still ask what a rollback would do).
     """
-    with ctx.state.locked():
+    with contextlib.nullcontext() if check else ctx.state.locked():
         journal = ctx.state.journal()
         record = ctx.state.active_profile()
         devices = _discover(ctx)
@@ -392,6 +394,9 @@ def _rules_before_rollback(ctx: Context, record: dict | None, check: bool, remov
     rules = intent.installed_rules(record)
     if rules is None or not os.path.exists(rules["path"]):
         return []
+    if check and remove_rules:
+        return [f"would remove udev rules {rules['path']} (profile {rules.get('name') or rules.get('ref')}) "
+                "before restoring"]
     if check:
         return [f"udev rules {rules['path']} are installed: a rollback needs --remove-rules, or the next change "
                 "event writes their values again"]
@@ -399,4 +404,6 @@ def _rules_before_rollback(ctx: Context, record: dict | None, check: bool, remov
         raise UsageError(f"udev rules {rules['path']} (profile {rules.get('ref')}) are installed: the next change "
                          "event would write their values again after a rollback, so nothing was restored",
                          hint="tunectl rollback --remove-rules removes the rules first; or keep the rules")
-    return remove_rules_file(ctx, rules["path"])
+    problems = remove_rules_file(ctx, rules["path"])
+    said = f"removed udev rules {rules['path']} (profile {rules.get('name') or rules.get('ref')}) before restoring"
+    return [said] + problems

@@ -34,7 +34,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
                                  "journal), not the profile's rules alone")
         if verb == "install":
             up.add_argument("--trigger", action="store_true",
-                            help="send change events to block disks and wait for udev to settle")
+                            help="send change events to the devices the rules are scoped to (every block disk with "
+                                 "--all) and wait for udev to settle")
             up.add_argument("--allow-untrusted-profile", action="store_true",
                             help="install even when a profile file, or the tunectl a RUN starts, is not root's "
                                  "alone (udev runs them as root)")
@@ -52,7 +53,7 @@ def run(ctx, args, out) -> int:
 
     def warn(rendered) -> None:
         for note in rendered.active.notes:
-            out.warn(f"tunectl: {note}")
+            out.warn(f"tunectl: note: {note}")
         for w in rendered.profile.warnings:
             out.warn(str(w))
         if not out.quiet:
@@ -171,7 +172,7 @@ def monitor(ctx, args, out, events=None) -> int:
     active = intent.choose(ctx, args.profile, "udev monitor")
     profile = active.profile
     for note in active.notes:
-        out.warn(f"tunectl: {note}")
+        out.warn(f"tunectl: note: {note}")
     for w in profile.warnings:
         out.warn(str(w))
     if events is None and not ctx.real:

@@ -20,6 +20,7 @@ from tests.fakesys import FakeTree, mountinfo_line, striped_md
 from tests.harness import DATA as TEST_DATA
 from tests.harness import run_cli
 from tests.tuning_helpers import Tunectl
+from tunectl.align import check as align_check
 from tunectl.align.table import ParseError, parse_json, parse_machine, split_fields
 from tunectl.align.verdict import Topology, choose_grain, judge, parted_rule
 
@@ -388,7 +389,8 @@ def test_parted_without_json_falls_back_to_machine_output(tunectl, parted):
     (["sda"], ("fail", "Error: Input/output error during read on /dev/sda\n"), 1, "Input/output error"),
     (["--bogus-option"], None, 2, ""),
 ])
-def test_bad_input(tunectl, parted, tmp_path, argv, setup, code, message):
+def test_bad_input(tunectl, parted, tmp_path, argv, setup, code, message, monkeypatch):
+    monkeypatch.setattr(align_check, "_euid", lambda: 1000)  # not root: a refused open means "run as root"
     if setup and setup[0] == "fail":
         parted.fail("sda", setup[1])
     elif setup:
@@ -460,7 +462,8 @@ def test_the_table_and_its_notes_fit_the_terminal(tree, parted, tunectl, tmp_pat
                      {**tunectl.ctx.env, "COLUMNS": str(width)})("align", "-o", "disk,part,aligned,off-by,suggested-start")
     assert max(map(len, wide.splitlines())) > 132  # the notes are long sentences
     assert narrow.code == 1 and all(len(line) <= width for line in narrow.out.splitlines()), narrow.out
-    assert narrow.out.splitlines()[1].split() == ["DISK", "PART", "ALIGNED", "OFF", "BY", "SUGGESTED", "START"]
+    assert narrow.out.splitlines()[0].split() == ["DISK", "PART", "ALIGNED", "OFF", "BY", "SUGGESTED", "START"]
+    assert "profile: default" in narrow.err.splitlines()  # with -o, stdout starts with the table
     assert "stricter than parted" in " ".join(narrow.out.split())
 
 
@@ -478,3 +481,16 @@ def test_a_name_standing_for_several_disks_pairs_each_with_its_own_partitions(tr
     assert sorted(disks) == ["sda", "sdd", "sde", "sdf", "sdg"]
     assert [p["number"] for p in disks["sda"]["partitions"]] == [3]
     assert disks["sde"]["warnings"] == ["no partition table"]
+
+
+def test_root_refused_by_every_disk_is_told_they_are_off_limits_not_to_run_as_root(tunectl, parted, monkeypatch):
+    """A container where even root cannot open the disk: each disk listed as unreadable, exit 1 (tunectl-align(8))."""
+    monkeypatch.setattr(align_check, "_euid", lambda: 0)
+    parted.fail("sda", "Error: Error opening /dev/sda: Permission denied\n")
+    r = tunectl("align", "sda")
+    assert r.code == 1, (r.out, r.err)
+    assert "off limits here even to root" in r.text and "parted could not read sda" in r.text, r.text
+    assert "run as root" not in r.text, r.text
+    monkeypatch.setattr(align_check, "_euid", lambda: 1000)
+    r = tunectl("align", "sda")
+    assert r.code == 4 and "run as root" in r.text, r.text

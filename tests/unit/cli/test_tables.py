@@ -138,9 +138,10 @@ def test_identities_are_cut_in_the_middle_and_whole_with_v_or_json(machine: Mach
 
 def test_columns_option_picks_and_orders(machine: Machine) -> None:
     r = machine("status", "-o", "drift,device")
-    assert r.out.splitlines()[1].split() == ["DRIFT", "DEVICE"]
+    # with -o stdout is the table alone: the profile line goes to stderr
+    assert r.out.splitlines()[0].split() == ["DRIFT", "DEVICE"] and "\nprofile: default\n" in r.err
     assert "sda" in r.out and "IDENTITY" not in r.out
-    assert machine("status", "-o", "device,knobs").out.splitlines()[1].split() == ["DEVICE", "KNOBS"]
+    assert machine("status", "-o", "device,knobs").out.splitlines()[0].split() == ["DEVICE", "KNOBS"]
     listing = machine("status", "--columns")
     assert listing.code == 0 and [line.split()[0] for line in listing.out.splitlines()] == \
         ["device", "class", "scheduler", "read-ahead", "identity", "drift", "knobs"]
@@ -235,3 +236,47 @@ def test_udev_sentences_wrap_at_the_terminal_width(tmp_path: Path) -> None:
     assert "is not what profile desktop renders" in " ".join(sentence.split()), differs.out
     _fits(missing.out + sentence, 60)
     assert str(tmp_path / "65-tunectl.rules") in sentence  # a path longer than a line stays whole
+
+
+def test_columns_take_any_case_and_lsblk_names(machine: Machine) -> None:
+    for spelling in ("NAME,SCHED,RA", "name,sched,ra", "Device,Scheduler,Read-Ahead", "DEVICE,SCHEDULER,READ-AHEAD"):
+        r = machine("status", "-o", spelling)
+        assert r.code == 0 and r.out.splitlines()[0].split() == ["DEVICE", "SCHEDULER", "READ-AHEAD"], (spelling, r.err)
+    bad = machine("status", "-o", "ROTA")  # lsblk has it; status has no such column
+    assert bad.code == 2 and "unknown column 'ROTA'" in bad.err
+
+
+def test_noheadings_raw_and_pairs_as_lsblk_has_them(machine: Machine) -> None:
+    table = machine("status", "-o", "name,sched,ra")
+    r = machine("status", "-o", "name,sched,ra", "-n")
+    assert r.out.splitlines() == table.out.splitlines()[1:]
+    raw = machine("status", "-o", "name,sched,ra", "-r").out.splitlines()
+    assert raw[0] == "DEVICE SCHEDULER READ-AHEAD" and "sda mq-deadline 8192" in raw, raw
+    assert machine("status", "-o", "name,sched,ra", "-rn").out.splitlines() == raw[1:]
+    pairs = machine("status", "-o", "name,sched,ra", "-P").out.splitlines()
+    assert 'DEVICE="sda" SCHEDULER="mq-deadline" READ_AHEAD="8192"' in pairs, pairs
+    assert machine("status", "-r", "-P").code == 2
+    # a raw cell keeps its blanks as \x20, one field per column
+    plan = machine("plan", "-r", "-o", "device,source").out.splitlines()
+    assert all(len(line.split(" ")) == 2 for line in plan), plan
+
+
+def test_plan_at_80_columns_cuts_source_and_note_before_values(machine: Machine) -> None:
+    argv = ("plan", "-p", "throughput-performance")
+    wide = machine(*argv, columns=400).out.splitlines()
+    head = wide[1]
+    table = wide[2:next(i for i, line in enumerate(wide) if line.startswith("skipped "))]
+    rows = [line for line in table if len(line) > head.index("SOURCE")]
+    values = [line[head.index("BEFORE -> AFTER"):head.index("SOURCE")].strip() for line in rows]
+    need = max(len(line) for line in [head, *table])
+    for width in (80, need - 8):  # 80 columns, and narrower than this table: SOURCE gives way first
+        narrow = machine(*argv, columns=width).out
+        assert values and all(v in narrow for v in values), (width, [v for v in values if v not in narrow])
+    assert "class…" in narrow, narrow  # the source gave way
+
+
+def test_status_sorts_kernel_names_naturally(empty_fake_tree: FakeTree, fake_root: Path) -> None:
+    for n in (10, 2, 1):
+        empty_fake_tree.add_loop(f"loop{n}", f"/srv/d{n}.img")
+    r = Machine(empty_fake_tree, fake_root)("status", "--all", "-o", "name", "-n")
+    assert r.out.split() == ["loop1", "loop2", "loop10"], r.out

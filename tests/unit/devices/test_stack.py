@@ -9,7 +9,7 @@ from tunectl.context import Context
 from tunectl.devices.discover import discover
 from tunectl.devices.graph import DeviceGraph
 from tunectl.devices.resolve import Resolver
-from tunectl.devices.stack import DiskLayer, DmLayer, MdLayer, PartitionLayer, Stack, resolve
+from tunectl.devices.stack import DiskLayer, DmLayer, MdLayer, PartitionLayer, Stack
 from tunectl.errors import UsageError
 from tunectl.profile.library import shipped_profile_dir
 from tunectl.system.state import StateStore
@@ -61,8 +61,8 @@ def test_dm_crypt_on_a_partition_reaches_the_disk(graph, devices) -> None:
 
 def test_the_resolver_answers_with_devices_and_stacks(resolver: Resolver, devices) -> None:
     assert resolver.devices_of(["/dev/sdb", "sdb2", "dm-0"]) == [devices["sdb"], devices["dm-0"]]
-    stack = resolve(resolver, "mmcblk0p3")
+    stack = resolver.stack("mmcblk0p3")
     assert stack.top is devices["mmcblk0"] and stack.partition is not None and stack.file is None
-    assert [layer.kind for layer in resolve(resolver, "loop0").layers] == ["loop"]
+    assert [layer.kind for layer in resolver.stack("loop0").layers] == ["loop"]
     with pytest.raises(UsageError, match="no block device 'sdz'"):
-        resolve(resolver, "sdz")
+        resolver.stack("sdz")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -223,6 +224,8 @@ def test_check_reports_wanted_live_fstab_and_drift(env: Env) -> None:
 
 def test_check_in_sync_after_fstab_and_live_agree(env: Env) -> None:
     env.profile.write_text("name: quiet\nmounts:\n  - match: {mountpoint: /srv/fast}\n    options: [noatime]\n")
+    # without the line of the removed disk, whose source no device answers to (flagged: see below)
+    env.fstab.write_text(FSTAB.replace(f"UUID={GONE_UUID} /mnt/old ext4 relatime 0 2\n", ""))
     code, out, _ = env("mounts", "check", "-p", str(env.profile), "--fstab", str(env.fstab), "--json")
     assert code == 0 and json.loads(out)["in_sync"] is True
     code, out, _ = env("mounts", "check", "-p", str(env.profile), "--fstab", str(env.fstab))
@@ -420,3 +423,15 @@ def test_remount_with_a_given_fstab_stays_within_the_mounts_it_lists(env: Env) -
     # --all-mounts: every drifting live mount, as without --fstab
     doc = json.loads(env(*argv, "--all-mounts", "--json")[1])
     assert {"/", "/boot/efi"} <= {r["target"] for r in doc["remounts"]}, doc["remounts"]
+
+
+def test_check_flags_a_source_no_device_answers_to(env: Env) -> None:
+    env.profile.write_text("name: quiet\nmounts:\n  - match: {mountpoint: /srv/fast}\n    options: [noatime]\n")
+    env.fstab.write_text(FSTAB.replace(f"UUID={GONE_UUID} /mnt/old ext4 relatime 0 2",
+                                       "LABEL=doesnotexist /mnt/old ext4 relatime 0 2"))
+    code, out, err = env("mounts", "check", "-p", str(env.profile), "--fstab", str(env.fstab))
+    assert code == 1, out + err
+    assert re.search(r"^/mnt/old .* source not found$", out, re.M), out
+    assert "LABEL=doesnotexist (/mnt/old): no device with LABEL" in err and "add nofail" in err, err
+    doc = json.loads(env("mounts", "check", "-p", str(env.profile), "--fstab", str(env.fstab), "--json")[1])
+    assert doc["in_sync"] is False and any("LABEL=doesnotexist" in w for w in doc["warnings"])

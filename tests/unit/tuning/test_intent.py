@@ -235,7 +235,10 @@ def test_rules_carry_the_scope_and_journal_first(t: Tunectl, tmp_path: Path, ude
     # A rollback the rules would undo is refused; --remove-rules removes them first.
     refused = t("rollback")
     assert refused.code == 2 and "--remove-rules" in refused.err and (rules_dir / RULES_FILE).exists()
-    assert t("rollback", "--remove-rules").code == 0
+    r = t("rollback", "--remove-rules", "--check", "--json")
+    assert r.code == 0 and [n for n in r.doc["notes"] if n.startswith("would remove udev rules")], r.doc["notes"]
+    r = t("rollback", "--remove-rules")
+    assert r.code == 0 and f"tunectl: note: removed udev rules {rules_dir / RULES_FILE} (profile mydb)" in r.err, r.err
     assert not (rules_dir / RULES_FILE).exists() and ("udevadm", "control", "--reload") in udevadm.calls
     assert t("verify").out.startswith("nothing applied")
     # The rules (were they ever triggered) wrote nothing here; the journal still held every original.

@@ -1,0 +1,132 @@
+"""The metadata pass on a real ext4 on a loop device: collect records the device pages that hold the
+inodes, directories and extent blocks; replay brings them back (counted with mincore on the device)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.harness import check_documents
+from tests.preload_helpers import GOOD_HEADER, tunectl
+from tunectl.preload import order
+from tunectl.system import pagecache
+
+pytestmark = pytest.mark.root
+
+BLKFLSBUF = 0x1261  # _IO(0x12, 97): write back and drop this block device's own page cache, nothing else
+
+
+def _run(*argv: str) -> str:
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def ext4_tree(tmp_path: Path):
+    """(loop device, its MAJ:MIN, mount point) of a fresh ext4 with 300 files in 30 directories."""
+    image = tmp_path / "ext4.img"
+    with open(image, "wb") as f:
+        f.truncate(128 << 20)
+    _run("mkfs.ext4", "-q", "-F", "-b", "4096", "-E", "lazy_itable_init=0,lazy_journal_init=0", str(image))
+    dev = _run("losetup", "-f", "--show", str(image)).strip()
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    try:
+        _run("mount", "-t", "ext4", dev, str(mnt))
+        try:
+            for d in range(30):
+                (mnt / f"d{d}").mkdir()
+                for i in range(10):
+                    (mnt / f"d{d}" / f"f{i}").write_bytes(os.urandom(3000 + 100 * i))
+            _remount(dev, mnt)
+            st = os.stat(dev)
+            yield dev, f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}", mnt
+        finally:
+            subprocess.run(["umount", str(mnt)], check=False, capture_output=True)
+    finally:
+        subprocess.run(["losetup", "-d", dev], check=False, capture_output=True)
+
+
+def _remount(dev: str, mnt: Path) -> None:
+    """Cold again, for this file system alone: unmounting drops its cached inodes and directories (which a
+    walk would otherwise not read again), BLKFLSBUF the device's own cached pages."""
+    _run("umount", str(mnt))
+    fd = os.open(dev, os.O_RDONLY)
+    try:
+        fcntl.ioctl(fd, BLKFLSBUF, 0)
+    finally:
+        os.close(fd)
+    _run("mount", "-t", "ext4", dev, str(mnt))
+
+
+def _cached(dev: str, devnum: str, ranges: list[tuple[int, int]]) -> float:
+    """The share of `ranges` of the device in its page cache now (cachestat: every page present)."""
+    fd = pagecache.open_block_device(dev, devnum)
+    try:
+        cached = pagecache.device_cached_ranges(fd, os.lseek(fd, 0, os.SEEK_END))
+    finally:
+        os.close(fd)
+    assert cached is not None, "this kernel has no cachestat (Linux 6.5)"
+    return order.overlap_bytes(cached, ranges) / sum(n for _, n in ranges)
+
+
+def _mincore(dev: str, devnum: str, ranges: list[tuple[int, int]]) -> float:
+    """The share of `ranges` mincore reports resident (pages read as pages: uptodate)."""
+    fd = pagecache.open_block_device(dev, devnum)
+    try:
+        size = os.lseek(fd, 0, os.SEEK_END)
+        cached, wanted = order.resident_bytes(pagecache.residency(fd, size), ranges, size)
+    finally:
+        os.close(fd)
+    return cached / wanted
+
+
+def test_the_metadata_pass_brings_back_the_device_pages_collect_recorded(tmp_path: Path, ext4_tree) -> None:
+    dev, devnum, mnt = ext4_tree
+    lst = tmp_path / "tree.list"
+    r = tunectl("--json", "preload", "collect", str(mnt), "-o", str(lst))
+    assert r.code == 0, r.err
+    doc = check_documents(r.out, r.code)[0]
+    head = json.loads(lst.read_text().splitlines()[0])
+    ranges = [tuple(x) for x in head["metadata"][devnum]]
+    assert doc["metadata"][devnum]["bytes"] == sum(n for _, n in ranges) > 0
+    # what the walk read: 30 directories and the inode table blocks of 330 inodes, at least
+    assert sum(n for _, n in ranges) >= 31 * 4096
+    assert _cached(dev, devnum, ranges) == 1.0  # recorded because they were cached
+
+    _remount(dev, mnt)
+    before = _cached(dev, devnum, ranges)
+    assert before < 0.5  # the superblock and group descriptors stay pinned by ext4
+    # the metadata alone: a list of no files, so nothing but the metadata pass reads
+    only = tmp_path / "meta-only.list"
+    only.write_text(json.dumps({**json.loads(GOOD_HEADER), "metadata": head["metadata"]}) + "\n")
+    r = tunectl("--json", "preload", "replay", str(only))
+    assert r.code == 0, r.err
+    meta = check_documents(r.out, r.code)[0]["metadata"]
+    assert meta["devices"] == [devnum] and meta["bytes"] >= sum(n for _, n in ranges) and meta["requests"] >= 1
+    assert _cached(dev, devnum, ranges) == 1.0
+    # every page that was not cached was read as a page: mincore sees it (it does not see the pages ext4
+    # pinned through buffer heads, which are cached but not "uptodate" as pages)
+    assert _mincore(dev, devnum, ranges) >= 1.0 - before
+
+    _remount(dev, mnt)  # and --no-metadata leaves it out
+    r = tunectl("--json", "preload", "replay", "--no-metadata", str(only))
+    assert r.code == 0 and check_documents(r.out, r.code)[0]["metadata"] is None
+    assert _cached(dev, devnum, ranges) < 0.5
+
+
+def test_show_lists_the_metadata_and_its_residency(tmp_path: Path, ext4_tree) -> None:
+    dev, devnum, mnt = ext4_tree
+    lst = tmp_path / "tree.list"
+    assert tunectl("preload", "collect", str(mnt), "-o", str(lst)).code == 0
+    r = tunectl("preload", "show", str(lst))
+    assert r.code == 0, r.err
+    assert f"metadata on {devnum}:" in r.out and "resident (100.0%)" in r.out
+    r = tunectl("--json", "preload", "show", "--stats", str(lst))
+    doc = check_documents(r.out, r.code)[0]
+    assert doc["metadata"][0]["device"] == devnum and doc["stats"]["metadata_bytes"] == doc["metadata"][0]["bytes"]
+    assert doc["stats"]["floor"]["sequential_mb_s"] > 0  # measured with a direct read of the loop device

@@ -1,0 +1,33 @@
+"""A command's --help: its own arguments, one line naming the global options, and a DEV that says what it takes."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.completion_helpers import tree
+from tests.harness import run_cli
+
+
+@pytest.mark.parametrize("words", [w for w in tree() if w], ids=" ".join)
+def test_command_help_names_the_global_options_once_instead_of_repeating_them(words: tuple[str, ...]) -> None:
+    r = run_cli(*words, "--help")
+    assert r.code == 0, r.err
+    assert "sysfs root (default /sys" not in r.out and "journal and lock directory" not in r.out, r.out
+    assert "global options, before or after the command: --json --sysfs-root DIR" in r.out.replace("\n", " "), r.out
+    assert len(r.out.splitlines()) < 60 or words[0] in ("bench", "preload", "align"), len(r.out.splitlines())
+
+
+def test_global_options_still_parse_after_the_command(tmp_path) -> None:
+    r = run_cli("status", "--sysfs-root", str(tmp_path), "--json", "--state-dir", str(tmp_path / "s"))
+    assert r.code == 0 and r.doc["devices"] == [], r.err
+
+
+def test_the_top_level_help_still_explains_them() -> None:
+    r = run_cli("--help")
+    assert "sysfs root (default /sys" in r.out
+
+
+@pytest.mark.parametrize("command", ["status", "plan", "apply", "verify", "rollback"])
+def test_dev_says_it_takes_tags_and_mountpoints(command: str) -> None:
+    text = " ".join(run_cli(command, "--help").out.split())
+    assert "UUID=" in text and "LABEL=" in text and "mountpoint" in text, text

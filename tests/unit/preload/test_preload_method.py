@@ -1,0 +1,150 @@
+"""Pure parts of preload's method: time bins, metadata range coalescing, the order chosen by the disk,
+the memory-pressure guard and the numbers (floor, WILLNEED calls, hit rate)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tunectl.preload import order, stats
+from tunectl.preload.listing import Entry, ListError, metadata_of, parse, parse_header, render
+from tunectl.preload.pressure import PressureGuard, some_total_us
+
+MiB = 1 << 20
+
+
+def entry(path: str, physical: int | None, size: int = 4096, inode: int = 1, device: str = "8:1") -> Entry:
+    return Entry(path, device, inode, size, 0, ((0, size),), physical)
+
+
+# ---------------------------------------------------------------- time bins
+
+def test_time_bins_keep_what_was_read_first_first_and_sort_within_a_bin() -> None:
+    # recorded (time) order: a b c | d e f with bins of 3 files' bytes; physical offsets scrambled
+    entries = [entry("a", 900), entry("b", 100), entry("c", 500), entry("d", 50), entry("e", 990), entry("f", 10)]
+    got = [entries[i].path for i in order.binned_indices(entries, 3 * 4096)]
+    assert got == ["b", "c", "a", "f", "d", "e"]  # the second bin's f (offset 10) waits for the first bin
+
+
+def test_one_bin_is_plain_physical_order_and_tiny_bins_are_recorded_order() -> None:
+    entries = [entry("a", 900), entry("b", 100), entry("c", None, inode=5), entry("d", 500)]
+    assert order.binned_indices(entries, 1 << 40) == order.physical_indices(entries)
+    assert order.binned_indices(entries, 1) == [0, 1, 2, 3]
+
+
+def test_a_large_file_closes_its_bin() -> None:
+    entries = [entry("big", 800, size=40 * MiB), entry("x", 700), entry("y", 100)]
+    assert [entries[i].path for i in order.binned_indices(entries, 32 * MiB)] == ["big", "y", "x"]
+
+
+@pytest.mark.parametrize("rotational, time_order, expected", [
+    (True, False, "physical"), (True, True, "time-bins"), (None, False, "physical"), (None, True, "time-bins"),
+    (False, False, "list"), (False, True, "list"),
+])
+def test_the_method_follows_the_disk(rotational: bool | None, time_order: bool, expected: str) -> None:
+    assert order.method(rotational, time_order) == expected
+
+
+def test_flash_keeps_the_lists_order_and_rotational_sorts() -> None:
+    entries = [entry("a", 900), entry("b", 100), entry("c", 500)]
+    assert order.indices_for("list", entries) == [0, 1, 2]
+    assert order.indices_for("physical", entries) == [1, 2, 0]
+
+
+# ---------------------------------------------------------------- metadata ranges
+
+def test_coalescing_joins_across_small_holes_only() -> None:
+    ranges = [(8192, 4096), (0, 4096), (4096, 4096), (65536 + 12288, 4096), (1 << 30, 4096)]
+    assert order.coalesce(ranges, 0) == [(0, 12288), (77824, 4096), (1 << 30, 4096)]
+    assert order.coalesce(ranges, 65536) == [(0, 81920), (1 << 30, 4096)]  # hole of 65536 joined
+    assert order.coalesce(ranges, 65535) == [(0, 12288), (77824, 4096), (1 << 30, 4096)]
+    assert order.coalesce([], 4096) == []
+
+
+def test_coalesced_ranges_cover_every_recorded_byte() -> None:
+    ranges = [(i * 40960, 4096) for i in range(50)] + [(7, 3)]
+    for gap in (0, 4096, 40960, 1 << 20):
+        out = order.coalesce(ranges, gap)
+        assert order.overlap_bytes(out, ranges) == sum(n for _, n in order.merge_ranges(ranges))
+        assert all(a[0] + a[1] < b[0] for a, b in zip(out, out[1:]))  # sorted, disjoint
+
+
+def test_overlap_bytes() -> None:
+    assert order.overlap_bytes([(0, 100), (200, 100)], [(50, 200)]) == 100
+    assert order.overlap_bytes([(0, 10)], [(10, 10)]) == 0
+    assert order.overlap_bytes([], [(0, 10)]) == 0
+
+
+def test_metadata_round_trips_in_the_header_and_a_version_1_reader_ignores_it() -> None:
+    text = render([entry("/a", 4096)], "now", {"8:1": [(0, 8192), (1 << 20, 4096)]}, time_order=True)
+    head = json.loads(text.splitlines()[0])
+    assert head["version"] == 1 and head["order"] == "time"
+    assert metadata_of(head, "l") == {"8:1": ((0, 8192), (1 << 20, 4096))}
+    assert parse(text, "l").entries == [entry("/a", 4096)]
+    assert metadata_of(parse_header(render([], "now"), "l"), "l") == {}
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"metadata": []}, "expected an object"),
+    ({"metadata": {"sda": [[0, 1]]}}, "is not MAJ:MIN"),
+    ({"metadata": {"8:1": [[0, 0]]}}, "[offset, length] pairs"),
+    ({"metadata": {"8:1": [[-1, 5]]}}, "[offset, length] pairs"),
+    ({"metadata": {"8:1": "0-5"}}, "[offset, length] pairs"),
+])
+def test_bad_metadata_is_refused_at_line_1(bad: dict, words: str) -> None:
+    with pytest.raises(ListError) as e:
+        metadata_of(bad, "boot.list")
+    assert str(e.value).startswith("boot.list:1: metadata") and words in str(e.value)
+
+
+# ---------------------------------------------------------------- memory pressure
+
+PSI = "some avg10=0.00 avg60=0.00 avg300=0.00 total={}\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+
+
+def test_pressure_total_is_read_from_the_some_line() -> None:
+    assert some_total_us(PSI.format(12345)) == 12345
+    assert some_total_us(None) is None and some_total_us("garbage") is None
+
+
+def test_the_guard_stops_when_the_stall_share_passes_the_limit() -> None:
+    totals = iter([0, 50_000, 100_000, 400_000])  # microseconds stalled, read at t=0, 1, 2, 3 s
+    guard = PressureGuard(lambda: PSI.format(next(totals)), now=0.0, limit=0.10)
+    assert not guard.stop(1.0) and guard.share == pytest.approx(0.05)
+    assert not guard.stop(2.0)  # 5% again
+    assert guard.stop(3.0) and guard.share == pytest.approx(0.30)
+
+
+def test_without_psi_the_guard_never_stops() -> None:
+    guard = PressureGuard(lambda: None, now=0.0)
+    assert not guard.stop(1.0) and not guard.stop(100.0)
+
+
+# ---------------------------------------------------------------- numbers
+
+def test_floor_arithmetic() -> None:
+    assert stats.floor_seconds(100 * MiB, 50 * MiB) == 2.0
+    assert stats.floor_seconds(1, None) is None and stats.floor_seconds(1, 0) is None
+    assert stats.times_floor(5.0, 2.0) == 2.5 and stats.times_floor(5.0, None) is None
+    floor = stats.Floor(100e6, 250_000_000)
+    assert floor.seconds == 2.5 and floor.to_json() == {"sequential_mb_s": 100.0, "seconds": 2.5}
+
+
+def test_willneed_calls_per_window() -> None:
+    entries = [entry("/a", 0, size=100), entry("/b", 0, size=300 * 1024, inode=2),
+               Entry("/c", "8:2", 3, 1 << 20, 0, ((0, 4096), (8192, 4096)), None)]
+    assert stats.requests(entries, {"8:1": 128 * 1024, "8:2": 4096}) == 1 + 3 + 2
+
+
+def test_hit_rate_by_page_and_by_file_identity() -> None:
+    listed = [entry("/a", 0, size=8192, inode=1), entry("/b", 0, size=4096, inode=2)]
+    read = [Entry("/a", "8:1", 1, 8192, 0, ((0, 100),), 0),  # one page of a's two
+            entry("/renamed", 0, size=4096, inode=2),  # the same inode: counted
+            entry("/c", 0, size=4096, inode=3)]  # not on the list: missed
+    hit = stats.hit_rate(listed, read)
+    assert (hit.listed, hit.read, hit.shared) == (12288, 12288, 8192)
+    assert hit.used == pytest.approx(2 / 3) and hit.missed == pytest.approx(1 / 3)
+    assert hit.recollect  # used below 70% and missed above 20%
+    assert not stats.hit_rate(listed, listed).recollect
+    assert stats.hit_rate([], []).used == 1.0 and stats.hit_rate([], []).missed == 0.0

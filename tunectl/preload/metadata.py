@@ -1,0 +1,164 @@
+"""The metadata pass: the file system's own blocks (inodes, directories, extent trees) before the data.
+
+On ext4 these blocks live in the page cache of the block device itself, not of
+any file: `collect` records which pages of the device's mapping are resident
+(mincore on a mapping of the device, as sreadahead and e2fsprogs' readahead
+see them) and a replay brings them back sorted and coalesced with one
+WILLNEED per run of pages, before it stats or opens any file. Other file
+systems (xfs, btrfs, squashfs) get no device ranges: their metadata is warmed
+by the inode pass, which stats in inode-number order.
+
+Only root can open a block device: as anyone else collect notes that the pass
+was left out and replay skips it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterable, Mapping
+
+from tunectl.preload import order
+from tunectl.system import pagecache
+from tunectl.system.sysfs import Sysfs
+
+FILESYSTEMS = ("ext4", "ext3", "ext2")  # block-device-cached metadata; the rest: statx in inode order
+GAP = 64 << 10  # holes up to this are read through: one request instead of two, at most 16 extra pages
+
+
+class MetadataPass:
+    """What a replay's metadata pass did: bytes asked for, WILLNEED calls, devices, and why any was skipped."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.requests = 0
+        self.devices: list[str] = []
+        self.notes: list[str] = []
+
+    def to_json(self) -> dict:
+        return {"bytes": self.bytes, "requests": self.requests, "devices": self.devices, "notes": self.notes}
+
+
+def filesystem_types(devices: Iterable[str], proc_root: str | None) -> dict[str, str]:
+    """MAJ:MIN -> file system type of the mounts on these devices (live mountinfo); unknown ones left out."""
+    from tunectl.system.mountinfo import read_mounts
+
+    wanted = set(devices)
+    try:
+        mounts, _ = read_mounts(proc_root)
+    except Exception:  # noqa: BLE001 - no mountinfo (a fake root): no metadata pass, said in the notes
+        return {}
+    return {m.devnum: m.fstype for m in mounts if m.devnum in wanted}
+
+
+def node_of(sysfs: Sysfs, dev_root: str, devnum: str) -> str:
+    """The device node of MAJ:MIN: DEV/<DEVNAME from its uevent>, else DEV/block/MAJ:MIN (udev's link)."""
+    for line in (sysfs.read_or(f"dev/block/{devnum}/uevent") or "").splitlines():
+        if line.startswith("DEVNAME=") and ".." not in line:
+            return os.path.join(dev_root, line[len("DEVNAME="):])
+    return os.path.join(dev_root, "block", devnum)
+
+
+def open_device(sysfs: Sysfs, dev_root: str, devnum: str) -> int:
+    return pagecache.open_block_device(node_of(sysfs, dev_root, devnum), devnum)
+
+
+def _cached(fd: int, size: int) -> list[tuple[int, int]]:
+    """The device's cached byte ranges: by cachestat, else (Linux before 6.5) by mincore, which misses
+    the pages ext4 read through buffer heads until something reads them as pages."""
+    found = pagecache.device_cached_ranges(fd, size)
+    return found if found is not None else order.pages_to_ranges(pagecache.residency(fd, size), size)
+
+
+def resident_ranges(sysfs: Sysfs, devnum: str, dev_root: str) -> list[tuple[int, int]]:
+    """Byte ranges of the device's pages cached now (its metadata, on ext4); OSError when it cannot be opened."""
+    fd = open_device(sysfs, dev_root, devnum)
+    try:
+        return _cached(fd, os.lseek(fd, 0, os.SEEK_END))
+    finally:
+        os.close(fd)
+
+
+def _why(e: OSError) -> str:
+    if e.errno in (errno.EACCES, errno.EPERM) and os.geteuid() != 0:
+        return "needs root"
+    return f"failed: {os.strerror(e.errno or errno.EIO)}"
+
+
+def collect(devices: Iterable[str], sysfs: Sysfs, dev_root: str | None, proc_root: str | None
+            ) -> tuple[dict[str, list[tuple[int, int]]], list[str]]:
+    """The metadata to record for the file systems on `devices`: {MAJ:MIN: ranges}, and notes for people."""
+    found: dict[str, list[tuple[int, int]]] = {}
+    notes: list[str] = []
+    if dev_root is None:
+        return found, notes
+    types = filesystem_types(devices, proc_root)
+    for devnum in sorted(set(devices)):
+        fstype = types.get(devnum)
+        if fstype not in FILESYSTEMS:
+            continue
+        try:
+            ranges = resident_ranges(sysfs, devnum, dev_root)
+        except OSError as e:
+            notes.append(f"metadata of {devnum} ({fstype}) not recorded: opening its block device {_why(e)}")
+            continue
+        if ranges:
+            found[devnum] = ranges
+    return found, notes
+
+
+def replay(metadata: Mapping[str, Iterable[tuple[int, int]]], windows: Mapping[str, int], sysfs: Sysfs,
+           dev_root: str | None) -> MetadataPass:
+    """WILLNEED the recorded device ranges, sorted and coalesced, in read-ahead-window calls."""
+    done = MetadataPass()
+    for devnum, ranges in sorted(metadata.items()):
+        if dev_root is None:
+            done.notes.append(f"metadata of {devnum} skipped: no device nodes in this root")
+            continue
+        try:
+            fd = open_device(sysfs, dev_root, devnum)
+        except OSError as e:
+            done.notes.append(f"metadata of {devnum} skipped: opening its block device {_why(e)}")
+            continue
+        try:
+            size = os.lseek(fd, 0, os.SEEK_END)
+            window = windows.get(devnum) or order.window_bytes(None, None)
+            for offset, length in order.chunks(order.coalesce(ranges, GAP), size, window):
+                os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
+                done.bytes += length
+                done.requests += 1
+            done.devices.append(devnum)
+        except OSError as e:
+            done.notes.append(f"metadata of {devnum} stopped: {os.strerror(e.errno or errno.EIO)}")
+        finally:
+            os.close(fd)
+    return done
+
+
+def residency(metadata: Mapping[str, Iterable[tuple[int, int]]], sysfs: Sysfs, dev_root: str | None
+              ) -> dict[str, tuple[int, int] | None]:
+    """MAJ:MIN -> (bytes cached, bytes recorded) of each device's metadata ranges; None where it cannot be read."""
+    out: dict[str, tuple[int, int] | None] = {}
+    for devnum, ranges in sorted(metadata.items()):
+        ranges = list(ranges)
+        try:
+            if dev_root is None:
+                raise OSError(errno.ENODEV, "no device nodes")
+            fd = open_device(sysfs, dev_root, devnum)
+        except OSError:
+            out[devnum] = None
+            continue
+        try:
+            size = os.lseek(fd, 0, os.SEEK_END)
+            out[devnum] = order.overlap_bytes(_cached(fd, size), ranges), \
+                sum(n for _, n in order.merge_ranges(ranges))
+        except OSError:
+            out[devnum] = None
+        finally:
+            os.close(fd)
+    return out
+
+
+def sequential_rate(sysfs: Sysfs, dev_root: str, devnum: str) -> float | None:
+    """The device's sequential read rate, bytes/s, from a 32 MiB direct read (root only; None otherwise)."""
+    return pagecache.sequential_rate(node_of(sysfs, dev_root, devnum), devnum)
