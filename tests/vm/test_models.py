@@ -162,7 +162,7 @@ def test_sd_browser_stack_sends_the_card_4k_requests(boot: machine.Boot, run: di
     "6.1's squashfs reads one 4 KiB block per request, one at a time (the model's log: median 4 KiB, never "
     "merged even at queue depth 1): at the A1 table's 667 us per request the stack is ~11x slower than plain "
     "ext4's 128 KiB requests. The published 2.6x (92.9 MB/s through the stack) needs ~44 us per 4 KiB "
-    "request, ~23,000 IOPS: not an A1 card. Not bent to fit; see /work/notes/models.md"))
+    "request, ~23,000 IOPS: not an A1 card. The model is not bent to fit."))
 def test_sd_browser_ratio_is_the_published_one(boot: machine.Boot, run: dict) -> None:
     """The published 2.6x (92.9 vs 242 MB/s): the model is right when its ratio lands between 2x and 3.5x."""
     model, guest, sizes = browser_ratio(boot)

@@ -100,6 +100,15 @@ class _Newer(Exception):
         self.version, self.ours = version, ours
 
 
+def _not_a_value(value: object) -> bool:
+    """A journalled value no sysfs attribute holds: a list or object, or text with a control character (NUL,
+    newline) or a lone surrogate (no bytes to write), or longer than any attribute shows."""
+    if isinstance(value, (dict, list)):
+        return True
+    return isinstance(value, str) and (len(value) > 256 or any(c < " " or "\ud800" <= c <= "\udfff" or c == "\x7f"
+                                                               for c in value))
+
+
 def journal_problem(data: dict) -> str | None:
     """Why a parsed journal cannot be used by rollback (a hand edit of a version-1 file), or None."""
     devices = data.get("devices")
@@ -113,17 +122,18 @@ def journal_problem(data: dict) -> str | None:
             # Names become sysfs paths on rollback: a queue attribute or an iosched knob, nothing else.
             if not _ATTRIBUTE.match(attr):
                 return f"the entry of {identity!r} names {attr!r}, which is not a queue attribute"
-            if isinstance(value, (dict, list)):
-                return f"the entry of {identity!r} holds a value that is not a number or a string"
+            if _not_a_value(value):
+                return f"the entry of {identity!r} holds a value for {attr} that no sysfs attribute holds"
         snap = entry.get("iosched_snapshot")
         if snap is not None and not (isinstance(snap, dict) and isinstance(snap.get("knobs"), dict)
                                      and isinstance(snap.get("scheduler"), (str, type(None)))
-                                     and all(_ATTRIBUTE.match(k) and "/" not in k for k in snap["knobs"])):
+                                     and all(_ATTRIBUTE.match(k) and "/" not in k and not _not_a_value(v)
+                                             for k, v in snap["knobs"].items())):
             return f"the iosched snapshot of {identity!r} is not a scheduler name with knobs"
         per_scheduler = entry.get("iosched", {})
         if not (isinstance(per_scheduler, dict) and all(
                 _SCHEDULER.match(str(name)) and isinstance(knobs, dict)
-                and all(_ATTRIBUTE.match(k) and "/" not in k and not isinstance(v, (dict, list)) for k, v in knobs.items())
+                and all(_ATTRIBUTE.match(k) and "/" not in k and not _not_a_value(v) for k, v in knobs.items())
                 for name, knobs in per_scheduler.items())):
             return f"the scheduler knobs of {identity!r} are not scheduler names with knobs"
         if not isinstance(entry.get("changed_by", {}), dict):

@@ -346,14 +346,20 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
         restored = {o.setting.identity for o in outcomes} - failed
         for identity in restored:
             journal["devices"].pop(identity, None)
-        if restored or adopted or ctx.state.recovered():
-            ctx.state.save_journal(journal)
-        if record is not None:
-            left = intent.without(record, restored)
-            if (chosen is None and not journal["devices"]) or left.get("scope") == []:
-                ctx.state.clear_active_profile()  # nothing is tuned any more: verify says "nothing applied"
-            elif left != record:
-                ctx.state.save_active_profile(left)
+        try:
+            if restored or adopted or ctx.state.recovered():
+                ctx.state.save_journal(journal)
+            if record is not None:
+                left = intent.without(record, restored)
+                if (chosen is None and not journal["devices"]) or left.get("scope") == []:
+                    ctx.state.clear_active_profile()  # nothing is tuned any more: verify says "nothing applied"
+                elif left != record:
+                    ctx.state.save_active_profile(left)
+        except StateError as e:  # the devices are restored already: say so, not only that the state is stuck
+            done = sorted({o.setting.device for o in outcomes if o.status == Status.CHANGED})
+            raise StateError(f"{e.message}. The devices were restored ({len(done)} changed: {', '.join(done) or 'none'}"
+                             "); the journal still lists their originals, so the next rollback finds them in sync",
+                             hint=e.hint) from None
     return ApplyReport("journal", outcomes, writes=ctx.sysfs.writes - writes_before, notes=notes,
                        warnings=warnings)
 

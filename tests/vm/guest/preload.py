@@ -22,13 +22,13 @@ MNT = "/tmp/ptree"
 FILES = 400
 
 
-def build(dev: str) -> dict:
+def build(dev: str, files: int) -> dict:
     sh(f"mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 /dev/{dev}", check=True)
     os.makedirs(MNT, exist_ok=True)
     sh(f"mount /dev/{dev} {MNT}", check=True)
     rng = random.Random(30)
-    dirs = [f"pkg{d // 10}/mod{d}" for d in range(FILES // 20)]
-    names = [(rng.choice(dirs), f"f{i}.py") for i in range(FILES)]
+    dirs = [f"pkg{d // 10}/mod{d}" for d in range(files // 20)]
+    names = [(rng.choice(dirs), f"f{i}.py") for i in range(files)]
     rng.shuffle(names)  # written in this order: placed by time, not by directory
     total = 0
     for i, (d, name) in enumerate(names):
@@ -40,7 +40,7 @@ def build(dev: str) -> dict:
         if i % 40 == 39:
             os.sync()  # writeback in waves, as files arrive over time
     os.sync()
-    return {"files": FILES, "bytes": total}
+    return {"files": files, "bytes": total}
 
 
 def cold(dev: str) -> None:
@@ -80,6 +80,8 @@ def way(dev: str, before) -> dict:  # noqa: ANN001 (a step)
 
 
 def run(rec: Recorder, args: list[str]) -> None:
+    """args: `files=N` for a tree of N files (default 400; benchmarks/preload_model.py asks for 3000)."""
+    files = next((int(a.split("=", 1)[1]) for a in args if a.startswith("files=")), FILES)
     settle()
     hdd = by_serial().get(HDD_SERIAL)
     rec["disk"] = hdd
@@ -88,7 +90,7 @@ def run(rec: Recorder, args: list[str]) -> None:
         return
     rec["queue"] = {"rotational": read(f"/sys/block/{hdd}/queue/rotational"),
                     "size": int(read(f"/sys/block/{hdd}/size") or 0) * 512}
-    rec["tree"] = rec.step("build", lambda: build(hdd))
+    rec["tree"] = rec.step("build", lambda: build(hdd, files))
     env = tunectl_env("/tmp/tunectl-state")
     cold(hdd)
     code, doc, err = tunectl(f"preload collect {MNT} -o /tmp/ptree.list", env)
