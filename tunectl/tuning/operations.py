@@ -158,10 +158,11 @@ def last_apply_scope(ctx: Context, profile: Profile, devices: list[Device]) -> S
                  tuple(i for i in wanted if i not in present))
 
 
-def _discover(ctx: Context, queue_attrs: set[str] | None = None, names: set[str] | None = None) -> list[Device]:
+def _discover(ctx: Context, queue_attrs: set[str] | None = None, names: set[str] | None = None,
+              graph: DeviceGraph | None = None) -> list[Device]:
     """Discovery on this machine (of `names` only, if given): a scheduler the running kernel has as a module
-    counts as offered."""
-    return discover(ctx.sysfs, ctx.udev, queue_attrs, modular_schedulers(ctx.modules.loadable()), names)
+    counts as offered. `graph`: the run's graph, when it was read already."""
+    return discover(ctx.sysfs, ctx.udev, queue_attrs, modular_schedulers(ctx.modules.loadable()), names, graph)
 
 
 def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None,
@@ -172,11 +173,13 @@ def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = Non
     `verify`: the report is verify's (drift exits 1).
     """
     profile = profile or load_profile_for(ctx, profile_ref)
-    graph = DeviceGraph.read(ctx.sysfs)
-    # Kernel names of whole devices (the usual `apply -p P sda sdb`): read only them and their stacks.
+    # One graph a run: read first when DEV arguments need it (kernel names of whole devices, the usual
+    # `apply -p P sda sdb`: discovery then reads only them and their stacks), else built from discovery.
+    graph = DeviceGraph.read(ctx.sysfs) if dev_refs else None
     named = [under_dev(ref) or ref for ref in dev_refs or ()]
-    reading = graph.stack_of(named) if named and set(graph.slaves).issuperset(named) else None
-    devices = _discover(ctx, queue_attrs_of(profile), reading)
+    reading = graph.stack_of(named) if graph is not None and named and set(graph.slaves).issuperset(named) else None
+    devices = _discover(ctx, queue_attrs_of(profile), reading, graph)
+    graph = graph or DeviceGraph.of(devices)
     scope = _scope(ctx, profile, devices, graph, dev_refs, stack, scoped)
     settings = make_plan(devices, profile, graph, None if scope is None else scope.devices)
     planned = [d for d in devices if scope is None or d.name in scope.devices]
