@@ -120,6 +120,7 @@ class ApplyReport:
     warnings: list = field(default_factory=list)
     record_error: str = ""  # the settings were written, the record of intent could not be saved
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (device, why the profile sets nothing on it)
+    unmatched: list[str] = field(default_factory=list)  # named devices that may be a journalled one (in warnings)
 
     @property
     def changed(self) -> bool:
@@ -137,7 +138,8 @@ class ApplyReport:
         statuses = {o.status for o in self.outcomes}
         if Status.NOT_PERMITTED in statuses and Status.CHANGED not in statuses:
             return ExitCode.NOT_PERMITTED  # nothing written, and nothing recorded
-        if self.record_error or statuses & {Status.FAILED, Status.NOT_PERMITTED, Status.UNAVAILABLE}:
+        if self.record_error or self.unmatched or statuses & {Status.FAILED, Status.NOT_PERMITTED,
+                                                               Status.UNAVAILABLE}:
             return ExitCode.PARTIAL
         return ExitCode.OK
 
@@ -334,9 +336,11 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
         restoring = {s.device for s in settings}
         warnings = list(ctx.state.warnings) + shared_identity_warnings(
             [d for d in devices if d.name in restoring or chosen is not None and d.name in chosen], devices)
+        unmatched = _lost_loop_identities(journal, devices, chosen or set(), present)
+        warnings += unmatched
         if check:
             return ApplyReport("journal", [applying.Outcome(s, s.status) for s in settings], check=True, notes=notes,
-                               warnings=warnings)
+                               warnings=warnings, unmatched=unmatched)
         if remove_rules and record is not None and intent.installed_rules(record):
             record = {k: v for k, v in record.items() if k != "rules"}
             ctx.state.save_active_profile(record)
@@ -361,7 +365,23 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
                              "); the journal still lists their originals, so the next rollback finds them in sync",
                              hint=e.hint) from None
     return ApplyReport("journal", outcomes, writes=ctx.sysfs.writes - writes_before, notes=notes,
-                       warnings=warnings)
+                       warnings=warnings, unmatched=unmatched)
+
+
+def _lost_loop_identities(journal: dict, devices: list[Device], chosen: set[str], present: set[str]) -> list[str]:
+    """A named loop device with no journal entry of its own, whose name an entry of a loop device no longer present
+    holds: its backing file was renamed or deleted (or its twin detached) while it was tuned. Nothing tells tunectl
+    it is the same device, so nothing is written; the rollback says so and does not exit 0."""
+    found = []
+    for dev in devices:
+        if dev.name not in chosen or dev.cls != "loop" or dev.identity in journal["devices"]:
+            continue
+        for identity, entry in journal["devices"].items():
+            if identity.startswith("loop:") and identity not in present and entry.get("name") == dev.name:
+                found.append(f"tunectl: warning: {dev.name} ({dev.identity}) was journalled as {identity}: its backing "
+                             "file was renamed, deleted or re-attached since it was tuned; its originals stay in the "
+                             f"journal and nothing was restored on it (check it with `tunectl status -v {dev.name}`)")
+    return found
 
 
 def adopt_rules_originals(ctx: Context, record: dict | None, journal: dict, devices: list[Device]) -> list[str]:
