@@ -196,19 +196,25 @@ def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str
     if "nr_requests" in dev.queue and not sysfs.exists(f"{base}/mq"):
         # Linux 6.1 lists nr_requests on bio-based queues (dm, md: no mq/) but refuses every write with EINVAL.
         del dev.queue["nr_requests"]
+    _read_stacking(sysfs, dev, graph)
+    dev.identity = _identity(dev, props, sysfs, loops)
+    return dev
+
+
+def _read_stacking(sysfs: Sysfs, dev: Device, graph: DeviceGraph | None) -> None:
+    """`dev`'s slaves, partitions and holders: from the run's graph when it has them, else from sysfs."""
+    name, base = dev.name, f"block/{dev.name}"
     if graph is not None and name in graph.slaves:
         dev.slaves = graph.slaves[name]
         dev.partitions = tuple(_partitions(sysfs, name, graph.partitions_of(name)))
         dev.holders = tuple(sorted(graph.holders.get(name, ())))
-    else:
-        dev.slaves = tuple(sysfs.listdir(f"{base}/slaves"))
-        dev.partitions = tuple(_partitions(sysfs, name, partition_names(sysfs, name)))
-        holders = set(sysfs.listdir(f"{base}/holders"))
-        for part in dev.partitions:
-            holders.update(sysfs.listdir(f"{base}/{part.name}/holders"))
-        dev.holders = tuple(sorted(holders))
-    dev.identity = _identity(dev, props, sysfs, loops)
-    return dev
+        return
+    dev.slaves = tuple(sysfs.listdir(f"{base}/slaves"))
+    dev.partitions = tuple(_partitions(sysfs, name, partition_names(sysfs, name)))
+    holders = set(sysfs.listdir(f"{base}/holders"))
+    for part in dev.partitions:
+        holders.update(sysfs.listdir(f"{base}/{part.name}/holders"))
+    dev.holders = tuple(sorted(holders))
 
 
 def _partitions(sysfs: Sysfs, name: str, entries: Iterable[str]) -> Iterable[Partition]:
