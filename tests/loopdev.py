@@ -9,6 +9,8 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+from tunectl.attributes import QUEUE
+
 
 def sysfs_read(name: str, attr: str) -> str:
     return Path(f"/sys/block/{name}/{attr}").read_text().strip()
@@ -27,9 +29,9 @@ def snapshot(name: str) -> dict[str, str]:
     """Every attribute tunectl may manage on this device, as the kernel shows it."""
     q = Path(f"/sys/block/{name}/queue")
     snap = {"scheduler": active_scheduler(name)}
-    for attr in ("read_ahead_kb", "nr_requests", "rq_affinity", "nomerges", "add_random", "iostats",
-                 "max_sectors_kb", "wbt_lat_usec", "rotational"):
-        snap[attr] = (q / attr).read_text().strip()
+    for attr in QUEUE:  # all 13: a rollback that forgot io_poll or write_cache must show
+        if (q / attr).exists():
+            snap[attr] = (q / attr).read_text().strip()
     iosched = q / "iosched"
     if iosched.is_dir():
         for knob in sorted(os.listdir(iosched)):

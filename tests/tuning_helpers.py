@@ -6,12 +6,12 @@ from pathlib import Path
 
 from tests.fakesys import FakeTree
 from tests.harness import CliResult, run_cli
+from tunectl.attributes import QUEUE
 from tunectl.context import Context
 from tunectl.profile.library import shipped_profile_dir
 from tunectl.system.state import StateStore
 
-QUEUE_SNAPSHOT = ("read_ahead_kb", "nr_requests", "rq_affinity", "nomerges", "add_random", "iostats",
-                  "max_sectors_kb", "wbt_lat_usec", "rotational")
+QUEUE_SNAPSHOT = tuple(QUEUE)  # every queue attribute tunectl may write: a rollback must restore them all
 
 
 Result = CliResult  # the harness's one result type

@@ -49,7 +49,7 @@ classes:
 devices:
   - match: {class: loop, rotational: true}
     scheduler: mq-deadline
-    iosched: {read_expire: 150, write_expire: 1500, front_merges: 0}
+    iosched: {read_expire: 160, write_expire: 1500, front_merges: 0}  # 160 ms: whole jiffies at any HZ
     read_ahead_kb: 4096
   - match: {class: loop, rotational: false}
     read_ahead_kb: 258              # the kernel keeps 256
@@ -57,7 +57,7 @@ devices:
 """
 # What PROFILE means for a loop device, by its rotational flag.
 EXPECTED = {
-    "1": {"scheduler": "mq-deadline", "iosched/read_expire": "152", "iosched/write_expire": "1500",
+    "1": {"scheduler": "mq-deadline", "iosched/read_expire": "160", "iosched/write_expire": "1500",
           "iosched/front_merges": "0", "read_ahead_kb": "4096", "add_random": "0"},
     "0": {"scheduler": "bfq", "iosched/slice_idle": "0", "iosched/low_latency": "0", "read_ahead_kb": "256",
           "nr_requests": "64", "add_random": "0"},

@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "mounts": ("tunectl.mounts.cli", "mount options against the profile: check live mounts and fstab, fix fstab, remount"),
     "preload": ("tunectl.preload.cli", "physical-order preload of a file set: collect, record, replay, show"),
     "bench": ("tunectl.bench.cli", "read-only sweep of read-ahead and schedulers; restores every setting; recommends"),
+    "explain": ("tunectl.explain.cli", "why a file reads slowly: its stack layer by layer, a cold read, findings and the change"),
 }
 
 class Output:
@@ -358,6 +359,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         logging.basicConfig(stream=stderr, format="tunectl: %(levelname)s: %(message)s", level=logging.DEBUG)
     try:
         ctx = context or _context(args, env)
+        ctx.state.forget_reads()  # a Context may serve several commands (tests): each reads the state afresh
         out.width = None if args.verbose else _terminal_width(stdout, ctx.env)
         is_tty = getattr(stdout, "isatty", lambda: False)()
         out.colour = args.color == "always" or (args.color == "auto" and is_tty and not ctx.env.get("NO_COLOR"))

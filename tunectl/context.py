@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from tunectl.system.modules import KernelModules
-from tunectl.system.roots import Roots
+from tunectl.system.roots import UDEV_DATA, Roots, check_trusted
 from tunectl.system.state import StateStore
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.udevdb import UdevDb
@@ -62,8 +62,13 @@ class Context:
                env: Mapping[str, str] | None = None) -> Context:
         env = dict(os.environ if env is None else env)
         roots = Roots.choose(env, sysfs_root, udev_root, state_dir)
+        check_trusted(roots)
         modules = KernelModules(roots.modules, env.get("TUNECTL_KERNEL_RELEASE") or os.uname().release)
-        return cls(Sysfs(roots.sys), UdevDb(roots.udev_data), StateStore(roots.state), None, env, modules, roots)
+        state = StateStore(roots.state)
+        if roots.uses_real_state():
+            state.fake_roots = [path for _, path in roots.fakes()]
+        udev = UdevDb(roots.udev_data, confined=os.path.realpath(roots.udev_data) != os.path.realpath(UDEV_DATA))
+        return cls(Sysfs(roots.sys, confined=not roots.real), udev, state, None, env, modules, roots)
 
     @property
     def real(self) -> bool:

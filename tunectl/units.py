@@ -50,3 +50,16 @@ def format_bytes(n: int) -> str:
         if n >= factor:
             return f"{n / factor:.1f} {unit}".replace(".0 ", " ")
     return f"{n} B"
+
+
+def size_option(text: str, option: str) -> int:
+    """A command-line size (``--size 64M``): more than 0 bytes, else a UsageError naming the option."""
+    from tunectl.errors import UsageError
+
+    try:
+        value = parse_bytes(text)
+    except ValueError as e:
+        raise UsageError(f"{option}: {e}") from None
+    if value <= 0:
+        raise UsageError(f"{option}: must be more than 0 bytes")
+    return value

@@ -130,6 +130,7 @@ class Request:
     how: str  # "cache", "stream", "seek" (HDD reads), "sd", "write", "flush"
     start: float
     done: float
+    replied: float  # when the plugin woke to answer: replied - done is the host's oversleep
 
 
 def requests(log: Path, start: int = 0, end: int | None = None) -> list[Request]:
@@ -139,8 +140,9 @@ def requests(log: Path, start: int = 0, end: int | None = None) -> list[Request]
         text = f.read(None if end is None else end - start).decode()
     out = []
     for line in text.splitlines():
-        arrival, op, offset, length, how, begin, done = line.split()
-        out.append(Request(float(arrival), op, int(offset), int(length), how, float(begin), float(done)))
+        arrival, op, offset, length, how, begin, done, *replied = line.split()
+        out.append(Request(float(arrival), op, int(offset), int(length), how, float(begin), float(done),
+                           float(replied[0]) if replied else float(done)))
     return out
 
 
@@ -267,7 +269,7 @@ def _run_guest(cmd: list[str], env: dict[str, str], group: str) -> tuple[subproc
     return proc, stdout, stderr
 
 
-MODEL_BROWSER_MIB = 8  # the browser binary of the SD calibration, scaled down from 180 MB for TCG
+MODEL_BROWSER_MIB = 4  # the browser binary of the SD calibration, scaled down from 180 MB for TCG
 
 
 def model_browser(shared: Path, mib: int = MODEL_BROWSER_MIB) -> str:
@@ -328,7 +330,8 @@ def boot(kernel: Kernel, group: str, machine: Machine, images: Path, shared: Pat
         console = stdout + stderr
         (shared / f"{group}.console").write_text(console)
         (logs / f"{group}.console").write_text(console)
-        for kept in (out, shared / f"{group}.log"):
+        # what the model disks served, kept beside the results: the calibration's evidence
+        for kept in (out, shared / f"{group}.log", *(shared / f"{d.name}.requests" for d in machine.disks if d.model)):
             if kept.exists():
                 shutil.copyfile(kept, logs / kept.name)
         if out.exists():

@@ -6,8 +6,9 @@ Runs on the host, outside the guest's emulated CPU, so the model's times are rea
 each request is timed by the model on arrival (one at a time: nbdkit serialises all
 requests), served from the image, and answered no sooner than the model's completion
 time (the plugin sleeps until then). `log`: one line per request, appended as it completes:
-``arrival op offset length how start done`` (seconds on this host's monotonic clock, op
-r/w/f, how as in diskmodel.Served), so a test can show which requests the model saw.
+``arrival op offset length how start done replied`` (seconds on this host's monotonic clock,
+op r/w/f, how as in diskmodel.Served; replied: when the plugin woke to answer, so replied - done
+is the host's oversleep), so a test can show which requests the model saw.
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ def _finish(op: str, offset: int, length: int, arrival: float, served: diskmodel
         time.sleep(wait)
     log = STATE["log"]
     if log is not None:
-        log.write(f"{arrival:.6f} {op} {offset} {length} {served.how} {served.start:.6f} {served.done:.6f}\n")
+        log.write(f"{arrival:.6f} {op} {offset} {length} {served.how} {served.start:.6f} {served.done:.6f} "
+                  f"{time.monotonic():.6f}\n")
 
 
 def pread(h: int, buf: bytearray, offset: int, flags: int) -> None:

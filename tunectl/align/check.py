@@ -46,14 +46,16 @@ def check(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = No
     only: dict[str, set[int] | None] = {}
     if dev_refs:
         resolver = Resolver(ctx, devices)
-        for ref, name in zip(dev_refs, resolver.whole_devices(dev_refs)):
+        for ref in dev_refs:
+            # One name may stand for several disks (a mountpoint on LVM over two), or for a disk named before.
             node = resolver.node(ref)
             number = resolver.partition_number(node) if node else None
-            wanted = only.get(name, set())
-            if number is None:
-                only[name] = None  # the whole disk: wins over any of its partitions
-            elif wanted is not None:
-                only[name] = wanted | {number}
+            for name in resolver.whole_devices([ref]):
+                wanted = only.get(name, set())
+                if number is None:
+                    only[name] = None  # the whole disk: wins over any of its partitions
+                elif wanted is not None:
+                    only[name] = wanted | {number}
         names = list(only)
     else:
         names = [d.name for d in devices if d.cls not in OPT_IN_CLASSES and d.size_bytes > 0]

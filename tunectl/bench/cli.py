@@ -42,16 +42,9 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
 
 
 def _size(text: str, option: str) -> int:
-    from tunectl.errors import UsageError
-    from tunectl.units import parse_bytes
+    from tunectl.units import size_option
 
-    try:
-        value = parse_bytes(text)
-    except ValueError as e:
-        raise UsageError(f"{option}: {e}") from None
-    if value <= 0:
-        raise UsageError(f"{option}: must be more than 0 bytes")
-    return value
+    return size_option(text, option)
 
 
 def _writable(path: str, option: str) -> None:

@@ -96,3 +96,17 @@ def delta(device: str, before: DiskStat, after: DiskStat) -> StatDelta:
                      d(before.sectors_read, after.sectors_read), d(before.read_ms, after.read_ms),
                      d(before.writes, after.writes), d(before.io_ticks_ms, after.io_ticks_ms),
                      d(before.time_in_queue_ms, after.time_in_queue_ms))
+
+
+def read_stats(sysfs, names: list[str]) -> dict[str, DiskStat]:
+    """/sys/block/NAME/stat of each device, read through `sysfs` (a `tunectl.system.sysfs.Sysfs`)."""
+    from tunectl.errors import TunectlError
+
+    out = {}
+    for name in names:
+        text = sysfs.read(f"block/{name}/stat")
+        try:
+            out[name] = parse_stat(text)
+        except ValueError as e:
+            raise TunectlError(f"block/{name}/stat: {e}") from None
+    return out

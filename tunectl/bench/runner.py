@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from tunectl.bench.diskstat import DiskStat, delta, parse_stat
+from tunectl.bench.diskstat import DiskStat, delta, read_stats
 from tunectl.bench.results import RandomRead, Run
 from tunectl.bench.stack import Target
 from tunectl.bench.sweep import Point
@@ -120,14 +120,7 @@ class Sweep:
                                         "--read-ahead/--schedulers")
 
     def _stats(self) -> dict[str, DiskStat]:
-        out = {}
-        for dev in self.stack.devices:
-            text = self.ctx.sysfs.read(f"block/{dev.name}/stat")
-            try:
-                out[dev.name] = parse_stat(text)
-            except ValueError as e:
-                raise TunectlError(f"block/{dev.name}/stat: {e}") from None
-        return out
+        return read_stats(self.ctx.sysfs, [dev.name for dev in self.stack.devices])
 
     def _measure(self, order: int, point: Point) -> Run:
         nodes = [self.stack.nodes[d.name] for d in self.stack.devices]

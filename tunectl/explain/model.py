@@ -12,19 +12,9 @@ from tunectl.bench.diskstat import StatDelta
 from tunectl.explain.dmtable import Target
 from tunectl.explain.squashfs import Superblock
 from tunectl.explain.trace import Timing
+from tunectl.owners.model import Owner
 
 PAGE_SIZE = 4096
-
-
-@dataclass(frozen=True)
-class Owner:
-    """Who set a value: the applied profile's part, or nobody (and whether it is then the kernel's default)."""
-
-    source: str  # "profile NAME: PART", or "not set by tunectl"
-    kernel_default: bool | None = None  # None: no rule says what the kernel's default is here
-
-    def to_json(self) -> dict:
-        return {"source": self.source, "kernel_default": self.kernel_default}
 
 
 @dataclass(frozen=True)
@@ -171,6 +161,7 @@ class ColdRead:
     bytes: int
     seconds: float
     devices: tuple[StatDelta, ...]  # top first
+    kept: tuple[str, ...] = ()  # block devices whose cached pages could not be dropped (not permitted)
 
     @property
     def mb_s(self) -> float:
@@ -180,7 +171,7 @@ class ColdRead:
         return next((d for d in self.devices if d.device == device), None)
 
     def to_json(self) -> dict:
-        return {"path": self.path, "read_size": self.read_size, "bytes": self.bytes,
+        return {"path": self.path, "read_size": self.read_size, "bytes": self.bytes, "not_dropped": list(self.kept),
                 "seconds": round(self.seconds, 4), "mb_s": round(self.mb_s, 1),
                 "devices": [{**d.to_json(), "mb_s": round(d.sectors_read * 512 / self.seconds / 1e6, 1)
                              if self.seconds > 0 else 0.0} for d in self.devices]}

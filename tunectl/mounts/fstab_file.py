@@ -26,17 +26,40 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tunectl.errors import ExitCode, NotPermitted, TunectlError, UsageError
-from tunectl.system.trust import Untrusted, atomic_write
+from tunectl.system.trust import Untrusted, atomic_write, read_regular, resolve_own_links
 
 ORIG_SUFFIX = ".tunectl.orig"
 BACKUP_SUFFIX = ".tunectl.bak."
 TMP_TAG = ".tunectl-tmp."
+MAX_FSTAB_BYTES = 64 << 20
 
 
 class NotReplaced(TunectlError):
     """The fstab was left as it is: another writer changed it, or a file tunectl keeps beside it is not its own."""
 
     exit_code = ExitCode.PARTIAL
+
+
+def resolve(path: str | os.PathLike) -> Path:
+    """The fstab `path` names, through links root (or the user) owns only: another user's link is refused,
+    so its target is never rewritten nor are files created beside it."""
+    try:
+        return resolve_own_links(path)
+    except Untrusted as e:
+        raise UsageError(f"{e.message}: not followed", hint=e.hint, where=str(path)) from None
+    except OSError as e:
+        raise TunectlError(f"cannot use {path}: {e.strerror or e}", where=str(path)) from None
+
+
+def read_current(real: Path) -> bytes | None:
+    """The fstab's bytes now (None when absent), read without blocking: a named pipe there is refused."""
+    try:
+        return read_regular(real, MAX_FSTAB_BYTES)
+    except FileNotFoundError:
+        return None
+    except Untrusted as e:
+        raise NotReplaced(f"{real} is {e.found}; nothing was replaced", hint=f"{e.hint}; name a regular fstab file") \
+            from None
 
 
 def original_of(real: Path) -> Path:
@@ -102,10 +125,7 @@ def next_backup(real: Path) -> Path:
 
 
 def _unchanged(real: Path, read: bytes) -> None:
-    try:
-        now = real.read_bytes()
-    except FileNotFoundError:
-        now = None
+    now = read_current(real)
     if now != read:
         raise NotReplaced(f"{real} was changed by another writer while tunectl was editing it; nothing was replaced "
                            "(the other writer's edit stays)", hint="run the same command again: it starts from the file "
@@ -147,7 +167,7 @@ def replace(real: Path, read: bytes, new: bytes, verify: Callable[[Path], None] 
 
 def restore_original(path: Path, check_only: bool = False) -> tuple[str, str | None]:
     """Put back the fstab tunectl first changed (`mounts rollback`): (what happened, backup of the replaced file)."""
-    real = Path(os.path.realpath(path))
+    real = resolve(path)
     orig = original_of(real)
     try:
         data = _read_own(orig)
@@ -156,10 +176,7 @@ def restore_original(path: Path, check_only: bool = False) -> tuple[str, str | N
                          hint="nothing to roll back") from None
     except OSError as e:
         raise TunectlError(f"cannot read {orig}: {e.strerror}") from None
-    try:
-        now = real.read_bytes()
-    except FileNotFoundError:
-        now = b""
+    now = read_current(real) or b""
     if now == data:
         return f"{real} already is the original ({orig})", None
     if check_only:

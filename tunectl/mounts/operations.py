@@ -19,6 +19,7 @@ from tunectl.errors import ExitCode, NotPermitted, StateError, TunectlError, Usa
 from tunectl.mounts import fstab as fstab_model
 from tunectl.mounts import options as opts
 from tunectl.mounts.check import FsCheck, evaluate
+from tunectl.mounts.fstab_file import MAX_FSTAB_BYTES
 from tunectl.mounts.rules import Facts
 from tunectl.system import mountinfo
 from tunectl.system.roots import under_dev
@@ -90,14 +91,12 @@ class FixReport:
                 "problems": self.problems, "warnings": self.check_report.warnings}
 
 
-MAX_FSTAB_BYTES = 64 << 20
-
-
 def _read_fstab(path: Path) -> tuple[bytes, list[str]]:
+    from tunectl.mounts.fstab_file import resolve
     from tunectl.system import trust
 
     try:
-        data = trust.read_regular(os.path.realpath(path), MAX_FSTAB_BYTES)
+        data = trust.read_regular(resolve(path), MAX_FSTAB_BYTES)
     except FileNotFoundError:
         return b"", [f"{path} does not exist; only live mounts are checked"]
     except trust.Untrusted as e:
@@ -260,7 +259,7 @@ def _write(path: Path, old: bytes, new: bytes, changed: dict[int, list[str]], ta
            run: Callable[..., Completed]) -> str:
     from tunectl.mounts import fstab_file
 
-    real = Path(os.path.realpath(path))
+    real = fstab_file.resolve(path)
     return fstab_file.replace(real, old, new, verify=lambda tmp: libmount_agrees(real, tmp, changed, table, run))
 
 
@@ -312,7 +311,7 @@ def fix(ctx, profile_ref: str | None, fstab_file: str | None = None, do_remount:
     notes: list[str] = []
     with _locked(ctx, notes):
         # Read under the lock: another tunectl cannot change the file between this read and the replace.
-        gone = edge.sweep(Path(os.path.realpath(fstab_path(ctx, fstab_file))))
+        gone = edge.sweep(edge.resolve(fstab_path(ctx, fstab_file)))
         result = _fix(ctx, profile_ref, fstab_file, do_remount, False, only_listed)
     result.check_report.warnings += notes + [f"removed {name}, left by a tunectl run that was killed" for name in gone]
     return result
@@ -325,12 +324,17 @@ def rollback(ctx, fstab_file: str | None = None, check_only: bool = False) -> tu
     path = fstab_path(ctx, fstab_file)
     notes: list[str] = []
     with _locked(ctx, notes):
-        edge.sweep(Path(os.path.realpath(path)))
+        edge.sweep(edge.resolve(path))
         return edge.restore_original(path, check_only)
 
 
 def _fix(ctx, profile_ref: str | None, fstab_file: str | None, do_remount: bool, check_only: bool,
          only_listed: bool = False) -> FixReport:
+    if do_remount and not check_only and ctx.roots.fakes():
+        fakes = ", ".join(f"{label} {path}" for label, path in ctx.roots.fakes())
+        raise UsageError(f"--remount on a fake tree ({fakes}): its mount table is not this machine's, so no real "
+                         "filesystem is remounted from it", hint="drop --remount, or run on the real machine",
+                         code="fake-root-remount", where="--remount")
     report = check(ctx, profile_ref, fstab_file)
     changed = {fs.entry.lineno: fs.fixed_fstab_options() for fs in report.filesystems
                if fs.entry is not None and fs.fstab_drift}

@@ -17,6 +17,7 @@ from tunectl.preload.listfile import write_list
 from tunectl.preload.listing import Entry
 from tunectl.preload.skip import UNREADABLE, VANISHED, Skip
 from tunectl.system import pagecache
+from tunectl.system.trust import Untrusted, open_listed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -94,9 +95,13 @@ def entry_for(path: str, fd: int, st: os.stat_result, ranges: tuple[tuple[int, i
 def describe_file(path: str, resident: bool = False) -> tuple[Entry | None, Skip | None]:
     """One list entry for a file: whole, or with `resident` only its cached pages (None when none are)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+        fd = open_listed(os.path.abspath(path))  # resolved once, never through another user's link, never a device
+    except Untrusted as e:
+        if e.wrong_type:  # a link, a pipe or a device (or swapped for one since the walk saw a file): not listed
+            return None, None
+        return None, Skip(path, UNREADABLE, e.found)
     except OSError as e:
-        if e.errno == errno.ELOOP:  # swapped for a link since the walk saw a file
+        if e.errno == errno.ELOOP:
             return None, None
         status = VANISHED if e.errno == errno.ENOENT else UNREADABLE
         return None, Skip(path, status, os.strerror(e.errno or errno.EIO))

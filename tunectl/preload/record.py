@@ -18,6 +18,7 @@ from tunectl.preload.collect import CollectReport, describe_file, entry_for, wal
 from tunectl.preload.listfile import write_list
 from tunectl.preload.listing import Entry
 from tunectl.system import pagecache
+from tunectl.system.trust import Untrusted, open_listed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -112,8 +113,8 @@ def _resident_map(scope: Sequence[str]) -> dict[tuple[str, int], tuple[str, byte
     snapshot = {}
     for path in walk(scope):
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
-        except OSError:
+            fd = open_listed(os.path.abspath(path))
+        except (OSError, Untrusted):
             continue
         try:
             st = os.fstat(fd)

@@ -22,7 +22,7 @@ from tunectl.preload.listing import Entry, PreloadList
 from tunectl.preload.pressure import PressureGuard
 from tunectl.preload.skip import CHANGED, UNREADABLE, Skip, failed, why_differs
 from tunectl.system.sysfs import Sysfs
-from tunectl.system.trust import kind
+from tunectl.system.trust import Untrusted, kind, open_listed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -270,8 +270,7 @@ def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, w
     contend for the queue lock. Every 256 files `guard` is asked whether memory
     pressure rose: then the pass stops. Returns (files, bytes issued, stopped).
     """
-    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW
-    opener, close, fadvise, willneed, fstat = os.open, os.close, os.posix_fadvise, os.POSIX_FADV_WILLNEED, os.fstat
+    opener, close, fadvise, willneed, fstat = open_listed, os.close, os.posix_fadvise, os.POSIX_FADV_WILLNEED, os.fstat
     files = issued = 0
     for n, i in enumerate(order_, start=1):
         if not n % 256:
@@ -283,7 +282,10 @@ def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, w
             continue
         entry = entries[i]
         try:
-            fd = opener(entry.path, flags)
+            fd = opener(entry.path, checked=True)  # resolved once: a directory swapped for a link is not followed
+        except Untrusted as e:
+            skipped.append(Skip(entry.path, CHANGED, f"now {e.found}"))
+            continue
         except OSError as e:
             skipped.append(Skip(entry.path, CHANGED, "now a symbolic link") if e.errno == errno.ELOOP
                            else failed(entry.path, e.errno or errno.EIO))

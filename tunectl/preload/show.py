@@ -15,6 +15,7 @@ from tunectl.preload.skip import CHANGED, UNREADABLE, failed, why_changed
 from tunectl.preload.stats import Floor, HitRate
 from tunectl.system import pagecache
 from tunectl.system.sysfs import Sysfs
+from tunectl.system.trust import Untrusted, open_listed
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,9 @@ class ShowReport:
 
 def residency_of(entry: Entry) -> FileResidency:
     try:
-        fd = os.open(entry.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+        fd = open_listed(entry.path)  # looked at before it is opened: no device, pipe or link is ever opened
+    except Untrusted as e:
+        return FileResidency(entry.path, CHANGED, entry.bytes, None, f"now {e.found}")
     except OSError as e:
         skip = failed(entry.path, e.errno or errno.EIO)
         return FileResidency(entry.path, skip.status, entry.bytes, None, skip.reason)

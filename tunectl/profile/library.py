@@ -81,15 +81,19 @@ def list_profiles(search_path: list[Path]) -> list[tuple[str, Path]]:
     return sorted(seen.items())
 
 
-def read_profile_bytes(path: Path, trusted: bool = False) -> tuple[bytes | None, list[Diagnostic]]:
+def read_profile_bytes(path: Path, trusted: bool = False, resolved: str | None = None) -> tuple[bytes | None,
+                                                                                            list[Diagnostic]]:
     """The file's bytes (at most MAX_PROFILE_BYTES + 1 are read), or a diagnostic.
 
     A link is resolved first (an administrator's choice), then the file is opened
     without following links and without blocking: a named pipe or a device is
     refused, not read. `trusted`: it and its directories must be root's alone.
+    `resolved`: the path the caller resolved and judged (an ``extends:`` that must stay
+    on the search path); the file there is read through no link, so what was judged is
+    what is read.
     """
     try:
-        return trust.read_regular(os.path.realpath(path), MAX_PROFILE_BYTES, trusted), []
+        return trust.read_regular(resolved or os.path.realpath(path), MAX_PROFILE_BYTES, trusted, resolved=True), []
     except trust.Untrusted as e:
         return None, [Diagnostic(str(path), 1, 1, "$", f"cannot be used: {e.message}; {e.hint}")]
     except OSError as e:
@@ -137,7 +141,7 @@ def not_a_profile(doc: Document) -> Diagnostic | None:
 
 
 def check_file(path: Path, cache: ValidationCache | None = None,
-               trusted: bool = False) -> tuple[Document, list[Diagnostic]]:
+               trusted: bool = False, resolved: str | None = None) -> tuple[Document, list[Diagnostic]]:
     """Parse and check one file: the Document and every diagnostic (errors and warnings).
 
     A file that passed the checks before (same bytes, same checker) is not
@@ -146,7 +150,7 @@ def check_file(path: Path, cache: ValidationCache | None = None,
     entry is used only when it is trusted and names this text and checker).
     """
     file = str(path)
-    raw, diags = read_profile_bytes(path, trusted)
+    raw, diags = read_profile_bytes(path, trusted, resolved)
     if raw is None:
         return Document(file, None), diags
     if cache is not None:

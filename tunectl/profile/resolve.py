@@ -134,7 +134,7 @@ def resolve_profile(ref: ProfileRef | None, search_path: list[Path],
             diags.append(parent_doc.diag(("extends",), f"extends cycle: {' -> '.join(names)}"))
             break
         seen.append(key)
-        doc, found = check_file(path, cache, trusted=not looks_like_path(current))
+        doc, found = check_file(path, cache, trusted=not looks_like_path(current), resolved=key)
         diags.extend(found)
         chain.append(doc)
         parent_doc = doc

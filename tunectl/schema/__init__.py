@@ -22,6 +22,7 @@ VERSIONS: dict[str, int] = {
     "mounts-check": 1, "mounts-fix": 1, "mounts-rollback": 1,
     "preload-collect": 2, "preload-record": 2, "preload-replay": 3, "preload-show": 2,
     "bench": 3,
+    "explain": 2,
     "version": 1,
     "error": 1,
 }

@@ -7,11 +7,14 @@ are escaped octally (``\\040`` for a space).
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from dataclasses import dataclass
 
 from tunectl.errors import TunectlError
+from tunectl.system.roots import PROC
 
 _ESCAPE = re.compile(r"\\([0-7]{3})")
 
@@ -92,8 +95,16 @@ def read_mounts(root: str | None) -> tuple[list[Mount], list[str]]:
         return [], []
     path = os.path.join(root, "self", "mountinfo")
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read()
+        if os.path.realpath(root) == PROC:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        else:  # a fake /proc: below its root, no link at the end, never a pipe
+            from tunectl.system.trust import open_beneath
+
+            with open(open_beneath(root, "self/mountinfo", os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    raise OSError(errno.EINVAL, "not a regular file", path)
+                text = f.read().decode("utf-8", "replace")
     except OSError as e:
         raise TunectlError(f"cannot read {path}: {e.strerror}",
                            hint="point TUNECTL_PROC_ROOT at a directory holding self/mountinfo") from None

@@ -70,6 +70,45 @@ class Roots(namedtuple("Roots", "real sys udev_data dev proc fstab modules state
             config=pick("TUNECTL_CONFIG_ROOT", "/", None),
         )
 
+    def fakes(self) -> list[tuple[str, str]]:
+        """(option or variable, path) of every root that is not the real machine's: a tree that describes another."""
+        found = []
+        for label, path, real_path in (("--sysfs-root / TUNECTL_SYSFS_ROOT", self.sys, SYS),
+                                       ("--udev-root / TUNECTL_UDEV_ROOT", self.udev_data, UDEV_DATA),
+                                       ("TUNECTL_DEV_ROOT", self.dev, DEV), ("TUNECTL_PROC_ROOT", self.proc, PROC),
+                                       ("TUNECTL_MODULES_ROOT", self.modules, MODULES)):
+            # both resolved: /lib/modules is /usr/lib/modules on a merged-/usr system
+            if path is not None and os.path.realpath(path) != os.path.realpath(real_path):
+                found.append((label, path))
+        return found
+
+    def uses_real_state(self) -> bool:
+        """The state directory is the real machine's (its journal holds this machine's originals)."""
+        return os.path.realpath(self.state) == os.path.realpath(STATE)
+
     def node(self, name: str) -> str | None:
         """The device node of kernel name `name`, or None when this run may not open device nodes."""
         return None if self.dev is None else os.path.join(self.dev, name)
+
+
+def check_trusted(roots: Roots) -> None:
+    """Every fake root, and the directories above it, root's alone (or the user's own): UsageError otherwise.
+
+    A tree another user can change decides what root reads, writes and journals: a link
+    in it to a root-only file, a udev database that names "originals", a mountinfo that
+    asks for a remount. Such a root is refused before anything in it is read.
+    """
+    from tunectl.errors import UsageError
+    from tunectl.system import trust
+
+    for label, path in roots.fakes():
+        try:
+            trust.check_root(path)
+        except trust.Untrusted as e:
+            raise UsageError(f"the root {path} ({label}) cannot be trusted: {e.message}",
+                             hint=f"{e.hint}; a tree tunectl reads or writes as root must be root's alone "
+                                  "(or yours, when you run tunectl as yourself)", code="untrusted-root",
+                             where=label) from None
+        except OSError as e:
+            raise UsageError(f"the root {path} ({label}) cannot be used: {e.strerror or e}",
+                             hint="name an existing directory", code="untrusted-root", where=label) from None

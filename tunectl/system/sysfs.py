@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 
 from tunectl.errors import SysfsError
@@ -30,40 +31,75 @@ def describe_errno(code: int) -> str:
 
 
 class Sysfs:
-    """Attribute access below one root. Paths are relative, e.g. ``block/sda/queue/scheduler``."""
+    """Attribute access below one root. Paths are relative, e.g. ``block/sda/queue/scheduler``.
 
-    def __init__(self, root: str | os.PathLike) -> None:
+    `confined` (a tree that is not the running kernel's /sys): an attribute is opened
+    below the root only (a link out of it fails), never through a link at its last
+    component, without blocking, and used only when it is a regular file root (or the
+    user) owns: a tree cannot make tunectl read or truncate a file elsewhere.
+    """
+
+    def __init__(self, root: str | os.PathLike, confined: bool = False) -> None:
         self.root = Path(root)
+        self._base = str(self.root)
         self.writes = 0
+        self.confined = confined
 
-    def path(self, rel: str) -> Path:
+    def _open(self, rel: str, flags: int) -> int:
+        path = self._at(rel)
+        if not self.confined:
+            return os.open(path, flags | os.O_CLOEXEC)
+        from tunectl.system import trust
+
+        try:
+            fd = trust.open_beneath(self.root, rel, flags | os.O_NONBLOCK)
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.EXDEV):
+                raise SysfsError(rel, e.errno, "a symbolic link, not followed in a tree that is not /sys") from None
+            raise
+        st = os.fstat(fd)
+        why = None if stat.S_ISREG(st.st_mode) else f"{trust.kind(st.st_mode)}, not an attribute file"
+        if why is None and st.st_uid not in trust.trusted_uids():
+            why = f"owned by uid {st.st_uid}, not root: not used in a tree that is not /sys"
+        if why:
+            os.close(fd)
+            raise SysfsError(rel, errno.EACCES, why)
+        return fd
+
+    def _at(self, rel: str) -> str:
+        """The path of `rel` below the root, as a string (a discovery makes thousands: no Path objects)."""
         if rel.startswith("/") or ".." in rel.split("/") or "\0" in rel:
             raise ValueError(f"refusing sysfs path outside the root: {rel!r}")
-        return self.root / rel
+        return f"{self._base}/{rel}" if rel else self._base
+
+    def path(self, rel: str) -> Path:
+        return Path(self._at(rel))
 
     def exists(self, rel: str) -> bool:
-        return self.path(rel).exists()
+        return os.path.exists(self._at(rel))
 
     def listdir(self, rel: str) -> list[str]:
         try:
-            return sorted(os.listdir(self.path(rel)))
+            return sorted(os.listdir(self._at(rel)))
         except (FileNotFoundError, NotADirectoryError):
             return []
 
     def readlink(self, rel: str) -> str | None:
         try:
-            return os.readlink(self.path(rel))
+            return os.readlink(self._at(rel))
         except OSError:
             return None
 
     def realpath(self, rel: str) -> str:
-        return os.path.realpath(self.path(rel))
+        return os.path.realpath(self._at(rel))
 
     def read(self, rel: str) -> str:
         """The attribute's text without the trailing newline; SysfsError if unreadable."""
         try:
-            with open(self.path(rel), "rb") as f:
+            with open(self._open(rel, os.O_RDONLY), "rb") as f:
                 return f.read().decode("utf-8", "replace").rstrip("\n")
+        except SysfsError:
+            raise
         except OSError as e:
             code = e.errno or errno.EIO
             raise SysfsError(rel, code, describe_errno(code)) from None
@@ -74,6 +110,28 @@ class Sysfs:
         except SysfsError:
             return default
 
+    def may_write(self, rel: str) -> bool:
+        """This process may open the attribute for writing (its effective uid and capabilities, as open(2) decides).
+
+        False for a read-only attribute too; True when the attribute is missing (the write then says why).
+        """
+        path = self._at(rel)
+        if not os.path.lexists(path):
+            return True
+        try:
+            return os.access(path, os.W_OK, effective_ids=True, follow_symlinks=False)
+        except NotImplementedError:
+            return True
+
+    def denied(self, rel: str) -> bool:
+        """The attribute is writable (its mode has a write bit) but not by this process: a permission problem,
+        not a read-only attribute (EACCES means both)."""
+        try:
+            writable = bool(os.lstat(self._at(rel)).st_mode & 0o222)
+        except OSError:
+            return False
+        return writable and not self.may_write(rel)
+
     def write(self, rel: str, value: str) -> None:
         """Write one value with a single write(2), as the kernel's store handlers expect.
 
@@ -81,7 +139,9 @@ class Sysfs:
         """
         data = value.encode()
         try:
-            fd = os.open(self.path(rel), os.O_WRONLY | os.O_TRUNC)
+            fd = self._open(rel, os.O_WRONLY | os.O_TRUNC)
+        except SysfsError:
+            raise
         except OSError as e:
             code = e.errno or errno.EIO
             raise SysfsError(rel, code, describe_errno(code)) from None

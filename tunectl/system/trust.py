@@ -115,6 +115,51 @@ def _check_stat(path: Path, st: os.stat_result, final: bool, shared: bool = Fals
         raise Untrusted(path, why, _hint_fix(path))
 
 
+def check_root(path: str | os.PathLike) -> Path:
+    """A root directory tunectl reads a tree below (a fake sysfs, udev database, /proc): checked as `check_dir`.
+
+    A link at its last component is followed when root or the user owns it; a root
+    that does not exist yet is judged by its nearest existing parent, which must then
+    be root's alone: nobody else may create it later.
+    """
+    probe = Path(os.path.abspath(path))
+    for _ in range(_MAX_LINKS):
+        try:
+            st = os.lstat(probe)
+        except FileNotFoundError:
+            if probe.parent == probe:
+                raise
+            probe = probe.parent
+            continue
+        if not stat.S_ISLNK(st.st_mode):
+            return check_dir(probe)
+        if st.st_uid not in trusted_uids():
+            raise Untrusted(probe, f"a symbolic link owned by {_owner(st.st_uid)}", _hint_fix(probe))
+        check_dir(probe.parent, final=False)
+        probe = probe.parent / os.readlink(probe)
+    raise Untrusted(path, "a symbolic link loop", "name the directory itself")
+
+
+def resolve_own_links(path: str | os.PathLike) -> Path:
+    """`path` with its symbolic links resolved, each one root's or the user's: another user's link anywhere
+    on it is refused (Untrusted), never followed. A path that does not exist (yet) is returned as it is."""
+    path = Path(os.path.abspath(path))
+    for _ in range(_MAX_LINKS):
+        parent = check_dir(path.parent, shared=True)  # a link above: root's or the user's, or refused
+        path = parent / path.name
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return path
+        if not stat.S_ISLNK(st.st_mode):
+            return path
+        if st.st_uid not in trusted_uids():
+            raise Untrusted(path, f"a symbolic link owned by {_owner(st.st_uid)}",
+                            "name the file itself; tunectl follows no link another user owns")
+        path = Path(os.path.abspath(parent / os.readlink(path)))
+    raise Untrusted(path, "a symbolic link loop", "name the file itself")
+
+
 def ensure_dir(path: str | os.PathLike, mode: int = 0o755) -> Path:
     """`path` as a trusted directory, created (with its parents) with `mode` whatever the umask."""
     path = Path(path)
@@ -158,16 +203,147 @@ def _open_dir(resolved: Path) -> int:
     return fd
 
 
-def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _READ) -> tuple[int, os.stat_result]:
+_RESOLVE_NO_MAGICLINKS, _RESOLVE_NO_SYMLINKS, _RESOLVE_BENEATH = 0x02, 0x04, 0x08
+_AT_FDCWD = -100
+_SYS_OPENAT2 = 437  # the same number on every architecture (new system calls share one table since 5.1)
+_openat2_missing = False
+
+
+_syscall = None  # libc's syscall(2), loaded once: a replay opens every file of its list through it
+
+
+def _openat2(dir_fd: int, rel: str, flags: int, resolve: int) -> int:
+    import ctypes
+
+    global _syscall
+    if _syscall is None:
+        _syscall = ctypes.CDLL(None, use_errno=True).syscall
+    how = (ctypes.c_uint64 * 3)(flags, 0, resolve)  # struct open_how: flags, mode, resolve
+    fd = _syscall(_SYS_OPENAT2, dir_fd, os.fsencode(rel), ctypes.byref(how), 24)
+    if fd < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), rel)
+    return fd
+
+
+def open_beneath(root: str | os.PathLike, rel: str, flags: int) -> int:
+    """`rel` opened below the directory `root`, never anywhere else, its last component never a link.
+
+    Links inside the tree are followed as long as they stay below `root` (openat2 with
+    RESOLVE_BENEATH, resolved once by the kernel); a link that leaves it, an absolute
+    one or a `..` above the root fails with EXDEV. Without openat2 (before 5.6) the path
+    is resolved in user space and refused when it leaves the root.
+    """
+    global _openat2_missing
+    flags |= os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        if not _openat2_missing:
+            try:
+                return _openat2(root_fd, rel, flags, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
+            except OSError as e:
+                if e.errno != errno.ENOSYS:
+                    raise
+                _openat2_missing = True
+        base = os.path.realpath(root)
+        parent = os.path.realpath(os.path.join(base, os.path.dirname(rel)))
+        if os.path.commonpath([base, parent]) != base:
+            raise OSError(errno.EXDEV, "leaves the root through a link", rel)
+        return os.open(os.path.join(parent, os.path.basename(rel)), flags)
+    finally:
+        os.close(root_fd)
+
+
+def open_listed(path: str, flags: int = _READ, checked: bool = False, links: bool = True) -> int:
+    """The regular file at the absolute `path`, resolved once: what was judged is what is opened.
+
+    First without following any link on the way (openat2 RESOLVE_NO_SYMLINKS: one
+    call, and a directory swapped for a link since the path was judged fails it);
+    a path through a link (``/lib`` on merged-/usr) is then walked one component at
+    a time relative to directory descriptors (O_PATH, O_NOFOLLOW), following only
+    links root or the user owns, and the last component is looked at before it is
+    opened: a device, a named pipe or another user's link is refused, never opened.
+    `checked`: the caller already judged the name (lstat, statx) as a regular file.
+    `links=False`: `path` was resolved (realpath) and judged as such: any link on it now
+    means it changed since, and it is refused.
+    Raises Untrusted (a link another user owns, not a regular file) or OSError.
+    """
+    global _openat2_missing
+    flags |= os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK
+    if not _openat2_missing:
+        try:
+            if not checked:
+                found = os.lstat(path)
+                if not stat.S_ISREG(found.st_mode) and not stat.S_ISLNK(found.st_mode):
+                    raise Untrusted(path, f"{kind(found.st_mode)}, not a regular file", f"move {path} aside", True)
+            return _openat2(_AT_FDCWD, path, flags, _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
+        except OSError as e:
+            if e.errno == errno.ENOSYS:
+                _openat2_missing = True
+            elif e.errno != errno.ELOOP:
+                raise
+            elif not links:
+                raise Untrusted(path, "changed while tunectl looked at it (a part became a symbolic link)",
+                                "run again; if it recurs, find who changes it", True) from None
+    return _walk_open(path, flags, links)
+
+
+def _walk_open(path: str, flags: int, links: bool = True) -> int:
+    parts = list(Path(os.path.abspath(path)).parts[1:])
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    followed = 0
+    try:
+        while parts:
+            part = parts.pop(0)
+            st = os.stat(part, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode) and not links:
+                raise Untrusted(path, "changed while tunectl looked at it (a part became a symbolic link)",
+                                "run again; if it recurs, find who changes it", True)
+            if stat.S_ISLNK(st.st_mode) and not parts:
+                raise Untrusted(path, "a symbolic link", "list the file itself, not a link to it", True)
+            if stat.S_ISLNK(st.st_mode):
+                followed += 1
+                if st.st_uid not in trusted_uids() or followed > _MAX_LINKS:
+                    raise Untrusted(path, f"a symbolic link {part!r} owned by {_owner(st.st_uid)} on its way"
+                                    if followed <= _MAX_LINKS else "a symbolic link loop",
+                                    "list the file by a path without another user's links", True)
+                target = os.readlink(part, dir_fd=fd)
+                if target.startswith("/"):
+                    os.close(fd)
+                    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+                parts = list(Path(target).parts[1 if target.startswith("/") else 0:]) + parts
+                continue
+            if parts:
+                nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                os.close(fd)
+                fd = nxt
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                raise Untrusted(path, f"{kind(st.st_mode)}, not a regular file", f"move {path} aside", True)
+            opened = os.open(part, flags, dir_fd=fd)
+            now = os.fstat(opened)
+            if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+                os.close(opened)
+                raise Untrusted(path, "changed while tunectl opened it", "run again; if it recurs, find who changes it",
+                                True)
+            return opened
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    finally:
+        os.close(fd)
+
+
+def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _READ,
+                 resolved: bool = False) -> tuple[int, os.stat_result]:
     """A descriptor on the regular file at `path` (not followed if a symbolic link) and its stat.
 
     Opened without blocking, so a named pipe or a tty is refused, never waited on.
-    `trusted`: the file and its directories must also pass `problem`.
+    `trusted`: the file and its directories must also pass `problem`. `resolved`: `path`
+    was resolved (realpath) and judged; it is opened through no link at all (`open_listed`).
     """
     if trusted:
         check_dir(os.path.dirname(os.path.abspath(path)), final=True)
     try:
-        fd = os.open(path, flags)
+        fd = open_listed(str(path), flags, checked=True, links=False) if resolved else os.open(path, flags)
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise Untrusted(path, "a symbolic link", "name the file itself, not a link to it", True) from None
@@ -186,9 +362,9 @@ def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _R
     return fd, st
 
 
-def read_regular(path: str | os.PathLike, limit: int, trusted: bool = False) -> bytes:
+def read_regular(path: str | os.PathLike, limit: int, trusted: bool = False, resolved: bool = False) -> bytes:
     """At most `limit` + 1 bytes of the regular file at `path` (see `open_regular`)."""
-    fd, _ = open_regular(path, trusted)
+    fd, _ = open_regular(path, trusted, resolved=resolved)
     try:
         chunks, left = [], limit + 1
         while left > 0:

@@ -8,8 +8,10 @@ injected root, so tests can ship a fake database next to a fake sysfs.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from pathlib import Path
 
 
@@ -35,15 +37,31 @@ class UdevRecord:
 
 
 class UdevDb:
-    def __init__(self, root: str | os.PathLike) -> None:
+    """`confined` (a database that is not the real /run/udev/data): a record is read only when it is a regular
+    file below the root that root (or the user) owns, not through a link: a fake database cannot show a file
+    of this machine nor make a read block."""
+
+    def __init__(self, root: str | os.PathLike, confined: bool = False) -> None:
         self.root = Path(root)
+        self.confined = confined
+
+    def _read(self, name: str) -> str:
+        if not self.confined:
+            return (self.root / name).read_text(errors="replace")
+        from tunectl.system import trust
+
+        with open(trust.open_beneath(self.root, name, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_uid not in trust.trusted_uids():
+                raise OSError(errno.EACCES, "not a regular file root owns", str(self.root / name))
+            return f.read(1 << 20).decode("utf-8", "replace")
 
     def record(self, devnum: str) -> UdevRecord:
         rec = UdevRecord()
         if not devnum or "/" in devnum:
             return rec
         try:
-            text = (self.root / f"b{devnum}").read_text(errors="replace")
+            text = self._read(f"b{devnum}")
         except OSError:
             return rec
         for line in text.splitlines():

@@ -9,6 +9,7 @@ which is the dominant cost of an apply.
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,7 +32,12 @@ from tunectl.system.sysfs import Sysfs
 from tunectl.tuning.plan import Setting
 
 _VANISHED = (errno.ENOENT, errno.ENODEV, errno.ENXIO)
-_DENIED = (errno.EPERM,)
+
+
+def denied(code: int) -> bool:
+    """The kernel refused the caller, not the value: EPERM, and EACCES for a user other than root (a sysfs
+    attribute is root's 0644). For root, EACCES means a read-only attribute: a failure, not a permission."""
+    return code == errno.EPERM or (code == errno.EACCES and os.geteuid() != 0)
 
 
 @dataclass(frozen=True)
@@ -87,7 +93,9 @@ def _apply_device(sysfs: Sysfs, settings: list[Setting]) -> list[Outcome]:
             sysfs.write(rel, str(s.after))
             text = sysfs.read(rel)
         except SysfsError as e:
-            status = Status.NOT_PERMITTED if e.errno in _DENIED else Status.FAILED
+            # EACCES is both "read-only attribute" and "not permitted": a write bit this process lacks says which.
+            refused = denied(e.errno) or e.errno == errno.EACCES and sysfs.denied(rel)
+            status = Status.NOT_PERMITTED if refused else Status.FAILED
             out.append(Outcome(s, status, error=e.reason))
             if e.errno in _VANISHED and not sysfs.exists(f"block/{s.device}"):
                 blocked = "device vanished"
@@ -128,6 +136,17 @@ def apply_settings(sysfs: Sysfs, plan: list[Setting], workers: int = 16) -> list
     else:
         results = [_apply_device(sysfs, g) for g in groups]
     return [o for r in results for o in r]
+
+
+def writable(sysfs: Sysfs, plan: list[Setting]) -> list[Setting]:
+    """`plan` without the changes this process may not write (not root): their originals are not journalled."""
+    def may(s: Setting) -> bool:
+        rel = f"block/{s.device}/queue/{s.attribute}"
+        if s.attribute.startswith("iosched/") and not sysfs.exists(rel):
+            rel = f"block/{s.device}/queue/scheduler"  # the knob comes with the scheduler switch before it
+        return sysfs.may_write(rel)
+
+    return [s for s in plan if s.status != Status.CHANGE or may(s)]
 
 
 def record_originals(journal: dict, plan: list[Setting], devices: dict[str, Device],

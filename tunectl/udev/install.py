@@ -237,8 +237,12 @@ def install(ctx, ref: str | None, rules_dir: str | None, trigger: bool, warn=Non
     rendered = render(ctx, ref, everything)
     if warn is not None:
         warn(rendered)
-    untrusted = _untrusted_files(rendered.profile,
-                                 tunectl_executable(ctx.env) if rendered.rendered.runs_tunectl else None)
+    executable = tunectl_executable(ctx.env) if rendered.rendered.runs_tunectl else None
+    if executable and not os.path.lexists(executable):
+        raise UsageError(f"tunectl executable {executable}: does not exist; udev would run as root whatever is "
+                         "created there later", hint="install tunectl first (TUNECTL_EXECUTABLE must name an "
+                         "existing file root owns)", code="untrusted-executable", where="TUNECTL_EXECUTABLE")
+    untrusted = _untrusted_files(rendered.profile, executable)
     if untrusted and not allow_untrusted_profile:
         raise UsageError(f"{untrusted[0]}: udev would run it as root on every hot-plug",
                          hint="use a copy root owns (a profile in /etc/tunectl/profiles; tunectl in /usr/sbin, "

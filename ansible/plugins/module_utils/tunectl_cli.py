@@ -58,7 +58,8 @@ class Tunectl:
             self.warnings.append(text)
 
     def run(self, args: list[str], ok_codes: tuple[int, ...]) -> dict:
-        argv = [self.executable] + args + ["--json"]
+        cut = args.index("--") if "--" in args else len(args)  # after --: operands only (device names)
+        argv = [self.executable] + args[:cut] + ["--json"] + args[cut:]
         self.commands.append(shlex.join(argv))
         rc, stdout, stderr = self.module.run_command(argv, environ_update=self.environ)
         try:

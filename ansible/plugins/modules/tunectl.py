@@ -51,6 +51,8 @@ options:
     description:
       - Only these devices (kernel names such as C(sdb) or paths such as C(/dev/disk/by-id/...)).
         Default is every device the profile matches.
+      - Each item is passed to tunectl after C(--), so it is never read as an option; an empty item,
+        one starting with C(-) or holding a newline fails the task before tunectl runs.
       - The udev rules of O(persist) cover the devices tunectl's record names (those of the applies
         limited to O(devices)), or every device after an apply without O(devices).
     type: list
@@ -276,6 +278,10 @@ class Run:
     def profile_args(self) -> list[str]:
         return ["-p", self.p["profile"]] if self.p["profile"] else []
 
+    def device_args(self) -> list[str]:
+        """The devices after `--`: an item is never read as an option (`--remove-rules`, `--state-dir=/x`)."""
+        return ["--", *self.p["devices"]] if self.p["devices"] else []
+
     def rules_args(self) -> list[str]:
         return ["--rules-dir", self.p["rules_dir"]] if self.p["rules_dir"] else []
 
@@ -308,7 +314,7 @@ class Run:
 
     # state=applied
     def apply(self) -> None:
-        args = ["apply"] + self.profile_args() + self.p["devices"] + (["--check"] if self.check else [])
+        args = ["apply"] + self.profile_args() + (["--check"] if self.check else []) + self.device_args()
         doc = self.t.run(args, (0, 3, 4))
         self.take_settings(doc, "apply")
 
@@ -391,7 +397,7 @@ class Run:
                 self.t.warn(f"mounts: {fs.get('target')}: {skip.get('option')} skipped: {skip.get('reason')}")
 
     def alignment(self) -> None:
-        doc = self.t.run(["align"] + self.p["devices"] + self.profile_args(), (0, 1))
+        doc = self.t.run(["align"] + self.profile_args() + self.device_args(), (0, 1))
         self.result["alignment"] = doc
         bad = 0
         for disk in doc.get("disks") or []:
@@ -412,7 +418,7 @@ class Run:
 
     # state=verified
     def verify(self) -> None:
-        doc = self.t.run(["verify"] + self.profile_args() + self.p["devices"], (0, 1))
+        doc = self.t.run(["verify"] + self.profile_args() + self.device_args(), (0, 1))
         self.result["settings"] = doc.get("settings") or []
         self.result["profile"] = doc.get("profile")
         drift = [s for s in self.result["settings"] if s.get("status") in ("change", "unavailable")]
@@ -444,7 +450,7 @@ class Run:
                     self.file_changed("would remove", path, before, "")
             elif self.udev(["remove"] + self.rules_args(), (0, 3)).get("removed"):
                 self.file_changed("removed", path, before, "")
-        doc = self.t.run(["rollback"] + self.p["devices"] + (["--check"] if self.check else []), (0, 3, 4))
+        doc = self.t.run(["rollback"] + (["--check"] if self.check else []) + self.device_args(), (0, 3, 4))
         self.take_settings(doc, "rollback")
 
 
@@ -488,6 +494,10 @@ def main() -> None:
         module.fail_json(msg="mounts and alignment are checked against a profile; they do not apply to state=rolled_back")
     if p["remount"] and p["mounts"] != "fix":
         module.fail_json(msg="remount applies the options of mounts=fix; set mounts=fix")
+    for item in p["devices"]:
+        if not item or item.startswith("-") or any(c in item for c in "\0\n"):
+            module.fail_json(msg=f"devices: {item!r} is not a device (a kernel name such as sdb, or a path such as "
+                                 "/dev/disk/by-id/...); an item never starts with '-'")
 
     tunectl = Tunectl(module, find_executable(module, p["executable"]), READS)
     run = Run(module, tunectl)

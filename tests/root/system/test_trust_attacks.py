@@ -286,20 +286,25 @@ def test_fifos_in_place_of_a_profile_or_the_rules_file_block_nothing(arena: Aren
     assert stat.S_ISFIFO(os.lstat(rules / "65-tunectl.rules").st_mode)
 
 
+def write_list(lst: Path, paths: list[Path]) -> Path:
+    """A preload list naming `paths`, each entry matching what a stat of the name finds: only its type gives it away."""
+    rows = []
+    for path in paths:
+        st = os.lstat(path)
+        rows.append([str(path), f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", st.st_ino, st.st_size,
+                     st.st_mtime_ns, [[0, max(st.st_size, 1)]], None])
+    lst.write_text(json.dumps({"format": "tunectl-preload", "version": 1, "created": "", "files": len(rows),
+                               "fields": ["path", "device", "inode", "size", "mtime_ns", "ranges", "physical"]})
+                   + "\n" + "".join(json.dumps(r) + "\n" for r in rows))
+    return lst
+
+
 def test_preload_replay_opens_only_the_regular_files_it_listed(arena: Arena) -> None:
     regular = arena.base / "data"
     regular.write_bytes(b"x" * 4096)
     as_nobody("mkfifo", str(arena.open / "fifo"))
     as_nobody("ln", "-s", str(arena.victim), str(arena.open / "link"))
-    rows = []
-    for path in (regular, arena.open / "fifo", arena.open / "link", Path("/dev/null")):
-        st = os.lstat(path)  # the entry matches what a stat of the name finds: only its type gives it away
-        rows.append([str(path), f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", st.st_ino, st.st_size,
-                     st.st_mtime_ns, [[0, max(st.st_size, 1)]], None])
-    lst = arena.base / "attack.list"
-    lst.write_text(json.dumps({"format": "tunectl-preload", "version": 1, "created": "", "files": len(rows),
-                               "fields": ["path", "device", "inode", "size", "mtime_ns", "ranges", "physical"]})
-                   + "\n" + "".join(json.dumps(r) + "\n" for r in rows))
+    lst = write_list(arena.base / "attack.list", [regular, arena.open / "fifo", arena.open / "link", Path("/dev/null")])
     for extra in ([], ["--no-io-uring"]):
         done = run_cli("--json", "preload", "replay", str(lst), *extra)
         assert done.returncode == 0, done.stderr

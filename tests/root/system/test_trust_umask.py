@@ -27,7 +27,7 @@ def created_modes(base: Path) -> dict[str, str]:
     return modes
 
 
-def test_the_whole_cli_under_umask_000_creates_fixed_modes(tmp_path: Path, monkeypatch) -> None:
+def test_the_whole_cli_under_umask_000_creates_fixed_modes(tmp_path: Path) -> None:
     tree = FakeTree.create(tmp_path / "fake")
     tree.add_disk("sda", wwn="0x5000000000000001")
     out_dir = tmp_path / "out"
@@ -35,8 +35,10 @@ def test_the_whole_cli_under_umask_000_creates_fixed_modes(tmp_path: Path, monke
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "f").write_bytes(b"x" * 8192)
     state = out_dir / "a" / "b" / "state"  # its parents are created too
-    ctx = Context(tree.sysfs, tree.udev, StateStore(state), [shipped_profile_dir()], {})
-    monkeypatch.setenv("TUNECTL_EXECUTABLE", "/usr/sbin/tunectl")
+    # The rules' RUN names this tunectl: through the run's environment (a process variable never reaches a
+    # Context built by hand).
+    ctx = Context(tree.sysfs, tree.udev, StateStore(state), [shipped_profile_dir()],
+                  {"TUNECTL_EXECUTABLE": "/usr/sbin/tunectl"})
     old = os.umask(0)
     try:
         for argv in (["apply", "-p", "throughput-performance"], ["apply", "-p", "balanced"], ["verify"],

@@ -28,10 +28,10 @@ name: intent-live
 classes:
   loop:
     scheduler: mq-deadline
-    iosched: {read_expire: 152}
+    iosched: {read_expire: 160}  # whole jiffies at HZ 100, 250, 300 and 1000: read back as written
     read_ahead_kb: 1024
 """
-TUNED = {"scheduler": "mq-deadline", "iosched/read_expire": "152", "read_ahead_kb": "1024"}
+TUNED = {"scheduler": "mq-deadline", "iosched/read_expire": "160", "read_ahead_kb": "1024"}
 
 
 def _free_loop() -> str:

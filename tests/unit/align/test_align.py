@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.fakesys import FakeTree, striped_md
+from tests.fakesys import FakeTree, mountinfo_line, striped_md
 from tests.harness import DATA as TEST_DATA
 from tests.harness import run_cli
 from tests.tuning_helpers import Tunectl
@@ -465,6 +465,22 @@ def test_the_table_and_its_notes_fit_the_terminal(tree, parted, tunectl, tmp_pat
     assert narrow.out.splitlines()[0].split() == ["DISK", "PART", "ALIGNED", "OFF", "BY", "SUGGESTED", "START"]
     assert "profile: default" in narrow.err.splitlines()  # with -o, stdout starts with the table
     assert "stricter than parted" in " ".join(narrow.out.split())
+
+
+def test_a_name_standing_for_several_disks_pairs_each_with_its_own_partitions(tree, parted, tmp_path):
+    """`align /srv/raid sda3`: the mountpoint stands for the four disks under md0, sda3 for partition 3 of sda.
+    Zipping the names with the disks found gave sda3's partition filter to sde and left sda out (#33)."""
+    parted.table("sda", "512e.fake")
+    proc = tmp_path / "proc"
+    (proc / "self").mkdir(parents=True)
+    (proc / "self" / "mountinfo").write_text(mountinfo_line(tree, 30, "md0", "/srv/raid", "xfs", "/dev/md0") + "\n")
+    t = Tunectl(tree, tmp_path / "state", None, {"TUNECTL_DEV_ROOT": str(tmp_path / "dev"),
+                                                 "TUNECTL_PROC_ROOT": str(proc)})
+    doc = t("align", "/srv/raid", "sda3", "--json").doc
+    disks = {d["device"]: d for d in doc["disks"]}
+    assert sorted(disks) == ["sda", "sdd", "sde", "sdf", "sdg"]
+    assert [p["number"] for p in disks["sda"]["partitions"]] == [3]
+    assert disks["sde"]["warnings"] == ["no partition table"]
 
 
 def test_root_refused_by_every_disk_is_told_they_are_off_limits_not_to_run_as_root(tunectl, parted, monkeypatch):

@@ -173,6 +173,9 @@ def test_module_bad_input_fails_with_tunectl_s_own_words(empty_fake_tree, tmp_pa
         ({"state": "applied"}, True, ["state is applied but all of the following are missing: profile"]),
         ({"state": "rolled_back", "alignment": "check"}, True, ["do not apply to state=rolled_back"]),
         ({"profile": str(good), "remount": True}, True, ["set mounts=fix"]),
+        # a device item is never an option of tunectl's (it is passed after --, and refused before that)
+        ({"profile": str(good), "devices": ["sdb", "--state-dir=/x"]}, True, ["'--state-dir=/x' is not a device"]),
+        ({"state": "rolled_back", "devices": ["--remove-rules"]}, True, ["never starts with '-'"]),
         ({"profile": str(kyber)}, False, []),
     ]
     tasks = [{"name": f"case {i}", "tunectl": dict({"executable": exe}, **args)} for i, (args, _, _) in enumerate(cases)]

@@ -7,6 +7,7 @@ import errno
 import pytest
 
 from tests.tuning_helpers import Tunectl, snapshot, snapshot_all
+from tunectl.attributes import QUEUE
 
 EVERY_CLASS = """\
 name: every-class
@@ -248,3 +249,9 @@ def test_naming_devices_reads_only_their_stacks_and_plans_them_exactly_as_a_full
         assert doc["settings"] == [s for s in full if s["device"] == name], name
     below = settings_of(tunectl("plan", "-p", "every-class", "mmcblk0", "--json").doc, "mmcblk0")
     assert below["iosched/fifo_batch"]["source"].startswith("devices[0].below (from dm-1)")
+
+
+def test_the_snapshot_sees_every_queue_attribute_tunectl_may_write(empty_fake_tree) -> None:
+    """"rollback restores everything" checks compare snapshots: one blind to io_poll or write_cache sees nothing."""
+    empty_fake_tree.add_disk("nvme0n1", bus="nvme")
+    assert set(QUEUE) <= set(snapshot(empty_fake_tree, "nvme0n1"))

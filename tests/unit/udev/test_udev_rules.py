@@ -494,7 +494,11 @@ class _Recorder:
 def test_install_trigger_remove_with_a_recorded_udevadm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(udev_commands, "_euid", lambda: 0)
     rec = _Recorder()
-    env = {"PATH": "/usr/bin:/bin", "TUNECTL_STATE_DIR": str(tmp_path / "state"), "TUNECTL_EXECUTABLE": TUNECTL}
+    exe = tmp_path / "sbin" / "tunectl"  # udev install refuses an executable that does not exist (yet)
+    exe.parent.mkdir()
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "TUNECTL_STATE_DIR": str(tmp_path / "state"), "TUNECTL_EXECUTABLE": str(exe)}
     path = str(DATA / "udev-below.yaml")
     code, out, err = _cli("udev", "install", "-p", path, "--rules-dir", str(tmp_path), "--trigger", env=env, run=rec)
     assert code == 0, err

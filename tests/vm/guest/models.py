@@ -43,7 +43,7 @@ def cold() -> None:
 
 def fio_random(dev: str) -> dict:
     out = sh(f"fio --name=rand --filename=/dev/{dev} --readonly --direct=1 --rw=randread --bs=4k --iodepth=1 "
-             "--ioengine=psync --runtime=8 --time_based --randrepeat=1 --output-format=json", check=True).stdout
+             "--ioengine=psync --runtime=6 --time_based --randrepeat=1 --output-format=json", check=True).stdout
     job = json.loads(out)["jobs"][0]["read"]
     return {"iops": job["iops"], "ios": job["total_ios"], "lat_ms_mean": job["clat_ns"]["mean"] / 1e6}
 
@@ -63,7 +63,7 @@ def sequential(dev: str, mib: int) -> dict:
     return result
 
 
-def bench(dev: str, env: dict, runs: int = 1, size: str = "32M") -> dict:
+def bench(dev: str, env: dict, runs: int = 1, size: str = "16M") -> dict:
     code, doc, err = tunectl(f"bench {dev} --read-ahead {READ_AHEADS} --schedulers mq-deadline --runs {runs} "
                              f"--size {size} --seed 1", env)
     return {"code": code, "stderr": err, "doc": doc}

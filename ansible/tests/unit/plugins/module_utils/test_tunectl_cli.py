@@ -47,6 +47,12 @@ def test_run_returns_the_document_and_keeps_stderr_as_warnings_once():
     assert tunectl.warnings == ["warning: sdz vanished"]
 
 
+def test_operands_after_double_dash_stay_operands_and_json_comes_before_them():
+    module = FakeModule((0, json.dumps({"format": "tunectl-apply", "version": 1}), ""))
+    Tunectl(module, "/usr/sbin/tunectl", READS).run(["apply", "-p", "x", "--", "-sdb"], (0,))
+    assert module.calls[0][0] == ["/usr/sbin/tunectl", "apply", "-p", "x", "--json", "--", "-sdb"]
+
+
 @pytest.mark.parametrize("answer, message", [
     ((2, "Traceback (most recent call last):", ""), "exited 2 without a JSON report: Traceback"),
     ((0, "", ""), "exited 0 without a JSON report: no output"),

@@ -1,0 +1,65 @@
+"""Issue #34: the exit codes a user other than root meets on the real /sys (a loop device of the test's own).
+
+sysfs answers such a user EACCES (an attribute is root's 0644): that is "not
+permitted" (4, as tunectl(8) says), with the default state directory or one of
+their own; `rollback --check` writes nothing, so it needs no lock it cannot take.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.harness import REPO, run_cli
+from tests.loopdev import loop_devices, sysfs_read
+
+pytestmark = pytest.mark.root
+
+
+def as_nobody(*argv: str) -> subprocess.CompletedProcess:
+    """tunectl as nobody, with the system's python3 (root's venv is not theirs to read)."""
+    return subprocess.run(["runuser", "-u", "nobody", "--", "env", f"PYTHONPATH={REPO}", "python3", "-m", "tunectl",
+                           *argv], capture_output=True, text=True, timeout=60, cwd="/")
+
+
+def test_a_user_other_than_root_gets_exit_4_and_a_check_that_takes_no_lock(tmp_path: Path) -> None:
+    own = Path(tempfile.mkdtemp(prefix="tunectl-nobody-", dir="/tmp"))
+    try:
+        profile = own / "loops.yaml"
+        profile.write_text("name: loops\nclasses:\n  loop: {read_ahead_kb: 4096}\n")
+        for path in (own, profile):
+            os.chown(path, 65534, 65534)
+        with loop_devices(tmp_path, [{"size_mb": 16}]) as (dev,):
+            before = sysfs_read(dev, "queue/read_ahead_kb")
+            assert before != "4096"
+            for state in ([], ["--state-dir", str(own / "state")]):
+                done = as_nobody(*state, "apply", "-p", str(profile), dev)
+                assert done.returncode == 4, (state, done.stdout + done.stderr)
+                assert "Traceback" not in done.stderr
+                assert sysfs_read(dev, "queue/read_ahead_kb") == before
+            done = as_nobody("rollback", "--check", dev)
+            assert done.returncode == 0, done.stdout + done.stderr
+    finally:
+        subprocess.run(["rm", "-rf", str(own)], check=False)
+
+
+def test_a_loop_device_whose_backing_file_was_renamed_while_tuned_is_not_called_in_sync(tmp_path: Path) -> None:
+    profile = tmp_path / "loops.yaml"
+    profile.write_text("name: loops\nclasses:\n  loop: {read_ahead_kb: 4096}\n")
+    env = dict(os.environ, TUNECTL_STATE_DIR=str(tmp_path / "state"))
+    with loop_devices(tmp_path, [{"size_mb": 16}]) as (dev,):
+        before = sysfs_read(dev, "queue/read_ahead_kb")
+        assert run_cli("apply", "-p", str(profile), dev, env=env).code == 0
+        assert sysfs_read(dev, "queue/read_ahead_kb") == "4096" != before
+        os.rename(tmp_path / "loop0.img", tmp_path / "renamed.img")  # its identity (loop:PATH) is another now
+        for argv in (("rollback", "--check", dev), ("rollback", dev)):
+            r = run_cli(*argv, env=env)
+            assert r.code == 3 and f"{dev} (loop:{tmp_path / 'renamed.img'}) was journalled as loop:" in r.err, \
+                (argv, r.code, r.err)
+        os.rename(tmp_path / "renamed.img", tmp_path / "loop0.img")  # back: the journal entry is its own again
+        assert run_cli("rollback", dev, env=env).code == 0
+        assert sysfs_read(dev, "queue/read_ahead_kb") == before

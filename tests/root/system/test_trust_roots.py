@@ -1,0 +1,193 @@
+"""Issue #34: fake roots (--sysfs-root, --udev-root, TUNECTL_*_ROOT) another user controls; root runs tunectl.
+
+The user nobody builds or changes the tree; root runs the CLI in a process of its
+own. Each test fails when root prints the secret, changes the victim, writes the
+real state directory or remounts a real filesystem.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakesys import FakeTree
+from tests.harness import REPO
+from tests.root.system import test_trust_attacks as attacks
+from tests.root.system.test_trust_attacks import SECRET, TUNECTL, Arena, as_nobody, run_cli
+from tunectl.system.roots import STATE
+
+pytestmark = pytest.mark.root
+
+THROUGHPUT = "throughput-performance"
+arena = attacks.arena  # the same arena: root's base, nobody's directory, a victim and a secret
+
+
+def chown_nobody(path: Path) -> None:
+    subprocess.run(["chown", "-R", "nobody:", str(path)], check=True)
+
+
+def nobody_tree(arena: Arena) -> FakeTree:
+    """A fake machine with one disk, wholly nobody's."""
+    tree = FakeTree.create(arena.open / "t")
+    tree.add_disk("sdb", wwn="0x5000000000000002")
+    chown_nobody(arena.open / "t")
+    return tree
+
+
+def real_state_snapshot() -> dict[str, str]:
+    """The real state directory's files and their hashes: a fake-root run must leave them as they are."""
+    if not os.path.isdir(STATE):
+        return {}
+    seen = {}
+    for root, _, names in os.walk(STATE):
+        for name in names:
+            path = Path(root, name)
+            seen[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "?"
+    return seen
+
+
+def test_a_tree_another_user_owns_is_refused_before_anything_in_it_is_read(arena: Arena) -> None:
+    tree = nobody_tree(arena)
+    attr = tree.devdir("sdb") / "queue" / "read_ahead_kb"
+    as_nobody("rm", str(attr))
+    as_nobody("ln", "-s", str(arena.secret), str(attr))
+    roots = ["--sysfs-root", str(tree.root), "--udev-root", str(tree.udev_root)]
+    state = ["--state-dir", str(arena.base / "state")]
+    for argv in (["status"], ["apply", "-p", THROUGHPUT], ["status", "--json"]):
+        done = run_cli(*roots, *state, *argv)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert f"the root {tree.root} (--sysfs-root / TUNECTL_SYSFS_ROOT) cannot be trusted" in done.stderr + \
+            done.stdout and "owned by nobody" in done.stderr + done.stdout
+        assert "s3cr3t" not in done.stdout + done.stderr
+    assert arena.secret.read_text() == SECRET
+    # the environment variables are the same roots
+    for var, path in (("TUNECTL_SYSFS_ROOT", tree.root), ("TUNECTL_UDEV_ROOT", tree.udev_root),
+                      ("TUNECTL_PROC_ROOT", arena.open), ("TUNECTL_DEV_ROOT", arena.open),
+                      ("TUNECTL_MODULES_ROOT", arena.open)):
+        done = subprocess.run([*TUNECTL, *state, "status"], capture_output=True, text=True,
+                              timeout=60, env=dict(os.environ, PYTHONPATH=str(REPO),
+                                                   **{var: str(path)}))
+        assert done.returncode == 2 and "cannot be trusted" in done.stderr and var in done.stderr, (var, done.stderr)
+        assert "s3cr3t" not in done.stdout + done.stderr
+    # a root that does not exist yet, in a directory anyone may create it in, is refused too
+    done = run_cli("--sysfs-root", "/tmp/tunectl-no-such-tree-34", *state, "status")
+    assert done.returncode == 2 and "writable by others" in done.stderr, done.stderr
+
+
+@pytest.fixture
+def root_tree_nobody_queue(arena: Arena) -> Iterator[FakeTree]:
+    """A tree root owns, but one device directory in it is nobody's (as a careless copy leaves it)."""
+    tree = FakeTree.create(arena.base / "t")
+    tree.add_disk("sdb", wwn="0x5000000000000002")
+    chown_nobody(tree.devdir("sdb"))
+    yield tree
+
+
+def test_nothing_inside_a_fake_tree_is_followed_through_a_link_nor_used_when_another_user_owns_it(
+        arena: Arena, root_tree_nobody_queue: FakeTree) -> None:
+    tree = root_tree_nobody_queue
+    queue = tree.devdir("sdb") / "queue"
+    roots = ["--sysfs-root", str(tree.root), "--udev-root", str(tree.udev_root),
+             "--state-dir", str(arena.base / "state")]
+    elsewhere = arena.open / "q"
+    as_nobody("mkdir", str(elsewhere))
+    plants = {
+        "a link at the attribute": lambda: as_nobody("ln", "-sf", str(arena.secret), str(queue / "read_ahead_kb")),
+        "a link to the victim": lambda: as_nobody("ln", "-sf", str(arena.victim), str(queue / "read_ahead_kb")),
+        "nobody's own file": lambda: (as_nobody("rm", "-f", str(queue / "read_ahead_kb")),
+                                      as_nobody("sh", "-c", f"echo 4096 > {queue / 'read_ahead_kb'}")),
+        "a directory link out of the tree": lambda: (
+            as_nobody("ln", "-sf", str(arena.victim), str(elsewhere / "read_ahead_kb")),
+            as_nobody("mv", str(queue), str(queue) + ".old"),
+            as_nobody("ln", "-s", str(elsewhere), str(queue))),
+    }
+    for what, plant in plants.items():
+        plant()
+        for argv in (["status", "-v"], ["apply", "-p", THROUGHPUT], ["verify", "-p", THROUGHPUT],
+                     ["rollback"]):
+            done = run_cli(*roots, *argv)
+            # what cannot be opened safely is shown as missing ("-", skipped), never as written
+            assert done.returncode != 70, (what, argv, done.stderr)
+            if argv[0] == "apply":
+                assert "changed 0 setting" in done.stdout or done.returncode != 0, (what, done.stdout)
+            assert "Traceback" not in done.stderr and "s3cr3t" not in done.stdout + done.stderr, (what, argv)
+            assert arena.victim.read_text() == "precious\n", (what, argv)
+            assert arena.secret.read_text() == SECRET
+        if what == "nobody's own file":
+            assert (queue / "read_ahead_kb").read_text() == "4096\n"  # not written: it is not root's
+
+
+def test_a_run_on_a_fake_tree_never_writes_the_real_state_directory(arena: Arena) -> None:
+    tree = FakeTree.create(arena.base / "t")  # root's own tree, so only the state directory is at stake
+    tree.add_disk("sdb", wwn="0x5000000000000002")
+    (tree.udev_root / f"b{tree.devnum('sdb')}").write_text("E:TUNECTL_ORIG_NOMERGES=2\nE:ID_BUS=ata\n")
+    before = real_state_snapshot()
+    existed = os.path.exists(STATE)
+    try:
+        runs_on_a_fake_tree(arena, tree, before)
+    finally:
+        if not existed and os.path.isdir(STATE):  # a regression wrote this machine's state: take it away again
+            shutil.rmtree(STATE)
+
+
+def runs_on_a_fake_tree(arena: Arena, tree: FakeTree, before: dict[str, str]) -> None:
+    roots = ["--sysfs-root", str(tree.root), "--udev-root", str(tree.udev_root)]
+    for state in ([], ["--state-dir", STATE]):
+        for argv in (["status"], ["apply", "-p", THROUGHPUT], ["rollback"]):
+            done = run_cli(*roots, *state, *argv)
+            if argv != ["status"]:  # status reads; it would write only to adopt originals rules kept
+                assert done.returncode == 2 and "does not write the real state directory" in done.stderr, \
+                    (state, argv, done.stdout + done.stderr)
+            assert real_state_snapshot() == before
+    assert not os.path.exists(STATE) or before  # not created by these runs
+    done = run_cli(*roots, "--state-dir", str(arena.base / "state"), "apply", "-p", THROUGHPUT)
+    assert done.returncode == 0, done.stderr  # its own state directory: the tree is tuned
+
+
+@pytest.fixture
+def hardened_tmpfs() -> Iterator[Path]:
+    mnt = Path(tempfile.mkdtemp(prefix="tunectl-noexec-", dir="/tmp"))
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "nosuid,nodev,noexec,size=1m", "tmpfs", str(mnt)], check=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+        mnt.rmdir()
+
+
+def live_options(target: Path) -> set[str]:
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        if fields[4] == str(target):
+            return set(fields[5].split(","))
+    raise AssertionError(f"{target} is not mounted")
+
+
+def test_a_fake_proc_never_makes_root_remount_a_real_filesystem(arena: Arena, hardened_tmpfs: Path) -> None:
+    mnt = hardened_tmpfs
+    assert {"nosuid", "nodev", "noexec"} <= live_options(mnt)
+    line = f"90 1 0:99 / {mnt} rw,relatime shared:1 - tmpfs tmpfs rw\n"  # the flags left out
+    profile = arena.base / "m.yaml"
+    profile.write_text(f"name: m\nmounts:\n  - match: {{mountpoint: '{mnt}'}}\n    options: [noatime]\n")
+    fstab = arena.base / "fstab"
+    fstab.write_text(f"tmpfs {mnt} tmpfs defaults 0 0\n")
+    mine, theirs = arena.base / "proc", arena.open / "proc"
+    (mine / "self").mkdir(parents=True)
+    (mine / "self" / "mountinfo").write_text(line)
+    as_nobody("mkdir", "-p", str(theirs / "self"))
+    as_nobody("sh", "-c", f"printf '%s' '{line}' > {theirs / 'self' / 'mountinfo'}")
+    for proc, said in ((theirs, "cannot be trusted"), (mine, "no real filesystem is remounted")):
+        done = subprocess.run([*TUNECTL, "--state-dir", str(arena.base / "state"), "mounts",
+                               "fix", "-p", str(profile), "--fstab", str(fstab), "--remount"], capture_output=True,
+                              text=True, timeout=60, env=dict(os.environ, TUNECTL_PROC_ROOT=str(proc),
+                                                              PYTHONPATH=str(REPO)))
+        assert done.returncode == 2 and said in done.stderr, (proc, done.stdout + done.stderr)
+        assert {"nosuid", "nodev", "noexec"} <= live_options(mnt) and "noatime" not in live_options(mnt)
+    shutil.rmtree(mine)

@@ -1,0 +1,95 @@
+"""`tunectl explain` on the fake kernel: the stack's facts from sysfs and dmsetup, findings, refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakesys import FakeTree, dm_verity_over_mmc, lvm_over_md
+from tests.tuning_helpers import Tunectl
+from tunectl.errors import ExitCode
+from tunectl.owners.model import KINDS
+from tunectl.system.runner import Completed
+
+VERITY = "0 262144 verity 1 179:2 179:3 4096 4096 32768 1 sha256 " + "ab" * 32 + " " + "cd" * 32 + "\n"
+
+
+@pytest.fixture
+def tun(empty_fake_tree: FakeTree, tmp_path) -> Tunectl:
+    dm_verity_over_mmc(empty_fake_tree)
+    lvm_over_md(empty_fake_tree)
+    t = Tunectl(empty_fake_tree, tmp_path / "state")
+    calls = []
+
+    def run(argv, timeout=60, check=True, input_text=None):
+        calls.append(list(argv))
+        if argv[:2] == ["dmsetup", "table"] and argv[-1] == "vroot":
+            return Completed(tuple(argv), 0, VERITY, "")
+        return Completed(tuple(argv), 0, "0 8380416 linear 9:0 2048\n", "")
+
+    t.ctx.run = run
+    t.calls = calls
+    return t
+
+
+def test_a_verity_device_shows_its_table_and_the_disk_that_decides(tun):
+    r = tun("explain", "dm-1", "--json")
+    assert r.code == 0
+    layers = {la["name"]: la for la in r.doc["layers"]}
+    assert [la["kind"] for la in r.doc["layers"]] == ["dm", "disk"]
+    verity = layers["dm-1"]["dm"]
+    assert verity["subtype"] == "verity"
+    assert verity["table"][0]["hash_algorithm"] == "sha256" and verity["table"][0]["data_block_size"] == 4096
+    assert ["dmsetup", "table", "--", "vroot"] in tun.calls
+    assert layers["mmcblk0"]["queue"]["queue_depth"] == 64
+    assert layers["dm-1"]["queue"]["nr_requests"] is None  # bio-based: no requests to count
+    owners = layers["mmcblk0"]["owners"]
+    assert set(owners) == {"scheduler", "read_ahead_kb", "max_sectors_kb", "nr_requests"}
+    assert all(o["kind"] in KINDS and o["detail"] for o in owners.values())  # tunectl's owners (#31)
+    found = {f["rule"]: f for f in r.doc["findings"]}
+    assert "dm-1 (verity) is bio-based" in found["EX001"]["evidence"][0]
+    assert r.doc["cold"] is None  # a device is not read unless asked
+    assert {rule["id"] for rule in r.doc["rules"]} >= {"EX001", "EX003", "EX004"}
+
+
+def test_text_names_layers_and_findings(tun):
+    r = tun("explain", "dm-1")
+    assert r.code == 0
+    assert "verity data/hash blocks 4096/4096, sha256" in r.out
+    assert "EX001 dm has no scheduler: the disk below decides (dm-1)" in r.out
+
+
+def test_lvm_over_md(tun):
+    r = tun("explain", "dm-2", "--json")
+    kinds = [(la["kind"], la["name"]) for la in r.doc["layers"]]
+    assert kinds[:2] == [("dm", "dm-2"), ("md", "md0")]
+    assert {("disk", "sdc"), ("disk", "sdd")} <= set(kinds)
+    assert r.doc["layers"][0]["dm"]["table"][0]["type"] == "linear"
+
+
+@pytest.mark.parametrize("option", ["--cold", "--trace", "--try"])
+def test_reading_options_need_a_file(tun, option):
+    r = tun("explain", "dm-1", option)
+    assert r.code == ExitCode.USAGE
+    assert "is not a file" in r.err
+
+
+def test_an_unknown_target_is_a_usage_error(tun):
+    r = tun("explain", "nosuchdev", "--json")
+    assert r.code == ExitCode.USAGE
+    assert r.doc["format"] == "tunectl-error"
+
+
+def test_try_compressors_are_checked(tun):
+    r = tun("explain", "dm-1", "--try", "--try-compressors", "xz,brotli")
+    assert r.code == ExitCode.USAGE and "'brotli' is not a squashfs compressor" in r.err
+
+
+def test_variants_cover_sizes_compressors_and_direct_io():
+    from tunectl.explain.experiment import variants
+
+    vs = variants(4096, "gzip", True)
+    assert vs[0].as_is and (vs[0].block_size, vs[0].compressor, vs[0].direct_io) == (4096, "gzip", True)
+    assert {(v.block_size, v.compressor, v.direct_io) for v in vs} == {
+        (b, c, d) for b in (131072, 1048576) for c in ("gzip", "xz") for d in (True, False)} | {
+        (4096, "gzip", True), (4096, "gzip", False)}
+    assert {v.compressor for v in variants(4096, "gzip", False, ())} == {"gzip"}

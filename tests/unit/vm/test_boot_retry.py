@@ -1,0 +1,51 @@
+"""A boot that writes no results is reported (vng's exit code, its and qemu's stderr, the console) and retried once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests.vm import machine
+
+KERNEL = machine.Kernel("6.1.0-test-amd64", Path("/nonexistent/vmlinuz"))
+
+
+@pytest.fixture
+def fake_guest(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple[int, str, str, dict | None]]:
+    """Each boot attempt takes the next (exit code, stdout, stderr, results or None) of the returned list."""
+    attempts: list[tuple[int, str, str, dict | None]] = []
+    monkeypatch.setattr(machine, "LOGS", tmp_path / "logs")
+    monkeypatch.setattr(machine, "browser_image", lambda shared: shared / "browser.sqfs")
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: None)  # compileall
+
+    def run_guest(cmd: list[str], env: dict[str, str], group: str) -> tuple[SimpleNamespace, str, str]:
+        code, out, err, results = attempts.pop(0)
+        if results is not None:
+            shared = Path(next(c for c in cmd if c.startswith("--rwdir=")).split("=", 1)[1])
+            (shared / f"{group}.json").write_text(json.dumps(results))
+        return SimpleNamespace(returncode=code), out, err
+
+    monkeypatch.setattr(machine, "_run_guest", run_guest)
+    return attempts
+
+
+def test_a_boot_without_results_is_retried_once_and_recorded(fake_guest: list, tmp_path: Path) -> None:
+    fake_guest += [(1, "", "qemu-system-x86_64: -drive ...: Could not open", None), (0, "ok", "", {"errors": {}})]
+    boot = machine.boot(KERNEL, "classify", machine.Machine(), tmp_path / "images", tmp_path / "shared")
+    assert boot.attempts == 2 and boot.results == {"errors": {}}
+    assert "vng exited 1" in boot.failures[0] and "Could not open" in boot.failures[0]
+    assert (tmp_path / "logs" / KERNEL.release / "classify.attempt1.failed").exists()
+
+
+def test_a_boot_failing_twice_reports_both_attempts(fake_guest: list, tmp_path: Path) -> None:
+    fake_guest += [(-9, "", "", None), (255, "[ 1.0] panic", "vng: qemu died", None)]
+    with pytest.raises(RuntimeError) as failed:
+        machine.boot(KERNEL, "classify", machine.Machine(), tmp_path / "images", tmp_path / "shared")
+    text = str(failed.value)
+    assert "attempt 1" in text and "vng exited -9" in text and "(empty)" in text
+    assert "attempt 2" in text and "vng exited 255" in text and "qemu died" in text and "panic" in text
+    assert not fake_guest

@@ -1,0 +1,81 @@
+"""Group `explain`: the browser stack of issue #29 on the SD-card model, and tunectl explain on it.
+
+squashfs (4 KiB gzip blocks: the model calibration's 8 MiB browser, built on the host) ->
+dm-verity (data and hash tree each on a loop device with direct I/O) -> ext4 -> the SD card
+model (sd-a1 on scsi-hd, queue depth 1 and mq-deadline like a card). The same binary lies on
+the ext4 for --compare. Records explain's JSON (plain; --compare with --trace; --try), its text
+output, and a raw block trace for the trace reader's unit tests.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from common import TUNECTL, Recorder, by_serial, read, settle, sh, tunectl, tunectl_env
+from models import SD_SERIAL, like_a_card
+
+EVENTS = ("block_bio_queue", "block_bio_remap", "block_rq_issue", "block_rq_complete")
+
+
+def build(shared: Path) -> dict:
+    sh("mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing")
+    sh("modprobe loop; modprobe dm-verity; modprobe squashfs")  # modules in Debian's kernels
+    settle()
+    card = by_serial()[SD_SERIAL]
+    like_a_card(card)
+    sh(f"mkfs.ext4 -q -F /dev/{card}", check=True)
+    os.makedirs("/tmp/card", exist_ok=True)
+    os.makedirs("/tmp/sqb", exist_ok=True)
+    sh(f"mount /dev/{card} /tmp/card", check=True)
+    for name in ("mbrowser.bin", "mbrowser.sqfs", "mbrowser.verity"):
+        sh(f"cp {shared / name} /tmp/card/{name}", check=True)
+    sh("sync", check=True)
+    root = (shared / "mbrowser.roothash").read_text().strip()
+    data = sh("losetup --find --show --direct-io=on --read-only /tmp/card/mbrowser.sqfs", check=True).stdout.strip()
+    hashes = sh("losetup --find --show --direct-io=on --read-only /tmp/card/mbrowser.verity", check=True).stdout.strip()
+    sh(f"veritysetup open {data} mbrowser {hashes} {root}", check=True)
+    sh("mount -t squashfs -o ro /dev/mapper/mbrowser /tmp/sqb", check=True)
+    settle()
+    loop = os.path.basename(data)
+    return {"sd": card, "dm": os.path.basename(os.path.realpath("/dev/mapper/mbrowser")), "loop": loop,
+            "hash_loop": os.path.basename(hashes), "dio": read(f"/sys/block/{loop}/loop/dio"),
+            "table": sh("dmsetup table mbrowser", check=True).stdout.strip()}
+
+
+def raw_trace(shared: Path, target: str, devices: list[str]) -> int:
+    """The four block events of a short cold read, as tracefs prints them: recorded for the unit tests."""
+    inst = "/sys/kernel/tracing/instances/tunectl-record"
+    sh(f"mkdir {inst} && echo 4096 > {inst}/buffer_size_kb", check=True)
+    try:
+        for event in EVENTS:
+            sh(f"echo 1 > {inst}/events/block/{event}/enable", check=True)
+        sh(f"dd if={target} iflag=nocache count=0 status=none; blockdev --flushbufs "
+           + " ".join(f"/dev/{d}" for d in devices), check=True)
+        sh(f"dd if={target} of=/dev/null bs=4k count=32 status=none", check=True)
+        for event in EVENTS:
+            sh(f"echo 0 > {inst}/events/block/{event}/enable")
+        text = sh(f"cat {inst}/trace", check=True).stdout
+    finally:
+        sh(f"rmdir {inst}")
+    series = ".".join(os.uname().release.split(".")[:2])
+    (shared / f"trace-browser-{series}.txt").write_text(text)
+    return len(text.splitlines())
+
+
+def run(rec: Recorder, args: list[str]) -> None:
+    shared = Path(os.environ["TUNECTL_VM_SHARED"])
+    env = tunectl_env("/tmp/explain-state")
+    built = rec.step("build", lambda: build(shared)) or {}
+    target, other = "/tmp/sqb/mbrowser.bin", "/tmp/card/mbrowser.bin"
+
+    def explain(extra: str = "") -> dict:
+        code, doc, err = tunectl(f"explain {target} {extra}", env=env)
+        return {"code": code, "doc": doc, "stderr": err}
+
+    rec.step("plain", explain)
+    rec.step("compare", lambda: explain(f"--compare {other} --trace"))
+    rec.step("try", lambda: explain("--try --try-compressors ''"))
+    rec.step("text", lambda: sh(f"{TUNECTL} explain {target} --compare {other} --trace", env=env).stdout)
+    rec.step("raw_trace", lambda: raw_trace(shared, target, [built["dm"], built["loop"], built["sd"]]))
+    rec.save()

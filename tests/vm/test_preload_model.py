@@ -1,0 +1,55 @@
+"""tunectl preload on the model HDD (tests/vm/diskmodel.py): a 400-file tree in shuffled write order,
+read cold as-is, after WILLNEED in directory order, after `tunectl preload replay` (one boot, guest group
+`preload`, tests/vm/guest/preload.py).
+
+The ratios are asserted on the requests the disk really saw, replayed through the model with a real
+machine's host cost per request (`diskmodel.replay`), as the calibration does: what the guest measured
+under TCG adds 0.1-3 ms per request of the shared host's load, which no ordering can win back. The
+guest's own seconds are kept in the results and printed on failure. The targets of #30 for a tree of
+thousands of files are 2.4x as-is and 1.9x WILLNEED; this small CI version asserts the direction with
+margin: at least 1.5x as-is and faster than WILLNEED in directory order.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.vm import diskmodel, machine
+
+
+@pytest.fixture(scope="module")
+def boot(vm_boot) -> machine.Boot:
+    return vm_boot("6.1", "preload", kind="model")
+
+
+@pytest.fixture(scope="module")
+def run(boot: machine.Boot) -> dict:
+    assert not boot.results["errors"], boot.results["errors"]
+    return boot.results
+
+
+def modelled(boot: machine.Boot, step: str) -> tuple[int, float]:
+    marks = boot.results["marks"][step]
+    reqs = [r for r in machine.requests(boot.shared / "mhdd.requests", marks["before"]["mhdd"],
+                                        marks["after"]["mhdd"]) if r.op == "r"]
+    return len(reqs), diskmodel.replay("hdd-7200", boot.results["queue"]["size"],
+                                       [(r.op, r.offset, r.length) for r in reqs])
+
+
+def test_collect_records_the_tree_and_its_metadata(run: dict) -> None:
+    collect = run["collect"]
+    assert collect["code"] == 0, collect
+    assert collect["doc"]["files"] == run["tree"]["files"]
+    assert collect["doc"]["metadata"], collect["doc"]  # as root, on ext4: the device ranges of the metadata pass
+
+
+def test_replay_on_the_hdd_model_beats_as_is_and_willneed_in_directory_order(boot: machine.Boot, run: dict) -> None:
+    code, doc = run["tunectl"]["before"]
+    assert code == 0 and doc["metadata"]["bytes"] > 0, doc
+    assert all(how.startswith("physical (rotational") for how in doc["methods"].values()), doc["methods"]
+    model = {step: modelled(boot, step) for step in ("asis", "willneed", "tunectl", "tunectl_nometa")}
+    guest = {step: run[step]["seconds"] for step in model}
+    why = f"modelled (requests, seconds): {model}; guest seconds: {guest}"
+    print(why)
+    assert model["asis"][1] >= 1.5 * model["tunectl"][1], why
+    assert model["willneed"][1] > model["tunectl"][1], why

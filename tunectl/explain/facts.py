@@ -1,0 +1,194 @@
+"""The edge that reads a stack's facts from the machine: sysfs, the superblock, dmsetup, the applied profile.
+
+The stack itself (which devices, in which order) comes from `tunectl.devices`'
+one resolver; this module only reads what each layer is made of.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from tunectl.context import Context
+from tunectl.devices.model import Device
+from tunectl.errors import TunectlError
+from tunectl.explain import dmtable, squashfs
+from tunectl.explain.model import (
+    FileFacts,
+    FilesystemFacts,
+    Layer,
+    LoopFacts,
+    MdFacts,
+    PartitionFacts,
+    Queue,
+    StackFacts,
+)
+from tunectl.owners.model import Owner
+
+OWNED = ("scheduler", "read_ahead_kb", "max_sectors_kb", "nr_requests")
+
+
+def kernel_version(release: str) -> tuple[int, int]:
+    """"6.1.0-27-amd64" -> (6, 1); (0, 0) for anything else."""
+    parts = release.split(".")
+    try:
+        return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or 0)
+    except (IndexError, ValueError):
+        return (0, 0)
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int((text or "").strip())
+    except ValueError:
+        return None
+
+
+def _queue(ctx: Context, dev: Device) -> Queue:
+    def attr(name: str) -> int | None:
+        return _int(ctx.sysfs.read_or(f"block/{dev.name}/queue/{name}"))
+
+    # bio-based queues (dm, md: no mq/) list nr_requests on 6.1 but have no requests to count
+    nr = attr("nr_requests") if ctx.sysfs.exists(f"block/{dev.name}/mq") else None
+    # SCSI/SATA say their queue depth in device/; blk-mq devices as the tags of their first hardware queue
+    depth = _int(ctx.sysfs.read_or(f"block/{dev.name}/device/queue_depth"))
+    if depth is None:
+        depth = _int(ctx.sysfs.read_or(f"block/{dev.name}/mq/0/nr_tags"))
+    return Queue(dev.scheduler, attr("read_ahead_kb"), attr("max_sectors_kb"), dev.rotational, nr,
+                 dev.logical_block_size, depth)
+
+
+def extent_count(path: str) -> int | None:
+    from tunectl.system import pagecache
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        extents = pagecache.fiemap(fd, count=4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return None if extents is None else len(extents)
+
+
+def read_superblock(node: str | None) -> squashfs.Superblock | None:
+    """The squashfs superblock at the start of a block device node; None when it cannot be read."""
+    if not node:
+        return None
+    try:
+        fd = os.open(node, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISBLK(os.fstat(fd).st_mode):
+            return None
+        return squashfs.parse(os.pread(fd, squashfs.SIZE, 0))
+    except (OSError, squashfs.NotSquashfs):
+        return None
+    finally:
+        os.close(fd)
+
+
+def _loop(ctx: Context, resolver, name: str) -> LoopFacts:
+    base = f"block/{name}/loop"
+    backing = (ctx.sysfs.read_or(f"{base}/backing_file") or "").strip() or None
+    backing_dev = None
+    backing_ra = None
+    if backing:
+        try:
+            st = os.stat(backing)
+            found = resolver.name_of_devnum(f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+        except OSError:
+            found = None
+        if found:
+            backing_dev = resolver.whole(found)
+            backing_ra = _int(ctx.sysfs.read_or(f"block/{backing_dev}/queue/read_ahead_kb"))
+    return LoopFacts(backing, _int(ctx.sysfs.read_or(f"{base}/offset")) or 0,
+                     (ctx.sysfs.read_or(f"{base}/dio") or "0").strip() == "1", backing_ra, backing_dev)
+
+
+def _dm_table(ctx: Context, dev: Device) -> tuple[dmtable.Target, ...]:
+    if not dev.dm_name:
+        return ()
+    try:
+        done = ctx.run(["dmsetup", "table", "--", dev.dm_name], timeout=10)
+        return tuple(dmtable.parse(done.stdout))
+    except (TunectlError, OSError, dmtable.BadTable):
+        return ()
+
+
+def _md(ctx: Context, name: str) -> MdFacts:
+    chunk = _int(ctx.sysfs.read_or(f"block/{name}/md/chunk_size"))
+    return MdFacts((ctx.sysfs.read_or(f"block/{name}/md/level") or "").strip() or None,
+                   chunk // 1024 if chunk else None)
+
+
+def owners(ctx: Context, devices: list[Device], queues: dict[str, Queue]) -> dict[str, dict[str, Owner]]:
+    """device -> attribute -> who set its current value (tunectl's owners: tunectl's journal, other writers on
+    the machine, or the kernel's default), for the queue values explain shows."""
+    from tunectl.owners import find_owners
+
+    shown = {dev.name: [a for a in OWNED if dev.name in queues and getattr(queues[dev.name], a) is not None]
+             for dev in devices}
+    found = find_owners(ctx, devices, attributes=shown)
+    return {name: dict(found[name].owners) for name in found}
+
+
+def read(ctx: Context, resolver, stack, target: str, release: str | None = None) -> StackFacts:
+    """The facts of every layer of `stack` (a `tunectl.devices.stack.Stack`), top first.
+
+    A loop device's backing file is not in sysfs' slaves/: the stack under it (the
+    file, its filesystem, partition and disk) follows the loop layer.
+    """
+    release = release or os.uname().release
+    layers = _layers(ctx, resolver, stack, set())
+    return StackFacts(target, kernel_version(release), release, tuple(layers))
+
+
+def _layers(ctx: Context, resolver, stack, seen: set[str]) -> list[Layer]:
+    from tunectl.devices import stack as stacks
+
+    queues = {dev.name: _queue(ctx, dev) for dev in stack.devices}
+    owned = owners(ctx, stack.devices, queues)
+    layers: list[Layer] = []
+    for layer in stack.layers:
+        if isinstance(layer, stacks.FileLayer):
+            layers.append(Layer("file", layer.path, file=FileFacts(layer.path, layer.size, extent_count(layer.path))))
+        elif isinstance(layer, stacks.MountLayer):
+            holder = stack.partition.name if stack.partition else stack.top.name
+            sb = read_superblock(ctx.roots.node(holder)) if layer.fstype == "squashfs" else None
+            try:
+                bsize = os.statvfs(layer.target).f_bsize
+            except OSError:
+                bsize = None
+            layers.append(Layer("filesystem", layer.target,
+                                filesystem=FilesystemFacts(layer.fstype, layer.target, layer.source, bsize, sb)))
+        elif isinstance(layer, stacks.PartitionLayer):
+            start = layer.partition.start
+            layers.append(Layer("partition", layer.name, partition=PartitionFacts(start, start * 512 % (1 << 20) == 0)))
+        elif isinstance(layer, stacks.BlockLayer):
+            dev = layer.device
+            extra: dict = {}
+            if layer.kind == "loop":
+                extra["loop"] = _loop(ctx, resolver, dev.name)
+            elif layer.kind == "dm":
+                extra["dm_subtype"] = dev.dm_type
+                extra["dm_table"] = _dm_table(ctx, dev)
+            elif layer.kind == "md":
+                extra["md"] = _md(ctx, dev.name)
+            if dev.name in seen:
+                continue
+            seen.add(dev.name)
+            layers.append(Layer(layer.kind, dev.name, cls=dev.cls, devnum=dev.devnum, queue=queues[dev.name],
+                                owners=owned.get(dev.name, {}), **extra))
+            backing = extra["loop"].backing_file if "loop" in extra else None
+            if backing and os.path.isfile(backing):
+                try:
+                    under = resolver.stack(backing)
+                except TunectlError:
+                    continue
+                layers += _layers(ctx, resolver, under, seen)
+    return layers

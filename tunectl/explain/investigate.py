@@ -1,0 +1,104 @@
+"""The explain pipeline: resolve the stack, read its facts, measure, run the rules, run the experiments."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from tunectl.context import Context
+from tunectl.errors import NotPermitted, UsageError
+from tunectl.explain import facts as reading
+from tunectl.explain import measure, rules
+from tunectl.explain.compare import compare
+from tunectl.explain.model import Case, ColdRead, StackFacts
+from tunectl.explain.report import ExplainReport
+
+
+@dataclass(frozen=True)
+class Request:
+    target: str
+    cold: bool | None  # None: on for a file, off for anything else
+    read_size: int
+    limit: int  # bytes read at most
+    trace: bool = False
+    compare: str | None = None
+    experiments: bool = False
+    compressors: tuple[str, ...] | None = None  # --try's other compressors (None: xz)
+
+
+def resolve(ctx: Context, target: str):
+    """(resolver, the stack under target); a directory or mountpoint is the stack of its filesystem."""
+    from tunectl.devices.resolve import Resolver
+    from tunectl.devices.stack import MountLayer
+    from tunectl.system import mountinfo
+
+    resolver = Resolver(ctx)
+    if os.path.isdir(target):
+        st = os.stat(target)
+        name = resolver.name_of_devnum(f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+        if name is None:
+            raise UsageError(f"{target}: its filesystem is on no block device under {ctx.sysfs.root}",
+                             hint="explain needs a disk-backed filesystem (not tmpfs, overlay or nfs)")
+        stack = resolver.stack(name)
+        if ctx.roots.proc is not None:
+            mounts, _ = mountinfo.read_mounts(ctx.roots.proc)
+            found = mountinfo.containing(mounts, os.path.realpath(target))
+            if found is not None:
+                stack = stack.over(MountLayer(found.target, found.fstype, found.source))
+        return resolver, stack
+    return resolver, resolver.stack(target)
+
+
+def _require_root(what: str) -> None:
+    if os.geteuid() != 0:
+        raise NotPermitted(f"{what} needs root (it drops cached pages of block devices)",
+                           hint="run as root, or leave it out: --no-cold shows the facts only")
+
+
+def _cold(ctx: Context, facts: StackFacts, path: str, req: Request) -> ColdRead:
+    return measure.cold_read(ctx, [la.name for la in facts.blocks], measure.cold_files(facts, path), path,
+                             req.read_size, req.limit)
+
+
+def investigate(ctx: Context, req: Request, on_step=lambda text: None) -> ExplainReport:
+    resolver, stack = resolve(ctx, req.target)
+    facts = reading.read(ctx, resolver, stack, req.target)
+    is_file = bool(facts.layers) and facts.layers[0].kind == "file"  # not a loop's backing file further down
+    cold = is_file if req.cold is None else req.cold
+    notes: list[str] = []
+    if (cold or req.trace or req.compare or req.experiments) and not is_file:
+        raise UsageError(f"{req.target} is not a file: --cold, --trace, --compare and --try read a file",
+                         hint="name a file on the stack (explain /usr/lib/chromium/chromium)")
+    measured = None
+    timings = None
+    if cold or req.trace or req.compare:
+        _require_root("the cold read")
+        on_step("cold read")
+        if req.trace:
+            measured, timings = measure.traced(ctx, facts, lambda: _cold(ctx, facts, req.target, req))
+        else:
+            measured = _cold(ctx, facts, req.target, req)
+    case = Case(facts, measured, timings)
+    comparison = None
+    if req.compare:
+        on_step(f"cold read of {req.compare}")
+        other_resolver, other_stack = resolve(ctx, req.compare)
+        other = reading.read(ctx, other_resolver, other_stack, req.compare)
+        if not other.layers or other.layers[0].kind != "file":
+            raise UsageError(f"--compare: {req.compare} is not a file", hint="compare with the same file elsewhere")
+        other_cold = _cold(ctx, other, req.compare, req)
+        kinds = {la.name: la.kind for la in facts.blocks}
+        comparison = compare(measured, kinds, facts.disks[0].name, other_cold, other.disks[0].name)
+    results = []
+    if req.experiments:
+        _require_root("--try")
+        from tunectl.explain import experiment
+
+        def read(path: str, names: list[str], files: list[str]) -> ColdRead:
+            return measure.cold_read(ctx, names, [path, *files], path, req.read_size, req.limit)
+
+        results = experiment.run(ctx, facts, read, on_variant=lambda v: on_step(f"try {v.label}"),
+                                 compressors=req.compressors)
+    if is_file and (len(facts.layers) < 2 or facts.layers[1].kind != "filesystem"):
+        notes.append("the mount holding the file was not found: filesystem facts are missing")
+    return ExplainReport(case, rules.findings(case), comparison, results, notes)

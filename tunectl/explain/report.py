@@ -1,0 +1,177 @@
+"""explain's result: the facts, the measurements, the findings; one JSON shape, one text rendering."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tunectl.explain.compare import Comparison
+from tunectl.explain.experiment import Result
+from tunectl.explain.model import Case, Layer
+from tunectl.explain.rules import EFFECT_NAMES, RULES, Finding
+from tunectl.explain.trace import Timing
+
+
+@dataclass
+class ExplainReport:
+    case: Case
+    findings: list[Finding]
+    comparison: Comparison | None = None
+    experiments: list[Result] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        stack = self.case.stack
+        return {"target": stack.target, "kernel": stack.release,
+                "layers": [la.to_json() for la in stack.layers],
+                "cold": self.case.cold.to_json() if self.case.cold else None,
+                "trace": None if self.case.trace is None else [t.to_json() | {"device": name}
+                                                               for name, t in self.case.trace.items()],
+                "compare": self.comparison.to_json() if self.comparison else None,
+                "findings": [f.to_json() for f in self.findings],
+                "experiments": [r.to_json() for r in self.experiments],
+                "rules": [r.to_json() for r in RULES], "notes": list(self.notes)}
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.4g} {unit}"
+    return f"{n} B"
+
+
+def _yes(b: bool | None) -> str:
+    return "?" if b is None else "yes" if b else "no"
+
+
+def describe(la: Layer) -> str:
+    """One layer's facts as a line for people."""
+    if la.file:
+        ext = "no FIEMAP" if la.file.extents is None else f"{la.file.extents} extent(s)"
+        return f"{_size(la.file.size)}, {ext}"
+    if la.filesystem:
+        fs = la.filesystem
+        text = f"{fs.fstype} from {fs.source}, block {fs.block_size}"
+        if fs.squashfs:
+            sb = fs.squashfs
+            text += (f"; squashfs {sb.version}: block size {_size(sb.block_size)}, {sb.compressor}, "
+                     f"flags {' '.join(sb.flags) or 'none'}")
+        return text
+    if la.partition:
+        p = la.partition
+        return f"start sector {p.start_sectors} ({'' if p.aligned_1mib else 'not '}1 MiB aligned)"
+    parts = []
+    if la.loop:
+        lp = la.loop
+        parts.append(f"backing {lp.backing_file or 'none'} offset {lp.offset}, direct I/O {'on' if lp.direct_io else 'off'}"
+                     + (f", backing read-ahead {lp.backing_read_ahead_kb} KiB ({lp.backing_device})"
+                        if lp.backing_device else ""))
+    if la.kind == "dm":
+        parts.append(f"{la.dm_subtype or 'dm'}")
+        for t in la.dm_table:
+            f = t.facts
+            if t.type == "verity":
+                parts.append(f"verity data/hash blocks {f['data_block_size']}/{f['hash_block_size']}, "
+                             f"{f['hash_algorithm']}, options {' '.join(f['options']) or 'none'}")
+            elif t.type == "crypt":
+                parts.append(f"crypt {f['cipher']}, sector {f['sector_size']}, flags {' '.join(f['flags']) or 'none'}")
+            elif t.type == "striped":
+                parts.append(f"striped {f['stripes']} x {f['chunk_sectors'] // 2} KiB")
+            else:
+                parts.append(t.type)
+    if la.md:
+        parts.append(f"md {la.md.level}, chunk {la.md.chunk_kib} KiB")
+    q = la.queue
+    if q:
+        parts.append(f"scheduler {q.scheduler or 'none (bio-based)'}, read_ahead_kb {q.read_ahead_kb}, "
+                     f"max_sectors_kb {q.max_sectors_kb}, rotational {_yes(q.rotational)}, "
+                     f"nr_requests {q.nr_requests if q.nr_requests is not None else '-'}, "
+                     f"queue depth {q.queue_depth if q.queue_depth is not None else '-'}, "
+                     f"logical block {q.logical_block_size}")
+    return "; ".join(parts)
+
+
+def owners_line(la: Layer) -> str:
+    groups: dict[str, list[str]] = {}
+    for attr, owner in sorted(la.owners.items()):
+        groups.setdefault(owner.text(), []).append(attr)
+    return "; ".join(f"{' '.join(attrs)}: {text}" for text, attrs in groups.items())
+
+
+def _trace_rows(trace: dict[str, Timing]) -> list[list[str]]:
+    def ms(v):
+        return "-" if v is None else f"{v:.3f}"
+
+    rows = []
+    for name, t in trace.items():
+        j = t.to_json()
+        rows.append([name, str(t.queued), str(t.issued), str(t.completed), f"{t.avg_request_kib:.1f}",
+                     ms(j["q2c_ms"]), ms(j["d2c_ms"]), ms(j["q2q_ms"])])
+    return rows
+
+
+def render(report: ExplainReport, out) -> None:
+    stack = report.case.stack
+    out.print(f"explain {stack.target} (kernel {stack.release})")
+    out.print()
+    out.print("stack, top first:")
+    rows = [[la.kind, la.name + (f" ({la.cls})" if la.cls and la.kind == "disk" else ""), describe(la)]
+            for la in stack.layers]
+    out.print(out.table(["LAYER", "NAME", "FACTS"], rows))
+    owned = [(la.name, owners_line(la)) for la in stack.layers if la.owners]
+    if owned:
+        out.print()
+        out.print("who set the queue values:")
+        for name, line in owned:
+            out.say(f"  {name}: {line}")
+    cold = report.case.cold
+    if cold:
+        out.print()
+        out.print(f"cold read of {cold.path}: {_size(cold.bytes)} in {cold.seconds:.3f} s = {cold.mb_s:.1f} MB/s, "
+                  f"read size {_size(cold.read_size)}")
+        rows = [[d.device, str(d.reads), f"{d.merged_share * 100:.0f}%", f"{d.avg_request_kib:.1f}",
+                 f"{d.read_await_ms:.2f}", f"{d.sectors_read * 512 / cold.seconds / 1e6:.1f}" if cold.seconds else "-"]
+                for d in cold.devices]
+        out.print(out.table(["DEVICE", "READS", "MERGED", "AVG KiB", "AWAIT ms", "MB/s"], rows))
+        if cold.kept:
+            out.say(f"not dropped (not permitted to open): {', '.join(cold.kept)}: their cached pages may have served "
+                    "part of the read")
+    if report.case.trace is not None:
+        out.print()
+        out.print("trace (btt's figures per layer; Q: bios queued, D: requests issued, C: completed):")
+        out.print(out.table(["DEVICE", "Q", "D", "C", "AVG KiB", "Q2C ms", "D2C ms", "Q2Q ms"],
+                            _trace_rows(report.case.trace)))
+    cmp = report.comparison
+    if cmp:
+        out.print()
+        out.say(f"compared with {cmp.other}: {cmp.other_mb_s:.1f} MB/s against {cmp.target_mb_s:.1f} MB/s, "
+                f"{cmp.ratio:.2f}x slower here; largest contributor: {cmp.largest}")
+        rows = [[la.device, la.kind, str(la.reads), str(la.read_ms), f"{la.share * 100:.0f}%"] for la in cmp.layers]
+        out.print(out.table(["DEVICE", "LAYER", "READS", "READ ms", "SHARE"], rows))
+    out.print()
+    if report.findings:
+        out.print("findings, largest expected effect first:")
+        for i, f in enumerate(report.findings, 1):
+            out.say(f"{i}. [{EFFECT_NAMES[f.effect]}] {f.rule} {f.title} ({f.layer})")
+            for e in f.evidence:
+                out.say(f"   evidence: {e}")
+            lines = f.change.text.splitlines()
+            out.print(f"   change ({f.change.kind}): {lines[0]}")
+            for line in lines[1:]:
+                out.print(f"     {line}")
+    else:
+        out.print("findings: none (no rule of the table fired on this stack)")
+    if report.experiments:
+        base = next((r for r in report.experiments if r.variant.as_is), report.experiments[0])
+        out.print()
+        out.print("experiments on scratch copies (squashfs on a loop device, each read cold):")
+        rows = []
+        for r in report.experiments:
+            d = r.cold.of(r.disk)
+            rows.append([r.variant.label + (" (as is)" if r.variant.as_is else ""), f"{r.cold.mb_s:.1f}",
+                         f"{r.cold.mb_s / base.cold.mb_s:.2f}x" if base.cold.mb_s else "-", str(r.disk_reads),
+                         f"{d.avg_request_kib:.1f}" if d else "-", f"{d.merged_share * 100:.0f}%" if d else "-"])
+        out.print(out.table(["VARIANT", "MB/s", "SPEEDUP", "DISK READS", "AVG KiB", "MERGED"], rows))
+    for note in report.notes:
+        out.warn(f"tunectl explain: {note}")
