@@ -33,7 +33,7 @@ def test_a_user_other_than_root_gets_exit_4_and_a_check_that_takes_no_lock(tmp_p
         profile.write_text("name: loops\nclasses:\n  loop: {read_ahead_kb: 4096}\n")
         for path in (own, profile):
             os.chown(path, 65534, 65534)
-        with loop_devices(tmp_path, [{"size_mb": 16}]) as (dev,):
+        with loop_devices(tmp_path, [{"size_mb": 16, "read_ahead_kb": 128}]) as (dev,):
             before = sysfs_read(dev, "queue/read_ahead_kb")
             assert before != "4096"
             for state in ([], ["--state-dir", str(own / "state")]):
@@ -51,7 +51,7 @@ def test_a_loop_device_whose_backing_file_was_renamed_while_tuned_is_not_called_
     profile = tmp_path / "loops.yaml"
     profile.write_text("name: loops\nclasses:\n  loop: {read_ahead_kb: 4096}\n")
     env = dict(os.environ, TUNECTL_STATE_DIR=str(tmp_path / "state"))
-    with loop_devices(tmp_path, [{"size_mb": 16}]) as (dev,):
+    with loop_devices(tmp_path, [{"size_mb": 16, "read_ahead_kb": 128}]) as (dev,):
         before = sysfs_read(dev, "queue/read_ahead_kb")
         assert run_cli("apply", "-p", str(profile), dev, env=env).code == 0
         assert sysfs_read(dev, "queue/read_ahead_kb") == "4096" != before
