@@ -9,6 +9,8 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+from tunectl.attributes import QUEUE
+
 
 def sysfs_read(name: str, attr: str) -> str:
     return Path(f"/sys/block/{name}/{attr}").read_text().strip()
@@ -27,9 +29,9 @@ def snapshot(name: str) -> dict[str, str]:
     """Every attribute tunectl may manage on this device, as the kernel shows it."""
     q = Path(f"/sys/block/{name}/queue")
     snap = {"scheduler": active_scheduler(name)}
-    for attr in ("read_ahead_kb", "nr_requests", "rq_affinity", "nomerges", "add_random", "iostats",
-                 "max_sectors_kb", "wbt_lat_usec", "rotational"):
-        snap[attr] = (q / attr).read_text().strip()
+    for attr in QUEUE:  # all 13: a rollback that forgot io_poll or write_cache must show
+        if (q / attr).exists():
+            snap[attr] = (q / attr).read_text().strip()
     iosched = q / "iosched"
     if iosched.is_dir():
         for knob in sorted(os.listdir(iosched)):
@@ -99,6 +101,8 @@ def attach(backing: Path, spec: dict) -> str:
 def loop_devices(tmp: Path, specs: list[dict]) -> Iterator[list[str]]:
     """Attach one loop device per spec ({'sector_size': 4096, 'rotational': 1, 'size_mb': 16}).
 
+    'scheduler' and 'read_ahead_kb' are written after attaching, so the test starts from values it chose.
+
     'direct_io': True attaches with --direct-io=on (reads reach the backing file's disk, not
     its page cache); 'random_data': True fills the backing file with random bytes.
 
@@ -117,8 +121,14 @@ def loop_devices(tmp: Path, specs: list[dict]) -> Iterator[list[str]]:
             name = attach(backing, spec)
             names.append(name)
             originals[name] = snapshot(name)
+            # A detached loop device keeps its queue settings for the next attach: a test sets every value it
+            # depends on. In the kernel's order: writing rotational re-derives read-ahead (6.17+), so it goes first.
             if "rotational" in spec:
                 sysfs_write(name, "queue/rotational", str(spec["rotational"]))
+            if "scheduler" in spec:
+                sysfs_write(name, "queue/scheduler", spec["scheduler"])
+            if "read_ahead_kb" in spec:
+                sysfs_write(name, "queue/read_ahead_kb", str(spec["read_ahead_kb"]))
         yield names
     finally:
         for name in names:

@@ -359,6 +359,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         logging.basicConfig(stream=stderr, format="tunectl: %(levelname)s: %(message)s", level=logging.DEBUG)
     try:
         ctx = context or _context(args, env)
+        ctx.state.forget_reads()  # a Context may serve several commands (tests): each reads the state afresh
         out.width = None if args.verbose else _terminal_width(stdout, ctx.env)
         is_tty = getattr(stdout, "isatty", lambda: False)()
         out.colour = args.color == "always" or (args.color == "auto" and is_tty and not ctx.env.get("NO_COLOR"))

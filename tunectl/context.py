@@ -65,7 +65,10 @@ class Context:
         check_trusted(roots)
         modules = KernelModules(roots.modules, env.get("TUNECTL_KERNEL_RELEASE") or os.uname().release)
         state = StateStore(roots.state)
-        if roots.uses_real_state():
+        # A fake tree keeps its own state, unless whoever set it up says the tree stands for this very machine
+        # (a chroot's test bed, whose /sys is the host's): TUNECTL_TREE_IS_THIS_MACHINE=1. The tree is root's
+        # alone by then (check_trusted), so no other user decides what the journal holds.
+        if roots.uses_real_state() and env.get("TUNECTL_TREE_IS_THIS_MACHINE") != "1":
             state.fake_roots = [path for _, path in roots.fakes()]
         udev = UdevDb(roots.udev_data, confined=os.path.realpath(roots.udev_data) != os.path.realpath(UDEV_DATA))
         return cls(Sysfs(roots.sys, confined=not roots.real), udev, state, None, env, modules, roots)

@@ -183,10 +183,13 @@ def error_lines(problems: str | Sequence[Any], hint: str | None = None, label: s
     editors and compilers put it.
     """
     items = problems.split("\n") if isinstance(problems, str) else list(problems)
-    lines = [escape(str(p)) if hasattr(p, "file") else f"tunectl: {label}: {escape(str(p))}" for p in items]
+    # a diagnostic is one line: a newline in its file name or message is shown as \n, never breaks it
+    lines = [escape_field(str(p)) if hasattr(p, "file") else f"tunectl: {label}: {escape(str(p))}" for p in items]
     return lines + ([f"hint: {escape(hint)}"] if hint else [])
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+# C0/C1 controls, line separators, the bidi overrides and isolates (U+202E shows a line other than it holds)
+# and lone surrogates (a name that is not UTF-8: unprintable, and no terminal should get half of one).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def escape(text: str) -> str:
@@ -195,8 +198,14 @@ def escape(text: str) -> str:
     A newline stays: callers print several lines at once; a name holding one is
     escaped by `escape_field`.
     """
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                        else f"\\u{ord(m.group()):04x}", text)
+    return _CONTROL.sub(_escaped, text)
+
+
+def _escaped(m: re.Match) -> str:
+    code = ord(m.group())
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (decoded with surrogateescape): the byte itself
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def escape_keeping_colour(text: str, colour: bool) -> str:

@@ -87,7 +87,8 @@ def test_role_installs_the_deb_on_debian_then_tunes_changed_then_not(deb: Deb, b
         extra = {"tunectl_deb": str(deb.deb), "tunectl_source": "/nonexistent/wheel-not-used-on-debian.whl",
                  "tunectl_profile": "deb-route",
                  "tunectl_profile_content": {"name": "deb-route", "classes": {"ssd": {"read_ahead_kb": 4096}}},
-                 "tunectl_env": {"TUNECTL_SYSFS_ROOT": str(tree.root), "TUNECTL_UDEV_ROOT": str(tree.udev_root)}}
+                 "tunectl_env": {"TUNECTL_SYSFS_ROOT": str(tree.root), "TUNECTL_UDEV_ROOT": str(tree.udev_root),
+                                 "TUNECTL_STATE_DIR": str(shared / "state")}}
         env = {"ANSIBLE_PIPELINING": "1", "ANSIBLE_REMOTE_TEMP": str(shared / "remote-tmp"),
                "ANSIBLE_PYTHON_INTERPRETER": str(python)}
         first = site_playbook(collections, tmp_path, extra, **env)

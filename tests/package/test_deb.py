@@ -124,8 +124,9 @@ def test_removal_takes_the_rules_away_and_purge_keeps_the_originals_while_applie
     sata_hdd(tree, "sda")
     (root / "etc/tunectl/profiles/p1.yaml").write_text(
         "name: p1\nclasses:\n  rotational: {read_ahead_kb: 1024}\n")
+    # The tree stands for the chroot's machine: its journal is the package's /var/lib/tunectl.
     fake = "--sysfs-root /tmp/fake/sys --udev-root /tmp/fake/udev"
-    in_root(root, f"tunectl apply {fake} -p p1 sda && tunectl udev install {fake}")
+    in_root(root, f"export TUNECTL_TREE_IS_THIS_MACHINE=1; tunectl apply {fake} -p p1 sda && tunectl udev install {fake}")
     rules = root / "etc/udev/rules.d/65-tunectl.rules"
     assert rules.read_text().startswith("# 65-tunectl.rules")
 
@@ -142,7 +143,7 @@ def test_removal_takes_the_rules_away_and_purge_keeps_the_originals_while_applie
         == set()
 
     # reinstalled, rolled back: nothing is applied, and purge deletes the journal
-    in_root(root, f"dpkg -i /tmp/{deb.deb.name} && tunectl rollback {fake}")
+    in_root(root, f"dpkg -i /tmp/{deb.deb.name} && TUNECTL_TREE_IS_THIS_MACHINE=1 tunectl rollback {fake}")
     assert (root / "tmp/fake/sys/block/sda/queue/read_ahead_kb").read_text().strip() != "1024"
     (root / "etc/tunectl/profiles/p1.yaml").unlink()
     in_root(root, "dpkg -P tunectl")

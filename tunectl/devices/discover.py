@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from tunectl.attributes import QUEUE, parse_scheduler, parse_value
 from tunectl.devices.classes import bus_of_path, classify, dm_type_of
-from tunectl.devices.graph import partition_names
+from tunectl.devices.graph import DeviceGraph, partition_names
 from tunectl.devices.model import Device, Partition
 from tunectl.system.roots import is_real_sysfs
 from tunectl.system.sysfs import Sysfs
@@ -48,7 +48,7 @@ def _udev_decode(text: str | None) -> str | None:
     return decode(text).strip() or None
 
 
-def _identity(dev: Device, props: dict[str, str], sysfs: Sysfs) -> str:
+def _identity(dev: Device, props: dict[str, str], sysfs: Sysfs, loops: Mapping[str, tuple[str, str]] | None) -> str:
     if dev.cls == "dm" and dev.dm_uuid:
         return f"dm-uuid:{dev.dm_uuid}"
     if dev.cls == "md" and props.get("MD_UUID"):
@@ -58,7 +58,9 @@ def _identity(dev: Device, props: dict[str, str], sysfs: Sysfs) -> str:
         if backing:
             offset = _loop_offset(sysfs, dev.name)
             at = f"@offset={offset}" if offset != "0" else ""  # a partition of an image file: stable
-            return f"loop:{backing}{at}{_loop_twin_suffix(sysfs, dev.name, backing, offset)}"
+            if loops is None:
+                loops = loop_backings(sysfs)
+            return f"loop:{backing}{at}{_loop_twin_suffix(sysfs, dev.name, backing, offset, loops)}"
     if dev.wwn:
         return f"wwn:{dev.wwn}"
     if props.get("ID_SERIAL"):
@@ -76,7 +78,19 @@ def _loop_offset(sysfs: Sysfs, name: str) -> str:
     return text if text.isdigit() else "0"
 
 
-def _loop_twin_suffix(sysfs: Sysfs, name: str, backing: str, offset: str) -> str:
+def loop_backings(sysfs: Sysfs) -> dict[str, tuple[str, str]]:
+    """Every attached loop device -> (backing file, offset): read once per discovery, not once per device."""
+    out = {}
+    for name in sysfs.listdir("block"):
+        if name.startswith("loop"):
+            backing = sysfs.read_or(f"block/{name}/loop/backing_file")
+            if backing is not None:
+                out[name] = (backing, _loop_offset(sysfs, name))
+    return out
+
+
+def _loop_twin_suffix(sysfs: Sysfs, name: str, backing: str, offset: str,
+                      loops: Mapping[str, tuple[str, str]]) -> str:
     """``#ino<N>:loop3`` when another loop device is attached to the same backing file at the same offset, else "".
 
     Two loop devices on one file would share one identity: the journal would keep
@@ -85,9 +99,7 @@ def _loop_twin_suffix(sysfs: Sysfs, name: str, backing: str, offset: str) -> str
     loop device is looked at (not only those a command reads), so the identity
     does not depend on which devices a command was given.
     """
-    twins = [other for other in sysfs.listdir("block") if other.startswith("loop") and other != name
-             and sysfs.read_or(f"block/{other}/loop/backing_file") == backing
-             and _loop_offset(sysfs, other) == offset]
+    twins = [other for other, at in loops.items() if other != name and at == (backing, offset)]
     if not twins:
         return ""
     inode = ""
@@ -117,11 +129,14 @@ def shared_identity_warnings(devices: list[Device], among: list[Device] | None =
 
 
 def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str] | None = None,
-                modular: Iterable[str] = ()) -> Device | None:
+                modular: Iterable[str] = (), loops: Mapping[str, tuple[str, str]] | None = None,
+                graph: DeviceGraph | None = None) -> Device | None:
     """One whole device, or None if it has no queue/ (or vanished while we looked).
 
     `modular`: schedulers the running kernel has as loadable modules (KernelModules);
-    a device with a scheduler offers them too, listed or not.
+    a device with a scheduler offers them too, listed or not. `loops`: `loop_backings`,
+    when the caller reads several devices (read here when a loop device needs it).
+    `graph`: the run's DeviceGraph, whose slaves, holders and partitions are not read again.
     """
     base = f"block/{name}"
     if not sysfs.exists(f"{base}/queue"):
@@ -181,18 +196,29 @@ def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str
     if "nr_requests" in dev.queue and not sysfs.exists(f"{base}/mq"):
         # Linux 6.1 lists nr_requests on bio-based queues (dm, md: no mq/) but refuses every write with EINVAL.
         del dev.queue["nr_requests"]
+    _read_stacking(sysfs, dev, graph)
+    dev.identity = _identity(dev, props, sysfs, loops)
+    return dev
+
+
+def _read_stacking(sysfs: Sysfs, dev: Device, graph: DeviceGraph | None) -> None:
+    """`dev`'s slaves, partitions and holders: from the run's graph when it has them, else from sysfs."""
+    name, base = dev.name, f"block/{dev.name}"
+    if graph is not None and name in graph.slaves:
+        dev.slaves = graph.slaves[name]
+        dev.partitions = tuple(_partitions(sysfs, name, graph.partitions_of(name)))
+        dev.holders = tuple(sorted(graph.holders.get(name, ())))
+        return
     dev.slaves = tuple(sysfs.listdir(f"{base}/slaves"))
-    dev.partitions = tuple(_partitions(sysfs, name))
+    dev.partitions = tuple(_partitions(sysfs, name, partition_names(sysfs, name)))
     holders = set(sysfs.listdir(f"{base}/holders"))
     for part in dev.partitions:
         holders.update(sysfs.listdir(f"{base}/{part.name}/holders"))
     dev.holders = tuple(sorted(holders))
-    dev.identity = _identity(dev, props, sysfs)
-    return dev
 
 
-def _partitions(sysfs: Sysfs, name: str) -> Iterable[Partition]:
-    for entry in partition_names(sysfs, name):
+def _partitions(sysfs: Sysfs, name: str, entries: Iterable[str]) -> Iterable[Partition]:
+    for entry in entries:
         yield Partition(entry, _int(sysfs.read_or(f"block/{name}/{entry}/start")),
                         _int(sysfs.read_or(f"block/{name}/{entry}/size")))
 
@@ -215,16 +241,20 @@ def kernel_order(name: str) -> list:
 
 
 def discover(sysfs: Sysfs, udev: UdevDb, queue_attrs: Iterable[str] | None = None,
-             modular: Iterable[str] = (), names: Iterable[str] | None = None) -> list[Device]:
+             modular: Iterable[str] = (), names: Iterable[str] | None = None,
+             graph: DeviceGraph | None = None) -> list[Device]:
     """Every whole block device under the root (or those of `names`), in natural order of kernel name.
 
-    `modular`: see read_device.
+    `modular`, `graph`: see read_device.
     """
     attrs = None if queue_attrs is None else tuple(queue_attrs)
     modular = tuple(modular)
     devices = []
+    loops: dict[str, tuple[str, str]] | None = None
     for name in sorted(sysfs.listdir("block") if names is None else set(names), key=kernel_order):
-        dev = read_device(sysfs, udev, name, attrs, modular)
+        if loops is None and name.startswith("loop"):
+            loops = loop_backings(sysfs)
+        dev = read_device(sysfs, udev, name, attrs, modular, loops, graph)
         if dev is not None:
             devices.append(dev)
     return devices

@@ -54,6 +54,10 @@ class DeviceGraph:
     def wholes(self) -> list[str]:
         return sorted(self.slaves)
 
+    def partitions_of(self, name: str) -> list[str]:
+        """The partitions of whole device `name`, in sysfs's order."""
+        return [p for p, whole in self.parents.items() if whole == name]
+
     def parent_of(self, name: str) -> str | None:
         """The whole disk of partition `name`; None for anything else."""
         return self.parents.get(name)

@@ -44,8 +44,8 @@ from tunectl.devices.graph import DeviceGraph
 from tunectl.devices.model import Device, Partition
 
 
-@dataclass(frozen=True)
 class Layer:
+    __slots__ = ()
     kind = "layer"
 
     @property
@@ -109,13 +109,11 @@ class BlockLayer(Layer):
         return self.device.name
 
 
-@dataclass(frozen=True)
-class LoopLayer(BlockLayer):
+class LoopLayer(BlockLayer):  # no fields of its own: no dataclass to build at import
     kind = "loop"
 
 
-@dataclass(frozen=True)
-class DmLayer(BlockLayer):
+class DmLayer(BlockLayer):  # no fields of its own: no dataclass to build at import
     kind = "dm"
 
     @property
@@ -124,13 +122,11 @@ class DmLayer(BlockLayer):
         return self.device.dm_type
 
 
-@dataclass(frozen=True)
-class MdLayer(BlockLayer):
+class MdLayer(BlockLayer):  # no fields of its own: no dataclass to build at import
     kind = "md"
 
 
-@dataclass(frozen=True)
-class DiskLayer(BlockLayer):
+class DiskLayer(BlockLayer):  # no fields of its own: no dataclass to build at import
     kind = "disk"
 
 

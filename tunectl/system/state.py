@@ -16,6 +16,7 @@ is a `StateError` (exit 5), never a guess.
 from __future__ import annotations
 
 import contextlib
+import copy
 import errno
 import json
 import os
@@ -99,6 +100,15 @@ class _Newer(Exception):
         self.version, self.ours = version, ours
 
 
+def _not_a_value(value: object) -> bool:
+    """A journalled value no sysfs attribute holds: a list or object, or text with a control character (NUL,
+    newline) or a lone surrogate (no bytes to write), or longer than any attribute shows."""
+    if isinstance(value, (dict, list)):
+        return True
+    return isinstance(value, str) and (len(value) > 256 or any(c < " " or "\ud800" <= c <= "\udfff" or c == "\x7f"
+                                                               for c in value))
+
+
 def journal_problem(data: dict) -> str | None:
     """Why a parsed journal cannot be used by rollback (a hand edit of a version-1 file), or None."""
     devices = data.get("devices")
@@ -112,17 +122,18 @@ def journal_problem(data: dict) -> str | None:
             # Names become sysfs paths on rollback: a queue attribute or an iosched knob, nothing else.
             if not _ATTRIBUTE.match(attr):
                 return f"the entry of {identity!r} names {attr!r}, which is not a queue attribute"
-            if isinstance(value, (dict, list)):
-                return f"the entry of {identity!r} holds a value that is not a number or a string"
+            if _not_a_value(value):
+                return f"the entry of {identity!r} holds a value for {attr} that no sysfs attribute holds"
         snap = entry.get("iosched_snapshot")
         if snap is not None and not (isinstance(snap, dict) and isinstance(snap.get("knobs"), dict)
                                      and isinstance(snap.get("scheduler"), (str, type(None)))
-                                     and all(_ATTRIBUTE.match(k) and "/" not in k for k in snap["knobs"])):
+                                     and all(_ATTRIBUTE.match(k) and "/" not in k and not _not_a_value(v)
+                                             for k, v in snap["knobs"].items())):
             return f"the iosched snapshot of {identity!r} is not a scheduler name with knobs"
         per_scheduler = entry.get("iosched", {})
         if not (isinstance(per_scheduler, dict) and all(
                 _SCHEDULER.match(str(name)) and isinstance(knobs, dict)
-                and all(_ATTRIBUTE.match(k) and "/" not in k and not isinstance(v, (dict, list)) for k, v in knobs.items())
+                and all(_ATTRIBUTE.match(k) and "/" not in k and not _not_a_value(v) for k, v in knobs.items())
                 for name, knobs in per_scheduler.items())):
             return f"the scheduler knobs of {identity!r} are not scheduler names with knobs"
         if not isinstance(entry.get("changed_by", {}), dict):
@@ -146,6 +157,9 @@ class StateStore:
         self._warnings: dict[str, str] = {}  # name -> the fallback of its last read, for the command to print
         self._read_from: dict[str, int | None] = {}  # name -> generation index read (None: no file yet)
         self._generation: dict[str, int] = {}
+        # name -> (what the files looked like, what was read): a command reads each file once, however many
+        # parts of it ask; any change of the files (or the directory) since makes it read and check them again.
+        self._memo: dict[str, tuple[tuple, dict | None]] = {}
         self._locked = False
         self.command = "tunectl"  # who holds the lock, as a waiting command shows it
         self.wait_seconds: float | None = None  # None: wait for the lock as long as it takes
@@ -279,9 +293,34 @@ class StateStore:
     def warnings(self) -> list[str]:
         return list(self._warnings.values())
 
+    def forget_reads(self) -> None:
+        """Start a new command: read every file afresh."""
+        self._memo.clear()
+
+    def _signature(self, paths: list[Path]) -> tuple:
+        out: list[tuple | None] = []
+        for path in (self.dir, *paths):
+            try:
+                st = os.lstat(path)
+            except OSError:
+                out.append(None)
+                continue
+            out.append((st.st_dev, st.st_ino, st.st_mode, st.st_uid)
+                       + ((st.st_size, st.st_mtime_ns, st.st_ctime_ns) if path != self.dir else ()))
+        return tuple(out)  # the directory's times change with every other file written in it: not counted
+
     def _load(self, name: str, problem: Callable[[dict], str | None]) -> dict | None:
         """The payload of the newest intact generation of `name`; None when there is none at all."""
         paths = self.generations(name)
+        signature = self._signature(paths)
+        memo = self._memo.get(name)
+        if memo is not None and memo[0] == signature and name in self._read_from:
+            return copy.deepcopy(memo[1])
+        data = self._load_files(name, paths, problem)
+        self._memo[name] = (signature, copy.deepcopy(data))
+        return data
+
+    def _load_files(self, name: str, paths: list[Path], problem: Callable[[dict], str | None]) -> dict | None:
         self._warnings.pop(name, None)
         damage: list[str] = []
         for index, path in enumerate(paths):
@@ -324,6 +363,7 @@ class StateStore:
     # --- writing -------------------------------------------------------------------------------
 
     def _save(self, name: str, payload: dict, problem: Callable[[dict], str | None]) -> None:
+        self._memo.pop(name, None)
         self._ensure_dir()
         if name not in self._read_from:
             self._load(name, problem)

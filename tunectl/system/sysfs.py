@@ -41,11 +41,12 @@ class Sysfs:
 
     def __init__(self, root: str | os.PathLike, confined: bool = False) -> None:
         self.root = Path(root)
+        self._base = str(self.root)
         self.writes = 0
         self.confined = confined
 
     def _open(self, rel: str, flags: int) -> int:
-        path = self.path(rel)
+        path = self._at(rel)
         if not self.confined:
             return os.open(path, flags | os.O_CLOEXEC)
         from tunectl.system import trust
@@ -65,28 +66,32 @@ class Sysfs:
             raise SysfsError(rel, errno.EACCES, why)
         return fd
 
-    def path(self, rel: str) -> Path:
+    def _at(self, rel: str) -> str:
+        """The path of `rel` below the root, as a string (a discovery makes thousands: no Path objects)."""
         if rel.startswith("/") or ".." in rel.split("/") or "\0" in rel:
             raise ValueError(f"refusing sysfs path outside the root: {rel!r}")
-        return self.root / rel
+        return f"{self._base}/{rel}" if rel else self._base
+
+    def path(self, rel: str) -> Path:
+        return Path(self._at(rel))
 
     def exists(self, rel: str) -> bool:
-        return self.path(rel).exists()
+        return os.path.exists(self._at(rel))
 
     def listdir(self, rel: str) -> list[str]:
         try:
-            return sorted(os.listdir(self.path(rel)))
+            return sorted(os.listdir(self._at(rel)))
         except (FileNotFoundError, NotADirectoryError):
             return []
 
     def readlink(self, rel: str) -> str | None:
         try:
-            return os.readlink(self.path(rel))
+            return os.readlink(self._at(rel))
         except OSError:
             return None
 
     def realpath(self, rel: str) -> str:
-        return os.path.realpath(self.path(rel))
+        return os.path.realpath(self._at(rel))
 
     def read(self, rel: str) -> str:
         """The attribute's text without the trailing newline; SysfsError if unreadable."""
@@ -110,7 +115,7 @@ class Sysfs:
 
         False for a read-only attribute too; True when the attribute is missing (the write then says why).
         """
-        path = self.path(rel)
+        path = self._at(rel)
         if not os.path.lexists(path):
             return True
         try:
@@ -122,7 +127,7 @@ class Sysfs:
         """The attribute is writable (its mode has a write bit) but not by this process: a permission problem,
         not a read-only attribute (EACCES means both)."""
         try:
-            writable = bool(os.lstat(self.path(rel)).st_mode & 0o222)
+            writable = bool(os.lstat(self._at(rel)).st_mode & 0o222)
         except OSError:
             return False
         return writable and not self.may_write(rel)

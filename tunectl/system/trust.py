@@ -209,12 +209,17 @@ _SYS_OPENAT2 = 437  # the same number on every architecture (new system calls sh
 _openat2_missing = False
 
 
+_syscall = None  # libc's syscall(2), loaded once: a replay opens every file of its list through it
+
+
 def _openat2(dir_fd: int, rel: str, flags: int, resolve: int) -> int:
     import ctypes
 
-    libc = ctypes.CDLL(None, use_errno=True)
+    global _syscall
+    if _syscall is None:
+        _syscall = ctypes.CDLL(None, use_errno=True).syscall
     how = (ctypes.c_uint64 * 3)(flags, 0, resolve)  # struct open_how: flags, mode, resolve
-    fd = libc.syscall(_SYS_OPENAT2, dir_fd, rel.encode(), ctypes.byref(how), ctypes.sizeof(how))
+    fd = _syscall(_SYS_OPENAT2, dir_fd, os.fsencode(rel), ctypes.byref(how), 24)
     if fd < 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code), rel)

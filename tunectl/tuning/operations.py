@@ -120,6 +120,7 @@ class ApplyReport:
     warnings: list = field(default_factory=list)
     record_error: str = ""  # the settings were written, the record of intent could not be saved
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (device, why the profile sets nothing on it)
+    unmatched: list[str] = field(default_factory=list)  # named devices that may be a journalled one (in warnings)
 
     @property
     def changed(self) -> bool:
@@ -137,7 +138,8 @@ class ApplyReport:
         statuses = {o.status for o in self.outcomes}
         if Status.NOT_PERMITTED in statuses and Status.CHANGED not in statuses:
             return ExitCode.NOT_PERMITTED  # nothing written, and nothing recorded
-        if self.record_error or statuses & {Status.FAILED, Status.NOT_PERMITTED, Status.UNAVAILABLE}:
+        if self.record_error or self.unmatched or statuses & {Status.FAILED, Status.NOT_PERMITTED,
+                                                               Status.UNAVAILABLE}:
             return ExitCode.PARTIAL
         return ExitCode.OK
 
@@ -156,10 +158,11 @@ def last_apply_scope(ctx: Context, profile: Profile, devices: list[Device]) -> S
                  tuple(i for i in wanted if i not in present))
 
 
-def _discover(ctx: Context, queue_attrs: set[str] | None = None, names: set[str] | None = None) -> list[Device]:
+def _discover(ctx: Context, queue_attrs: set[str] | None = None, names: set[str] | None = None,
+              graph: DeviceGraph | None = None) -> list[Device]:
     """Discovery on this machine (of `names` only, if given): a scheduler the running kernel has as a module
-    counts as offered."""
-    return discover(ctx.sysfs, ctx.udev, queue_attrs, modular_schedulers(ctx.modules.loadable()), names)
+    counts as offered. `graph`: the run's graph, when it was read already."""
+    return discover(ctx.sysfs, ctx.udev, queue_attrs, modular_schedulers(ctx.modules.loadable()), names, graph)
 
 
 def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None,
@@ -170,11 +173,13 @@ def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = Non
     `verify`: the report is verify's (drift exits 1).
     """
     profile = profile or load_profile_for(ctx, profile_ref)
-    graph = DeviceGraph.read(ctx.sysfs)
-    # Kernel names of whole devices (the usual `apply -p P sda sdb`): read only them and their stacks.
+    # One graph a run: read first when DEV arguments need it (kernel names of whole devices, the usual
+    # `apply -p P sda sdb`: discovery then reads only them and their stacks), else built from discovery.
+    graph = DeviceGraph.read(ctx.sysfs) if dev_refs else None
     named = [under_dev(ref) or ref for ref in dev_refs or ()]
-    reading = graph.stack_of(named) if named and set(graph.slaves).issuperset(named) else None
-    devices = _discover(ctx, queue_attrs_of(profile), reading)
+    reading = graph.stack_of(named) if graph is not None and named and set(graph.slaves).issuperset(named) else None
+    devices = _discover(ctx, queue_attrs_of(profile), reading, graph)
+    graph = graph or DeviceGraph.of(devices)
     scope = _scope(ctx, profile, devices, graph, dev_refs, stack, scoped)
     settings = make_plan(devices, profile, graph, None if scope is None else scope.devices)
     planned = [d for d in devices if scope is None or d.name in scope.devices]
@@ -331,9 +336,11 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
         restoring = {s.device for s in settings}
         warnings = list(ctx.state.warnings) + shared_identity_warnings(
             [d for d in devices if d.name in restoring or chosen is not None and d.name in chosen], devices)
+        unmatched = _lost_loop_identities(journal, devices, chosen or set(), present)
+        warnings += unmatched
         if check:
             return ApplyReport("journal", [applying.Outcome(s, s.status) for s in settings], check=True, notes=notes,
-                               warnings=warnings)
+                               warnings=warnings, unmatched=unmatched)
         if remove_rules and record is not None and intent.installed_rules(record):
             record = {k: v for k, v in record.items() if k != "rules"}
             ctx.state.save_active_profile(record)
@@ -343,16 +350,38 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
         restored = {o.setting.identity for o in outcomes} - failed
         for identity in restored:
             journal["devices"].pop(identity, None)
-        if restored or adopted or ctx.state.recovered():
-            ctx.state.save_journal(journal)
-        if record is not None:
-            left = intent.without(record, restored)
-            if (chosen is None and not journal["devices"]) or left.get("scope") == []:
-                ctx.state.clear_active_profile()  # nothing is tuned any more: verify says "nothing applied"
-            elif left != record:
-                ctx.state.save_active_profile(left)
+        try:
+            if restored or adopted or ctx.state.recovered():
+                ctx.state.save_journal(journal)
+            if record is not None:
+                left = intent.without(record, restored)
+                if (chosen is None and not journal["devices"]) or left.get("scope") == []:
+                    ctx.state.clear_active_profile()  # nothing is tuned any more: verify says "nothing applied"
+                elif left != record:
+                    ctx.state.save_active_profile(left)
+        except StateError as e:  # the devices are restored already: say so, not only that the state is stuck
+            done = sorted({o.setting.device for o in outcomes if o.status == Status.CHANGED})
+            raise StateError(f"{e.message}. The devices were restored ({len(done)} changed: {', '.join(done) or 'none'}"
+                             "); the journal still lists their originals, so the next rollback finds them in sync",
+                             hint=e.hint) from None
     return ApplyReport("journal", outcomes, writes=ctx.sysfs.writes - writes_before, notes=notes,
-                       warnings=warnings)
+                       warnings=warnings, unmatched=unmatched)
+
+
+def _lost_loop_identities(journal: dict, devices: list[Device], chosen: set[str], present: set[str]) -> list[str]:
+    """A named loop device with no journal entry of its own, whose name an entry of a loop device no longer present
+    holds: its backing file was renamed or deleted (or its twin detached) while it was tuned. Nothing tells tunectl
+    it is the same device, so nothing is written; the rollback says so and does not exit 0."""
+    found = []
+    for dev in devices:
+        if dev.name not in chosen or dev.cls != "loop" or dev.identity in journal["devices"]:
+            continue
+        for identity, entry in journal["devices"].items():
+            if identity.startswith("loop:") and identity not in present and entry.get("name") == dev.name:
+                found.append(f"tunectl: warning: {dev.name} ({dev.identity}) was journalled as {identity}: its backing "
+                             "file was renamed, deleted or re-attached since it was tuned; its originals stay in the "
+                             f"journal and nothing was restored on it (check it with `tunectl status -v {dev.name}`)")
+    return found
 
 
 def adopt_rules_originals(ctx: Context, record: dict | None, journal: dict, devices: list[Device]) -> list[str]:

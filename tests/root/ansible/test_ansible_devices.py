@@ -41,7 +41,7 @@ LOOP_ENTRY = """\
 
 
 def test_role_on_loop_devices_apply_idempotent_check_diff_verify_persist_rollback(tmp_path):
-    with loop_devices(tmp_path, [{"rotational": 0}, {"rotational": 1}]) as loops:
+    with loop_devices(tmp_path, [{"rotational": 0, "scheduler": "none"}, {"rotational": 1, "scheduler": "none"}]) as loops:
         originals = {n: snapshot(n) for n in loops}
         a, b = loops
         src = tmp_path / "ansible-loop.yaml"

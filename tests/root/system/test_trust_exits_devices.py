@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import REPO
+from tests.harness import REPO, run_cli
 from tests.loopdev import loop_devices, sysfs_read
 
 pytestmark = pytest.mark.root
@@ -33,7 +33,7 @@ def test_a_user_other_than_root_gets_exit_4_and_a_check_that_takes_no_lock(tmp_p
         profile.write_text("name: loops\nclasses:\n  loop: {read_ahead_kb: 4096}\n")
         for path in (own, profile):
             os.chown(path, 65534, 65534)
-        with loop_devices(tmp_path, [{"size_mb": 16}]) as (dev,):
+        with loop_devices(tmp_path, [{"size_mb": 16, "read_ahead_kb": 128}]) as (dev,):
             before = sysfs_read(dev, "queue/read_ahead_kb")
             assert before != "4096"
             for state in ([], ["--state-dir", str(own / "state")]):
@@ -45,3 +45,21 @@ def test_a_user_other_than_root_gets_exit_4_and_a_check_that_takes_no_lock(tmp_p
             assert done.returncode == 0, done.stdout + done.stderr
     finally:
         subprocess.run(["rm", "-rf", str(own)], check=False)
+
+
+def test_a_loop_device_whose_backing_file_was_renamed_while_tuned_is_not_called_in_sync(tmp_path: Path) -> None:
+    profile = tmp_path / "loops.yaml"
+    profile.write_text("name: loops\nclasses:\n  loop: {read_ahead_kb: 4096}\n")
+    env = dict(os.environ, TUNECTL_STATE_DIR=str(tmp_path / "state"))
+    with loop_devices(tmp_path, [{"size_mb": 16, "read_ahead_kb": 128}]) as (dev,):
+        before = sysfs_read(dev, "queue/read_ahead_kb")
+        assert run_cli("apply", "-p", str(profile), dev, env=env).code == 0
+        assert sysfs_read(dev, "queue/read_ahead_kb") == "4096" != before
+        os.rename(tmp_path / "loop0.img", tmp_path / "renamed.img")  # its identity (loop:PATH) is another now
+        for argv in (("rollback", "--check", dev), ("rollback", dev)):
+            r = run_cli(*argv, env=env)
+            assert r.code == 3 and f"{dev} (loop:{tmp_path / 'renamed.img'}) was journalled as loop:" in r.err, \
+                (argv, r.code, r.err)
+        os.rename(tmp_path / "renamed.img", tmp_path / "loop0.img")  # back: the journal entry is its own again
+        assert run_cli("rollback", dev, env=env).code == 0
+        assert sysfs_read(dev, "queue/read_ahead_kb") == before

@@ -82,3 +82,30 @@ def test_an_fstab_that_is_a_named_pipe_blocks_nothing(arena: Arena) -> None:
         said = "named pipe" in done.stderr or (path == fifo and "no original" in done.stderr)  # nothing to restore
         assert done.returncode in (2, 3) and said, (argv, path, done.stderr)
     assert (arena.base / "fstab.tunectl.orig").read_text() == FSTAB
+
+
+def test_rollback_on_a_state_disk_nobody_filled_says_the_devices_were_restored(arena: Arena) -> None:
+    mnt = arena.base / "var"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k,mode=0755", "tmpfs", str(mnt)], check=True)
+    try:
+        (mnt / "tmp").mkdir(mode=0o1777)
+        os.chmod(mnt / "tmp", 0o1777)
+        ctx = Context(arena.tree.sysfs, arena.tree.udev, StateStore(mnt / "state"), [shipped_profile_dir()], {})
+        attr = arena.tree.root / "block" / "sda" / "queue" / "read_ahead_kb"
+        before = attr.read_text()
+        assert main(["apply", "-p", "throughput-performance"], stdout=io.StringIO(), stderr=io.StringIO(),
+                    context=ctx) == 0
+        assert attr.read_text() != before
+        subprocess.run(["runuser", "-u", "nobody", "--", "sh", "-c", f"cat /dev/zero > {mnt / 'tmp' / 'fill'}"],
+                       check=False, capture_output=True, timeout=60)  # until the disk is full
+        err = io.StringIO()
+        ctx = Context(arena.tree.sysfs, arena.tree.udev, StateStore(mnt / "state"), [shipped_profile_dir()], {})
+        code = main(["rollback"], stdout=io.StringIO(), stderr=err, context=ctx)
+        assert code == 5 and "The devices were restored (1 changed: sda)" in err.getvalue(), err.getvalue()
+        assert attr.read_text() == before
+        (mnt / "tmp" / "fill").unlink()
+        ctx = Context(arena.tree.sysfs, arena.tree.udev, StateStore(mnt / "state"), [shipped_profile_dir()], {})
+        assert main(["rollback"], stdout=io.StringIO(), stderr=io.StringIO(), context=ctx) == 0
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)

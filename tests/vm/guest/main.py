@@ -10,6 +10,7 @@ os.environ["TUNECTL_VM_SHARED"] = sys.argv[2]
 
 import classify  # noqa: E402
 import devices  # noqa: E402
+import evidence  # noqa: E402
 import explain  # noqa: E402
 import models  # noqa: E402
 import preload  # noqa: E402
@@ -18,7 +19,7 @@ import stacks  # noqa: E402
 from common import main  # noqa: E402
 
 GROUPS = {"classify": classify.run, "devices": devices.run, "stacks": stacks.run, "explain": explain.run,
-          "models": models.run, "preload": preload.run,
+          "models": models.run, "preload": preload.run, "profiles": evidence.run,
           "reboot1": reboot.first, "reboot2": reboot.second}
 
 if __name__ == "__main__":

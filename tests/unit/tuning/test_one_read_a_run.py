@@ -1,0 +1,44 @@
+"""A command reads each state file once and walks sysfs's block/ once, however many parts of it ask (#33)."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from tests.fakesys import FakeTree
+from tests.tuning_helpers import Tunectl
+from tunectl.system import state as state_mod
+from tunectl.system import sysfs as sysfs_mod
+
+
+def test_verify_and_plan_read_the_record_and_journal_once_and_list_block_once_per_walk(
+        empty_fake_tree: FakeTree, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for i in range(8):
+        empty_fake_tree.add_loop(f"loop{i}", f"/img/{i}.img")
+    (tmp_path / "p.yaml").write_text("name: b\nclasses:\n  loop:\n    scheduler: mq-deadline\n    read_ahead_kb: 4096\n")
+    t = Tunectl(empty_fake_tree, tmp_path / "state")
+    assert t("apply", "-p", str(tmp_path / "p.yaml")).code == 0
+    loads: collections.Counter[str] = collections.Counter()
+    lists: collections.Counter[str] = collections.Counter()
+    load_files, listdir = state_mod.StateStore._load_files, sysfs_mod.Sysfs.listdir
+
+    def counting_load(self, name, *args):
+        loads[name] += 1
+        return load_files(self, name, *args)
+
+    def counting_listdir(self, rel):
+        lists[rel] += 1
+        return listdir(self, rel)
+
+    monkeypatch.setattr(state_mod.StateStore, "_load_files", counting_load)
+    monkeypatch.setattr(sysfs_mod.Sysfs, "listdir", counting_listdir)
+    assert t("plan", "-p", str(tmp_path / "p.yaml")).code == 0
+    assert loads["active.json"] == 1 and lists["block"] <= 2, (loads, lists)  # was: 2 reads; 10 listings
+    loads.clear()
+    assert t("verify").code == 0
+    assert loads["journal.json"] == 1 and loads["active.json"] <= 2, loads  # was: 8 and 5
+    loads.clear()
+    lists.clear()
+    assert t("verify").code == 0 and loads["journal.json"] == 1, loads  # the next command reads afresh
+    assert all(lists[f"block/loop{i}/slaves"] == 1 for i in range(8)), lists  # one graph a run
