@@ -29,6 +29,12 @@ def test_verity():
     assert salted.facts["options"] == ["ignore_corruption", "check_at_most_once"]
 
 
+def test_verity_as_recorded_in_the_guest():
+    (t,) = tables()["mbrowser"]
+    assert (t.devices, t.length) == (("7:0", "7:1"), 2432)  # data and hash tree on two loop devices
+    assert (t.facts["data_blocks"], t.facts["hash_start"], t.facts["hash_algorithm"]) == (304, 1, "sha256")
+
+
 def test_crypt():
     (luks,) = tables()["luksc"]
     assert luks.devices == ("259:0",)
