@@ -10,6 +10,7 @@ from tunectl.attributes import QUEUE, parse_scheduler, parse_value
 from tunectl.devices.classes import bus_of_path, classify, dm_type_of
 from tunectl.devices.graph import DeviceGraph, partition_names
 from tunectl.devices.model import Device, Partition
+from tunectl.system.loopdev import backing_inode
 from tunectl.system.roots import is_real_sysfs
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.udevdb import UdevDb, decode
@@ -198,6 +199,8 @@ def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str
         del dev.queue["nr_requests"]
     _read_stacking(sysfs, dev, graph)
     dev.identity = _identity(dev, props, sysfs, loops)
+    if cls == "loop" and is_real_sysfs(sysfs.root):  # a fake tree's loop devices are not on this machine
+        dev.backing = backing_inode(name, devnum.strip(), (sysfs.read_or(f"{base}/loop/backing_file") or "").strip())
     return dev
 
 

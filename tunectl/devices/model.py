@@ -41,6 +41,7 @@ class Device:
     holders: tuple[str, ...] = ()
     partitions: tuple[Partition, ...] = ()
     links: tuple[str, ...] = ()  # /dev symlinks known to udev, relative to /dev
+    backing: str = ""  # loop: "major:minor:inode" of the backing file (what a rename or unlink keeps); "" unknown
 
     @property
     def has_scheduler(self) -> bool:
@@ -53,6 +54,7 @@ class Device:
     def to_json(self) -> dict:
         data = asdict(self)
         data["class"] = data.pop("cls")
+        del data["backing"]  # the journal's proof of a loop device's identity, not a fact the schemas show
         data["schedulers"] = list(self.schedulers)
         data["loadable"] = list(self.loadable)
         data["slaves"] = list(self.slaves)

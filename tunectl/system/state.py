@@ -100,6 +100,10 @@ class _Newer(Exception):
         self.version, self.ours = version, ours
 
 
+_LOOP_BACKING = re.compile(r"\d{1,10}:\d{1,10}:\d{1,20}\Z")
+_DEVNUM = re.compile(r"\d{1,10}:\d{1,10}\Z")
+
+
 def _not_a_value(value: object) -> bool:
     """A journalled value no sysfs attribute holds: a list or object, or text with a control character (NUL,
     newline) or a lone surrogate (no bytes to write), or longer than any attribute shows."""
@@ -138,6 +142,10 @@ def journal_problem(data: dict) -> str | None:
             return f"the scheduler knobs of {identity!r} are not scheduler names with knobs"
         if not isinstance(entry.get("changed_by", {}), dict):
             return f"the 'changed_by' of {identity!r} is not an object"
+        loop = entry.get("loop", {"backing": "0:0:0", "devnum": "0:0"})
+        if not (isinstance(loop, dict) and isinstance(loop.get("backing"), str) and isinstance(loop.get("devnum"), str)
+                and _LOOP_BACKING.match(loop["backing"]) and _DEVNUM.match(loop["devnum"])):
+            return f"the 'loop' proof of {identity!r} is not a backing inode and a device number"
     return None
 
 

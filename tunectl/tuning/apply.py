@@ -29,6 +29,7 @@ from tunectl.devices.model import Device
 from tunectl.errors import SysfsError
 from tunectl.status import Status
 from tunectl.system.sysfs import Sysfs
+from tunectl.tuning import relink
 from tunectl.tuning.plan import Setting
 
 _VANISHED = (errno.ENOENT, errno.ENODEV, errno.ENXIO)
@@ -168,6 +169,9 @@ def record_originals(journal: dict, plan: list[Setting], devices: dict[str, Devi
         entry = journal["devices"].setdefault(s.identity, {"name": s.device, "attributes": {}})
         if entry.get("name") != s.device:
             entry["name"] = s.device
+            grew = True
+        if "loop" not in entry and relink.proof(dev) is not None:
+            entry["loop"] = relink.proof(dev)
             grew = True
         if changed_by is not None:
             by = entry.setdefault("changed_by", {})

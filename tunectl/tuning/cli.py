@@ -228,12 +228,12 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     _say_adopted(tuning.adopt_seen(ctx, report.devices), out)
     benched = _running_bench(ctx) if verify else []
     drift = [s for s in report.drift if s.device not in benched]
-    code = ExitCode.DRIFT if verify and drift else ExitCode.OK
+    code = ExitCode.DRIFT if verify and (drift or report.relinked) else ExitCode.OK
     if benched:
         out.warn(f"tunectl: note: a bench is running on {', '.join(benched)}: its temporary values there are not "
                  "drift; verify again when it ends")
     if out.json:
-        out.emit(dict(report.to_json(), in_sync=not drift, notes=active.notes))
+        out.emit(dict(report.to_json(), in_sync=not drift and not report.relinked, notes=active.notes))
         return code
     rows = _settings_rows(report.settings, out.verbose, with_status=True, owner=report.owner if verify else None)
     out.heading(f"profile: {report.profile}")
@@ -244,7 +244,8 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     _print_skipped(report.skipped, out)
     out.heading(_summary([s.status for s in report.settings]))
     if verify:
-        out.heading("in sync" if not drift else f"drift: {len(drift)} setting(s) differ")
+        out.heading("in sync" if not drift and not report.relinked else
+                    f"drift: {len(drift)} setting(s) differ, {len(report.relinked)} tuned loop device(s) changed identity")
     return code
 
 

@@ -27,7 +27,7 @@ from tunectl.status import Status
 from tunectl.system.roots import under_dev
 from tunectl.system.state import ACTIVE
 from tunectl.tuning import apply as applying
-from tunectl.tuning import intent
+from tunectl.tuning import intent, relink
 from tunectl.tuning.intent import load_profile_for
 from tunectl.tuning.plan import Setting, make_plan, queue_attrs_of
 from tunectl.tuning.topology import DeviceWarning, read_ahead_warnings
@@ -70,6 +70,7 @@ class PlanReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (device, why the profile sets nothing on it)
     kind: str = "plan"  # "status" | "plan" | "verify": which command's document and exit code
     owners: dict[str, DeviceOwners] = field(default_factory=dict)  # status, verify: who set each value shown
+    relinked: list[str] = field(default_factory=list)  # verify: tuned loop devices whose identity changed (warnings)
 
     def owner(self, device: str, attribute: str) -> Owner | None:
         found = self.owners.get(device)
@@ -85,7 +86,7 @@ class PlanReport:
 
     @property
     def exit_code(self) -> ExitCode:
-        return ExitCode.DRIFT if self.kind == "verify" and self.drift else ExitCode.OK
+        return ExitCode.DRIFT if self.kind == "verify" and (self.drift or self.relinked) else ExitCode.OK
 
     def to_json(self) -> dict:
         scope = self.scope.to_json() if self.scope is not None else None
@@ -99,7 +100,7 @@ class PlanReport:
         if self.kind == "verify":
             settings = [dict(j, owner=_owner_json(self.owner(s.device, s.attribute)))
                         for s, j in zip(self.settings, settings)]
-        return {"profile": self.profile, "in_sync": not self.drift, "scope": scope,
+        return {"profile": self.profile, "in_sync": not self.drift and not self.relinked, "scope": scope,
                 "settings": settings,
                 "skipped": [{"device": d, "reason": r} for d, r in self.skipped],
                 "device_warnings": [w.to_json() for w in self.device_warnings]}
@@ -186,10 +187,22 @@ def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = Non
     # Warn about the devices this command resolves (DEV, the scope) or would write, not every device there is.
     touched = planned if scope is not None else [d for d in planned if d.name in {s.device for s in settings}]
     owners = find_owners(ctx, planned, settings, {d.name: [] for d in planned}, _rules_path(ctx)) if verify else {}
+    relinked = _relinked(ctx, devices) if verify else []
     return PlanReport(profile.name, devices, settings,
-                      list(profile.warnings) + ctx.state.warnings + shared_identity_warnings(touched, devices), scope,
-                      read_ahead_warnings(planned, settings), skip_reasons(profile, planned, settings),
-                      "verify" if verify else "plan", owners)
+                      list(profile.warnings) + ctx.state.warnings + shared_identity_warnings(touched, devices)
+                      + relinked, scope, read_ahead_warnings(planned, settings), skip_reasons(profile, planned, settings),
+                      "verify" if verify else "plan", owners, relinked)
+
+
+def _relinked(ctx: Context, devices: list[Device]) -> list[str]:
+    """verify: one warning per present loop device that an orphaned journal entry proves it is (see `relink`)."""
+    if not any(d.backing for d in devices):
+        return []
+    try:
+        journal = ctx.state.journal()
+    except StateError:
+        return []  # a journal rollback cannot use: status and rollback say why
+    return [relink.warning(identity, dev, restored=False) for identity, dev in relink.orphans(journal, devices).items()]
 
 
 def _rules_path(ctx: Context) -> str | None:
@@ -279,12 +292,16 @@ def apply(ctx: Context, active: intent.Active, dev_refs: list[str] | None = None
         # `--stack` is what a udev event runs: the values it finds may be ones the rules wrote moments before,
         # so it journals no originals and leaves the record (and scope) of the user's last apply alone.
         adopted = [] if stack else adopt_rules_originals(ctx, previous, journal, report.devices)  # before record_originals
+        # A tuned loop device whose identity changed keeps its entry (and originals), under the identity it has now.
+        relinked = relink.orphans(journal, report.devices)
+        relink.rekey(journal, relinked)
+        moved = relink.stamp(journal, report.devices) or bool(relinked)
         before = copy.deepcopy(journal)
         by_name = {d.name: d for d in report.devices}
         # Only what this process may write (not root: nothing) is journalled: a refused write keeps no original.
         mine = applying.writable(ctx.sysfs, report.settings)
         if not stack and (applying.record_originals(journal, mine, by_name, changed_by(active.ref))
-                          or adopted or ctx.state.recovered()):
+                          or adopted or moved or ctx.state.recovered()):
             ctx.state.save_journal(journal)
         writes_before = ctx.sysfs.writes
         started = time.perf_counter()
@@ -328,6 +345,11 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
         adopted = adopt_rules_originals(ctx, record, journal, devices)
         notes = _rules_before_rollback(ctx, record, check, remove_rules)
         chosen = set(Resolver(ctx, devices).whole_devices(dev_refs)) if dev_refs else None
+        # A loop device whose identity changed while tuned, proven the journalled one: restored under its new identity.
+        relinked = {i: d for i, d in relink.orphans(journal, devices).items() if chosen is None or d.name in chosen}
+        journal = copy.deepcopy(journal) if check else journal  # a check changes nothing, not even what was read
+        relink.rekey(journal, relinked)
+        moved = relink.stamp(journal, devices) or bool(relinked)
         settings = applying.rollback_plan(journal, devices, lambda d: chosen is None or d.name in chosen)
         present = {d.identity for d in devices}
         notes += [f"{entry['name']} ({identity}) is not present; its originals stay in the journal"
@@ -337,7 +359,7 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
         warnings = list(ctx.state.warnings) + shared_identity_warnings(
             [d for d in devices if d.name in restoring or chosen is not None and d.name in chosen], devices)
         unmatched = _lost_loop_identities(journal, devices, chosen or set(), present)
-        warnings += unmatched
+        warnings += unmatched + [relink.warning(i, d, restored=False) for i, d in relinked.items()]
         if check:
             return ApplyReport("journal", [applying.Outcome(s, s.status) for s in settings], check=True, notes=notes,
                                warnings=warnings, unmatched=unmatched)
@@ -351,10 +373,10 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
         for identity in restored:
             journal["devices"].pop(identity, None)
         try:
-            if restored or adopted or ctx.state.recovered():
+            if restored or adopted or moved or ctx.state.recovered():
                 ctx.state.save_journal(journal)
             if record is not None:
-                left = intent.without(record, restored)
+                left = intent.without(record, restored | {i for i, d in relinked.items() if d.identity in restored})
                 if (chosen is None and not journal["devices"]) or left.get("scope") == []:
                     ctx.state.clear_active_profile()  # nothing is tuned any more: verify says "nothing applied"
                 elif left != record:
