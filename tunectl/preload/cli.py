@@ -226,8 +226,12 @@ def _shown(report) -> list[str]:
         cached = "residency unknown (root reads block devices)" if m.cached is None else \
             f"{format_bytes(m.cached)} resident ({m.percent}%)"
         lines.append(f"metadata on {m.device}: {m.ranges} ranges, {format_bytes(m.bytes)}, {cached}")
-    lines.append(f"{report.list_path}: {t['files']} files, {format_bytes(t['bytes'])}, "
-                 f"{format_bytes(t['resident_bytes'])} resident ({t['resident_percent']}%)"
+    unknown = t["by_status"].get("unknown", 0)
+    resident = f"{format_bytes(t['resident_bytes'])} resident ({t['resident_percent']}%)"
+    if unknown:  # mincore hid them: counted as 0 resident, which is not what was seen
+        resident = (f"residency unknown for all {unknown}" if unknown == t["files"] else
+                    f"{resident} of what could be seen, residency unknown for {unknown}") + " (run as root to see it)"
+    lines.append(f"{report.list_path}: {t['files']} files, {format_bytes(t['bytes'])}, {resident}"
                  + (f", made {report.created}" if report.created else ""))
     st = report.stats
     if st is not None:

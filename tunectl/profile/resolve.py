@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from tunectl.profile.library import (
 from tunectl.profile.reader import Diagnostic, Document, PathT
 from tunectl.profile.schema import suggest
 from tunectl.system.cache import ValidationCache
+from tunectl.system.trust import kind
 from tunectl.units import parse_bytes, parse_kib
 
 
@@ -174,11 +176,20 @@ def _not_found(ref: ProfileRef, search_path: list[Path], parent: Document | None
     hint = "" if looks_like_path(ref) else suggest(str(ref), known)
     if parent is None:
         if looks_like_path(ref):
-            return f"{ref}: no such profile file"
+            return f"{ref}: {_not_a_profile_file(Path(ref))}"
         return f"profile {str(ref)!r} not found on the search path ({', '.join(map(str, search_path))}){hint}"
     names = " -> ".join([Path(d.file).name for d in chain] + [str(ref)])
     what = "no such file" if looks_like_path(ref) else "no such profile on the search path"
     return parent.diag(("extends",), f"{str(ref)!r}: {what} (chain: {names}){hint}")
+
+
+def _not_a_profile_file(path: Path) -> str:
+    """Why a path named on the command line is no profile: it is missing, or what it is instead (a FIFO...)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return "no such profile file"
+    return f"{kind(mode)}, not a profile file (a profile is a regular YAML file)"
 
 
 def _merge_chain(chain: list[Document]) -> tuple[dict, dict[PathT, Document]]:

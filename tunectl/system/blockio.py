@@ -1,4 +1,4 @@
-"""The block I/O edge of bench: what a path is, cold buffered reads, and dropping only its cached pages.
+"""The block I/O edge of bench and explain: what a path is, cold buffered reads, and dropping only its cached pages.
 
 Everything is opened O_RDONLY: nothing here can write to a device or a file.
 Caches are dropped per file and per block device (POSIX_FADV_DONTNEED, then
@@ -30,7 +30,7 @@ class PathInfo:
 def _os_error(e: OSError, path: str, doing: str) -> TunectlError:
     if e.errno in (errno.EACCES, errno.EPERM):
         return NotPermitted(f"cannot {doing} {path}: {e.strerror}",
-                            hint="bench needs read access to the target and its block devices: run as root")
+                            hint="reading it needs read access to the target and its block devices: run as root")
     return UsageError(f"cannot {doing} {path}: {e.strerror}")
 
 
@@ -45,7 +45,7 @@ def inspect(path: str) -> PathInfo:
     if stat.S_ISREG(st.st_mode):
         return PathInfo(path, "file", f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", st.st_size)
     raise UsageError(f"{path} is neither a block device nor a regular file",
-                     hint="bench reads a block device (sda, /dev/sda) or one file on a disk-backed filesystem")
+                     hint="name a block device (sda, /dev/sda) or one regular file on a disk-backed filesystem")
 
 
 def node_devnum(path: str) -> str | None:

@@ -70,7 +70,7 @@ def test_the_tour_run_on_a_fake_machine_leaves_the_other_disk_alone(empty_fake_t
         ran.append(argv[0])
         if argv[0] == "apply" and "--check" not in argv:
             assert snapshot(tree, "loop7")["read_ahead_kb"] == "1024"
-    assert {"status", "plan", "apply", "verify", "udev", "rollback"} <= set(ran), ran
+    assert {"status", "plan", "apply", "verify", "udev", "rollback", "explain"} <= set(ran), ran
     assert snapshot(tree, "sda") == sda, "the tour changed the disk it does not name"
     assert snapshot(tree, "loop7") == loop, "the tour's rollback left the loop device tuned"
     assert [c for c in calls if c[:2] == ("udevadm", "trigger")] == [

@@ -1,0 +1,70 @@
+"""Careless and hostile inputs to the commands added in #29-#34: each error says what it met and what to do."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.fakesys import FakeTree, sata_hdd
+from tests.preload_helpers import make_files, tunectl
+from tests.tuning_helpers import Tunectl
+from tunectl.errors import ExitCode
+
+
+@pytest.fixture
+def odd_files(tmp_path: Path) -> dict[str, Path]:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    directory = tmp_path / "dir"
+    directory.mkdir()
+    return {"fifo": fifo, "directory": directory, "device": Path("/dev/null")}
+
+
+@pytest.mark.parametrize("what", ["fifo", "device"])
+def test_explain_on_a_fifo_or_a_device_node_speaks_of_explain_not_bench(empty_fake_tree: FakeTree, tmp_path: Path,
+                                                                       odd_files: dict[str, Path], what: str) -> None:
+    sata_hdd(empty_fake_tree, "sda")
+    t = Tunectl(empty_fake_tree, tmp_path / "state")
+    r = t("explain", str(odd_files[what]), "--json")
+    assert r.code == ExitCode.USAGE
+    error = r.doc["error"]
+    assert "neither a block device nor a regular file" in error["message"]
+    assert "bench" not in error["message"] + error["hint"], error
+    assert "block device" in error["hint"] and "file" in error["hint"]
+
+
+@pytest.mark.parametrize(("what", "said"), [("fifo", "a named pipe"), ("directory", "a directory"),
+                                            ("device", "a character device")])
+def test_a_profile_path_that_is_not_a_regular_file_is_named_for_what_it_is(empty_fake_tree: FakeTree, tmp_path: Path,
+                                                                         odd_files: dict[str, Path], what: str,
+                                                                         said: str) -> None:
+    sata_hdd(empty_fake_tree, "sda")
+    t = Tunectl(empty_fake_tree, tmp_path / "state")
+    for command in ("doctor", "plan"):
+        r = t(command, "-p", str(odd_files[what]), "--json")
+        assert r.code == ExitCode.USAGE
+        message = r.doc["error"]["message"]
+        assert f"{odd_files[what]}: {said}, not a profile file" in message, message
+        assert "no such" not in message
+    r = t("plan", "-p", str(tmp_path / "missing.yaml"))
+    assert r.code == ExitCode.USAGE and "missing.yaml: no such profile file" in r.err
+
+
+def test_show_does_not_call_files_it_cannot_see_cold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """mincore hides the page cache of another user's file: show says so instead of "0 B resident (0.0%)"."""
+    from tunectl.system import pagecache
+
+    files = make_files(tmp_path / "data", {"a": 8192, "b": 4096})
+    lst = tmp_path / "set.list"
+    assert tunectl("preload", "collect", str(tmp_path / "data"), "-o", str(lst)).code == 0
+    for p in files:
+        p.read_bytes()
+    seen = tunectl("preload", "show", str(lst), "--stats")
+    assert "resident (100.0%)" in seen.out, seen.out
+    monkeypatch.setattr(pagecache, "residency_observable", lambda path, st: False)
+    hidden = tunectl("preload", "show", str(lst), "--stats")
+    assert hidden.code == 0, hidden.err
+    assert "residency unknown for all 2 (run as root to see it)" in hidden.out, hidden.out
+    assert "0 B resident" not in hidden.out
