@@ -182,10 +182,11 @@ def error_lines(problems: str | Sequence[Any], hint: str | None = None, label: s
     (``file:line:col: $.path: message``) keeps it at the start of its line, where
     editors and compilers put it.
     """
-    items = problems.split("\n") if isinstance(problems, str) else list(problems)
-    # a diagnostic is one line: a newline in its file name or message is shown as \n, never breaks it
-    lines = [escape_field(str(p)) if hasattr(p, "file") else f"tunectl: {label}: {escape(str(p))}" for p in items]
-    return lines + ([f"hint: {escape(hint)}"] if hint else [])
+    items = [problems] if isinstance(problems, str) else list(problems)
+    # An error is one line, and so is a diagnostic and a hint: a newline (a path may hold one) is shown as \n,
+    # never breaks it, so no line can pass for another error or hint.
+    lines = [escape_field(str(p)) if hasattr(p, "file") else f"tunectl: {label}: {escape_field(str(p))}" for p in items]
+    return lines + ([f"hint: {escape_field(hint)}"] if hint else [])
 
 # C0/C1 controls, line separators, the bidi overrides and isolates (U+202E shows a line other than it holds)
 # and lone surrogates (a name that is not UTF-8: unprintable, and no terminal should get half of one).

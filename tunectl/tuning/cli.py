@@ -291,8 +291,11 @@ def _render_apply(report, args, out) -> int:
     n = sum(o.status in (Status.CHANGED, Status.CHANGE) for o in report.outcomes)
     out.say(f"{report.profile}: {verb} {n} setting(s); {_summary([o.status for o in report.outcomes])}")
     if report.record_error:
-        out.warn(f"tunectl: error: {report.record_error}\nhint: free space or fix the state directory, then run "
-                 "the same apply again: it changes nothing and saves the record")
+        from tunectl.report import error_lines
+
+        for line in error_lines(report.record_error, "free space or fix the state directory, then run the same "
+                                "apply again: it changes nothing and saves the record"):
+            out.warn(line)
     elif report.exit_code == ExitCode.NOT_PERMITTED:
         out.warn("tunectl: error: the kernel refused the writes (not permitted): nothing was changed or recorded\n"
                  "hint: run as root")

@@ -249,8 +249,8 @@ def install(ctx, ref: str | None, rules_dir: str | None, trigger: bool, warn=Non
                               "or TUNECTL_EXECUTABLE naming one), or pass --allow-untrusted-profile")
     problems = lint(rendered.rendered.text)
     if problems:
-        raise RulesError("the rendered rules fail tunectl's lint, so they were not installed (a bug in tunectl):\n"
-                         + "\n".join(str(p) for p in problems))
+        raise RulesError("the rendered rules fail tunectl's lint, so they were not installed (a bug in tunectl): "
+                         + "; ".join(str(p) for p in problems))
     udevadm = Udevadm(ctx.run)
     failure = udevadm.verify(rendered.rendered.text, RULES_FILE)
     if failure:
