@@ -9,6 +9,7 @@ from tunectl.explain.experiment import Result
 from tunectl.explain.model import Case, Layer
 from tunectl.explain.rules import EFFECT_NAMES, RULES, Finding
 from tunectl.explain.trace import Timing
+from tunectl.report import escape_field
 
 
 @dataclass
@@ -113,7 +114,7 @@ def _trace_rows(trace: dict[str, Timing]) -> list[list[str]]:
 
 def render(report: ExplainReport, out) -> None:
     stack = report.case.stack
-    out.print(f"explain {stack.target} (kernel {stack.release})")
+    out.print(f"explain {escape_field(stack.target)} (kernel {stack.release})")
     out.print()
     out.print("stack, top first:")
     rows = [[la.kind, la.name + (f" ({la.cls})" if la.cls and la.kind == "disk" else ""), describe(la)]
@@ -128,7 +129,7 @@ def render(report: ExplainReport, out) -> None:
     cold = report.case.cold
     if cold:
         out.print()
-        out.print(f"cold read of {cold.path}: {_size(cold.bytes)} in {cold.seconds:.3f} s = {cold.mb_s:.1f} MB/s, "
+        out.print(f"cold read of {escape_field(cold.path)}: {_size(cold.bytes)} in {cold.seconds:.3f} s = {cold.mb_s:.1f} MB/s, "
                   f"read size {_size(cold.read_size)}")
         rows = [[d.device, str(d.reads), f"{d.merged_share * 100:.0f}%", f"{d.avg_request_kib:.1f}",
                  f"{d.read_await_ms:.2f}", f"{d.sectors_read * 512 / cold.seconds / 1e6:.1f}" if cold.seconds else "-"]
@@ -145,7 +146,7 @@ def render(report: ExplainReport, out) -> None:
     cmp = report.comparison
     if cmp:
         out.print()
-        out.say(f"compared with {cmp.other}: {cmp.other_mb_s:.1f} MB/s against {cmp.target_mb_s:.1f} MB/s, "
+        out.say(f"compared with {escape_field(cmp.other)}: {cmp.other_mb_s:.1f} MB/s against {cmp.target_mb_s:.1f} MB/s, "
                 f"{cmp.ratio:.2f}x slower here; largest contributor: {cmp.largest}")
         rows = [[la.device, la.kind, str(la.reads), str(la.read_ms), f"{la.share * 100:.0f}%"] for la in cmp.layers]
         out.print(out.table(["DEVICE", "LAYER", "READS", "READ ms", "SHARE"], rows))
@@ -155,7 +156,7 @@ def render(report: ExplainReport, out) -> None:
         for i, f in enumerate(report.findings, 1):
             out.say(f"{i}. [{EFFECT_NAMES[f.effect]}] {f.rule} {f.title} ({f.layer})")
             for e in f.evidence:
-                out.say(f"   evidence: {e}")
+                out.say(f"   evidence: {escape_field(e)}")
             lines = f.change.text.splitlines()
             out.print(f"   change ({f.change.kind}): {lines[0]}")
             for line in lines[1:]:

@@ -68,3 +68,24 @@ def test_show_does_not_call_files_it_cannot_see_cold(tmp_path: Path, monkeypatch
     assert hidden.code == 0, hidden.err
     assert "residency unknown for all 2 (run as root to see it)" in hidden.out, hidden.out
     assert "0 B resident" not in hidden.out
+
+
+def test_explain_prints_a_file_name_with_a_newline_or_bidi_override_on_one_escaped_line(empty_fake_tree: FakeTree,
+                                                                                        tmp_path: Path) -> None:
+    """A name is data: its newline must not start a line of the report, its U+202E not reorder the terminal."""
+    sata_hdd(empty_fake_tree, "sda")
+    st = os.stat(tmp_path)
+    link = empty_fake_tree.root / "dev" / "block" / f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    if not link.exists():  # the fake sda stands for the disk tmp_path is on
+        link.symlink_to(empty_fake_tree.devdir("sda"))
+    t = Tunectl(empty_fake_tree, tmp_path / "state")
+    for name in ("x\nfindings: none", "evil\u202etxt.exe"):
+        target = tmp_path / name
+        target.write_bytes(b"x")
+        r = t("explain", str(target), "--no-cold")
+        assert r.code == 0, r.err
+        head = r.out.splitlines()[0]
+        assert head.startswith("explain ") and head.endswith(")"), head
+        assert "\u202e" not in r.out, r.out
+        assert [line for line in r.out.splitlines() if line.startswith("findings")] == [
+            "findings: none (no rule of the table fired on this stack)"], r.out
