@@ -100,6 +100,28 @@ def read_profile_bytes(path: Path, trusted: bool = False, resolved: str | None =
         return None, [Diagnostic(str(path), 1, 1, "$", f"cannot read: {e.strerror or e}")]
 
 
+def _passed_before(raw: bytes, file: str, verdict: dict) -> Document | None:
+    """A text the checker passed before, parsed again but not checked again; None to check it after all.
+
+    The settings come from the text, never from the cache entry (which holds
+    the warnings only): parsing costs the yaml import (~15 ms), the check that
+    is skipped costs jsonschema's and more.
+    """
+    from tunectl.profile.reader import decode_profile, parse_yaml
+
+    text, _ = decode_profile(raw, file)
+    if text is None:
+        return None
+    doc, diags = parse_yaml(text, file)
+    if doc.data is None or any(d.severity == "error" for d in diags) or not_a_profile(doc) is not None:
+        return None
+    try:
+        doc.warnings = Document.warnings_of(file, verdict)
+    except (ValueError, KeyError, TypeError):
+        return None
+    return doc
+
+
 @lru_cache(maxsize=1)
 def _checker_digest() -> bytes:
     """What the verdict on a text depends on besides the text: this checker, the catalogue, the schema."""
@@ -158,12 +180,9 @@ def check_file(path: Path, cache: ValidationCache | None = None,
         text_sha256 = _sha256(raw)
         key = _sha256(_checker_digest(), raw)
         cached = cache.get(key, text_sha256, checker)
-        if cached is not None:
-            try:
-                doc = Document.from_cache(file, cached)
-                return doc, list(doc.warnings)
-            except (ValueError, KeyError, TypeError):
-                pass
+        doc = _passed_before(raw, file, cached) if cached is not None else None
+        if doc is not None:
+            return doc, list(doc.warnings)
     # Only a file not seen before is checked: the checker (and later jsonschema) loads only then.
     from tunectl.profile.checks import check_document, limit_diagnostics
     from tunectl.profile.reader import decode_profile, parse_yaml
@@ -182,5 +201,5 @@ def check_file(path: Path, cache: ValidationCache | None = None,
         diags = limit_diagnostics(diags + [d for d in check_document(doc) if d.path not in seen])
     doc.warnings = [d for d in diags if d.severity == "warning"]
     if cache is not None and not any(d.severity == "error" for d in diags):
-        cache.put(key, text_sha256, checker, doc.to_cache())
+        cache.put(key, text_sha256, checker, doc.verdict())
     return doc, diags

@@ -100,17 +100,15 @@ class Document:
         line, col = self.where(path, key)
         return Diagnostic(self.file, line, col, json_path(path), message, severity)
 
-    def to_cache(self) -> dict:
-        return {"file": self.file, "data": self.data, "warnings": [dataclasses.asdict(d) for d in self.warnings],
-                "value_pos": [[list(p), *lc] for p, lc in self.value_pos.items()],
-                "key_pos": [[list(p), *lc] for p, lc in self.key_pos.items()]}
+    def verdict(self) -> dict:
+        """What the validation cache keeps of a text that passed: the checker's warnings, nothing it could tune.
+        The data always comes from parsing the text (`library.check_file`)."""
+        return {"warnings": [dataclasses.asdict(d) for d in self.warnings]}
 
-    @classmethod
-    def from_cache(cls, file: str, entry: dict) -> Document:
-        return cls(file, entry["data"],
-                   {tuple(p): (line, col) for p, line, col in entry["value_pos"]},
-                   {tuple(p): (line, col) for p, line, col in entry["key_pos"]},
-                   [Diagnostic(**dict(d, file=file)) for d in entry["warnings"]])
+    @staticmethod
+    def warnings_of(file: str, verdict: dict) -> list[Diagnostic]:
+        """The warnings a cached verdict holds (ValueError, KeyError or TypeError for an entry that is not one)."""
+        return [Diagnostic(**dict(d, file=file)) for d in verdict["warnings"]]
 
 
 # ---------------------------------------------------------------------------

@@ -5,6 +5,8 @@ when the directory and the file are trusted (`tunectl.system.trust`: root's,
 or the invoking user's when tunectl does not run as root; not writable by
 anyone else) and the entry names the SHA-256 of the very text being loaded
 and of the checker; anything else is ignored and the text is checked again.
+The entry's document is the checker's verdict (its warnings); the settings are
+always parsed from the text (`tunectl.profile.library.check_file`).
 """
 
 from __future__ import annotations

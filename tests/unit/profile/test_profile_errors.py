@@ -646,3 +646,22 @@ def test_validate_never_writes_the_cache(cli, tmp_path: Path) -> None:
     validate_text(cli, VALID)
     assert not (tmp_path / "state").exists()
     assert os.listdir(tmp_path) == ["p.yaml"]
+
+
+def test_a_cached_verdict_never_supplies_a_setting_the_text_does_not_hold(tmp_path: Path) -> None:
+    """Issue #34: an entry (root's, so trusted) given `data` the text does not hold: the settings still come
+    from the text; an entry that is not a verdict makes the text be checked again."""
+    cache = ValidationCache(tmp_path / "state" / "validated")
+    profile = tmp_path / "p.yaml"
+    profile.write_text("name: mine\nclasses:\n  ssd: {read_ahead_kb: 128}\n")
+    first = load_profile(profile, [], cache)
+    (entry,) = cache.dir.iterdir()
+    stored = json.loads(entry.read_text())
+    assert "data" not in stored["document"]  # the verdict only
+    forged = dict(stored["document"], data={"name": "mine", "classes": {"ssd": {"read_ahead_kb": 16384},
+                                                                         "hdd": {"scheduler": "none"}}})
+    entry.write_text(json.dumps(dict(stored, document=forged)))
+    again = load_profile(profile, [], cache)
+    assert again.data == first.data and again.data["classes"] == {"ssd": {"read_ahead_kb": 128}}
+    entry.write_text(json.dumps(dict(stored, document={"warnings": "not a list of warnings"})))
+    assert load_profile(profile, [], cache).data == first.data
