@@ -61,8 +61,13 @@ def render(report, out) -> None:
             "`tunectl udev install` does)")
     if report.tuned_profile:
         out.say(f"tuned: active profile {report.tuned_profile}")
+    if not report.devices:
+        for device, why in report.skipped:
+            out.say(f"skipped {device}: {why}")
+        out.say(f"{report.profile} sets nothing on these devices: no writer to check")
+        return
     if not report.found:
-        out.say(f"no other writer of what {report.profile} sets on {', '.join(report.devices) or 'no device'}")
+        out.say(f"no other writer of what {report.profile} sets on {', '.join(report.devices)}")
         return
     rows = []
     for c in report.found:

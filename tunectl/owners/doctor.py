@@ -21,6 +21,7 @@ class DoctorReport:
     found: list[Conflict] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (device, why the profile sets nothing on it)
 
     @property
     def undone(self) -> list[Conflict]:
@@ -52,4 +53,4 @@ def diagnose(ctx: Context, profile: Profile, dev_refs: list[str] | None = None, 
             writers += writers_of(machine, dev, device_facts(ctx, dev))
     found = conflicts(wanted, writers, machine.rules_file if rules_path else None, machine.rules_order)
     return DoctorReport(profile.name, machine.rules_file if rules_path else None, machine.tuned_profile, found,
-                        machine.unread, sorted(planned))
+                        machine.unread, sorted(planned), list(report.skipped))

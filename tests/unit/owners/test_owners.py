@@ -273,3 +273,13 @@ def test_doctor_on_a_range_takes_a_rule_value_no_kernel_would_parse(machine, wri
     text = t("doctor", "-p", "ranged", "loop0")
     row = next(line for line in text.out.splitlines() if line.startswith("loop0"))
     assert " 256.. " in row and "{" not in row, row  # the range as profiles write it, not a Python dict
+
+
+def test_doctor_on_devices_the_profile_skips_says_why_not_on_no_device(machine) -> None:
+    t, _ = machine
+    r = t("doctor", "-p", "default", "loop0")
+    assert r.code == 0, r.err
+    assert "on no device" not in r.out
+    assert "skipped loop0: class loop is tuned only by a profile that names it" in r.out, r.out
+    assert "default sets nothing on these devices" in r.out
+    assert "DEVICE" not in r.out  # no empty table
