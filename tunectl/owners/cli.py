@@ -50,6 +50,7 @@ def run(ctx, args, out) -> int:
 
 
 def render(report, out) -> None:
+    from tunectl.attributes import is_range, range_text
     from tunectl.report import show
 
     for why in report.unread:
@@ -66,7 +67,8 @@ def render(report, out) -> None:
     rows = []
     for c in report.found:
         verdict = "undoes at " + " and ".join(c.undoes_at) if c.undoes else ("agrees" if c.agrees else "loses")
-        rows.append([c.device, c.attribute, show(c.wanted), c.writer.assignment.where, c.writer.kind,
+        wanted = range_text(c.wanted) if is_range(c.wanted) else show(c.wanted)
+        rows.append([c.device, c.attribute, wanted, c.writer.assignment.where, c.writer.kind,
                      c.writer.assignment.value, verdict])
     out.print(out.table(["DEVICE", "ATTRIBUTE", "WANTED", "WRITER", "KIND", "WRITES", "VERDICT"], rows,
                         middle=("WRITER",), keep=("DEVICE", "VERDICT")))

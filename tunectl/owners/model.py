@@ -11,6 +11,7 @@ whether it undoes tunectl at boot or at hot-plug. `tunectl status -v`, `verify`,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,11 +114,14 @@ def same_value(attribute: str, written: str, actual: object) -> bool:
     spec = _spec(attribute)
     if spec is None or not spec.is_int:
         return text == str(actual)
-    try:
-        value = int(text)
-    except ValueError:
-        return False
-    return isinstance(actual, int) and kernel_equivalent(spec, value, actual)
+    value = _integer(text)
+    return value is not None and isinstance(actual, int) and kernel_equivalent(spec, value, actual)
+
+
+def _integer(text: str) -> int | None:
+    """A written value as the kernel's kstrto* reads it, None when it is none (or longer than any sysfs number)."""
+    text = text.strip()
+    return int(text) if re.fullmatch(r"[-+]?[0-9]{1,40}", text) else None
 
 
 def last_writer(writers: Sequence[Writer], phase: str) -> Writer | None:
@@ -223,8 +227,8 @@ def conflicts(wanted: Mapping[tuple[str, str], object], writers: Sequence[Writer
 def _agrees(attribute: str, written: str, wanted: object) -> bool:
     """Writing `written` gives what the profile wants: its value, or a value inside its range."""
     if isinstance(wanted, dict):
-        number = written.strip()
-        return number.lstrip("-").isdigit() and nearest_in_range(wanted, int(number)) == int(number)
+        number = _integer(written)
+        return number is not None and nearest_in_range(wanted, number) == number
     return same_value(attribute, written, wanted)
 
 

@@ -257,3 +257,19 @@ def test_garbage_in_sysfs_and_config_files_is_no_crash(machine) -> None:
     assert "read_ahead_kb" not in [a for a, o in _owners(r.doc, "loop0").items() if o["kind"] == "kernel-default"]
     d = t("doctor", "--all", "--json")
     assert d.code in (0, 1) and any("50-dir.rules" in u for u in d.doc["unread"]), d.doc["unread"]
+
+
+@pytest.mark.parametrize("written", ["9" * 5000, "\u00b2", "4096\u0663"])
+def test_doctor_on_a_range_takes_a_rule_value_no_kernel_would_parse(machine, written: str) -> None:
+    """A 5000-digit value or a Unicode digit in someone's rule: reported as not what the profile wants, no internal
+    error (int() raised on both)."""
+    t, config = machine
+    (config.parent / "profiles" / "ranged.yaml").write_text("name: ranged\nclasses:\n  loop: {read_ahead_kb: {min: 256}}\n")
+    _write(config, "/etc/udev/rules.d/99-late.rules", f'KERNEL=="loop0", ATTR{{queue/read_ahead_kb}}="{written}"\n')
+    r = t("doctor", "-p", "ranged", "loop0", "--json")
+    assert r.code == 1, r.err
+    [w] = r.doc["writers"]
+    assert w["agrees"] is False and w["wanted"] == {"min": 256}
+    text = t("doctor", "-p", "ranged", "loop0")
+    row = next(line for line in text.out.splitlines() if line.startswith("loop0"))
+    assert " 256.. " in row and "{" not in row, row  # the range as profiles write it, not a Python dict
