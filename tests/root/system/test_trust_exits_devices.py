@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness import REPO, run_cli
-from tests.loopdev import loop_devices, sysfs_read
+from tests.loopdev import attach, loop_devices, restore, snapshot, sysfs_read, sysfs_write
 
 pytestmark = pytest.mark.root
 
@@ -75,3 +75,28 @@ def test_a_loop_device_whose_backing_file_changed_while_tuned_is_reported_and_ro
         assert sysfs_read(dev, "queue/read_ahead_kb") == before
         assert run_cli("rollback", "--check", dev, env=env).code == 0
         assert "loops" not in run_cli("verify", env=env).out  # nothing applied any more
+
+
+def test_a_loop_device_whose_twin_was_detached_is_rolled_back_and_a_re_apply_keeps_its_originals(tmp_path: Path) -> None:
+    """Two loop devices on one file are told apart by loop number; detaching one renames the other's identity.
+    The journal's proof (inode, device number) finds its entry: apply keeps its originals, rollback restores."""
+    profile = tmp_path / "loops.yaml"
+    profile.write_text("name: loops\nclasses:\n  loop: {read_ahead_kb: 4096}\n")
+    env = dict(os.environ, TUNECTL_STATE_DIR=str(tmp_path / "state"))
+    with loop_devices(tmp_path, [{"size_mb": 16, "read_ahead_kb": 128}]) as (dev,):
+        twin = attach(tmp_path / "loop0.img", {})
+        kept = snapshot(twin)
+        try:
+            sysfs_write(twin, "queue/read_ahead_kb", "256")
+            r = run_cli("apply", "-p", str(profile), dev, twin, env=env)
+            assert r.code == 0 and sysfs_read(dev, "queue/read_ahead_kb") == "4096", (r.out, r.err)
+        finally:
+            restore(twin, kept)
+            subprocess.run(["losetup", "-d", f"/dev/{twin}"], check=False, capture_output=True)
+        r = run_cli("verify", env=env)
+        assert r.code == 1 and "is the loop device journalled as loop:" in r.err, (r.code, r.out, r.err)
+        assert run_cli("apply", "-p", str(profile), dev, env=env).code == 0  # its entry moves, originals kept
+        assert run_cli("verify", env=env).code == 0
+        r = run_cli("rollback", dev, env=env)
+        assert r.code == 0, (r.out, r.err)
+        assert sysfs_read(dev, "queue/read_ahead_kb") == "128"
