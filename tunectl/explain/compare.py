@@ -35,6 +35,14 @@ class Comparison:
         """How many times slower the target read than the other (other MB/s over target MB/s)."""
         return self.other_mb_s / self.target_mb_s if self.target_mb_s else 0.0
 
+    def verdict(self) -> str:
+        """The ratio in words, the right way round: "3.10x slower here", "2.00x faster here"."""
+        if not self.target_mb_s or not self.other_mb_s:
+            return "no ratio: a read too short to time (a larger file, or a larger --size, gives one)"
+        if self.ratio >= 1:
+            return f"{self.ratio:.2f}x slower here"
+        return f"{1 / self.ratio:.2f}x faster here"
+
     def to_json(self) -> dict:
         return {"other": self.other, "target_mb_s": round(self.target_mb_s, 1), "other_mb_s": round(self.other_mb_s, 1),
                 "ratio": round(self.ratio, 2), "disk_reads_ratio": None if self.disk_reads_ratio is None

@@ -60,6 +60,19 @@ def _cold(ctx: Context, facts: StackFacts, path: str, req: Request) -> ColdRead:
                              req.read_size, req.limit)
 
 
+def _other_file(ctx: Context, path: str) -> StackFacts:
+    """--compare's file and its stack; a UsageError that names --compare when it is none."""
+    hint = "compare with the same file elsewhere (the same binary on ext4)"
+    try:
+        other_resolver, other_stack = resolve(ctx, path)
+    except UsageError as e:
+        raise UsageError(f"--compare: {e.message}", hint=e.hint or hint, code=e.code, where="--compare") from None
+    other = reading.read(ctx, other_resolver, other_stack, path)
+    if not other.layers or other.layers[0].kind != "file":
+        raise UsageError(f"--compare: {path} is not a file", hint=hint, where="--compare")
+    return other
+
+
 def investigate(ctx: Context, req: Request, on_step=lambda text: None) -> ExplainReport:
     resolver, stack = resolve(ctx, req.target)
     facts = reading.read(ctx, resolver, stack, req.target)
@@ -69,6 +82,7 @@ def investigate(ctx: Context, req: Request, on_step=lambda text: None) -> Explai
     if (cold or req.trace or req.compare or req.experiments) and not is_file:
         raise UsageError(f"{req.target} is not a file: --cold, --trace, --compare and --try read a file",
                          hint="name a file on the stack (explain /usr/lib/chromium/chromium)")
+    other = _other_file(ctx, req.compare) if req.compare else None  # refused before the target is read
     measured = None
     timings = None
     if cold or req.trace or req.compare:
@@ -82,10 +96,6 @@ def investigate(ctx: Context, req: Request, on_step=lambda text: None) -> Explai
     comparison = None
     if req.compare:
         on_step(f"cold read of {req.compare}")
-        other_resolver, other_stack = resolve(ctx, req.compare)
-        other = reading.read(ctx, other_resolver, other_stack, req.compare)
-        if not other.layers or other.layers[0].kind != "file":
-            raise UsageError(f"--compare: {req.compare} is not a file", hint="compare with the same file elsewhere")
         other_cold = _cold(ctx, other, req.compare, req)
         kinds = {la.name: la.kind for la in facts.blocks}
         comparison = compare(measured, kinds, facts.disks[0].name, other_cold, other.disks[0].name)

@@ -147,7 +147,7 @@ def render(report: ExplainReport, out) -> None:
     if cmp:
         out.print()
         out.say(f"compared with {escape_field(cmp.other)}: {cmp.other_mb_s:.1f} MB/s against {cmp.target_mb_s:.1f} MB/s, "
-                f"{cmp.ratio:.2f}x slower here; largest contributor: {cmp.largest}")
+                f"{cmp.verdict()}; largest contributor: {cmp.largest}")
         rows = [[la.device, la.kind, str(la.reads), str(la.read_ms), f"{la.share * 100:.0f}%"] for la in cmp.layers]
         out.print(out.table(["DEVICE", "LAYER", "READS", "READ ms", "SHARE"], rows))
     out.print()

@@ -70,15 +70,20 @@ def test_show_does_not_call_files_it_cannot_see_cold(tmp_path: Path, monkeypatch
     assert "0 B resident" not in hidden.out
 
 
+def _on_fake_sda(tree: FakeTree, tmp_path: Path) -> Tunectl:
+    """A fake machine whose sda stands for the disk tmp_path is on (files there resolve to it)."""
+    sata_hdd(tree, "sda")
+    st = os.stat(tmp_path)
+    link = tree.root / "dev" / "block" / f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    if not link.exists():
+        link.symlink_to(tree.devdir("sda"))
+    return Tunectl(tree, tmp_path / "state")
+
+
 def test_explain_prints_a_file_name_with_a_newline_or_bidi_override_on_one_escaped_line(empty_fake_tree: FakeTree,
                                                                                         tmp_path: Path) -> None:
     """A name is data: its newline must not start a line of the report, its U+202E not reorder the terminal."""
-    sata_hdd(empty_fake_tree, "sda")
-    st = os.stat(tmp_path)
-    link = empty_fake_tree.root / "dev" / "block" / f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
-    if not link.exists():  # the fake sda stands for the disk tmp_path is on
-        link.symlink_to(empty_fake_tree.devdir("sda"))
-    t = Tunectl(empty_fake_tree, tmp_path / "state")
+    t = _on_fake_sda(empty_fake_tree, tmp_path)
     for name in ("x\nfindings: none", "evil\u202etxt.exe"):
         target = tmp_path / name
         target.write_bytes(b"x")
@@ -89,3 +94,30 @@ def test_explain_prints_a_file_name_with_a_newline_or_bidi_override_on_one_escap
         assert "\u202e" not in r.out, r.out
         assert [line for line in r.out.splitlines() if line.startswith("findings")] == [
             "findings: none (no rule of the table fired on this stack)"], r.out
+
+
+@pytest.mark.parametrize(("target", "other", "said"), [(100.0, 310.0, "3.10x slower here"),
+                                                       (200.0, 100.0, "2.00x faster here"),
+                                                       (0.0, 5.0, "no ratio: a read too short to time"),
+                                                       (5.0, 0.0, "no ratio: a read too short to time")])
+def test_explain_compare_says_faster_when_the_target_is_faster(target: float, other: float, said: str) -> None:
+    """`--compare` printed "0.01x slower here" for a target 100x faster; the ratio now reads the right way round."""
+    from tunectl.explain.compare import Comparison
+
+    c = Comparison(target, other, "/srv/other", (), None, (4.0, 4.0), "vda")
+    assert c.verdict().startswith(said), c.verdict()
+
+
+@pytest.mark.parametrize("what", ["fifo", "directory", "missing"])
+def test_explain_refuses_a_bad_compare_file_first_and_names_the_option(empty_fake_tree: FakeTree, tmp_path: Path,
+                                                                      odd_files: dict[str, Path], what: str) -> None:
+    """Before: the target was read cold first (up to --size), then "cannot stat X" without saying it was --compare's;
+    as a non-root user, "needs root" hid the real mistake."""
+    t = _on_fake_sda(empty_fake_tree, tmp_path)
+    target = tmp_path / "app"
+    target.write_bytes(b"x" * 4096)
+    other = odd_files.get(what, tmp_path / "missing")
+    r = t("explain", str(target), "--compare", str(other), "--json")
+    assert r.code == ExitCode.USAGE, r.doc
+    assert r.doc["error"]["message"].startswith("--compare: "), r.doc
+    assert r.doc["error"]["where"] == "--compare"
