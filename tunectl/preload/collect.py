@@ -15,8 +15,8 @@ from tunectl.errors import ExitCode, UsageError
 from tunectl.preload import metadata, order
 from tunectl.preload.listfile import write_list
 from tunectl.preload.listing import Entry
-from tunectl.preload.skip import UNREADABLE, VANISHED, Skip
-from tunectl.system import pagecache
+from tunectl.preload.skip import UNREADABLE, VANISHED, Skip, failed
+from tunectl.system import pagecache, trust
 from tunectl.system.trust import Untrusted, open_listed
 
 TYPE_CHECKING = False
@@ -125,6 +125,18 @@ def describe_file(path: str, resident: bool = False) -> tuple[Entry | None, Skip
         os.close(fd)
 
 
+def _not_listable(path: str) -> Skip | None:
+    """A path named on the command line that the walk passes over (a FIFO, a device, a link to nothing): a skip
+    the report shows, not a silently empty list."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        return failed(path, e.errno or errno.EIO)
+    if stat_.S_ISDIR(mode) or stat_.S_ISREG(mode):
+        return None
+    return Skip(path, UNREADABLE, f"{trust.kind(mode)}, not a regular file: collect lists regular files")
+
+
 def collect(paths: Sequence[str], list_path: str, resident: bool = False, roots: Roots | None = None) -> CollectReport:
     """The files below `paths` (whole, or with `resident` only their cached pages) and, with `roots`,
     the metadata pass: the device pages holding their inodes, directories and extent blocks (ext4)."""
@@ -132,6 +144,7 @@ def collect(paths: Sequence[str], list_path: str, resident: bool = False, roots:
         if not os.path.lexists(p):
             raise UsageError(f"{p}: no such file or directory", hint="collect takes existing files and directories")
     report = CollectReport(list_path, [])
+    report.skipped.extend(s for s in map(_not_listable, paths) if s is not None)
     seen: set[tuple[str, int]] = set()
     for path in walk(paths):
         entry, skip = describe_file(path, resident)

@@ -121,3 +121,18 @@ def test_explain_refuses_a_bad_compare_file_first_and_names_the_option(empty_fak
     assert r.code == ExitCode.USAGE, r.doc
     assert r.doc["error"]["message"].startswith("--compare: "), r.doc
     assert r.doc["error"]["where"] == "--compare"
+
+
+def test_collect_says_what_it_passed_over_among_the_paths_named(tmp_path: Path, odd_files: dict[str, Path]) -> None:
+    """`collect FIFO -o L` wrote an empty list and said nothing: the named FIFO and device are now skips, with why."""
+    lst = tmp_path / "set.list"
+    kept = make_files(tmp_path / "data", {"a": 4096})
+    r = tunectl("preload", "collect", str(odd_files["fifo"]), str(odd_files["device"]), str(kept[0]), "-o", str(lst),
+                "--json")
+    assert r.code == 0, r.err
+    assert r.doc["files"] == 1
+    skipped = {s["path"]: s["reason"] for s in r.doc["skipped"]}
+    assert skipped == {str(odd_files["fifo"]): "a named pipe, not a regular file: collect lists regular files",
+                       str(odd_files["device"]): "a character device, not a regular file: collect lists regular files"}
+    text = tunectl("preload", "collect", str(odd_files["fifo"]), "-o", str(lst))
+    assert "a named pipe, not a regular file" in text.out + text.err
