@@ -196,6 +196,14 @@ def _replayed(report) -> list[str]:
     return lines
 
 
+def floor_unknown(as_root: bool) -> str:
+    """Why there is no floor: not root, or (as root) the disk's rate could not be measured."""
+    if not as_root:
+        return "floor unknown (the sequential rate is measured as root)"
+    return ("floor unknown (the disk's sequential rate could not be measured: its block device did not open or "
+            "refused O_DIRECT, or is under 64 MiB)")
+
+
 def _numbers(nbytes: int, files: int, requests: int | None, what: str, seconds: float | None, floor) -> str:
     """The closing line of `replay -v` and `show --stats`: bytes, files, requests, seconds, the floor."""
     from tunectl.units import format_bytes
@@ -208,7 +216,9 @@ def _numbers(nbytes: int, files: int, requests: int | None, what: str, seconds: 
         parts.append(f"floor {floor.seconds:.2f} s at {floor.rate / 1e6:.0f} MB/s sequential"
                      + (f" ({seconds / floor.seconds:.1f}x the floor)" if seconds and floor.seconds else ""))
     else:
-        parts.append("floor unknown (the sequential rate is measured as root)")
+        import os
+
+        parts.append(floor_unknown(os.geteuid() == 0))
     return "numbers: " + ", ".join(parts)
 
 

@@ -136,3 +136,19 @@ def test_collect_says_what_it_passed_over_among_the_paths_named(tmp_path: Path, 
                        str(odd_files["device"]): "a character device, not a regular file: collect lists regular files"}
     text = tunectl("preload", "collect", str(odd_files["fifo"]), "-o", str(lst))
     assert "a named pipe, not a regular file" in text.out + text.err
+
+
+def test_show_stats_says_why_the_floor_is_unknown_as_the_user_it_runs_as(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """As root, "measured as root" sent people to run as root again; root is told the disk could not be measured."""
+    from tunectl.preload.cli import floor_unknown
+    from tunectl.system import pagecache
+
+    assert "measured as root" in floor_unknown(False)
+    assert "measured as root" not in floor_unknown(True) and "could not be measured" in floor_unknown(True)
+    monkeypatch.setattr(pagecache, "sequential_rate", lambda *a, **k: None)
+    make_files(tmp_path / "data", {"a": 4096})
+    lst = tmp_path / "set.list"
+    assert tunectl("preload", "collect", str(tmp_path / "data"), "-o", str(lst)).code == 0
+    r = tunectl("preload", "show", str(lst), "--stats")
+    assert r.code == 0 and floor_unknown(os.geteuid() == 0) in r.out, r.out
