@@ -337,6 +337,11 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
 
     from tunectl.errors import ExitCode, ProfileError, UsageError
 
+    held = next((a for a in argv if "\x00" in a), None)
+    if held is not None:  # exec() cannot pass one; a caller of main() can, and no path or value holds one
+        return _fail(Output(stdout, stderr, _wants_json(argv), False, 0, "error"),
+                     UsageError(f"an argument holds a NUL byte: {held!r}",
+                                hint="no device, path or value contains one: check how the command line was built"))
     parser = build_parser(argv)
     try:
         # argparse prints --help itself: to the streams main was given; its errors come back as UsageError.

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakesys import FakeTree, sata_hdd
+from tests.harness import run_cli
 from tests.preload_helpers import make_files, tunectl
 from tests.tuning_helpers import Tunectl
 from tunectl.errors import ExitCode
@@ -152,3 +153,11 @@ def test_show_stats_says_why_the_floor_is_unknown_as_the_user_it_runs_as(tmp_pat
     assert tunectl("preload", "collect", str(tmp_path / "data"), "-o", str(lst)).code == 0
     r = tunectl("preload", "show", str(lst), "--stats")
     assert r.code == 0 and floor_unknown(os.geteuid() == 0) in r.out, r.out
+
+
+@pytest.mark.parametrize("argv", [["explain", "sda\0"], ["preload", "show", "--stats", "x\0"],
+                                  ["preload", "replay", "-v", "x\0"]])
+def test_an_argument_with_a_nul_byte_is_a_usage_error(argv: list[str]) -> None:
+    """main() called in-process (not through exec) can be given one: it was a ValueError, "internal error"."""
+    r = run_cli(*argv, "--json", env={})
+    assert r.code == ExitCode.USAGE and "NUL byte" in r.doc["error"]["message"], r.doc
