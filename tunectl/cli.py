@@ -167,10 +167,25 @@ def _parser_class() -> type:
             from tunectl.errors import UsageError
 
             command = self.prog.partition(" ")[2]
+            unknown = self._unknown_long_options() if message.startswith("the following arguments are required") else []
+            if unknown:  # argparse names the missing positional first; the option nobody knows is the mistake
+                message = f"unrecognized arguments: {' '.join(unknown)}; and {message}"
             e = UsageError(f"{command}: {message}" if command else message, hint=f"`{self.prog} --help` lists the arguments",
                            code="usage", where=self.prog)
             e.usage = self.format_usage()  # type: ignore[attr-defined]
             raise e
+
+        def _unknown_long_options(self) -> list[str]:
+            """The --options of the command line (up to `--`) that this parser does not know, nor abbreviates."""
+            known = list(self._option_string_actions)
+            found = []
+            for arg in getattr(self, "seen_argv", ()):
+                if arg == "--":
+                    break
+                name = arg.split("=", 1)[0]
+                if name.startswith("--") and not any(k.startswith(name) for k in known):
+                    found.append(name)
+            return found
 
         def format_help(self) -> str:
             """A command's help without the global options it repeats: one line names them (`tunectl --help`
@@ -209,7 +224,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     import importlib
 
     wanted = _command_in(argv) if argv is not None else None
-    parser = _parser_class()(
+    parser_class = _parser_class()
+    parser_class.seen_argv = list(argv or ())  # type: ignore[attr-defined]
+    parser = parser_class(
         prog="tunectl",
         description="Declarative block-device I/O tuning: classify disks, plan, apply, verify, roll back.",
         epilog="exit codes: 0 ok/in sync, 1 drift or failed checks, 2 usage or profile error, "

@@ -161,3 +161,18 @@ def test_an_argument_with_a_nul_byte_is_a_usage_error(argv: list[str]) -> None:
     """main() called in-process (not through exec) can be given one: it was a ValueError, "internal error"."""
     r = run_cli(*argv, "--json", env={})
     assert r.code == ExitCode.USAGE and "NUL byte" in r.doc["error"]["message"], r.doc
+
+
+@pytest.mark.parametrize("argv", [["explain", "--bogus"], ["explain", "--bogus=3"], ["preload", "show", "--nope"]])
+def test_a_mistyped_option_is_named_even_when_a_positional_is_missing(argv: list[str]) -> None:
+    """`explain --bogus` said only "TARGET is required": the option nobody knows is the mistake to show."""
+    r = run_cli(*argv, "--json", env={})
+    assert r.code == ExitCode.USAGE
+    message = r.doc["error"]["message"]
+    assert f"unrecognized arguments: {argv[-1].split('=')[0]}" in message and "required" in message, message
+
+
+def test_a_known_option_or_its_abbreviation_is_not_called_unrecognized() -> None:
+    for argv in (["explain", "--cold"], ["explain", "--no-c"]):
+        r = run_cli(*argv, env={})
+        assert r.code == ExitCode.USAGE and "unrecognized" not in r.err and "required: TARGET" in r.err, r.err
