@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from common import Recorder, by_serial, queue_state, settle, sh, tunectl, tunectl_env
-from models import HDD_SERIAL, SD_SERIAL, cold, like_a_card
+from models import HDD_SERIAL, SD_SERIAL, cold, like_a_card, marked
 
 STATE = "/tmp/tunectl-profiles-state"
 
@@ -91,8 +91,10 @@ def run(rec: Recorder, args: list[str]) -> None:
             runs.append(("kernel", role, kind))
     runs += [p for p in plan if disks[p[1]]]
     results = []
+    rec["marks"] = {}  # each run's slice of the model disks' request logs, for the host's replay
     for profile, role, kind in runs:
-        value = rec.step(f"{profile}:{role}:{kind}", lambda p=profile, r=role, k=kind: one(p, disks[r], k, seconds))
+        value = marked(rec, f"{profile}:{role}:{kind}",
+                       lambda p=profile, r=role, k=kind: one(p, disks[r], k, seconds))
         if value is not None:
             results.append(dict(value, profile=profile, disk=role, workload=kind))
     rec["runs"] = results
