@@ -146,6 +146,12 @@ def requests(log: Path, start: int = 0, end: int | None = None) -> list[Request]
     return out
 
 
+def step_requests(boot: Boot, step: str, log: str) -> list[Request]:
+    """The requests model disk `log` (e.g. "mhdd") served during guest step `step` (a guest's rec["marks"])."""
+    marks = boot.results["marks"][step]
+    return requests(boot.shared / f"{log}.requests", marks["before"][log], marks["after"][log])
+
+
 def standard_machine() -> Machine:
     """NVMe, SCSI HDD, SCSI SSD with a WWN (512e, io_opt), SATA SSD, SD card, virtio-blk."""
     return Machine([

@@ -39,8 +39,7 @@ def run(boot: machine.Boot) -> dict:
 
 def logged(boot: machine.Boot, step: str, disk: str) -> list[machine.Request]:
     """The requests model disk `disk` served during guest step `step`."""
-    marks = boot.results["marks"][step]
-    return machine.requests(boot.shared / f"{disk}.requests", marks["before"][disk], marks["after"][disk])
+    return machine.step_requests(boot, step, disk)
 
 
 def replayed(boot: machine.Boot, step: str, disk: str, model: str) -> tuple[list[machine.Request], float]:

@@ -29,9 +29,7 @@ def run(boot: machine.Boot) -> dict:
 
 
 def modelled(boot: machine.Boot, step: str) -> tuple[int, float]:
-    marks = boot.results["marks"][step]
-    reqs = [r for r in machine.requests(boot.shared / "mhdd.requests", marks["before"]["mhdd"],
-                                        marks["after"]["mhdd"]) if r.op == "r"]
+    reqs = [r for r in machine.step_requests(boot, step, "mhdd") if r.op == "r"]
     return len(reqs), diskmodel.replay("hdd-7200", boot.results["queue"]["size"],
                                        [(r.op, r.offset, r.length) for r in reqs])
 

@@ -27,9 +27,7 @@ def boot(vm_boot) -> machine.Boot:
 def modelled_mb_s(boot: machine.Boot, step: str, disk: str) -> float:
     """MB/s of the reads `step` sent to `disk`, timed by the model as a real host would send them."""
     log, model = LOGS[disk]
-    marks = boot.results["marks"][step]
-    reads = [r for r in machine.requests(boot.shared / f"{log}.requests", marks["before"][log],
-                                         marks["after"][log]) if r.op == "r"]
+    reads = [r for r in machine.step_requests(boot, step, log) if r.op == "r"]
     size = next(d.size_mib << 20 for d in machine.model_machine().disks if d.name == log)
     seconds = diskmodel.replay(model, size, [(r.op, r.offset, r.length) for r in reads])
     return sum(r.length for r in reads) / seconds / 1e6
