@@ -227,6 +227,20 @@ def _layer_rules(w: RuleWriter, settings: dict, used: dict[str, set], modules: d
             used.setdefault("scheduler", set()).add(name)
 
 
+def _below_attributes(blocks: list[dict]) -> dict[str, set]:
+    """The attributes the below: blocks of `blocks` set, as `_layer_rules` counts them in `used`."""
+    attrs: dict[str, set] = {}
+    for block in blocks:
+        below = block.get("below")
+        if not isinstance(below, dict):
+            continue
+        if below.get("scheduler"):
+            attrs["scheduler"] = set()
+        attrs.update((f"iosched/{knob}", set()) for knob in below["iosched"])
+        attrs.update((attr, set()) for attr in below["queue"])
+    return attrs
+
+
 def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str | None = None,
                  only_kernels: tuple[str, ...] | list[str] = (), only_loop_backing: str | None = None,
                  modules: Mapping[str, str] | None = None, identities: list[str] | None = None,
@@ -375,7 +389,10 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
         w.rule(f'LABEL="{end}"')
 
     if capture:
-        capture_rules(w, used)
+        # What a below: block sets is written by tunectl's RUN on the device under a stack, perhaps a stack made after
+        # install: nothing journals that original, so the rules keep it too (on every device they reach: which one
+        # will be under a stack is not known before the stack exists).
+        capture_rules(w, {**_below_attributes(blocks), **used})
     write_stage(w, used)
     if runs:
         w.blank()
