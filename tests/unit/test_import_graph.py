@@ -104,7 +104,7 @@ def test_no_import_circle_runs_between_two_packages() -> None:
     assert across == []
 
 
-@pytest.mark.parametrize("above", ["tunectl.udev"])
+@pytest.mark.parametrize("above", ["tunectl.udev", "tunectl.bench"])
 def test_tuning_imports_nothing_of_udev_or_bench(above: str) -> None:
     """rollback --remove-rules and the adoption of the rules' originals reach the rules file through
     tunectl.system.rulesfile, the OS edge udev install uses too; verify learns what a running bench holds
