@@ -20,9 +20,9 @@ from tunectl.errors import ExitCode
 from tunectl.preload import order
 from tunectl.preload.listing import Entry, PreloadList
 from tunectl.preload.pressure import PressureGuard
-from tunectl.preload.skip import CHANGED, UNREADABLE, Skip, failed, why_differs
+from tunectl.preload.skip import CHANGED, UNREADABLE, Skip, failed, why_changed, why_differs
 from tunectl.system.sysfs import Sysfs
-from tunectl.system.trust import Untrusted, kind, open_listed
+from tunectl.system.trust import ListedOpener, Untrusted, kind
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -200,6 +200,13 @@ class _Checker:
         for w in workers:
             w.join()
 
+    def trust_all(self) -> None:
+        """No inode pass: every file goes to the data pass, which looks at each name before it opens it."""
+        self.listed = bytearray(b"\1" * len(self.entries))
+        self.how, self.parallel = "none", 0
+        if self.progress is not None:
+            self.progress.advance(len(self.entries))
+
     def _failed(self, i: int, err: int) -> None:
         self.skipped.append(failed(self.entries[i].path, err))
         self.decided[i] = 1
@@ -259,9 +266,18 @@ class _Checker:
             self._advance(seen % 256)
 
 
+def _why_opened_differs(entry: Entry, st: os.stat_result, devnum: int, checked: bool) -> str:
+    """Why the file opened is not the listed one; `checked`: the inode pass had found the listed file."""
+    if checked and (not S_ISREG(st.st_mode) or st.st_ino != entry.inode or st.st_dev != devnum):
+        return f"replaced since the inode pass ({kind(st.st_mode)})"
+    if not S_ISREG(st.st_mode):
+        return f"now {kind(st.st_mode)}, not a regular file"
+    return why_changed(entry, st, devnum)
+
+
 def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, windows: dict[str, int],
-           devnums: dict[str, int], progress, skipped: list[Skip], guard: PressureGuard | None = None
-           ) -> tuple[int, int, bool]:
+           devnums: dict[str, int], progress, skipped: list[Skip], guard: PressureGuard | None = None,
+           checked: bool = True) -> tuple[int, int, bool]:
     """The data pass: WILLNEED over the listed files in physical order, one thread, back to back.
 
     Issued without pause, neighbouring files' reads queue together and the
@@ -270,7 +286,14 @@ def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, w
     contend for the queue lock. Every 256 files `guard` is asked whether memory
     pressure rose: then the pass stops. Returns (files, bytes issued, stopped).
     """
-    opener, close, fadvise, willneed, fstat = open_listed, os.close, os.posix_fadvise, os.POSIX_FADV_WILLNEED, os.fstat
+    with ListedOpener() as opener:
+        return _issue_with(opener.open, entries, order_, listed, windows, devnums, progress, skipped, guard,
+                           checked)
+
+
+def _issue_with(opener, entries, order_, listed, windows, devnums, progress, skipped, guard, checked
+                ) -> tuple[int, int, bool]:
+    close, fadvise, willneed, fstat = os.close, os.posix_fadvise, os.POSIX_FADV_WILLNEED, os.fstat
     files = issued = 0
     for n, i in enumerate(order_, start=1):
         if not n % 256:
@@ -282,7 +305,7 @@ def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, w
             continue
         entry = entries[i]
         try:
-            fd = opener(entry.path, checked=True)  # resolved once: a directory swapped for a link is not followed
+            fd = opener(entry.path, checked)  # resolved once: a directory swapped for a link is not followed
         except Untrusted as e:
             skipped.append(Skip(entry.path, CHANGED, f"now {e.found}"))
             continue
@@ -291,10 +314,11 @@ def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, w
                            else failed(entry.path, e.errno or errno.EIO))
             continue
         try:
-            # The inode pass judged the name; this is the file opened: the same check again, before any read.
+            # The file opened is judged, before any read: the listed regular file (device, inode, size, mtime)?
             st = fstat(fd)
-            if not S_ISREG(st.st_mode) or st.st_ino != entry.inode or st.st_dev != devnums[entry.device]:
-                skipped.append(Skip(entry.path, CHANGED, f"replaced since the inode pass ({kind(st.st_mode)})"))
+            if not S_ISREG(st.st_mode) or st.st_ino != entry.inode or st.st_dev != devnums[entry.device] \
+                    or st.st_size != entry.size or st.st_mtime_ns != entry.mtime_ns:
+                skipped.append(Skip(entry.path, CHANGED, _why_opened_differs(entry, st, devnums[entry.device], checked)))
                 continue
             size, window = entry.size, windows[entry.device]
             if size <= window and entry.ranges == ((0, size),):
@@ -350,20 +374,27 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
     for entries in ([plist.entries] if isinstance(plist, PreloadList) else plist):
         if not entries:
             continue
-        for d in {e.device for e in entries} - windows.keys():
+        devices = {e.device for e in entries}
+        for d in devices - windows.keys():
             windows[d] = stack(d).window
             devnums[d] = os.makedev(*map(int, d.split(":")))
         # one method for the batch: the slowest kind of disk it touches decides (a seek costs the most)
-        kinds = {stacks[d].rotational for d in {e.device for e in entries}}
+        kinds = {stacks[d].rotational for d in devices}
         how = order.method(False if kinds == {False} else True if True in kinds else None, time_order)
         orders.add(how if how != "physical" else order.order_name(entries))
-        for d in {e.device for e in entries}:
-            report.methods[d] = stacks[d].describe(how)
         checker = _Checker(entries, devnums, progress, threading.Lock())
-        checker.run(max(1, threads) if threads is not None else None, use_io_uring)
+        read_first = report.metadata is not None and devices <= set(report.metadata.devices)
+        if order.inode_pass(how, read_first):
+            checker.run(max(1, threads) if threads is not None else None, use_io_uring)
+            inodes = "inodes read ahead, many at once"
+        else:  # each file is looked at and checked as it is opened, once
+            checker.trust_all()
+            inodes = "inodes read at open" + (" (the metadata pass read them)" if read_first else "")
+        for d in devices:
+            report.methods[d] = f"{stacks[d].describe(how)}; {inodes}"
         report.inode_pass, report.threads = checker.how, checker.parallel
         files, issued, stopped = _issue(entries, order.indices_for(how, entries), checker.listed, windows,
-                                        devnums, progress, checker.skipped, guard)
+                                        devnums, progress, checker.skipped, guard, checked=checker.how != "none")
         report.files, report.bytes = report.files + files, report.bytes + issued
         report.add_skips(checker.skipped)
         if guard is not None:
