@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # start-up is budgeted: `tunectl --version` imports nothing e
     from collections.abc import Mapping, Sequence
     from typing import TextIO
 
-    from tunectl.report import Progress
+    from tunectl.report import Progress, Report
 
 # command -> (the module that adds its arguments and runs it, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -100,6 +100,14 @@ class Output:
         from tunectl.report import escape
 
         self.stderr.write(escape(text) + "\n")
+
+    def show(self, report: Report) -> int:
+        """A command's result (tunectl.report.Report): its --json document, or its text; then its exit code."""
+        if self.json:
+            self.emit(report.to_json())
+        else:
+            report.render(self)
+        return report.exit_code
 
     def emit(self, doc: dict, one_line: bool = False) -> None:
         """This command's --json document: `tunectl-<command>`, its version, then `doc`'s keys."""

@@ -12,6 +12,25 @@ if TYPE_CHECKING:
     from typing import Any, TextIO
 
 
+class Report:
+    """The one contract of a command's result: `Output.show(report)` prints it and returns its exit code.
+
+    - `to_json()`: the body of the command's --json document (`Output.emit` adds format and version);
+    - `exit_code`: a property, worked out from the report's own facts (never assigned after the fact);
+    - `render(out)`: the text for people, through `out` (tables, sentences, warnings on stderr).
+    """
+
+    def to_json(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @property
+    def exit_code(self) -> int:
+        return 0
+
+    def render(self, out: Any) -> None:
+        raise NotImplementedError
+
+
 def column_name(header: str) -> str:
     """The name `-o` takes for a column: ``BEFORE -> AFTER`` -> ``before-after``, ``READ-AHEAD`` -> ``read-ahead``."""
     return re.sub(r"[^a-z0-9]+", "-", header.lower()).strip("-")

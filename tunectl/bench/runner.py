@@ -23,6 +23,7 @@ from tunectl.context import Context
 from tunectl.devices.discover import read_device
 from tunectl.errors import ExitCode, NotPermitted, TunectlError
 from tunectl.status import Status
+from tunectl.system.hold import holding
 from tunectl.system.runner import Completed
 from tunectl.system.sysfs import Sysfs
 from tunectl.tuning import apply as applying
@@ -82,7 +83,9 @@ class Sweep:
         return [o for o in self.restored if o.status not in (Status.CHANGED, Status.IN_SYNC)]
 
     def run(self) -> list[Run]:
-        with self.ctx.state.locked(), _sigterm_interrupts():
+        # The hold tells a verify meanwhile that these devices carry the sweep's temporary values.
+        with self.ctx.state.locked(), holding(self.ctx.state.dir, "tunectl bench",
+                                              [d.name for d in self.stack.devices]), _sigterm_interrupts():
             journal = snapshot(self.ctx, self.stack)
             try:
                 for i, point in enumerate(self.points, 1):

@@ -3,7 +3,8 @@
 A device hot-plugged while rules are installed is tuned by udev before any
 tunectl command runs: its values before that are lost to tunectl unless the
 rules kept them. The rules `udev install` writes do (``TUNECTL_ORIG_*``
-properties in udev's database, `tunectl.udev.scope.capture_rules`); this module
+properties in udev's database, `tunectl.udev.scope.capture_rules`; named by
+`tunectl.system.rulesfile.orig_name`); this module
 turns them into journal entries, never replacing an original already journalled.
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from tunectl.attributes import IOSCHED, QUEUE, parse_scheduler, parse_value
 from tunectl.devices.model import Device
-from tunectl.udev.scope import ORIG_PREFIX, orig_name
+from tunectl.system.rulesfile import ORIG_PREFIX, orig_name
 
 _ATTRIBUTE_OF = {orig_name(a): a for a in QUEUE}
 _ATTRIBUTE_OF.update({orig_name(f"iosched/{k}"): f"iosched/{k}" for knobs in IOSCHED.values() for k in knobs})

@@ -89,13 +89,11 @@ def _notes_first(active, out) -> None:
 
 
 def _running_bench(ctx) -> list[str]:
-    """The devices a running `tunectl bench` holds temporary values on (it names them in the lock it holds)."""
-    from tunectl.bench.cli import BENCH_HOLDER
+    """The devices a running `tunectl bench` holds temporary values on (its hold record in the state directory)."""
+    from tunectl.system.hold import held
 
-    holder = ctx.state.holder() if ctx.state.dir.exists() else None
-    if not holder or not holder.startswith(BENCH_HOLDER):
-        return []
-    return holder[len(BENCH_HOLDER):].split(" (", 1)[0].split()
+    hold = held(ctx.state.dir) if ctx.state.dir.exists() else None
+    return list(hold.devices) if hold is not None else []
 
 
 def _say_adopted(names: list[str], out) -> None:

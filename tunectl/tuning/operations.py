@@ -24,6 +24,7 @@ from tunectl.owners import find_owners
 from tunectl.owners.model import DeviceOwners, Owner
 from tunectl.profile.resolve import Profile
 from tunectl.status import Status
+from tunectl.system import rulesfile
 from tunectl.system.roots import under_dev
 from tunectl.system.state import ACTIVE
 from tunectl.tuning import apply as applying
@@ -444,8 +445,6 @@ def adopt_seen(ctx: Context, devices: list[Device]) -> list[str]:
 
 def _rules_before_rollback(ctx: Context, record: dict | None, check: bool, remove_rules: bool) -> list[str]:
     """Refuse a rollback the installed udev rules would undo; with `remove_rules`, remove them first."""
-    from tunectl.udev.install import remove_rules_file
-
     rules = intent.installed_rules(record)
     if rules is None or not os.path.exists(rules["path"]):
         return []
@@ -459,6 +458,6 @@ def _rules_before_rollback(ctx: Context, record: dict | None, check: bool, remov
         raise UsageError(f"udev rules {rules['path']} (profile {rules.get('ref')}) are installed: the next change "
                          "event would write their values again after a rollback, so nothing was restored",
                          hint="tunectl rollback --remove-rules removes the rules first; or keep the rules")
-    problems = remove_rules_file(ctx, rules["path"])
+    problems = rulesfile.remove(rules["path"], ctx.run)
     said = f"removed udev rules {rules['path']} (profile {rules.get('name') or rules.get('ref')}) before restoring"
     return [said] + problems

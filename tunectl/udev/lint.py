@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tunectl.udev.scope import ORIG_PREFIX
+from tunectl.system.rulesfile import ORIG_PREFIX
 
 MATCH_OPS = frozenset({"==", "!="})
 _ASSIGN = frozenset({"=", "+=", ":="})
