@@ -106,8 +106,8 @@ def parse_udev_rules(path: str, text: str, kind: str = "udev-rule") -> list[Assi
     out = []
     for number, line in logical_lines(text):
         stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
+        if not stripped or stripped.startswith("#") or not _may_write(stripped):
+            continue  # most rules write no queue attribute: their keys are not even split
         keys, pos = [], 0
         while pos < len(stripped):
             m = _UDEV_KEY.match(stripped, pos)
@@ -144,6 +144,11 @@ def parse_udev_rules(path: str, text: str, kind: str = "udev-rule") -> list[Assi
         target = Target(kernels, tuple(needs))
         out.extend(Assignment(kind, name, value, path, number, target, BOTH, note) for name, value, note in writes)
     return out
+
+
+def _may_write(text: str) -> bool:
+    """False when `text` names no queue attribute (``queue/X`` or ``bdi/read_ahead_kb``), so it writes none."""
+    return "queue/" in text or "bdi/read_ahead_kb" in text
 
 
 def _alt_hits(have: str, pattern: str, op: str) -> bool:
@@ -215,6 +220,8 @@ def parse_tmpfiles(path: str, text: str) -> list[Assignment]:
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
+        if not _may_write(line) and not any(c in line for c in "\\'\""):
+            continue  # no attribute named, nor one quoting or a backslash could spell: shlex need not split it
         try:
             fields = shlex.split(line)
         except ValueError:

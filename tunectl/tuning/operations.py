@@ -11,6 +11,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from tunectl import __version__
 from tunectl.attributes import modular_schedulers
 from tunectl.context import Context
 from tunectl.devices.classes import OPT_IN_CLASSES
@@ -325,8 +326,6 @@ def apply(ctx: Context, active: intent.Active, dev_refs: list[str] | None = None
 
 
 def changed_by(ref: str) -> dict:
-    from tunectl import __version__
-
     return {"profile": ref, "tunectl": __version__, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 

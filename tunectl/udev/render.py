@@ -47,6 +47,7 @@ from tunectl.devices.classes import BUS_BY_PATH, CLASS_TABLE, CLASSES, DM_TYPES,
 from tunectl.errors import ExitCode, UsageError
 from tunectl.profile.checks import glob_problem
 from tunectl.profile.resolve import Profile
+from tunectl.system.rulesfile import RULES_FILE
 from tunectl.udev.match import (
     RuleWriter,
     describe_match,
@@ -57,7 +58,6 @@ from tunectl.udev.match import (
 from tunectl.udev.scope import capture_rules, scope_rules
 from tunectl.udev.writes import Range, write_stage
 
-RULES_FILE = "65-tunectl.rules"  # after 60-persistent-storage*.rules: ID_* and DM_* exist by then
 FORMAT_VERSION = 1
 END = "tunectl_end"
 

@@ -102,3 +102,27 @@ def test_on_flash_there_is_no_inode_pass_and_each_file_is_checked_at_open(tmp_pa
     assert reasons == {"b": ("changed", "size 5000 -> 6000"), "e": ("changed", "now a named pipe, not a regular file"),
                        "f": ("vanished", os.strerror(errno.ENOENT))}, reasons
     assert report.files == 2 and report.bytes == 100 + 70000
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_the_inode_pass_stops_after_its_sample_when_the_inodes_answer_from_a_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fast: bool) -> None:
+    files = make_files(tmp_path / "data", {f"f{i}": 1000 + i for i in range(6)})
+    lst = tmp_path / "set.list"
+    assert tunectl("preload", "collect", str(tmp_path / "data"), "-o", str(lst)).code == 0
+    monkeypatch.setattr(replay_module, "read_stack", lambda sysfs, device: Stack(device, True, 64, 128 << 10, None))
+    monkeypatch.setattr(replay_module, "SAMPLE", 2)
+    monkeypatch.setattr(replay_module, "FAST_STATS", 0 if fast else float("inf"))
+    plist = read_list(str(lst))
+    last = sorted(plist.entries, key=lambda e: e.inode)[-1]  # judged by the pass only when it runs to the end
+    Path(last.path).unlink()
+    os.mkfifo(last.path)
+    report = replay(Sysfs("/sys"), plist, str(lst))
+    assert report.inode_pass == "io_uring" and report.inode_pass_files == (2 if fast else 6)
+    (how,) = report.methods.values()
+    assert ("inode pass stopped after 2 files" in how) == fast, how
+    (skip,) = report.skipped  # the pipe is never opened either way: judged by the pass, or looked at first
+    assert skip.path == last.path and skip.status == "changed", skip
+    assert skip.reason == ("now a named pipe, not a regular file" if fast else f"inode {last.inode} -> "
+                           f"{os.lstat(last.path).st_ino} (replaced)"), skip
+    assert report.files == 5 and {Path(p) for p in (e.path for e in plist.entries)} == set(files)
