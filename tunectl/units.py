@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from tunectl.errors import UsageError
+
 # As dd(1) counts: K, M, G, T and KiB... are powers of 1024; KB, MB, GB, TB are SI, powers of 1000, as disk
 # vendors and parted mean them ("300 GB" is 300 * 10^9 bytes).
 _FACTORS = {
@@ -54,8 +56,6 @@ def format_bytes(n: int) -> str:
 
 def size_option(text: str, option: str) -> int:
     """A command-line size (``--size 64M``): more than 0 bytes, else a UsageError naming the option."""
-    from tunectl.errors import UsageError
-
     try:
         value = parse_bytes(text)
     except ValueError as e:

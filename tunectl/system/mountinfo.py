@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from tunectl.errors import TunectlError
 from tunectl.system.roots import PROC
+from tunectl.system.trust import open_beneath
 
 _ESCAPE = re.compile(r"\\([0-7]{3})")
 
@@ -99,8 +100,6 @@ def read_mounts(root: str | None) -> tuple[list[Mount], list[str]]:
             with open(path, encoding="utf-8", errors="replace") as f:
                 text = f.read()
         else:  # a fake /proc: below its root, no link at the end, never a pipe
-            from tunectl.system.trust import open_beneath
-
             with open(open_beneath(root, "self/mountinfo", os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
                 if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                     raise OSError(errno.EINVAL, "not a regular file", path)
