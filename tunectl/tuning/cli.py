@@ -121,6 +121,13 @@ def _say_adopted(names: list[str], out) -> None:
                  "(tuned by the rules before tunectl saw them)")
 
 
+def _owners_of():
+    """The owners check, loaded by the commands that show who set a value (status, verify), not by plan or apply."""
+    from tunectl.owners import find_owners
+
+    return find_owners
+
+
 def _cmd_status(ctx, args, out) -> int:
     from tunectl.report import show
     from tunectl.tuning import intent
@@ -128,7 +135,7 @@ def _cmd_status(ctx, args, out) -> int:
 
     active = intent.choose(ctx, args.profile, "status")
     _notes_first(active, out)
-    report = tuning.status(ctx, active.profile, args.devices, scoped=not args.all)
+    report = tuning.status(ctx, active.profile, _owners_of(), args.devices, scoped=not args.all)
     _warn_profile(report, out)
     _say_adopted(tuning.adopt_seen(ctx, report.devices), out)
     drift_by_dev: dict[str, int] = {}
@@ -240,7 +247,8 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     active = intent.choose(ctx, args.profile, "verify" if verify else "plan")
     _notes_first(active, out)
     scoped = (verify or active.from_record) and not args.all
-    report = tuning.plan(ctx, None, args.devices, profile=active.profile, scoped=scoped, verify=verify)
+    report = tuning.plan(ctx, None, args.devices, profile=active.profile, scoped=scoped, verify=verify,
+                         owners_of=_owners_of() if verify else None)
     _warn_profile(report, out)
     _say_adopted(tuning.adopt_seen(ctx, report.devices), out)
     benched = _running_bench(ctx) if verify else []
