@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from tunectl.attributes import KNOB_DEFAULTS, default_scheduler, derived_read_ahead_kb, read_ahead_generation
 from tunectl.context import Context
 from tunectl.devices.model import Device
+from tunectl.errors import TunectlError
 from tunectl.owners import sources
 from tunectl.owners.model import KernelDefault, TunectlMark, Writer
 from tunectl.owners.sources import Assignment
@@ -136,7 +137,6 @@ def _tuned(ctx: Context, machine: Machine) -> None:
     dirs = [d for d in (_under(ctx, d) for d in sources.TUNED_DIRS) if d and os.path.isdir(d)]
     for name in names:
         try:
-            from tunectl.errors import TunectlError
             from tunectl.profile.tuned_import import import_tuned
 
             imported = import_tuned(name, dirs)

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from tests.preload_helpers import make_files, tunectl
-from tunectl.preload import order
+from tunectl.preload import listfile, order
 from tunectl.preload import replay as replay_module
 from tunectl.preload.listfile import read_list
+from tunectl.preload.listing import Entry, ListError, render
 from tunectl.preload.replay import Stack, replay
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.trust import ListedOpener, Untrusted
@@ -115,8 +116,8 @@ def test_the_inode_pass_stops_after_its_sample_when_the_inodes_answer_from_a_cac
     monkeypatch.setattr(replay_module, "FAST_STATS", 0 if fast else float("inf"))
     plist = read_list(str(lst))
     last = sorted(plist.entries, key=lambda e: e.inode)[-1]  # judged by the pass only when it runs to the end
-    Path(last.path).unlink()
-    os.mkfifo(last.path)
+    os.mkfifo(tmp_path / "pipe")  # made while the file still holds its inode: never the same number
+    os.replace(tmp_path / "pipe", last.path)
     report = replay(Sysfs("/sys"), plist, str(lst))
     assert report.inode_pass == "io_uring" and report.inode_pass_files == (2 if fast else 6)
     (how,) = report.methods.values()
@@ -126,3 +127,26 @@ def test_the_inode_pass_stops_after_its_sample_when_the_inodes_answer_from_a_cac
     assert skip.reason == ("now a named pipe, not a regular file" if fast else f"inode {last.inode} -> "
                            f"{os.lstat(last.path).st_ino} (replaced)"), skip
     assert report.files == 5 and {Path(p) for p in (e.path for e in plist.entries)} == set(files)
+
+
+@pytest.mark.parametrize("chunk", [64, 1000, 4 << 20])
+def test_a_list_read_in_chunks_gives_every_entry_and_names_the_bad_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      chunk: int) -> None:
+    monkeypatch.setattr(listfile, "CHUNK", chunk)
+    entries = [Entry(f"/d/f{i}", "8:1", 100 + i, 10 + i, 7, ((0, 10 + i),), None) for i in range(50)]
+    text = render(entries, "2026-11-26T00:00:00Z", time_order=True).split("\n")
+    text.insert(20, "   ")  # a blank line: left out, the numbers after it still the file's
+    good = tmp_path / "good.list"
+    good.write_text("\n".join(text).rstrip("\n"))  # no newline after the last entry
+    got = [e for _, batch in listfile.batches(str(good), size=7) for e in batch]
+    assert got == entries
+    assert [len(b) for _, b in listfile.batches(str(good), size=7)] == [7] * 7 + [1]
+    text[45] = text[45].replace('"8:1"', '"8:x"')  # line 46 of the file
+    bad = tmp_path / "bad.list"
+    bad.write_text("\n".join(text))
+    with pytest.raises(ListError, match=rf"^{bad}:46: device"):
+        list(listfile.batches(str(bad), size=7))
+    text[45] = text[45].replace('"8:x"', '"8:1"').encode().decode() + "\udcff"
+    bad.write_bytes("\n".join(text).encode("utf-8", "surrogateescape"))
+    with pytest.raises(ListError, match=rf"^{bad}:46: not UTF-8"):
+        list(listfile.batches(str(bad), size=7))
