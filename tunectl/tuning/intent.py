@@ -129,6 +129,16 @@ def scope_of(record: dict | None) -> list[str] | None:
     return [str(i) for i in record["scope"]]
 
 
+def kept_originals(rules: dict | None) -> dict[str, dict[str, str]]:
+    """identity -> udev property (``TUNECTL_ORIG_*``) -> value, the originals `udev install` kept for below: in the
+    record of its rules; what is not of that shape is left out."""
+    kept = rules.get("kept") if rules is not None else None
+    if not isinstance(kept, dict):
+        return {}
+    return {identity: {k: v for k, v in values.items() if isinstance(k, str) and isinstance(v, str)}
+            for identity, values in kept.items() if isinstance(identity, str) and isinstance(values, dict)}
+
+
 def installed_rules(record: dict | None) -> dict | None:
     """The rules the record says are installed, or None."""
     rules = record.get("rules") if record is not None else None

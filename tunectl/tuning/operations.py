@@ -430,8 +430,12 @@ def adopt_rules_originals(ctx: Context, record: dict | None, journal: dict, devi
         return []
     by = dict(changed_by(str(rules.get("ref"))), via="udev rules")
     scope = rules.get("scope")
-    return adopt(journal, devices, lambda d: ctx.udev.record(d.devnum).properties, by,
-                 scope=scope if isinstance(scope, list) else None)
+    # What install kept for below: wins over udev's database: a disk's first event after install may come after the
+    # RUN of a stack above it wrote below:, and the rules would keep that value. The database has the rest, and the
+    # devices that appeared after install (their first event comes before any stack over them).
+    kept = intent.kept_originals(rules)
+    return adopt(journal, devices, lambda d: {**ctx.udev.record(d.devnum).properties, **kept.get(d.identity, {})},
+                 by, scope=scope if isinstance(scope, list) else None)
 
 
 def adopt_seen(ctx: Context, devices: list[Device]) -> list[str]:
