@@ -89,7 +89,7 @@ def run(ctx, args, out) -> int:
     from tunectl.bench.report import active_wants
 
     active = active_wants(ctx, stack)  # before the sweep: its values are temporary
-    # What a verify meanwhile reads from the lock: these devices hold the sweep's temporary values.
+    # Who holds the lock, as a run waiting for it says (a verify learns the devices from the hold record).
     ctx.state.command = f"{BENCH_HOLDER} {' '.join(d.name for d in stack.devices)}"
     schedulers = _schedulers(stack, wanted)
     stacking.check_nodes(ctx, stack)

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from tunectl.attributes import parse_scheduler
 from tunectl.bench.diskstat import DiskStat, delta, read_stats
 from tunectl.bench.results import RandomRead, Run
 from tunectl.bench.stack import Target
@@ -23,6 +24,7 @@ from tunectl.context import Context
 from tunectl.devices.discover import read_device
 from tunectl.errors import ExitCode, NotPermitted, TunectlError
 from tunectl.status import Status
+from tunectl.system.hold import holding
 from tunectl.system.runner import Completed
 from tunectl.system.sysfs import Sysfs
 from tunectl.tuning import apply as applying
@@ -82,7 +84,9 @@ class Sweep:
         return [o for o in self.restored if o.status not in (Status.CHANGED, Status.IN_SYNC)]
 
     def run(self) -> list[Run]:
-        with self.ctx.state.locked(), _sigterm_interrupts():
+        # The hold tells a verify meanwhile that these devices carry the sweep's temporary values.
+        with self.ctx.state.locked(), holding(self.ctx.state.dir, "tunectl bench",
+                                              [d.name for d in self.stack.devices]), _sigterm_interrupts():
             journal = snapshot(self.ctx, self.stack)
             try:
                 for i, point in enumerate(self.points, 1):
@@ -139,8 +143,6 @@ class Sweep:
 
 
 def _scheduler(sysfs: Sysfs, name: str) -> str | None:
-    from tunectl.attributes import parse_scheduler
-
     return parse_scheduler(sysfs.read_or(f"block/{name}/queue/scheduler", "") or "")[0]
 
 

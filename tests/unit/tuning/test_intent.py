@@ -249,7 +249,7 @@ def test_udev_remove_does_not_promise_what_rollback_cannot_do(t: Tunectl, tmp_pa
     assert t("apply", "-p", "mydb", "loop0").code == 0
     assert t("udev", "install", "--rules-dir", str(tmp_path)).code == 0
     r = t("udev", "remove", "--rules-dir", str(tmp_path))
-    assert r.code == 0 and "restores the originals" not in r.out and "keeps the rules' values" in r.out
+    assert r.code == 0 and "restores the originals" not in r.out and "keeps the rules' value" in r.out
     assert "rules" not in _record(t)
     assert t("rollback").code == 0
 
@@ -278,6 +278,25 @@ def test_a_device_the_rules_tuned_first_gets_the_originals_they_kept(t: Tunectl,
     assert entry["iosched"]["mq-deadline"]["read_expire"] == int(original["iosched/read_expire"])
     assert "journalled" not in t("verify").err  # once
     assert t("rollback", "--remove-rules").code == 0
+    assert snapshot(t.tree, "loop9") == original
+
+
+def test_udev_remove_journals_what_the_rules_kept_before_it_forgets_them(t: Tunectl, tmp_path: Path,
+                                                                        udevadm: _Udevadm) -> None:
+    """#34: a value written under the rules on a device no tunectl command saw since (a hot-plugged disk, or a disk
+    whose stack was made after install and whose below: the RUN wrote): `udev remove` then `rollback`, with no
+    command between, restores it. Before, the remove dropped the rules from the record first, so nothing adopted."""
+    assert t("apply", "-p", "mydb", "--all").code == 0
+    assert t("udev", "install", "--rules-dir", str(tmp_path)).code == 0
+    t.tree.add_loop("loop9", "/srv/images/new.img")
+    original = snapshot(t.tree, "loop9")
+    db = t.tree.udev_root / f"b{t.tree.devnum('loop9')}"
+    db.write_text(db.read_text() + f"E:TUNECTL_ORIG_READ_AHEAD_KB={original['read_ahead_kb']}\n")
+    t.tree.sysfs.write("block/loop9/queue/read_ahead_kb", "1024")
+    r = t("udev", "remove", "--rules-dir", str(tmp_path))
+    assert r.code == 0 and "journalled the originals the udev rules kept for loop9" in r.err, r.err
+    assert "rules" not in _record(t)
+    assert t("rollback").code == 0
     assert snapshot(t.tree, "loop9") == original
 
 
@@ -329,16 +348,57 @@ def test_a_bench_whose_device_vanished_says_what_it_could_not_restore(t: Tunectl
 
 
 def test_verify_names_a_running_bench_and_does_not_call_its_values_drift(t: Tunectl) -> None:
+    """A real sweep: verify runs between its points, and learns the devices from bench's hold record."""
+    from tunectl.bench import stack as stacking
+    from tunectl.bench.runner import Io, Sweep
+    from tunectl.bench.sweep import plan_points
+    from tunectl.system.hold import HOLD
+
+    assert t("apply", "-p", "mydb", "loop0", "loop1").code == 0
+    bump_block_stat(t.tree, "loop0")
+    seen = []
+
+    def read(path: str, limit: int, block: int) -> tuple[int, float]:
+        seen.append((t("verify"), oct((t.ctx.state.dir / HOLD).stat().st_mode & 0o7777)))
+        return limit, 0.01
+
+    sweep = Sweep(t.ctx, stacking.resolve(t.ctx, "loop0"), plan_points([16], [None], 1, seed=3), 1 << 20, 4096,
+                  Io(read, lambda files, nodes: None))
+    sweep.run()
+    (r, mode), = seen
+    assert r.code == 0 and "a bench is running on loop0" in r.err, r.err
+    assert mode == "0o644"
+    assert not (t.ctx.state.dir / HOLD).exists()  # removed when the sweep ended
+    t.tree.sysfs.write("block/loop0/queue/read_ahead_kb", "16")  # a value the sweep left behind is drift again
+    assert t("verify").code == 1
+
+
+def test_verify_ignores_the_lock_line_and_the_hold_of_a_process_that_is_gone(t: Tunectl) -> None:
+    """The lock's line is a message for waiting people, not data; a hold left by a killed bench is no hold."""
+    import subprocess
+
+    from tunectl.system.hold import HOLD, Hold, start_time
     from tunectl.system.state import StateStore
 
     assert t("apply", "-p", "mydb", "loop0", "loop1").code == 0
-    t.tree.sysfs.write("block/loop0/queue/read_ahead_kb", "16")  # a sweep point
+    t.tree.sysfs.write("block/loop0/queue/read_ahead_kb", "16")
     bench = StateStore(t.ctx.state.dir)
     bench.command = "tunectl bench on loop0"
     with bench.locked():
         r = t("verify")
+    assert r.code == 1 and "a bench is running" not in r.err
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its pid runs no more
+    (t.ctx.state.dir / HOLD).write_text(json.dumps(Hold("tunectl bench", gone.pid, None, ("loop0",)).to_json()))
+    r = t("verify")
+    assert r.code == 1 and "a bench is running" not in r.err
+    # Our own pid with another start time: the pid was reused by a later process.
+    mine = start_time(os.getpid())
+    (t.ctx.state.dir / HOLD).write_text(json.dumps(Hold("tunectl bench", os.getpid(), mine + 1, ("loop0",)).to_json()))
+    assert t("verify").code == 1
+    (t.ctx.state.dir / HOLD).write_text(json.dumps(Hold("tunectl bench", os.getpid(), mine, ("loop0",)).to_json()))
+    r = t("verify")
     assert r.code == 0 and "a bench is running on loop0" in r.err
-    assert t("verify").code == 1  # once it ended, the same value is drift
 
 
 def test_align_without_dev_reads_every_disk_it_can_and_lists_the_others(t: Tunectl) -> None:
