@@ -18,12 +18,23 @@ from math import gcd
 from tunectl.align.table import PartedDisk
 from tunectl.attributes import io_opt_sanity
 from tunectl.errors import ExitCode
-from tunectl.report import Report
+from tunectl.report import Column, Report
+from tunectl.status import Marked, Verdict
 from tunectl.units import format_bytes
 
 MiB = 1024 * 1024
 PED_DEFAULT_ALIGNMENT = MiB
-COLUMNS = ["DISK", "PART", "START", "SIZE", "GRAIN", "ALIGNED", "OFF BY", "SUGGESTED START", "PARTED"]
+COLUMNS = [  # align's column table: -o, --columns and the cuts
+    Column("DISK", "the disk's kernel name", cut="never"),
+    Column("PART", "the partition number, its name and type (logical, extended) when it has them"),
+    Column("START", "the first sector, in logical sectors"),
+    Column("SIZE", "the partition's size"),
+    Column("GRAIN", "the boundary starts must fall on: lcm of the profile's boundary, io sizes and block sizes"),
+    Column("ALIGNED", "yes, or NO when the start (less alignment_offset) is not a multiple of the grain", cut="never"),
+    Column("OFF BY", "how far past the last boundary the start lies"),
+    Column("SUGGESTED START", "the next aligned start sector"),
+    Column("PARTED", "what `parted align-check optimal N` answers (yes, no)"),
+]
 
 @dataclass(frozen=True)
 class Topology:
@@ -254,14 +265,15 @@ class AlignReport(Report):
             for w in disk.warnings if not out.quiet else ():
                 out.warn(f"tunectl: {disk.device}: {w}")
             if disk.table is None:
-                rows.append([disk.device, "-", "-", "-", "-", "no table" if not disk.unreadable else "unreadable",
-                             "-", "-", "-"])
+                said = Marked("no table", Verdict.DRIFT) if not disk.unreadable else Marked("unreadable", Verdict.FAILED)
+                rows.append([disk.device, "-", "-", "-", "-", said, "-", "-", "-"])
                 continue
             grain = format_bytes(disk.grain.bytes) if disk.grain else "-"
             for p in disk.partitions:
                 label = f"{p.number}" + (f" ({p.name})" if p.name else "") + (f" {p.type}" if p.type != "primary" else "")
+                aligned = Marked("yes", Verdict.IN_SYNC) if p.aligned else Marked("NO", Verdict.MISALIGNED)
                 rows.append([disk.device, label, f"{p.start_sector}s", format_bytes(p.size_sectors * disk.sector_size),
-                    grain, "yes" if p.aligned else "NO", format_bytes(p.off_by_bytes) if not p.aligned else "-",
+                    grain, aligned, format_bytes(p.off_by_bytes) if not p.aligned else "-",
                     f"{p.suggested_start_sector}s" if p.suggested_start_sector is not None else "-",
                     "yes" if p.parted_optimal else "no"])
                 if p.note and (out.verbose or not p.aligned or p.aligned != p.parted_optimal):
@@ -270,7 +282,7 @@ class AlignReport(Report):
                 notes.append(f"{disk.device}: grain {format_bytes(disk.grain.bytes)} from {disk.grain.source}")
         out.heading(f"profile: {self.profile}")
         if rows:
-            out.print(out.table(COLUMNS, rows, keep=("DISK", "ALIGNED")))
+            out.print(out.table(COLUMNS, rows))
         else:
             out.print("no disk with a partition table")
         for note in notes:

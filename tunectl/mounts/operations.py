@@ -21,12 +21,21 @@ from tunectl.mounts import options as opts
 from tunectl.mounts.check import FsCheck, evaluate
 from tunectl.mounts.fstab_file import MAX_FSTAB_BYTES
 from tunectl.mounts.rules import Facts
-from tunectl.report import Report
+from tunectl.report import Column, Report
 from tunectl.system import mountinfo
 from tunectl.system.roots import under_dev
 from tunectl.system.runner import CommandError, Completed
 
-CHECK_COLUMNS = ["TARGET", "SOURCE", "FSTYPE", "DISKS", "WANTED", "LIVE", "FSTAB", "DRIFT"]
+CHECK_COLUMNS = [  # mounts check's column table: -o, --columns and the cuts
+    Column("TARGET", "the mountpoint", cut="middle"),
+    Column("SOURCE", "what is mounted there (device, UUID=, LABEL=)", cut="middle"),
+    Column("FSTYPE", "the filesystem type"),
+    Column("DISKS", "the disks under the filesystem"),
+    Column("WANTED", "the options the profile's mounts: rules want (-name: must be absent)"),
+    Column("LIVE", "the options in effect now (mountinfo), or (not mounted)"),
+    Column("FSTAB", "the fstab entry's options and its line, or (not in fstab)"),
+    Column("DRIFT", "where each wanted option is missing or extra (live:, fstab:), or 'in sync'"),
+]
 
 
 def printable(text: str) -> str:
@@ -67,6 +76,7 @@ class CheckReport(Report):
     def render(self, out) -> None:
         """The profile's warnings, a row per filesystem (wanted, live, fstab, drift), the options skipped, the timer."""
         from tunectl.report import escape_field, show
+        from tunectl.status import Marked, Verdict
 
         for w in self.warnings:
             out.warn(printable(f"tunectl: warning: {w}"))
@@ -77,9 +87,10 @@ class CheckReport(Report):
                          show(fs.want.present + [f"-{n}" for n in fs.want.absent]) if fs.want.present or fs.want.absent else "-",
                          show(fs.live.options) if fs.live is not None else "(not mounted)",
                          show(fs.entry.options) + f" (line {fs.entry.lineno})" if fs.entry is not None else "(not in fstab)",
-                         drift or ("source not found" if fs.unresolved else "in sync")])
+                         Marked(drift, Verdict.DRIFT) if drift else Marked("source not found", Verdict.UNAVAILABLE)
+                         if fs.unresolved else Marked("in sync", Verdict.IN_SYNC)])
         out.heading(printable(escape_field(f"profile: {self.profile}   fstab: {self.fstab_path}")))
-        out.print(printable(out.table(CHECK_COLUMNS, rows, middle=("TARGET", "SOURCE"))))
+        out.print(printable(out.table(CHECK_COLUMNS, rows)))
         skips = [(fs.target, s) for fs in self.filesystems for s in fs.want.skipped]
         for target, s in skips:
             out.say(printable(escape_field(f"skipped on {target}: {s.option}: {s.reason}")))

@@ -17,12 +17,12 @@ from tunectl.errors import TunectlError
 from tunectl.system.roots import PROC
 from tunectl.system.trust import open_beneath
 
-_ESCAPE = re.compile(r"\\([0-7]{3})")
+_ESCAPE = r"\\([0-7]{3})"  # compiled at first use (re keeps it): most runs never need it
 
 
 def unescape(text: str) -> str:
     """fstab and mountinfo octal escapes: ``\\040`` space, ``\\011`` tab, ``\\134`` backslash."""
-    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), text)
+    return re.sub(_ESCAPE, lambda m: chr(int(m.group(1), 8)), text)
 
 
 def escape(text: str) -> str:

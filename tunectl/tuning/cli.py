@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from tunectl.errors import ExitCode, TunectlError
-from tunectl.status import Status
+from tunectl.report import Column
+from tunectl.status import Marked, Status
 
 EXAMPLES = {
     "status": "examples:\n  tunectl status\n  tunectl status --json | jq '.devices[].class'",
@@ -20,11 +21,29 @@ EXAMPLES = {
 }
 
 
-STATUS_COLUMNS = ["DEVICE", "CLASS", "SCHEDULER", "READ-AHEAD", "IDENTITY", "DRIFT", "KNOBS"]
-SETTING_COLUMNS = ["DEVICE", "ATTRIBUTE", "BEFORE -> AFTER", "SOURCE", "STATUS", "NOTE"]
-VERIFY_COLUMNS = SETTING_COLUMNS + ["OWNER"]  # who set the value now there (tunectl.owners); shown with -v
+# The column tables (lsblk's idea): -o picks from them, --columns lists them with their help, the table cuts by them.
 # At 80 columns a plan cuts where a value came from and its note before any value.
-FIT = {"middle": ("IDENTITY",), "keep": ("DEVICE", "STATUS", "DRIFT"), "cut_first": ("SOURCE", "NOTE")}
+STATUS_COLUMNS = [
+    Column("DEVICE", "the kernel name (sda, nvme0n1, dm-0)", cut="never"),
+    Column("CLASS", "the device class the profile's classes: match (/dm subtype for device-mapper)"),
+    Column("SCHEDULER", "the active I/O scheduler"),
+    Column("READ-AHEAD", "queue/read_ahead_kb, in KiB"),
+    Column("IDENTITY", "what identifies the device across boots (WWN, serial, UUID, loop backing file)", cut="middle"),
+    Column("DRIFT", "settings that differ from the profile, 'in sync', or 'skip' (the profile sets nothing here)",
+           cut="never"),
+    Column("KNOBS", "the active scheduler's tunables (queue/iosched/*)", hidden=True),
+]
+SETTING_COLUMNS = [
+    Column("DEVICE", "the kernel name of the device set", cut="never"),
+    Column("ATTRIBUTE", "the sysfs attribute under queue/ (scheduler, read_ahead_kb, iosched/...)"),
+    Column("BEFORE -> AFTER", "the value now, and the value the profile wants (a range: kept when inside)"),
+    Column("SOURCE", "the profile layer the value comes from (classes.X, devices[N], below:)", cut="first"),
+    Column("STATUS", "ok, change, changed, skip, unavailable, failed or not-permitted", cut="never"),
+    Column("NOTE", "why: a skip's or a failure's reason, a kernel's rounding", cut="first"),
+]
+# who set the value now there (tunectl.owners); shown with -v
+VERIFY_COLUMNS = [*SETTING_COLUMNS, Column("OWNER", "who set the value now there (tunectl, a udev rule, tuned, "
+                                                    "the kernel's default)", hidden=True)]
 
 
 DEV_HELP = ("a device: kernel name (sda), /dev path or link, UUID=, LABEL=, PARTUUID=, PARTLABEL=, a partition "
@@ -36,11 +55,11 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
 
     p.epilog = EXAMPLES.get(name)
     if name == "status":
-        add_table_options(p, STATUS_COLUMNS, hidden=("KNOBS",))
+        add_table_options(p, STATUS_COLUMNS)
     elif name == "plan":
         add_table_options(p, SETTING_COLUMNS)
     elif name == "verify":
-        add_table_options(p, VERIFY_COLUMNS, hidden=("OWNER",))
+        add_table_options(p, VERIFY_COLUMNS)
     if name == "rollback":
         p.add_argument("devices", nargs="*", metavar="DEV", help=f"{DEV_HELP} (default: all journalled)")
         p.add_argument("--check", action="store_true", help="show what would be restored, write nothing")
@@ -131,8 +150,8 @@ def _cmd_status(ctx, args, out) -> int:
     for d in report.devices:
         knobs = " ".join(f"{k}={v}" for k, v in sorted(d.iosched.items()))
         # a device the profile sets nothing on is skipped, as plan says, not "in sync"
-        drift = f"{drift_by_dev[d.name]} setting(s)" if d.name in drift_by_dev else "in sync" if d.name in tuned \
-            else "skip"
+        drift = Marked(f"{drift_by_dev[d.name]} setting(s)", Status.DRIFT) if d.name in drift_by_dev else \
+            Marked("in sync", Status.IN_SYNC) if d.name in tuned else Marked("skip", Status.SKIP)
         rows.append([d.name, d.cls + (f"/{d.dm_type}" if d.dm_type else ""), show(d.scheduler),
                      show(d.queue.get("read_ahead_kb")), d.identity, drift, knobs])
     out.heading(f"profile: {report.profile}")
@@ -141,7 +160,7 @@ def _cmd_status(ctx, args, out) -> int:
         out.heading(f"udev rules: {rules['path']} (profile {rules.get('ref')}"
                   + (", every device)" if rules.get("scope") is None else f", {len(rules['scope'])} device(s))"))
     _print_scope(report, out)
-    out.print(out.table(STATUS_COLUMNS, rows, hide=() if out.verbose else ("KNOBS",), **FIT))
+    out.print(out.table(STATUS_COLUMNS, rows))
     if out.verbose:
         _print_owners(report, out)
     return report.exit_code
@@ -245,8 +264,7 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     out.heading(f"profile: {report.profile}")
     _print_scope(report, out)
     if rows:
-        out.print(out.table(VERIFY_COLUMNS if verify else SETTING_COLUMNS, rows,
-                            hide=() if out.verbose or not verify else ("OWNER",), **FIT))
+        out.print(out.table(VERIFY_COLUMNS if verify else SETTING_COLUMNS, rows))
     _print_skipped(report.skipped, out)
     out.heading(_summary([s.status for s in report.settings]))
     if verify:
@@ -291,7 +309,7 @@ def _render_apply(report, args, out) -> int:
             out.warn(f"tunectl: note: skipped {device}: {reason}")
     else:
         if rows:
-            out.print(out.table(SETTING_COLUMNS, rows, **FIT))
+            out.print(out.table(SETTING_COLUMNS, rows))
         _print_skipped(report.skipped, out)
     verb = "would change" if report.check else "changed"
     n = sum(o.status in (Status.CHANGED, Status.CHANGE) for o in report.outcomes)

@@ -126,6 +126,7 @@ class RemoveReport:
     reloaded: bool = False
     problems: list[str] = field(default_factory=list)
     exit_code: ExitCode = ExitCode.OK
+    adopted: list[str] = field(default_factory=list)  # devices whose originals the rules kept were journalled
 
     def to_json(self) -> dict:
         return {"ok": self.exit_code == ExitCode.OK, "path": str(self.path), "removed": self.removed,
@@ -294,16 +295,19 @@ def remove(ctx, rules_dir: str | None) -> RemoveReport:
     _require_root("remove")
     rules_dir = rules_dir_of(ctx, rules_dir)
     target = (Path(rules_dir) / RULES_FILE).absolute()
+    record = intent.current(ctx)
+    rules = intent.installed_rules(record)
+    # What the rules kept in udev's database is adopted only while the record says they are installed: journal it
+    # now, or the rollback after this removal would leave every value the rules (or their RUN) wrote unrestored.
+    adopted = tuning.adopt_seen(ctx, tuning.discover_devices(ctx)) if rules is not None else []
     present = target.exists()
     problems = rulesfile.remove(target, ctx.run)
     removed = present and not target.exists()
-    record = intent.current(ctx)
-    rules = intent.installed_rules(record)
     if rules is not None and Path(rules["path"]) == target:
         with ctx.state.locked():
             ctx.state.save_active_profile({k: v for k, v in record.items() if k != "rules"})
     return RemoveReport(target, removed, reloaded=removed and not problems, problems=problems,
-                        exit_code=ExitCode.PARTIAL if problems else ExitCode.OK)
+                        exit_code=ExitCode.PARTIAL if problems else ExitCode.OK, adopted=adopted)
 
 
 def check(ctx, ref: str | None, rules_dir: str | None, warn=None, everything: bool = False) -> RulesCheckReport:
