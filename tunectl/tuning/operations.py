@@ -175,6 +175,11 @@ def _discover(ctx: Context, queue_attrs: set[str] | None = None, names: set[str]
     return discover(ctx.sysfs, ctx.udev, queue_attrs, modular_schedulers(ctx.modules.loadable()), names, graph)
 
 
+def discover_devices(ctx: Context) -> list[Device]:
+    """Every device on this machine, as the tuning commands see them (for a command that adopts before it acts)."""
+    return _discover(ctx)
+
+
 def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None,
          profile: Profile | None = None, stack: bool = False, scoped: bool = False, verify: bool = False,
          owners_of: OwnersOf | None = None) -> PlanReport:
@@ -424,7 +429,9 @@ def adopt_rules_originals(ctx: Context, record: dict | None, journal: dict, devi
     if rules is None:
         return []
     by = dict(changed_by(str(rules.get("ref"))), via="udev rules")
-    return adopt(journal, devices, lambda d: ctx.udev.record(d.devnum).properties, by)
+    scope = rules.get("scope")
+    return adopt(journal, devices, lambda d: ctx.udev.record(d.devnum).properties, by,
+                 scope=scope if isinstance(scope, list) else None)
 
 
 def adopt_seen(ctx: Context, devices: list[Device]) -> list[str]:

@@ -30,3 +30,13 @@ def test_nothing_changed_adopts_nothing_and_a_journalled_original_stays() -> Non
     journal = {"devices": {"dm-uuid:LVM-x": {"name": "dm-3", "attributes": {"read_ahead_kb": 512}}}}
     assert adopt(journal, [_device()], lambda d: {orig_name("read_ahead_kb"): "128"}, {}) == []
     assert journal["devices"]["dm-uuid:LVM-x"]["attributes"] == {"read_ahead_kb": 512}
+
+
+def test_a_device_outside_the_rules_scope_is_never_adopted() -> None:
+    """What udev's database says of a device the installed rules do not match was not kept by them (#34)."""
+    kept = {orig_name("read_ahead_kb"): "128"}
+    journal: dict = {"devices": {}}
+    assert adopt(journal, [_device()], lambda d: kept, {}, scope=["dm-uuid:LVM-other"]) == []
+    assert journal["devices"] == {}
+    assert adopt(journal, [_device()], lambda d: kept, {}, scope=["dm-uuid:LVM-x"]) == ["dm-3"]
+    assert journal["devices"]["dm-uuid:LVM-x"]["attributes"] == {"read_ahead_kb": 128}
