@@ -226,9 +226,7 @@ def kernel_defaults(ctx: Context, dev: Device) -> dict[str, KernelDefault]:
 
 def journal_marks(ctx: Context, identity: str) -> dict[str, TunectlMark]:
     """attribute -> what the journal says tunectl did to it on the device of `identity`."""
-    entry = ctx.state.journal().get("devices", {}).get(identity) if ctx.state.exists() else None
-    marks = {}
-    for attr, by in ((entry or {}).get("changed_by") or {}).items():
-        if isinstance(by, dict):
-            marks[attr] = TunectlMark(str(by.get("profile", "?")), str(by.get("at", "?")), str(by.get("via", "")))
-    return marks
+    from tunectl.tuning import journal
+
+    entry = journal.load(ctx.state).get(identity) if ctx.state.exists() else None
+    return {attr: TunectlMark(by.profile, by.at, by.via) for attr, by in (entry.changed_by if entry else {}).items()}
