@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # start-up is budgeted: `tunectl --version` imports nothing e
     from collections.abc import Mapping, Sequence
     from typing import TextIO
 
-    from tunectl.report import Progress
+    from tunectl.report import Column, Progress, Report
 
 # command -> (the module that adds its arguments and runs it, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -50,11 +50,17 @@ class Output:
         self.style = "table"  # -r: "raw", -P: "pairs"
         self.headings = True  # -n: False
 
-    def table(self, headers: Sequence[str], rows, **fit) -> str:
-        """A table that fits the terminal, with the -o columns, drift and failures coloured on a terminal."""
-        from tunectl.report import table, verdict_colour
+    def table(self, columns: Sequence[Column] | Sequence[str], rows, **fit) -> str:
+        """A table that fits the terminal, with the -o columns, drift and failures coloured on a terminal.
 
-        return table(headers, rows, width=self.width, only=self.columns,
+        `columns`: the command's column table (tunectl.report.Column: how each is cut, which are hidden unless -v),
+        or plain headers with `fit` saying how to cut them (a table -o does not pick from)."""
+        from tunectl.report import Column, fit_options, table, verdict_colour
+
+        if columns and isinstance(columns[0], Column):
+            fit = {**fit_options(columns, bool(self.verbose)), **fit}
+            columns = [c.header for c in columns]
+        return table(columns, rows, width=self.width, only=self.columns,
                      paint=verdict_colour if self.colour and self.style == "table" else None, style=self.style,
                      headings=self.headings, **fit)
 
@@ -100,6 +106,14 @@ class Output:
         from tunectl.report import escape
 
         self.stderr.write(escape(text) + "\n")
+
+    def show(self, report: Report) -> int:
+        """A command's result (tunectl.report.Report): its --json document, or its text; then its exit code."""
+        if self.json:
+            self.emit(report.to_json())
+        else:
+            report.render(self)
+        return report.exit_code
 
     def emit(self, doc: dict, one_line: bool = False) -> None:
         """This command's --json document: `tunectl-<command>`, its version, then `doc`'s keys."""
@@ -324,12 +338,12 @@ def _terminal_width(stdout: TextIO, environ: Mapping[str, str]) -> int | None:
 def _columns(args: argparse.Namespace, out: Output) -> bool:
     """--columns lists the table's columns (True: done); -o is checked against them."""
     from tunectl.errors import UsageError
-    from tunectl.report import column_name, find_column
+    from tunectl.report import column_lines, find_column
 
-    names = [column_name(h) for h, _ in args.table_columns]
+    names = [c.name for c in args.table_columns]
     if args.list_columns:
-        for (header, hidden), name in zip(args.table_columns, names):
-            out.print(f"{name:<16} {header}" + ("  (not shown unless -o names it or -v)" if hidden else ""))
+        for line in column_lines(args.table_columns):
+            out.print(line)
         return True
     if args.table_output:
         found = [find_column(c, names) for c in args.table_output]
@@ -375,6 +389,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
                 return ExitCode.OK
         except UsageError as e:
             return _fail(out, e)
+        except BrokenPipeError:  # `--columns | head`
+            return ExitCode.OK
     if args.verbose >= 2:
         import logging
 

@@ -12,6 +12,56 @@ if TYPE_CHECKING:
     from typing import Any, TextIO
 
 
+class Report:
+    """The one contract of a command's result: `Output.show(report)` prints it and returns its exit code.
+
+    - `to_json()`: the body of the command's --json document (`Output.emit` adds format and version);
+    - `exit_code`: a property, worked out from the report's own facts (never assigned after the fact);
+    - `render(out)`: the text for people, through `out` (tables, sentences, warnings on stderr).
+    """
+
+    def to_json(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @property
+    def exit_code(self) -> int:
+        return 0
+
+    def render(self, out: Any) -> None:
+        raise NotImplementedError
+
+
+class Column:
+    """One column of a command's table, as lsblk's column table has it: what `-o` calls it, its header, the help
+    `--columns` prints, how it is cut to fit the terminal, and whether it is shown without `-o` or `-v`.
+
+    `cut`: "end" (the end replaced by "…"), "middle" (identities and paths: both ends kept), "first" (cut at the
+    end, before any other column is: notes and sources), "never" (the verdicts, the device).
+    """
+
+    __slots__ = ("header", "help", "cut", "hidden")
+
+    def __init__(self, header: str, help: str, cut: str = "end", hidden: bool = False) -> None:
+        if cut not in ("end", "middle", "first", "never"):
+            raise ValueError(f"column {header}: cut {cut!r}")
+        self.header, self.help, self.cut, self.hidden = header, help, cut, hidden
+
+    @property
+    def name(self) -> str:
+        return column_name(self.header)
+
+    def __repr__(self) -> str:
+        return f"Column({self.header!r})"
+
+
+def fit_options(columns: Sequence[Column], verbose: bool = False) -> dict[str, Any]:
+    """`table()`'s options from a column table: which columns to cut in the middle, never, first; which to hide."""
+    return {"middle": [c.header for c in columns if c.cut == "middle"],
+            "keep": [c.header for c in columns if c.cut == "never"],
+            "cut_first": [c.header for c in columns if c.cut == "first"],
+            "hide": [] if verbose else [c.header for c in columns if c.hidden]}
+
+
 def column_name(header: str) -> str:
     """The name `-o` takes for a column: ``BEFORE -> AFTER`` -> ``before-after``, ``READ-AHEAD`` -> ``read-ahead``."""
     return re.sub(r"[^a-z0-9]+", "-", header.lower()).strip("-")
@@ -123,21 +173,28 @@ def verdict_colour(header: str, cell: str) -> str | None:
     return "red" if cell in _FAILED or cell.startswith("NOT APPLIED") else "yellow"
 
 
-def add_table_options(p: Any, headers: Sequence[str], hidden: Sequence[str] = ()) -> None:
-    """`-o COL,...`, `--columns`, and lsblk's `-n`, `-r`, `-P` for a command whose output is one table with these
-    headers."""
-    names = [column_name(h) for h in headers]
+def add_table_options(p: Any, columns: Sequence[Column]) -> None:
+    """`-o COL,...`, `--columns`, and lsblk's `-n`, `-r`, `-P` for a command whose output is one table of `columns`."""
+    names = [c.name for c in columns]
     p.add_argument("-o", "--output", dest="table_output", metavar="COL,...", type=lambda text: text.split(","),
                    help=f"the columns to show, in this order ({','.join(names)}; any case, and lsblk's NAME, SCHED, "
                         "RA where the column exists); --columns lists them")
-    p.add_argument("--columns", action="store_true", dest="list_columns", help="list the columns -o takes, and exit")
+    p.add_argument("--columns", action="store_true", dest="list_columns",
+                   help="list the columns -o takes, each with what it shows, and exit")
     p.add_argument("-n", "--noheadings", action="store_true", dest="table_noheadings", help="no header line")
     style = p.add_mutually_exclusive_group()
     style.add_argument("-r", "--raw", action="store_const", const="raw", dest="table_style",
                        help="cells one space apart, whole, blanks as \\x20 (as lsblk -r)")
     style.add_argument("-P", "--pairs", action="store_const", const="pairs", dest="table_style",
                        help='one line of KEY="value" pairs per row (as lsblk -P)')
-    p.set_defaults(table_columns=[(h, h in hidden) for h in headers])
+    p.set_defaults(table_columns=list(columns))
+
+
+def column_lines(columns: Sequence[Column]) -> list[str]:
+    """What `--columns` prints: a line per column, its `-o` name and what it shows (as `lsblk --list-columns`)."""
+    width = max(len(c.name) for c in columns) + 2
+    return [f"{c.name:<{width}}{c.help}" + ("  (not shown unless -o names it, or -v)" if c.hidden else "")
+            for c in columns]
 
 
 def unified_diff(old: str, new: str, fromfile: str, tofile: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tunectl.attributes import range_text
 from tunectl.bench.results import Placement, Recommendation, Summary, recommend, summarise
 from tunectl.bench.runner import Sweep
 from tunectl.bench.stack import Target
@@ -49,7 +50,6 @@ def active_wants(ctx, stack: Target) -> dict | None:
     None when nothing is applied, or when the record cannot be used now (its profile file changed): bench
     then only measures. Read before the sweep, which holds temporary values.
     """
-    from tunectl.attributes import range_text
     from tunectl.tuning import intent
     from tunectl.tuning import operations as tuning
 

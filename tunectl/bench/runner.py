@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from tunectl.attributes import parse_scheduler
 from tunectl.bench.diskstat import DiskStat, delta, read_stats
 from tunectl.bench.results import RandomRead, Run
 from tunectl.bench.stack import Target
@@ -143,8 +144,6 @@ class Sweep:
 
 
 def _scheduler(sysfs: Sysfs, name: str) -> str | None:
-    from tunectl.attributes import parse_scheduler
-
     return parse_scheduler(sysfs.read_or(f"block/{name}/queue/scheduler", "") or "")[0]
 
 

@@ -53,7 +53,6 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
 def run(ctx, args, out) -> int:
     from tunectl.errors import UsageError
     from tunectl.explain.investigate import Request, investigate
-    from tunectl.explain.report import render
     from tunectl.explain.squashfs import COMPRESSORS
     from tunectl.units import size_option
 
@@ -69,8 +68,4 @@ def run(ctx, args, out) -> int:
         report = investigate(ctx, req, on_step=lambda text: bar.advance(0, text))
     finally:
         bar.close()
-    if out.json:
-        out.emit(report.to_json())
-    else:
-        render(report, out)
-    return 0
+    return out.show(report)

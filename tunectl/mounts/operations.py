@@ -1,7 +1,7 @@
 """The mount operations behind `mounts check` and `mounts fix`: gather facts through the edges,
 judge them with the pure core, write fstab safely and remount.
 
-Each returns a report object; rendering and exit codes are the CLI's business.
+Each returns a report (tunectl.report.Report): its JSON, its exit code and its text.
 """
 
 from __future__ import annotations
@@ -21,9 +21,26 @@ from tunectl.mounts import options as opts
 from tunectl.mounts.check import FsCheck, evaluate
 from tunectl.mounts.fstab_file import MAX_FSTAB_BYTES
 from tunectl.mounts.rules import Facts
+from tunectl.report import Column, Report
 from tunectl.system import mountinfo
 from tunectl.system.roots import under_dev
 from tunectl.system.runner import CommandError, Completed
+
+CHECK_COLUMNS = [  # mounts check's column table: -o, --columns and the cuts
+    Column("TARGET", "the mountpoint", cut="middle"),
+    Column("SOURCE", "what is mounted there (device, UUID=, LABEL=)", cut="middle"),
+    Column("FSTYPE", "the filesystem type"),
+    Column("DISKS", "the disks under the filesystem"),
+    Column("WANTED", "the options the profile's mounts: rules want (-name: must be absent)"),
+    Column("LIVE", "the options in effect now (mountinfo), or (not mounted)"),
+    Column("FSTAB", "the fstab entry's options and its line, or (not in fstab)"),
+    Column("DRIFT", "where each wanted option is missing or extra (live:, fstab:), or 'in sync'"),
+]
+
+
+def printable(text: str) -> str:
+    """fstab bytes that are not UTF-8 (kept as surrogates) shown as U+FFFD, never an encoding error."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def fstab_path(ctx, given: str | None) -> Path:
@@ -31,7 +48,7 @@ def fstab_path(ctx, given: str | None) -> Path:
 
 
 @dataclass
-class CheckReport:
+class CheckReport(Report):
     profile: str
     fstab_path: Path
     table: fstab_model.Fstab
@@ -51,6 +68,32 @@ class CheckReport:
         if self.timer is not None:
             doc["fstrim_timer"] = self.timer
         return doc
+
+    @property
+    def exit_code(self) -> int:
+        return ExitCode.OK if self.in_sync else ExitCode.DRIFT
+
+    def render(self, out) -> None:
+        """The profile's warnings, a row per filesystem (wanted, live, fstab, drift), the options skipped, the timer."""
+        from tunectl.report import escape_field, show
+
+        for w in self.warnings:
+            out.warn(printable(f"tunectl: warning: {w}"))
+        rows = []
+        for fs in self.filesystems:
+            drift = " ".join(f"{d['where']}:{'+' if d['change'] == 'add' else '-'}{d['option']}" for d in fs.drift)
+            rows.append([fs.target, fs.source, fs.fstype, show(fs.disks) if fs.disks else "-",
+                         show(fs.want.present + [f"-{n}" for n in fs.want.absent]) if fs.want.present or fs.want.absent else "-",
+                         show(fs.live.options) if fs.live is not None else "(not mounted)",
+                         show(fs.entry.options) + f" (line {fs.entry.lineno})" if fs.entry is not None else "(not in fstab)",
+                         drift or ("source not found" if fs.unresolved else "in sync")])
+        out.heading(printable(escape_field(f"profile: {self.profile}   fstab: {self.fstab_path}")))
+        out.print(printable(out.table(CHECK_COLUMNS, rows)))
+        skips = [(fs.target, s) for fs in self.filesystems for s in fs.want.skipped]
+        for target, s in skips:
+            out.say(printable(escape_field(f"skipped on {target}: {s.option}: {s.reason}")))
+        if self.timer is not None:
+            out.print(f"fstrim.timer: {self.timer['state']}")
 
 
 @dataclass

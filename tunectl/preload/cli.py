@@ -188,7 +188,8 @@ def _replayed(report) -> list[str]:
     if report.stopped:
         lines.append(f"stopped early: {report.stopped}")
     lines.append(f"{report.list_path}: {report.files} files, {format_bytes(report.bytes)} in {report.seconds:.2f} s "
-                 f"({report.throughput / 1e6:.0f} MB/s, {report.order} order, inodes via {report.inode_pass})"
+                 f"({report.throughput / 1e6:.0f} MB/s, {report.order} order, "
+                 f"{'inodes checked at open' if report.inode_pass == 'none' else 'inodes via ' + report.inode_pass})"
                  f"{settled}")
     if report.verbose:
         lines.append(_numbers(report.bytes + (report.metadata.bytes if report.metadata else 0), report.files,

@@ -13,10 +13,11 @@ import errno
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import repeat
 from pathlib import Path
 
 from tunectl.errors import NotPermitted, UsageError
-from tunectl.preload.listing import Entry, ListError, PreloadList, parse_header, parse_rows, render
+from tunectl.preload.listing import Entry, ListError, PreloadList, parse_header, parse_lines, render
 from tunectl.preload.order import physical_order
 from tunectl.system import trust
 
@@ -55,7 +56,9 @@ def batches(path: str, size: int = BATCH) -> Iterator[tuple[str, list[Entry]]]:
 
     Every line is checked as it is read: a bad one stops the stream with ListError
     at path:line, so a caller that consumes the whole stream before acting acts
-    on a list that is good throughout.
+    on a list that is good throughout. Lines are read and decoded a few MiB at a
+    time, one call each (a boot-time replay decodes tens of thousands); a chunk with
+    anything unusual in it (a long line, bad UTF-8, a blank line) goes line by line.
     """
     with _open(path) as f:
         first = f.readline(MAX_LINE + 1)
@@ -63,21 +66,56 @@ def batches(path: str, size: int = BATCH) -> Iterator[tuple[str, list[Entry]]]:
             raise ListError(f"{path}:1: empty file, not a preload list",
                             hint="make one with `tunectl preload collect PATHS -o LIST`")
         created = str(parse_header(_text(first, path, 1), path).get("created", ""))
-        body: list[tuple[int, str]] = []
+        lines: list[str] = []
+        numbers: list[int] = []
         n = 1
+        yielded = False
+        tail = b""  # a line not yet ended
         while True:
-            raw = f.readline(MAX_LINE + 1)
-            if not raw:
+            block = f.read(CHUNK)
+            if block:
+                data = tail + block
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    if len(data) > MAX_LINE:
+                        raise ListError(f"{path}:{n + 1}: longer than {MAX_LINE} bytes, not a list entry")
+                    tail = data
+                    continue
+                raw, tail = data[:cut].split(b"\n"), data[cut + 1:]
+            elif tail:
+                raw, tail = [tail], b""
+            else:
                 break
-            n += 1
-            line = _text(raw, path, n)
-            if line.strip():
-                body.append((n, line))
-            if len(body) >= size:
-                yield created, parse_rows(body, path)
-                body = []
-        if body or n == 1:
-            yield created, parse_rows(body, path)
+            _decode(raw, n, path, lines, numbers)
+            n += len(raw)
+            while len(lines) >= size:
+                yield created, parse_lines(lines[:size], numbers[:size], path)
+                yielded = True
+                del lines[:size], numbers[:size]
+        if lines or not yielded:
+            yield created, parse_lines(lines, numbers, path)
+
+
+CHUNK = 4 << 20  # bytes of whole lines read and decoded at once
+
+
+def _decode(raw: list[bytes], n: int, path: str, lines: list[str], numbers: list[int]) -> None:
+    """The non-blank lines of `raw` (lines n+1, n+2, ..., without their newlines) onto `lines`, their
+    numbers onto `numbers`."""
+    if max(map(len, raw)) <= MAX_LINE:
+        try:
+            text = b"\n".join(raw).decode("utf-8").split("\n")
+        except UnicodeDecodeError:
+            text = None
+        if text is not None and len(text) == len(raw) and all(map(str.startswith, text, repeat("["))):
+            lines += text  # no blank line, nothing unusual: the common case
+            numbers += range(n + 1, n + 1 + len(text))
+            return
+    for k, one in enumerate(raw, start=n + 1):  # line by line: the bad one is named, blank ones left out
+        line = _text(one, path, k)
+        if line.strip():
+            lines.append(line)
+            numbers.append(k)
 
 
 class Survey:

@@ -24,7 +24,7 @@ import json
 import os
 import re
 from collections import namedtuple
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from tunectl.errors import ExitCode, UsageError
 
@@ -58,7 +58,8 @@ class Entry(namedtuple("Entry", FIELDS)):
 
     @property
     def bytes(self) -> int:
-        return sum(length for _, length in self.ranges)
+        ranges = self.ranges
+        return ranges[0][1] if len(ranges) == 1 else sum(length for _, length in ranges)
 
     def to_row(self) -> list:
         return [self.path, self.device, self.inode, self.size, self.mtime_ns, [list(r) for r in self.ranges],
@@ -123,7 +124,7 @@ def _problem(row: Any) -> str:
     return ""
 
 
-def _entries(rows: list, numbers: list[int], source: str) -> list[Entry]:
+def _entries(rows: list, numbers: Sequence[int], source: str) -> list[Entry]:
     """Entries from decoded rows; the common whole-file row costs a few type checks."""
     entries = []
     devices: set[str] = set()
@@ -185,20 +186,25 @@ def metadata_of(header: dict, source: str) -> dict[str, tuple[tuple[int, int], .
 
 def parse_rows(body: list[tuple[int, str]], source: str) -> list[Entry]:
     """Entries of (line number, text) pairs, blank lines left out by the caller; ListError at `source:line`."""
+    return parse_lines([line for _, line in body], [n for n, _ in body], source)
+
+
+def parse_lines(lines: list[str], numbers: Sequence[int], source: str) -> list[Entry]:
+    """Entries of non-blank lines, `numbers` their line numbers; ListError at `source:line`."""
     try:  # one C-speed decode for the common case; line by line only to place an error
-        rows = json.loads("[" + ",".join(line for _, line in body) + "]")
+        rows = json.loads("[" + ",".join(lines) + "]")
     except (ValueError, RecursionError):
         rows = None
-    if rows is None or len(rows) != len(body):  # bad JSON, or two values on one line
+    if rows is None or len(rows) != len(lines):  # bad JSON, or two values on one line
         rows = []
-        for n, line in body:
+        for n, line in zip(numbers, lines):
             try:
                 rows.append(json.loads(line))
             except ValueError as e:
                 raise ListError(f"{source}:{n}: not JSON: {e.msg} (column {e.colno})") from None
             except RecursionError:
                 raise ListError(f"{source}:{n}: not an entry: nested too deeply") from None
-    return _entries(rows, [n for n, _ in body], source)
+    return _entries(rows, numbers, source)
 
 
 def parse(text: str, source: str) -> PreloadList:

@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from tunectl.errors import NotPermitted, StateError
+from tunectl import __version__
+from tunectl.errors import NotPermitted, StateError, UsageError
 from tunectl.system import trust
 from tunectl.system.cache import ValidationCache
 from tunectl.system.trust import Untrusted, atomic_write
@@ -56,8 +57,6 @@ def seal(payload: dict, generation: int) -> bytes:
     """The bytes of one generation of a state file: the payload, its version and generation, and their checksum."""
     import datetime
 
-    from tunectl import __version__
-
     body = dict(payload, version=JOURNAL_VERSION, generation=generation, tunectl=__version__,
                 saved=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
     body["sha256"] = _sha256(body)
@@ -83,8 +82,6 @@ def unseal(raw: bytes) -> dict:
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise _Damaged(f"not a tunectl state file (version {version!r})")
     if version > JOURNAL_VERSION:
-        from tunectl import __version__
-
         raise _Newer(version, __version__)
     if version >= 2:
         body = dict(data)
@@ -122,8 +119,6 @@ class StateStore:
 
     def _ensure_dir(self) -> None:
         if self.fake_roots:
-            from tunectl.errors import UsageError
-
             raise UsageError(f"a run on a fake tree ({', '.join(self.fake_roots)}) does not write the real state "
                              f"directory {self.dir}: its journal would hold values of another machine as this one's "
                              "originals", hint="pass --state-dir DIR (or TUNECTL_STATE_DIR) for the tree's own state",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tunectl.errors import ExitCode, TunectlError
+from tunectl.report import Column
 from tunectl.status import Status
 
 EXAMPLES = {
@@ -20,11 +21,29 @@ EXAMPLES = {
 }
 
 
-STATUS_COLUMNS = ["DEVICE", "CLASS", "SCHEDULER", "READ-AHEAD", "IDENTITY", "DRIFT", "KNOBS"]
-SETTING_COLUMNS = ["DEVICE", "ATTRIBUTE", "BEFORE -> AFTER", "SOURCE", "STATUS", "NOTE"]
-VERIFY_COLUMNS = SETTING_COLUMNS + ["OWNER"]  # who set the value now there (tunectl.owners); shown with -v
+# The column tables (lsblk's idea): -o picks from them, --columns lists them with their help, the table cuts by them.
 # At 80 columns a plan cuts where a value came from and its note before any value.
-FIT = {"middle": ("IDENTITY",), "keep": ("DEVICE", "STATUS", "DRIFT"), "cut_first": ("SOURCE", "NOTE")}
+STATUS_COLUMNS = [
+    Column("DEVICE", "the kernel name (sda, nvme0n1, dm-0)", cut="never"),
+    Column("CLASS", "the device class the profile's classes: match (/dm subtype for device-mapper)"),
+    Column("SCHEDULER", "the active I/O scheduler"),
+    Column("READ-AHEAD", "queue/read_ahead_kb, in KiB"),
+    Column("IDENTITY", "what identifies the device across boots (WWN, serial, UUID, loop backing file)", cut="middle"),
+    Column("DRIFT", "settings that differ from the profile, 'in sync', or 'skip' (the profile sets nothing here)",
+           cut="never"),
+    Column("KNOBS", "the active scheduler's tunables (queue/iosched/*)", hidden=True),
+]
+SETTING_COLUMNS = [
+    Column("DEVICE", "the kernel name of the device set", cut="never"),
+    Column("ATTRIBUTE", "the sysfs attribute under queue/ (scheduler, read_ahead_kb, iosched/...)"),
+    Column("BEFORE -> AFTER", "the value now, and the value the profile wants (a range: kept when inside)"),
+    Column("SOURCE", "the profile layer the value comes from (classes.X, devices[N], below:)", cut="first"),
+    Column("STATUS", "ok, change, changed, skip, unavailable, failed or not-permitted", cut="never"),
+    Column("NOTE", "why: a skip's or a failure's reason, a kernel's rounding", cut="first"),
+]
+# who set the value now there (tunectl.owners); shown with -v
+VERIFY_COLUMNS = [*SETTING_COLUMNS, Column("OWNER", "who set the value now there (tunectl, a udev rule, tuned, "
+                                                    "the kernel's default)", hidden=True)]
 
 
 DEV_HELP = ("a device: kernel name (sda), /dev path or link, UUID=, LABEL=, PARTUUID=, PARTLABEL=, a partition "
@@ -36,11 +55,11 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
 
     p.epilog = EXAMPLES.get(name)
     if name == "status":
-        add_table_options(p, STATUS_COLUMNS, hidden=("KNOBS",))
+        add_table_options(p, STATUS_COLUMNS)
     elif name == "plan":
         add_table_options(p, SETTING_COLUMNS)
     elif name == "verify":
-        add_table_options(p, VERIFY_COLUMNS, hidden=("OWNER",))
+        add_table_options(p, VERIFY_COLUMNS)
     if name == "rollback":
         p.add_argument("devices", nargs="*", metavar="DEV", help=f"{DEV_HELP} (default: all journalled)")
         p.add_argument("--check", action="store_true", help="show what would be restored, write nothing")
@@ -102,6 +121,13 @@ def _say_adopted(names: list[str], out) -> None:
                  "(tuned by the rules before tunectl saw them)")
 
 
+def _owners_of():
+    """The owners check, loaded by the commands that show who set a value (status, verify), not by plan or apply."""
+    from tunectl.owners import find_owners
+
+    return find_owners
+
+
 def _cmd_status(ctx, args, out) -> int:
     from tunectl.report import show
     from tunectl.tuning import intent
@@ -109,7 +135,7 @@ def _cmd_status(ctx, args, out) -> int:
 
     active = intent.choose(ctx, args.profile, "status")
     _notes_first(active, out)
-    report = tuning.status(ctx, active.profile, args.devices, scoped=not args.all)
+    report = tuning.status(ctx, active.profile, _owners_of(), args.devices, scoped=not args.all)
     _warn_profile(report, out)
     _say_adopted(tuning.adopt_seen(ctx, report.devices), out)
     drift_by_dev: dict[str, int] = {}
@@ -135,7 +161,7 @@ def _cmd_status(ctx, args, out) -> int:
         out.heading(f"udev rules: {rules.path} (profile {rules.ref}"
                     + (", every device)" if rules.scope is None else f", {len(rules.scope)} device(s))"))
     _print_scope(report, out)
-    out.print(out.table(STATUS_COLUMNS, rows, hide=() if out.verbose else ("KNOBS",), **FIT))
+    out.print(out.table(STATUS_COLUMNS, rows))
     if out.verbose:
         _print_owners(report, out)
     return report.exit_code
@@ -222,7 +248,8 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     active = intent.choose(ctx, args.profile, "verify" if verify else "plan")
     _notes_first(active, out)
     scoped = (verify or active.from_record) and not args.all
-    report = tuning.plan(ctx, None, args.devices, profile=active.profile, scoped=scoped, verify=verify)
+    report = tuning.plan(ctx, None, args.devices, profile=active.profile, scoped=scoped, verify=verify,
+                         owners_of=_owners_of() if verify else None)
     _warn_profile(report, out)
     _say_adopted(tuning.adopt_seen(ctx, report.devices), out)
     benched = _running_bench(ctx) if verify else []
@@ -238,8 +265,7 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     out.heading(f"profile: {report.profile}")
     _print_scope(report, out)
     if rows:
-        out.print(out.table(VERIFY_COLUMNS if verify else SETTING_COLUMNS, rows,
-                            hide=() if out.verbose or not verify else ("OWNER",), **FIT))
+        out.print(out.table(VERIFY_COLUMNS if verify else SETTING_COLUMNS, rows))
     _print_skipped(report.skipped, out)
     out.heading(_summary([s.status for s in report.settings]))
     if verify:
@@ -284,7 +310,7 @@ def _render_apply(report, args, out) -> int:
             out.warn(f"tunectl: note: skipped {device}: {reason}")
     else:
         if rows:
-            out.print(out.table(SETTING_COLUMNS, rows, **FIT))
+            out.print(out.table(SETTING_COLUMNS, rows))
         _print_skipped(report.skipped, out)
     verb = "would change" if report.check else "changed"
     n = sum(o.status in (Status.CHANGED, Status.CHANGE) for o in report.outcomes)

@@ -8,8 +8,11 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
+from tunectl import __version__
 from tunectl.attributes import modular_schedulers
 from tunectl.context import Context
 from tunectl.devices.classes import OPT_IN_CLASSES
@@ -19,8 +22,6 @@ from tunectl.devices.match import matches
 from tunectl.devices.model import Device
 from tunectl.devices.resolve import Resolver
 from tunectl.errors import ExitCode, StateError, UsageError
-from tunectl.owners import find_owners
-from tunectl.owners.model import DeviceOwners, Owner
 from tunectl.profile.resolve import Profile
 from tunectl.status import Status
 from tunectl.system import rulesfile
@@ -33,6 +34,13 @@ from tunectl.tuning.journal import ChangedBy, Journal
 from tunectl.tuning.plan import Setting, make_plan, queue_attrs_of
 from tunectl.tuning.topology import DeviceWarning, read_ahead_warnings
 from tunectl.units import format_bytes
+
+if TYPE_CHECKING:
+    from tunectl.owners.model import DeviceOwners, Owner
+
+# Who set each value: `tunectl.owners.find_owners`, handed in by the commands that show it (status, verify),
+# so plan and apply never load the owners check (its import is a tenth of their CPU).
+OwnersOf = Callable[..., dict]
 
 
 @dataclass(frozen=True)
@@ -165,11 +173,12 @@ def _discover(ctx: Context, queue_attrs: set[str] | None = None, names: set[str]
 
 
 def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None,
-         profile: Profile | None = None, stack: bool = False, scoped: bool = False, verify: bool = False) -> PlanReport:
+         profile: Profile | None = None, stack: bool = False, scoped: bool = False, verify: bool = False,
+         owners_of: OwnersOf | None = None) -> PlanReport:
     """The plan for all devices, or for `dev_refs` (with `stack`: and the disks below them).
 
     `scoped` (without DEV): only the devices the last apply of this profile was limited to.
-    `verify`: the report is verify's (drift exits 1).
+    `verify`: the report is verify's (drift exits 1); `owners_of` (verify): who set each planned value.
     """
     profile = profile or load_profile_for(ctx, profile_ref)
     # One graph a run: read first when DEV arguments need it (kernel names of whole devices, the usual
@@ -184,7 +193,7 @@ def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = Non
     planned = [d for d in devices if scope is None or d.name in scope.devices]
     # Warn about the devices this command resolves (DEV, the scope) or would write, not every device there is.
     touched = planned if scope is not None else [d for d in planned if d.name in {s.device for s in settings}]
-    owners = find_owners(ctx, planned, settings, {d.name: [] for d in planned}, _rules_path(ctx)) if verify else {}
+    owners = owners_of(ctx, planned, settings, {d.name: [] for d in planned}, _rules_path(ctx)) if owners_of else {}
     relinked = _relinked(ctx, devices) if verify else []
     return PlanReport(profile.name, devices, settings,
                       list(profile.warnings) + ctx.state.warnings + shared_identity_warnings(touched, devices)
@@ -252,8 +261,10 @@ def _scope(ctx: Context, profile: Profile, devices: list[Device], graph: DeviceG
     return Scope("arguments", tuple(only), tuple(sorted({by_name[n].identity for n in only})))
 
 
-def status(ctx: Context, profile: Profile, dev_refs: list[str] | None = None, scoped: bool = True) -> PlanReport:
-    """Every device (or those of `dev_refs`, or, `scoped`, those of the last apply's scope) with its drift."""
+def status(ctx: Context, profile: Profile, owners_of: OwnersOf, dev_refs: list[str] | None = None,
+           scoped: bool = True) -> PlanReport:
+    """Every device (or those of `dev_refs`, or, `scoped`, those of the last apply's scope) with its drift, and
+    who set each value shown (`owners_of`: `tunectl.owners.find_owners`)."""
     devices = _discover(ctx)
     graph = DeviceGraph.of(devices)
     scope = _scope(ctx, profile, devices, graph, dev_refs, False, scoped)
@@ -263,7 +274,7 @@ def status(ctx: Context, profile: Profile, dev_refs: list[str] | None = None, sc
     return PlanReport(profile.name, shown, settings,
                       list(profile.warnings) + ctx.state.warnings + shared_identity_warnings(shown, devices), scope,
                       read_ahead_warnings(devices), kind="status",
-                      owners=find_owners(ctx, shown, settings, rules_path=_rules_path(ctx)))
+                      owners=owners_of(ctx, shown, settings, rules_path=_rules_path(ctx)))
 
 
 def apply(ctx: Context, choice: intent.Choice, dev_refs: list[str] | None = None, check: bool = False,
@@ -348,8 +359,6 @@ def journal_originals(ctx: Context, record: Intent | None, devices: list[Device]
 
 
 def changed_by(ref: str) -> ChangedBy:
-    from tunectl import __version__
-
     return ChangedBy(ref, __version__, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
 

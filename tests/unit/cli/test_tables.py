@@ -145,8 +145,14 @@ def test_columns_option_picks_and_orders(machine: Machine) -> None:
     listing = machine("status", "--columns")
     assert listing.code == 0 and [line.split()[0] for line in listing.out.splitlines()] == \
         ["device", "class", "scheduler", "read-ahead", "identity", "drift", "knobs"]
+    assert "knobs       the active scheduler's tunables (queue/iosched/*)  (not shown unless -o names it, or -v)" in \
+        listing.out.splitlines()
     for argv in (["plan"], ["verify"], ["align"], ["mounts", "check"]):
-        assert run_cli(*argv, "--columns").code == 0, argv
+        listed = run_cli(*argv, "--columns")
+        assert listed.code == 0, argv
+        for line in listed.out.splitlines():  # each column with what it shows, as lsblk --list-columns
+            name, _, help_ = line.partition(" ")
+            assert name and len(help_.strip()) > 10, (argv, line)
     bad = machine("plan", "-o", "device,colour", "--json")
     assert bad.code == 2 and bad.doc["error"]["where"] == "-o" and "before-after" in bad.doc["error"]["hint"]
 

@@ -119,6 +119,22 @@ def test_udev_rule_parsing_keeps_conditions_and_finds_run_echo() -> None:
     assert usb.target.holds({"KERNEL": "sdc"}) is None  # ID_BUS unknown: it may match
 
 
+def test_lines_that_name_no_queue_attribute_are_skipped_but_one_spelled_in_pieces_is_still_found() -> None:
+    """The parsers skip lines that cannot write a queue attribute before splitting them: a name that udev joins
+    across a line end, or that shlex puts together from quotes or a backslash, must still be seen."""
+    rules = ('KERNEL=="sd*", ATTR{que\\\nue/scheduler}="bfq"\n'
+             'KERNEL=="sd*", ATTR{power/control}="auto"\n'
+             'KERNEL=="sd*", ATTR{bdi/read_ahead_kb}="64"\n')
+    found = sources.parse_udev_rules("/etc/udev/rules.d/x.rules", rules)
+    assert [(a.attribute, a.value, a.line) for a in found] == [("scheduler", "bfq", 1), ("read_ahead_kb", "64", 4)]
+    tmpfiles = ('w /sys/block/sda/qu\\eue/scheduler - - - - bfq\n'
+                'w "/sys/block/sdb/que""ue/read_ahead_kb" - - - - 512\n'
+                'w /sys/devices/system/cpu/smt/control - - - - off\n')
+    found = sources.parse_tmpfiles("/etc/tmpfiles.d/a.conf", tmpfiles)
+    assert [(a.attribute, a.value, a.line, a.target.kernels) for a in found] == [
+        ("scheduler", "bfq", 1, ("sda",)), ("read_ahead_kb", "512", 2, ("sdb",))]
+
+
 def test_tmpfiles_sysfs_conf_and_cmdline_parsers() -> None:
     (w,) = sources.parse_tmpfiles("/etc/tmpfiles.d/a.conf", "# c\nw /sys/block/sda/queue/scheduler - - - - bfq\n"
                                                              "d /run/x 0755 root root -\n")

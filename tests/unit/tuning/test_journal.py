@@ -6,13 +6,11 @@ import errno
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.harness import REPO
+from tests.harness import REPO, run_process
 from tests.journal_helpers import Pair, assert_state_error
 from tunectl import __version__
 from tunectl.system import state as state_module
@@ -268,16 +266,15 @@ def test_unreadable_journal_exits_5(pair: Pair) -> None:
     pair.state.mkdir()
     (pair.state / "journal.json").write_text('{"version": 1, "devices": {}}')
     os.chmod(pair.state / "journal.json", 0)
-    cmd = [sys.executable, "-m", "tunectl", "--sysfs-root", str(pair.tree.root), "--state-dir", str(pair.state),
-           "rollback"]
+    prefix: list[str] = []
     if os.geteuid() == 0:
         if not shutil.which("setpriv"):
             pytest.skip("needs setpriv to drop CAP_DAC_OVERRIDE")
-        cmd = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--", *cmd]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert proc.returncode == 5, proc.stderr
-    assert proc.stderr.splitlines()[0] == f"tunectl: error: cannot read {pair.state / 'journal.json'}: Permission denied"
-    assert proc.stderr.splitlines()[1].startswith("hint: run as root, or check the owner and mode")
+        prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"]
+    r = run_process("--sysfs-root", str(pair.tree.root), "--state-dir", str(pair.state), "rollback", prefix=prefix)
+    assert r.code == 5, r.err
+    assert r.lines[0] == f"tunectl: error: cannot read {pair.state / 'journal.json'}: Permission denied"
+    assert r.lines[1].startswith("hint: run as root, or check the owner and mode")
 
 
 def test_detailed_exitcode_reports_any_error_as_1(pair: Pair) -> None:

@@ -1,0 +1,99 @@
+"""The one report contract (tunectl.report.Report): `Output.show` does the --json/text switch once, and every
+report class that has moved onto it keeps `exit_code` a property worked out from its own facts."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from tunectl.cli import Output
+from tunectl.report import Report
+
+PACKAGE = Path(__file__).resolve().parents[3] / "tunectl"
+
+# Report classes on the contract; each renders itself, and `Output.show` prints it.
+ON_THE_CONTRACT = {
+    "tunectl.align.verdict": "AlignReport",
+    "tunectl.owners.doctor": "DoctorReport",
+    "tunectl.explain.report": "ExplainReport",
+    "tunectl.mounts.operations": "CheckReport",
+}
+# Classes with `to_json` by convention still rendered by their command's cli: this list may only shrink.
+NOT_YET = {
+    "tunectl/bench/report.py:BenchReport", "tunectl/mounts/operations.py:FixReport",
+    "tunectl/preload/collect.py:CollectReport", "tunectl/preload/record.py:RecordReport",
+    "tunectl/preload/replay.py:ReplayReport", "tunectl/preload/show.py:ShowReport",
+    "tunectl/profile/reports.py:ProfileListReport", "tunectl/profile/reports.py:ProfileShowReport",
+    "tunectl/profile/reports.py:ValidateReport", "tunectl/profile/tuned_import.py:TunedImport",
+    "tunectl/tuning/operations.py:PlanReport", "tunectl/tuning/operations.py:ApplyReport",
+    "tunectl/udev/install.py:RenderReport", "tunectl/udev/install.py:InstallReport",
+    "tunectl/udev/install.py:RemoveReport", "tunectl/udev/install.py:RulesCheckReport",
+    "tunectl/udev/monitor.py:EventReport", "tunectl/align/verdict.py:DiskReport",
+}
+
+
+@pytest.mark.parametrize("module,name", sorted(ON_THE_CONTRACT.items()))
+def test_a_report_on_the_contract_renders_itself_and_works_out_its_exit_code(module: str, name: str) -> None:
+    cls = getattr(importlib.import_module(module), name)
+    assert issubclass(cls, Report)
+    assert cls.to_json is not Report.to_json and cls.render is not Report.render, name
+    assert isinstance(cls.__dict__.get("exit_code"), property), f"{name}.exit_code is not a property of its own"
+    assert "exit_code" not in {f.name for f in dataclasses.fields(cls)}, f"{name}.exit_code is assignable"
+
+
+def _report_classes() -> set[str]:
+    """Every class named *Report (or TunedImport) with a `to_json`, or deriving from such a class, that is not a Report."""
+    found = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef) or not node.name.endswith(("Report", "Import")):
+                continue
+            methods = {b.name for b in node.body if isinstance(b, ast.FunctionDef)}
+            bases = [ast.unparse(b) for b in node.bases]
+            if "Report" in bases or node.name == "Report":
+                continue
+            if "to_json" in methods or any(b.endswith("Report") for b in bases):
+                found.add(f"{path.relative_to(PACKAGE.parent)}:{node.name}")
+    return found
+
+
+def test_the_report_classes_off_the_contract_only_get_fewer() -> None:
+    off = _report_classes()
+    assert off <= NOT_YET, f"a report class outside the contract: {sorted(off - NOT_YET)} (derive from tunectl.report.Report)"
+    assert off >= NOT_YET, f"moved onto the contract (take it out of NOT_YET): {sorted(NOT_YET - off)}"
+
+
+@dataclasses.dataclass
+class _Result(Report):
+    drift: int
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.drift else 0
+
+    def to_json(self) -> dict:
+        return {"profile": "p", "in_sync": not self.drift}
+
+    def render(self, out) -> None:
+        out.print(f"{self.drift} setting(s) differ")
+
+
+def _output(as_json: bool) -> tuple[Output, io.StringIO]:
+    stdout = io.StringIO()
+    return Output(stdout, io.StringIO(), as_json, False, 0, "verify"), stdout
+
+
+def test_show_prints_the_text_or_the_document_and_returns_the_exit_code() -> None:
+    out, stdout = _output(as_json=False)
+    assert out.show(_Result(2)) == 1
+    assert stdout.getvalue() == "2 setting(s) differ\n"
+    out, stdout = _output(as_json=True)
+    assert out.show(_Result(0)) == 0
+    doc = json.loads(stdout.getvalue())
+    assert doc["format"] == "tunectl-verify" and doc["in_sync"] is True and doc["profile"] == "p"
