@@ -55,13 +55,13 @@ class Output:
 
         `columns`: the command's column table (tunectl.report.Column: how each is cut, which are hidden unless -v),
         or plain headers with `fit` saying how to cut them (a table -o does not pick from)."""
-        from tunectl.report import Column, fit_options, table, verdict_colour
+        from tunectl.report import Column, fit_options, table
 
         if columns and isinstance(columns[0], Column):
             fit = {**fit_options(columns, bool(self.verbose)), **fit}
             columns = [c.header for c in columns]
         return table(columns, rows, width=self.width, only=self.columns,
-                     paint=verdict_colour if self.colour and self.style == "table" else None, style=self.style,
+                     paint=self.colour and self.style == "table", style=self.style,
                      headings=self.headings, **fit)
 
     @property

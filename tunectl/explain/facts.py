@@ -22,6 +22,7 @@ from tunectl.explain.model import (
     PartitionFacts,
     Queue,
     StackFacts,
+    once,
 )
 from tunectl.owners.model import Owner
 
@@ -144,8 +145,7 @@ def read(ctx: Context, resolver, stack, target: str, release: str | None = None)
     file, its filesystem, partition and disk) follows the loop layer.
     """
     release = release or os.uname().release
-    layers = _layers(ctx, resolver, stack, set())
-    return StackFacts(target, kernel_version(release), release, tuple(layers))
+    return StackFacts(target, kernel_version(release), release, once(_layers(ctx, resolver, stack, set())))
 
 
 def _layers(ctx: Context, resolver, stack, seen: set[str]) -> list[Layer]:

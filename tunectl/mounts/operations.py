@@ -76,6 +76,7 @@ class CheckReport(Report):
     def render(self, out) -> None:
         """The profile's warnings, a row per filesystem (wanted, live, fstab, drift), the options skipped, the timer."""
         from tunectl.report import escape_field, show
+        from tunectl.status import Marked, Verdict
 
         for w in self.warnings:
             out.warn(printable(f"tunectl: warning: {w}"))
@@ -86,7 +87,8 @@ class CheckReport(Report):
                          show(fs.want.present + [f"-{n}" for n in fs.want.absent]) if fs.want.present or fs.want.absent else "-",
                          show(fs.live.options) if fs.live is not None else "(not mounted)",
                          show(fs.entry.options) + f" (line {fs.entry.lineno})" if fs.entry is not None else "(not in fstab)",
-                         drift or ("source not found" if fs.unresolved else "in sync")])
+                         Marked(drift, Verdict.DRIFT) if drift else Marked("source not found", Verdict.UNAVAILABLE)
+                         if fs.unresolved else Marked("in sync", Verdict.IN_SYNC)])
         out.heading(printable(escape_field(f"profile: {self.profile}   fstab: {self.fstab_path}")))
         out.print(printable(out.table(CHECK_COLUMNS, rows)))
         skips = [(fs.target, s) for fs in self.filesystems for s in fs.want.skipped]

@@ -10,7 +10,7 @@ turns them into journal entries, never replacing an original already journalled.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -31,11 +31,17 @@ def rule_originals(properties: Mapping[str, str]) -> dict[str, str]:
 
 
 def adopt(journal: Journal, devices: list[Device], properties: Callable[[Device], Mapping[str, str]],
-          changed_by: ChangedBy) -> tuple[Journal, list[str]]:
+          changed_by: ChangedBy, scope: Collection[str] | None = None) -> tuple[Journal, list[str]]:
     """Journal the originals the rules kept for devices (or attributes) the journal lacks and the rules
-    changed (the device no longer shows them); the journal after, and the devices adopted."""
+    changed (the device no longer shows them); the journal after, and the devices adopted.
+
+    `scope` (the installed rules' identities; None: every device): what udev's database says of a device outside
+    it was not kept by tunectl's rules, which stop before their capture stage there, so it is never adopted.
+    """
     adopted = []
     for dev in devices:
+        if scope is not None and dev.identity not in scope:
+            continue
         kept = rule_originals(properties(dev))
         if not kept:
             continue

@@ -6,7 +6,7 @@ import argparse
 
 from tunectl.errors import ExitCode, TunectlError
 from tunectl.report import Column
-from tunectl.status import Status
+from tunectl.status import Marked, Status
 
 EXAMPLES = {
     "status": "examples:\n  tunectl status\n  tunectl status --json | jq '.devices[].class'",
@@ -151,8 +151,8 @@ def _cmd_status(ctx, args, out) -> int:
     for d in report.devices:
         knobs = " ".join(f"{k}={v}" for k, v in sorted(d.iosched.items()))
         # a device the profile sets nothing on is skipped, as plan says, not "in sync"
-        drift = f"{drift_by_dev[d.name]} setting(s)" if d.name in drift_by_dev else "in sync" if d.name in tuned \
-            else "skip"
+        drift = Marked(f"{drift_by_dev[d.name]} setting(s)", Status.DRIFT) if d.name in drift_by_dev else \
+            Marked("in sync", Status.IN_SYNC) if d.name in tuned else Marked("skip", Status.SKIP)
         rows.append([d.name, d.cls + (f"/{d.dm_type}" if d.dm_type else ""), show(d.scheduler),
                      show(d.queue.get("read_ahead_kb")), d.identity, drift, knobs])
     out.heading(f"profile: {report.profile}")

@@ -172,6 +172,11 @@ def _discover(ctx: Context, queue_attrs: set[str] | None = None, names: set[str]
     return discover(ctx.sysfs, ctx.udev, queue_attrs, modular_schedulers(ctx.modules.loadable()), names, graph)
 
 
+def discover_devices(ctx: Context) -> list[Device]:
+    """Every device on this machine, as the tuning commands see them (for a command that adopts before it acts)."""
+    return _discover(ctx)
+
+
 def plan(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = None,
          profile: Profile | None = None, stack: bool = False, scoped: bool = False, verify: bool = False,
          owners_of: OwnersOf | None = None) -> PlanReport:
@@ -445,7 +450,7 @@ def adopt_rules_originals(ctx: Context, record: Intent | None, kept: Journal,
     if record is None or record.rules is None:
         return kept, []
     by = replace(changed_by(str(record.rules.ref)), via="udev rules")
-    return adopt(kept, devices, lambda d: ctx.udev.record(d.devnum).properties, by)
+    return adopt(kept, devices, lambda d: ctx.udev.record(d.devnum).properties, by, scope=record.rules.scope)
 
 
 def adopt_seen(ctx: Context, devices: list[Device]) -> list[str]:

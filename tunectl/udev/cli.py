@@ -73,6 +73,9 @@ def run(ctx, args, out) -> int:
         _warn_other_writers(ctx, report, out)
     elif args.udev_command == "remove":
         report = install.remove(ctx, args.rules_dir)
+        if report.adopted:
+            out.warn(f"tunectl: note: journalled the originals the udev rules kept for {', '.join(report.adopted)} "
+                     "(tuned by the rules before tunectl saw them): `tunectl rollback` restores them")
     else:
         report = install.check(ctx, args.profile, args.rules_dir, warn, args.all)
     if out.json:
@@ -132,8 +135,9 @@ def _remove_text(report, out) -> None:
     out.say(f"removed: {report.path}" if report.removed else f"not installed: {report.path}")
     if report.removed:
         out.say("values the rules wrote stay until a rollback: `tunectl rollback` restores what was journalled "
-                "(before `udev install`, or the first time tunectl saw a device); a device the rules tuned "
-                "that no tunectl command saw before keeps the rules' values (see tunectl(8), ROLLBACK)")
+                "(before `udev install`, and the originals the rules kept in udev's database, journalled by this "
+                "removal at the latest); a value whose original neither kept, such as one written by rules "
+                "installed before they kept originals, keeps the rules' value (see tunectl(8), ROLLBACK)")
 
 
 def _check_text(report, out) -> None:

@@ -127,6 +127,7 @@ class RemoveReport:
     reloaded: bool = False
     problems: list[str] = field(default_factory=list)
     exit_code: ExitCode = ExitCode.OK
+    adopted: list[str] = field(default_factory=list)  # devices whose originals the rules kept were journalled
 
     def to_json(self) -> dict:
         return {"ok": self.exit_code == ExitCode.OK, "path": str(self.path), "removed": self.removed,
@@ -288,15 +289,19 @@ def remove(ctx, rules_dir: str | None) -> RemoveReport:
     _require_root("remove")
     rules_dir = rules_dir_of(ctx, rules_dir)
     target = (Path(rules_dir) / RULES_FILE).absolute()
+    record = intent.current(ctx)
+    rules = record.rules if record is not None else None
+    # What the rules kept in udev's database is adopted only while the record says they are installed: journal it
+    # now, or the rollback after this removal would leave every value the rules (or their RUN) wrote unrestored.
+    adopted = tuning.adopt_seen(ctx, tuning.discover_devices(ctx)) if rules is not None else []
     present = target.exists()
     problems = rulesfile.remove(target, ctx.run)
     removed = present and not target.exists()
-    record = intent.current(ctx)
-    if record is not None and record.rules is not None and Path(record.rules.path) == target:
+    if record is not None and rules is not None and Path(rules.path) == target:
         with ctx.state.locked():
             intent.save(ctx.state, replace(record, rules=None))
     return RemoveReport(target, removed, reloaded=removed and not problems, problems=problems,
-                        exit_code=ExitCode.PARTIAL if problems else ExitCode.OK)
+                        exit_code=ExitCode.PARTIAL if problems else ExitCode.OK, adopted=adopted)
 
 
 def check(ctx, ref: str | None, rules_dir: str | None, warn=None, everything: bool = False) -> RulesCheckReport:

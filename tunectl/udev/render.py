@@ -265,13 +265,30 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
     _fact_rules(w, canonical)
     used = _profile_rules(w, canonical, modules, notes)
     if capture:
-        capture_rules(w, used)
+        # What a below: block sets is written by tunectl's RUN on the device under a stack, perhaps a stack made after
+        # install: nothing journals that original, so the rules keep it too (on every device they reach: which one
+        # will be under a stack is not known before the stack exists).
+        capture_rules(w, {**_below_attributes(canonical), **used})
     write_stage(w, used)
     if run_cmd:
         _below_rules(w, run_cmd)
     w.blank()
     w.rule(f'LABEL="{END}"')
     return Rendered("\n".join(w.lines) + "\n", digest, notes, bool(run_cmd))
+
+
+def _below_attributes(canonical: dict) -> dict[str, set]:
+    """The attributes the below: blocks of the profile set, named as `_layer_rules` names them in `used`."""
+    attrs: dict[str, set] = {}
+    for block in [*canonical["classes"].values(), *canonical["devices"]]:
+        below = block.get("below")
+        if not isinstance(below, dict):
+            continue
+        if below.get("scheduler"):
+            attrs["scheduler"] = set()
+        attrs.update((f"iosched/{knob}", set()) for knob in below["iosched"])
+        attrs.update((attr, set()) for attr in below["queue"])
+    return attrs
 
 
 def _rule_inputs(profile: Profile, tunectl_path: str | None, profile_path: str | None,

@@ -32,3 +32,11 @@ def test_nothing_changed_adopts_nothing_and_a_journalled_original_stays() -> Non
     assert adopt(Journal(), [dev], lambda d: kept, BY) == (Journal(), [])
     journal = Journal.from_json({"devices": {"dm-uuid:LVM-x": {"name": "dm-3", "attributes": {"read_ahead_kb": 512}}}})
     assert adopt(journal, [_device()], lambda d: {orig_name("read_ahead_kb"): "128"}, BY) == (journal, [])
+
+
+def test_a_device_outside_the_rules_scope_is_never_adopted() -> None:
+    """What udev's database says of a device the installed rules do not match was not kept by them (#34)."""
+    kept = {orig_name("read_ahead_kb"): "128"}
+    assert adopt(Journal(), [_device()], lambda d: kept, BY, scope=["dm-uuid:LVM-other"]) == (Journal(), [])
+    journal, adopted = adopt(Journal(), [_device()], lambda d: kept, BY, scope=["dm-uuid:LVM-x"])
+    assert adopted == ["dm-3"] and journal.devices["dm-uuid:LVM-x"].attributes == {"read_ahead_kb": 128}

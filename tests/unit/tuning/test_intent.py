@@ -279,7 +279,7 @@ def test_udev_remove_does_not_promise_what_rollback_cannot_do(t: Tunectl, tmp_pa
     assert t("apply", "-p", "mydb", "loop0").code == 0
     assert t("udev", "install", "--rules-dir", str(tmp_path)).code == 0
     r = t("udev", "remove", "--rules-dir", str(tmp_path))
-    assert r.code == 0 and "restores the originals" not in r.out and "keeps the rules' values" in r.out
+    assert r.code == 0 and "restores the originals" not in r.out and "keeps the rules' value" in r.out
     assert "rules" not in _record(t)
     assert t("rollback").code == 0
 
@@ -308,6 +308,25 @@ def test_a_device_the_rules_tuned_first_gets_the_originals_they_kept(t: Tunectl,
     assert entry["iosched"]["mq-deadline"]["read_expire"] == int(original["iosched/read_expire"])
     assert "journalled" not in t("verify").err  # once
     assert t("rollback", "--remove-rules").code == 0
+    assert snapshot(t.tree, "loop9") == original
+
+
+def test_udev_remove_journals_what_the_rules_kept_before_it_forgets_them(t: Tunectl, tmp_path: Path,
+                                                                        udevadm: _Udevadm) -> None:
+    """#34: a value written under the rules on a device no tunectl command saw since (a hot-plugged disk, or a disk
+    whose stack was made after install and whose below: the RUN wrote): `udev remove` then `rollback`, with no
+    command between, restores it. Before, the remove dropped the rules from the record first, so nothing adopted."""
+    assert t("apply", "-p", "mydb", "--all").code == 0
+    assert t("udev", "install", "--rules-dir", str(tmp_path)).code == 0
+    t.tree.add_loop("loop9", "/srv/images/new.img")
+    original = snapshot(t.tree, "loop9")
+    db = t.tree.udev_root / f"b{t.tree.devnum('loop9')}"
+    db.write_text(db.read_text() + f"E:TUNECTL_ORIG_READ_AHEAD_KB={original['read_ahead_kb']}\n")
+    t.tree.sysfs.write("block/loop9/queue/read_ahead_kb", "1024")
+    r = t("udev", "remove", "--rules-dir", str(tmp_path))
+    assert r.code == 0 and "journalled the originals the udev rules kept for loop9" in r.err, r.err
+    assert "rules" not in _record(t)
+    assert t("rollback").code == 0
     assert snapshot(t.tree, "loop9") == original
 
 
