@@ -79,7 +79,10 @@ class RenderReport:
     rendered: Rendered
     active: intent.Choice
     scope: list[str] | None = None  # the identities the rules match; None: every device
-    exit_code: ExitCode = ExitCode.OK
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.OK
 
     def to_json(self) -> dict:
         return {"profile": self.profile.name, "file": RULES_FILE, "digest": self.rendered.digest,
@@ -107,10 +110,13 @@ class InstallReport:
     reloaded: bool = False
     triggered: bool = False
     problems: list[str] = field(default_factory=list)
-    exit_code: ExitCode = ExitCode.OK
-
+    incomplete: bool = False  # udev was not reloaded, or the change events asked for were not sent
     journalled: int = 0  # settings the rules will change whose originals were journalled first
     triggered_devices: list[str] | None = None  # the devices change events went to; None: every block disk
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.PARTIAL if self.incomplete else ExitCode.OK
 
     def to_json(self) -> dict:
         rendered = self.render.rendered
@@ -126,8 +132,11 @@ class RemoveReport:
     removed: bool
     reloaded: bool = False
     problems: list[str] = field(default_factory=list)
-    exit_code: ExitCode = ExitCode.OK
     adopted: list[str] = field(default_factory=list)  # devices whose originals the rules kept were journalled
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.PARTIAL if self.problems else ExitCode.OK
 
     def to_json(self) -> dict:
         return {"ok": self.exit_code == ExitCode.OK, "path": str(self.path), "removed": self.removed,
@@ -249,12 +258,11 @@ def install(ctx, ref: str | None, rules_dir: str | None, trigger: bool, warn=Non
                 report.triggered_devices = in_scope
         except CommandError as e:
             report.problems.append(e.message)
-            report.exit_code = ExitCode.PARTIAL
+            report.incomplete = True
     else:
         report.problems.append("systemd-udevd is not running: the rules take effect when it starts"
                                + ("; no change events were sent" if trigger else ""))
-        if trigger:
-            report.exit_code = ExitCode.PARTIAL
+        report.incomplete = trigger
     return report
 
 
@@ -300,8 +308,7 @@ def remove(ctx, rules_dir: str | None) -> RemoveReport:
     if record is not None and rules is not None and Path(rules.path) == target:
         with ctx.state.locked():
             intent.save(ctx.state, replace(record, rules=None))
-    return RemoveReport(target, removed, reloaded=removed and not problems, problems=problems,
-                        exit_code=ExitCode.PARTIAL if problems else ExitCode.OK, adopted=adopted)
+    return RemoveReport(target, removed, reloaded=removed and not problems, problems=problems, adopted=adopted)
 
 
 def check(ctx, ref: str | None, rules_dir: str | None, warn=None, everything: bool = False) -> RulesCheckReport:
