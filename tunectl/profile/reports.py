@@ -14,7 +14,10 @@ from tunectl.profile.resolve import Profile
 @dataclass
 class ProfileListReport:
     entries: list[tuple[str, Path, str]]  # name, file, one-line description
-    exit_code: ExitCode = ExitCode.OK
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.OK
 
     def to_json(self) -> dict:
         return {"profiles": [{"name": n, "file": str(p), "description": d} for n, p, d in self.entries]}
@@ -24,7 +27,10 @@ class ProfileListReport:
 class ProfileShowReport:
     profile: Profile
     explain: bool = False
-    exit_code: ExitCode = ExitCode.OK
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.OK
 
     def to_json(self) -> dict:
         profile = self.profile
