@@ -142,8 +142,9 @@ def _cmd_status(ctx, args, out) -> int:
     for s in report.drift:
         drift_by_dev[s.device] = drift_by_dev.get(s.device, 0) + 1
     if out.json:
-        out.emit(dict(report.to_json(), applied=active.record is not None, notes=active.notes,
-                      rules=intent.installed_rules(active.record)))
+        rules = active.intent.rules if active.intent is not None else None
+        out.emit(dict(report.to_json(), applied=active.intent is not None, notes=active.notes,
+                      rules=rules.to_json() if rules is not None else None))
         return report.exit_code
     rows = []
     tuned = {s.device for s in report.settings}
@@ -155,10 +156,10 @@ def _cmd_status(ctx, args, out) -> int:
         rows.append([d.name, d.cls + (f"/{d.dm_type}" if d.dm_type else ""), show(d.scheduler),
                      show(d.queue.get("read_ahead_kb")), d.identity, drift, knobs])
     out.heading(f"profile: {report.profile}")
-    rules = intent.installed_rules(active.record)
+    rules = active.intent.rules if active.intent is not None else None
     if rules is not None:
-        out.heading(f"udev rules: {rules['path']} (profile {rules.get('ref')}"
-                  + (", every device)" if rules.get("scope") is None else f", {len(rules['scope'])} device(s))"))
+        out.heading(f"udev rules: {rules.path} (profile {rules.ref}"
+                    + (", every device)" if rules.scope is None else f", {len(rules.scope)} device(s))"))
     _print_scope(report, out)
     out.print(out.table(STATUS_COLUMNS, rows))
     if out.verbose:

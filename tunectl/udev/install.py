@@ -13,7 +13,7 @@ import difflib
 import os
 import re
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tunectl.attributes import modular_schedulers
@@ -41,8 +41,8 @@ def rules_dir_of(ctx, rules_dir: str | None) -> str:
     """--rules-dir, else the directory the record of intent says the rules were installed in, else udev's /etc."""
     if rules_dir:
         return rules_dir
-    rules = intent.installed_rules(intent.current(ctx))
-    return str(Path(rules["path"]).parent) if rules is not None else DEFAULT_RULES_DIR
+    record = intent.current(ctx)
+    return str(Path(record.rules.path).parent) if record is not None and record.rules is not None else DEFAULT_RULES_DIR
 
 
 def _euid() -> int:
@@ -65,7 +65,7 @@ def tunectl_executable(env) -> str | None:
     return os.path.abspath(found) if found else None
 
 
-def load_for_rules(ctx, ref: str | None) -> tuple[Profile, intent.Active]:
+def load_for_rules(ctx, ref: str | None) -> tuple[Profile, intent.Choice]:
     """The profile (-p, else the record of intent's), loaded from an absolute path (a udev RUN has no working
     directory)."""
     active = intent.choose(ctx, ref, "udev install")
@@ -77,7 +77,7 @@ def load_for_rules(ctx, ref: str | None) -> tuple[Profile, intent.Active]:
 class RenderReport:
     profile: Profile
     rendered: Rendered
-    active: intent.Active
+    active: intent.Choice
     scope: list[str] | None = None  # the identities the rules match; None: every device
 
     @property
@@ -96,7 +96,8 @@ def render(ctx, ref: str | None, everything: bool = False, pure: bool = False) -
     profile, active = load_for_rules(ctx, ref)
     # The running kernel's modular schedulers are an input of the rules, read here at the edge.
     modules = modular_schedulers(ctx.modules.loadable())
-    scope = None if everything or pure else intent.scope_of(active.record)
+    scope = None if everything or pure or active.intent is None or active.intent.scope is None \
+        else list(active.intent.scope)
     return RenderReport(profile, render_rules(profile, tunectl_executable(ctx.env), modules=modules,
                                               identities=scope, capture=not pure), active, scope)
 
@@ -268,13 +269,12 @@ def install(ctx, ref: str | None, rules_dir: str | None, trigger: bool, warn=Non
 def _record_rules(ctx, rendered: RenderReport, target: Path) -> None:
     """The record of intent says which rules are installed: file, profile (and its hash), scope. Under the lock."""
     profile = rendered.profile
-    record = ctx.state.active_profile() or intent.record_of(profile, rendered.active.ref)
-    rules = {"path": str(target), "ref": rendered.active.ref, "name": profile.name,
-             "profile_sha256": intent.text_sha256(profile), "digest": rendered.rendered.digest}
-    if rendered.scope is not None:
-        rules["scope"] = rendered.scope
-    if record.get("rules") != rules:
-        ctx.state.save_active_profile(dict(record, rules=rules))
+    record = intent.load(ctx.state) or intent.of(profile, rendered.active.ref)
+    rules = intent.Rules(str(target), rendered.active.ref, profile.name,
+                         intent.of(profile, profile.name).profile_sha256, rendered.rendered.digest,
+                         tuple(rendered.scope) if rendered.scope is not None else None)
+    if record.rules != rules:
+        intent.save(ctx.state, replace(record, rules=rules))
 
 
 def journal_for_rules(ctx, profile: Profile, ref: str, scope: list[str] | None) -> tuple[int, list[str] | None]:
@@ -283,16 +283,10 @@ def journal_for_rules(ctx, profile: Profile, ref: str, scope: list[str] | None) 
 
     Called under the state lock, before the rules file exists.
     """
-    from tunectl.tuning import apply as applying
-
     report = tuning.plan(ctx, None, None, profile)
     settings = [s for s in report.settings if scope is None or s.identity in scope]
-    journal = ctx.state.journal()
-    adopted = tuning.adopt_rules_originals(ctx, ctx.state.active_profile(), journal, report.devices)
-    by_name = {d.name: d for d in report.devices}
-    changed_by = dict(tuning.changed_by(ref), via="udev rules")
-    if applying.record_originals(journal, settings, by_name, changed_by) or adopted or ctx.state.recovered():
-        ctx.state.save_journal(journal)
+    tuning.journal_originals(ctx, intent.load(ctx.state), report.devices, settings,
+                             replace(tuning.changed_by(ref), via="udev rules"))
     names = None if scope is None else sorted(d.name for d in report.devices if d.identity in scope)
     return sum(s.status == Status.CHANGE for s in settings), names
 
@@ -304,16 +298,16 @@ def remove(ctx, rules_dir: str | None) -> RemoveReport:
     rules_dir = rules_dir_of(ctx, rules_dir)
     target = (Path(rules_dir) / RULES_FILE).absolute()
     record = intent.current(ctx)
-    rules = intent.installed_rules(record)
+    rules = record.rules if record is not None else None
     # What the rules kept in udev's database is adopted only while the record says they are installed: journal it
     # now, or the rollback after this removal would leave every value the rules (or their RUN) wrote unrestored.
     adopted = tuning.adopt_seen(ctx, tuning.discover_devices(ctx)) if rules is not None else []
     present = target.exists()
     problems = rulesfile.remove(target, ctx.run)
     removed = present and not target.exists()
-    if rules is not None and Path(rules["path"]) == target:
+    if record is not None and rules is not None and Path(rules.path) == target:
         with ctx.state.locked():
-            ctx.state.save_active_profile({k: v for k, v in record.items() if k != "rules"})
+            intent.save(ctx.state, replace(record, rules=None))
     return RemoveReport(target, removed, reloaded=removed and not problems, problems=problems, adopted=adopted)
 
 
