@@ -8,6 +8,7 @@ group of the command that runs is imported, so a command pays for nothing else.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from tunectl import __version__
@@ -55,13 +56,13 @@ class Output:
 
         `columns`: the command's column table (tunectl.report.Column: how each is cut, which are hidden unless -v),
         or plain headers with `fit` saying how to cut them (a table -o does not pick from)."""
-        from tunectl.report import Column, fit_options, table, verdict_colour
+        from tunectl.report import Column, fit_options, table
 
         if columns and isinstance(columns[0], Column):
             fit = {**fit_options(columns, bool(self.verbose)), **fit}
             columns = [c.header for c in columns]
         return table(columns, rows, width=self.width, only=self.columns,
-                     paint=verdict_colour if self.colour and self.style == "table" else None, style=self.style,
+                     paint=self.colour and self.style == "table", style=self.style,
                      headings=self.headings, **fit)
 
     @property
@@ -188,6 +189,11 @@ def _parser_class() -> type:
                            code="usage", where=self.prog)
             e.usage = self.format_usage()  # type: ignore[attr-defined]
             raise e
+
+        def _get_formatter(self) -> argparse.HelpFormatter:
+            # argparse makes one for every argument added (to check its metavar), each asking shutil for the
+            # terminal's width: the same width (argparse's is the columns less 2), without loading shutil.
+            return self.formatter_class(prog=self.prog, width=_terminal_columns() - 2)
 
         def _unknown_long_options(self) -> list[str]:
             """The --options of the command line (up to `--`) that this parser does not know, nor abbreviates."""
@@ -330,9 +336,22 @@ def _terminal_width(stdout: TextIO, environ: Mapping[str, str]) -> int | None:
         return int(columns)
     if not getattr(stdout, "isatty", lambda: False)():
         return None
-    import shutil  # only on a terminal: shutil costs a boot-time command (stdout a journal) 2 ms
+    return _terminal_columns()
 
-    return shutil.get_terminal_size().columns
+
+def _terminal_columns() -> int:
+    """shutil.get_terminal_size().columns without loading shutil (~4 ms of CPU a command): COLUMNS, else the
+    width of the terminal on the interpreter's stdout, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
 
 
 def _columns(args: argparse.Namespace, out: Output) -> bool:

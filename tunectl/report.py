@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
 if TYPE_CHECKING:
@@ -98,20 +98,23 @@ PAINT = {"red": "\x1b[31m", "yellow": "\x1b[33m", "green": "\x1b[32m", "bold": "
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], width: int | None = None,
           middle: Iterable[str] = (), keep: Iterable[str] = (), only: Sequence[str] | None = None,
-          hide: Iterable[str] = (), paint: Callable[[str, str], str | None] | None = None,
+          hide: Iterable[str] = (), paint: bool = False,
           cut_first: Iterable[str] = (), style: str = "table", headings: bool = True) -> str:
     """Rows under headers, two spaces apart, every line at most `width` characters (None: cells whole).
 
     Too wide, the widest column that may shrink loses a character at a time, down to its header's
     width (or 6); cut cells end in "…", or hold it in the middle for the `middle` columns (identities,
     paths). `keep` columns are never cut. `only` picks columns by name (`column_name`), in its order;
-    `hide` leaves columns out unless `only` names them. `paint(header, cell)` names a colour for a
-    cell (red, yellow, green, bold) or None; colours do not count in the width. Control characters
+    `hide` leaves columns out unless `only` names them. `paint`: a cell that carries a verdict (a
+    `tunectl.status.Verdict`, or `Marked` text) is shown in the verdict's colour; colours do not count
+    in the width. Control characters
     in cells are escaped. `cut_first` columns shrink to their floor before any other does (notes, sources).
     `style` "raw" (-r) or "pairs" (-P) prints every cell whole, as lsblk does; `headings` False (-n): no
     header line.
     """
     headers = list(headers)
+    rows = list(rows)
+    colours = [[getattr(getattr(c, "verdict", c), "colour", None) if paint else None for c in row] for row in rows]
     rows = [["-" if c is None else escape_field(str(c)) for c in row] for row in rows]
     if only is not None:
         picked = [[column_name(h) for h in headers].index(name) for name in only]
@@ -120,6 +123,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], width: int | No
         picked = [i for i, h in enumerate(headers) if h not in hidden]
     headers = [headers[i] for i in picked]
     rows = [[row[i] for i in picked] for row in rows]
+    colours = [[row[i] for i in picked] for row in colours]
     if style != "table":
         return _machine_lines(headers, rows, style, headings)
     widths = [len(h) for h in headers]
@@ -136,17 +140,17 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], width: int | No
             widths[max(movable, key=lambda i: widths[i])] -= 1
     mid = set(middle)
 
-    def line(cells: Sequence[str], head: bool = False) -> str:
+    def line(cells: Sequence[str], painted: Sequence[str | None] = ()) -> str:
         parts = []
-        for h, c, w in zip(headers, cells, widths):
+        for i, (h, c, w) in enumerate(zip(headers, cells, widths)):
             text = cut(c, w, h in mid)
-            colour = None if head or paint is None else paint(h, c)
+            colour = painted[i] if painted else None
             padded = text.ljust(w)
             parts.append(f"{PAINT[colour]}{text}\x1b[0m{padded[len(text):]}" if colour else padded)
         out = "  ".join(parts).rstrip()
         return cut(out, width) if width is not None and len(_ANSI.sub("", out)) > width and "\x1b" not in out else out
 
-    return "\n".join(([line(headers, head=True)] if headings else []) + [line(row) for row in rows])
+    return "\n".join(([line(headers)] if headings else []) + [line(row, painted) for row, painted in zip(rows, colours)])
 
 
 def _machine_lines(headers: list[str], rows: list[list[str]], style: str, headings: bool) -> str:
@@ -160,18 +164,6 @@ def _machine_lines(headers: list[str], rows: list[list[str]], style: str, headin
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-VERDICT_COLUMNS = ("DRIFT", "STATUS", "ALIGNED", "RESULT")
-_FINE = ("in sync", "ok", "yes", "-", "skip", "changed", "not run (--check)")
-_FAILED = ("failed", "not-permitted", "NO", "unreadable")
-
-
-def verdict_colour(header: str, cell: str) -> str | None:
-    """Drift in yellow, failures in red, the rest plain: the colours of every table."""
-    if header not in VERDICT_COLUMNS or cell in _FINE:
-        return None
-    return "red" if cell in _FAILED or cell.startswith("NOT APPLIED") else "yellow"
-
 
 def add_table_options(p: Any, columns: Sequence[Column]) -> None:
     """`-o COL,...`, `--columns`, and lsblk's `-n`, `-r`, `-P` for a command whose output is one table of `columns`."""

@@ -19,6 +19,7 @@ from tunectl.align.table import PartedDisk
 from tunectl.attributes import io_opt_sanity
 from tunectl.errors import ExitCode
 from tunectl.report import Column, Report
+from tunectl.status import Marked, Verdict
 from tunectl.units import format_bytes
 
 MiB = 1024 * 1024
@@ -264,14 +265,15 @@ class AlignReport(Report):
             for w in disk.warnings if not out.quiet else ():
                 out.warn(f"tunectl: {disk.device}: {w}")
             if disk.table is None:
-                rows.append([disk.device, "-", "-", "-", "-", "no table" if not disk.unreadable else "unreadable",
-                             "-", "-", "-"])
+                said = Marked("no table", Verdict.DRIFT) if not disk.unreadable else Marked("unreadable", Verdict.FAILED)
+                rows.append([disk.device, "-", "-", "-", "-", said, "-", "-", "-"])
                 continue
             grain = format_bytes(disk.grain.bytes) if disk.grain else "-"
             for p in disk.partitions:
                 label = f"{p.number}" + (f" ({p.name})" if p.name else "") + (f" {p.type}" if p.type != "primary" else "")
+                aligned = Marked("yes", Verdict.IN_SYNC) if p.aligned else Marked("NO", Verdict.MISALIGNED)
                 rows.append([disk.device, label, f"{p.start_sector}s", format_bytes(p.size_sectors * disk.sector_size),
-                    grain, "yes" if p.aligned else "NO", format_bytes(p.off_by_bytes) if not p.aligned else "-",
+                    grain, aligned, format_bytes(p.off_by_bytes) if not p.aligned else "-",
                     f"{p.suggested_start_sector}s" if p.suggested_start_sector is not None else "-",
                     "yes" if p.parted_optimal else "no"])
                 if p.note and (out.verbose or not p.aligned or p.aligned != p.parted_optimal):

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from tunectl.errors import ExitCode
-
 EPILOG = """\
 Reads only: the device and the file are opened read-only. Between points only
 the target's cached pages are dropped (fadvise DONTNEED, BLKFLSBUF), never the
@@ -195,7 +193,7 @@ def _render(ctx, args, stack, sweep, seed, schedulers, out, active: dict | None 
         problem = write_output(args.csv, runs_csv(sweep.runs).encode())
         if problem:
             out.warn(f"tunectl bench: {problem}")
-            report.exit_code = ExitCode.PARTIAL
+            report.export_failed = True
     if args.plot:
         from tunectl.bench.plot import write_png
 

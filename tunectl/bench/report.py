@@ -22,15 +22,17 @@ class BenchReport:
     active: dict | None = None  # what the record of intent's profile sets on these devices (`active_wants`)
     summaries: list[Summary] = field(init=False)
     recommendation: Recommendation | None = field(init=False)
-    exit_code: ExitCode = ExitCode.OK  # raised by the caller when an export it was asked for failed
+    export_failed: bool = False  # an export asked for (--csv) could not be written
 
     def __post_init__(self) -> None:
         self.summaries = summarise(self.sweep.runs)
         placement = Placement(self.stack.top.name, self.stack.top.cls, self.stack.stacked,
                               tuple(d.name for d in self.stack.scheduled))
         self.recommendation = None if self.interrupted else recommend(self.summaries, placement)
-        if self.sweep.restore_failures:
-            self.exit_code = ExitCode.PARTIAL
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.PARTIAL if self.sweep.restore_failures or self.export_failed else ExitCode.OK
 
     def to_json(self) -> dict:
         stack, sweep, rec = self.stack, self.sweep, self.recommendation

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from tunectl.devices.discover import discover
 from tunectl.devices.graph import DeviceGraph
 from tunectl.devices.model import Device
 from tunectl.devices.stack import FileLayer, MountLayer, Stack
@@ -53,8 +54,6 @@ class Resolver:
     """
 
     def __init__(self, ctx, devices: list[Device] | None = None, graph: DeviceGraph | None = None) -> None:
-        from tunectl.devices.discover import discover
-
         self.ctx = ctx
         self.sysfs = ctx.sysfs
         self.dev = ctx.roots.dev

@@ -86,6 +86,17 @@ def _notes_first(report, out) -> None:
         out.warn(_printable(f"tunectl: note: {note}"))
 
 
+def _remount_result(r) -> str:
+    """A remount's RESULT cell, coloured by its verdict: not run under --check, ok, or the options that did not take."""
+    from tunectl.status import Marked, Verdict
+
+    if r.ok is None:
+        return "not run (--check)"
+    if r.ok:
+        return Marked("ok", Verdict.IN_SYNC)
+    return Marked("NOT APPLIED: " + (", ".join(r.not_applied) or r.error), Verdict.FAILED)
+
+
 def _render_fix(result, args, out) -> None:
     _notes_first(result.check_report, out)
     if out.json:
@@ -104,7 +115,6 @@ def _render_fix(result, args, out) -> None:
         out.print(f"{path}: would be rewritten (--check: nothing written)")
     if result.remounts:
         out.print(_printable(out.table(["TARGET", "REMOUNT OPTIONS", "RESULT"],
-                        [[r.target, r.options, "not run (--check)" if r.ok is None else "ok" if r.ok
-                          else "NOT APPLIED: " + (", ".join(r.not_applied) or r.error)] for r in result.remounts])))
+                        [[r.target, r.options, _remount_result(r)] for r in result.remounts])))
     for p in result.problems:
         out.warn(_printable(f"tunectl: {p}"))

@@ -96,7 +96,8 @@ def run(ctx, args, out) -> int:
 
             meta_bytes = report.metadata.bytes if report.metadata else 0
             report.floor = measure_floor(report.methods, report.bytes + meta_bytes, ctx.sysfs, ctx.roots.dev)
-        human = _replayed
+        human = _replayed if not (out.verbose and head["moved"]) else \
+            (lambda r, moved=head["moved"]: [*_moved(moved), *_replayed(r)])
     else:
         from tunectl.preload.show import show
 
@@ -171,6 +172,11 @@ def _collected(report) -> list[str]:
     return [*_skips(report.skipped, report.verbose),
             f"{report.list_path}: {doc['files']} files, {format_bytes(doc['bytes'])}{how}; "
             f"physical offset known for {doc['physical']}"]
+
+
+def _moved(moved: dict[str, str]) -> list[str]:
+    return [f"the list's device {was} is {now} at this boot (its file system is mounted where it was)"
+            for was, now in sorted(moved.items())]
 
 
 def _replayed(report) -> list[str]:

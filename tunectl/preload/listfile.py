@@ -17,7 +17,7 @@ from itertools import repeat
 from pathlib import Path
 
 from tunectl.errors import NotPermitted, UsageError
-from tunectl.preload.listing import Entry, ListError, PreloadList, parse_header, parse_lines, render
+from tunectl.preload.listing import Entry, ListError, PreloadList, mounts_of, parse_header, parse_lines, render, renumber
 from tunectl.preload.order import physical_order
 from tunectl.system import trust
 
@@ -51,8 +51,27 @@ def _text(raw: bytes, path: str, n: int) -> str:
         raise ListError(f"{path}:{n}: not UTF-8 text") from None
 
 
+def moved_devices(head: dict, path: str) -> dict[str, str]:
+    """The file systems of the list's header "mounts" that are mounted at the same place now under another
+    device number (the disks were probed in another order at this boot): listed MAJ:MIN -> MAJ:MIN now.
+    A mount point that is no mount now moves nothing: its files are then skipped as changed."""
+    moved = {}
+    for device, target in mounts_of(head, path).items():
+        try:
+            if not os.path.ismount(target):
+                continue
+            st = os.stat(target)
+        except OSError:
+            continue
+        now = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+        if now != device:
+            moved[device] = now
+    return moved
+
+
 def batches(path: str, size: int = BATCH) -> Iterator[tuple[str, list[Entry]]]:
-    """(created, entries) for every `size` entries of the list at `path`, in file order.
+    """(created, entries) for every `size` entries of the list at `path`, in file order, on the device
+    numbers of this boot (`moved_devices`).
 
     Every line is checked as it is read: a bad one stops the stream with ListError
     at path:line, so a caller that consumes the whole stream before acting acts
@@ -65,7 +84,9 @@ def batches(path: str, size: int = BATCH) -> Iterator[tuple[str, list[Entry]]]:
         if not first.strip():
             raise ListError(f"{path}:1: empty file, not a preload list",
                             hint="make one with `tunectl preload collect PATHS -o LIST`")
-        created = str(parse_header(_text(first, path, 1), path).get("created", ""))
+        head = parse_header(_text(first, path, 1), path)
+        created = str(head.get("created", ""))
+        moved = moved_devices(head, path)
         lines: list[str] = []
         numbers: list[int] = []
         n = 1
@@ -89,11 +110,11 @@ def batches(path: str, size: int = BATCH) -> Iterator[tuple[str, list[Entry]]]:
             _decode(raw, n, path, lines, numbers)
             n += len(raw)
             while len(lines) >= size:
-                yield created, parse_lines(lines[:size], numbers[:size], path)
+                yield created, renumber(parse_lines(lines[:size], numbers[:size], path), moved)
                 yielded = True
                 del lines[:size], numbers[:size]
         if lines or not yielded:
-            yield created, parse_lines(lines, numbers, path)
+            yield created, renumber(parse_lines(lines, numbers, path), moved)
 
 
 CHUNK = 4 << 20  # bytes of whole lines read and decoded at once
@@ -154,23 +175,30 @@ def read_list(path: str) -> PreloadList:
 
 
 def header(path: str) -> dict:
-    """The list's header line alone, checked (the metadata ranges and the order travel in it)."""
+    """The list's header line alone, checked (the metadata ranges and the order travel in it); the metadata
+    ranges on this boot's device numbers, as `batches` gives the entries, and "moved": what was renumbered."""
     with _open(path) as f:
         first = f.readline(MAX_LINE + 1)
     if not first.strip():
         raise ListError(f"{path}:1: empty file, not a preload list",
                         hint="make one with `tunectl preload collect PATHS -o LIST`")
-    return parse_header(_text(first, path, 1), path)
+    head = parse_header(_text(first, path, 1), path)
+    moved = moved_devices(head, path)
+    if moved and isinstance(head.get("metadata"), dict):
+        head["metadata"] = {moved.get(d, d): r for d, r in head["metadata"].items()}
+    head["moved"] = moved
+    return head
 
 
 def write_list(path: str, entries: Sequence[Entry], metadata: Mapping[str, Sequence[tuple[int, int]]] | None = None,
-               time_order: bool = False) -> None:
+               time_order: bool = False, mounts: Mapping[str, str] | None = None) -> None:
     """The list, atomically. Entries in physical order (a replay's sort is then one pass over sorted keys),
-    unless `time_order`: a record keeps the order the files were opened in, for time bins on rotational disks."""
+    unless `time_order`: a record keeps the order the files were opened in, for time bins on rotational disks.
+    `mounts`: where each device's file system is mounted (a later boot finds it there if its number moved)."""
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     target = Path(path)
     try:
-        text = render(entries if time_order else physical_order(entries), created, metadata, time_order)
+        text = render(entries if time_order else physical_order(entries), created, metadata, time_order, mounts)
         trust.atomic_write(target, text.encode(), shared_dir=True)
     except trust.Untrusted as e:
         raise UsageError(f"{path}: cannot write the preload list: {e.message}", hint=e.hint) from None

@@ -13,6 +13,9 @@ ranges to bring in (the whole file, or only what was resident or read), and
 FS_IOC_FIEMAP, or null where the file system cannot say (squashfs, tmpfs, a
 file not yet written back): those files are read in inode order. A replay
 skips a file whose device, inode, size or mtime_ns differ from the list.
+The header's optional "mounts" (MAJ:MIN -> where that file system was mounted
+when the list was made) lets a reader follow a file system whose device number
+changed at the next boot (disks probed in another order): `renumber`.
 Arrays, not objects: a boot-time replay decodes tens of thousands of lines.
 A reader refuses a list from a newer version; a line it cannot read is an
 error with file:line, never guessed at.
@@ -77,16 +80,19 @@ class PreloadList(namedtuple("PreloadList", "entries created", defaults=("",))):
 
 
 def render(entries: Iterable[Entry], created: str, metadata: Mapping[str, Iterable[tuple[int, int]]] | None = None,
-           time_order: bool = False) -> str:
+           time_order: bool = False, mounts: Mapping[str, str] | None = None) -> str:
     """The list's text. `metadata`: MAJ:MIN -> byte ranges of the block device to read first (the file
     system's own blocks); `time_order`: the entries are in the order they were read (a record), which a
-    replay on a rotational disk keeps bin by bin. Both are header keys a version-1 reader ignores."""
+    replay on a rotational disk keeps bin by bin; `mounts`: MAJ:MIN -> the file system's mount point.
+    All are header keys a version-1 reader ignores."""
     entries = list(entries)
     header = {"format": FORMAT, "version": VERSION, "created": created, "files": len(entries), "fields": list(FIELDS)}
     if time_order:
         header["order"] = "time"
     if metadata:
         header["metadata"] = {dev: [list(r) for r in ranges] for dev, ranges in sorted(metadata.items())}
+    if mounts:
+        header["mounts"] = dict(sorted(mounts.items()))
     lines = [json.dumps(header)]
     lines += [json.dumps(e.to_row(), separators=(",", ":")) for e in entries]
     return "\n".join(lines) + "\n"
@@ -182,6 +188,28 @@ def metadata_of(header: dict, source: str) -> dict[str, tuple[tuple[int, int], .
             raise ListError(f"{source}:1: metadata {device}: expected a list of [offset, length] pairs")
         out[device] = tuple((r[0], r[1]) for r in ranges)
     return out
+
+
+def mounts_of(header: dict, source: str) -> dict[str, str]:
+    """The header's mount points (MAJ:MIN -> absolute path), checked; ListError at `source:1`."""
+    found = header.get("mounts", {})
+    if not isinstance(found, dict):
+        raise ListError(f"{source}:1: mounts: expected an object of MAJ:MIN -> mount point")
+    for device, target in found.items():
+        if not _DEVICE.match(device) or any(int(n) > MAX_DEVICE_PART for n in device.split(":")):
+            raise ListError(f"{source}:1: mounts: {device!r:.40} is not MAJ:MIN")
+        if not isinstance(target, str) or not target.startswith("/") or "\0" in target:
+            raise ListError(f"{source}:1: mounts {device}: expected an absolute path, got {target!r:.60}")
+    return dict(found)
+
+
+def renumber(entries: list[Entry], moved: Mapping[str, str]) -> list[Entry]:
+    """`entries` with each device `moved` names (listed MAJ:MIN -> MAJ:MIN now) replaced; the list itself
+    when nothing moved, so the common replay pays nothing."""
+    if not moved:
+        return entries
+    make = tuple.__new__
+    return [make(Entry, (e[0], moved[e[1]], *e[2:])) if e[1] in moved else e for e in entries]
 
 
 def parse_rows(body: list[tuple[int, str]], source: str) -> list[Entry]:

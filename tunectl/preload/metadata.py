@@ -51,6 +51,23 @@ def filesystem_types(devices: Iterable[str], proc_root: str | None) -> dict[str,
     return {m.devnum: m.fstype for m in mounts if m.devnum in wanted}
 
 
+def mount_points(devices: Iterable[str], proc_root: str | None) -> dict[str, str]:
+    """MAJ:MIN -> where that file system's root is mounted (the first such mount; bind mounts of a
+    directory left out), for these devices; none without a readable mountinfo."""
+    from tunectl.system.mountinfo import read_mounts
+
+    wanted = set(devices)
+    try:
+        mounts, _ = read_mounts(proc_root)
+    except Exception:  # noqa: BLE001 - no mountinfo (a fake root): the list records no mount points
+        return {}
+    found: dict[str, str] = {}
+    for m in mounts:
+        if m.devnum in wanted and not m.is_bind:
+            found.setdefault(m.devnum, m.target)
+    return found
+
+
 def node_of(sysfs: Sysfs, dev_root: str, devnum: str) -> str:
     """The device node of MAJ:MIN: DEV/<DEVNAME from its uevent>, else DEV/block/MAJ:MIN (udev's link)."""
     for line in (sysfs.read_or(f"dev/block/{devnum}/uevent") or "").splitlines():

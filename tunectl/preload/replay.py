@@ -419,8 +419,7 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
         how = order.method(False if kinds == {False} else True if True in kinds else None, time_order)
         orders.add(how if how != "physical" else order.order_name(entries))
         checker = _Checker(entries, devnums, progress, threading.Lock())
-        read_first = report.metadata is not None and devices <= set(report.metadata.devices)
-        if order.inode_pass(how, read_first):
+        if order.inode_pass(how):
             checker.run(max(1, threads) if threads is not None else None, use_io_uring)
             inodes = "inodes read ahead, many at once"
             if checker.deferred:
@@ -429,7 +428,7 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
                           f"the rest read at open")
         else:  # each file is looked at and checked as it is opened, once
             checker.trust_all()
-            inodes = "inodes read at open" + (" (the metadata pass read them)" if read_first else "")
+            inodes = "inodes read at open"
         report.inode_pass_files += len(entries) - checker.deferred
         for d in devices:
             report.methods[d] = f"{stacks[d].describe(how)}; {inodes}"

@@ -6,7 +6,7 @@ import argparse
 
 from tunectl.errors import ExitCode, TunectlError
 from tunectl.report import Column
-from tunectl.status import Status
+from tunectl.status import Marked, Status
 
 EXAMPLES = {
     "status": "examples:\n  tunectl status\n  tunectl status --json | jq '.devices[].class'",
@@ -142,23 +142,24 @@ def _cmd_status(ctx, args, out) -> int:
     for s in report.drift:
         drift_by_dev[s.device] = drift_by_dev.get(s.device, 0) + 1
     if out.json:
-        out.emit(dict(report.to_json(), applied=active.record is not None, notes=active.notes,
-                      rules=intent.installed_rules(active.record)))
+        rules = active.intent.rules if active.intent is not None else None
+        out.emit(dict(report.to_json(), applied=active.intent is not None, notes=active.notes,
+                      rules=rules.to_json() if rules is not None else None))
         return report.exit_code
     rows = []
     tuned = {s.device for s in report.settings}
     for d in report.devices:
         knobs = " ".join(f"{k}={v}" for k, v in sorted(d.iosched.items()))
         # a device the profile sets nothing on is skipped, as plan says, not "in sync"
-        drift = f"{drift_by_dev[d.name]} setting(s)" if d.name in drift_by_dev else "in sync" if d.name in tuned \
-            else "skip"
+        drift = Marked(f"{drift_by_dev[d.name]} setting(s)", Status.DRIFT) if d.name in drift_by_dev else \
+            Marked("in sync", Status.IN_SYNC) if d.name in tuned else Marked("skip", Status.SKIP)
         rows.append([d.name, d.cls + (f"/{d.dm_type}" if d.dm_type else ""), show(d.scheduler),
                      show(d.queue.get("read_ahead_kb")), d.identity, drift, knobs])
     out.heading(f"profile: {report.profile}")
-    rules = intent.installed_rules(active.record)
+    rules = active.intent.rules if active.intent is not None else None
     if rules is not None:
-        out.heading(f"udev rules: {rules['path']} (profile {rules.get('ref')}"
-                  + (", every device)" if rules.get("scope") is None else f", {len(rules['scope'])} device(s))"))
+        out.heading(f"udev rules: {rules.path} (profile {rules.ref}"
+                    + (", every device)" if rules.scope is None else f", {len(rules.scope)} device(s))"))
     _print_scope(report, out)
     out.print(out.table(STATUS_COLUMNS, rows))
     if out.verbose:

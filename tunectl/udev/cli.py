@@ -101,9 +101,8 @@ def _which_rules(report, pure: bool, everything: bool) -> str:
     if not pure:
         where = "every device" if report.scope is None else f"the {len(report.scope)} device(s) of the last apply's scope"
         return f"the rules `tunectl udev install{' --all' if everything else ''}` writes: profile {name}, {where}"
-    from tunectl.tuning import intent
-
-    scope = None if everything else intent.scope_of(report.active.record)
+    record = report.active.intent
+    scope = None if everything or record is None else record.scope
     where = "for every device" if scope is None else f"for the {len(scope)} device(s) of the last apply's scope"
     return (f"profile {name}'s own rules for every device; `tunectl udev install -p {name}` writes them {where}, "
             f"keeping each original for the journal: `tunectl udev render -p {name} --as-installed` shows that file")

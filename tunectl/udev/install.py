@@ -13,7 +13,7 @@ import difflib
 import os
 import re
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tunectl.attributes import modular_schedulers
@@ -42,8 +42,8 @@ def rules_dir_of(ctx, rules_dir: str | None) -> str:
     """--rules-dir, else the directory the record of intent says the rules were installed in, else udev's /etc."""
     if rules_dir:
         return rules_dir
-    rules = intent.installed_rules(intent.current(ctx))
-    return str(Path(rules["path"]).parent) if rules is not None else DEFAULT_RULES_DIR
+    record = intent.current(ctx)
+    return str(Path(record.rules.path).parent) if record is not None and record.rules is not None else DEFAULT_RULES_DIR
 
 
 def _euid() -> int:
@@ -66,7 +66,7 @@ def tunectl_executable(env) -> str | None:
     return os.path.abspath(found) if found else None
 
 
-def load_for_rules(ctx, ref: str | None) -> tuple[Profile, intent.Active]:
+def load_for_rules(ctx, ref: str | None) -> tuple[Profile, intent.Choice]:
     """The profile (-p, else the record of intent's), loaded from an absolute path (a udev RUN has no working
     directory)."""
     active = intent.choose(ctx, ref, "udev install")
@@ -78,9 +78,12 @@ def load_for_rules(ctx, ref: str | None) -> tuple[Profile, intent.Active]:
 class RenderReport:
     profile: Profile
     rendered: Rendered
-    active: intent.Active
+    active: intent.Choice
     scope: list[str] | None = None  # the identities the rules match; None: every device
-    exit_code: ExitCode = ExitCode.OK
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.OK
 
     def to_json(self) -> dict:
         return {"profile": self.profile.name, "file": RULES_FILE, "digest": self.rendered.digest,
@@ -94,7 +97,8 @@ def render(ctx, ref: str | None, everything: bool = False, pure: bool = False) -
     profile, active = load_for_rules(ctx, ref)
     # The running kernel's modular schedulers are an input of the rules, read here at the edge.
     modules = modular_schedulers(ctx.modules.loadable())
-    scope = None if everything or pure else intent.scope_of(active.record)
+    scope = None if everything or pure or active.intent is None or active.intent.scope is None \
+        else list(active.intent.scope)
     return RenderReport(profile, render_rules(profile, tunectl_executable(ctx.env), modules=modules,
                                               identities=scope, capture=not pure), active, scope)
 
@@ -107,10 +111,13 @@ class InstallReport:
     reloaded: bool = False
     triggered: bool = False
     problems: list[str] = field(default_factory=list)
-    exit_code: ExitCode = ExitCode.OK
-
+    incomplete: bool = False  # udev was not reloaded, or the change events asked for were not sent
     journalled: int = 0  # settings the rules will change whose originals were journalled first
     triggered_devices: list[str] | None = None  # the devices change events went to; None: every block disk
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.PARTIAL if self.incomplete else ExitCode.OK
 
     def to_json(self) -> dict:
         rendered = self.render.rendered
@@ -126,8 +133,11 @@ class RemoveReport:
     removed: bool
     reloaded: bool = False
     problems: list[str] = field(default_factory=list)
-    exit_code: ExitCode = ExitCode.OK
     adopted: list[str] = field(default_factory=list)  # devices whose originals the rules kept were journalled
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.PARTIAL if self.problems else ExitCode.OK
 
     def to_json(self) -> dict:
         return {"ok": self.exit_code == ExitCode.OK, "path": str(self.path), "removed": self.removed,
@@ -249,30 +259,26 @@ def install(ctx, ref: str | None, rules_dir: str | None, trigger: bool, warn=Non
                 report.triggered_devices = in_scope
         except CommandError as e:
             report.problems.append(e.message)
-            report.exit_code = ExitCode.PARTIAL
+            report.incomplete = True
     else:
         report.problems.append("systemd-udevd is not running: the rules take effect when it starts"
                                + ("; no change events were sent" if trigger else ""))
-        if trigger:
-            report.exit_code = ExitCode.PARTIAL
+        report.incomplete = trigger
     return report
 
 
 def _record_rules(ctx, rendered: RenderReport, target: Path, kept: dict[str, dict[str, str]]) -> None:
     """The record of intent says which rules are installed: file, profile (and its hash), scope, and the originals
-    kept for below: (`kept`; those a re-install finds already kept stay as they were). Under the lock."""
+    kept for below: (`kept`; those a re-install finds kept already stay as they were). Under the lock."""
     profile = rendered.profile
-    record = ctx.state.active_profile() or intent.record_of(profile, rendered.active.ref)
-    rules = {"path": str(target), "ref": rendered.active.ref, "name": profile.name,
-             "profile_sha256": intent.text_sha256(profile), "digest": rendered.rendered.digest}
-    if rendered.scope is not None:
-        rules["scope"] = rendered.scope
-    before = intent.kept_originals(intent.installed_rules(record))
-    kept = {identity: {**values, **before.get(identity, {})} for identity, values in kept.items()}
-    if kept:
-        rules["kept"] = kept
-    if record.get("rules") != rules:
-        ctx.state.save_active_profile(dict(record, rules=rules))
+    record = intent.load(ctx.state) or intent.of(profile, rendered.active.ref)
+    before = record.rules.kept if record.rules is not None else {}
+    rules = intent.Rules(str(target), rendered.active.ref, profile.name,
+                         intent.of(profile, profile.name).profile_sha256, rendered.rendered.digest,
+                         tuple(rendered.scope) if rendered.scope is not None else None,
+                         {identity: {**values, **before.get(identity, {})} for identity, values in kept.items()})
+    if record.rules != rules:
+        intent.save(ctx.state, replace(record, rules=rules))
 
 
 def journal_for_rules(ctx, profile: Profile, ref: str,
@@ -282,16 +288,10 @@ def journal_for_rules(ctx, profile: Profile, ref: str,
 
     Called under the state lock, before the rules file exists.
     """
-    from tunectl.tuning import apply as applying
-
     report = tuning.plan(ctx, None, None, profile)
     settings = [s for s in report.settings if scope is None or s.identity in scope]
-    journal = ctx.state.journal()
-    adopted = tuning.adopt_rules_originals(ctx, ctx.state.active_profile(), journal, report.devices)
-    by_name = {d.name: d for d in report.devices}
-    changed_by = dict(tuning.changed_by(ref), via="udev rules")
-    if applying.record_originals(journal, settings, by_name, changed_by) or adopted or ctx.state.recovered():
-        ctx.state.save_journal(journal)
+    tuning.journal_originals(ctx, intent.load(ctx.state), report.devices, settings,
+                             replace(tuning.changed_by(ref), via="udev rules"))
     names = None if scope is None else sorted(d.name for d in report.devices if d.identity in scope)
     kept = _kept_for_below(ctx, profile, [d for d in report.devices if scope is None or d.identity in scope])
     return sum(s.status == Status.CHANGE for s in settings), names, kept
@@ -321,18 +321,17 @@ def remove(ctx, rules_dir: str | None) -> RemoveReport:
     rules_dir = rules_dir_of(ctx, rules_dir)
     target = (Path(rules_dir) / RULES_FILE).absolute()
     record = intent.current(ctx)
-    rules = intent.installed_rules(record)
+    rules = record.rules if record is not None else None
     # What the rules kept in udev's database is adopted only while the record says they are installed: journal it
     # now, or the rollback after this removal would leave every value the rules (or their RUN) wrote unrestored.
     adopted = tuning.adopt_seen(ctx, tuning.discover_devices(ctx)) if rules is not None else []
     present = target.exists()
     problems = rulesfile.remove(target, ctx.run)
     removed = present and not target.exists()
-    if rules is not None and Path(rules["path"]) == target:
+    if record is not None and rules is not None and Path(rules.path) == target:
         with ctx.state.locked():
-            ctx.state.save_active_profile({k: v for k, v in record.items() if k != "rules"})
-    return RemoveReport(target, removed, reloaded=removed and not problems, problems=problems,
-                        exit_code=ExitCode.PARTIAL if problems else ExitCode.OK, adopted=adopted)
+            intent.save(ctx.state, replace(record, rules=None))
+    return RemoveReport(target, removed, reloaded=removed and not problems, problems=problems, adopted=adopted)
 
 
 def check(ctx, ref: str | None, rules_dir: str | None, warn=None, everything: bool = False) -> RulesCheckReport:

@@ -136,12 +136,12 @@ def test_refused_writes_exit_4_and_record_nothing(t: Tunectl) -> None:
 
 def test_applied_but_unrecorded_is_not_exit_5(t: Tunectl, monkeypatch) -> None:
     from tunectl.errors import StateError
-    from tunectl.system import state
+    from tunectl.tuning import intent
 
-    def fail(self, record):
+    def fail(state, record):
         raise StateError("cannot write active.json: No space left on device")
 
-    monkeypatch.setattr(state.StateStore, "save_active_profile", fail)
+    monkeypatch.setattr(intent, "save", fail)
     r = t("apply", "-p", "mydb", "loop0")
     assert r.code == 3 and "the settings were applied" in r.err and "could not be saved" in r.err
     assert t.tree.sysfs.read("block/loop0/queue/read_ahead_kb") == "1024"
@@ -243,6 +243,36 @@ def test_rules_carry_the_scope_and_journal_first(t: Tunectl, tmp_path: Path, ude
     assert t("verify").out.startswith("nothing applied")
     # The rules (were they ever triggered) wrote nothing here; the journal still held every original.
     assert snapshot_all(t.tree) == before
+
+
+def test_udev_install_keeps_the_originals_of_a_tuned_loop_whose_backing_file_was_renamed(
+        t: Tunectl, tmp_path: Path, udevadm: _Udevadm, monkeypatch) -> None:
+    """udev install takes the one originals-first step apply takes: a tuned loop device whose identity changed
+    keeps its entry under the identity it has now, instead of journalling its tuned values as originals."""
+    from tunectl.devices import discover
+
+    image = tmp_path / "d40.img"
+    image.write_bytes(b"")
+    t.tree.add_loop("loop40", str(image))
+    # The loop's proof as on a real machine, here from the backing file's inode alone (no /dev node is opened).
+    monkeypatch.setattr(discover, "is_real_sysfs", lambda root: True)
+    def inode(name: str, devnum: str, backing: str) -> str:
+        if not os.path.exists(backing):
+            return ""
+        st = os.stat(backing)
+        return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}:{st.st_ino}"
+
+    monkeypatch.setattr(discover, "backing_inode", inode)
+    original = int(t.tree.sysfs.read("block/loop40/queue/read_ahead_kb"))
+    assert t("apply", "-p", "mydb", "loop40").code == 0
+    moved = tmp_path / "moved.img"
+    image.rename(moved)
+    (t.tree.root / "block" / "loop40" / "loop" / "backing_file").write_text(f"{moved}\n")
+    (tmp_path / "rules").mkdir()
+    assert t("udev", "install", "--all", "--rules-dir", str(tmp_path / "rules")).code == 0
+    devices = _journal(t)["devices"]
+    assert f"loop:{image}" not in devices
+    assert devices[f"loop:{moved}"]["attributes"]["read_ahead_kb"] == original
 
 
 def test_udev_remove_does_not_promise_what_rollback_cannot_do(t: Tunectl, tmp_path: Path, udevadm: _Udevadm) -> None:

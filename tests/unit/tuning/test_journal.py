@@ -311,13 +311,15 @@ def test_a_damaged_active_profile_falls_back_and_apply_rewrites_it(pair: Pair) -
 
 def test_full_disk_after_the_writes_says_what_was_applied(pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
     """The journal fits, the active-profile record does not: the error must not claim nothing happened."""
-    real = state_module.StateStore.save_active_profile
+    from tunectl.tuning import intent
 
-    def no_space(self, record: dict) -> None:
+    real = intent.save
+
+    def no_space(state: state_module.StateStore, record: intent.Intent) -> None:
         monkeypatch.setattr(state_module.os, "fsync", _no_space)
-        real(self, record)
+        real(state, record)
 
-    monkeypatch.setattr(state_module.StateStore, "save_active_profile", no_space)
+    monkeypatch.setattr(intent, "save", no_space)
     r = pair.fresh()("apply", "-p", "p1")
     monkeypatch.undo()
     # Exit 3, not 5 (5 says nothing was applied): the writes happened, only the record is stale.
