@@ -73,7 +73,7 @@ class CheckReport(Report):
     def exit_code(self) -> int:
         return ExitCode.OK if self.in_sync else ExitCode.DRIFT
 
-    def render(self, out) -> None:
+    def print_text(self, out) -> None:
         """The profile's warnings, a row per filesystem (wanted, live, fstab, drift), the options skipped, the timer."""
         from tunectl.report import escape_field, show
         from tunectl.status import Marked, Verdict

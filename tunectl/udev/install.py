@@ -20,6 +20,7 @@ from tunectl.attributes import modular_schedulers
 from tunectl.errors import ExitCode, NotPermitted, UsageError
 from tunectl.profile.library import find_profile
 from tunectl.profile.resolve import Profile, load_profile
+from tunectl.report import Report
 from tunectl.status import Status
 from tunectl.system import rulesfile, trust
 from tunectl.system.rulesfile import RulesError
@@ -75,7 +76,7 @@ def load_for_rules(ctx, ref: str | None) -> tuple[Profile, intent.Choice]:
 
 
 @dataclass
-class RenderReport:
+class RenderReport(Report):
     profile: Profile
     rendered: Rendered
     active: intent.Choice
@@ -89,6 +90,10 @@ class RenderReport:
         return {"profile": self.profile.name, "file": RULES_FILE, "digest": self.rendered.digest,
                 "runs_tunectl": self.rendered.runs_tunectl, "scope": self.scope, "notes": self.rendered.notes,
                 "rules": self.rendered.text}
+
+    def print_text(self, out) -> None:
+        """The rules file itself."""
+        out.stdout.write(self.rendered.text)  # the requested data: printed even with -q
 
 
 def render(ctx, ref: str | None, everything: bool = False, pure: bool = False) -> RenderReport:
@@ -104,7 +109,7 @@ def render(ctx, ref: str | None, everything: bool = False, pure: bool = False) -
 
 
 @dataclass
-class InstallReport:
+class InstallReport(Report):
     render: RenderReport
     path: Path
     changed: bool
@@ -126,9 +131,26 @@ class InstallReport:
                 "changed": self.changed, "reloaded": self.reloaded,
                 "triggered": self.triggered, "notes": rendered.notes, "problems": self.problems}
 
+    def print_text(self, out) -> None:
+        """The problems, then what was installed where, what was journalled first, reloaded and triggered."""
+        for p in self.problems:
+            out.warn(f"tunectl: warning: {p}")
+        verb = "installed" if self.changed else "unchanged"
+        scope = self.render.scope
+        where = "every device" if scope is None else f"{len(scope)} device(s) of the last apply's scope"
+        out.say(f"{verb}: {self.path} (profile {self.render.profile.name}, {where}, {self.render.rendered.digest})")
+        if self.journalled:
+            out.say(f"originals journalled first: {self.journalled} setting(s) the rules will change")
+        if self.reloaded:
+            out.print("udev rules reloaded")
+        if self.triggered:
+            sent = self.triggered_devices
+            out.say("change events sent to every block disk; udev settled" if sent is None else
+                    f"change events sent to the devices in scope ({', '.join(sent) or 'none present'}); udev settled")
+
 
 @dataclass
-class RemoveReport:
+class RemoveReport(Report):
     path: Path
     removed: bool
     reloaded: bool = False
@@ -143,9 +165,20 @@ class RemoveReport:
         return {"ok": self.exit_code == ExitCode.OK, "path": str(self.path), "removed": self.removed,
                 "reloaded": self.reloaded, "problems": self.problems}
 
+    def print_text(self, out) -> None:
+        """The problems, then whether the file was removed and what stays until a rollback."""
+        for p in self.problems:
+            out.warn(f"tunectl: warning: {p}")
+        out.say(f"removed: {self.path}" if self.removed else f"not installed: {self.path}")
+        if self.removed:
+            out.say("values the rules wrote stay until a rollback: `tunectl rollback` restores what was journalled "
+                    "(before `udev install`, and the originals the rules kept in udev's database, journalled by this "
+                    "removal at the latest); a value whose original neither kept, such as one written by rules "
+                    "installed before they kept originals, keeps the rules' value (see tunectl(8), ROLLBACK)")
+
 
 @dataclass
-class RulesCheckReport:
+class RulesCheckReport(Report):
     render: RenderReport
     path: Path
     installed: str | None
@@ -168,6 +201,22 @@ class RulesCheckReport:
         return {"in_sync": self.in_sync, "installed": self.installed is not None, "path": str(self.path),
                 "profile": self.render.profile.name, "digest": self.render.rendered.digest,
                 "installed_digest": self.installed_digest, "diff": self.diff}
+
+    def print_text(self, out) -> None:
+        """In sync, not installed, or differs (with the diff: 60 lines, all with -v)."""
+        name, digest = self.render.profile.name, self.render.rendered.digest
+        if self.in_sync:
+            out.say(f"in sync: {self.path} is what profile {name} renders ({digest})")
+        elif self.installed is None:
+            out.say(f"not installed: {self.path}; `tunectl udev install -p {name}` writes it")
+        else:
+            out.say(f"differs: {self.path} ({self.installed_digest or 'no tunectl digest'}) is not what profile "
+                      f"{name} renders ({digest})")
+            limit = None if out.verbose else 60
+            for line in self.diff[:limit]:
+                out.print(line)
+            if limit is not None and len(self.diff) > limit:
+                out.print(f"... {len(self.diff) - limit} more diff lines (-v shows all)")
 
 
 def _untrusted(path: str) -> str | None:
