@@ -23,7 +23,7 @@ class ProfileListReport(Report):
     def to_json(self) -> dict:
         return {"profiles": [{"name": n, "file": str(p), "description": d} for n, p, d in self.entries]}
 
-    def render(self, out) -> None:
+    def print_text(self, out) -> None:
         """A row per profile: its name, description and file."""
         out.print(out.table(["NAME", "DESCRIPTION", "FILE"], [(n, d, p) for n, p, d in self.entries], middle=("FILE",),
                             keep=("NAME",)))
@@ -47,7 +47,7 @@ class ProfileShowReport(Report):
                               for p, f in sorted(profile.origins.items(), key=lambda kv: [str(k) for k in kv[0]])}
         return doc
 
-    def render(self, out) -> None:
+    def print_text(self, out) -> None:
         """The resolved profile as YAML; with --explain, a header and each value's file:line."""
         from tunectl.profile.yaml_text import render_profile_yaml
 
@@ -87,7 +87,7 @@ class ValidateReport(Report):
     def to_json(self) -> dict:
         return {"ok": self.exit_code == ExitCode.OK, "files": [f.to_json() for f in self.files]}
 
-    def render(self, out) -> None:
+    def print_text(self, out) -> None:
         """Each file's problems (file:line:col lines, on stderr), or `FILE: ok` with its count of warnings."""
         from tunectl.report import error_lines
 

@@ -56,7 +56,7 @@ class TunedImport(Report):
     def exit_code(self) -> int:
         return ExitCode.OK  # what could not be converted is said in the profile's comments, not an error
 
-    def render(self, out) -> None:
+    def print_text(self, out) -> None:
         """The tunectl profile as YAML (with what was left out in its comments): the requested data, even with -q."""
         out.stdout.write(render_yaml(self))
 
