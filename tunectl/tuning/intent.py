@@ -43,6 +43,14 @@ def _identities(value: object) -> tuple[str, ...] | None:
     return tuple(str(i) for i in value) if isinstance(value, list) else None
 
 
+def _kept(value: object) -> dict[str, dict[str, str]]:
+    """Originals kept for below: (`Rules.kept`); what a hand edit left of another shape is dropped."""
+    if not isinstance(value, dict):
+        return {}
+    return {identity: {k: v for k, v in values.items() if isinstance(k, str) and isinstance(v, str)}
+            for identity, values in value.items() if isinstance(identity, str) and isinstance(values, dict)}
+
+
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -57,11 +65,17 @@ class Rules:
     profile_sha256: str | None
     digest: str | None
     scope: tuple[str, ...] | None = None  # identities the rules match; None: every device
+    # identity -> udev property (TUNECTL_ORIG_*) -> value: what below: sets, as install found it (udev.install)
+    kept: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        out = {"path": self.path, "ref": self.ref, "name": self.name, "profile_sha256": self.profile_sha256,
-               "digest": self.digest}
-        return out if self.scope is None else dict(out, scope=list(self.scope))
+        out: dict = {"path": self.path, "ref": self.ref, "name": self.name, "profile_sha256": self.profile_sha256,
+                     "digest": self.digest}
+        if self.scope is not None:
+            out["scope"] = list(self.scope)
+        if self.kept:
+            out["kept"] = {identity: dict(values) for identity, values in self.kept.items()}
+        return out
 
     @classmethod
     def from_json(cls, data: object) -> Rules | None:
@@ -69,7 +83,7 @@ class Rules:
         if not isinstance(data, dict) or not isinstance(data.get("path"), str):
             return None
         return cls(data["path"], _text(data.get("ref")), _text(data.get("name")), _text(data.get("profile_sha256")),
-                   _text(data.get("digest")), _identities(data.get("scope")))
+                   _text(data.get("digest")), _identities(data.get("scope")), _kept(data.get("kept")))
 
     @property
     def profile(self) -> str | None:

@@ -450,7 +450,12 @@ def adopt_rules_originals(ctx: Context, record: Intent | None, kept: Journal,
     if record is None or record.rules is None:
         return kept, []
     by = replace(changed_by(str(record.rules.ref)), via="udev rules")
-    return adopt(kept, devices, lambda d: ctx.udev.record(d.devnum).properties, by, scope=record.rules.scope)
+    # What install kept for below: wins over udev's database: a disk's first event after install may come after the
+    # RUN of a stack above it wrote below:, and the rules would keep that value. The database has the rest, and the
+    # devices that appeared after install (their first event comes before any stack over them).
+    found = record.rules.kept
+    return adopt(kept, devices, lambda d: {**ctx.udev.record(d.devnum).properties, **found.get(d.identity, {})}, by,
+                 scope=record.rules.scope)
 
 
 def adopt_seen(ctx: Context, devices: list[Device]) -> list[str]:

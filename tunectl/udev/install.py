@@ -29,7 +29,8 @@ from tunectl.system.udevadm import Udevadm
 from tunectl.tuning import intent
 from tunectl.tuning import operations as tuning
 from tunectl.udev.lint import lint
-from tunectl.udev.render import RULES_FILE, Rendered, render_rules
+from tunectl.udev.render import RULES_FILE, Rendered, below_attributes, render_rules
+from tunectl.udev.scope import orig_name
 
 _DIGEST_RE = re.compile(r"^# digest (sha256:[0-9a-f]{64})", re.MULTILINE)
 SEARCH_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
@@ -291,9 +292,9 @@ def install(ctx, ref: str | None, rules_dir: str | None, trigger: bool, warn=Non
     data = rendered.rendered.text.encode()
     with ctx.state.locked():
         # Originals first: once the rules are live, any event may write the devices they match.
-        journalled, in_scope = journal_for_rules(ctx, rendered.profile, rendered.active.ref, rendered.scope)
+        journalled, in_scope, kept = journal_for_rules(ctx, rendered.profile, rendered.active.ref, rendered.scope)
         changed = rulesfile.write(target, data)
-        _record_rules(ctx, rendered, target)
+        _record_rules(ctx, rendered, target, kept)
     report = InstallReport(rendered, target, changed, journalled=journalled)
     report.problems.extend(f"{u}; installed anyway (--allow-untrusted-profile)" for u in untrusted)
     if udevadm.running():
@@ -315,20 +316,24 @@ def install(ctx, ref: str | None, rules_dir: str | None, trigger: bool, warn=Non
     return report
 
 
-def _record_rules(ctx, rendered: RenderReport, target: Path) -> None:
-    """The record of intent says which rules are installed: file, profile (and its hash), scope. Under the lock."""
+def _record_rules(ctx, rendered: RenderReport, target: Path, kept: dict[str, dict[str, str]]) -> None:
+    """The record of intent says which rules are installed: file, profile (and its hash), scope, and the originals
+    kept for below: (`kept`; those a re-install finds kept already stay as they were). Under the lock."""
     profile = rendered.profile
     record = intent.load(ctx.state) or intent.of(profile, rendered.active.ref)
+    before = record.rules.kept if record.rules is not None else {}
     rules = intent.Rules(str(target), rendered.active.ref, profile.name,
                          intent.of(profile, profile.name).profile_sha256, rendered.rendered.digest,
-                         tuple(rendered.scope) if rendered.scope is not None else None)
+                         tuple(rendered.scope) if rendered.scope is not None else None,
+                         {identity: {**values, **before.get(identity, {})} for identity, values in kept.items()})
     if record.rules != rules:
         intent.save(ctx.state, replace(record, rules=rules))
 
 
-def journal_for_rules(ctx, profile: Profile, ref: str, scope: list[str] | None) -> tuple[int, list[str] | None]:
-    """Journal the originals of every setting the rules will change (on the devices of `scope`); how many, and the
-    kernel names of the devices in `scope` (None: every device).
+def journal_for_rules(ctx, profile: Profile, ref: str,
+                      scope: list[str] | None) -> tuple[int, list[str] | None, dict[str, dict[str, str]]]:
+    """Journal the originals of every setting the rules will change (on the devices of `scope`); how many, the
+    kernel names of the devices in `scope` (None: every device), and what `_kept_for_below` keeps.
 
     Called under the state lock, before the rules file exists.
     """
@@ -337,7 +342,25 @@ def journal_for_rules(ctx, profile: Profile, ref: str, scope: list[str] | None) 
     tuning.journal_originals(ctx, intent.load(ctx.state), report.devices, settings,
                              replace(tuning.changed_by(ref), via="udev rules"))
     names = None if scope is None else sorted(d.name for d in report.devices if d.identity in scope)
-    return sum(s.status == Status.CHANGE for s in settings), names
+    kept = _kept_for_below(ctx, profile, [d for d in report.devices if scope is None or d.identity in scope])
+    return sum(s.status == Status.CHANGE for s in settings), names, kept
+
+
+def _kept_for_below(ctx, profile: Profile, devices: list) -> dict[str, dict[str, str]]:
+    """Identity -> the udev property names and values now of what the profile's below: blocks set, per device.
+
+    The RUN of a stack made after install writes them on the disk below, which the rules keep originals of only on
+    that disk's first event after install (none without --trigger or a hot-plug). The record of intent keeps them
+    instead; they are adopted like udev's database (`tunectl.tuning.adopt`: only a value the device no longer shows).
+    """
+    attrs = below_attributes(profile)
+    kept = {}
+    for dev in devices:
+        values = {orig_name(attr): text.strip() for attr in attrs
+                  if (text := ctx.sysfs.read_or(f"block/{dev.name}/queue/{attr}")) and text.strip()}
+        if values:
+            kept[dev.identity] = values
+    return kept
 
 
 def remove(ctx, rules_dir: str | None) -> RemoveReport:

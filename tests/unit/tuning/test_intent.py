@@ -330,6 +330,49 @@ def test_udev_remove_journals_what_the_rules_kept_before_it_forgets_them(t: Tune
     assert snapshot(t.tree, "loop9") == original
 
 
+@pytest.mark.parametrize("event", [False, True], ids=["no-event", "card-event-after-run"])
+def test_a_scheduler_the_run_set_below_a_stack_made_after_install_comes_back(t: Tunectl, tmp_path: Path,
+                                                                             udevadm: _Udevadm, event: bool) -> None:
+    """#34 as the VM tier runs it, on the fake kernel: rules first (no --trigger), then a dm device on the card,
+    whose RUN (apply --stack) switches the card to bfq; udev remove + rollback bring back mq-deadline."""
+    from tests.fakesys import dm_verity_over_mmc
+
+    profile = tmp_path / "late.yaml"
+    profile.write_text("name: late\nclasses:\n  mmc: {read_ahead_kb: 256}\n"
+                       "devices:\n  - match: {class: dm}\n    below: {scheduler: bfq}\n")
+    t.tree.add_disk("mmcblk0", rotational=False, bus="mmc", model="DG4016", serial="0x1a2b3c4d", size_sectors=30535680,
+                    queue_depth=64, partitions=[(8192, 131072), (139264, 4194304), (4333568, 65536)])
+    kernel = snapshot(t.tree, "mmcblk0")
+    assert "[mq-deadline]" in kernel["scheduler"] and "bfq" in kernel["scheduler"], kernel
+    assert t("apply", "-p", str(profile), "--all").code == 0
+    [card] = [i for i, entry in _journal(t)["devices"].items() if entry["name"] == "mmcblk0"]
+    exe = tmp_path / "tunectl"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    t.ctx.env["TUNECTL_EXECUTABLE"] = str(exe)
+    r = t("udev", "install", "--rules-dir", str(tmp_path))
+    assert r.code == 0, r.err
+    text = (tmp_path / RULES_FILE).read_text()
+    assert 'IMPORT{db}="TUNECTL_ORIG_SCHEDULER"' in text
+    # No event reached the card since (no --trigger): the record keeps what below: sets, as install found it.
+    assert _record(t)["rules"]["kept"][card]["TUNECTL_ORIG_SCHEDULER"] == kernel["scheduler"]
+    # A dm device opened on the card afterwards; its event runs the RUN.
+    dm_verity_over_mmc(t.tree)
+    assert t("apply", "-p", str(profile), "--stack", "dm-1", "-q").code == 0
+    assert "[bfq]" in snapshot(t.tree, "mmcblk0")["scheduler"]
+    if event:  # then an event of the card: the rules keep what it shows now, bfq (their IMPORT{db} was empty)
+        db = t.tree.udev_root / f"b{t.tree.devnum('mmcblk0')}"
+        db.write_text(db.read_text() + f"E:TUNECTL_ORIG_SCHEDULER={snapshot(t.tree, 'mmcblk0')['scheduler']}\n")
+        # Re-installing keeps what the first install kept, not the bfq the RUN wrote since (and adopts it).
+        assert t("udev", "install", "--rules-dir", str(tmp_path)).code == 0
+        assert _record(t)["rules"]["kept"][card]["TUNECTL_ORIG_SCHEDULER"] == kernel["scheduler"]
+    r = t("udev", "remove", "--rules-dir", str(tmp_path))
+    assert r.code == 0 and _journal(t)["devices"][card]["attributes"]["scheduler"] == "mq-deadline", r.err
+    assert event or "journalled the originals the udev rules kept for mmcblk0" in r.err, r.err
+    assert t("rollback").code == 0
+    assert snapshot(t.tree, "mmcblk0") == kernel
+
+
 def test_every_skipped_device_gets_a_line_with_the_reason(t: Tunectl) -> None:
     r = t("apply", "-p", "default", "loop0", "--check")
     assert "skipped loop0: class loop is tuned only by a profile that names it" in r.out
