@@ -216,16 +216,23 @@ class Resolver:
                 file = FileLayer(target, info.size)
         if name is None:
             name = self.whole_devices([target])[0]
-        try:
-            stack = Stack.of(self.graph, self.devices, name)
-        except KeyError:
+        stack = self.stack_of(name)
+        if stack is None:
             known = ", ".join(sorted(self.devices)) or "none"
             raise UsageError(f"{target}: no tunable block device {self.graph.whole(name)!r} under {self.sysfs.root}",
-                             hint=f"devices here: {known}") from None
+                             hint=f"devices here: {known}")
         if file is None:
             return stack
         mount = self._mount_of(file.path, stack)
         return stack.over(file, *([mount] if mount else []))
+
+    def stack_of(self, name: str) -> Stack | None:
+        """The `Stack` under kernel name `name` (a partition or a whole device, as `source` and `mount` answer);
+        None when its whole device is not one of the run's tunable devices (gone, or outside this sysfs root)."""
+        try:
+            return Stack.of(self.graph, self.devices, name)
+        except KeyError:
+            return None
 
     def _mount_of(self, path: str, stack: Stack) -> MountLayer | None:
         """The live mount holding `path`, when the run may read live mounts and it is on `stack`'s device."""

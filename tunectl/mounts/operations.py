@@ -245,12 +245,13 @@ def _facts_for(ctx, resolver: Resolver, source: str, target: str, fstype: str, l
     if found.name is None:
         block = names_a_device(source)
         return Facts(fstype, target, block=block, absent=found.problem), None
-    whole = resolver.whole(found.name)
-    disks = resolver.disks_below(found.name)
-    device = resolver.devices.get(whole)
-    facts = Facts(fstype, target, device, [resolver.devices[d] for d in disks if d in resolver.devices])
-    chain = disks + ([whole] if whole not in disks else [])
-    return facts, _cannot_discard(ctx, chain)
+    stack = resolver.stack_of(found.name)
+    if stack is None:  # its device is gone, or outside this sysfs root: no device facts to match on
+        return Facts(fstype, target), _cannot_discard(ctx, [resolver.whole(found.name)])
+    disks = sorted(stack.disks, key=lambda d: d.name)
+    chain = [d.name for d in disks]
+    chain += [stack.top.name] if stack.top.name not in chain else []
+    return Facts(fstype, target, stack.top, disks), _cannot_discard(ctx, chain)
 
 
 def _check_entries(ctx, resolver: Resolver, rules: list, path: Path, entries: list, mounts: list,
