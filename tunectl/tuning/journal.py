@@ -36,12 +36,16 @@ class JournalError(ValueError):
 
 
 def _not_a_value(value: object) -> bool:
-    """A journalled value no sysfs attribute holds: a list or object, or text with a control character (NUL,
-    newline) or a lone surrogate (no bytes to write), or longer than any attribute shows."""
-    if isinstance(value, (dict, list)):
+    """A journalled value no sysfs attribute holds: anything but text, a whole number or null (a list or object,
+    true/false, 1.5, NaN: rollback would write "True" or "1.5"), a number beyond 64 bits, or text with a control
+    character (NUL, newline) or a lone surrogate (no bytes to write), or longer than any attribute shows."""
+    if value is None:
+        return False
+    if type(value) is int:  # not bool, a subclass of int
+        return not -(1 << 63) <= value < 1 << 64
+    if not isinstance(value, str):
         return True
-    return isinstance(value, str) and (len(value) > 256 or any(c < " " or "\ud800" <= c <= "\udfff" or c == "\x7f"
-                                                               for c in value))
+    return len(value) > 256 or any(c < " " or "\ud800" <= c <= "\udfff" or c == "\x7f" for c in value)
 
 
 def _knobs(data: object, identity: str, what: str) -> dict[str, Value]:

@@ -53,6 +53,11 @@ def test_a_version_1_snapshot_of_no_real_scheduler_is_not_kept_as_a_key_that_wou
     ({"devices": {"x": {"attributes": [1]}}}, "no 'attributes' object"),
     ({"devices": {"x": {"attributes": {"../x": 1}}}}, "not a queue attribute"),
     ({"devices": {"x": {"attributes": {"read_ahead_kb": "a\nb"}}}}, "no sysfs attribute holds"),
+    ({"devices": {"x": {"attributes": {"read_ahead_kb": True}}}}, "no sysfs attribute holds"),
+    ({"devices": {"x": {"attributes": {"read_ahead_kb": 1.5}}}}, "no sysfs attribute holds"),
+    ({"devices": {"x": {"attributes": {"read_ahead_kb": float("nan")}}}}, "no sysfs attribute holds"),
+    ({"devices": {"x": {"attributes": {"read_ahead_kb": 10 ** 30}}}}, "no sysfs attribute holds"),
+    ({"devices": {"x": {"attributes": {}, "iosched": {"bfq": {"slice_idle": False}}}}}, "scheduler knobs"),
     ({"devices": {"x": {"attributes": {}, "iosched": {"Bad!": {}}}}}, "scheduler knobs"),
     ({"devices": {"x": {"attributes": {}, "changed_by": []}}}, "'changed_by'"),
 ])
