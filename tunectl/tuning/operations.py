@@ -23,6 +23,7 @@ from tunectl.devices.model import Device
 from tunectl.devices.resolve import Resolver
 from tunectl.errors import ExitCode, StateError, UsageError
 from tunectl.profile.resolve import Profile
+from tunectl.report import Report
 from tunectl.status import Status
 from tunectl.system import rulesfile
 from tunectl.system.roots import under_dev
@@ -120,7 +121,7 @@ def _owner_json(owner: Owner | None) -> dict | None:
 
 
 @dataclass
-class ApplyReport:
+class ApplyReport(Report):
     profile: str
     outcomes: list[applying.Outcome]
     check: bool = False
@@ -131,6 +132,7 @@ class ApplyReport:
     record_error: str = ""  # the settings were written, the record of intent could not be saved
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (device, why the profile sets nothing on it)
     unmatched: list[str] = field(default_factory=list)  # named devices that may be a journalled one (in warnings)
+    show_diff: bool = False  # the text: the changes as a patch (apply --diff)
 
     @property
     def changed(self) -> bool:
@@ -152,6 +154,12 @@ class ApplyReport:
                                                                Status.UNAVAILABLE}:
             return ExitCode.PARTIAL
         return ExitCode.OK
+
+    def print_text(self, out) -> None:
+        """The settings written (or that would be), skips, a summary; what failed and how to go on."""
+        from tunectl.tuning.text import print_apply
+
+        print_apply(self, out)
 
 
 def last_apply_scope(ctx: Context, profile: Profile, devices: list[Device]) -> Scope | None:
