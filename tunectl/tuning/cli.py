@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tunectl.errors import ExitCode, TunectlError
-from tunectl.status import Marked, Status
+from tunectl.status import Status
 from tunectl.tuning import text
 
 EXAMPLES = {
@@ -104,7 +104,6 @@ def _owners_of():
 
 
 def _cmd_status(ctx, args, out) -> int:
-    from tunectl.report import show
     from tunectl.tuning import intent
     from tunectl.tuning import operations as tuning
 
@@ -113,55 +112,9 @@ def _cmd_status(ctx, args, out) -> int:
     report = tuning.status(ctx, active.profile, _owners_of(), args.devices, scoped=not args.all)
     _warn_profile(report, out)
     _say_adopted(tuning.adopt_seen(ctx, report.devices), out)
-    drift_by_dev: dict[str, int] = {}
-    for s in report.drift:
-        drift_by_dev[s.device] = drift_by_dev.get(s.device, 0) + 1
-    if out.json:
-        rules = active.intent.rules if active.intent is not None else None
-        out.emit(dict(report.to_json(), applied=active.intent is not None, notes=active.notes,
-                      rules=rules.to_json() if rules is not None else None))
-        return report.exit_code
-    rows = []
-    tuned = {s.device for s in report.settings}
-    for d in report.devices:
-        knobs = " ".join(f"{k}={v}" for k, v in sorted(d.iosched.items()))
-        # a device the profile sets nothing on is skipped, as plan says, not "in sync"
-        drift = Marked(f"{drift_by_dev[d.name]} setting(s)", Status.DRIFT) if d.name in drift_by_dev else \
-            Marked("in sync", Status.IN_SYNC) if d.name in tuned else Marked("skip", Status.SKIP)
-        rows.append([d.name, d.cls + (f"/{d.dm_type}" if d.dm_type else ""), show(d.scheduler),
-                     show(d.queue.get("read_ahead_kb")), d.identity, drift, knobs])
-    out.heading(f"profile: {report.profile}")
-    rules = active.intent.rules if active.intent is not None else None
-    if rules is not None:
-        out.heading(f"udev rules: {rules.path} (profile {rules.ref}"
-                    + (", every device)" if rules.scope is None else f", {len(rules.scope)} device(s))"))
-    _print_scope(report, out)
-    out.print(out.table(text.STATUS_COLUMNS, rows))
-    if out.verbose:
-        _print_owners(report, out)
-    return report.exit_code
-
-
-def _print_owners(report, out) -> None:
-    """Who set each value shown (-v): one line per device and attribute."""
-    from tunectl.owners import current_value
-    from tunectl.report import show, table
-
-    rows = []
-    for d in report.devices:
-        found = report.owners.get(d.name)
-        for attr, owner in sorted(found.owners.items()) if found is not None else ():
-            rows.append([d.name, attr, show(current_value(d, attr)), owner.kind, owner.detail])
-    if rows:
-        out.print("")
-        # not out.table: -o names the status table's columns
-        out.print(table(["DEVICE", "ATTRIBUTE", "VALUE", "OWNER", "WHY"], rows, width=out.width, keep=("DEVICE", "OWNER")))
-
-
-def _print_scope(report, out) -> None:
-    """Say so when the last apply's scope narrows the devices looked at (DEV arguments say it themselves)."""
-    if report.scope is not None and report.scope.origin == "last-apply":
-        out.heading(report.scope.describe(report.profile))
+    report.notes, report.applied = active.notes, active.intent is not None
+    report.rules = active.intent.rules if active.intent is not None else None
+    return out.show(report)
 
 
 def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
@@ -183,26 +136,12 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
                          owners_of=_owners_of() if verify else None)
     _warn_profile(report, out)
     _say_adopted(tuning.adopt_seen(ctx, report.devices), out)
-    benched = _running_bench(ctx) if verify else []
-    drift = [s for s in report.drift if s.device not in benched]
-    code = ExitCode.DRIFT if verify and (drift or report.relinked) else ExitCode.OK
+    report.notes = active.notes
+    report.held = benched = _running_bench(ctx) if verify else []
     if benched:
         out.warn(f"tunectl: note: a bench is running on {', '.join(benched)}: its temporary values there are not "
                  "drift; verify again when it ends")
-    if out.json:
-        out.emit(dict(report.to_json(), in_sync=not drift and not report.relinked, notes=active.notes))
-        return code
-    rows = text.settings_rows(report.settings, out.verbose, with_status=True, owner=report.owner if verify else None)
-    out.heading(f"profile: {report.profile}")
-    _print_scope(report, out)
-    if rows:
-        out.print(out.table(text.VERIFY_COLUMNS if verify else text.SETTING_COLUMNS, rows))
-    text.print_skipped(report.skipped, out)
-    out.heading(text.summary([s.status for s in report.settings]))
-    if verify:
-        out.heading("in sync" if not drift and not report.relinked else
-                    f"drift: {len(drift)} setting(s) differ, {len(report.relinked)} tuned loop device(s) changed identity")
-    return code
+    return out.show(report)
 
 
 def _cmd_apply(ctx, args, out) -> int:

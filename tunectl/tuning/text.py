@@ -122,3 +122,69 @@ def print_apply(report, out) -> None:
     elif report.exit_code == ExitCode.NOT_PERMITTED:
         out.warn("tunectl: error: the kernel refused the writes (not permitted): nothing was changed or recorded\n"
                  "hint: run as root")
+
+
+def print_status(report, out) -> None:
+    """status: the profile (and installed rules) line, a row per device with its drift; -v: who set each value."""
+    from tunectl.report import show
+    from tunectl.status import Marked
+
+    drift_by_dev: dict[str, int] = {}
+    for s in report.drift:
+        drift_by_dev[s.device] = drift_by_dev.get(s.device, 0) + 1
+    rows = []
+    tuned = {s.device for s in report.settings}
+    for d in report.devices:
+        knobs = " ".join(f"{k}={v}" for k, v in sorted(d.iosched.items()))
+        # a device the profile sets nothing on is skipped, as plan says, not "in sync"
+        drift = Marked(f"{drift_by_dev[d.name]} setting(s)", Status.DRIFT) if d.name in drift_by_dev else \
+            Marked("in sync", Status.IN_SYNC) if d.name in tuned else Marked("skip", Status.SKIP)
+        rows.append([d.name, d.cls + (f"/{d.dm_type}" if d.dm_type else ""), show(d.scheduler),
+                     show(d.queue.get("read_ahead_kb")), d.identity, drift, knobs])
+    out.heading(f"profile: {report.profile}")
+    rules = report.rules
+    if rules is not None:
+        out.heading(f"udev rules: {rules.path} (profile {rules.ref}"
+                    + (", every device)" if rules.scope is None else f", {len(rules.scope)} device(s))"))
+    print_scope(report, out)
+    out.print(out.table(STATUS_COLUMNS, rows))
+    if out.verbose:
+        print_owners(report, out)
+
+
+def print_owners(report, out) -> None:
+    """Who set each value shown (-v): one line per device and attribute."""
+    from tunectl.owners import current_value
+    from tunectl.report import show, table
+
+    rows = []
+    for d in report.devices:
+        found = report.owners.get(d.name)
+        for attr, owner in sorted(found.owners.items()) if found is not None else ():
+            rows.append([d.name, attr, show(current_value(d, attr)), owner.kind, owner.detail])
+    if rows:
+        out.print("")
+        # not out.table: -o names the status table's columns
+        out.print(table(["DEVICE", "ATTRIBUTE", "VALUE", "OWNER", "WHY"], rows, width=out.width, keep=("DEVICE", "OWNER")))
+
+
+def print_scope(report, out) -> None:
+    """Say so when the last apply's scope narrows the devices looked at (DEV arguments say it themselves)."""
+    if report.scope is not None and report.scope.origin == "last-apply":
+        out.heading(report.scope.describe(report.profile))
+
+
+def print_plan(report, out) -> None:
+    """plan and verify: a row per setting (-v: in-sync and skipped ones too), skips, the summary; verify: the verdict."""
+    verify = report.kind == "verify"
+    drift = report.counted_drift
+    rows = settings_rows(report.settings, out.verbose, with_status=True, owner=report.owner if verify else None)
+    out.heading(f"profile: {report.profile}")
+    print_scope(report, out)
+    if rows:
+        out.print(out.table(VERIFY_COLUMNS if verify else SETTING_COLUMNS, rows))
+    print_skipped(report.skipped, out)
+    out.heading(summary([s.status for s in report.settings]))
+    if verify:
+        out.heading("in sync" if not drift and not report.relinked else
+                    f"drift: {len(drift)} setting(s) differ, {len(report.relinked)} tuned loop device(s) changed identity")

@@ -34,12 +34,12 @@ ON_THE_CONTRACT = {
     "tunectl.mounts.operations:": "FixReport",
     "tunectl.bench.report": "BenchReport",
     "tunectl.tuning.operations": "ApplyReport",
+    "tunectl.tuning.operations:": "PlanReport",
 }
 # Classes with `to_json` by convention still rendered by their command's cli: this list may only shrink.
 NOT_YET = {
     "tunectl/preload/collect.py:CollectReport", "tunectl/preload/record.py:RecordReport",
     "tunectl/preload/replay.py:ReplayReport", "tunectl/preload/show.py:ShowReport",
-    "tunectl/tuning/operations.py:PlanReport",
     "tunectl/udev/monitor.py:EventReport", "tunectl/align/verdict.py:DiskReport",
 }
 
