@@ -13,33 +13,20 @@ import os
 from pathlib import Path
 
 from common import TUNECTL, Recorder, by_serial, read, settle, sh, tunectl, tunectl_env
-from models import SD_SERIAL, like_a_card
+from models import SD_SERIAL, browser_stack, like_a_card
 
 EVENTS = ("block_bio_queue", "block_bio_remap", "block_rq_issue", "block_rq_complete")
 
 
-def build(shared: Path) -> dict:
+def build() -> dict:
     sh("mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing")
-    sh("modprobe loop; modprobe dm-verity; modprobe squashfs")  # modules in Debian's kernels
     settle()
     card = by_serial()[SD_SERIAL]
     like_a_card(card)
-    sh(f"mkfs.ext4 -q -F /dev/{card}", check=True)
-    os.makedirs("/tmp/card", exist_ok=True)
-    os.makedirs("/tmp/sqb", exist_ok=True)
-    sh(f"mount /dev/{card} /tmp/card", check=True)
-    for name in ("mbrowser.bin", "mbrowser.sqfs", "mbrowser.verity"):
-        sh(f"cp {shared / name} /tmp/card/{name}", check=True)
-    sh("sync", check=True)
-    root = (shared / "mbrowser.roothash").read_text().strip()
-    data = sh("losetup --find --show --direct-io=on --read-only /tmp/card/mbrowser.sqfs", check=True).stdout.strip()
-    hashes = sh("losetup --find --show --direct-io=on --read-only /tmp/card/mbrowser.verity", check=True).stdout.strip()
-    sh(f"veritysetup open {data} mbrowser {hashes} {root}", check=True)
-    sh("mount -t squashfs -o ro /dev/mapper/mbrowser /tmp/sqb", check=True)
-    settle()
-    loop = os.path.basename(data)
-    return {"sd": card, "dm": os.path.basename(os.path.realpath("/dev/mapper/mbrowser")), "loop": loop,
-            "hash_loop": os.path.basename(hashes), "dio": read(f"/sys/block/{loop}/loop/dio"),
+    stack = browser_stack(card)
+    loop = stack["data"]
+    return {"sd": card, "dm": stack["dm"], "loop": loop, "hash_loop": stack["hashes"],
+            "dio": read(f"/sys/block/{loop}/loop/dio"),
             "table": sh("dmsetup table mbrowser", check=True).stdout.strip()}
 
 
@@ -66,7 +53,7 @@ def raw_trace(shared: Path, target: str, devices: list[str]) -> int:
 def run(rec: Recorder, args: list[str]) -> None:
     shared = Path(os.environ["TUNECTL_VM_SHARED"])
     env = tunectl_env("/tmp/explain-state")
-    built = rec.step("build", lambda: build(shared)) or {}
+    built = rec.step("build", build) or {}
     target, other = "/tmp/sqb/mbrowser.bin", "/tmp/card/mbrowser.bin"
 
     def explain(extra: str = "") -> dict:

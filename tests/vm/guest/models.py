@@ -76,9 +76,10 @@ def like_a_card(dev: str) -> dict:
     return {"queue_depth": read(f"/sys/block/{dev}/device/queue_depth"), **queue_state(dev)}
 
 
-def browser(card: str) -> dict:
-    """The browser stack on the card's ext4 and the same binary beside it; dd bs=4096 cold, 3 runs each."""
-    sh("modprobe loop", check=True)  # virtme's initramfs loads no module it does not need
+def browser_stack(card: str) -> dict:
+    """The browser stack mounted at /tmp/sqb (binary, image and hash tree copied to the card's ext4 at
+    /tmp/card): squashfs 4 KiB gzip -> dm-verity "mbrowser" -> two loops with direct I/O -> ext4 -> card."""
+    sh("modprobe loop; modprobe dm-verity; modprobe squashfs")  # virtme's initramfs loads no module it does not need
     sh(f"mkfs.ext4 -q -F /dev/{card}", check=True)
     os.makedirs("/tmp/card", exist_ok=True)
     sh(f"mount /dev/{card} /tmp/card", check=True)
@@ -92,6 +93,14 @@ def browser(card: str) -> dict:
     os.makedirs("/tmp/sqb", exist_ok=True)
     sh("mount -t squashfs -o ro /dev/mapper/mbrowser /tmp/sqb", check=True)
     settle()
+    return {"data": os.path.basename(data), "hashes": os.path.basename(hashes),
+            "dm": os.path.basename(os.path.realpath("/dev/mapper/mbrowser"))}
+
+
+def browser(card: str) -> dict:
+    """The browser stack on the card's ext4 and the same binary beside it; dd bs=4096 cold, 3 runs each."""
+    stack = browser_stack(card)
+    data, hashes = f"/dev/{stack['data']}", f"/dev/{stack['hashes']}"
     out: dict = {"loop_dio": {dev: read(f"/sys/block/{os.path.basename(dev)}/loop/dio") for dev in (data, hashes)},
                  "bytes": os.path.getsize("/tmp/card/mbrowser.bin"), "card": queue_state(card), "runs": []}
     for _ in range(3):
