@@ -1,9 +1,9 @@
 """Group `profiles`: each shipped profile against the kernel's defaults on the model disks, with the workload its
 description names (benchmarks/profiles.py prints the table; tests/vm/test_profiles.py asserts the direction).
 
-For every (profile, disk, workload): `tunectl apply -p PROFILE DEV`, the workload REPS times, `tunectl rollback
-DEV` (the kernel's values back; apply and rollback cost ~10 s each under TCG, so once per row); "kernel" runs the
-workload on the values the disk booted with.
+For every (profile, disk): `tunectl apply -p PROFILE DEV` once, each workload the profile claims there REPS
+times, then the kernel's values back (apply and rollback cost 10-80 s each under TCG, so once per profile and
+disk); "kernel" runs the workloads on the values the disk booted with.
 Each run is a marked step "PROFILE:DISK:WORKLOAD:REP", so the host can replay the requests it sent through the
 model. Workloads (fio unless said, cold cache):
 - seq: one buffered sequential reader reading 4 KiB at a time (read-ahead decides the request size): MB/s;
@@ -13,7 +13,8 @@ model. Workloads (fio unless said, cold cache):
 - fgbg: direct random 4 KiB reads at QD1 while a direct sequential reader runs: foreground p99 ms;
 - browser: the browser image stack on the card (squashfs 4 KiB gzip -> dm-verity -> loop, direct I/O -> ext4),
   `dd bs=4096` of its binary: MB/s.
-Every result names its foreground requests ("fg": op and byte range on the disk) for the host's latency replay.
+Every result names its foreground requests ("fg": op and byte range on the disk) for the host's latency replay,
+and a sequential one the byte ranges its readers read ("ranges": read-ahead past their ends is left out).
 Args: "short" runs the VM tier's version (tests/vm/test_profiles.py).
 """
 
@@ -52,22 +53,24 @@ def p99_ms(job: dict) -> float:
     return job["read"]["clat_ns"]["percentile"]["99.000000"] / 1e6
 
 
-def workload(kind: str, dev: str, seconds: int, short: bool) -> dict:
+def workload(kind: str, dev: str, short: bool) -> dict:
+    seconds = 4 if short else 5
     cold()
     if kind == "seq":
-        doc = fio(f"--name=seq --filename=/dev/{dev} --readonly --rw=read --bs=4k --direct=0 --size=32m "
+        doc = fio(f"--name=seq --filename=/dev/{dev} --readonly --rw=read --bs=4k --direct=0 --size=16m "
                   "--ioengine=psync")
         job = doc["jobs"][0]["read"]
         return {"metric": "MB/s", "value": job["bw_bytes"] / 1e6, "better": "higher", "bytes": job["io_bytes"],
-                "fg": None}
+                "ranges": [[0, 16 * MIB]], "fg": None}
     if kind == "streams":
-        mib = 8 if short else 24
+        mib = 16
         jobs = " ".join(f"--name=s{i} --offset={i * 256}m --size={mib}m" for i in range(STREAMS))
         doc = fio(f"--filename=/dev/{dev} --readonly --rw=read --bs=64k --direct=0 --ioengine=psync {jobs}")
         reads = [j["read"] for j in doc["jobs"]]
         seconds_all = max(r["runtime"] for r in reads) / 1000
         moved = sum(r["io_bytes"] for r in reads)
-        return {"metric": "MB/s", "value": moved / seconds_all / 1e6, "better": "higher", "bytes": moved, "fg": None}
+        return {"metric": "MB/s", "value": moved / seconds_all / 1e6, "better": "higher", "bytes": moved,
+                "ranges": [[i * 256 * MIB, mib * MIB] for i in range(STREAMS)], "fg": None}
     if kind == "randmix":
         doc = fio(f"--filename=/dev/{dev} --runtime={seconds} --time_based --ioengine=psync "
                   f"--name=reader --rw=randread --bsrange=4k-16k --direct=0 --size=256m "
@@ -86,9 +89,25 @@ def workload(kind: str, dev: str, seconds: int, short: bool) -> dict:
     return {"metric": "MB/s", "value": size / result["seconds"] / 1e6, "better": "higher", "bytes": size, "fg": None}
 
 
-def runs_of(rec: Recorder, profile: str, role: str, kind: str, devs: list[str], seconds: int, short: bool) -> list:
-    """REPS marked runs of `kind` on `profile`'s values (applied once before them, rolled back after them)."""
-    env = tunectl_env(STATE)
+def restore(devs: list[str], kernel: dict[str, dict]) -> None:
+    """The values each device booted with, written back through sysfs: a scheduler switch resets its knobs, so
+    switch to none and back, then nr_requests and read-ahead (a tunectl rollback costs a minute under TCG)."""
+    for dev in devs:
+        q, was = f"/sys/block/{dev}/queue", kernel[dev]
+        if was["scheduler"]:
+            sh(f"echo none > {q}/scheduler; echo {was['scheduler']} > {q}/scheduler")
+        if was["nr_requests"]:
+            sh(f"echo {was['nr_requests']} > {q}/nr_requests")
+        sh(f"echo {was['read_ahead_kb']} > {q}/read_ahead_kb", check=True)
+        if queue_state(dev) != was:
+            raise RuntimeError(f"{dev} not back at its boot values: {queue_state(dev)} != {was}")
+
+
+def runs_of(rec: Recorder, profile: str, role: str, kinds: list[str], devs: list[str], kernel: dict[str, dict],
+            short: bool) -> list:
+    """REPS marked runs of each workload in `kinds` on `profile`'s values: applied once before them; afterwards
+    `tunectl rollback` (the short plan, which asserts it) or the boot values written back (`restore`)."""
+    env = tunectl_env(f"{STATE}-{profile}-{role}")
     names = " ".join(devs)
     applied = None
     if profile != "kernel":
@@ -97,14 +116,19 @@ def runs_of(rec: Recorder, profile: str, role: str, kind: str, devs: list[str], 
                    "stderr": err[-500:]}
     state = {dev: queue_state(dev) for dev in devs}
     out = []
-    for rep in range(REPS):
-        value = marked(rec, f"{profile}:{role}:{kind}:{rep}", lambda: workload(kind, devs[0], seconds, short))
-        if value is not None:
-            out.append(dict(value, queue=state, applied=applied, profile=profile, disk=role, workload=kind, rep=rep))
+    for kind in kinds:
+        for rep in range(REPS):
+            value = marked(rec, f"{profile}:{role}:{kind}:{rep}", lambda k=kind: workload(k, devs[0], short))
+            if value is not None:
+                out.append(dict(value, queue=state, applied=applied, profile=profile, disk=role, workload=kind,
+                                rep=rep))
     if profile != "kernel":
-        code, _, _ = tunectl(f"rollback {names}", env)
-        for result in out:
-            result["rollback"] = code
+        if short:
+            code, _, _ = tunectl(f"rollback {names}", env)
+            for result in out:
+                result["rollback"] = code
+        else:
+            rec.step(f"restore:{profile}:{role}:{kinds[0]}", lambda: restore(devs, kernel))
     return out
 
 
@@ -116,18 +140,26 @@ def run(rec: Recorder, args: list[str]) -> None:
     if disks["sd"]:
         rec.step("sd_queue", lambda: like_a_card(disks["sd"]))
     short = "short" in args
-    seconds = 4 if short else 6
     plan = [p for p in (SHORT if short else PLAN) if disks[p[1]]]
-    kinds = list(dict.fromkeys((role, kind) for _, role, kind in plan))
     rec["marks"] = {}  # each run's slice of the model disks' request logs, for the host's replay
-    results = []
-    for role, kind in kinds:
+    results: list = []
+    # One apply per (profile, disk) for all the workloads it claims there; the browser stack last: it puts ext4
+    # on the card, which the raw-device runs would overwrite.
+    for role, stacked in (("hdd", False), ("sd", False), ("sd", True)):
+        mine = [p for p in plan if p[1] == role and (p[2] == "browser") == stacked]
+        if not mine:
+            continue
         devs = [disks[role]]
-        if kind == "browser":  # last: it puts ext4 on the card, which the raw-device runs would overwrite
+        if stacked:
             stack = rec.step("browser_stack", lambda: browser_stack(disks["sd"]))
             if not stack:
                 continue
             devs = [stack["dm"], disks["sd"], stack["data"], stack["hashes"]]
-        for profile in ["kernel"] + [p for p, r, k in plan if (r, k) == (role, kind)]:
-            results += runs_of(rec, profile, role, kind, devs, seconds, short)
+        kernel = {dev: queue_state(dev) for dev in devs}
+        kinds = list(dict.fromkeys(k for _, _, k in mine))
+        for profile in ["kernel", *dict.fromkeys(p for p, _, _ in mine)]:
+            claimed = kinds if profile == "kernel" else [k for p, _, k in mine if p == profile]
+            results += runs_of(rec, profile, role, claimed, devs, kernel, short)
+            rec["runs"] = results
+            rec.save()  # a boot cut short by its timeout keeps the rows done so far
     rec["runs"] = results
