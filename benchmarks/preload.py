@@ -4,7 +4,12 @@
 Run as root: .venv/bin/python benchmarks/preload.py [--runs 5] [CORPUS...]
 (default corpora /usr/share and /usr/lib/x86_64-linux-gnu).
 
-Before every timed run: `sync; echo 3 > /proc/sys/vm/drop_caches`. Methods,
+Before every timed run the corpus is made cold. `--cold evict` (the default): each
+file's pages are dropped with POSIX_FADV_DONTNEED, the machine's other caches left
+alone; the corpus' inodes and directories stay cached, so this is data-cold only.
+`--cold drop`: `sync; echo 3 > /proc/sys/vm/drop_caches`, the whole machine's page,
+inode and directory caches (what the other users of the machine pay for). On a
+virtual disk neither reaches the host's cache below it. Methods,
 interleaved within each round (the order rotates from round to round), each
 timed until all the data is resident:
   (a) plain reads, directory (walk) order, one thread
@@ -13,6 +18,9 @@ timed until all the data is resident:
   (d) tunectl preload replay LIST, the whole process (start-up and list decoding included)
   (e) the bound: the corpus' bytes (whole pages, hard-linked files once) over the
       sequential throughput of one large file, read cold with fio O_DIRECT
+  (h) (d) with --settle-timeout 0: the replay returns once its reads are issued, as (c) does, and the
+      read pass waits for them; (d) waits for the devices to drain first, then reads a warm cache
+  (g) with --compare DIR: (d) run from the tunectl checkout at DIR (before/after in one run)
   (f) where a C compiler is present: the floor of (d)'s design, its two passes in C
       (benchmarks/preload_floor.c: pthreads stat() every file, then one thread
       WILLNEEDs them in physical order), with no Python, no start-up and no list to read
@@ -50,6 +58,12 @@ def drop_caches() -> None:
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3")
+
+
+def evict(files: list[tuple[str, int]]) -> None:
+    """The corpus' pages out of the page cache, file by file (read-only files: nothing to write back)."""
+    for fd, _ in opened(files):
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
 
 def files_in_walk_order(root: str) -> list[tuple[str, int]]:
@@ -169,8 +183,16 @@ def build_floor(tmp: Path) -> str | None:
     return str(out)
 
 
-def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str, floor: str | None) -> dict:
+def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str, floor: str | None, cold_how: str = "evict",
+                 compare: str | None = None) -> dict:
     files = files_in_walk_order(corpus)
+
+    def cold() -> None:
+        if cold_how == "drop":
+            drop_caches()
+        else:
+            evict(files)
+
     data = sum(s for _, s in files)
     pages = unique_pages(files)
     lst = tmp / (corpus.strip("/").replace("/", "_") + ".list")
@@ -206,32 +228,48 @@ def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str, floor: str | 
     def e() -> float:
         return pages / fio_throughput(seq_file)
 
+    def h() -> float:
+        t = time.perf_counter()
+        run_quiet([*replay, "--settle-timeout", "0"])
+        read_pass(files)
+        return time.perf_counter() - t
+
+    def g() -> float:
+        t = time.perf_counter()
+        proc = subprocess.run(replay, capture_output=True, text=True, cwd=REPO,  # the same launcher as (d)
+                              env={**os.environ, "PYTHONPATH": compare})
+        if proc.returncode != 0:
+            raise SystemExit(f"the replay from {compare} failed ({proc.returncode}): {proc.stderr.strip()}")
+        read_pass(files)
+        return time.perf_counter() - t
+
     def f() -> float:
         t = time.perf_counter()
         run_quiet(floor_argv)
         read_pass(files)
         return time.perf_counter() - t
 
-    methods = {"a": a, "b": b, "c": c, "d": d, "e": e, **({"f": f} if floor else {})}
+    methods = {"a": a, "b": b, "c": c, "d": d, "h": h, "e": e, **({"f": f} if floor else {}), **({"g": g} if compare else {})}
     times: dict[str, list[float]] = {k: [] for k in methods}
     replay_only: list[float] = []
     for r in range(runs):
         keys = list(methods)
         keys = keys[r % len(keys):] + keys[:r % len(keys)]
         for k in keys:
-            drop_caches()
+            cold()
             times[k].append(methods[k]())
-        drop_caches()  # (d) alone, for the record: the process until its reads have drained
+        cold()  # (d) alone, for the record: the process until its reads have drained
         t = time.perf_counter()
         run_quiet(replay)
         replay_only.append(time.perf_counter() - t)
-    drop_caches()
+    cold()
     run_quiet(replay)
     share = resident_share(files)  # at once: this VM's host reclaims idle pages within seconds
     t = time.perf_counter()
     read_pass(files)
     warm_pass = time.perf_counter() - t
-    return {"corpus": corpus, "files": len(files), "bytes": data, "page_bytes": pages, "runs": runs,
+    return {"corpus": corpus, "cold": cold_how, "compare": compare,
+            "files": len(files), "bytes": data, "page_bytes": pages, "runs": runs,
             "seconds": {k: v for k, v in times.items()}, "median": {k: statistics.median(v) for k, v in times.items()},
             "replay_only_median": statistics.median(replay_only), "replay_only": replay_only,
             "resident_after_replay": share, "warm_read_pass": warm_pass,
@@ -241,12 +279,13 @@ def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str, floor: str | 
 def report(res: dict) -> None:
     m = res["median"]
     names = {"a": "(a) plain reads, walk order", "b": "(b) vmtouch -t", "c": "(c) WILLNEED walk order + read pass",
-             "d": "(d) tunectl preload replay + read pass", "e": "(e) bound: bytes / fio O_DIRECT seq",
-             "f": "(f) (d)'s two passes in C + read pass"}
+             "d": "(d) tunectl preload replay + read pass", "h": "(h) (d) with --settle-timeout 0",
+             "e": "(e) bound: bytes / fio O_DIRECT seq",
+             "f": "(f) (d)'s two passes in C + read pass", "g": f"(g) (d) from {res.get('compare')}"}
     names = {k: v for k, v in names.items() if k in m}
     print(f"\n{res['corpus']}: {res['files']} files, {res['bytes'] / 1e6:.0f} MB data, "
           f"{res['page_bytes'] / 1e6:.0f} MB on disk in whole pages (hard links once); "
-          f"median of {res['runs']} cold runs")
+          f"median of {res['runs']} cold runs (cold: {res['cold']})")
     for k, label in names.items():
         runs = " ".join(f"{s:.2f}" for s in res["seconds"][k])
         print(f"  {label:<42} {m[k]:6.2f} s   (runs: {runs})")
@@ -257,7 +296,9 @@ def report(res: dict) -> None:
           f"resident right after replay: {100 * res['resident_after_replay']:.1f}%")
     print(f"  ratios: a/d {m['a'] / m['d']:.2f}  b/d {m['b'] / m['d']:.2f}  c/d {m['c'] / m['d']:.2f}  "
           f"d/e {m['d'] / m['e']:.2f}" + (f"  f/e {m['f'] / m['e']:.2f}  d/f {m['d'] / m['f']:.2f}" if "f" in m else
-                                          "  (no C compiler: (f) not measured)"))
+                                          "  (no C compiler: (f) not measured)")
+          + f"  c/h {m['c'] / m['h']:.2f}  a/h {m['a'] / m['h']:.2f}"
+          + (f"  c/g {m['c'] / m['g']:.2f}  a/g {m['a'] / m['g']:.2f}  g/d {m['g'] / m['d']:.2f}" if "g" in m else ""))
 
 
 def main() -> None:
@@ -265,9 +306,13 @@ def main() -> None:
     ap.add_argument("corpora", nargs="*", default=CORPORA)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--json", metavar="FILE", help="also write every figure to FILE")
+    ap.add_argument("--cold", choices=("evict", "drop"), default="evict",
+                    help="evict: drop the corpus' own pages (POSIX_FADV_DONTNEED; data-cold, the machine's caches "
+                         "left alone); drop: drop_caches, the whole machine's page, inode and directory caches")
+    ap.add_argument("--compare", metavar="DIR", help="also time the replay of the tunectl checkout at DIR (g)")
     args = ap.parse_args()
     if os.geteuid() != 0:
-        sys.exit("this benchmark needs root (it drops the page cache)")
+        sys.exit("this benchmark needs root (it reads every file of the corpus and drops its pages)")
     for tool in ("vmtouch", "fio"):
         if not shutil.which(tool):
             sys.exit(f"{tool} not found: run scripts/bootstrap")
@@ -277,7 +322,8 @@ def main() -> None:
         subprocess.run(["fio", "--name=lay", f"--filename={seq_file}", "--size=1G", "--rw=write", "--bs=1M",
                         "--direct=1", "--output-format=terse"], check=True, capture_output=True)
         floor = build_floor(Path(tmp))
-        results = [bench_corpus(c, args.runs, Path(tmp), seq_file, floor) for c in args.corpora]
+        compare = os.path.abspath(args.compare) if args.compare else None
+        results = [bench_corpus(c, args.runs, Path(tmp), seq_file, floor, args.cold, compare) for c in args.corpora]
     for res in results:
         report(res)
     m = results[0]["median"]

@@ -30,13 +30,6 @@ STEPS = {"asis": "as-is, directory order", "willneed": "WILLNEED in directory or
          "tunectl": "tunectl preload replay, then the reads", "tunectl_nometa": "the same, --no-metadata"}
 
 
-def modelled(boot: machine.Boot, step: str, size: int) -> tuple[int, float]:
-    marks = boot.results["marks"][step]
-    reqs = [r for r in machine.requests(boot.shared / "mhdd.requests", marks["before"]["mhdd"],
-                                        marks["after"]["mhdd"]) if r.op == "r"]
-    return len(reqs), diskmodel.replay("hdd-7200", size, [(r.op, r.offset, r.length) for r in reqs])
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", type=int, default=3000)
@@ -51,7 +44,7 @@ def main() -> None:
         if res["errors"]:
             sys.exit(f"the guest failed: {res['errors']}")
         size = res["queue"]["size"]
-        got = {step: modelled(boot, step, size) for step in STEPS}
+        got = {step: machine.step_modelled(boot, step) for step in STEPS}
     tree = res["tree"]
     floor = diskmodel.replay("hdd-7200", size, [("r", off, 1 << 20) for off in range(0, tree["bytes"], 1 << 20)])
     print(f"model HDD (hdd-7200), {tree['files']} files, {tree['bytes'] / 1e6:.1f} MB; boot {boot.seconds:.0f} s")

@@ -15,6 +15,8 @@ rotating from round to round:
       process of its own, as tunectl's replay is one (`preload_tree.py --willneed DIR`), then (a)
   (d) `tunectl preload replay LIST` (the whole process), then (a)
   (m) the same with --no-metadata, then (a)
+  (h) (d) with --settle-timeout 0 (returns once its reads are issued, as (c) does), then (a)
+  (g) with --compare DIR: (d) from the tunectl checkout at DIR, then (a) (before/after in one run)
   (f) the floor: the tree's bytes over the disk's sequential rate (a 32 MiB O_DIRECT read of the loop device)
 Medians of --runs rounds and the ratios of the medians. Targets (issue #30, this
 machine's disks): (d) never slower than (c), within 5% (c/d >= 0.95), and
@@ -129,7 +131,7 @@ def willneed(paths: list[str]) -> None:
             os.close(fd)
 
 
-def methods(tree: Tree, lst: Path) -> dict[str, Callable[[], float]]:
+def methods(tree: Tree, lst: Path, compare: str | None = None) -> dict[str, Callable[[], float]]:
     """Each method times itself from a cold file system to every file read by the workload."""
     replay = [*tunectl_argv(), "preload", "replay", "-q", str(lst)]
 
@@ -140,15 +142,19 @@ def methods(tree: Tree, lst: Path) -> dict[str, Callable[[], float]]:
         read_all(tree.walk())  # the walk itself is part of the workload: directories are metadata
         return time.perf_counter() - start
 
-    def tunectl(*extra: str) -> Callable[[], object]:
-        return lambda: subprocess.run(replay + list(extra), check=True, capture_output=True, cwd=REPO)
+    def tunectl(*extra: str, env: dict | None = None) -> Callable[[], object]:
+        return lambda: subprocess.run(replay + list(extra), check=True, capture_output=True, cwd=REPO, env=env)
 
     naive = [sys.executable, str(Path(__file__).resolve()), "--willneed", str(tree.mnt)]
-    return {"a": workload, "c": lambda: workload(lambda: subprocess.run(naive, check=True)),
-            "d": lambda: workload(tunectl()), "m": lambda: workload(tunectl("--no-metadata"))}
+    timers = {"a": workload, "c": lambda: workload(lambda: subprocess.run(naive, check=True)),
+              "d": lambda: workload(tunectl()), "m": lambda: workload(tunectl("--no-metadata")),
+              "h": lambda: workload(tunectl("--settle-timeout", "0"))}
+    if compare:  # the same launcher, the other checkout's package first on the path
+        timers["g"] = lambda: workload(tunectl(env={**os.environ, "PYTHONPATH": compare}))
+    return timers
 
 
-def measure(tree: Tree, runs: int, tmp: Path) -> dict:
+def measure(tree: Tree, runs: int, tmp: Path, compare: str | None = None) -> dict:
     lst = tmp / "tree.list"
     tree.cold()
     subprocess.run([*tunectl_argv(), "preload", "collect", str(tree.mnt), "-o", str(lst)], check=True,
@@ -157,7 +163,7 @@ def measure(tree: Tree, runs: int, tmp: Path) -> dict:
     from tunectl.system.sysfs import Sysfs
 
     rate = metadata.sequential_rate(Sysfs("/sys"), "/dev", tree.devnum)
-    timers = methods(tree, lst)
+    timers = methods(tree, lst, compare)
     times: dict[str, list[float]] = {k: [] for k in timers}
     for r in range(runs):
         keys = list(timers)
@@ -167,14 +173,16 @@ def measure(tree: Tree, runs: int, tmp: Path) -> dict:
             times[k].append(timers[k]())
     total = tree.bytes()
     med = {k: statistics.median(v) for k, v in times.items()}
-    return {"files": tree.files, "bytes": total, "runs": runs, "seconds": times, "median": med,
+    return {"files": tree.files, "compare": compare, "bytes": total, "runs": runs, "seconds": times, "median": med,
             "sequential_mb_s": rate / 1e6 if rate else None, "floor": total / rate if rate else None}
 
 
 def report(res: dict) -> list[str]:
     m = res["median"]
     labels = {"a": "(a) as-is, directory order", "c": "(c) WILLNEED in directory order, then (a)",
-              "d": "(d) tunectl preload replay, then (a)", "m": "(m) replay --no-metadata, then (a)"}
+              "d": "(d) tunectl preload replay, then (a)", "m": "(m) replay --no-metadata, then (a)",
+              "h": "(h) replay --settle-timeout 0, then (a)", "g": f"(g) (d) from {res.get('compare')}"}
+    labels = {k: v for k, v in labels.items() if k in m}
     lines = [f"{res['files']} files, {res['bytes'] / 1e6:.1f} MB; median of {res['runs']} cold runs"]
     for k, label in labels.items():
         lines.append(f"  {label:<44} {m[k]:7.3f} s  (runs: {' '.join(f'{s:.3f}' for s in res['seconds'][k])})")
@@ -182,7 +190,8 @@ def report(res: dict) -> list[str]:
         lines.append(f"  (f) floor: bytes / {res['sequential_mb_s']:.0f} MB/s sequential   {res['floor']:7.3f} s;"
                      f" each method's multiple of it: " + ", ".join(f"{k} {m[k] / res['floor']:.1f}x" for k in m))
     lines.append(f"  ratios: a/d {m['a'] / m['d']:.2f}  c/d {m['c'] / m['d']:.2f}  a/m {m['a'] / m['m']:.2f}  "
-                 f"m/d {m['m'] / m['d']:.2f}")
+                 f"m/d {m['m'] / m['d']:.2f}  c/h {m['c'] / m['h']:.2f}"
+                 + (f"  c/g {m['c'] / m['g']:.2f}  g/d {m['g'] / m['d']:.2f}" if "g" in m else ""))
     lines.append(f"  targets: c/d >= 0.95 (never slower than WILLNEED, within 5%): "
                  f"{'met' if m['c'] / m['d'] >= 0.95 else 'NOT met'}; a/d > 1: {'met' if m['a'] > m['d'] else 'NOT met'}")
     return lines
@@ -194,6 +203,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--backing", default="/var/tmp", help="directory for the image (its disk is measured)")
     ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--compare", metavar="DIR", help="also time the replay of the tunectl checkout at DIR (g)")
     ap.add_argument("--willneed", metavar="DIR", help=argparse.SUPPRESS)  # method (c)'s own process
     args = ap.parse_args()
     if args.willneed:
@@ -204,7 +214,7 @@ def main() -> None:
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory(prefix="tunectl-preload-tree-", dir=args.backing) as tmp, \
             Tree(Path(tmp), args.files) as tree:
-        res = measure(tree, args.runs, Path(tmp))
+        res = measure(tree, args.runs, Path(tmp), os.path.abspath(args.compare) if args.compare else None)
     print("\n".join(report(res)))
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
     if args.json:

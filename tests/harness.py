@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,25 @@ def run_cli(*argv: str, env: Mapping[str, str] | None = None, context: Any = Non
     out, err = io.StringIO(), io.StringIO()
     code = main([*(["--propagate"] if propagate else []), *argv], env=env, stdout=out, stderr=err, context=context)
     result = CliResult(int(code), out.getvalue(), err.getvalue())
+    assert "Traceback" not in result.err and "internal error" not in result.err, result.err
+    if "--json" in argv and "--help" not in argv and "-h" not in argv:
+        check_documents(result.out, code=result.code)
+    return result
+
+
+def run_process(*argv: str, prefix: Sequence[str] = (), env: Mapping[str, str] | None = None,
+                timeout: float = 300) -> CliResult:
+    """`tunectl ARGV` as its own process (`python -m tunectl` from this checkout), after `prefix` (setpriv,
+    runuser ...: another user, fewer capabilities): for what in-process `run_cli` cannot be. The same checks as
+    run_cli: no traceback or "internal error", and every --json document valid against its schema."""
+    import os
+    import subprocess
+    import sys
+
+    full_env = {**(os.environ if env is None else env), "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([*prefix, sys.executable, "-m", "tunectl", *argv], capture_output=True, text=True, errors="replace",
+                          cwd=REPO, env=full_env, timeout=timeout, check=False)
+    result = CliResult(proc.returncode, proc.stdout, proc.stderr)
     assert "Traceback" not in result.err and "internal error" not in result.err, result.err
     if "--json" in argv and "--help" not in argv and "-h" not in argv:
         check_documents(result.out, code=result.code)

@@ -8,6 +8,7 @@ group of the command that runs is imported, so a command pays for nothing else.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from tunectl import __version__
@@ -18,7 +19,7 @@ if TYPE_CHECKING:  # start-up is budgeted: `tunectl --version` imports nothing e
     from collections.abc import Mapping, Sequence
     from typing import TextIO
 
-    from tunectl.report import Progress
+    from tunectl.report import Column, Progress, Report
 
 # command -> (the module that adds its arguments and runs it, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -50,12 +51,18 @@ class Output:
         self.style = "table"  # -r: "raw", -P: "pairs"
         self.headings = True  # -n: False
 
-    def table(self, headers: Sequence[str], rows, **fit) -> str:
-        """A table that fits the terminal, with the -o columns, drift and failures coloured on a terminal."""
-        from tunectl.report import table, verdict_colour
+    def table(self, columns: Sequence[Column] | Sequence[str], rows, **fit) -> str:
+        """A table that fits the terminal, with the -o columns, drift and failures coloured on a terminal.
 
-        return table(headers, rows, width=self.width, only=self.columns,
-                     paint=verdict_colour if self.colour and self.style == "table" else None, style=self.style,
+        `columns`: the command's column table (tunectl.report.Column: how each is cut, which are hidden unless -v),
+        or plain headers with `fit` saying how to cut them (a table -o does not pick from)."""
+        from tunectl.report import Column, fit_options, table
+
+        if columns and isinstance(columns[0], Column):
+            fit = {**fit_options(columns, bool(self.verbose)), **fit}
+            columns = [c.header for c in columns]
+        return table(columns, rows, width=self.width, only=self.columns,
+                     paint=self.colour and self.style == "table", style=self.style,
                      headings=self.headings, **fit)
 
     @property
@@ -100,6 +107,14 @@ class Output:
         from tunectl.report import escape
 
         self.stderr.write(escape(text) + "\n")
+
+    def show(self, report: Report) -> int:
+        """A command's result (tunectl.report.Report): its --json document, or its text; then its exit code."""
+        if self.json:
+            self.emit(report.to_json())
+        else:
+            report.print_text(self)
+        return report.exit_code
 
     def emit(self, doc: dict, one_line: bool = False) -> None:
         """This command's --json document: `tunectl-<command>`, its version, then `doc`'s keys."""
@@ -174,6 +189,11 @@ def _parser_class() -> type:
                            code="usage", where=self.prog)
             e.usage = self.format_usage()  # type: ignore[attr-defined]
             raise e
+
+        def _get_formatter(self) -> argparse.HelpFormatter:
+            # argparse makes one for every argument added (to check its metavar), each asking shutil for the
+            # terminal's width: the same width (argparse's is the columns less 2), without loading shutil.
+            return self.formatter_class(prog=self.prog, width=_terminal_columns() - 2)
 
         def _unknown_long_options(self) -> list[str]:
             """The --options of the command line (up to `--`) that this parser does not know, nor abbreviates."""
@@ -316,20 +336,33 @@ def _terminal_width(stdout: TextIO, environ: Mapping[str, str]) -> int | None:
         return int(columns)
     if not getattr(stdout, "isatty", lambda: False)():
         return None
-    import shutil  # only on a terminal: shutil costs a boot-time command (stdout a journal) 2 ms
+    return _terminal_columns()
 
-    return shutil.get_terminal_size().columns
+
+def _terminal_columns() -> int:
+    """shutil.get_terminal_size().columns without loading shutil (~4 ms of CPU a command): COLUMNS, else the
+    width of the terminal on the interpreter's stdout, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
 
 
 def _columns(args: argparse.Namespace, out: Output) -> bool:
     """--columns lists the table's columns (True: done); -o is checked against them."""
     from tunectl.errors import UsageError
-    from tunectl.report import column_name, find_column
+    from tunectl.report import column_lines, find_column
 
-    names = [column_name(h) for h, _ in args.table_columns]
+    names = [c.name for c in args.table_columns]
     if args.list_columns:
-        for (header, hidden), name in zip(args.table_columns, names):
-            out.print(f"{name:<16} {header}" + ("  (not shown unless -o names it or -v)" if hidden else ""))
+        for line in column_lines(args.table_columns):
+            out.print(line)
         return True
     if args.table_output:
         found = [find_column(c, names) for c in args.table_output]
@@ -375,6 +408,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
                 return ExitCode.OK
         except UsageError as e:
             return _fail(out, e)
+        except BrokenPipeError:  # `--columns | head`
+            return ExitCode.OK
     if args.verbose >= 2:
         import logging
 

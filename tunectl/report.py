@@ -5,11 +5,61 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
 if TYPE_CHECKING:
     from typing import Any, TextIO
+
+
+class Report:
+    """The one contract of a command's result: `Output.show(report)` prints it and returns its exit code.
+
+    - `to_json()`: the body of the command's --json document (`Output.emit` adds format and version);
+    - `exit_code`: a property, worked out from the report's own facts (never assigned after the fact);
+    - `print_text(out)`: the text for people, through `out` (tables, sentences, warnings on stderr).
+    """
+
+    def to_json(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @property
+    def exit_code(self) -> int:
+        return 0
+
+    def print_text(self, out: Any) -> None:
+        raise NotImplementedError
+
+
+class Column:
+    """One column of a command's table, as lsblk's column table has it: what `-o` calls it, its header, the help
+    `--columns` prints, how it is cut to fit the terminal, and whether it is shown without `-o` or `-v`.
+
+    `cut`: "end" (the end replaced by "…"), "middle" (identities and paths: both ends kept), "first" (cut at the
+    end, before any other column is: notes and sources), "never" (the verdicts, the device).
+    """
+
+    __slots__ = ("header", "help", "cut", "hidden")
+
+    def __init__(self, header: str, help: str, cut: str = "end", hidden: bool = False) -> None:
+        if cut not in ("end", "middle", "first", "never"):
+            raise ValueError(f"column {header}: cut {cut!r}")
+        self.header, self.help, self.cut, self.hidden = header, help, cut, hidden
+
+    @property
+    def name(self) -> str:
+        return column_name(self.header)
+
+    def __repr__(self) -> str:
+        return f"Column({self.header!r})"
+
+
+def fit_options(columns: Sequence[Column], verbose: bool = False) -> dict[str, Any]:
+    """`table()`'s options from a column table: which columns to cut in the middle, never, first; which to hide."""
+    return {"middle": [c.header for c in columns if c.cut == "middle"],
+            "keep": [c.header for c in columns if c.cut == "never"],
+            "cut_first": [c.header for c in columns if c.cut == "first"],
+            "hide": [] if verbose else [c.header for c in columns if c.hidden]}
 
 
 def column_name(header: str) -> str:
@@ -48,20 +98,23 @@ PAINT = {"red": "\x1b[31m", "yellow": "\x1b[33m", "green": "\x1b[32m", "bold": "
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], width: int | None = None,
           middle: Iterable[str] = (), keep: Iterable[str] = (), only: Sequence[str] | None = None,
-          hide: Iterable[str] = (), paint: Callable[[str, str], str | None] | None = None,
+          hide: Iterable[str] = (), paint: bool = False,
           cut_first: Iterable[str] = (), style: str = "table", headings: bool = True) -> str:
     """Rows under headers, two spaces apart, every line at most `width` characters (None: cells whole).
 
     Too wide, the widest column that may shrink loses a character at a time, down to its header's
     width (or 6); cut cells end in "…", or hold it in the middle for the `middle` columns (identities,
     paths). `keep` columns are never cut. `only` picks columns by name (`column_name`), in its order;
-    `hide` leaves columns out unless `only` names them. `paint(header, cell)` names a colour for a
-    cell (red, yellow, green, bold) or None; colours do not count in the width. Control characters
+    `hide` leaves columns out unless `only` names them. `paint`: a cell that carries a verdict (a
+    `tunectl.status.Verdict`, or `Marked` text) is shown in the verdict's colour; colours do not count
+    in the width. Control characters
     in cells are escaped. `cut_first` columns shrink to their floor before any other does (notes, sources).
     `style` "raw" (-r) or "pairs" (-P) prints every cell whole, as lsblk does; `headings` False (-n): no
     header line.
     """
     headers = list(headers)
+    rows = list(rows)
+    colours = [[getattr(getattr(c, "verdict", c), "colour", None) if paint else None for c in row] for row in rows]
     rows = [["-" if c is None else escape_field(str(c)) for c in row] for row in rows]
     if only is not None:
         picked = [[column_name(h) for h in headers].index(name) for name in only]
@@ -70,6 +123,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], width: int | No
         picked = [i for i, h in enumerate(headers) if h not in hidden]
     headers = [headers[i] for i in picked]
     rows = [[row[i] for i in picked] for row in rows]
+    colours = [[row[i] for i in picked] for row in colours]
     if style != "table":
         return _machine_lines(headers, rows, style, headings)
     widths = [len(h) for h in headers]
@@ -86,17 +140,17 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], width: int | No
             widths[max(movable, key=lambda i: widths[i])] -= 1
     mid = set(middle)
 
-    def line(cells: Sequence[str], head: bool = False) -> str:
+    def line(cells: Sequence[str], painted: Sequence[str | None] = ()) -> str:
         parts = []
-        for h, c, w in zip(headers, cells, widths):
+        for i, (h, c, w) in enumerate(zip(headers, cells, widths)):
             text = cut(c, w, h in mid)
-            colour = None if head or paint is None else paint(h, c)
+            colour = painted[i] if painted else None
             padded = text.ljust(w)
             parts.append(f"{PAINT[colour]}{text}\x1b[0m{padded[len(text):]}" if colour else padded)
         out = "  ".join(parts).rstrip()
         return cut(out, width) if width is not None and len(_ANSI.sub("", out)) > width and "\x1b" not in out else out
 
-    return "\n".join(([line(headers, head=True)] if headings else []) + [line(row) for row in rows])
+    return "\n".join(([line(headers)] if headings else []) + [line(row, painted) for row, painted in zip(rows, colours)])
 
 
 def _machine_lines(headers: list[str], rows: list[list[str]], style: str, headings: bool) -> str:
@@ -111,33 +165,28 @@ def _machine_lines(headers: list[str], rows: list[list[str]], style: str, headin
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
-VERDICT_COLUMNS = ("DRIFT", "STATUS", "ALIGNED", "RESULT")
-_FINE = ("in sync", "ok", "yes", "-", "skip", "changed", "not run (--check)")
-_FAILED = ("failed", "not-permitted", "NO", "unreadable")
-
-
-def verdict_colour(header: str, cell: str) -> str | None:
-    """Drift in yellow, failures in red, the rest plain: the colours of every table."""
-    if header not in VERDICT_COLUMNS or cell in _FINE:
-        return None
-    return "red" if cell in _FAILED or cell.startswith("NOT APPLIED") else "yellow"
-
-
-def add_table_options(p: Any, headers: Sequence[str], hidden: Sequence[str] = ()) -> None:
-    """`-o COL,...`, `--columns`, and lsblk's `-n`, `-r`, `-P` for a command whose output is one table with these
-    headers."""
-    names = [column_name(h) for h in headers]
+def add_table_options(p: Any, columns: Sequence[Column]) -> None:
+    """`-o COL,...`, `--columns`, and lsblk's `-n`, `-r`, `-P` for a command whose output is one table of `columns`."""
+    names = [c.name for c in columns]
     p.add_argument("-o", "--output", dest="table_output", metavar="COL,...", type=lambda text: text.split(","),
                    help=f"the columns to show, in this order ({','.join(names)}; any case, and lsblk's NAME, SCHED, "
                         "RA where the column exists); --columns lists them")
-    p.add_argument("--columns", action="store_true", dest="list_columns", help="list the columns -o takes, and exit")
+    p.add_argument("--columns", action="store_true", dest="list_columns",
+                   help="list the columns -o takes, each with what it shows, and exit")
     p.add_argument("-n", "--noheadings", action="store_true", dest="table_noheadings", help="no header line")
     style = p.add_mutually_exclusive_group()
     style.add_argument("-r", "--raw", action="store_const", const="raw", dest="table_style",
                        help="cells one space apart, whole, blanks as \\x20 (as lsblk -r)")
     style.add_argument("-P", "--pairs", action="store_const", const="pairs", dest="table_style",
                        help='one line of KEY="value" pairs per row (as lsblk -P)')
-    p.set_defaults(table_columns=[(h, h in hidden) for h in headers])
+    p.set_defaults(table_columns=list(columns))
+
+
+def column_lines(columns: Sequence[Column]) -> list[str]:
+    """What `--columns` prints: a line per column, its `-o` name and what it shows (as `lsblk --list-columns`)."""
+    width = max(len(c.name) for c in columns) + 2
+    return [f"{c.name:<{width}}{c.help}" + ("  (not shown unless -o names it, or -v)" if c.hidden else "")
+            for c in columns]
 
 
 def unified_diff(old: str, new: str, fromfile: str, tofile: str) -> str:

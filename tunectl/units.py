@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from tunectl.errors import UsageError
+
 # As dd(1) counts: K, M, G, T and KiB... are powers of 1024; KB, MB, GB, TB are SI, powers of 1000, as disk
 # vendors and parted mean them ("300 GB" is 300 * 10^9 bytes).
 _FACTORS = {
@@ -14,7 +16,7 @@ _FACTORS = {
     "t": 1024**4, "tb": 1000**4, "tib": 1024**4,
 }
 SIZE_PATTERN = r"^\s*[0-9]+\s*([KkMmGgTt]i?[Bb]?|[Bb])?\s*$"
-_SIZE_RE = re.compile(r"^\s*([0-9]+)\s*([A-Za-z]*)\s*$")
+_SIZE_RE = r"^\s*([0-9]+)\s*([A-Za-z]*)\s*$"  # compiled at first use (re keeps it): most runs never need it
 
 
 def parse_bytes(value: int | str, default_unit: str = "") -> int:
@@ -23,7 +25,7 @@ def parse_bytes(value: int | str, default_unit: str = "") -> int:
         raise ValueError(f"not a size: {value!r}")
     if isinstance(value, int):
         return value * _FACTORS[default_unit.lower()]
-    m = _SIZE_RE.match(str(value))
+    m = re.match(_SIZE_RE, str(value))
     if not m or m.group(2).lower() not in _FACTORS:
         raise ValueError(f"not a size: {value!r} (write e.g. 4096 or \"4 MiB\")")
     unit = m.group(2).lower() or default_unit.lower()
@@ -34,7 +36,7 @@ def parse_kib(value: int | str) -> int:
     """A size in KiB: a bare number is KiB already; ``"4 MiB"`` -> 4096."""
     size = parse_bytes(value, "kib")
     if size % 1024:
-        m = _SIZE_RE.match(str(value))
+        m = re.match(_SIZE_RE, str(value))
         unit = m.group(2) if m else ""
         if unit.lower() in ("kb", "mb", "gb", "tb"):
             iec = unit[0].upper() + "iB"
@@ -54,8 +56,6 @@ def format_bytes(n: int) -> str:
 
 def size_option(text: str, option: str) -> int:
     """A command-line size (``--size 64M``): more than 0 bytes, else a UsageError naming the option."""
-    from tunectl.errors import UsageError
-
     try:
         value = parse_bytes(text)
     except ValueError as e:

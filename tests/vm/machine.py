@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.vm import diskmodel
+
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("TUNECTL_VM_CACHE", "/opt/tunectl-vm"))
 LOGS = Path(os.environ.get("TUNECTL_VM_LOGS", "/tmp/tunectl-vm-logs"))  # each boot's console and results, kept
@@ -150,6 +152,14 @@ def step_requests(boot: Boot, step: str, log: str) -> list[Request]:
     """The requests model disk `log` (e.g. "mhdd") served during guest step `step` (a guest's rec["marks"])."""
     marks = boot.results["marks"][step]
     return requests(boot.shared / f"{log}.requests", marks["before"][log], marks["after"][log])
+
+
+def step_modelled(boot: Boot, step: str, log: str = "mhdd", model: str = "hdd-7200") -> tuple[int, float]:
+    """The reads model disk `log` served during guest step `step`, and the seconds model `model` takes for them
+    one after the other with a real machine's host cost (diskmodel.replay): the disk's account, without TCG.
+    The disk's size is the guest's rec["queue"]["size"]. Read it before the next boot of the machine empties the log."""
+    reqs = [r for r in step_requests(boot, step, log) if r.op == "r"]
+    return len(reqs), diskmodel.replay(model, boot.results["queue"]["size"], [(r.op, r.offset, r.length) for r in reqs])
 
 
 def standard_machine() -> Machine:

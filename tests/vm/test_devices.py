@@ -91,3 +91,16 @@ def test_preload_brings_every_file_into_the_page_cache(run: dict) -> None:
     assert all(res == 0 for res in preload["resident_before"].values()), preload["resident_before"]
     assert {f: res >= preload["sizes"][f] for f, res in preload["resident_after"].items()} == dict.fromkeys(
         preload["sizes"], True), preload["resident_after"]
+
+
+def test_a_scheduler_set_below_a_stack_created_after_the_rules_comes_back(run: dict) -> None:
+    """#34: the rules first, then a dm device on the SD card; its RUN sets the card's scheduler (below:). Nothing
+    journalled that original: udev remove + rollback left the card on bfq. The rules keep it in udev's database."""
+    late = run["late_stack"]
+    assert late["apply"]["code"] == 0 and late["install"]["code"] == 0, (late["apply"], late["install"])
+    kernel = late["kernel"]
+    assert kernel["scheduler"] != "bfq" and late["apply"]["after"]["read_ahead_kb"] == "256", late
+    assert late["stacked"]["scheduler"] == "bfq", late  # the dm device's RUN wrote below:
+    assert late["remove"]["code"] == 0 and late["rollback"]["code"] == 0, (late["remove"], late["rollback"])
+    after = late["rolled_back"]
+    assert (after["scheduler"], after["read_ahead_kb"]) == (kernel["scheduler"], kernel["read_ahead_kb"]), late

@@ -38,6 +38,10 @@ def test_the_stack_is_read_layer_by_layer(run):
     assert verity["type"] == "verity" and verity["hash_algorithm"] == "sha256"
     loops = {la["name"]: la["loop"] for la in doc["layers"] if la["kind"] == "loop"}
     assert loops[run["build"]["loop"]]["direct_io"] is True
+    # the hash loop's image lies on the same ext4 as the data loop's: each layer is listed once
+    named = [(la["kind"], la["name"]) for la in doc["layers"]]
+    assert len(named) == len(set(named)) and ("loop", run["build"]["hash_loop"]) in named, named
+    assert kinds.count("filesystem") == 2, kinds  # the squashfs, then the card's ext4 (not again under the hash loop)
 
 
 def test_dm_has_no_scheduler_and_the_card_decides(run):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.vm import diskmodel, machine
+from tests.vm import machine
 
 
 @pytest.fixture(scope="module")
@@ -28,12 +28,6 @@ def run(boot: machine.Boot) -> dict:
     return boot.results
 
 
-def modelled(boot: machine.Boot, step: str) -> tuple[int, float]:
-    reqs = [r for r in machine.step_requests(boot, step, "mhdd") if r.op == "r"]
-    return len(reqs), diskmodel.replay("hdd-7200", boot.results["queue"]["size"],
-                                       [(r.op, r.offset, r.length) for r in reqs])
-
-
 def test_collect_records_the_tree_and_its_metadata(run: dict) -> None:
     collect = run["collect"]
     assert collect["code"] == 0, collect
@@ -45,7 +39,7 @@ def test_replay_on_the_hdd_model_beats_as_is_and_willneed_in_directory_order(boo
     code, doc = run["tunectl"]["before"]
     assert code == 0 and doc["metadata"]["bytes"] > 0, doc
     assert all(how.startswith("physical (rotational") for how in doc["methods"].values()), doc["methods"]
-    model = {step: modelled(boot, step) for step in ("asis", "willneed", "tunectl", "tunectl_nometa")}
+    model = {step: machine.step_modelled(boot, step) for step in ("asis", "willneed", "tunectl", "tunectl_nometa")}
     guest = {step: run[step]["seconds"] for step in model}
     why = f"modelled (requests, seconds): {model}; guest seconds: {guest}"
     print(why)

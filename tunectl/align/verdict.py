@@ -7,7 +7,7 @@ minimum_io_size and the physical and logical block sizes.
 
 libparted's rule (``parted align-check optimal N``, linux_get_optimum_alignment)
 is computed too, so the report can say where and why the two differ.
-The records (PartitionResult, DiskReport, AlignReport) are what `--json` prints.
+The records (PartitionResult, DiskReport, AlignReport) are what `--json` prints; AlignReport.render the table.
 """
 
 from __future__ import annotations
@@ -17,10 +17,24 @@ from math import gcd
 
 from tunectl.align.table import PartedDisk
 from tunectl.attributes import io_opt_sanity
+from tunectl.errors import ExitCode
+from tunectl.report import Column, Report
+from tunectl.status import Marked, Verdict
 from tunectl.units import format_bytes
 
 MiB = 1024 * 1024
 PED_DEFAULT_ALIGNMENT = MiB
+COLUMNS = [  # align's column table: -o, --columns and the cuts
+    Column("DISK", "the disk's kernel name", cut="never"),
+    Column("PART", "the partition number, its name and type (logical, extended) when it has them"),
+    Column("START", "the first sector, in logical sectors"),
+    Column("SIZE", "the partition's size"),
+    Column("GRAIN", "the boundary starts must fall on: lcm of the profile's boundary, io sizes and block sizes"),
+    Column("ALIGNED", "yes, or NO when the start (less alignment_offset) is not a multiple of the grain", cut="never"),
+    Column("OFF BY", "how far past the last boundary the start lies"),
+    Column("SUGGESTED START", "the next aligned start sector"),
+    Column("PARTED", "what `parted align-check optimal N` answers (yes, no)"),
+]
 
 @dataclass(frozen=True)
 class Topology:
@@ -227,7 +241,7 @@ class DiskReport:
 
 
 @dataclass
-class AlignReport:
+class AlignReport(Report):
     profile: str
     disks: list[DiskReport]
     warnings: list = field(default_factory=list)  # the profile's
@@ -237,8 +251,52 @@ class AlignReport:
     def ok(self) -> bool:
         return all(d.ok for d in self.disks)
 
+    @property
+    def exit_code(self) -> int:
+        return ExitCode.OK if self.ok else ExitCode.DRIFT
+
     def to_json(self) -> dict:
         return {"ok": self.ok, "profile": self.profile, "disks": [d.to_json() for d in self.disks]}
+
+    def print_text(self, out) -> None:
+        """A row per partition (a disk without a table: one row saying so), the notes, then one summary line."""
+        rows, notes = [], []
+        for disk in self.disks:
+            for w in disk.warnings if not out.quiet else ():
+                out.warn(f"tunectl: {disk.device}: {w}")
+            if disk.table is None:
+                said = Marked("no table", Verdict.DRIFT) if not disk.unreadable else Marked("unreadable", Verdict.FAILED)
+                rows.append([disk.device, "-", "-", "-", "-", said, "-", "-", "-"])
+                continue
+            grain = format_bytes(disk.grain.bytes) if disk.grain else "-"
+            for p in disk.partitions:
+                label = f"{p.number}" + (f" ({p.name})" if p.name else "") + (f" {p.type}" if p.type != "primary" else "")
+                aligned = Marked("yes", Verdict.IN_SYNC) if p.aligned else Marked("NO", Verdict.MISALIGNED)
+                rows.append([disk.device, label, f"{p.start_sector}s", format_bytes(p.size_sectors * disk.sector_size),
+                    grain, aligned, format_bytes(p.off_by_bytes) if not p.aligned else "-",
+                    f"{p.suggested_start_sector}s" if p.suggested_start_sector is not None else "-",
+                    "yes" if p.parted_optimal else "no"])
+                if p.note and (out.verbose or not p.aligned or p.aligned != p.parted_optimal):
+                    notes.append(f"{disk.device} {p.number}: {p.note}")
+            if out.verbose and disk.grain:
+                notes.append(f"{disk.device}: grain {format_bytes(disk.grain.bytes)} from {disk.grain.source}")
+        out.heading(f"profile: {self.profile}")
+        if rows:
+            out.print(out.table(COLUMNS, rows))
+        else:
+            out.print("no disk with a partition table")
+        for note in notes:
+            out.say(f"  {note}")
+        bad = sum(not p.aligned for d in self.disks for p in d.partitions)
+        total = sum(len(d.partitions) for d in self.disks)
+        summary = [f"{bad} of {total} partition(s) misaligned"] if bad else []
+        untabled = [d.device for d in self.disks if d.table is None and d.named and not d.unreadable]
+        unreadable = [d.device for d in self.disks if d.unreadable]
+        if untabled:
+            summary.append(f"no partition table on {', '.join(untabled)}")
+        if unreadable:
+            summary.append(f"parted could not read {', '.join(unreadable)}")
+        out.say("; ".join(summary) if summary else ("all aligned" if total else "no partitions to check"))
 
 
 def judge_disk(name: str, disk: PartedDisk | None, topo: Topology, boundary: int,

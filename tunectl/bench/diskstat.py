@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tunectl.errors import TunectlError
+
 # field index -> name, for the fields bench uses
 FIELDS = (
     "reads",  # read I/Os completed (requests, after merging)
@@ -100,8 +102,6 @@ def delta(device: str, before: DiskStat, after: DiskStat) -> StatDelta:
 
 def read_stats(sysfs, names: list[str]) -> dict[str, DiskStat]:
     """/sys/block/NAME/stat of each device, read through `sysfs` (a `tunectl.system.sysfs.Sysfs`)."""
-    from tunectl.errors import TunectlError
-
     out = {}
     for name in names:
         text = sysfs.read(f"block/{name}/stat")

@@ -1,7 +1,7 @@
 """Running a sweep: snapshot every setting it may touch, set each point, read cold, restore.
 
-The snapshot is a journal entry per device in the format `tuning.apply` keeps
-on disk, so the restore is `rollback_plan` + `apply_settings`: the same code
+The snapshot is a `tuning.journal.Journal` in the current form (what `journal.json`
+holds), so the restore is `rollback_plan` + `apply_settings`: the same code
 that brings back a scheduler's knobs after a switch (the kernel resets them)
 and nr_requests (a switch resets it too). The state lock is held throughout,
 so a `tunectl apply` started meanwhile waits instead of interleaving.
@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from tunectl.attributes import parse_scheduler
 from tunectl.bench.diskstat import DiskStat, delta, read_stats
 from tunectl.bench.results import RandomRead, Run
 from tunectl.bench.stack import Target
@@ -23,9 +24,11 @@ from tunectl.context import Context
 from tunectl.devices.discover import read_device
 from tunectl.errors import ExitCode, NotPermitted, TunectlError
 from tunectl.status import Status
+from tunectl.system.hold import holding
 from tunectl.system.runner import Completed
 from tunectl.system.sysfs import Sysfs
 from tunectl.tuning import apply as applying
+from tunectl.tuning.journal import Journal, JournalEntry
 from tunectl.tuning.plan import Setting
 
 
@@ -82,7 +85,9 @@ class Sweep:
         return [o for o in self.restored if o.status not in (Status.CHANGED, Status.IN_SYNC)]
 
     def run(self) -> list[Run]:
-        with self.ctx.state.locked(), _sigterm_interrupts():
+        # The hold tells a verify meanwhile that these devices carry the sweep's temporary values.
+        with self.ctx.state.locked(), holding(self.ctx.state.dir, "tunectl bench",
+                                              [d.name for d in self.stack.devices]), _sigterm_interrupts():
             journal = snapshot(self.ctx, self.stack)
             try:
                 for i, point in enumerate(self.points, 1):
@@ -139,40 +144,38 @@ class Sweep:
 
 
 def _scheduler(sysfs: Sysfs, name: str) -> str | None:
-    from tunectl.attributes import parse_scheduler
-
     return parse_scheduler(sysfs.read_or(f"block/{name}/queue/scheduler", "") or "")[0]
 
 
-def snapshot(ctx: Context, stack: Target) -> dict:
-    """Before the first change: every value the sweep may disturb, as a journal (tuning.apply's format)."""
-    journal: dict = {"version": 1, "devices": {}}
+def snapshot(ctx: Context, stack: Target) -> Journal:
+    """Before the first change: every value the sweep may disturb, as a journal (tuning.journal's current form)."""
+    entries = {}
     scheduled = {d.name for d in stack.scheduled}
     for old in stack.devices:
         dev = read_device(ctx.sysfs, ctx.udev, old.name) or old
         attrs: dict = {}
-        entry: dict = {"name": dev.name, "attributes": attrs}
+        iosched = {}
         if dev.name == stack.top.name:
             attrs["read_ahead_kb"] = dev.queue.get("read_ahead_kb")
         if dev.name in scheduled and dev.scheduler:
             attrs["scheduler"] = dev.scheduler
             if "nr_requests" in dev.queue:
                 attrs["nr_requests"] = dev.queue["nr_requests"]  # a scheduler switch resets it
-            entry["iosched_snapshot"] = {"scheduler": dev.scheduler, "knobs": dict(dev.iosched)}
+            iosched[dev.scheduler] = dict(dev.iosched)
         if attrs:
-            journal["devices"][dev.identity] = entry
-    return journal
+            entries[dev.identity] = JournalEntry(dev.name, attrs, iosched)
+    return Journal(entries)
 
 
-def restore(ctx: Context, stack: Target, journal: dict) -> list[applying.Outcome]:
+def restore(ctx: Context, stack: Target, journal: Journal) -> list[applying.Outcome]:
     """Put back the snapshot; a device that is gone (a detached loop) fails per attribute, never silently."""
     devices = [d for d in (read_device(ctx.sysfs, ctx.udev, d.name) for d in stack.devices) if d is not None]
     settings = applying.rollback_plan(journal, devices, lambda d: True)
     present = {d.identity for d in devices}
-    gone = [applying.Outcome(Setting(entry["name"], identity, attr, None, value, "snapshot", Status.FAILED),
+    gone = [applying.Outcome(Setting(entry.name, identity, attr, None, value, "snapshot", Status.FAILED),
                              Status.FAILED, error="the device is gone (detached or removed); not restored")
-            for identity, entry in journal["devices"].items() if identity not in present
-            for attr, value in sorted(entry["attributes"].items())]
+            for identity, entry in journal.devices.items() if identity not in present
+            for attr, value in sorted(entry.attributes.items())]
     return applying.apply_settings(ctx.sysfs, settings, workers=1) + gone
 
 

@@ -55,9 +55,10 @@ def _identity(dev: Device, props: dict[str, str], sysfs: Sysfs, loops: Mapping[s
     if dev.cls == "md" and props.get("MD_UUID"):
         return f"md-uuid:{props['MD_UUID']}"
     if dev.cls == "loop":
-        backing = sysfs.read_or(f"block/{dev.name}/loop/backing_file")
+        known = loops.get(dev.name) if loops is not None else None  # read once a discovery by loop_backings
+        backing = known[0] if known else sysfs.read_or(f"block/{dev.name}/loop/backing_file")
         if backing:
-            offset = _loop_offset(sysfs, dev.name)
+            offset = known[1] if known else _loop_offset(sysfs, dev.name)
             at = f"@offset={offset}" if offset != "0" else ""  # a partition of an image file: stable
             if loops is None:
                 loops = loop_backings(sysfs)

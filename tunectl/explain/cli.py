@@ -17,7 +17,10 @@ merged share, average request size, await, MB/s. --trace records the block
 tracepoints of the stack's devices in a tracefs instance of its own and gives
 btt's Q2C, D2C and Q2Q per layer. --try rebuilds the file's squashfs image in
 a scratch directory beside it (other block sizes, xz) and attaches each copy
-with direct I/O on and off: the user's image is never touched.
+with direct I/O on and off: the user's image is never touched. Only the
+squashfs image and its loop device are rebuilt, not the dm layers (verity,
+crypt) over them: every variant, the copy "as is" included, is squashfs on a
+loop device, so compare the variants with each other, not with the cold read.
 
 exit codes: 0 explained (findings or not), 2 usage (not a file for --cold,
 not on squashfs for --try, no tracefs block events for --trace), 4 not root.
@@ -45,7 +48,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
                    help="the same cold read of another file (the same binary on ext4): the ratio and its largest contributor")
     p.add_argument("--try", dest="experiments", action="store_true",
                    help="rebuild the squashfs image on scratch copies (block sizes, xz; loop direct I/O on and off) "
-                        "and measure each cold (root; needs squashfs-tools)")
+                        "and measure each cold; dm layers such as verity are not rebuilt (root; needs squashfs-tools)")
     p.add_argument("--try-compressors", metavar="LIST", default="xz",
                    help="--try's compressors besides the image's own, comma-separated (default xz; '' for none)")
 
@@ -53,7 +56,6 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
 def run(ctx, args, out) -> int:
     from tunectl.errors import UsageError
     from tunectl.explain.investigate import Request, investigate
-    from tunectl.explain.report import render
     from tunectl.explain.squashfs import COMPRESSORS
     from tunectl.units import size_option
 
@@ -69,8 +71,4 @@ def run(ctx, args, out) -> int:
         report = investigate(ctx, req, on_step=lambda text: bar.advance(0, text))
     finally:
         bar.close()
-    if out.json:
-        out.emit(report.to_json())
-    else:
-        render(report, out)
-    return 0
+    return out.show(report)

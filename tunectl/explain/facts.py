@@ -22,6 +22,7 @@ from tunectl.explain.model import (
     PartitionFacts,
     Queue,
     StackFacts,
+    once,
 )
 from tunectl.owners.model import Owner
 
@@ -98,11 +99,7 @@ def _loop(ctx: Context, resolver, name: str) -> LoopFacts:
     backing_dev = None
     backing_ra = None
     if backing:
-        try:
-            st = os.stat(backing)
-            found = resolver.name_of_devnum(f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
-        except OSError:
-            found = None
+        found = resolver.name_of_path(backing)
         if found:
             backing_dev = resolver.whole(found)
             backing_ra = _int(ctx.sysfs.read_or(f"block/{backing_dev}/queue/read_ahead_kb"))
@@ -144,8 +141,7 @@ def read(ctx: Context, resolver, stack, target: str, release: str | None = None)
     file, its filesystem, partition and disk) follows the loop layer.
     """
     release = release or os.uname().release
-    layers = _layers(ctx, resolver, stack, set())
-    return StackFacts(target, kernel_version(release), release, tuple(layers))
+    return StackFacts(target, kernel_version(release), release, once(_layers(ctx, resolver, stack, set())))
 
 
 def _layers(ctx: Context, resolver, stack, seen: set[str]) -> list[Layer]:

@@ -126,6 +126,18 @@ class Layer:
                 "owners": {k: v.to_json() for k, v in sorted(self.owners.items())}}
 
 
+def once(layers: list[Layer] | tuple[Layer, ...]) -> tuple[Layer, ...]:
+    """Each layer once, where it first appears: the loops under one dm device (dm-verity's data and hash devices)
+    have their backing files on the same filesystem, partition and disk, which the flat list names only once."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for layer in layers:
+        if (layer.kind, layer.name) not in seen:
+            seen.add((layer.kind, layer.name))
+            out.append(layer)
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class StackFacts:
     target: str

@@ -9,16 +9,20 @@ from tunectl.explain.experiment import Result
 from tunectl.explain.model import Case, Layer
 from tunectl.explain.rules import EFFECT_NAMES, RULES, Finding
 from tunectl.explain.trace import Timing
-from tunectl.report import escape_field
+from tunectl.report import Report, escape_field
 
 
 @dataclass
-class ExplainReport:
+class ExplainReport(Report):
     case: Case
     findings: list[Finding]
     comparison: Comparison | None = None
     experiments: list[Result] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 0  # an explanation, whatever it finds (a finding is advice, not a failure)
 
     def to_json(self) -> dict:
         stack = self.case.stack
@@ -31,6 +35,72 @@ class ExplainReport:
                 "findings": [f.to_json() for f in self.findings],
                 "experiments": [r.to_json() for r in self.experiments],
                 "rules": [r.to_json() for r in RULES], "notes": list(self.notes)}
+
+    def print_text(self, out) -> None:
+        """The stack top first, its owners, the cold read and trace, the findings with their changes, the trials."""
+        stack = self.case.stack
+        out.print(f"explain {escape_field(stack.target)} (kernel {stack.release})")
+        out.print()
+        out.print("stack, top first:")
+        rows = [[la.kind, la.name + (f" ({la.cls})" if la.cls and la.kind == "disk" else ""), describe(la)]
+                for la in stack.layers]
+        out.print(out.table(["LAYER", "NAME", "FACTS"], rows))
+        owned = [(la.name, owners_line(la)) for la in stack.layers if la.owners]
+        if owned:
+            out.print()
+            out.print("who set the queue values:")
+            for name, line in owned:
+                out.say(f"  {name}: {line}")
+        cold = self.case.cold
+        if cold:
+            out.print()
+            out.print(f"cold read of {escape_field(cold.path)}: {_size(cold.bytes)} in {cold.seconds:.3f} s = "
+                      f"{cold.mb_s:.1f} MB/s, read size {_size(cold.read_size)}")
+            rows = [[d.device, str(d.reads), f"{d.merged_share * 100:.0f}%", f"{d.avg_request_kib:.1f}",
+                     f"{d.read_await_ms:.2f}", f"{d.sectors_read * 512 / cold.seconds / 1e6:.1f}" if cold.seconds else "-"]
+                    for d in cold.devices]
+            out.print(out.table(["DEVICE", "READS", "MERGED", "AVG KiB", "AWAIT ms", "MB/s"], rows))
+            if cold.kept:
+                out.say(f"not dropped (not permitted to open): {', '.join(cold.kept)}: their cached pages may have served "
+                        "part of the read")
+        if self.case.trace is not None:
+            out.print()
+            out.print("trace (btt's figures per layer; Q: bios queued, D: requests issued, C: completed):")
+            out.print(out.table(["DEVICE", "Q", "D", "C", "AVG KiB", "Q2C ms", "D2C ms", "Q2Q ms"],
+                                _trace_rows(self.case.trace)))
+        cmp = self.comparison
+        if cmp:
+            out.print()
+            out.say(f"compared with {escape_field(cmp.other)}: {cmp.other_mb_s:.1f} MB/s against {cmp.target_mb_s:.1f} MB/s, "
+                    f"{cmp.verdict()}; largest contributor: {cmp.largest}")
+            rows = [[la.device, la.kind, str(la.reads), str(la.read_ms), f"{la.share * 100:.0f}%"] for la in cmp.layers]
+            out.print(out.table(["DEVICE", "LAYER", "READS", "READ ms", "SHARE"], rows))
+        out.print()
+        if self.findings:
+            out.print("findings, largest expected effect first:")
+            for i, f in enumerate(self.findings, 1):
+                out.say(f"{i}. [{EFFECT_NAMES[f.effect]}] {f.rule} {f.title} ({f.layer})")
+                for e in f.evidence:
+                    out.say(f"   evidence: {escape_field(e)}")
+                lines = f.change.text.splitlines()
+                out.print(f"   change ({f.change.kind}): {lines[0]}")
+                for line in lines[1:]:
+                    out.print(f"     {line}")
+        else:
+            out.print("findings: none (no rule of the table fired on this stack)")
+        if self.experiments:
+            base = next((r for r in self.experiments if r.variant.as_is), self.experiments[0])
+            out.print()
+            out.print("experiments on scratch copies (squashfs on a loop device, each read cold):")
+            rows = []
+            for r in self.experiments:
+                d = r.cold.of(r.disk)
+                rows.append([r.variant.label + (" (as is)" if r.variant.as_is else ""), f"{r.cold.mb_s:.1f}",
+                             f"{r.cold.mb_s / base.cold.mb_s:.2f}x" if base.cold.mb_s else "-", str(r.disk_reads),
+                             f"{d.avg_request_kib:.1f}" if d else "-", f"{d.merged_share * 100:.0f}%" if d else "-"])
+            out.print(out.table(["VARIANT", "MB/s", "SPEEDUP", "DISK READS", "AVG KiB", "MERGED"], rows))
+        for note in self.notes:
+            out.warn(f"tunectl explain: {note}")
 
 
 def _size(n: int | None) -> str:
@@ -110,69 +180,3 @@ def _trace_rows(trace: dict[str, Timing]) -> list[list[str]]:
         rows.append([name, str(t.queued), str(t.issued), str(t.completed), f"{t.avg_request_kib:.1f}",
                      ms(j["q2c_ms"]), ms(j["d2c_ms"]), ms(j["q2q_ms"])])
     return rows
-
-
-def render(report: ExplainReport, out) -> None:
-    stack = report.case.stack
-    out.print(f"explain {escape_field(stack.target)} (kernel {stack.release})")
-    out.print()
-    out.print("stack, top first:")
-    rows = [[la.kind, la.name + (f" ({la.cls})" if la.cls and la.kind == "disk" else ""), describe(la)]
-            for la in stack.layers]
-    out.print(out.table(["LAYER", "NAME", "FACTS"], rows))
-    owned = [(la.name, owners_line(la)) for la in stack.layers if la.owners]
-    if owned:
-        out.print()
-        out.print("who set the queue values:")
-        for name, line in owned:
-            out.say(f"  {name}: {line}")
-    cold = report.case.cold
-    if cold:
-        out.print()
-        out.print(f"cold read of {escape_field(cold.path)}: {_size(cold.bytes)} in {cold.seconds:.3f} s = {cold.mb_s:.1f} MB/s, "
-                  f"read size {_size(cold.read_size)}")
-        rows = [[d.device, str(d.reads), f"{d.merged_share * 100:.0f}%", f"{d.avg_request_kib:.1f}",
-                 f"{d.read_await_ms:.2f}", f"{d.sectors_read * 512 / cold.seconds / 1e6:.1f}" if cold.seconds else "-"]
-                for d in cold.devices]
-        out.print(out.table(["DEVICE", "READS", "MERGED", "AVG KiB", "AWAIT ms", "MB/s"], rows))
-        if cold.kept:
-            out.say(f"not dropped (not permitted to open): {', '.join(cold.kept)}: their cached pages may have served "
-                    "part of the read")
-    if report.case.trace is not None:
-        out.print()
-        out.print("trace (btt's figures per layer; Q: bios queued, D: requests issued, C: completed):")
-        out.print(out.table(["DEVICE", "Q", "D", "C", "AVG KiB", "Q2C ms", "D2C ms", "Q2Q ms"],
-                            _trace_rows(report.case.trace)))
-    cmp = report.comparison
-    if cmp:
-        out.print()
-        out.say(f"compared with {escape_field(cmp.other)}: {cmp.other_mb_s:.1f} MB/s against {cmp.target_mb_s:.1f} MB/s, "
-                f"{cmp.verdict()}; largest contributor: {cmp.largest}")
-        rows = [[la.device, la.kind, str(la.reads), str(la.read_ms), f"{la.share * 100:.0f}%"] for la in cmp.layers]
-        out.print(out.table(["DEVICE", "LAYER", "READS", "READ ms", "SHARE"], rows))
-    out.print()
-    if report.findings:
-        out.print("findings, largest expected effect first:")
-        for i, f in enumerate(report.findings, 1):
-            out.say(f"{i}. [{EFFECT_NAMES[f.effect]}] {f.rule} {f.title} ({f.layer})")
-            for e in f.evidence:
-                out.say(f"   evidence: {escape_field(e)}")
-            lines = f.change.text.splitlines()
-            out.print(f"   change ({f.change.kind}): {lines[0]}")
-            for line in lines[1:]:
-                out.print(f"     {line}")
-    else:
-        out.print("findings: none (no rule of the table fired on this stack)")
-    if report.experiments:
-        base = next((r for r in report.experiments if r.variant.as_is), report.experiments[0])
-        out.print()
-        out.print("experiments on scratch copies (squashfs on a loop device, each read cold):")
-        rows = []
-        for r in report.experiments:
-            d = r.cold.of(r.disk)
-            rows.append([r.variant.label + (" (as is)" if r.variant.as_is else ""), f"{r.cold.mb_s:.1f}",
-                         f"{r.cold.mb_s / base.cold.mb_s:.2f}x" if base.cold.mb_s else "-", str(r.disk_reads),
-                         f"{d.avg_request_kib:.1f}" if d else "-", f"{d.merged_share * 100:.0f}%" if d else "-"])
-        out.print(out.table(["VARIANT", "MB/s", "SPEEDUP", "DISK READS", "AVG KiB", "MERGED"], rows))
-    for note in report.notes:
-        out.warn(f"tunectl explain: {note}")

@@ -24,9 +24,6 @@ EXAMPLES = (
     "fstab could not be replaced; 2 usage or profile error; 4 not permitted.")
 
 
-CHECK_COLUMNS = ["TARGET", "SOURCE", "FSTYPE", "DISKS", "WANTED", "LIVE", "FSTAB", "DRIFT"]
-
-
 def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     p.epilog = EXAMPLES
     sub = p.add_subparsers(dest="mounts_command", metavar="ACTION")
@@ -43,6 +40,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
             ap.add_argument("--check", action="store_true", help="say what would be restored, write nothing")
         ap.add_argument("--fstab", metavar="PATH", help=f"the fstab to read (default {FSTAB}, env TUNECTL_FSTAB)")
         if verb == "check":
+            from tunectl.mounts.operations import CHECK_COLUMNS
             from tunectl.report import add_table_options
 
             add_table_options(ap, CHECK_COLUMNS)
@@ -61,8 +59,8 @@ def run(ctx, args, out) -> int:
 
     if args.mounts_command == "check":
         report = operations.check(ctx, args.profile, args.fstab)
-        _render_check(report, out)
-        return ExitCode.OK if report.in_sync else ExitCode.DRIFT
+        _notes_first(report, out)
+        return out.show(report)
     if args.mounts_command == "rollback":
         said, backup = operations.rollback(ctx, args.fstab, args.check)
         if out.json:
@@ -72,66 +70,18 @@ def run(ctx, args, out) -> int:
         return ExitCode.OK
     result = operations.fix(ctx, args.profile, args.fstab, args.remount, args.check,
                             only_listed=bool(args.fstab) and not args.all_mounts)
-    _render_fix(result, args, out)
-    return result.exit_code
+    _notes_first(result.check_report, out)
+    result.show_diff = args.diff  # how it is shown: the diff is printed with --diff (and with --check)
+    return out.show(result)
 
 
 def _printable(text: str) -> str:
-    """fstab bytes that are not UTF-8 (kept as surrogates) shown as U+FFFD, never an encoding error."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    from tunectl.mounts.operations import printable
+
+    return printable(text)
 
 
 def _notes_first(report, out) -> None:
     """What chose the profile, on stderr before anything else, as every command says it."""
     for note in report.notes:
         out.warn(_printable(f"tunectl: note: {note}"))
-
-
-def _render_check(report, out) -> None:
-    from tunectl.report import escape_field, show
-
-    _notes_first(report, out)
-    if out.json:
-        out.emit(report.to_json())
-        return
-    for w in report.warnings:
-        out.warn(_printable(f"tunectl: warning: {w}"))
-    rows = []
-    for fs in report.filesystems:
-        drift = " ".join(f"{d['where']}:{'+' if d['change'] == 'add' else '-'}{d['option']}" for d in fs.drift)
-        rows.append([fs.target, fs.source, fs.fstype, show(fs.disks) if fs.disks else "-",
-                     show(fs.want.present + [f"-{n}" for n in fs.want.absent]) if fs.want.present or fs.want.absent else "-",
-                     show(fs.live.options) if fs.live is not None else "(not mounted)",
-                     show(fs.entry.options) + f" (line {fs.entry.lineno})" if fs.entry is not None else "(not in fstab)",
-                     drift or ("source not found" if fs.unresolved else "in sync")])
-    out.heading(_printable(escape_field(f"profile: {report.profile}   fstab: {report.fstab_path}")))
-    out.print(_printable(out.table(CHECK_COLUMNS, rows, middle=("TARGET", "SOURCE"))))
-    skips = [(fs.target, s) for fs in report.filesystems for s in fs.want.skipped]
-    for target, s in skips:
-        out.say(_printable(escape_field(f"skipped on {target}: {s.option}: {s.reason}")))
-    if report.timer is not None:
-        out.print(f"fstrim.timer: {report.timer['state']}")
-
-
-def _render_fix(result, args, out) -> None:
-    _notes_first(result.check_report, out)
-    if out.json:
-        out.emit(result.to_json())
-        return
-    for w in result.check_report.warnings:
-        out.warn(_printable(f"tunectl: warning: {w}"))
-    if result.diff and (args.diff or args.check):
-        out.print(result.diff.rstrip("\n"))
-    path = result.check_report.fstab_path
-    if not result.diff:
-        out.print(f"{path}: nothing to change")
-    elif result.written:
-        out.print(f"{path}: rewritten (backup {result.backup})")
-    elif args.check:
-        out.print(f"{path}: would be rewritten (--check: nothing written)")
-    if result.remounts:
-        out.print(_printable(out.table(["TARGET", "REMOUNT OPTIONS", "RESULT"],
-                        [[r.target, r.options, "not run (--check)" if r.ok is None else "ok" if r.ok
-                          else "NOT APPLIED: " + (", ".join(r.not_applied) or r.error)] for r in result.remounts])))
-    for p in result.problems:
-        out.warn(_printable(f"tunectl: {p}"))

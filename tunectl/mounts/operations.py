@@ -1,7 +1,7 @@
 """The mount operations behind `mounts check` and `mounts fix`: gather facts through the edges,
 judge them with the pure core, write fstab safely and remount.
 
-Each returns a report object; rendering and exit codes are the CLI's business.
+Each returns a report (tunectl.report.Report): its JSON, its exit code and its text.
 """
 
 from __future__ import annotations
@@ -21,9 +21,27 @@ from tunectl.mounts import options as opts
 from tunectl.mounts.check import FsCheck, evaluate
 from tunectl.mounts.fstab_file import MAX_FSTAB_BYTES
 from tunectl.mounts.rules import Facts
+from tunectl.report import Column, Report
+from tunectl.status import Marked, Verdict
 from tunectl.system import mountinfo
 from tunectl.system.roots import under_dev
 from tunectl.system.runner import CommandError, Completed
+
+CHECK_COLUMNS = [  # mounts check's column table: -o, --columns and the cuts
+    Column("TARGET", "the mountpoint", cut="middle"),
+    Column("SOURCE", "what is mounted there (device, UUID=, LABEL=)", cut="middle"),
+    Column("FSTYPE", "the filesystem type"),
+    Column("DISKS", "the disks under the filesystem"),
+    Column("WANTED", "the options the profile's mounts: rules want (-name: must be absent)"),
+    Column("LIVE", "the options in effect now (mountinfo), or (not mounted)"),
+    Column("FSTAB", "the fstab entry's options and its line, or (not in fstab)"),
+    Column("DRIFT", "where each wanted option is missing or extra (live:, fstab:), or 'in sync'"),
+]
+
+
+def printable(text: str) -> str:
+    """fstab bytes that are not UTF-8 (kept as surrogates) shown as U+FFFD, never an encoding error."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def fstab_path(ctx, given: str | None) -> Path:
@@ -31,7 +49,7 @@ def fstab_path(ctx, given: str | None) -> Path:
 
 
 @dataclass
-class CheckReport:
+class CheckReport(Report):
     profile: str
     fstab_path: Path
     table: fstab_model.Fstab
@@ -52,6 +70,33 @@ class CheckReport:
             doc["fstrim_timer"] = self.timer
         return doc
 
+    @property
+    def exit_code(self) -> int:
+        return ExitCode.OK if self.in_sync else ExitCode.DRIFT
+
+    def print_text(self, out) -> None:
+        """The profile's warnings, a row per filesystem (wanted, live, fstab, drift), the options skipped, the timer."""
+        from tunectl.report import escape_field, show
+
+        for w in self.warnings:
+            out.warn(printable(f"tunectl: warning: {w}"))
+        rows = []
+        for fs in self.filesystems:
+            drift = " ".join(f"{d['where']}:{'+' if d['change'] == 'add' else '-'}{d['option']}" for d in fs.drift)
+            rows.append([fs.target, fs.source, fs.fstype, show(fs.disks) if fs.disks else "-",
+                         show(fs.want.present + [f"-{n}" for n in fs.want.absent]) if fs.want.present or fs.want.absent else "-",
+                         show(fs.live.options) if fs.live is not None else "(not mounted)",
+                         show(fs.entry.options) + f" (line {fs.entry.lineno})" if fs.entry is not None else "(not in fstab)",
+                         Marked(drift, Verdict.DRIFT) if drift else Marked("source not found", Verdict.UNAVAILABLE)
+                         if fs.unresolved else Marked("in sync", Verdict.IN_SYNC)])
+        out.heading(printable(escape_field(f"profile: {self.profile}   fstab: {self.fstab_path}")))
+        out.print(printable(out.table(CHECK_COLUMNS, rows)))
+        skips = [(fs.target, s) for fs in self.filesystems for s in fs.want.skipped]
+        for target, s in skips:
+            out.say(printable(escape_field(f"skipped on {target}: {s.option}: {s.reason}")))
+        if self.timer is not None:
+            out.print(f"fstrim.timer: {self.timer['state']}")
+
 
 @dataclass
 class Remount:
@@ -67,7 +112,7 @@ class Remount:
 
 
 @dataclass
-class FixReport:
+class FixReport(Report):
     check_report: CheckReport
     check: bool
     diff: str
@@ -75,6 +120,7 @@ class FixReport:
     backup: str | None = None
     remounts: list[Remount] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    show_diff: bool = False  # the text prints the fstab diff (--diff; --check prints it too)
 
     @property
     def changed(self) -> bool:
@@ -89,6 +135,34 @@ class FixReport:
         return {"changed": self.changed, "check": self.check, "fstab": str(self.check_report.fstab_path),
                 "diff": self.diff, "backup": self.backup, "remounts": [r.to_json() for r in self.remounts],
                 "problems": self.problems, "warnings": self.check_report.warnings}
+
+    def print_text(self, out) -> None:
+        """The profile's warnings, the fstab diff (--diff, --check), what became of the fstab, each remount's result."""
+        for w in self.check_report.warnings:
+            out.warn(printable(f"tunectl: warning: {w}"))
+        if self.diff and (self.show_diff or self.check):
+            out.print(self.diff.rstrip("\n"))
+        path = self.check_report.fstab_path
+        if not self.diff:
+            out.print(f"{path}: nothing to change")
+        elif self.written:
+            out.print(f"{path}: rewritten (backup {self.backup})")
+        elif self.check:
+            out.print(f"{path}: would be rewritten (--check: nothing written)")
+        if self.remounts:
+            out.print(printable(out.table(["TARGET", "REMOUNT OPTIONS", "RESULT"],
+                                          [[r.target, r.options, _remount_result(r)] for r in self.remounts])))
+        for p in self.problems:
+            out.warn(printable(f"tunectl: {p}"))
+
+
+def _remount_result(r) -> str:
+    """A remount's RESULT cell, coloured by its verdict: not run under --check, ok, or the options that did not take."""
+    if r.ok is None:
+        return "not run (--check)"
+    if r.ok:
+        return Marked("ok", Verdict.IN_SYNC)
+    return Marked("NOT APPLIED: " + (", ".join(r.not_applied) or r.error), Verdict.FAILED)
 
 
 def _read_fstab(path: Path) -> tuple[bytes, list[str]]:
@@ -131,6 +205,7 @@ def fstrim_timer_state(run: Callable[..., Completed]) -> str:
 
 
 def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckReport:
+    """Every fstab entry and every live mount fstab does not list, judged against the profile's mounts: rules."""
     from tunectl.tuning import intent
 
     active = intent.choose(ctx, profile_ref, "mounts check")
@@ -142,41 +217,57 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
     mounts, problems = mountinfo.read_mounts(ctx.roots.proc)
     warnings += problems
     resolver = Resolver(ctx)
-    rules = profile.mounts
-    results: list[FsCheck] = []
+    warnings += _stacked_targets(path, table.entries)
+    results, live_used = _check_entries(ctx, resolver, profile.mounts, path, table.entries, mounts, warnings)
+    results += _check_unlisted_mounts(ctx, resolver, profile.mounts, mounts, live_used)
+    timer = _fstrim_timer(ctx, results, warnings)
+    return CheckReport(profile.name, path, table, data, results, warnings, timer=timer, notes=active.notes)
 
-    entries = table.entries
-    seen: dict[str, int] = {}
+
+def _stacked_targets(path: Path, entries: list) -> list[str]:
+    """A warning per fstab line whose mountpoint an earlier line also names (the later is mounted on top)."""
+    said, seen = [], {}
     for entry in entries:
         if entry.target in seen and entry.fstype != "swap":
-            warnings.append(f"{path}:{entry.lineno}: {entry.target} is also the mountpoint of line {seen[entry.target]}; "
-                            "the later line is mounted on top")
+            said.append(f"{path}:{entry.lineno}: {entry.target} is also the mountpoint of line {seen[entry.target]}; "
+                        "the later line is mounted on top")
         seen[entry.target] = entry.lineno
+    return said
+
+
+def _facts_for(ctx, resolver: Resolver, source: str, target: str, fstype: str, live: mountinfo.Mount | None,
+               bind: bool) -> tuple[Facts, str | None]:
+    """What the rules match on for one filesystem (type, target, its device and the disks below), and why a disk
+    below cannot discard (None: all can)."""
+    if bind or fstype in opts.NON_BLOCK_FSTYPES:
+        return Facts(fstype, target, block=False), None
+    found = resolver.mount(live) if live is not None else resolver.source(source)
+    if found.name is None:
+        block = names_a_device(source)
+        return Facts(fstype, target, block=block, absent=found.problem), None
+    stack = resolver.stack_of(found.name)
+    if stack is None:  # its device is gone, or outside this sysfs root: no device facts to match on
+        return Facts(fstype, target), _cannot_discard(ctx, [resolver.whole(found.name)])
+    disks = sorted(stack.disks, key=lambda d: d.name)
+    chain = [d.name for d in disks]
+    chain += [stack.top.name] if stack.top.name not in chain else []
+    return Facts(fstype, target, stack.top, disks), _cannot_discard(ctx, chain)
+
+
+def _check_entries(ctx, resolver: Resolver, rules: list, path: Path, entries: list, mounts: list,
+                   warnings: list[str]) -> tuple[list[FsCheck], set[int]]:
+    """Each fstab entry beside its live mount (the last line for a mountpoint is the one mounted); and the live
+    mounts so matched."""
     last_for_target = {e.target: e.lineno for e in entries}
     live_used: set[int] = set()
-
-    def facts_for(source: str, target: str, fstype: str, live: mountinfo.Mount | None,
-                  bind: bool) -> tuple[Facts, str | None]:
-        if bind or fstype in opts.NON_BLOCK_FSTYPES:
-            return Facts(fstype, target, block=False), None
-        found = resolver.mount(live) if live is not None else resolver.source(source)
-        if found.name is None:
-            block = names_a_device(source)
-            return Facts(fstype, target, block=block, absent=found.problem), None
-        whole = resolver.whole(found.name)
-        disks = resolver.disks_below(found.name)
-        device = resolver.devices.get(whole)
-        facts = Facts(fstype, target, device, [resolver.devices[d] for d in disks if d in resolver.devices])
-        chain = disks + ([whole] if whole not in disks else [])
-        return facts, _cannot_discard(ctx, chain)
-
+    results: list[FsCheck] = []
     for entry in entries:
         live = None
         if entry.fstype != "swap" and last_for_target.get(entry.target) == entry.lineno:
             live = mountinfo.find(mounts, entry.target)
             if live is not None:
                 live_used.add(live.mount_id)
-        facts, no_discard = facts_for(entry.source, entry.target, entry.fstype, live, entry.is_bind)
+        facts, no_discard = _facts_for(ctx, resolver, entry.source, entry.target, entry.fstype, live, entry.is_bind)
         if not facts.block and not any(r.get("match", {}).get("fstype") for r in rules):
             continue
         fs = evaluate(rules, facts, entry.source, entry, live, no_discard)
@@ -188,6 +279,12 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
                                                                     "the source"))
         if facts.block or fs.rules:
             results.append(fs)
+    return results, live_used
+
+
+def _check_unlisted_mounts(ctx, resolver: Resolver, rules: list, mounts: list, live_used: set[int]) -> list[FsCheck]:
+    """The visible live mounts no fstab entry stands for: a block device's, or another kind a rule names by type."""
+    results: list[FsCheck] = []
     visible = {m.target: m for m in mounts}
     for m in mounts:
         if m.mount_id in live_used or visible.get(m.target) is not m:
@@ -200,22 +297,26 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
             if fs.rules:
                 results.append(fs)
             continue
-        facts, no_discard = facts_for(m.source, m.target, m.fstype, m, False)
+        facts, no_discard = _facts_for(ctx, resolver, m.source, m.target, m.fstype, m, False)
         if facts.device is None:
             continue  # a mount of a device outside this sysfs root
         results.append(evaluate(rules, facts, m.source, None, m, no_discard))
-    report = CheckReport(profile.name, path, table, data, results, warnings, notes=active.notes)
-    if any(fs.want.discard == "periodic" for fs in results if fs.rules):
-        state = fstrim_timer_state(ctx.run)
-        ok = state in ("enabled", "static", "alias", "indirect", "enabled-runtime", "no systemd")
-        report.timer = {"wanted": "enabled", "state": state, "ok": ok}
-        if state == "no systemd":
-            warnings.append("discard: periodic wants fstrim.timer, but systemd is not running here; "
-                            "schedule fstrim -a another way")
-        elif not ok:
-            warnings.append(f"discard: periodic wants fstrim.timer enabled, it is {state}; "
-                            "run: systemctl enable --now fstrim.timer")
-    return report
+    return results
+
+
+def _fstrim_timer(ctx, results: list[FsCheck], warnings: list[str]) -> dict | None:
+    """fstrim.timer's state when a rule wants periodic discard (None: none does), with a warning when it is off."""
+    if not any(fs.want.discard == "periodic" for fs in results if fs.rules):
+        return None
+    state = fstrim_timer_state(ctx.run)
+    ok = state in ("enabled", "static", "alias", "indirect", "enabled-runtime", "no systemd")
+    if state == "no systemd":
+        warnings.append("discard: periodic wants fstrim.timer, but systemd is not running here; "
+                        "schedule fstrim -a another way")
+    elif not ok:
+        warnings.append(f"discard: periodic wants fstrim.timer enabled, it is {state}; "
+                        "run: systemctl enable --now fstrim.timer")
+    return {"wanted": "enabled", "state": state, "ok": ok}
 
 
 def unified_diff(path: Path, old: bytes, new: bytes) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from tunectl.context import Context
 from tunectl.devices.model import Device
 from tunectl.owners.collect import Machine, device_facts, journal_marks, kernel_defaults, read_machine, writers_of
-from tunectl.owners.model import DeviceOwners, Owner, Writer, owner_of
+from tunectl.owners.model import DeviceOwners, Owner, TunectlMark, Writer, owner_of
 from tunectl.status import Status
 
 
@@ -40,6 +40,7 @@ def find_owners(ctx: Context, devices: Sequence[Device], settings: Iterable = ()
     for s in settings:
         by_device.setdefault(s.device, {})[s.attribute] = s
     out = {}
+    marked: dict[str, dict[str, TunectlMark]] | None = None  # the journal, read once, for the first device shown
     for dev in devices:
         wanted = by_device.get(dev.name, {})
         shown = (attributes or {}).get(dev.name, shown_attributes(dev))
@@ -47,7 +48,8 @@ def find_owners(ctx: Context, devices: Sequence[Device], settings: Iterable = ()
         if not attrs:
             continue
         writers = writers_of(machine, dev, device_facts(ctx, dev))
-        marks = journal_marks(ctx, dev.identity)
+        marked = journal_marks(ctx) if marked is None else marked
+        marks = marked.get(dev.identity, {})
         defaults = kernel_defaults(ctx, dev)
         owners = DeviceOwners(dev.name)
         for attr in attrs:

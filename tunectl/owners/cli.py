@@ -39,46 +39,7 @@ def run(ctx, args, out) -> int:
     active = intent.choose(ctx, args.profile, "doctor")
     for note in active.notes:
         out.warn(f"tunectl: note: {note}")
-    rules = intent.installed_rules(active.record)
+    rules = active.intent.rules if active.intent is not None else None
     report = diagnose(ctx, active.profile, args.devices, scoped=active.from_record and not args.all,
-                      rules_path=rules["path"] if rules is not None else None)
-    if out.json:
-        out.emit(report.to_json())
-        return report.exit_code
-    render(report, out)
-    return report.exit_code
-
-
-def render(report, out) -> None:
-    from tunectl.attributes import is_range, range_text
-    from tunectl.report import show
-
-    for why in report.unread:
-        out.warn(f"tunectl: warning: not read: {why}")
-    out.print(f"profile: {report.profile}")
-    out.say(f"tunectl's udev rules: {report.rules_file}" if report.rules_file else
-            "tunectl's udev rules: not installed (nothing re-applies the profile at boot or hot-plug; "
-            "`tunectl udev install` does)")
-    if report.tuned_profile:
-        out.say(f"tuned: active profile {report.tuned_profile}")
-    if not report.devices:
-        for device, why in report.skipped:
-            out.say(f"skipped {device}: {why}")
-        out.say(f"{report.profile} sets nothing on these devices: no writer to check")
-        return
-    if not report.found:
-        out.say(f"no other writer of what {report.profile} sets on {', '.join(report.devices)}")
-        return
-    rows = []
-    for c in report.found:
-        verdict = "undoes at " + " and ".join(c.undoes_at) if c.undoes else ("agrees" if c.agrees else "loses")
-        wanted = range_text(c.wanted) if is_range(c.wanted) else show(c.wanted)
-        rows.append([c.device, c.attribute, wanted, c.writer.assignment.where, c.writer.kind,
-                     c.writer.assignment.value, verdict])
-    out.print(out.table(["DEVICE", "ATTRIBUTE", "WANTED", "WRITER", "KIND", "WRITES", "VERDICT"], rows,
-                        middle=("WRITER",), keep=("DEVICE", "VERDICT")))
-    for c in report.undone:
-        note = c.writer.assignment.note
-        out.say(f"{c.device} {c.attribute}: {c.writer.describe()}; {note + '; ' if note else ''}resolve: {c.resolution()}")
-    n = len(report.undone)
-    out.say(f"{n} writer(s) would undo tunectl" if n else "no other writer undoes tunectl")
+                      rules_path=rules.path if rules is not None else None)
+    return out.show(report)

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from tunectl.attributes import KNOB_DEFAULTS, default_scheduler, derived_read_ahead_kb, read_ahead_generation
 from tunectl.context import Context
 from tunectl.devices.model import Device
+from tunectl.errors import TunectlError
 from tunectl.owners import sources
 from tunectl.owners.model import KernelDefault, TunectlMark, Writer
 from tunectl.owners.sources import Assignment
 from tunectl.system import trust
+from tunectl.system.rulesfile import RULES_FILE
 
 MAX_FILE = 4 << 20
 
@@ -91,8 +93,6 @@ def _dropins(ctx: Context, dirs: Sequence[str], suffix: str, machine: Machine,
 
 def read_machine(ctx: Context, rules_path: str | None = None) -> Machine:
     """Every writer of block queue attributes on this machine (`rules_path`: tunectl's installed rules file)."""
-    from tunectl.udev.render import RULES_FILE
-
     machine = Machine()
     if ctx.roots is None or ctx.roots.config is None:
         return machine
@@ -137,7 +137,6 @@ def _tuned(ctx: Context, machine: Machine) -> None:
     dirs = [d for d in (_under(ctx, d) for d in sources.TUNED_DIRS) if d and os.path.isdir(d)]
     for name in names:
         try:
-            from tunectl.errors import TunectlError
             from tunectl.profile.tuned_import import import_tuned
 
             imported = import_tuned(name, dirs)
@@ -224,11 +223,10 @@ def kernel_defaults(ctx: Context, dev: Device) -> dict[str, KernelDefault]:
     return out
 
 
-def journal_marks(ctx: Context, identity: str) -> dict[str, TunectlMark]:
-    """attribute -> what the journal says tunectl did to it on the device of `identity`."""
-    entry = ctx.state.journal().get("devices", {}).get(identity) if ctx.state.exists() else None
-    marks = {}
-    for attr, by in ((entry or {}).get("changed_by") or {}).items():
-        if isinstance(by, dict):
-            marks[attr] = TunectlMark(str(by.get("profile", "?")), str(by.get("at", "?")), str(by.get("via", "")))
-    return marks
+def journal_marks(ctx: Context) -> dict[str, dict[str, TunectlMark]]:
+    """identity -> attribute -> what the journal says tunectl did to it on that device (the journal read once)."""
+    from tunectl.tuning import journal
+
+    kept = journal.load(ctx.state) if ctx.state.exists() else journal.Journal()
+    return {identity: {attr: TunectlMark(by.profile, by.at, by.via) for attr, by in entry.changed_by.items()}
+            for identity, entry in kept.devices.items()}

@@ -10,11 +10,12 @@ from tunectl.errors import ExitCode
 from tunectl.owners.collect import device_facts, read_machine, writers_of
 from tunectl.owners.model import Conflict, conflicts
 from tunectl.profile.resolve import Profile
+from tunectl.report import Report
 from tunectl.status import Status
 
 
 @dataclass
-class DoctorReport:
+class DoctorReport(Report):
     profile: str
     rules_file: str | None  # tunectl's installed rules, as udev reads them
     tuned_profile: str | None
@@ -35,6 +36,41 @@ class DoctorReport:
         return {"profile": self.profile, "rules": self.rules_file, "tuned_profile": self.tuned_profile,
                 "devices": self.devices, "undone": bool(self.undone),
                 "writers": [c.to_json() for c in self.found], "unread": self.unread}
+
+    def print_text(self, out) -> None:
+        """What was read, then a row per other writer and its verdict, how to resolve each that undoes tunectl."""
+        from tunectl.attributes import is_range, range_text
+        from tunectl.report import show
+
+        for why in self.unread:
+            out.warn(f"tunectl: warning: not read: {why}")
+        out.print(f"profile: {self.profile}")
+        out.say(f"tunectl's udev rules: {self.rules_file}" if self.rules_file else
+                "tunectl's udev rules: not installed (nothing re-applies the profile at boot or hot-plug; "
+                "`tunectl udev install` does)")
+        if self.tuned_profile:
+            out.say(f"tuned: active profile {self.tuned_profile}")
+        if not self.devices:
+            for device, why in self.skipped:
+                out.say(f"skipped {device}: {why}")
+            out.say(f"{self.profile} sets nothing on these devices: no writer to check")
+            return
+        if not self.found:
+            out.say(f"no other writer of what {self.profile} sets on {', '.join(self.devices)}")
+            return
+        rows = []
+        for c in self.found:
+            verdict = "undoes at " + " and ".join(c.undoes_at) if c.undoes else ("agrees" if c.agrees else "loses")
+            wanted = range_text(c.wanted) if is_range(c.wanted) else show(c.wanted)
+            rows.append([c.device, c.attribute, wanted, c.writer.assignment.where, c.writer.kind,
+                         c.writer.assignment.value, verdict])
+        out.print(out.table(["DEVICE", "ATTRIBUTE", "WANTED", "WRITER", "KIND", "WRITES", "VERDICT"], rows,
+                            middle=("WRITER",), keep=("DEVICE", "VERDICT")))
+        for c in self.undone:
+            note = c.writer.assignment.note
+            out.say(f"{c.device} {c.attribute}: {c.writer.describe()}; {note + '; ' if note else ''}resolve: {c.resolution()}")
+        n = len(self.undone)
+        out.say(f"{n} writer(s) would undo tunectl" if n else "no other writer undoes tunectl")
 
 
 def diagnose(ctx: Context, profile: Profile, dev_refs: list[str] | None = None, scoped: bool = False,

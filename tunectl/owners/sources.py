@@ -10,7 +10,6 @@ and systemd-tmpfiles share.
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -84,9 +83,10 @@ class Assignment:
 
 # --- udev -------------------------------------------------------------------------------------------------
 
-_UDEV_KEY = re.compile(r'\s*([A-Z_]+)(?:\{([^}]*)\})?\s*(==|!=|\+=|-=|:=|=)\s*"((?:[^"\\]|\\.)*)"\s*,?')
+# A pattern compiled at first use (re keeps it): most runs never need it.
+_UDEV_KEY = r'\s*([A-Z_]+)(?:\{([^}]*)\})?\s*(==|!=|\+=|-=|:=|=)\s*"((?:[^"\\]|\\.)*)"\s*,?'
 # RUN+="/bin/sh -c 'echo mq-deadline > /sys/block/%k/queue/scheduler'" and the like.
-_ECHO = re.compile(r"echo\s+(?:-n\s+)?['\"]?([\w.-]+)['\"]?\s*>+\s*/sys(?:/class)?/block/([^/\s'\"]+)/queue/([\w/]+)")
+_ECHO = r"echo\s+(?:-n\s+)?['\"]?([\w.-]+)['\"]?\s*>+\s*/sys(?:/class)?/block/([^/\s'\"]+)/queue/([\w/]+)"
 
 
 def queue_attribute(sysfs_rel: str) -> str | None:
@@ -106,11 +106,11 @@ def parse_udev_rules(path: str, text: str, kind: str = "udev-rule") -> list[Assi
     out = []
     for number, line in logical_lines(text):
         stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        keys, pos = [], 0
+        if not stripped or stripped.startswith("#") or not _may_write(stripped):
+            continue  # most rules write no queue attribute: their keys are not even split
+        keys, pos, key = [], 0, re.compile(_UDEV_KEY)
         while pos < len(stripped):
-            m = _UDEV_KEY.match(stripped, pos)
+            m = key.match(stripped, pos)
             if not m:
                 break
             keys.append(m.groups())
@@ -134,7 +134,7 @@ def parse_udev_rules(path: str, text: str, kind: str = "udev-rule") -> list[Assi
                 if name:
                     writes.append((name, value, ""))
             elif key == "RUN":
-                for value_m in _ECHO.finditer(value):
+                for value_m in re.finditer(_ECHO, value):
                     written, device, name = value_m.groups()
                     if device not in ("%k", "$kernel", "$name", "%n"):
                         kernels = (device,)
@@ -144,6 +144,11 @@ def parse_udev_rules(path: str, text: str, kind: str = "udev-rule") -> list[Assi
         target = Target(kernels, tuple(needs))
         out.extend(Assignment(kind, name, value, path, number, target, BOTH, note) for name, value, note in writes)
     return out
+
+
+def _may_write(text: str) -> bool:
+    """False when `text` names no queue attribute (``queue/X`` or ``bdi/read_ahead_kb``), so it writes none."""
+    return "queue/" in text or "bdi/read_ahead_kb" in text
 
 
 def _alt_hits(have: str, pattern: str, op: str) -> bool:
@@ -187,7 +192,8 @@ def udev_order(listings: Mapping[str, Sequence[str]], masked: Sequence[str] = ()
 
 # --- sysfsutils, systemd-tmpfiles, the kernel command line -------------------------------------------------
 
-_SYS_BLOCK = re.compile(r"/?(?:sys/)?(?:class/)?block/([^/\s]+)/(queue/[\w/]+|bdi/read_ahead_kb)")
+# A pattern compiled at first use (re keeps it): most runs never need it.
+_SYS_BLOCK = r"/?(?:sys/)?(?:class/)?block/([^/\s]+)/(queue/[\w/]+|bdi/read_ahead_kb)"
 
 
 def parse_sysfs_conf(path: str, text: str) -> list[Assignment]:
@@ -200,7 +206,7 @@ def parse_sysfs_conf(path: str, text: str) -> list[Assignment]:
         key, value = (part.strip() for part in line.split("=", 1))
         if not key or key.split()[0] in ("mode", "owner"):
             continue
-        m = _SYS_BLOCK.fullmatch(key)
+        m = re.fullmatch(_SYS_BLOCK, key)
         name = queue_attribute(m.group(2)) if m else None
         if m and name:
             out.append(Assignment("sysfs.conf", name, value, path, number, Target((m.group(1),)), BOOT,
@@ -215,13 +221,17 @@ def parse_tmpfiles(path: str, text: str) -> list[Assignment]:
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
+        if not _may_write(line) and not any(c in line for c in "\\'\""):
+            continue  # no attribute named, nor one quoting or a backslash could spell: shlex need not split it
+        import shlex  # here, not at the top: only a line that may write an attribute is split
+
         try:
             fields = shlex.split(line)
         except ValueError:
             continue
         if len(fields) < 7 or fields[0].rstrip("!-=~^") not in ("w", "w+"):
             continue
-        m = _SYS_BLOCK.fullmatch(fields[1])
+        m = re.fullmatch(_SYS_BLOCK, fields[1])
         name = queue_attribute(m.group(2)) if m else None
         if m and name:
             out.append(Assignment("tmpfiles", name, " ".join(fields[6:]), path, number, Target((m.group(1),)), BOOT,

@@ -96,7 +96,8 @@ def run(ctx, args, out) -> int:
 
             meta_bytes = report.metadata.bytes if report.metadata else 0
             report.floor = measure_floor(report.methods, report.bytes + meta_bytes, ctx.sysfs, ctx.roots.dev)
-        human = _replayed
+        human = _replayed if not (out.verbose and head["moved"]) else \
+            (lambda r, moved=head["moved"]: [*_moved(moved), *_replayed(r)])
     else:
         from tunectl.preload.show import show
 
@@ -173,6 +174,11 @@ def _collected(report) -> list[str]:
             f"physical offset known for {doc['physical']}"]
 
 
+def _moved(moved: dict[str, str]) -> list[str]:
+    return [f"the list's device {was} is {now} at this boot (its file system is mounted where it was)"
+            for was, now in sorted(moved.items())]
+
+
 def _replayed(report) -> list[str]:
     from tunectl.units import format_bytes
 
@@ -188,7 +194,8 @@ def _replayed(report) -> list[str]:
     if report.stopped:
         lines.append(f"stopped early: {report.stopped}")
     lines.append(f"{report.list_path}: {report.files} files, {format_bytes(report.bytes)} in {report.seconds:.2f} s "
-                 f"({report.throughput / 1e6:.0f} MB/s, {report.order} order, inodes via {report.inode_pass})"
+                 f"({report.throughput / 1e6:.0f} MB/s, {report.order} order, "
+                 f"{'inodes checked at open' if report.inode_pass == 'none' else 'inodes via ' + report.inode_pass})"
                  f"{settled}")
     if report.verbose:
         lines.append(_numbers(report.bytes + (report.metadata.bytes if report.metadata else 0), report.files,

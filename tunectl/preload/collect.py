@@ -32,6 +32,7 @@ class CollectReport:
     notes: list[str] = field(default_factory=list)
     verbose: int = 0
     metadata: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # MAJ:MIN -> device byte ranges
+    mounts: dict[str, str] = field(default_factory=dict)  # MAJ:MIN -> mount point, for a boot that renumbers
 
     @property
     def exit_code(self) -> ExitCode:
@@ -52,8 +53,10 @@ class CollectReport:
             return
         from tunectl.system.sysfs import Sysfs
 
-        found, notes = metadata.collect({e.device for e in self.entries}, Sysfs(roots.sys), roots.dev, roots.proc)
+        devices = {e.device for e in self.entries}
+        found, notes = metadata.collect(devices, Sysfs(roots.sys), roots.dev, roots.proc)
         self.metadata.update(found)
+        self.mounts.update(metadata.mount_points(devices, roots.proc))
         self.notes.extend(notes)
 
 
@@ -154,7 +157,7 @@ def collect(paths: Sequence[str], list_path: str, resident: bool = False, roots:
             seen.add((entry.device, entry.inode))
             report.entries.append(entry)
     report.record_metadata(roots)  # after the walk: the metadata it read (or boot read) is cached now
-    write_list(list_path, report.entries, report.metadata)
+    write_list(list_path, report.entries, report.metadata, mounts=report.mounts)
     return report
 
 

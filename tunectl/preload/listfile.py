@@ -13,10 +13,11 @@ import errno
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import repeat
 from pathlib import Path
 
 from tunectl.errors import NotPermitted, UsageError
-from tunectl.preload.listing import Entry, ListError, PreloadList, parse_header, parse_rows, render
+from tunectl.preload.listing import Entry, ListError, PreloadList, mounts_of, parse_header, parse_lines, render, renumber
 from tunectl.preload.order import physical_order
 from tunectl.system import trust
 
@@ -50,34 +51,92 @@ def _text(raw: bytes, path: str, n: int) -> str:
         raise ListError(f"{path}:{n}: not UTF-8 text") from None
 
 
+def moved_devices(head: dict, path: str) -> dict[str, str]:
+    """The file systems of the list's header "mounts" that are mounted at the same place now under another
+    device number (the disks were probed in another order at this boot): listed MAJ:MIN -> MAJ:MIN now.
+    A mount point that is no mount now moves nothing: its files are then skipped as changed."""
+    moved = {}
+    for device, target in mounts_of(head, path).items():
+        try:
+            if not os.path.ismount(target):
+                continue
+            st = os.stat(target)
+        except OSError:
+            continue
+        now = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+        if now != device:
+            moved[device] = now
+    return moved
+
+
 def batches(path: str, size: int = BATCH) -> Iterator[tuple[str, list[Entry]]]:
-    """(created, entries) for every `size` entries of the list at `path`, in file order.
+    """(created, entries) for every `size` entries of the list at `path`, in file order, on the device
+    numbers of this boot (`moved_devices`).
 
     Every line is checked as it is read: a bad one stops the stream with ListError
     at path:line, so a caller that consumes the whole stream before acting acts
-    on a list that is good throughout.
+    on a list that is good throughout. Lines are read and decoded a few MiB at a
+    time, one call each (a boot-time replay decodes tens of thousands); a chunk with
+    anything unusual in it (a long line, bad UTF-8, a blank line) goes line by line.
     """
     with _open(path) as f:
         first = f.readline(MAX_LINE + 1)
         if not first.strip():
             raise ListError(f"{path}:1: empty file, not a preload list",
                             hint="make one with `tunectl preload collect PATHS -o LIST`")
-        created = str(parse_header(_text(first, path, 1), path).get("created", ""))
-        body: list[tuple[int, str]] = []
+        head = parse_header(_text(first, path, 1), path)
+        created = str(head.get("created", ""))
+        moved = moved_devices(head, path)
+        lines: list[str] = []
+        numbers: list[int] = []
         n = 1
+        yielded = False
+        tail = b""  # a line not yet ended
         while True:
-            raw = f.readline(MAX_LINE + 1)
-            if not raw:
+            block = f.read(CHUNK)
+            if block:
+                data = tail + block
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    if len(data) > MAX_LINE:
+                        raise ListError(f"{path}:{n + 1}: longer than {MAX_LINE} bytes, not a list entry")
+                    tail = data
+                    continue
+                raw, tail = data[:cut].split(b"\n"), data[cut + 1:]
+            elif tail:
+                raw, tail = [tail], b""
+            else:
                 break
-            n += 1
-            line = _text(raw, path, n)
-            if line.strip():
-                body.append((n, line))
-            if len(body) >= size:
-                yield created, parse_rows(body, path)
-                body = []
-        if body or n == 1:
-            yield created, parse_rows(body, path)
+            _decode(raw, n, path, lines, numbers)
+            n += len(raw)
+            while len(lines) >= size:
+                yield created, renumber(parse_lines(lines[:size], numbers[:size], path), moved)
+                yielded = True
+                del lines[:size], numbers[:size]
+        if lines or not yielded:
+            yield created, renumber(parse_lines(lines, numbers, path), moved)
+
+
+CHUNK = 4 << 20  # bytes of whole lines read and decoded at once
+
+
+def _decode(raw: list[bytes], n: int, path: str, lines: list[str], numbers: list[int]) -> None:
+    """The non-blank lines of `raw` (lines n+1, n+2, ..., without their newlines) onto `lines`, their
+    numbers onto `numbers`."""
+    if max(map(len, raw)) <= MAX_LINE:
+        try:
+            text = b"\n".join(raw).decode("utf-8").split("\n")
+        except UnicodeDecodeError:
+            text = None
+        if text is not None and len(text) == len(raw) and all(map(str.startswith, text, repeat("["))):
+            lines += text  # no blank line, nothing unusual: the common case
+            numbers += range(n + 1, n + 1 + len(text))
+            return
+    for k, one in enumerate(raw, start=n + 1):  # line by line: the bad one is named, blank ones left out
+        line = _text(one, path, k)
+        if line.strip():
+            lines.append(line)
+            numbers.append(k)
 
 
 class Survey:
@@ -116,23 +175,30 @@ def read_list(path: str) -> PreloadList:
 
 
 def header(path: str) -> dict:
-    """The list's header line alone, checked (the metadata ranges and the order travel in it)."""
+    """The list's header line alone, checked (the metadata ranges and the order travel in it); the metadata
+    ranges on this boot's device numbers, as `batches` gives the entries, and "moved": what was renumbered."""
     with _open(path) as f:
         first = f.readline(MAX_LINE + 1)
     if not first.strip():
         raise ListError(f"{path}:1: empty file, not a preload list",
                         hint="make one with `tunectl preload collect PATHS -o LIST`")
-    return parse_header(_text(first, path, 1), path)
+    head = parse_header(_text(first, path, 1), path)
+    moved = moved_devices(head, path)
+    if moved and isinstance(head.get("metadata"), dict):
+        head["metadata"] = {moved.get(d, d): r for d, r in head["metadata"].items()}
+    head["moved"] = moved
+    return head
 
 
 def write_list(path: str, entries: Sequence[Entry], metadata: Mapping[str, Sequence[tuple[int, int]]] | None = None,
-               time_order: bool = False) -> None:
+               time_order: bool = False, mounts: Mapping[str, str] | None = None) -> None:
     """The list, atomically. Entries in physical order (a replay's sort is then one pass over sorted keys),
-    unless `time_order`: a record keeps the order the files were opened in, for time bins on rotational disks."""
+    unless `time_order`: a record keeps the order the files were opened in, for time bins on rotational disks.
+    `mounts`: where each device's file system is mounted (a later boot finds it there if its number moved)."""
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     target = Path(path)
     try:
-        text = render(entries if time_order else physical_order(entries), created, metadata, time_order)
+        text = render(entries if time_order else physical_order(entries), created, metadata, time_order, mounts)
         trust.atomic_write(target, text.encode(), shared_dir=True)
     except trust.Untrusted as e:
         raise UsageError(f"{path}: cannot write the preload list: {e.message}", hint=e.hint) from None

@@ -13,6 +13,9 @@ ranges to bring in (the whole file, or only what was resident or read), and
 FS_IOC_FIEMAP, or null where the file system cannot say (squashfs, tmpfs, a
 file not yet written back): those files are read in inode order. A replay
 skips a file whose device, inode, size or mtime_ns differ from the list.
+The header's optional "mounts" (MAJ:MIN -> where that file system was mounted
+when the list was made) lets a reader follow a file system whose device number
+changed at the next boot (disks probed in another order): `renumber`.
 Arrays, not objects: a boot-time replay decodes tens of thousands of lines.
 A reader refuses a list from a newer version; a line it cannot read is an
 error with file:line, never guessed at.
@@ -24,7 +27,7 @@ import json
 import os
 import re
 from collections import namedtuple
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from tunectl.errors import ExitCode, UsageError
 
@@ -58,7 +61,8 @@ class Entry(namedtuple("Entry", FIELDS)):
 
     @property
     def bytes(self) -> int:
-        return sum(length for _, length in self.ranges)
+        ranges = self.ranges
+        return ranges[0][1] if len(ranges) == 1 else sum(length for _, length in ranges)
 
     def to_row(self) -> list:
         return [self.path, self.device, self.inode, self.size, self.mtime_ns, [list(r) for r in self.ranges],
@@ -76,16 +80,19 @@ class PreloadList(namedtuple("PreloadList", "entries created", defaults=("",))):
 
 
 def render(entries: Iterable[Entry], created: str, metadata: Mapping[str, Iterable[tuple[int, int]]] | None = None,
-           time_order: bool = False) -> str:
+           time_order: bool = False, mounts: Mapping[str, str] | None = None) -> str:
     """The list's text. `metadata`: MAJ:MIN -> byte ranges of the block device to read first (the file
     system's own blocks); `time_order`: the entries are in the order they were read (a record), which a
-    replay on a rotational disk keeps bin by bin. Both are header keys a version-1 reader ignores."""
+    replay on a rotational disk keeps bin by bin; `mounts`: MAJ:MIN -> the file system's mount point.
+    All are header keys a version-1 reader ignores."""
     entries = list(entries)
     header = {"format": FORMAT, "version": VERSION, "created": created, "files": len(entries), "fields": list(FIELDS)}
     if time_order:
         header["order"] = "time"
     if metadata:
         header["metadata"] = {dev: [list(r) for r in ranges] for dev, ranges in sorted(metadata.items())}
+    if mounts:
+        header["mounts"] = dict(sorted(mounts.items()))
     lines = [json.dumps(header)]
     lines += [json.dumps(e.to_row(), separators=(",", ":")) for e in entries]
     return "\n".join(lines) + "\n"
@@ -123,7 +130,7 @@ def _problem(row: Any) -> str:
     return ""
 
 
-def _entries(rows: list, numbers: list[int], source: str) -> list[Entry]:
+def _entries(rows: list, numbers: Sequence[int], source: str) -> list[Entry]:
     """Entries from decoded rows; the common whole-file row costs a few type checks."""
     entries = []
     devices: set[str] = set()
@@ -183,22 +190,49 @@ def metadata_of(header: dict, source: str) -> dict[str, tuple[tuple[int, int], .
     return out
 
 
+def mounts_of(header: dict, source: str) -> dict[str, str]:
+    """The header's mount points (MAJ:MIN -> absolute path), checked; ListError at `source:1`."""
+    found = header.get("mounts", {})
+    if not isinstance(found, dict):
+        raise ListError(f"{source}:1: mounts: expected an object of MAJ:MIN -> mount point")
+    for device, target in found.items():
+        if not _DEVICE.match(device) or any(int(n) > MAX_DEVICE_PART for n in device.split(":")):
+            raise ListError(f"{source}:1: mounts: {device!r:.40} is not MAJ:MIN")
+        if not isinstance(target, str) or not target.startswith("/") or "\0" in target:
+            raise ListError(f"{source}:1: mounts {device}: expected an absolute path, got {target!r:.60}")
+    return dict(found)
+
+
+def renumber(entries: list[Entry], moved: Mapping[str, str]) -> list[Entry]:
+    """`entries` with each device `moved` names (listed MAJ:MIN -> MAJ:MIN now) replaced; the list itself
+    when nothing moved, so the common replay pays nothing."""
+    if not moved:
+        return entries
+    make = tuple.__new__
+    return [make(Entry, (e[0], moved[e[1]], *e[2:])) if e[1] in moved else e for e in entries]
+
+
 def parse_rows(body: list[tuple[int, str]], source: str) -> list[Entry]:
     """Entries of (line number, text) pairs, blank lines left out by the caller; ListError at `source:line`."""
+    return parse_lines([line for _, line in body], [n for n, _ in body], source)
+
+
+def parse_lines(lines: list[str], numbers: Sequence[int], source: str) -> list[Entry]:
+    """Entries of non-blank lines, `numbers` their line numbers; ListError at `source:line`."""
     try:  # one C-speed decode for the common case; line by line only to place an error
-        rows = json.loads("[" + ",".join(line for _, line in body) + "]")
+        rows = json.loads("[" + ",".join(lines) + "]")
     except (ValueError, RecursionError):
         rows = None
-    if rows is None or len(rows) != len(body):  # bad JSON, or two values on one line
+    if rows is None or len(rows) != len(lines):  # bad JSON, or two values on one line
         rows = []
-        for n, line in body:
+        for n, line in zip(numbers, lines):
             try:
                 rows.append(json.loads(line))
             except ValueError as e:
                 raise ListError(f"{source}:{n}: not JSON: {e.msg} (column {e.colno})") from None
             except RecursionError:
                 raise ListError(f"{source}:{n}: not an entry: nested too deeply") from None
-    return _entries(rows, [n for n, _ in body], source)
+    return _entries(rows, numbers, source)
 
 
 def parse(text: str, source: str) -> PreloadList:

@@ -18,6 +18,7 @@ import errno
 import os
 from collections.abc import Iterable, Mapping
 
+from tunectl.devices.devnum import node as devnum_node
 from tunectl.preload import order
 from tunectl.system import pagecache
 from tunectl.system.sysfs import Sysfs
@@ -51,16 +52,25 @@ def filesystem_types(devices: Iterable[str], proc_root: str | None) -> dict[str,
     return {m.devnum: m.fstype for m in mounts if m.devnum in wanted}
 
 
-def node_of(sysfs: Sysfs, dev_root: str, devnum: str) -> str:
-    """The device node of MAJ:MIN: DEV/<DEVNAME from its uevent>, else DEV/block/MAJ:MIN (udev's link)."""
-    for line in (sysfs.read_or(f"dev/block/{devnum}/uevent") or "").splitlines():
-        if line.startswith("DEVNAME=") and ".." not in line:
-            return os.path.join(dev_root, line[len("DEVNAME="):])
-    return os.path.join(dev_root, "block", devnum)
+def mount_points(devices: Iterable[str], proc_root: str | None) -> dict[str, str]:
+    """MAJ:MIN -> where that file system's root is mounted (the first such mount; bind mounts of a
+    directory left out), for these devices; none without a readable mountinfo."""
+    from tunectl.system.mountinfo import read_mounts
+
+    wanted = set(devices)
+    try:
+        mounts, _ = read_mounts(proc_root)
+    except Exception:  # noqa: BLE001 - no mountinfo (a fake root): the list records no mount points
+        return {}
+    found: dict[str, str] = {}
+    for m in mounts:
+        if m.devnum in wanted and not m.is_bind:
+            found.setdefault(m.devnum, m.target)
+    return found
 
 
 def open_device(sysfs: Sysfs, dev_root: str, devnum: str) -> int:
-    return pagecache.open_block_device(node_of(sysfs, dev_root, devnum), devnum)
+    return pagecache.open_block_device(devnum_node(sysfs, dev_root, devnum), devnum)
 
 
 def _cached(fd: int, size: int) -> list[tuple[int, int]]:
@@ -161,4 +171,4 @@ def residency(metadata: Mapping[str, Iterable[tuple[int, int]]], sysfs: Sysfs, d
 
 def sequential_rate(sysfs: Sysfs, dev_root: str, devnum: str) -> float | None:
     """The device's sequential read rate, bytes/s, from a 32 MiB direct read (root only; None otherwise)."""
-    return pagecache.sequential_rate(node_of(sysfs, dev_root, devnum), devnum)
+    return pagecache.sequential_rate(devnum_node(sysfs, dev_root, devnum), devnum)

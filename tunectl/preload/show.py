@@ -71,9 +71,12 @@ class ShowReport:
     created: str
     files: list[FileResidency]
     verbose: int = 0
-    exit_code: ExitCode = ExitCode.OK
     metadata: list[MetadataResidency] = field(default_factory=list)
     stats: Stats | None = None
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.OK
 
     def totals(self) -> dict:
         counts: dict[str, int] = {}

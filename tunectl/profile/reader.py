@@ -18,7 +18,7 @@ MAX_DEPTH = 32
 
 PathT = tuple  # JSON path as a tuple of keys / indices
 
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_-]*$"  # compiled at first use (re keeps it): most runs never need it
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def json_path(path: PathT) -> str:
             out += f"[{part}]"
         elif not isinstance(part, str):
             out += "[?]"
-        elif _IDENTIFIER.match(part):
+        elif re.match(_IDENTIFIER, part):
             out += f".{part}"
         else:
             out += "[" + json.dumps(part, ensure_ascii=False).replace("'", "\\'")[1:-1].join("''") + "]"

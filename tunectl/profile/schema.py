@@ -7,7 +7,6 @@ validator is first built: start-up time is budgeted.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from functools import lru_cache
@@ -79,6 +78,8 @@ def schema_validator() -> Any:
 def suggest(word: Any, choices: list[str]) -> str:
     if not isinstance(word, str):
         return ""
+    import difflib  # only for a mistake: loading it costs every profile read
+
     close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tunectl.errors import UsageError
+from tunectl.system import trust
 
 _VARIABLE = re.compile(r"(?<!\\)\$\{(\w+)\}")
 _PROFILE_DIR = re.compile(r"(?<!\\)\$\{i:PROFILE_DIR\}")
@@ -78,8 +79,6 @@ def merge(base: Profile, over: Profile) -> Profile:
 
 
 def _read(path: str, what: str, chain: str) -> str:
-    from tunectl.system import trust
-
     try:  # a regular file only, read without waiting on a pipe
         return read_text(path)
     except trust.Untrusted as e:
@@ -94,8 +93,6 @@ MAX_TUNED_BYTES = 4 << 20
 
 def read_text(path: str) -> str:
     """A tuned file's text: a regular file (a link resolved first), never a pipe or a device."""
-    from tunectl.system import trust
-
     return trust.read_regular(os.path.realpath(path), MAX_TUNED_BYTES).decode("utf-8")
 
 

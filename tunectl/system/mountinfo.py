@@ -15,13 +15,14 @@ from dataclasses import dataclass
 
 from tunectl.errors import TunectlError
 from tunectl.system.roots import PROC
+from tunectl.system.trust import open_beneath
 
-_ESCAPE = re.compile(r"\\([0-7]{3})")
+_ESCAPE = r"\\([0-7]{3})"  # compiled at first use (re keeps it): most runs never need it
 
 
 def unescape(text: str) -> str:
     """fstab and mountinfo octal escapes: ``\\040`` space, ``\\011`` tab, ``\\134`` backslash."""
-    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), text)
+    return re.sub(_ESCAPE, lambda m: chr(int(m.group(1), 8)), text)
 
 
 def escape(text: str) -> str:
@@ -99,8 +100,6 @@ def read_mounts(root: str | None) -> tuple[list[Mount], list[str]]:
             with open(path, encoding="utf-8", errors="replace") as f:
                 text = f.read()
         else:  # a fake /proc: below its root, no link at the end, never a pipe
-            from tunectl.system.trust import open_beneath
-
             with open(open_beneath(root, "self/mountinfo", os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
                 if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                     raise OSError(errno.EINVAL, "not a regular file", path)

@@ -13,6 +13,9 @@ import os
 from collections import namedtuple
 from collections.abc import Mapping
 
+from tunectl.errors import UsageError
+from tunectl.system import trust
+
 SYS = "/sys"
 DEV = "/dev"
 PROC = "/proc"
@@ -98,9 +101,6 @@ def check_trusted(roots: Roots) -> None:
     in it to a root-only file, a udev database that names "originals", a mountinfo that
     asks for a remount. Such a root is refused before anything in it is read.
     """
-    from tunectl.errors import UsageError
-    from tunectl.system import trust
-
     for label, path in roots.fakes():
         try:
             trust.check_root(path)

@@ -13,6 +13,7 @@ import stat
 from pathlib import Path
 
 from tunectl.errors import SysfsError
+from tunectl.system import trust
 
 _REASONS = {
     errno.EINVAL: "the kernel rejected the value (EINVAL)",
@@ -49,8 +50,6 @@ class Sysfs:
         path = self._at(rel)
         if not self.confined:
             return os.open(path, flags | os.O_CLOEXEC)
-        from tunectl.system import trust
-
         try:
             fd = trust.open_beneath(self.root, rel, flags | os.O_NONBLOCK)
         except OSError as e:

@@ -6,7 +6,6 @@ record the calls instead of reaching this machine's udevd.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,6 +53,8 @@ class Udevadm:
             return None
         if version < 254:
             return None
+        import tempfile  # here, not at the top: plan and verify import this module and never verify rules
+
         with tempfile.TemporaryDirectory(prefix="tunectl-verify-") as tmp:
             path = Path(tmp) / file_name
             path.write_text(text)

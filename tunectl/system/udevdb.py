@@ -14,6 +14,8 @@ import re
 import stat
 from pathlib import Path
 
+from tunectl.system import trust
+
 
 def decode(text: str) -> str:
     """udev's *_ENC properties and /dev/disk/by-* names escape blanks and specials as \\xNN."""
@@ -48,8 +50,6 @@ class UdevDb:
     def _read(self, name: str) -> str:
         if not self.confined:
             return (self.root / name).read_text(errors="replace")
-        from tunectl.system import trust
-
         with open(trust.open_beneath(self.root, name, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode) or st.st_uid not in trust.trusted_uids():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tunectl.udev.scope import ORIG_PREFIX
+from tunectl.system.rulesfile import ORIG_PREFIX
 
 MATCH_OPS = frozenset({"==", "!="})
 _ASSIGN = frozenset({"=", "+=", ":="})
@@ -28,7 +28,8 @@ KNOWN_KEYS: dict[str, tuple[frozenset, str]] = {
     "SECLABEL": (_ASSIGN, "required"), "RUN": (_ASSIGN, "optional"), "OPTIONS": (_ASSIGN, "none"),
     "LABEL": (frozenset({"="}), "none"), "GOTO": (frozenset({"="}), "none"),
 }
-_TOKEN = re.compile(r'\s*([A-Z_]+)(?:\{([^{}"]*)\})?\s*(==|!=|\+=|-=|:=|=)\s*"([^"\\]*(?:\\.[^"\\]*)*)"\s*')
+# A pattern compiled at first use (re keeps it): most runs never need it.
+_TOKEN = r'\s*([A-Z_]+)(?:\{([^{}"]*)\})?\s*(==|!=|\+=|-=|:=|=)\s*"([^"\\]*(?:\\.[^"\\]*)*)"\s*'
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,9 @@ def parse_rule(text: str) -> tuple[list[_Token], str | None]:
     """One rule line -> tokens, or the reason it cannot be parsed."""
     tokens = []
     pos = 0
+    token = re.compile(_TOKEN)
     while pos < len(text):
-        m = _TOKEN.match(text, pos)
+        m = token.match(text, pos)
         if not m:
             return tokens, f"cannot parse at column {pos + 1}: {text[pos:pos + 30]!r}"
         tokens.append(_Token(m.group(1), m.group(2), m.group(3), m.group(4)))

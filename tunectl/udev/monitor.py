@@ -42,8 +42,9 @@ class EventReport:
 
     def to_json(self) -> dict:
         return {"time": self.time, "device": self.event.device, "action": self.event.action,
-                "sequence": self.event.sequence, "profile": self.profile, "status": self.status,
-                "in_sync": self.status in (Status.EVENT_IN_SYNC, Status.NOT_TUNED), "settings": self.settings,
+                "sequence": self.event.sequence, "profile": self.profile,
+                "status": self.status.word("udev-monitor"), "in_sync": self.status in (Status.IN_SYNC, Status.NOT_TUNED),
+                "settings": self.settings,
                 "drift": [s.to_json() for s in self.drift], "reason": self.reason}
 
     def line(self) -> str:
@@ -52,7 +53,7 @@ class EventReport:
             parts = [f"{s.attribute} {_show(s.before)} -> {_show(s.after)}" + (f" ({s.reason})" if s.reason else "")
                      for s in self.drift]
             return f"{head} drift: {'; '.join(parts)}"
-        if self.status == Status.EVENT_IN_SYNC:
+        if self.status == Status.IN_SYNC:
             return f"{head} in sync ({self.settings} setting{'s' if self.settings != 1 else ''})"
         return f"{head} {self.status.replace('-', ' ')}: {self.reason}"
 
@@ -82,7 +83,7 @@ def follow(events: Iterable[BlockEvent | None], check: Callable[[str], tuple[str
         if drift:
             yield EventReport(clock(), event, profile, Status.DRIFT, len(relevant), drift)
         elif relevant:
-            yield EventReport(clock(), event, profile, Status.EVENT_IN_SYNC, len(relevant))
+            yield EventReport(clock(), event, profile, Status.IN_SYNC, len(relevant))
         else:
             yield EventReport(clock(), event, profile, Status.NOT_TUNED, reason="the profile has no setting for this device")
 

@@ -47,6 +47,7 @@ from tunectl.devices.classes import BUS_BY_PATH, CLASS_TABLE, CLASSES, DM_TYPES,
 from tunectl.errors import ExitCode, UsageError
 from tunectl.profile.checks import glob_problem
 from tunectl.profile.resolve import Profile
+from tunectl.system.rulesfile import RULES_FILE
 from tunectl.udev.match import (
     RuleWriter,
     describe_match,
@@ -54,10 +55,9 @@ from tunectl.udev.match import (
     match_rules,
     quote,
 )
-from tunectl.udev.scope import capture_rules, scope_rules
+from tunectl.udev.scope import capture_rules, captured, scope_rules
 from tunectl.udev.writes import Range, write_stage
 
-RULES_FILE = "65-tunectl.rules"  # after 60-persistent-storage*.rules: ID_* and DM_* exist by then
 FORMAT_VERSION = 1
 END = "tunectl_end"
 
@@ -252,19 +252,63 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
     instead would break preference lists ([bfq, mq-deadline] on a kernel without
     bfq: the write fails and udev cannot see that within the event to fall back).
     """
-    name = profile.name
-    canonical = _canonical(profile)
+    scope = [_scope_glob(k, "only_kernels") for k in only_kernels]
+    backing = _scope_glob(only_loop_backing, "only_loop_backing") if only_loop_backing else None
+    if backing and not backing.startswith("/"):
+        raise RenderError(f"only_loop_backing {backing!r} must be an absolute path glob")
     notes: list[str] = []
+    canonical, modules, run_cmd = _rule_inputs(profile, tunectl_path, profile_path, modules, identities, capture, notes)
+    digest = digest_of(canonical)
+    w = RuleWriter()
+    _header_rules(w, profile.name, digest, modules)
+    _guard_rules(w, scope, backing, canonical.get("scope"), notes)
+    _fact_rules(w, canonical)
+    used = _profile_rules(w, canonical, modules, notes)
+    if capture:
+        # What a below: block sets is written by tunectl's RUN on the device under a stack, perhaps a stack made after
+        # install: nothing journals that original, so the rules keep it too (on every device they reach: which one
+        # will be under a stack is not known before the stack exists).
+        capture_rules(w, {**_below_attributes(canonical), **used})
+    write_stage(w, used)
+    if run_cmd:
+        _below_rules(w, run_cmd)
+    w.blank()
+    w.rule(f'LABEL="{END}"')
+    return Rendered("\n".join(w.lines) + "\n", digest, notes, bool(run_cmd))
+
+
+def _below_attributes(canonical: dict) -> dict[str, set]:
+    """The attributes the below: blocks of the profile set, named as `_layer_rules` names them in `used`."""
+    attrs: dict[str, set] = {}
+    for block in [*canonical["classes"].values(), *canonical["devices"]]:
+        below = block.get("below")
+        if not isinstance(below, dict):
+            continue
+        if below.get("scheduler"):
+            attrs["scheduler"] = set()
+        attrs.update((f"iosched/{knob}", set()) for knob in below["iosched"])
+        attrs.update((attr, set()) for attr in below["queue"])
+    return attrs
+
+
+def below_attributes(profile: Profile) -> list[str]:
+    """What the profile's below: blocks set, with what the kernel changes with them (a scheduler switch resets
+    nr_requests): the attributes whose originals `udev install` keeps for the RUN of a stack made later."""
+    return captured(_below_attributes(_canonical(profile)))
+
+
+def _rule_inputs(profile: Profile, tunectl_path: str | None, profile_path: str | None,
+                 modules: Mapping[str, str] | None, identities: list[str] | None, capture: bool,
+                 notes: list[str]) -> tuple[dict, dict[str, str], str]:
+    """The profile in the canonical form the digest covers (with the modules, scope and capture that shape the
+    rules), the modules the rules may load, and the command a stacked device's event runs ("" when none)."""
+    canonical = _canonical(profile)
     # Only the modules the rules can choose: a kernel change elsewhere leaves the rules (and digest) alone.
     blocks = [*canonical["classes"].values(), *canonical["devices"]]
     wanted = {name for block in blocks for name in block.get("scheduler", ())}
     modules = _check_modules({k: v for k, v in (modules or {}).items() if k in wanted}, notes)
     if modules:
         canonical["modules"] = dict(sorted(modules.items()))  # an input of the rules: the digest covers it
-    scope = [_scope_glob(k, "only_kernels") for k in only_kernels]
-    backing = _scope_glob(only_loop_backing, "only_loop_backing") if only_loop_backing else None
-    if backing and not backing.startswith("/"):
-        raise RenderError(f"only_loop_backing {backing!r} must be an absolute path glob")
     runs = bool(any(s.get("below") for s in canonical["classes"].values()) or any(e.get("below") for e in canonical["devices"]))
     run_cmd = ""
     if runs:
@@ -282,9 +326,11 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
         canonical["scope"] = sorted(set(identities))  # an input of the rules: the digest covers it
     if capture:
         canonical["capture"] = True
-    digest = digest_of(canonical)
-    named = _named_classes(canonical)
-    w = RuleWriter()
+    return canonical, modules, run_cmd
+
+
+def _header_rules(w: RuleWriter, name: str, digest: str, modules: Mapping[str, str]) -> None:
+    """What the file is, where it comes from, and its stages."""
     w.comment(f"{RULES_FILE}: block-device tuning for tunectl profile {name!r}, generated by `tunectl udev render`.")
     w.comment(f"digest {digest}, rules format {FORMAT_VERSION}.")
     w.comment(f"Do not edit: change the profile, then run `tunectl udev install -p {name}`.")
@@ -293,6 +339,11 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
     if modules:
         w.comment("Schedulers built as modules of the kernel these rules were rendered for, offered while the module")
         w.comment("file exists (writing the name loads it): " + ", ".join(f"{k} {v}" for k, v in sorted(modules.items())))
+
+
+def _guard_rules(w: RuleWriter, scope: list[str], backing: str | None, identities: list[str] | None,
+                 notes: list[str]) -> None:
+    """Block devices with a queue only (whole disks); then the caller's scope: kernel names, a loop backing, identities."""
     w.blank()
     w.rule('SUBSYSTEM!="block"', f'GOTO="{END}"')
     w.rule('ACTION!="add|change"', f'GOTO="{END}"')
@@ -308,7 +359,12 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
             w.rule('TEST!="loop/backing_file"', f'GOTO="{END}"')
             w.rule(f"ATTR{{loop/backing_file}}!={quote(backing)}", f'GOTO="{END}"')
     if identities is not None:
-        scope_rules(w, canonical["scope"], END, notes)
+        scope_rules(w, identities, END, notes)
+
+
+def _fact_rules(w: RuleWriter, canonical: dict) -> None:
+    """The facts the profile layers match on: class (as classify() decides it), dm type, bus, a scheduler at all."""
+    named = _named_classes(canonical)
     w.blank()
     w.comment("class, in the order of tunectl's classify(): the first match wins")
     for cls in CLASS_TABLE:
@@ -343,6 +399,10 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
     w.comment("bio-based devices (dm, md, zram) show \"none\" or no scheduler file: no scheduler, no knobs")
     w.rule('ATTR{queue/scheduler}!="none|[[]none[]]"', f'ENV{{{env_name("has_scheduler")}}}="1"')
 
+
+def _profile_rules(w: RuleWriter, canonical: dict, modules: Mapping[str, str], notes: list[str]) -> dict[str, set]:
+    """The profile's layers, classes then devices[] (later layers win), each setting TUNECTL_* properties;
+    returns the attributes each sets, for the write stage."""
     used: dict[str, set] = {}
     for cls in CLASSES:
         if cls not in canonical["classes"]:
@@ -373,27 +433,24 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
         w.lines.extend(body.lines)
         _layer_rules(w, entry, used, modules)
         w.rule(f'LABEL="{end}"')
+    return used
 
-    if capture:
-        capture_rules(w, used)
-    write_stage(w, used)
-    if runs:
-        w.blank()
-        w.comment("below: udev cannot write another device's attributes, so the event of a stacked device (one with")
-        w.comment("slaves/) runs tunectl for that one stack: the device and the disks under it. It costs a process start")
-        w.comment("per event of such a device; plain settings above never start a process.")
-        w.rule(f'ENV{{{env_name("below")}}}=="1"', 'TEST=="slaves/*/dev"', f"RUN+={quote(run_cmd)}")
-        under = env_name("under")
-        w.comment("A device under a stack (holders/, or a partition table whose partitions may have holders: udev's")
-        w.comment("TEST takes one * only) gets below: values that only the stack above it knows: its own event (parted,")
-        w.comment("a rescan, `tunectl align`) runs tunectl for it too, or the writes above would undo what apply set.")
-        w.rule('TEST=="holders/*/dev"', f'ENV{{{under}}}="1"')
-        w.rule('ENV{ID_PART_TABLE_TYPE}=="?*"', f'ENV{{{under}}}="1"')
-        w.rule(f'ENV{{{env_name("below")}}}=="1"', 'TEST=="slaves/*/dev"', f'ENV{{{under}}}=""')
-        w.rule(f'ENV{{{under}}}=="1"', f"RUN+={quote(run_cmd)}")
+
+def _below_rules(w: RuleWriter, run_cmd: str) -> None:
+    """below: the event of a stacked device, or of a device under one, runs `run_cmd` (tunectl apply --stack)."""
     w.blank()
-    w.rule(f'LABEL="{END}"')
-    return Rendered("\n".join(w.lines) + "\n", digest, notes, runs)
+    w.comment("below: udev cannot write another device's attributes, so the event of a stacked device (one with")
+    w.comment("slaves/) runs tunectl for that one stack: the device and the disks under it. It costs a process start")
+    w.comment("per event of such a device; plain settings above never start a process.")
+    w.rule(f'ENV{{{env_name("below")}}}=="1"', 'TEST=="slaves/*/dev"', f"RUN+={quote(run_cmd)}")
+    under = env_name("under")
+    w.comment("A device under a stack (holders/, or a partition table whose partitions may have holders: udev's")
+    w.comment("TEST takes one * only) gets below: values that only the stack above it knows: its own event (parted,")
+    w.comment("a rescan, `tunectl align`) runs tunectl for it too, or the writes above would undo what apply set.")
+    w.rule('TEST=="holders/*/dev"', f'ENV{{{under}}}="1"')
+    w.rule('ENV{ID_PART_TABLE_TYPE}=="?*"', f'ENV{{{under}}}="1"')
+    w.rule(f'ENV{{{env_name("below")}}}=="1"', 'TEST=="slaves/*/dev"', f'ENV{{{under}}}=""')
+    w.rule(f'ENV{{{under}}}=="1"', f"RUN+={quote(run_cmd)}")
 
 
 def render(profile: Profile, tunectl_path: str | None, **kw: Any) -> str:

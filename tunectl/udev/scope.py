@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 
 from tunectl.attributes import side_effects
+from tunectl.system.rulesfile import orig_name
 from tunectl.udev.match import RuleWriter, quote
 
 IN_SCOPE = "TUNECTL_IN_SCOPE"
-ORIG_PREFIX = "TUNECTL_ORIG_"
 _PLAIN = re.compile(r"[A-Za-z0-9 ._/+@:,=#~-]")
 _LOOP_TAIL = re.compile(r"(?:@offset=([0-9]+))?(?:#(?:ino[0-9]+:)?(loop[0-9]+))?\Z")
 
@@ -73,11 +73,6 @@ def scope_rules(w: RuleWriter, identities: list[str], end: str, notes: list[str]
         for keys in identity_matches(identity, notes):
             w.rule(*keys, f'ENV{{{IN_SCOPE}}}="1"')
     w.rule(f'ENV{{{IN_SCOPE}}}!="1"', f'GOTO="{end}"')
-
-
-def orig_name(attr: str) -> str:
-    """The udev property holding the original of a queue attribute (``iosched/slice_idle`` -> TUNECTL_ORIG_IOSCHED_SLICE_IDLE)."""
-    return ORIG_PREFIX + attr.upper().replace("/", "_").replace("-", "_")
 
 
 def captured(used: dict[str, set]) -> list[str]:

@@ -13,14 +13,13 @@ import contextlib
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.harness import REPO, run_cli
+from tests.harness import run_cli, run_process
 from tunectl.align.check import check
 from tunectl.context import Context
 from tunectl.system.parted import Parted
@@ -158,9 +157,6 @@ def test_not_root_is_exit_4(tmp_path):
     with loop_disk(tmp_path, 512) as name:
         build(name, "gpt", 512)
         os.chmod(tmp_path, 0o755)
-        proc = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "tunectl",
-             "align", name, "--state-dir", str(tmp_path / "nostate")],
-            capture_output=True, text=True, env=dict(ENV, PYTHONPATH=str(REPO)), timeout=60)
-        assert proc.returncode == 4, proc.stderr
-        assert "permission denied" in proc.stderr.lower() and "Traceback" not in proc.stderr
+        done = run_process("align", name, "--state-dir", str(tmp_path / "nostate"),
+                           prefix=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"], env=ENV, timeout=60)
+        assert done.code == 4 and "permission denied" in done.err.lower(), done.err

@@ -16,6 +16,7 @@ import pytest
 
 from tests.fakesys import FakeTree, jiffies_to_msecs, msecs_to_jiffies
 from tests.loopdev import attach
+from tunectl.attributes import QUEUE, write_order
 from tunectl.devices.discover import discover, read_device
 from tunectl.errors import SysfsError
 from tunectl.system.sysfs import Sysfs
@@ -24,9 +25,9 @@ from tunectl.system.udevdb import UdevDb
 pytestmark = pytest.mark.root
 
 MIB = 1 << 20
-# Restored in this order: limits (rotational, max_sectors_kb, ...) can raise read_ahead_kb, so it goes last.
-RESTORED = ("nr_requests", "rq_affinity", "nomerges", "add_random", "iostats", "max_sectors_kb", "wbt_lat_usec",
-            "rotational", "stable_writes", "write_cache", "read_ahead_kb")
+# Every queue attribute tunectl may write (attributes.QUEUE), restored in tunectl's write order: limits
+# (rotational, max_sectors_kb, ...) can raise read_ahead_kb, so it goes last.
+RESTORED = tuple(sorted(QUEUE, key=write_order))
 
 
 def _attach(backing: Path, sector_size: int | None) -> str:
@@ -125,8 +126,10 @@ STEPS = [
     ("read_ahead_kb", "64"), ("iostats", "1"), ("read_ahead_kb", "64"), ("stable_writes", "0"),
     ("read_ahead_kb", "8192"), ("rotational", "1"), ("max_sectors_kb", "0"),
 ]
-SNAPSHOT = ("scheduler", "nr_requests", "read_ahead_kb", "rotational", "nomerges", "rq_affinity", "add_random",
-            "max_sectors_kb", "write_cache")
+# Every queue attribute tunectl may write, so a side effect on any of them shows; but wbt_lat_usec: the real
+# kernel reads 0 while bfq is active (bfq turns writeback throttling off), which the fake does not model yet.
+UNMODELLED = ("wbt_lat_usec",)
+SNAPSHOT = ("scheduler", *(a for a in QUEUE if a not in UNMODELLED))
 
 
 def _step(sysfs: Sysfs, name: str, attr: str, value: str) -> tuple[int | None, dict[str, str | None]]:
@@ -165,4 +168,7 @@ def test_the_fake_kernel_stores_values_like_the_real_one(loops, fake_root):
         tree.sysfs.write(f"block/loop0/queue/{attr}", value)
         real.write(f"block/{name}/queue/{attr}", value)
     for attr, value in STEPS:
-        assert _step(tree.sysfs, "loop0", attr, value) == _step(real, name, attr, value), f"after writing {attr}={value!r}"
+        fake_step, real_step = _step(tree.sysfs, "loop0", attr, value), _step(real, name, attr, value)
+        differ = {a: (fake_step[1].get(a), real_step[1].get(a)) for a in {*fake_step[1], *real_step[1]}
+                  if fake_step[1].get(a) != real_step[1].get(a)}
+        assert fake_step == real_step, f"after writing {attr}={value!r}: (fake, real) {differ}"

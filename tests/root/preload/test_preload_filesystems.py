@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.harness import REPO, check_documents
+from tests.harness import run_process
 from tests.preload_helpers import GOOD_HEADER, evict, make_files, replay_resident, tunectl
 from tunectl.preload import order
 from tunectl.preload.listing import parse
@@ -21,10 +20,9 @@ pytestmark = pytest.mark.root
 def test_record_finds_the_files_a_command_opens(tmp_path: Path) -> None:
     a, b, c = make_files(tmp_path, {"a.txt": 10, "b.txt": 20000, "unread.txt": 5})
     lst = tmp_path / "rec.list"
-    proc = subprocess.run([sys.executable, "-m", "tunectl", "--json", "preload", "record", "-o", str(lst), "--",
-                           "sh", "-c", f"cat {a} {b}"], capture_output=True, text=True, errors="replace", cwd=REPO)
-    assert proc.returncode == 0, proc.stderr
-    assert check_documents(proc.stdout, proc.returncode)[0]["method"] == "fanotify"  # the command's output went to stderr
+    done = run_process("--json", "preload", "record", "-o", str(lst), "--", "sh", "-c", f"cat {a} {b}")
+    assert done.code == 0, done.err
+    assert done.doc["method"] == "fanotify"  # the command's output went to stderr
     paths = {e.path for e in parse(lst.read_text(), str(lst)).entries}
     assert {str(a), str(b)} <= paths and str(c) not in paths
     assert "/usr/bin/cat" in paths or "/bin/cat" in paths
@@ -134,8 +132,7 @@ def test_an_unreadable_list_is_not_permitted(tmp_path: Path) -> None:
     lst.write_text(GOOD_HEADER + "\n")
     lst.chmod(0o600)
     tmp_path.chmod(0o755)
-    proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                           sys.executable, "-m", "tunectl", "preload", "show", str(lst)],
-                          capture_output=True, text=True, cwd=REPO, env={"PATH": os.environ["PATH"]})
-    assert proc.returncode == 4, proc.stderr
-    assert "cannot read the preload list: Permission denied" in proc.stderr and "Traceback" not in proc.stderr
+    done = run_process("preload", "show", str(lst), prefix=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"],
+                       env={"PATH": os.environ["PATH"]})
+    assert done.code == 4, done.err
+    assert "cannot read the preload list: Permission denied" in done.err

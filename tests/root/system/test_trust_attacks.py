@@ -8,14 +8,12 @@ exit code is the documented one (5: state directory, 2: profile, list, rules).
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import pwd
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,8 +22,8 @@ from typing import NamedTuple
 import pytest
 
 from tests.fakesys import FakeTree
-from tests.harness import REPO
-from tunectl.cli import main
+from tests.harness import CliResult, run_process
+from tests.harness import run_cli as run_in_process
 from tunectl.context import Context
 from tunectl.profile.library import _checker_digest, shipped_profile_dir
 from tunectl.system.state import StateStore
@@ -35,7 +33,6 @@ pytestmark = pytest.mark.root
 NOBODY = pwd.getpwnam("nobody")
 SECRET = "root:$6$s3cr3t-hash$Zq:19000:0:99999:7:::\nadmin:$6$other-hash$Yq:19000:0:99999:7:::\n"
 PROFILE = "name: mine\nclasses:\n  ssd: {read_ahead_kb: 256}\n"
-TUNECTL = [sys.executable, "-m", "tunectl"]
 
 
 class Arena(NamedTuple):
@@ -78,10 +75,8 @@ def nobody_writes(path: Path, text: str) -> None:
 def tunectl(arena: Arena, state: Path, *argv: str, profiles: Path | None = None) -> tuple[int, str, str]:
     ctx = Context(arena.tree.sysfs, arena.tree.udev, StateStore(state),
                   [*([profiles] if profiles else []), shipped_profile_dir()], {})
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), stdout=out, stderr=err, context=ctx)
-    assert "internal error" not in err.getvalue() and "Traceback" not in err.getvalue(), err.getvalue()
-    return code, out.getvalue(), err.getvalue()
+    r = run_in_process(*argv, context=ctx)  # no traceback, and every --json document checked against its schema
+    return r.code, r.out, r.err
 
 
 def files(base: Path, skip: tuple[str, ...] = ()) -> dict[str, tuple[str, int, int]]:
@@ -260,11 +255,11 @@ def test_udev_install_never_replaces_rules_it_did_not_write_nor_follows_a_linked
     assert os.listdir(arena.base / "elsewhere") == []
 
 
-def run_cli(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    """The CLI in a process of its own: a run that blocks fails the test at the timeout."""
+def run_cli(*argv: str, timeout: float = 60) -> CliResult:
+    """The CLI in a process of its own (the harness's checks: no traceback, valid --json): a run that blocks fails
+    the test at the timeout."""
     try:
-        return subprocess.run([*TUNECTL, *argv], capture_output=True, text=True, timeout=timeout,
-                              env=dict(os.environ, PYTHONPATH=str(REPO)))
+        return run_process(*argv, timeout=timeout)
     except subprocess.TimeoutExpired:
         pytest.fail(f"tunectl {' '.join(argv)} blocked for {timeout} s")
 
@@ -276,13 +271,12 @@ def test_fifos_in_place_of_a_profile_or_the_rules_file_block_nothing(arena: Aren
     rules.mkdir()
     os.mkfifo(rules / "65-tunectl.rules")
     state = ["--state-dir", str(arena.base / "state")]
-    listed = subprocess.run([*TUNECTL, *state, "profile", "list"], capture_output=True, text=True, timeout=60,
-                            env=dict(os.environ, TUNECTL_PROFILE_PATH=str(profiles),
-                                     PYTHONPATH=str(REPO)))
-    assert listed.returncode == 0 and "stuck" in listed.stdout, listed.stderr
+    listed = run_process(*state, "profile", "list", env=dict(os.environ, TUNECTL_PROFILE_PATH=str(profiles)),
+                         timeout=60)
+    assert listed.code == 0 and "stuck" in listed.out, listed.err
     for verb in ("check", "remove"):
         done = run_cli(*state, "udev", verb, *(["-p", "default"] if verb == "check" else []), "--rules-dir", str(rules))
-        assert done.returncode == 2 and "a named pipe, not a regular file" in done.stderr, done.stderr
+        assert done.code == 2 and "a named pipe, not a regular file" in done.err, done.err
     assert stat.S_ISFIFO(os.lstat(rules / "65-tunectl.rules").st_mode)
 
 
@@ -307,8 +301,8 @@ def test_preload_replay_opens_only_the_regular_files_it_listed(arena: Arena) -> 
     lst = write_list(arena.base / "attack.list", [regular, arena.open / "fifo", arena.open / "link", Path("/dev/null")])
     for extra in ([], ["--no-io-uring"]):
         done = run_cli("--json", "preload", "replay", str(lst), *extra)
-        assert done.returncode == 0, done.stderr
-        doc = json.loads(done.stdout)
+        assert done.code == 0, done.err
+        doc = json.loads(done.out)
         skipped = {s["path"]: s["reason"] for s in doc["skipped"]}
         assert doc["files"] == 1 and set(skipped) == {str(arena.open / "fifo"), str(arena.open / "link"), "/dev/null"}
         assert "named pipe" in skipped[str(arena.open / "fifo")] and "symbolic link" in skipped[str(arena.open / "link")]
@@ -327,7 +321,7 @@ def test_outputs_root_writes_replace_a_planted_link_and_never_write_through_it(a
     assert write_output(str(arena.open / "bench.png"), b"\x89PNG") is None  # bench --plot
     done = run_cli("--state-dir", str(arena.base / "state"), "preload", "collect", str(data),
                    "-o", str(arena.open / "set.list"))
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.err
     assert arena.victim.read_text() == "precious\n"
     for name in ("bench.csv", "bench.png", "set.list"):
         st = os.lstat(arena.open / name)
@@ -360,16 +354,12 @@ def test_udev_install_refuses_a_tunectl_executable_or_interpreter_another_user_c
         os.chown(exe, owner, 0)
         ctx = Context(arena.tree.sysfs, arena.tree.udev, StateStore(state), [shipped_profile_dir()],
                       {"TUNECTL_EXECUTABLE": str(exe)})
-        err = io.StringIO()
-        code = main(["udev", "install", "-p", str(profile), "--rules-dir", str(rules)], stdout=io.StringIO(),
-                     stderr=err, context=ctx)
-        assert code == 2 and f"tunectl executable {what}: owned by nobody" in err.getvalue(), err.getvalue()
+        r = run_in_process("udev", "install", "-p", str(profile), "--rules-dir", str(rules), context=ctx)
+        assert r.code == 2 and f"tunectl executable {what}: owned by nobody" in r.err, r.err
         assert os.listdir(rules) == []
     exe.write_text("#!/usr/bin/python3 -I\n")  # root's, with root's interpreter
     ctx = Context(arena.tree.sysfs, arena.tree.udev, StateStore(state), [shipped_profile_dir()],
                   {"TUNECTL_EXECUTABLE": str(exe)})
-    err = io.StringIO()
-    code = main(["udev", "install", "-p", str(profile), "--rules-dir", str(rules)], stdout=io.StringIO(), stderr=err,
-                context=ctx)
-    assert code in (0, 3), err.getvalue()  # 3: udevd could not be reloaded here
+    r = run_in_process("udev", "install", "-p", str(profile), "--rules-dir", str(rules), context=ctx)
+    assert r.code in (0, 3), r.err  # 3: udevd could not be reloaded here
     assert f'RUN+="{exe} apply -p {profile}' in (rules / "65-tunectl.rules").read_text()

@@ -100,3 +100,33 @@ def test_a_loop_device_whose_twin_was_detached_is_rolled_back_and_a_re_apply_kee
         r = run_cli("rollback", dev, env=env)
         assert r.code == 0, (r.out, r.err)
         assert sysfs_read(dev, "queue/read_ahead_kb") == "128"
+
+
+def test_an_old_journal_without_the_proof_names_the_renamed_device_writes_nothing_and_exits_3(tmp_path: Path) -> None:
+    """#34's last case: a journal from before the proof (no `loop:` inode and device number), whose loop device's
+    backing file was renamed before any command re-saved it. Nothing proves the device is the journalled one, so
+    nothing is written, but the rollback names it and does not exit 0 (the issue: "or at least reported with a
+    non-zero exit")."""
+    import json
+
+    from tunectl.system.state import seal
+
+    profile = tmp_path / "loops.yaml"
+    profile.write_text("name: loops\nclasses:\n  loop: {read_ahead_kb: 4096}\n")
+    state = tmp_path / "state"
+    env = dict(os.environ, TUNECTL_STATE_DIR=str(state))
+    with loop_devices(tmp_path, [{"size_mb": 16, "read_ahead_kb": 128}]) as (dev,):
+        assert run_cli("apply", "-p", str(profile), dev, env=env).code == 0
+        body = json.loads((state / "journal.json").read_text())
+        payload = {k: v for k, v in body.items() if k not in ("version", "generation", "saved", "tunectl", "sha256")}
+        [entry] = payload["devices"].values()
+        assert entry.pop("loop"), entry  # the proof this version writes; an old journal has none
+        (state / "journal.json").write_bytes(seal(payload, body["generation"]))
+        os.rename(tmp_path / "loop0.img", tmp_path / "renamed.img")  # before any command could re-save the journal
+        r = run_cli("rollback", dev, env=env)
+        assert r.code == 3, (r.code, r.out, r.err)
+        assert f"{dev} (loop:{tmp_path / 'renamed.img'}) was journalled as loop:{tmp_path / 'loop0.img'}" in r.err, r.err
+        assert "nothing was restored on it" in r.err
+        assert sysfs_read(dev, "queue/read_ahead_kb") == "4096"  # not proven the same device: not written
+        r = run_cli("rollback", "--check", dev, env=env)
+        assert r.code == 3 and "was journalled as" in r.err, (r.code, r.out, r.err)

@@ -69,7 +69,7 @@ def test_a_directory_swapped_for_a_link_after_the_check_opens_nothing_behind_it(
     lst = arena.base / "set.list"
     state = ["--state-dir", str(arena.base / "state")]
     done = run_cli(*state, "preload", "collect", str(root), "-o", str(lst))
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.err
     assert json.loads(lst.read_text().splitlines()[0])["files"] == 33
     opens = attacker.Opens(trap)
     proc = attacker.start(arena.open, "swap", str(sub), str(sub), str(trap))  # s1 opened: s2, s3 through a link
@@ -80,7 +80,7 @@ def test_a_directory_swapped_for_a_link_after_the_check_opens_nothing_behind_it(
                 done = run_cli(*state, "--json", "preload", "collect", str(root), "-o", str(arena.base / "again.list"))
             else:
                 done = run_cli(*state, "--json", "preload", *command.split(), str(lst))
-            assert done.returncode in (0, 3), done.stderr
+            assert done.code in (0, 3), done.err
             assert opens.take() == [], f"root opened the attacker's trap through a swapped directory ({command})"
     finally:
         attacker.stop(proc)
@@ -97,11 +97,11 @@ def test_preload_show_opens_no_device_no_pipe_and_no_link_it_lists(arena: Arena)
     opens = attacker.Opens(arena.open)
     try:
         done = run_cli("--json", "preload", "show", str(lst), timeout=30)
-        assert done.returncode in (0, 1, 3), done.stderr
+        assert done.code in (0, 1, 3), done.err
         assert opens.take() == [], "preload show opened a pipe or a link it lists"
     finally:
         opens.close()
-    doc = {e["path"]: e for e in json.loads(done.stdout)["entries"]}
+    doc = {e["path"]: e for e in json.loads(done.out)["entries"]}
     assert doc[str(regular)]["status"] != "changed"
     for other in (arena.open / "fifo", arena.open / "link", "/dev/null"):
         assert doc[str(other)]["status"] == "changed", doc[str(other)]

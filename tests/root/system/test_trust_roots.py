@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from tests.fakesys import FakeTree
-from tests.harness import REPO
+from tests.harness import run_process
 from tests.root.system import test_trust_attacks as attacks
-from tests.root.system.test_trust_attacks import SECRET, TUNECTL, Arena, as_nobody, run_cli
+from tests.root.system.test_trust_attacks import SECRET, Arena, as_nobody, run_cli
 from tunectl.system.roots import STATE
 
 pytestmark = pytest.mark.root
@@ -62,23 +62,21 @@ def test_a_tree_another_user_owns_is_refused_before_anything_in_it_is_read(arena
     state = ["--state-dir", str(arena.base / "state")]
     for argv in (["status"], ["apply", "-p", THROUGHPUT], ["status", "--json"]):
         done = run_cli(*roots, *state, *argv)
-        assert done.returncode == 2, done.stdout + done.stderr
-        assert f"the root {tree.root} (--sysfs-root / TUNECTL_SYSFS_ROOT) cannot be trusted" in done.stderr + \
-            done.stdout and "owned by nobody" in done.stderr + done.stdout
-        assert "s3cr3t" not in done.stdout + done.stderr
+        assert done.code == 2, done.out + done.err
+        assert f"the root {tree.root} (--sysfs-root / TUNECTL_SYSFS_ROOT) cannot be trusted" in done.err + \
+            done.out and "owned by nobody" in done.err + done.out
+        assert "s3cr3t" not in done.out + done.err
     assert arena.secret.read_text() == SECRET
     # the environment variables are the same roots
     for var, path in (("TUNECTL_SYSFS_ROOT", tree.root), ("TUNECTL_UDEV_ROOT", tree.udev_root),
                       ("TUNECTL_PROC_ROOT", arena.open), ("TUNECTL_DEV_ROOT", arena.open),
                       ("TUNECTL_MODULES_ROOT", arena.open)):
-        done = subprocess.run([*TUNECTL, *state, "status"], capture_output=True, text=True,
-                              timeout=60, env=dict(os.environ, PYTHONPATH=str(REPO),
-                                                   **{var: str(path)}))
-        assert done.returncode == 2 and "cannot be trusted" in done.stderr and var in done.stderr, (var, done.stderr)
-        assert "s3cr3t" not in done.stdout + done.stderr
+        done = run_process(*state, "status", env=dict(os.environ, **{var: str(path)}), timeout=60)
+        assert done.code == 2 and "cannot be trusted" in done.err and var in done.err, (var, done.err)
+        assert "s3cr3t" not in done.out + done.err
     # a root that does not exist yet, in a directory anyone may create it in, is refused too
     done = run_cli("--sysfs-root", "/tmp/tunectl-no-such-tree-34", *state, "status")
-    assert done.returncode == 2 and "writable by others" in done.stderr, done.stderr
+    assert done.code == 2 and "writable by others" in done.err, done.err
 
 
 @pytest.fixture
@@ -114,10 +112,10 @@ def test_nothing_inside_a_fake_tree_is_followed_through_a_link_nor_used_when_ano
                      ["rollback"]):
             done = run_cli(*roots, *argv)
             # what cannot be opened safely is shown as missing ("-", skipped), never as written
-            assert done.returncode != 70, (what, argv, done.stderr)
+            assert done.code != 70, (what, argv, done.err)
             if argv[0] == "apply":
-                assert "changed 0 setting" in done.stdout or done.returncode != 0, (what, done.stdout)
-            assert "Traceback" not in done.stderr and "s3cr3t" not in done.stdout + done.stderr, (what, argv)
+                assert "changed 0 setting" in done.out or done.code != 0, (what, done.out)
+            assert "Traceback" not in done.err and "s3cr3t" not in done.out + done.err, (what, argv)
             assert arena.victim.read_text() == "precious\n", (what, argv)
             assert arena.secret.read_text() == SECRET
         if what == "nobody's own file":
@@ -143,12 +141,12 @@ def runs_on_a_fake_tree(arena: Arena, tree: FakeTree, before: dict[str, str]) ->
         for argv in (["status"], ["apply", "-p", THROUGHPUT], ["rollback"]):
             done = run_cli(*roots, *state, *argv)
             if argv != ["status"]:  # status reads; it would write only to adopt originals rules kept
-                assert done.returncode == 2 and "does not write the real state directory" in done.stderr, \
-                    (state, argv, done.stdout + done.stderr)
+                assert done.code == 2 and "does not write the real state directory" in done.err, \
+                    (state, argv, done.out + done.err)
             assert real_state_snapshot() == before
     assert not os.path.exists(STATE) or before  # not created by these runs
     done = run_cli(*roots, "--state-dir", str(arena.base / "state"), "apply", "-p", THROUGHPUT)
-    assert done.returncode == 0, done.stderr  # its own state directory: the tree is tuned
+    assert done.code == 0, done.err  # its own state directory: the tree is tuned
 
 
 @pytest.fixture
@@ -184,10 +182,8 @@ def test_a_fake_proc_never_makes_root_remount_a_real_filesystem(arena: Arena, ha
     as_nobody("mkdir", "-p", str(theirs / "self"))
     as_nobody("sh", "-c", f"printf '%s' '{line}' > {theirs / 'self' / 'mountinfo'}")
     for proc, said in ((theirs, "cannot be trusted"), (mine, "no real filesystem is remounted")):
-        done = subprocess.run([*TUNECTL, "--state-dir", str(arena.base / "state"), "mounts",
-                               "fix", "-p", str(profile), "--fstab", str(fstab), "--remount"], capture_output=True,
-                              text=True, timeout=60, env=dict(os.environ, TUNECTL_PROC_ROOT=str(proc),
-                                                              PYTHONPATH=str(REPO)))
-        assert done.returncode == 2 and said in done.stderr, (proc, done.stdout + done.stderr)
+        done = run_process("--state-dir", str(arena.base / "state"), "mounts", "fix", "-p", str(profile), "--fstab",
+                           str(fstab), "--remount", env=dict(os.environ, TUNECTL_PROC_ROOT=str(proc)), timeout=60)
+        assert done.code == 2 and said in done.err, (proc, done.out + done.err)
         assert {"nosuid", "nodev", "noexec"} <= live_options(mnt) and "noatime" not in live_options(mnt)
     shutil.rmtree(mine)

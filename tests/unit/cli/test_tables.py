@@ -16,6 +16,7 @@ from tunectl.cli import Output
 from tunectl.context import Context
 from tunectl.profile.library import shipped_profile_dir
 from tunectl.report import cut, table
+from tunectl.status import Marked, Verdict
 from tunectl.system.state import StateStore
 
 GOLDEN = REPO / "tests" / "golden" / "tables"
@@ -145,8 +146,14 @@ def test_columns_option_picks_and_orders(machine: Machine) -> None:
     listing = machine("status", "--columns")
     assert listing.code == 0 and [line.split()[0] for line in listing.out.splitlines()] == \
         ["device", "class", "scheduler", "read-ahead", "identity", "drift", "knobs"]
+    assert "knobs       the active scheduler's tunables (queue/iosched/*)  (not shown unless -o names it, or -v)" in \
+        listing.out.splitlines()
     for argv in (["plan"], ["verify"], ["align"], ["mounts", "check"]):
-        assert run_cli(*argv, "--columns").code == 0, argv
+        listed = run_cli(*argv, "--columns")
+        assert listed.code == 0, argv
+        for line in listed.out.splitlines():  # each column with what it shows, as lsblk --list-columns
+            name, _, help_ = line.partition(" ")
+            assert name and len(help_.strip()) > 10, (argv, line)
     bad = machine("plan", "-o", "device,colour", "--json")
     assert bad.code == 2 and bad.doc["error"]["where"] == "-o" and "before-after" in bad.doc["error"]["hint"]
 
@@ -220,7 +227,7 @@ def test_every_printed_line_is_escaped_and_only_our_colours_pass() -> None:
     hostile = "name\x1b]0;title\x07 \x1b[2J\r\tend"
     assert printed(hostile, colour=False) == "name\\x1b]0;title\\x07 \\x1b[2J\\x0d\tend\n"
     assert printed(hostile, colour=True) == printed(hostile, colour=False)
-    painted = table(["DRIFT"], [["1 setting(s)"]], paint=lambda h, c: "yellow")
+    painted = table(["DRIFT"], [[Marked("1 setting(s)", Verdict.DRIFT)]], paint=True)
     assert printed(painted, colour=True) == painted + "\n"
     assert "\x1b" not in printed(painted, colour=False)
     assert printed('{"a": 1}', colour=False, as_json=True) == '{"a": 1}\n'
@@ -280,3 +287,20 @@ def test_status_sorts_kernel_names_naturally(empty_fake_tree: FakeTree, fake_roo
         empty_fake_tree.add_loop(f"loop{n}", f"/srv/d{n}.img")
     r = Machine(empty_fake_tree, fake_root)("status", "--all", "-o", "name", "-n")
     assert r.out.split() == ["loop1", "loop2", "loop10"], r.out
+
+
+def test_colour_comes_from_the_verdict_never_from_the_text() -> None:
+    plain = table(["STATUS", "DRIFT"], [["NO", "failed"]], paint=True)
+    assert "\x1b" not in plain  # words that once meant red, with no verdict: plain
+    painted = table(["X"], [[Marked("anything at all", Verdict.NOT_PERMITTED)], [Verdict.CHANGE], [Verdict.IN_SYNC]],
+                    paint=True).splitlines()
+    assert painted[1] == "\x1b[31manything at all\x1b[0m"
+    assert painted[2].startswith("\x1b[33mchange\x1b[0m") and painted[3] == "ok"
+    assert "\x1b" not in table(["X"], [[Verdict.FAILED]], paint=False)
+
+
+def test_every_verdict_has_one_word_and_the_documents_keep_theirs() -> None:
+    words = [v.value for v in Verdict]
+    assert len(words) == len(set(words))
+    assert Verdict.IN_SYNC.word("udev-monitor") == "in-sync" and Verdict.IN_SYNC.word("plan") == "ok"
+    assert {v.colour for v in Verdict} == {None, "yellow", "red"}

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from tunectl.preload import order, stats
-from tunectl.preload.listing import Entry, ListError, metadata_of, parse, parse_header, render
+from tunectl.preload.listfile import batches, header
+from tunectl.preload.listing import Entry, ListError, metadata_of, mounts_of, parse, parse_header, render, renumber
 from tunectl.preload.pressure import PressureGuard, some_total_us
 
 MiB = 1 << 20
@@ -83,6 +84,41 @@ def test_metadata_round_trips_in_the_header_and_a_version_1_reader_ignores_it() 
     assert metadata_of(head, "l") == {"8:1": ((0, 8192), (1 << 20, 4096))}
     assert parse(text, "l").entries == [entry("/a", 4096)]
     assert metadata_of(parse_header(render([], "now"), "l"), "l") == {}
+
+
+def test_a_list_follows_its_file_system_to_the_device_number_it_has_at_this_boot(tmp_path) -> None:
+    # Boot 1 collected on 8:16; at boot 2 the disks were probed in another order. "/" is always a mount:
+    # the list says its file system was 4095:4095 then, so entries and metadata move to /'s number now.
+    import os
+
+    root = os.stat("/").st_dev
+    now = f"{os.major(root)}:{os.minor(root)}"
+    listed = [entry("/a", 4096, device="4095:4095"), entry("/b", 8192, device="7:1")]
+    path = tmp_path / "boot.list"
+    path.write_text(render(listed, "now", {"4095:4095": [(0, 4096)]}, mounts={"4095:4095": "/", "7:1": "/nowhere"}))
+    (_, got), = batches(str(path))
+    assert [e.device for e in got] == [now, "7:1"]  # /nowhere is no mount: its files stay (and are skipped)
+    assert got[0][2:] == listed[0][2:]
+    head = header(str(path))
+    assert head["moved"] == {"4095:4095": now} and metadata_of(head, "l") == {now: ((0, 4096),)}
+
+
+def test_renumber_is_free_when_nothing_moved() -> None:
+    entries = [entry("/a", 1)]
+    assert renumber(entries, {}) is entries
+    assert renumber(entries, {"8:1": "8:17"})[0] == entry("/a", 1, device="8:17")
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"mounts": []}, "expected an object"),
+    ({"mounts": {"sda": "/"}}, "is not MAJ:MIN"),
+    ({"mounts": {"8:1": "relative"}}, "expected an absolute path"),
+    ({"mounts": {"8:1": 5}}, "expected an absolute path"),
+])
+def test_bad_mounts_are_refused_at_line_1(bad: dict, words: str) -> None:
+    with pytest.raises(ListError) as e:
+        mounts_of(bad, "boot.list")
+    assert str(e.value).startswith("boot.list:1: mounts") and words in str(e.value)
 
 
 @pytest.mark.parametrize("bad, words", [

@@ -182,6 +182,9 @@ def test_schema_queue_attributes_match_the_catalogue() -> None:
                 ("integer", attr.minimum, attr.maximum, attr.unit), name
         else:
             assert s["enum"] == list(attr.choices), name
+        assert s["description"].startswith(attr.doc), name  # the words --help and the errors show
+        if attr.unit:
+            assert s["description"].endswith(f"({attr.unit})"), name
     ra = load_schema()["$defs"]["read_ahead_kb"]["anyOf"][0]
     assert (ra["minimum"], ra["maximum"]) == (QUEUE["read_ahead_kb"].minimum, QUEUE["read_ahead_kb"].maximum)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -14,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakesys import FakeTree
-from tests.harness import REPO
-from tunectl.cli import main
+from tests.harness import REPO, run_cli
 from tunectl.context import Context
 from tunectl.system import trust
 from tunectl.system.state import StateStore
@@ -39,21 +37,17 @@ def test_malformed_device_fields_are_refused_with_file_and_line(tmp_path: Path, 
     lst = tmp_path / "bad.list"
     write_list(lst, ['["/etc/hostname","8:1",1,1,0,[[0,1]],null]', json.dumps(["/etc/passwd", device, 1, 1, 0, [[0, 1]], None])])
     for verb in ("replay", "show"):
-        err = io.StringIO()
-        code = main(["preload", verb, str(lst)], stdout=io.StringIO(), stderr=err)
-        assert code == 2 and f"{lst}:3: {words}" in err.getvalue(), err.getvalue()
-        assert "internal error" not in err.getvalue()
+        r = run_cli("preload", verb, str(lst))
+        assert r.code == 2 and f"{lst}:3: {words}" in r.err, r.err
 
 
 def test_replay_announces_what_it_will_read_and_refuses_more_than_max_bytes(tmp_path: Path) -> None:
     lst = tmp_path / "l.list"
     write_list(lst, [json.dumps([f"/nonexistent/{i}", "8:1", i, 1000, 0, [[0, 1000]], None]) for i in range(5)])
-    err = io.StringIO()
-    assert main(["preload", "replay", str(lst), "--max-bytes", "4000"], stdout=io.StringIO(), stderr=err) == 2
-    assert "5 files, 4.9 KiB to read: more than --max-bytes 3.9 KiB; nothing was read" in err.getvalue()
-    err = io.StringIO()
-    assert main(["preload", "replay", str(lst), "--max-bytes", "5000"], stdout=io.StringIO(), stderr=err) == 0
-    assert err.getvalue().startswith(f"tunectl: {lst}: 5 files, 4.9 KiB to read\n"), err.getvalue()
+    r = run_cli("preload", "replay", str(lst), "--max-bytes", "4000")
+    assert r.code == 2 and "5 files, 4.9 KiB to read: more than --max-bytes 3.9 KiB; nothing was read" in r.err, r.err
+    r = run_cli("preload", "replay", str(lst), "--max-bytes", "5000")
+    assert r.code == 0 and r.err.startswith(f"tunectl: {lst}: 5 files, 4.9 KiB to read\n"), r.err
 
 
 @pytest.mark.slow
@@ -126,20 +120,21 @@ def test_a_cache_entry_is_bound_to_the_text_and_the_checker(tmp_path: Path) -> N
 
 def test_a_relative_or_changed_active_profile_is_refused(tmp_path: Path) -> None:
     from tunectl.errors import UsageError
-    from tunectl.tuning.active import profile_record, recorded_ref
+    from tunectl.profile.resolve import Profile
+    from tunectl.tuning import intent
 
     profile = tmp_path / "p.yaml"
     profile.write_text("name: p\n")
     with pytest.raises(UsageError, match="recorded as the relative path ./p.yaml"):
-        recorded_ref({"ref": "./p.yaml", "name": "p", "files": ["./p.yaml"]})
-    record = profile_record(str(profile), "p", [str(profile)])
-    assert recorded_ref(record) == str(profile)
+        intent.Intent.from_json({"ref": "./p.yaml", "name": "p", "files": ["./p.yaml"]}).trusted_ref()
+    record = intent.of(Profile("p", "", [str(profile)], {}, {}), str(profile))
+    assert record.trusted_ref() == str(profile)
     profile.write_text("name: p\nclasses: {}\n")
     with pytest.raises(UsageError, match="changed since it was applied"):
-        recorded_ref(record)
+        record.trusted_ref()
     profile.unlink()
     with pytest.raises(UsageError, match="moved or removed"):
-        recorded_ref(record)
+        record.trusted_ref()
 
 
 def test_a_tuned_variables_file_that_is_a_pipe_is_refused_not_waited_on(tmp_path: Path) -> None:
@@ -160,15 +155,14 @@ def test_profile_list_says_which_profiles_would_be_refused_by_name(tmp_path: Pat
     shared.mkdir()
     (shared / "open.yaml").write_text("name: open\ndescription: anyone could have written this\n")
     shared.chmod(0o777)
-    out = io.StringIO()
     tree = FakeTree.create(tmp_path / "fake")
     ctx = Context(tree.sysfs, tree.udev, StateStore(tmp_path / "state"), [shared], {})
-    assert main(["--json", "profile", "list"], stdout=out, stderr=io.StringIO(), context=ctx) == 0
-    (listed,) = json.loads(out.getvalue())["profiles"]
+    r = run_cli("--json", "profile", "list", context=ctx)
+    assert r.code == 0, r.err
+    (listed,) = r.doc["profiles"]
     assert listed["description"] == f"(refused: {shared}: mode 0777: writable by others)"
-    err = io.StringIO()
-    assert main(["plan", "-p", "open"], stdout=io.StringIO(), stderr=err, context=ctx) == 2
-    assert "writable by others" in err.getvalue()
+    r = run_cli("plan", "-p", "open", context=ctx)
+    assert r.code == 2 and "writable by others" in r.err, r.err
 
 
 def test_an_output_through_the_users_own_link_is_written_at_its_target_never_over_a_terminal(tmp_path: Path) -> None:

@@ -6,13 +6,11 @@ import errno
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.harness import REPO
+from tests.harness import REPO, run_process
 from tests.journal_helpers import Pair, assert_state_error
 from tunectl import __version__
 from tunectl.system import state as state_module
@@ -268,16 +266,15 @@ def test_unreadable_journal_exits_5(pair: Pair) -> None:
     pair.state.mkdir()
     (pair.state / "journal.json").write_text('{"version": 1, "devices": {}}')
     os.chmod(pair.state / "journal.json", 0)
-    cmd = [sys.executable, "-m", "tunectl", "--sysfs-root", str(pair.tree.root), "--state-dir", str(pair.state),
-           "rollback"]
+    prefix: list[str] = []
     if os.geteuid() == 0:
         if not shutil.which("setpriv"):
             pytest.skip("needs setpriv to drop CAP_DAC_OVERRIDE")
-        cmd = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--", *cmd]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert proc.returncode == 5, proc.stderr
-    assert proc.stderr.splitlines()[0] == f"tunectl: error: cannot read {pair.state / 'journal.json'}: Permission denied"
-    assert proc.stderr.splitlines()[1].startswith("hint: run as root, or check the owner and mode")
+        prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"]
+    r = run_process("--sysfs-root", str(pair.tree.root), "--state-dir", str(pair.state), "rollback", prefix=prefix)
+    assert r.code == 5, r.err
+    assert r.lines[0] == f"tunectl: error: cannot read {pair.state / 'journal.json'}: Permission denied"
+    assert r.lines[1].startswith("hint: run as root, or check the owner and mode")
 
 
 def test_detailed_exitcode_reports_any_error_as_1(pair: Pair) -> None:
@@ -314,13 +311,15 @@ def test_a_damaged_active_profile_falls_back_and_apply_rewrites_it(pair: Pair) -
 
 def test_full_disk_after_the_writes_says_what_was_applied(pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
     """The journal fits, the active-profile record does not: the error must not claim nothing happened."""
-    real = state_module.StateStore.save_active_profile
+    from tunectl.tuning import intent
 
-    def no_space(self, record: dict) -> None:
+    real = intent.save
+
+    def no_space(state: state_module.StateStore, record: intent.Intent) -> None:
         monkeypatch.setattr(state_module.os, "fsync", _no_space)
-        real(self, record)
+        real(state, record)
 
-    monkeypatch.setattr(state_module.StateStore, "save_active_profile", no_space)
+    monkeypatch.setattr(intent, "save", no_space)
     r = pair.fresh()("apply", "-p", "p1")
     monkeypatch.undo()
     # Exit 3, not 5 (5 says nothing was applied): the writes happened, only the record is stale.
@@ -368,3 +367,15 @@ def test_hand_edited_version_1_journals_never_crash_rollback(pair: Pair) -> None
         assert not (pair.tree.root / "block" / "x").exists() and not (pair.tree.root / "x").exists()
         pair.fresh()("apply", "-p", "p2")
     assert codes.get(5, 0) and codes.get(0, 0), codes  # both refused and restored journals were met
+
+
+@pytest.mark.parametrize("raw, why", [
+    (b'{"version": 1, "devices": {}, "x": ' + b"9" * 5000 + b"}", "a number far too long"),
+    (b"[" * 100000 + b"]" * 100000, "nested too deeply"),
+])
+def test_unseal_says_why_a_file_is_not_json_in_its_own_words(raw: bytes, why: str) -> None:
+    from tunectl.system.state import _Damaged
+
+    with pytest.raises(_Damaged, match=why) as e:
+        unseal(raw)
+    assert "set_int_max_str_digits" not in str(e.value)

@@ -42,3 +42,39 @@ def test_verify_and_plan_read_the_record_and_journal_once_and_list_block_once_pe
     lists.clear()
     assert t("verify").code == 0 and loads["journal.json"] == 1, loads  # the next command reads afresh
     assert all(lists[f"block/loop{i}/slaves"] == 1 for i in range(8)), lists  # one graph a run
+
+
+LOADED = """
+import sys
+from tunectl.cli import main
+code = main(sys.argv[1:])
+watched = [m for m in sys.modules if m.startswith(("tunectl.owners", "tunectl.udev")) or m in ("subprocess", "shutil")]
+print("loaded:", *sorted(watched))
+sys.exit(code)
+"""
+
+
+def test_plan_and_apply_load_neither_the_owners_check_nor_udev_nor_subprocess_nor_shutil(
+        empty_fake_tree: FakeTree, tmp_path) -> None:
+    """Only status and verify show who set a value: plan and a no-op apply do not pay for the owners check's
+    import, and no command that starts no program loads subprocess, nor shutil for argparse's width (#33, it got
+    slower)."""
+    import subprocess
+    import sys
+
+    for i in range(2):
+        empty_fake_tree.add_loop(f"loop{i}", f"/img/{i}.img")
+    (tmp_path / "p.yaml").write_text("name: b\nclasses:\n  loop:\n    scheduler: mq-deadline\n    read_ahead_kb: 4096\n")
+    base = ["--sysfs-root", str(empty_fake_tree.root), "--udev-root", str(empty_fake_tree.udev_root),
+            "--state-dir", str(tmp_path / "state")]
+
+    def loaded(*argv: str) -> set[str]:
+        done = subprocess.run([sys.executable, "-c", LOADED, *base, *argv], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return set(done.stdout.splitlines()[-1].split()[1:])
+
+    assert loaded("apply", "-p", str(tmp_path / "p.yaml")) <= {"shutil"}  # jsonschema checks a fake tree's profile
+    assert loaded("plan", "-p", str(tmp_path / "p.yaml")) <= {"shutil"}
+    assert loaded("apply", "-p", str(tmp_path / "p.yaml")) <= {"shutil"}  # a no-op now
+    assert "tunectl.owners" in loaded("verify") and "tunectl.owners" in loaded("status")  # they show owners
+    assert loaded("plan", "--help") == set()  # argparse's width without shutil (a fake tree's profile loads it)

@@ -5,17 +5,14 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
-import sys
 from argparse import Namespace
 from pathlib import Path
 
 import pytest
 
 from tests.fakesys import FakeTree, all_topologies
-from tests.harness import check_documents
+from tests.harness import check_documents, run_process
 from tests.tuning_helpers import Tunectl
-from tests.udevd import ROOT
 from tunectl.cli import Output
 from tunectl.udev.cli import monitor
 from tunectl.udev.monitor import BlockEvent
@@ -93,7 +90,5 @@ def test_a_fake_sysfs_root_is_refused_for_real_events(tmp_path: Path) -> None:
     all_topologies(tree)
     env = {"PATH": os.environ.get("PATH", ""), "TUNECTL_SYSFS_ROOT": str(tree.root),
            "TUNECTL_STATE_DIR": str(tmp_path / "state")}
-    proc = subprocess.run([sys.executable, "-m", "tunectl", "udev", "monitor"], env=env, capture_output=True, text=True,
-                          timeout=60, cwd=ROOT)
-    assert proc.returncode == 2
-    assert "is not /sys" in proc.stderr
+    done = run_process("udev", "monitor", env=env, timeout=60)
+    assert done.code == 2 and "is not /sys" in done.err, done.err

@@ -159,6 +159,22 @@ def test_below_needs_an_executable_and_runs_only_for_stacked_devices() -> None:
     assert lint(rendered.text) == []
 
 
+def test_the_rules_keep_the_originals_of_what_below_sets() -> None:
+    """#34: a stack made after `udev install` gets below: from the RUN, on a disk no tunectl command journalled:
+    the rules keep the disk's originals of what below: sets as well as of what they write themselves."""
+    profile = _profile({"classes": {"mmc": {"read_ahead_kb": 256}},
+                        "devices": [{"match": {"class": "dm"}, "below": {"scheduler": "bfq", "queue": {"nomerges": 1}}}]},
+                       file="/etc/tunectl/profiles/late.yaml")
+    text = render(profile, TUNECTL, capture=True)
+    kept = set(re.findall(r'IMPORT\{db\}="(TUNECTL_ORIG_[A-Z_]+)"', text))
+    # the scheduler, nr_requests (a switch resets it) and nomerges from below:, read_ahead_kb from the class
+    assert kept == {f"TUNECTL_ORIG_{a}" for a in ("SCHEDULER", "NR_REQUESTS", "NOMERGES", "READ_AHEAD_KB")}, kept
+    # kept, never written by the rules: the RUN writes them
+    assert "ATTR{queue/scheduler}=" not in text and "ATTR{queue/nomerges}=" not in text
+    assert lint(text) == []
+    assert "IMPORT{db}" not in render(profile, TUNECTL)  # `udev render` without capture: unchanged
+
+
 def test_loop_and_zram_only_when_named() -> None:
     text = render(_profile({"classes": {"ssd": {"read_ahead_kb": 256}}}), None)
     assert 'ENV{TUNECTL_CLASS}=="loop|zram", GOTO="tunectl_end"' in text

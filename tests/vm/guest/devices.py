@@ -5,7 +5,9 @@ deleted and found again by a host scan and the NVMe removed from PCI and found a
 a bus rescan; rules removed and rollback. Then partitions on the 512e SSD with an
 optimal I/O size, judged by `tunectl align` and by `parted align-check`; ext4 on the
 SSD and on plain dm-crypt on the NVMe, `mounts fix --remount` with `discard: online`;
-preload of files on the SSD's ext4, residency by util-linux fincore.
+preload of files on the SSD's ext4, residency by util-linux fincore. Last, a dm device
+created on the SD card after the rules: the scheduler its RUN sets below comes back on
+udev remove + rollback (#34).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 import os
 from pathlib import Path
 
-from common import Recorder, by_serial, queue_state, read, settle, sh, tunectl, tunectl_env
+from common import Recorder, by_serial, queue_state, read, settle, sh, tunectl, tunectl_env, udev_props
 
 PROFILE = """name: vm-devices
 description: rules across hotplug, and mount options with discard
@@ -25,6 +27,14 @@ mounts:
   - match: {mountpoint: '/tmp/mnt/*'}
     options: [noatime]
     discard: online
+"""
+LATE_PROFILE = """name: vm-late-stack
+description: below a dm device opened only after the rules were installed
+classes:
+  mmc: {read_ahead_kb: 256}
+devices:
+  - match: {class: dm}
+    below: {scheduler: bfq}
 """
 KEY = "0123456789abcdef0123456789abcdef"
 # start and end sectors on the 512e SSD (4 KiB physical, 64 KiB optimal I/O): at 1 MiB (aligned), on a 4 KiB
@@ -162,6 +172,35 @@ def preload(env: dict) -> dict:
     return out
 
 
+def late_stack(sd: str, shared: Path) -> dict:
+    """#34: apply and the rules first, then a dm-linear device on the SD card, whose RUN (`apply --stack`, for
+    `below:`) switches the card to bfq. `udev remove` then `rollback` must bring back the kernel's scheduler too,
+    not only the read-ahead the rules themselves write. Its own state directory: nothing of the steps before."""
+    profile = shared / "vm-late-stack.yaml"
+    profile.write_text(LATE_PROFILE)
+    state = "/tmp/tunectl-late"
+    env = tunectl_env(state)
+    out: dict = {"kernel": state_of(sd)}
+    code, _, err = tunectl(f"apply -p {profile}", env)
+    out["apply"] = {"code": code, "stderr": err, "after": state_of(sd)}
+    code, _, err = tunectl(f"udev install -p {profile} --rules-dir /run/udev/rules.d", env)
+    out["install"] = {"code": code, "stderr": err}
+    settle()
+    sectors = sh(f"blockdev --getsz /dev/{sd}", check=True).stdout.strip()
+    sh(f"dmsetup create late --table '0 {sectors} linear /dev/{sd} 0'", check=True)
+    settle()
+    out["stacked"] = state_of(sd)
+    out["udev"] = {k: v for k, v in udev_props(sd).items() if k.startswith("TUNECTL_ORIG_")}
+    code, _, err = tunectl("udev remove --rules-dir /run/udev/rules.d", env)
+    out["remove"] = {"code": code, "stderr": err}
+    code, doc, err = tunectl("rollback", env)
+    out["rollback"] = {"code": code, "stderr": err, "doc": doc}
+    out["rolled_back"] = state_of(sd)
+    out["journal"] = read(f"{state}/journal.json")
+    sh("dmsetup remove late")
+    return out
+
+
 def run(rec: Recorder, args: list[str]) -> None:
     shared = Path(os.environ["TUNECTL_VM_SHARED"])
     settle()
@@ -178,3 +217,5 @@ def run(rec: Recorder, args: list[str]) -> None:
     for target in ("/tmp/mnt/ssd", "/tmp/mnt/crypt"):
         sh(f"umount {target}")
     sh("cryptsetup close plainn")
+    settle()
+    rec.step("late_stack", lambda: late_stack(by_serial()["sdcard"], shared))

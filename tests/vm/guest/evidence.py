@@ -152,10 +152,10 @@ def run(rec: Recorder, args: list[str]) -> None:
             continue
         devs = [disks[role]]
         if stacked:
-            stack = rec.step("browser_stack", lambda: browser_stack(disks["sd"]))
+            stack = rec.step("browser_stack", lambda: [os.path.basename(d) for d in browser_stack(disks["sd"])])
             if not stack:
                 continue
-            devs = [stack["dm"], disks["sd"], stack["data"], stack["hashes"]]
+            devs = [os.path.basename(os.path.realpath("/dev/mapper/mbrowser")), disks["sd"], *stack]
         kernel = {dev: queue_state(dev) for dev in devs}
         kinds = list(dict.fromkeys(k for _, _, k in mine))
         for profile in ["kernel", *dict.fromkeys(p for p, _, _ in mine)]:

@@ -23,10 +23,10 @@ def build() -> dict:
     settle()
     card = by_serial()[SD_SERIAL]
     like_a_card(card)
-    stack = browser_stack(card)
-    loop = stack["data"]
-    return {"sd": card, "dm": stack["dm"], "loop": loop, "hash_loop": stack["hashes"],
-            "dio": read(f"/sys/block/{loop}/loop/dio"),
+    data, hashes = browser_stack(card)
+    loop = os.path.basename(data)
+    return {"sd": card, "dm": os.path.basename(os.path.realpath("/dev/mapper/mbrowser")), "loop": loop,
+            "hash_loop": os.path.basename(hashes), "dio": read(f"/sys/block/{loop}/loop/dio"),
             "table": sh("dmsetup table mbrowser", check=True).stdout.strip()}
 
 

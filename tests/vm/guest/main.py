@@ -8,6 +8,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ["TUNECTL_VM_SHARED"] = sys.argv[2]
 
+import bootpair  # noqa: E402
 import classify  # noqa: E402
 import devices  # noqa: E402
 import evidence  # noqa: E402
@@ -20,7 +21,8 @@ from common import main  # noqa: E402
 
 GROUPS = {"classify": classify.run, "devices": devices.run, "stacks": stacks.run, "explain": explain.run,
           "models": models.run, "preload": preload.run, "profiles": evidence.run,
-          "reboot1": reboot.first, "reboot2": reboot.second}
+          "reboot1": reboot.first, "reboot2": reboot.second,
+          "bootpair1": bootpair.first, "bootpair2": bootpair.second}
 
 if __name__ == "__main__":
     main(GROUPS)

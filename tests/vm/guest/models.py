@@ -76,10 +76,13 @@ def like_a_card(dev: str) -> dict:
     return {"queue_depth": read(f"/sys/block/{dev}/device/queue_depth"), **queue_state(dev)}
 
 
-def browser_stack(card: str) -> dict:
-    """The browser stack mounted at /tmp/sqb (binary, image and hash tree copied to the card's ext4 at
-    /tmp/card): squashfs 4 KiB gzip -> dm-verity "mbrowser" -> two loops with direct I/O -> ext4 -> card."""
-    sh("modprobe loop; modprobe dm-verity; modprobe squashfs")  # virtme's initramfs loads no module it does not need
+def browser_stack(card: str) -> tuple[str, str]:
+    """The browser stack of #29 on the card (the explain and models groups): ext4 on the card holding the host-built
+    image (squashfs, 4 KiB gzip blocks), its verity hash tree and the same binary plain; the image and the hash tree
+    each on a read-only loop device with direct I/O; dm-verity `mbrowser` over them, mounted on /tmp/sqb. The plain
+    binary is /tmp/card/mbrowser.bin. Returns the data and hash loop devices (/dev/loopN)."""
+    sh("modprobe loop", check=True)  # virtme's initramfs loads no module it does not need
+    sh("modprobe dm-verity; modprobe squashfs")  # modules in Debian's kernels
     sh(f"mkfs.ext4 -q -F /dev/{card}", check=True)
     os.makedirs("/tmp/card", exist_ok=True)
     sh(f"mount /dev/{card} /tmp/card", check=True)
@@ -93,14 +96,12 @@ def browser_stack(card: str) -> dict:
     os.makedirs("/tmp/sqb", exist_ok=True)
     sh("mount -t squashfs -o ro /dev/mapper/mbrowser /tmp/sqb", check=True)
     settle()
-    return {"data": os.path.basename(data), "hashes": os.path.basename(hashes),
-            "dm": os.path.basename(os.path.realpath("/dev/mapper/mbrowser"))}
+    return data, hashes
 
 
 def browser(card: str) -> dict:
     """The browser stack on the card's ext4 and the same binary beside it; dd bs=4096 cold, 3 runs each."""
-    stack = browser_stack(card)
-    data, hashes = f"/dev/{stack['data']}", f"/dev/{stack['hashes']}"
+    data, hashes = browser_stack(card)
     out: dict = {"loop_dio": {dev: read(f"/sys/block/{os.path.basename(dev)}/loop/dio") for dev in (data, hashes)},
                  "bytes": os.path.getsize("/tmp/card/mbrowser.bin"), "card": queue_state(card), "runs": []}
     for _ in range(3):

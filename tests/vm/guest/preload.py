@@ -22,19 +22,20 @@ MNT = "/tmp/ptree"
 FILES = 400
 
 
-def build(dev: str, files: int) -> dict:
+def build(dev: str, files: int, mnt: str = MNT, top: str = "") -> dict:
+    """An ext4 on `dev` mounted at `mnt`, `files` files in shuffled write order below `mnt`/`top`."""
     sh(f"mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 /dev/{dev}", check=True)
-    os.makedirs(MNT, exist_ok=True)
-    sh(f"mount /dev/{dev} {MNT}", check=True)
+    os.makedirs(mnt, exist_ok=True)
+    sh(f"mount /dev/{dev} {mnt}", check=True)
     rng = random.Random(30)
-    dirs = [f"pkg{d // 10}/mod{d}" for d in range(files // 20)]
+    dirs = [os.path.join(top, f"pkg{d // 10}/mod{d}") for d in range(files // 20)]
     names = [(rng.choice(dirs), f"f{i}.py") for i in range(files)]
     rng.shuffle(names)  # written in this order: placed by time, not by directory
     total = 0
     for i, (d, name) in enumerate(names):
-        os.makedirs(f"{MNT}/{d}", exist_ok=True)
+        os.makedirs(f"{mnt}/{d}", exist_ok=True)
         size = min(int(rng.lognormvariate(8.5, 1.1)), 2 << 20)
-        with open(f"{MNT}/{d}/{name}", "wb") as f:
+        with open(f"{mnt}/{d}/{name}", "wb") as f:
             f.write(rng.randbytes(size))
         total += size
         if i % 40 == 39:
@@ -79,17 +80,29 @@ def way(dev: str, before) -> dict:  # noqa: ANN001 (a step)
     return out
 
 
-def run(rec: Recorder, args: list[str]) -> None:
-    """args: `files=N` for a tree of N files (default 400; benchmarks/preload_model.py asks for 3000)."""
-    files = next((int(a.split("=", 1)[1]) for a in args if a.startswith("files=")), FILES)
+def files_arg(args: list[str]) -> int:
+    """The group's `files=N` argument (default FILES: 400; the benchmarks ask for 3000)."""
+    return next((int(a.split("=", 1)[1]) for a in args if a.startswith("files=")), FILES)
+
+
+def model_hdd(rec: Recorder) -> str | None:
+    """The model HDD's name once udev settled (None: not found); sets rec["disk"], rec["marks"], rec["queue"]."""
     settle()
     hdd = by_serial().get(HDD_SERIAL)
     rec["disk"] = hdd
     rec["marks"] = {}
+    if hdd:
+        rec["queue"] = {"rotational": read(f"/sys/block/{hdd}/queue/rotational"),
+                        "size": int(read(f"/sys/block/{hdd}/size") or 0) * 512}
+    return hdd
+
+
+def run(rec: Recorder, args: list[str]) -> None:
+    """args: `files=N` for a tree of N files (default 400; benchmarks/preload_model.py asks for 3000)."""
+    files = files_arg(args)
+    hdd = model_hdd(rec)
     if not hdd:
         return
-    rec["queue"] = {"rotational": read(f"/sys/block/{hdd}/queue/rotational"),
-                    "size": int(read(f"/sys/block/{hdd}/size") or 0) * 512}
     rec["tree"] = rec.step("build", lambda: build(hdd, files))
     env = tunectl_env("/tmp/tunectl-state")
     cold(hdd)

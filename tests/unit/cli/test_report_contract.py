@@ -1,0 +1,118 @@
+"""The one report contract (tunectl.report.Report): `Output.show` does the --json/text switch once, and every
+report class that has moved onto it keeps `exit_code` a property worked out from its own facts."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from tunectl.cli import Output
+from tunectl.report import Report
+
+PACKAGE = Path(__file__).resolve().parents[3] / "tunectl"
+
+# Report classes on the contract; each renders itself, and `Output.show` prints it.
+ON_THE_CONTRACT = {
+    "tunectl.align.verdict": "AlignReport",
+    "tunectl.owners.doctor": "DoctorReport",
+    "tunectl.explain.report": "ExplainReport",
+    "tunectl.mounts.operations": "CheckReport",
+    "tunectl.profile.reports": "ProfileListReport",
+    "tunectl.profile.reports:": "ProfileShowReport",
+    "tunectl.profile.reports::": "ValidateReport",
+    "tunectl.profile.tuned_import": "TunedImport",
+    "tunectl.udev.install": "RenderReport",
+    "tunectl.udev.install:": "InstallReport",
+    "tunectl.udev.install::": "RemoveReport",
+    "tunectl.udev.install:::": "RulesCheckReport",
+    "tunectl.mounts.operations:": "FixReport",
+    "tunectl.bench.report": "BenchReport",
+    "tunectl.tuning.operations": "ApplyReport",
+    "tunectl.tuning.operations:": "PlanReport",
+}
+# Classes with `to_json` by convention still rendered by their command's cli: this list may only shrink.
+NOT_YET = {
+    "tunectl/preload/collect.py:CollectReport", "tunectl/preload/record.py:RecordReport",
+    "tunectl/preload/replay.py:ReplayReport", "tunectl/preload/show.py:ShowReport",
+    "tunectl/udev/monitor.py:EventReport", "tunectl/align/verdict.py:DiskReport",
+}
+
+
+@pytest.mark.parametrize("module,name", sorted(ON_THE_CONTRACT.items()))
+def test_a_report_on_the_contract_renders_itself_and_works_out_its_exit_code(module: str, name: str) -> None:
+    cls = getattr(importlib.import_module(module.rstrip(":")), name)
+    assert issubclass(cls, Report)
+    assert cls.to_json is not Report.to_json and cls.print_text is not Report.print_text, name
+    assert isinstance(cls.__dict__.get("exit_code"), property), f"{name}.exit_code is not a property of its own"
+    assert "exit_code" not in {f.name for f in dataclasses.fields(cls)}, f"{name}.exit_code is assignable"
+
+
+def _report_classes() -> dict[str, ast.ClassDef]:
+    """Every class named *Report (or TunedImport) with a `to_json`, or deriving from such a class."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef) or not node.name.endswith(("Report", "Import")) or node.name == "Report":
+                continue
+            methods = {b.name for b in node.body if isinstance(b, ast.FunctionDef)}
+            bases = [ast.unparse(b) for b in node.bases]
+            if "to_json" in methods or any(b.endswith("Report") for b in bases):
+                found[f"{path.relative_to(PACKAGE.parent)}:{node.name}"] = node
+    return found
+
+
+def _on_the_contract(node: ast.ClassDef) -> bool:
+    return "Report" in [ast.unparse(b) for b in node.bases]
+
+
+def test_the_report_classes_off_the_contract_only_get_fewer() -> None:
+    off = {name for name, node in _report_classes().items() if not _on_the_contract(node)}
+    assert off <= NOT_YET, f"a report class outside the contract: {sorted(off - NOT_YET)} (derive from tunectl.report.Report)"
+    assert off >= NOT_YET, f"moved onto the contract (take it out of NOT_YET): {sorted(NOT_YET - off)}"
+
+
+def test_every_report_works_out_its_exit_code_in_a_property_never_a_field_set_later() -> None:
+    for name, node in _report_classes().items():
+        fields = {b.target.id for b in node.body if isinstance(b, ast.AnnAssign) and isinstance(b.target, ast.Name)}
+        assert "exit_code" not in fields, f"{name}: exit_code is a field (assigned after the fact); make it a property"
+        own = {b.name: b for b in node.body if isinstance(b, ast.FunctionDef)}
+        if "exit_code" in own:
+            assert any(ast.unparse(d) == "property" for d in own["exit_code"].decorator_list), name
+        if _on_the_contract(node):
+            assert {"exit_code", "to_json", "print_text"} <= set(own), f"{name}: the contract is to_json, exit_code, print_text"
+
+
+@dataclasses.dataclass
+class _Result(Report):
+    drift: int
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.drift else 0
+
+    def to_json(self) -> dict:
+        return {"profile": "p", "in_sync": not self.drift}
+
+    def print_text(self, out) -> None:
+        out.print(f"{self.drift} setting(s) differ")
+
+
+def _output(as_json: bool) -> tuple[Output, io.StringIO]:
+    stdout = io.StringIO()
+    return Output(stdout, io.StringIO(), as_json, False, 0, "verify"), stdout
+
+
+def test_show_prints_the_text_or_the_document_and_returns_the_exit_code() -> None:
+    out, stdout = _output(as_json=False)
+    assert out.show(_Result(2)) == 1
+    assert stdout.getvalue() == "2 setting(s) differ\n"
+    out, stdout = _output(as_json=True)
+    assert out.show(_Result(0)) == 0
+    doc = json.loads(stdout.getvalue())
+    assert doc["format"] == "tunectl-verify" and doc["in_sync"] is True and doc["profile"] == "p"

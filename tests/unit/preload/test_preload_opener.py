@@ -1,0 +1,150 @@
+"""Issue #30 (never slower than WILLNEED): each directory resolved once, files checked as they are opened.
+
+The replay opens tens of thousands of files; ListedOpener resolves each directory
+once (openat2, no links) and opens the files relative to it. The safety of #34
+must hold: nothing swapped into a path after the directory was resolved is
+followed, and without an inode pass a name is looked at before it is opened.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.preload_helpers import make_files, tunectl
+from tunectl.preload import listfile, order
+from tunectl.preload import replay as replay_module
+from tunectl.preload.listfile import read_list
+from tunectl.preload.listing import Entry, ListError, render
+from tunectl.preload.replay import Stack, replay
+from tunectl.system.sysfs import Sysfs
+from tunectl.system.trust import ListedOpener, Untrusted
+
+
+def test_a_directory_swapped_for_a_link_after_it_was_resolved_is_not_followed(tmp_path: Path) -> None:
+    real, trap = tmp_path / "real", tmp_path / "trap"
+    real.mkdir()
+    trap.mkdir()
+    (real / "f1").write_bytes(b"real1")
+    (real / "f2").write_bytes(b"real2")
+    (trap / "f2").write_bytes(b"trap2")
+    with ListedOpener() as opener:
+        fd = opener.open(str(real / "f1"))
+        os.close(fd)
+        real.rename(tmp_path / "moved")
+        real.symlink_to(trap)  # the name now leads elsewhere; the directory resolved before is kept
+        fd = opener.open(str(real / "f2"))
+        try:
+            assert os.read(fd, 10) == b"real2"
+        finally:
+            os.close(fd)
+
+
+def test_the_last_component_is_never_followed(tmp_path: Path) -> None:
+    (tmp_path / "target").write_bytes(b"x")
+    (tmp_path / "link").symlink_to(tmp_path / "target")
+    with ListedOpener() as opener:
+        with pytest.raises(OSError) as raised:
+            opener.open(str(tmp_path / "link"))
+        assert raised.value.errno == errno.ELOOP
+        with pytest.raises(Untrusted, match="a symbolic link"):
+            opener.open(str(tmp_path / "link"), checked=False)
+
+
+def test_unchecked_a_named_pipe_is_refused_before_it_is_opened(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    opened: list[str] = []
+    real_open = os.open
+
+    def spy(path, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        opened.append(str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", spy)
+    with ListedOpener() as opener, pytest.raises(Untrusted, match="a named pipe, not a regular file"):
+        opener.open(str(tmp_path / "pipe"), checked=False)
+    assert "pipe" not in opened
+
+
+def test_the_inode_pass_runs_only_ahead_of_disk_order() -> None:
+    assert order.inode_pass("physical") and order.inode_pass("time-bins")
+    assert not order.inode_pass("list")
+
+
+@pytest.fixture
+def flash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every disk says it is non-rotational."""
+    monkeypatch.setattr(replay_module, "read_stack",
+                        lambda sysfs, device: Stack(device, False, 64, 128 << 10, None))
+
+
+def test_on_flash_there_is_no_inode_pass_and_each_file_is_checked_at_open(tmp_path: Path, flash: None,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    files = make_files(tmp_path / "data", {"a": 100, "b": 5000, "c": 70000, "d/e": 3, "d/f": 4096})
+    lst = tmp_path / "set.list"
+    assert tunectl("preload", "collect", str(tmp_path / "data"), "-o", str(lst)).code == 0
+    monkeypatch.setattr(replay_module._Checker, "run", lambda *a, **k: pytest.fail("no inode pass on flash"))
+    by_name = {p.name: p for p in files}
+    by_name["b"].write_bytes(b"y" * 6000)  # size changed
+    by_name["e"].unlink()
+    os.mkfifo(by_name["e"])  # a pipe where a file was
+    by_name["f"].unlink()  # gone
+    report = replay(Sysfs("/sys"), read_list(str(lst)), str(lst))
+    assert report.inode_pass == "none" and report.order == "list"
+    assert all(how.startswith("list (non-rotational") and "inodes read at open" in how
+               for how in report.methods.values()), report.methods
+    reasons = {Path(s.path).name: (s.status, s.reason) for s in report.skipped}
+    assert reasons == {"b": ("changed", "size 5000 -> 6000"), "e": ("changed", "now a named pipe, not a regular file"),
+                       "f": ("vanished", os.strerror(errno.ENOENT))}, reasons
+    assert report.files == 2 and report.bytes == 100 + 70000
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_the_inode_pass_stops_after_its_sample_when_the_inodes_answer_from_a_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fast: bool) -> None:
+    files = make_files(tmp_path / "data", {f"f{i}": 1000 + i for i in range(6)})
+    lst = tmp_path / "set.list"
+    assert tunectl("preload", "collect", str(tmp_path / "data"), "-o", str(lst)).code == 0
+    monkeypatch.setattr(replay_module, "read_stack", lambda sysfs, device: Stack(device, True, 64, 128 << 10, None))
+    monkeypatch.setattr(replay_module, "SAMPLE", 2)
+    monkeypatch.setattr(replay_module, "FAST_STATS", 0 if fast else float("inf"))
+    plist = read_list(str(lst))
+    last = sorted(plist.entries, key=lambda e: e.inode)[-1]  # judged by the pass only when it runs to the end
+    os.mkfifo(tmp_path / "pipe")  # made while the file still holds its inode: never the same number
+    os.replace(tmp_path / "pipe", last.path)
+    report = replay(Sysfs("/sys"), plist, str(lst))
+    assert report.inode_pass == "io_uring" and report.inode_pass_files == (2 if fast else 6)
+    (how,) = report.methods.values()
+    assert ("inode pass stopped after 2 files" in how) == fast, how
+    (skip,) = report.skipped  # the pipe is never opened either way: judged by the pass, or looked at first
+    assert skip.path == last.path and skip.status == "changed", skip
+    assert skip.reason == ("now a named pipe, not a regular file" if fast else f"inode {last.inode} -> "
+                           f"{os.lstat(last.path).st_ino} (replaced)"), skip
+    assert report.files == 5 and {Path(p) for p in (e.path for e in plist.entries)} == set(files)
+
+
+@pytest.mark.parametrize("chunk", [64, 1000, 4 << 20])
+def test_a_list_read_in_chunks_gives_every_entry_and_names_the_bad_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      chunk: int) -> None:
+    monkeypatch.setattr(listfile, "CHUNK", chunk)
+    entries = [Entry(f"/d/f{i}", "8:1", 100 + i, 10 + i, 7, ((0, 10 + i),), None) for i in range(50)]
+    text = render(entries, "2026-11-26T00:00:00Z", time_order=True).split("\n")
+    text.insert(20, "   ")  # a blank line: left out, the numbers after it still the file's
+    good = tmp_path / "good.list"
+    good.write_text("\n".join(text).rstrip("\n"))  # no newline after the last entry
+    got = [e for _, batch in listfile.batches(str(good), size=7) for e in batch]
+    assert got == entries
+    assert [len(b) for _, b in listfile.batches(str(good), size=7)] == [7] * 7 + [1]
+    text[45] = text[45].replace('"8:1"', '"8:x"')  # line 46 of the file
+    bad = tmp_path / "bad.list"
+    bad.write_text("\n".join(text))
+    with pytest.raises(ListError, match=rf"^{bad}:46: device"):
+        list(listfile.batches(str(bad), size=7))
+    text[45] = text[45].replace('"8:x"', '"8:1"').encode().decode() + "\udcff"
+    bad.write_bytes("\n".join(text).encode("utf-8", "surrogateescape"))
+    with pytest.raises(ListError, match=rf"^{bad}:46: not UTF-8"):
+        list(listfile.batches(str(bad), size=7))

@@ -1,0 +1,174 @@
+"""Groups `bootpair1` and `bootpair2`: the boot units of tunectl preload at two boots of the model HDD.
+
+The model HDD (serial tcmhdd01) holds an ext4 that stands for the root file system of the booted
+machine: a tree of files below usr/ (shuffled write order, tests/vm/guest/preload.py) and the state
+directory var/lib/tunectl/preload. The boot workload (tests/vm/guest/bootload.py) is a service that
+reads every file of the tree in directory order, run under `tunectl preload record` (fanotify) in both
+boots, so both pay the same and boot 2's record is what that boot read: the `--against` list.
+
+systemd does not run the units here: the guest's PID 1 is virtme-ng's init. The units' own lines are
+run instead, read from udev/tunectl-preload-*.service at run time: ConditionPathExists, StateDirectory,
+ExecStart (its `tunectl` is this checkout's), Nice (nice -n) and IOSchedulingClass (ionice -c). Their
+absolute paths are taken below the model disk's mount point, as if it were the root (the unit's
+`/usr /etc` are the tree, `/var/lib/tunectl/preload/boot.list` is on the model disk).
+
+Boot 1 (cold, no list): the workload runs and is timed (step `workload`); then the collect unit's
+command collects the list (step `collect`). Boot 2: the replay unit's command starts first and is not
+waited for (Type=exec), the same workload starts right after it and is timed (step `workload`, from the
+replay's start to the workload's end), then the replay is waited for and `preload show --stats LIST
+--against` what boot 2 read gives the hit rate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+from common import REPO, Recorder, read, sh, tunectl, tunectl_env
+from models import marked
+from preload import build, cold, files_arg, model_hdd
+
+__all__ = ["first", "second", "unit", "unit_command"]
+
+ROOT = "/tmp/bootroot"  # the model disk's ext4, standing for the root file system of the booted machine
+TREE = "usr/share/bootapp"
+UNITS = REPO / "udev"
+WORKLOAD = REPO / "tests" / "vm" / "guest" / "bootload.py"
+IOCLASS = {"realtime": "1", "best-effort": "2", "idle": "3"}  # systemd.exec(5) IOSchedulingClass= -> ionice -c
+
+
+def unit(name: str) -> dict[str, list[str]]:
+    """A unit file's settings by key (every section; a key given twice keeps both values, in order)."""
+    keys: dict[str, list[str]] = {}
+    for line in (UNITS / name).read_text().splitlines():
+        line = line.strip()
+        if "=" in line and not line.startswith(("#", ";", "[")):
+            key, value = line.split("=", 1)
+            keys.setdefault(key.strip(), []).append(value.strip())
+    return keys
+
+
+def rooted(path: str) -> str:
+    return ROOT + path if path.startswith("/") else path
+
+
+def conditions_met(settings: dict[str, list[str]]) -> bool:
+    """ConditionPathExists= as systemd checks it (a leading ! negates), below ROOT."""
+    for cond in settings.get("ConditionPathExists", []):
+        negate = cond.startswith("!")
+        if os.path.exists(rooted(cond.lstrip("!"))) == negate:
+            return False
+    return True
+
+
+def unit_command(settings: dict[str, list[str]]) -> list[str]:
+    """The unit's ExecStart as systemd would run it: with its Nice= and IOSchedulingClass=, paths below ROOT."""
+    (exec_start,) = settings["ExecStart"]
+    argv = shlex.split(exec_start)
+    if argv[0] != "tunectl":
+        raise ValueError(f"ExecStart runs {argv[0]}, not tunectl")
+    argv = [str(REPO / ".venv" / "bin" / "tunectl")] + [rooted(a) for a in argv[1:]]
+    prefix = []
+    if "Nice" in settings:
+        prefix += ["nice", "-n", settings["Nice"][-1]]
+    if "IOSchedulingClass" in settings:
+        prefix += ["ionice", "-c", IOCLASS[settings["IOSchedulingClass"][-1]]]
+    return prefix + argv
+
+
+def state_directory(settings: dict[str, list[str]]) -> None:
+    for d in settings.get("StateDirectory", []):
+        os.makedirs(rooted(f"/var/lib/{d}"), mode=0o755, exist_ok=True)
+
+
+def env() -> dict:
+    return tunectl_env("/tmp/tunectl-state")
+
+
+def workload(boot: int) -> tuple[list[str], str]:
+    """The workload's command, recorded (what it read: /tmp/read<boot>.list), and its result file."""
+    out = f"/tmp/workload{boot}.json"
+    roots = [f"{ROOT}/usr", f"{ROOT}/etc"]
+    cmd = [str(REPO / ".venv" / "bin" / "tunectl"), "-q", "preload", "record", "-o", f"/tmp/read{boot}.list",
+           *(f"--scope={r}" for r in roots), "--", sys.executable, str(WORKLOAD), out, *roots]
+    return cmd, out
+
+
+def run_workload(boot: int) -> dict:
+    cmd, out = workload(boot)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env(), timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the workload under record exited {proc.returncode}: {proc.stderr.strip()}")
+    with open(out) as f:
+        return json.load(f)
+
+
+def first(rec: Recorder, args: list[str]) -> None:
+    """Boot 1: build the tree, then cold: the workload, then the collect unit's command."""
+    files = files_arg(args)
+    hdd = model_hdd(rec)
+    if not hdd:
+        return
+    rec["tree"] = rec.step("build", lambda: build(hdd, files, ROOT, TREE))
+    os.makedirs(f"{ROOT}/etc", exist_ok=True)
+    sh("sync", check=True)
+    cold(hdd)
+    marked(rec, "workload", lambda: run_workload(1))
+    collect = unit("tunectl-preload-collect.service")
+    rec["collect_condition"] = conditions_met(collect)
+
+    def run_collect() -> dict:
+        state_directory(collect)
+        cmd = unit_command(collect)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env(), timeout=900)
+        return {"command": cmd, "code": proc.returncode, "stderr": proc.stderr.strip()}
+
+    if rec["collect_condition"]:
+        marked(rec, "collect", run_collect)
+    list_path = rooted(shlex.split(collect["ExecStart"][0])[-1])
+    code, doc, err = tunectl(f"preload show --stats {list_path}", env())
+    rec["list"] = {"code": code, "doc": doc, "stderr": err,
+                   "mounts": json.loads(read(list_path).split("\n", 1)[0]).get("mounts") if read(list_path) else None}
+    sh("sync", check=True)
+    sh(f"umount {ROOT}", check=True)
+
+
+def second(rec: Recorder, args: list[str]) -> None:
+    """Boot 2: the replay unit's command starts, not waited for; the workload runs beside it."""
+    hdd = model_hdd(rec)
+    if not hdd:
+        return
+    os.makedirs(ROOT, exist_ok=True)
+    sh(f"mount /dev/{hdd} {ROOT}", check=True)
+    dev = os.stat(ROOT).st_dev
+    rec["device"] = f"{os.major(dev)}:{os.minor(dev)}"  # boot 1's may differ: the disks are probed in any order
+    cold(hdd)  # as boot 1: only what mounting read, dropped
+    replay = unit("tunectl-preload-replay.service")
+    rec["replay_condition"] = conditions_met(replay)
+    replay_cmd = unit_command(replay)
+    rec["replay_command"] = replay_cmd
+    started: dict = {}
+
+    def boot() -> dict:
+        # Type=exec: systemd goes on once the command is executing; the workload comes after it.
+        started["replay"] = time.monotonic()
+        started["proc"] = subprocess.Popen(replay_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                           env=env())
+        return {"replay_started": started["replay"], **run_workload(2)}
+
+    if rec["replay_condition"]:
+        marked(rec, "workload", boot)
+    if "proc" in started:
+        proc = started["proc"]
+        out, err = proc.communicate(timeout=900)
+        ok = {0, *(int(c) for s in replay.get("SuccessExitStatus", []) for c in s.split())}
+        rec["replay"] = {"code": proc.returncode, "success": proc.returncode in ok, "stderr": err.strip(),
+                         "ended": time.monotonic()}
+    list_path = rooted(shlex.split(replay["ExecStart"][0])[-1])
+    code, doc, err = tunectl(f"preload show --stats {list_path} --against /tmp/read2.list", env())
+    rec["stats"] = {"code": code, "doc": doc, "stderr": err}
+    sh(f"umount {ROOT}")
