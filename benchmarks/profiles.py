@@ -142,6 +142,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--series", default="6.12", help="guest kernel series (default 6.12)")
     parser.add_argument("--short", action="store_true", help="the VM tier's version (tests/vm/test_profiles.py)")
+    parser.add_argument("--only", action="append", default=[], metavar="WORKLOAD", choices=sorted(WORKLOAD),
+                        help="only the rows of this workload (repeatable): " + ", ".join(sorted(WORKLOAD)))
     parser.add_argument("--keep", type=Path, metavar="DIR",
                         help="keep the disk images, request logs and results in DIR (default: a temporary directory)")
     parser.add_argument("--from", dest="kept", type=Path, metavar="DIR", help="print the table of a run kept with --keep")
@@ -157,7 +159,7 @@ def main() -> None:
         where = args.keep or Path(tmp)
         fcntl.flock(lock, fcntl.LOCK_EX)
         boot = machine.boot(kernel, "profiles", machine.model_machine(), where / "images", where / "shared",
-                            ("short",) if args.short else ())
+                            (("short",) if args.short else ()) + tuple(f"only:{w}" for w in args.only))
         fcntl.flock(lock, fcntl.LOCK_UN)
         for step, text in (boot.results.get("errors") or {}).items():
             print(f"step {step} failed:\n{text}", file=sys.stderr)

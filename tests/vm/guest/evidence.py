@@ -15,7 +15,7 @@ model. Workloads (fio unless said, cold cache):
   `dd bs=4096` of its binary: MB/s.
 Every result names its foreground requests ("fg": op and byte range on the disk) for the host's latency replay,
 and a sequential one the byte ranges its readers read ("ranges": read-ahead past their ends is left out).
-Args: "short" runs the VM tier's version (tests/vm/test_profiles.py).
+Args: "short" runs the VM tier's version (tests/vm/test_profiles.py); "only:WORKLOAD" only that workload's rows.
 """
 
 from __future__ import annotations
@@ -141,7 +141,8 @@ def run(rec: Recorder, args: list[str]) -> None:
     if disks["sd"]:
         rec.step("sd_queue", lambda: like_a_card(disks["sd"]))
     short = "short" in args
-    plan = [p for p in (SHORT if short else PLAN) if disks[p[1]]]
+    only = {a.split(":", 1)[1] for a in args if a.startswith("only:")}
+    plan = [p for p in (SHORT if short else PLAN) if disks[p[1]] and (not only or p[2] in only)]
     rec["marks"] = {}  # each run's slice of the model disks' request logs, for the host's replay
     results: list = []
     # One apply per (profile, disk) for all the workloads it claims there; the browser stack last: it puts ext4
