@@ -44,9 +44,10 @@ class Hold:
         if not isinstance(data, dict) or data.get("version") != VERSION:
             return None
         pid, started, devices = data.get("pid"), data.get("started"), data.get("devices")
+        # A start time is required (bench writes one): without it any process now under the pid, pid 1 too, holds.
         if not (isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and isinstance(devices, list)
                 and all(_kernel_name(d) for d in devices) and isinstance(data.get("command"), str)
-                and (started is None or isinstance(started, int) and not isinstance(started, bool))):
+                and isinstance(started, int) and not isinstance(started, bool)):
             return None
         return cls(data["command"], pid, started, tuple(devices))
 
