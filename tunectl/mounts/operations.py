@@ -22,6 +22,7 @@ from tunectl.mounts.check import FsCheck, evaluate
 from tunectl.mounts.fstab_file import MAX_FSTAB_BYTES
 from tunectl.mounts.rules import Facts
 from tunectl.report import Column, Report
+from tunectl.status import Marked, Verdict
 from tunectl.system import mountinfo
 from tunectl.system.roots import under_dev
 from tunectl.system.runner import CommandError, Completed
@@ -76,7 +77,6 @@ class CheckReport(Report):
     def print_text(self, out) -> None:
         """The profile's warnings, a row per filesystem (wanted, live, fstab, drift), the options skipped, the timer."""
         from tunectl.report import escape_field, show
-        from tunectl.status import Marked, Verdict
 
         for w in self.warnings:
             out.warn(printable(f"tunectl: warning: {w}"))
@@ -112,7 +112,7 @@ class Remount:
 
 
 @dataclass
-class FixReport:
+class FixReport(Report):
     check_report: CheckReport
     check: bool
     diff: str
@@ -120,6 +120,7 @@ class FixReport:
     backup: str | None = None
     remounts: list[Remount] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    show_diff: bool = False  # the text prints the fstab diff (--diff; --check prints it too)
 
     @property
     def changed(self) -> bool:
@@ -134,6 +135,34 @@ class FixReport:
         return {"changed": self.changed, "check": self.check, "fstab": str(self.check_report.fstab_path),
                 "diff": self.diff, "backup": self.backup, "remounts": [r.to_json() for r in self.remounts],
                 "problems": self.problems, "warnings": self.check_report.warnings}
+
+    def print_text(self, out) -> None:
+        """The profile's warnings, the fstab diff (--diff, --check), what became of the fstab, each remount's result."""
+        for w in self.check_report.warnings:
+            out.warn(printable(f"tunectl: warning: {w}"))
+        if self.diff and (self.show_diff or self.check):
+            out.print(self.diff.rstrip("\n"))
+        path = self.check_report.fstab_path
+        if not self.diff:
+            out.print(f"{path}: nothing to change")
+        elif self.written:
+            out.print(f"{path}: rewritten (backup {self.backup})")
+        elif self.check:
+            out.print(f"{path}: would be rewritten (--check: nothing written)")
+        if self.remounts:
+            out.print(printable(out.table(["TARGET", "REMOUNT OPTIONS", "RESULT"],
+                                          [[r.target, r.options, _remount_result(r)] for r in self.remounts])))
+        for p in self.problems:
+            out.warn(printable(f"tunectl: {p}"))
+
+
+def _remount_result(r) -> str:
+    """A remount's RESULT cell, coloured by its verdict: not run under --check, ok, or the options that did not take."""
+    if r.ok is None:
+        return "not run (--check)"
+    if r.ok:
+        return Marked("ok", Verdict.IN_SYNC)
+    return Marked("NOT APPLIED: " + (", ".join(r.not_applied) or r.error), Verdict.FAILED)
 
 
 def _read_fstab(path: Path) -> tuple[bytes, list[str]]:
@@ -216,12 +245,13 @@ def _facts_for(ctx, resolver: Resolver, source: str, target: str, fstype: str, l
     if found.name is None:
         block = names_a_device(source)
         return Facts(fstype, target, block=block, absent=found.problem), None
-    whole = resolver.whole(found.name)
-    disks = resolver.disks_below(found.name)
-    device = resolver.devices.get(whole)
-    facts = Facts(fstype, target, device, [resolver.devices[d] for d in disks if d in resolver.devices])
-    chain = disks + ([whole] if whole not in disks else [])
-    return facts, _cannot_discard(ctx, chain)
+    stack = resolver.stack_of(found.name)
+    if stack is None:  # its device is gone, or outside this sysfs root: no device facts to match on
+        return Facts(fstype, target), _cannot_discard(ctx, [resolver.whole(found.name)])
+    disks = sorted(stack.disks, key=lambda d: d.name)
+    chain = [d.name for d in disks]
+    chain += [stack.top.name] if stack.top.name not in chain else []
+    return Facts(fstype, target, stack.top, disks), _cannot_discard(ctx, chain)
 
 
 def _check_entries(ctx, resolver: Resolver, rules: list, path: Path, entries: list, mounts: list,

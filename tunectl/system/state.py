@@ -76,6 +76,8 @@ def unseal(raw: bytes) -> dict:
         raise _Damaged(f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except RecursionError:
         raise _Damaged("not valid JSON (nested too deeply)") from None
+    except ValueError:  # a number of more than 4300 digits (Python's limit): tunectl never writes one
+        raise _Damaged("not valid JSON (a number far too long)") from None
     if not isinstance(data, dict):
         raise _Damaged("not a tunectl state file (a JSON object is expected)")
     version = data.get("version", 1)

@@ -17,7 +17,7 @@ from typing import Any
 from tunectl.attributes import IOSCHED, QUEUE, parse_scheduler, parse_value
 from tunectl.devices.model import Device
 from tunectl.system.rulesfile import ORIG_PREFIX, orig_name
-from tunectl.tuning.journal import ChangedBy, Journal, JournalEntry
+from tunectl.tuning.journal import ChangedBy, Journal, JournalEntry, not_a_value
 
 _ATTRIBUTE_OF = {orig_name(a): a for a in QUEUE}
 _ATTRIBUTE_OF.update({orig_name(f"iosched/{k}"): f"iosched/{k}" for knobs in IOSCHED.values() for k in knobs})
@@ -61,12 +61,17 @@ def adopt(journal: Journal, devices: list[Device], properties: Callable[[Device]
             # Only what the rules changed: a value the device still shows needs no restoring, and one it does
             # not show at all cannot be restored (6.1's bio-based dm queues list nr_requests and a "none"
             # scheduler, but refuse every write: journalled, they made rollback fail with EINVAL).
-            if attr not in attrs and value is not None and now is not None and value != now:
+            # A value no sysfs attribute holds (udev's database is text anyone root trusts, not a journal: a
+            # 300-character or control-character value there) is not journalled: the journal would refuse it on
+            # the next read, and every command would stop on a journal that "cannot be read".
+            if attr not in attrs and value is not None and now is not None and value != now \
+                    and not not_a_value(value):
                 attrs[attr] = value
                 by[attr] = changed_by
         knobs = {a.split("/", 1)[1]: parse_value(IOSCHED[scheduler][a.split("/", 1)[1]], text)
                  for a, text in kept.items()
                  if a.startswith("iosched/") and scheduler in IOSCHED and a.split("/", 1)[1] in IOSCHED[scheduler]}
+        knobs = {k: v for k, v in knobs.items() if not not_a_value(v)}
         iosched = dict(entry.iosched)
         if knobs and scheduler not in iosched:
             iosched[scheduler] = knobs

@@ -122,6 +122,9 @@ class Intent:
             return None  # cleared by a full rollback: nothing is tuned
         if not isinstance(data.get("ref"), str):
             raise IntentError("it names no profile ('ref')")
+        for key in ("path", "profile_sha256"):  # what trusted_ref checks the profile's file by: never dropped
+            if data.get(key) is not None and not isinstance(data[key], str):
+                raise IntentError(f"its {key!r} is not text, and the profile's file could not be checked against it")
         files = data.get("files")
         return cls(data["ref"], _text(data.get("name")),
                    tuple(str(f) for f in files) if isinstance(files, list) else None,

@@ -35,17 +35,21 @@ class JournalError(ValueError):
     """Why a journal's content cannot be used by rollback (a hand edit): its generation counts as damaged."""
 
 
-def _not_a_value(value: object) -> bool:
-    """A journalled value no sysfs attribute holds: a list or object, or text with a control character (NUL,
-    newline) or a lone surrogate (no bytes to write), or longer than any attribute shows."""
-    if isinstance(value, (dict, list)):
+def not_a_value(value: object) -> bool:
+    """A journalled value no sysfs attribute holds: anything but text, a whole number or null (a list or object,
+    true/false, 1.5, NaN: rollback would write "True" or "1.5"), a number beyond 64 bits, or text with a control
+    character (NUL, newline) or a lone surrogate (no bytes to write), or longer than any attribute shows."""
+    if value is None:
+        return False
+    if type(value) is int:  # not bool, a subclass of int
+        return not -(1 << 63) <= value < 1 << 64
+    if not isinstance(value, str):
         return True
-    return isinstance(value, str) and (len(value) > 256 or any(c < " " or "\ud800" <= c <= "\udfff" or c == "\x7f"
-                                                               for c in value))
+    return len(value) > 256 or any(c < " " or "\ud800" <= c <= "\udfff" or c == "\x7f" for c in value)
 
 
 def _knobs(data: object, identity: str, what: str) -> dict[str, Value]:
-    if not isinstance(data, dict) or not all(isinstance(k, str) and _KNOB.match(k) and not _not_a_value(v)
+    if not isinstance(data, dict) or not all(isinstance(k, str) and _KNOB.match(k) and not not_a_value(v)
                                              for k, v in data.items()):
         raise JournalError(f"the {what} of {identity!r} is not a scheduler name with knobs")
     return dict(data)
@@ -121,7 +125,7 @@ class JournalEntry:
         for attr, value in attributes.items():
             if not _ATTRIBUTE.match(attr):
                 raise JournalError(f"the entry of {identity!r} names {attr!r}, which is not a queue attribute")
-            if _not_a_value(value):
+            if not_a_value(value):
                 raise JournalError(f"the entry of {identity!r} holds a value for {attr} that no sysfs attribute holds")
         per_scheduler = data.get("iosched", {})
         if not isinstance(per_scheduler, dict) or not all(isinstance(s, str) and _SCHEDULER.match(s)

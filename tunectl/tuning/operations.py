@@ -23,6 +23,7 @@ from tunectl.devices.model import Device
 from tunectl.devices.resolve import Resolver
 from tunectl.errors import ExitCode, StateError, UsageError
 from tunectl.profile.resolve import Profile
+from tunectl.report import Report
 from tunectl.status import Status
 from tunectl.system import rulesfile
 from tunectl.system.roots import under_dev
@@ -69,7 +70,7 @@ class Scope:
 
 
 @dataclass
-class PlanReport:
+class PlanReport(Report):
     profile: str
     devices: list[Device]
     settings: list[Setting]
@@ -80,6 +81,10 @@ class PlanReport:
     kind: str = "plan"  # "status" | "plan" | "verify": which command's document and exit code
     owners: dict[str, DeviceOwners] = field(default_factory=dict)  # status, verify: who set each value shown
     relinked: list[str] = field(default_factory=list)  # verify: tuned loop devices whose identity changed (warnings)
+    notes: list[str] = field(default_factory=list)  # what chose the profile (the cli says them first, on stderr)
+    held: list[str] = field(default_factory=list)  # verify: devices a running bench holds temporary values on
+    applied: bool = False  # status: a profile is recorded (the record of intent)
+    rules: intent.Rules | None = None  # status: the installed udev rules the record names (None: none)
 
     def owner(self, device: str, attribute: str) -> Owner | None:
         found = self.owners.get(device)
@@ -94,8 +99,13 @@ class PlanReport:
         return [s for s in self.settings if s.is_drift]
 
     @property
+    def counted_drift(self) -> list[Setting]:
+        """The drift verify counts: not the temporary values of a running bench."""
+        return [s for s in self.drift if s.device not in self.held]
+
+    @property
     def exit_code(self) -> ExitCode:
-        return ExitCode.DRIFT if self.kind == "verify" and (self.drift or self.relinked) else ExitCode.OK
+        return ExitCode.DRIFT if self.kind == "verify" and (self.counted_drift or self.relinked) else ExitCode.OK
 
     def to_json(self) -> dict:
         scope = self.scope.to_json() if self.scope is not None else None
@@ -104,15 +114,26 @@ class PlanReport:
                     "devices": [dict(d.to_json(), drift=[s.to_json() for s in self.drift if s.device == d.name],
                                      warnings=[w.to_json() for w in self.device_warnings if w.device == d.name],
                                      owners=self.owners[d.name].to_json() if d.name in self.owners else {})
-                                for d in self.devices]}
+                                for d in self.devices],
+                    "applied": self.applied, "notes": self.notes,
+                    "rules": self.rules.to_json() if self.rules is not None else None}
         settings = [s.to_json() for s in self.settings]
         if self.kind == "verify":
             settings = [dict(j, owner=_owner_json(self.owner(s.device, s.attribute)))
                         for s, j in zip(self.settings, settings)]
-        return {"profile": self.profile, "in_sync": not self.drift and not self.relinked, "scope": scope,
+        return {"profile": self.profile, "in_sync": not self.counted_drift and not self.relinked, "scope": scope,
                 "settings": settings,
                 "skipped": [{"device": d, "reason": r} for d, r in self.skipped],
-                "device_warnings": [w.to_json() for w in self.device_warnings]}
+                "device_warnings": [w.to_json() for w in self.device_warnings], "notes": self.notes}
+
+    def print_text(self, out) -> None:
+        """status: a row per device; plan and verify: a row per setting, then the summary (tunectl.tuning.text)."""
+        from tunectl.tuning import text
+
+        if self.kind == "status":
+            text.print_status(self, out)
+        else:
+            text.print_plan(self, out)
 
 
 def _owner_json(owner: Owner | None) -> dict | None:
@@ -120,7 +141,7 @@ def _owner_json(owner: Owner | None) -> dict | None:
 
 
 @dataclass
-class ApplyReport:
+class ApplyReport(Report):
     profile: str
     outcomes: list[applying.Outcome]
     check: bool = False
@@ -131,6 +152,7 @@ class ApplyReport:
     record_error: str = ""  # the settings were written, the record of intent could not be saved
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (device, why the profile sets nothing on it)
     unmatched: list[str] = field(default_factory=list)  # named devices that may be a journalled one (in warnings)
+    show_diff: bool = False  # the text: the changes as a patch (apply --diff)
 
     @property
     def changed(self) -> bool:
@@ -152,6 +174,12 @@ class ApplyReport:
                                                                Status.UNAVAILABLE}:
             return ExitCode.PARTIAL
         return ExitCode.OK
+
+    def print_text(self, out) -> None:
+        """The settings written (or that would be), skips, a summary; what failed and how to go on."""
+        from tunectl.tuning.text import print_apply
+
+        print_apply(self, out)
 
 
 def last_apply_scope(ctx: Context, profile: Profile, devices: list[Device]) -> Scope | None:

@@ -31,13 +31,15 @@ ON_THE_CONTRACT = {
     "tunectl.udev.install:": "InstallReport",
     "tunectl.udev.install::": "RemoveReport",
     "tunectl.udev.install:::": "RulesCheckReport",
+    "tunectl.mounts.operations:": "FixReport",
+    "tunectl.bench.report": "BenchReport",
+    "tunectl.tuning.operations": "ApplyReport",
+    "tunectl.tuning.operations:": "PlanReport",
 }
 # Classes with `to_json` by convention still rendered by their command's cli: this list may only shrink.
 NOT_YET = {
-    "tunectl/bench/report.py:BenchReport", "tunectl/mounts/operations.py:FixReport",
     "tunectl/preload/collect.py:CollectReport", "tunectl/preload/record.py:RecordReport",
     "tunectl/preload/replay.py:ReplayReport", "tunectl/preload/show.py:ShowReport",
-    "tunectl/tuning/operations.py:PlanReport", "tunectl/tuning/operations.py:ApplyReport",
     "tunectl/udev/monitor.py:EventReport", "tunectl/align/verdict.py:DiskReport",
 }
 

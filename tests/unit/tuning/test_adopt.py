@@ -40,3 +40,19 @@ def test_a_device_outside_the_rules_scope_is_never_adopted() -> None:
     assert adopt(Journal(), [_device()], lambda d: kept, BY, scope=["dm-uuid:LVM-other"]) == (Journal(), [])
     journal, adopted = adopt(Journal(), [_device()], lambda d: kept, BY, scope=["dm-uuid:LVM-x"])
     assert adopted == ["dm-3"] and journal.devices["dm-uuid:LVM-x"].attributes == {"read_ahead_kb": 128}
+
+
+def test_a_value_the_journal_would_refuse_is_not_adopted_and_the_journal_still_reads() -> None:
+    """udev's database may hold any text: a 300-character, control-character or 30-digit original journalled by a
+    status made the next command stop on a journal that "cannot be read" (exit 5, "original values lost")."""
+    dev = Device(name="sda", cls="rotational", identity="wwn:0x1", scheduler="mq-deadline",
+                 queue={"read_ahead_kb": 2048, "nr_requests": 64})
+    for bad in ("x" * 300, "ab\x01c", "9" * 30):
+        kept = {orig_name("read_ahead_kb"): bad, orig_name("nr_requests"): "256",
+                orig_name("iosched/read_expire"): bad, orig_name("iosched/write_expire"): "3000"}
+        journal, adopted = adopt(Journal(), [dev], lambda d, kept=kept: kept, BY)
+        assert adopted == ["sda"]
+        entry = journal.devices["wwn:0x1"]
+        assert entry.attributes == {"nr_requests": 256}
+        assert entry.iosched == {"mq-deadline": {"write_expire": 3000}}
+        assert Journal.from_json(journal.to_json()) == journal

@@ -472,6 +472,15 @@ def test_verify_ignores_the_lock_line_and_the_hold_of_a_process_that_is_gone(t: 
     (t.ctx.state.dir / HOLD).write_text(json.dumps(Hold("tunectl bench", os.getpid(), mine, ("loop0",)).to_json()))
     r = t("verify")
     assert r.code == 0 and "a bench is running on loop0" in r.err
+    # No start time (bench always writes one): any process under the pid, pid 1 too, would have held the devices.
+    (t.ctx.state.dir / HOLD).write_text(json.dumps(Hold("tunectl bench", os.getpid(), None, ("loop0",)).to_json()))
+    r = t("verify")
+    assert r.code == 1 and "a bench is running" not in r.err
+    # A device name bench never writes (a line break forged verify's note; a path, a blank) is no hold at all.
+    for odd in ("loop0\ntunectl: note: all clear", "../loop0", "loop 0", ""):
+        (t.ctx.state.dir / HOLD).write_text(json.dumps(Hold("tunectl bench", os.getpid(), mine, ("loop0", odd)).to_json()))
+        r = t("verify")
+        assert r.code == 1 and "a bench is running" not in r.err, odd
 
 
 def test_align_without_dev_reads_every_disk_it_can_and_lists_the_others(t: Tunectl) -> None:

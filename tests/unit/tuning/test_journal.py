@@ -367,3 +367,15 @@ def test_hand_edited_version_1_journals_never_crash_rollback(pair: Pair) -> None
         assert not (pair.tree.root / "block" / "x").exists() and not (pair.tree.root / "x").exists()
         pair.fresh()("apply", "-p", "p2")
     assert codes.get(5, 0) and codes.get(0, 0), codes  # both refused and restored journals were met
+
+
+@pytest.mark.parametrize("raw, why", [
+    (b'{"version": 1, "devices": {}, "x": ' + b"9" * 5000 + b"}", "a number far too long"),
+    (b"[" * 100000 + b"]" * 100000, "nested too deeply"),
+])
+def test_unseal_says_why_a_file_is_not_json_in_its_own_words(raw: bytes, why: str) -> None:
+    from tunectl.system.state import _Damaged
+
+    with pytest.raises(_Damaged, match=why) as e:
+        unseal(raw)
+    assert "set_int_max_str_digits" not in str(e.value)

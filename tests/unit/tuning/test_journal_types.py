@@ -53,6 +53,11 @@ def test_a_version_1_snapshot_of_no_real_scheduler_is_not_kept_as_a_key_that_wou
     ({"devices": {"x": {"attributes": [1]}}}, "no 'attributes' object"),
     ({"devices": {"x": {"attributes": {"../x": 1}}}}, "not a queue attribute"),
     ({"devices": {"x": {"attributes": {"read_ahead_kb": "a\nb"}}}}, "no sysfs attribute holds"),
+    ({"devices": {"x": {"attributes": {"read_ahead_kb": True}}}}, "no sysfs attribute holds"),
+    ({"devices": {"x": {"attributes": {"read_ahead_kb": 1.5}}}}, "no sysfs attribute holds"),
+    ({"devices": {"x": {"attributes": {"read_ahead_kb": float("nan")}}}}, "no sysfs attribute holds"),
+    ({"devices": {"x": {"attributes": {"read_ahead_kb": 10 ** 30}}}}, "no sysfs attribute holds"),
+    ({"devices": {"x": {"attributes": {}, "iosched": {"bfq": {"slice_idle": False}}}}}, "scheduler knobs"),
     ({"devices": {"x": {"attributes": {}, "iosched": {"Bad!": {}}}}}, "scheduler knobs"),
     ({"devices": {"x": {"attributes": {}, "changed_by": []}}}, "'changed_by'"),
 ])
@@ -102,3 +107,11 @@ def test_bench_snapshots_are_journals_of_the_current_form(empty_fake_tree, tmp_p
     assert "iosched_snapshot" not in entry and set(entry["iosched"]) == {"bfq"} and entry["iosched"]["bfq"]
     assert entry["attributes"]["scheduler"] == "bfq"
     assert Journal.from_json(journal.to_json()) == journal
+
+
+@pytest.mark.parametrize("key, value", [("profile_sha256", 5), ("profile_sha256", ["ab"]), ("path", {"p": 1})])
+def test_a_record_whose_profile_check_is_not_text_is_damaged_not_unchecked(key: str, value: object) -> None:
+    """A hash or path of another type was read as "none recorded", and the profile's file was used unchecked."""
+    with pytest.raises(IntentError, match=key):
+        Intent.from_json({"ref": "/etc/tunectl/profiles/p.yaml", "name": "p", "files": None, key: value})
+    assert Intent.from_json({"ref": "default", "name": "default", "files": None, key: None}) is not None
