@@ -23,6 +23,12 @@ def timed(argv: list[str], env: dict | None = None) -> tuple[float, subprocess.C
     return time.perf_counter() - start, proc
 
 
+def installed_env(**extra: str) -> dict[str, str]:
+    """This environment as an installed tunectl meets it: Python may keep its byte code (with
+    PYTHONDONTWRITEBYTECODE set, every start compiles tunectl again and the figure measures the compiler)."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | extra
+
+
 def median_ms(values: list[float]) -> float:
     return statistics.median(values) * 1000
 

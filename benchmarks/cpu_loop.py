@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import REPO, require_root  # noqa: E402
+from benchmarks.common import REPO, installed_env, require_root  # noqa: E402
 from tests.loopdev import loop_devices  # noqa: E402
 
 PROFILE = """\
@@ -98,9 +98,8 @@ def main() -> None:
                 return [sys.executable, "-m", "tunectl", *tail]
 
             def env(build: str) -> dict[str, str]:
-                environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-                return dict(environ, PYTHONPATH=str(builds[build]),
-                            TUNECTL_STATE_DIR=str(tmpd / f"state-{list(builds).index(build)}"))
+                return installed_env(PYTHONPATH=str(builds[build]),
+                                     TUNECTL_STATE_DIR=str(tmpd / f"state-{list(builds).index(build)}"))
 
             for build in builds:  # in place, with a journal and a record: every later apply is a no-op
                 cpu_seconds(argv("apply"), env(build))

@@ -20,9 +20,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import median_ms, row  # noqa: E402
 from tunectl.system.state import StateStore, atomic_write  # noqa: E402
+from tunectl.tuning import journal  # noqa: E402
 
 
-def journal(devices: int) -> dict:
+def journal_data(devices: int) -> dict:
     by = {"profile": "throughput-performance", "tunectl": "0.1.0", "at": "2026-11-23T09:00:00Z"}
     attrs = {"scheduler": "mq-deadline", "read_ahead_kb": 128, "nr_requests": 64, "iosched/read_expire": 500}
     return {"devices": {f"wwn:0x5000c500{i:08x}": {"name": f"sd{i}", "attributes": dict(attrs),
@@ -38,12 +39,13 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--dir", default="/var/tmp")
     args = ap.parse_args()
-    data = journal(args.devices)
+    data = journal_data(args.devices)
+    typed = journal.Journal.from_json(data)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         plain_dir, gen_dir = Path(tmp, "plain"), Path(tmp, "generations")
         plain_dir.mkdir()
         store = StateStore(gen_dir)
-        store.journal()
+        journal.load(store)
         plain, sealed, load = [], [], []
         for _ in range(args.runs):  # alternate, so both see the same disk and load
             start = time.perf_counter()
@@ -51,10 +53,10 @@ def main() -> None:
             plain.append(time.perf_counter() - start)
             start = time.perf_counter()
             with store.locked():
-                store.save_journal(data)
+                journal.save(store, typed)
             sealed.append(time.perf_counter() - start)
             start = time.perf_counter()
-            StateStore(gen_dir).journal()
+            journal.load(StateStore(gen_dir))
             load.append(time.perf_counter() - start)
         size = (gen_dir / "journal.json").stat().st_size
     print(f"journal of {args.devices} devices ({size} bytes), {args.runs} runs in {args.dir}, medians:")

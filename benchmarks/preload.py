@@ -18,6 +18,8 @@ timed until all the data is resident:
   (d) tunectl preload replay LIST, the whole process (start-up and list decoding included)
   (e) the bound: the corpus' bytes (whole pages, hard-linked files once) over the
       sequential throughput of one large file, read cold with fio O_DIRECT
+  (h) (d) with --settle-timeout 0: the replay returns once its reads are issued, as (c) does, and the
+      read pass waits for them; (d) waits for the devices to drain first, then reads a warm cache
   (g) with --compare DIR: (d) run from the tunectl checkout at DIR (before/after in one run)
   (f) where a C compiler is present: the floor of (d)'s design, its two passes in C
       (benchmarks/preload_floor.c: pthreads stat() every file, then one thread
@@ -226,6 +228,12 @@ def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str, floor: str | 
     def e() -> float:
         return pages / fio_throughput(seq_file)
 
+    def h() -> float:
+        t = time.perf_counter()
+        run_quiet([*replay, "--settle-timeout", "0"])
+        read_pass(files)
+        return time.perf_counter() - t
+
     def g() -> float:
         t = time.perf_counter()
         proc = subprocess.run(replay, capture_output=True, text=True, cwd=REPO,  # the same launcher as (d)
@@ -241,7 +249,7 @@ def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str, floor: str | 
         read_pass(files)
         return time.perf_counter() - t
 
-    methods = {"a": a, "b": b, "c": c, "d": d, "e": e, **({"f": f} if floor else {}), **({"g": g} if compare else {})}
+    methods = {"a": a, "b": b, "c": c, "d": d, "h": h, "e": e, **({"f": f} if floor else {}), **({"g": g} if compare else {})}
     times: dict[str, list[float]] = {k: [] for k in methods}
     replay_only: list[float] = []
     for r in range(runs):
@@ -271,7 +279,8 @@ def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str, floor: str | 
 def report(res: dict) -> None:
     m = res["median"]
     names = {"a": "(a) plain reads, walk order", "b": "(b) vmtouch -t", "c": "(c) WILLNEED walk order + read pass",
-             "d": "(d) tunectl preload replay + read pass", "e": "(e) bound: bytes / fio O_DIRECT seq",
+             "d": "(d) tunectl preload replay + read pass", "h": "(h) (d) with --settle-timeout 0",
+             "e": "(e) bound: bytes / fio O_DIRECT seq",
              "f": "(f) (d)'s two passes in C + read pass", "g": f"(g) (d) from {res.get('compare')}"}
     names = {k: v for k, v in names.items() if k in m}
     print(f"\n{res['corpus']}: {res['files']} files, {res['bytes'] / 1e6:.0f} MB data, "
@@ -288,6 +297,7 @@ def report(res: dict) -> None:
     print(f"  ratios: a/d {m['a'] / m['d']:.2f}  b/d {m['b'] / m['d']:.2f}  c/d {m['c'] / m['d']:.2f}  "
           f"d/e {m['d'] / m['e']:.2f}" + (f"  f/e {m['f'] / m['e']:.2f}  d/f {m['d'] / m['f']:.2f}" if "f" in m else
                                           "  (no C compiler: (f) not measured)")
+          + f"  c/h {m['c'] / m['h']:.2f}  a/h {m['a'] / m['h']:.2f}"
           + (f"  c/g {m['c'] / m['g']:.2f}  a/g {m['a'] / m['g']:.2f}  g/d {m['g'] / m['d']:.2f}" if "g" in m else ""))
 
 

@@ -10,13 +10,12 @@ difference (what tunectl itself costs) and the ratio. Targets: --version within
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import median_ms, row, timed, tunectl_argv  # noqa: E402
+from benchmarks.common import installed_env, median_ms, row, timed, tunectl_argv  # noqa: E402
 
 
 def main() -> None:
@@ -26,7 +25,7 @@ def main() -> None:
     python = tunectl_argv()[0] if tunectl_argv()[0].endswith("python") else sys.executable
     python = str(Path(tunectl_argv()[0]).with_name("python")) if "/.venv/" in tunectl_argv()[0] else python
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, TUNECTL_STATE_DIR=tmp)
+        env = installed_env(TUNECTL_STATE_DIR=tmp)
         verify = tunectl_argv() + ["verify", "--json"]
         timed(verify, env)  # first run fills the validation cache, as any later run on a host finds it
         version = tunectl_argv() + ["--version"]

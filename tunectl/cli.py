@@ -113,7 +113,7 @@ class Output:
         if self.json:
             self.emit(report.to_json())
         else:
-            report.render(self)
+            report.print_text(self)
         return report.exit_code
 
     def emit(self, doc: dict, one_line: bool = False) -> None:

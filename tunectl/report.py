@@ -17,7 +17,7 @@ class Report:
 
     - `to_json()`: the body of the command's --json document (`Output.emit` adds format and version);
     - `exit_code`: a property, worked out from the report's own facts (never assigned after the fact);
-    - `render(out)`: the text for people, through `out` (tables, sentences, warnings on stderr).
+    - `print_text(out)`: the text for people, through `out` (tables, sentences, warnings on stderr).
     """
 
     def to_json(self) -> dict[str, Any]:
@@ -27,7 +27,7 @@ class Report:
     def exit_code(self) -> int:
         return 0
 
-    def render(self, out: Any) -> None:
+    def print_text(self, out: Any) -> None:
         raise NotImplementedError
 
 

@@ -268,14 +268,44 @@ def model(name: str, size: int) -> Hdd | Sd:
     return Hdd(size, params) if isinstance(params, HddParams) else Sd(size, params)
 
 
+def replay_served(name: str, size: int, requests: list[tuple[str, int, int]],
+                  host_gap_us: float = 20.0) -> list[Served]:
+    """How model `name` serves `requests` ((op, offset, length), in order) issued one after the other, each
+    `host_gap_us` after the previous completed: the order the guest's scheduler chose, at a real host's pace."""
+    disk = model(name, size)
+    at, out = 1.0, []
+    for op, offset, length in requests:
+        served = disk.read(at, offset, length) if op == "r" else (
+            disk.write(at, length) if op == "w" else disk.flush(at))
+        out.append(served)
+        at = served.done + host_gap_us / 1e6
+    return out
+
+
 def replay(name: str, size: int, requests: list[tuple[str, int, int]], host_gap_us: float = 20.0) -> float:
     """Seconds model `name` takes for `requests` ((op, offset, length), in order) issued one after the other,
     each `host_gap_us` after the previous completed: the disk's share of a run with a real machine's host
     cost per request, whatever the guest under TCG added. How the calibration separates the model from TCG."""
-    disk = model(name, size)
-    at = first = 1.0
-    for op, offset, length in requests:
-        served = disk.read(at, offset, length) if op == "r" else (
-            disk.write(at, length) if op == "w" else disk.flush(at))
-        at = served.done + host_gap_us / 1e6
-    return at - first - host_gap_us / 1e6 if requests else 0.0
+    served = replay_served(name, size, requests, host_gap_us)
+    return served[-1].done - 1.0 if served else 0.0
+
+
+def foreground_latencies(served: list[Served], foreground: list[bool], host_gap_us: float = 20.0) -> list[float]:
+    """Seconds each foreground request took in a replay (`replay_served`), for a foreground process with one
+    request in flight (fio psync): it sends request k `host_gap_us` after request k-1 completed, and everything
+    the log served between them (a writer's or a background reader's requests, put first by the guest's
+    scheduler) is ahead of it at the disk. The first is timed from the replay's start."""
+    out, issued = [], 1.0
+    for s, fg in zip(served, foreground, strict=True):
+        if fg:
+            out.append(s.done - issued)
+            issued = s.done + host_gap_us / 1e6
+    return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0-100) of `values`, nearest rank (fio's convention); nan when empty."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]

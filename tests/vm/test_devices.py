@@ -103,4 +103,5 @@ def test_a_scheduler_set_below_a_stack_created_after_the_rules_comes_back(run: d
     assert late["stacked"]["scheduler"] == "bfq", late  # the dm device's RUN wrote below:
     assert late["remove"]["code"] == 0 and late["rollback"]["code"] == 0, (late["remove"], late["rollback"])
     after = late["rolled_back"]
-    assert (after["scheduler"], after["read_ahead_kb"]) == (kernel["scheduler"], kernel["read_ahead_kb"]), late
+    assert (after["scheduler"], after["read_ahead_kb"]) == (kernel["scheduler"], kernel["read_ahead_kb"]), (
+        late["udev"], late.get("record"), late["journal"], late["remove"], late["rollback"])

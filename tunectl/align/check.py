@@ -50,12 +50,12 @@ def check(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = No
             # One name may stand for several disks (a mountpoint on LVM over two), or for a disk named before.
             node = resolver.node(ref)
             number = resolver.partition_number(node) if node else None
-            for name in resolver.whole_devices([ref]):
-                wanted = only.get(name, set())
+            for dev in resolver.devices_of([ref]):
+                wanted = only.get(dev.name, set())
                 if number is None:
-                    only[name] = None  # the whole disk: wins over any of its partitions
+                    only[dev.name] = None  # the whole disk: wins over any of its partitions
                 elif wanted is not None:
-                    only[name] = wanted | {number}
+                    only[dev.name] = wanted | {number}
         names = list(only)
     else:
         names = [d.name for d in devices if d.cls not in OPT_IN_CLASSES and d.size_bytes > 0]

@@ -258,7 +258,7 @@ class AlignReport(Report):
     def to_json(self) -> dict:
         return {"ok": self.ok, "profile": self.profile, "disks": [d.to_json() for d in self.disks]}
 
-    def render(self, out) -> None:
+    def print_text(self, out) -> None:
         """A row per partition (a disk without a table: one row saying so), the notes, then one summary line."""
         rows, notes = [], []
         for disk in self.disks:

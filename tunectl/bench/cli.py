@@ -63,6 +63,7 @@ def run(ctx, args, out) -> int:
     import shutil
 
     from tunectl.bench import stack as stacking
+    from tunectl.bench.report import report_restore
     from tunectl.bench.runner import Io, Sweep
     from tunectl.bench.sweep import parse_read_ahead, parse_schedulers, plan_points
     from tunectl.errors import UsageError
@@ -114,14 +115,14 @@ def run(ctx, args, out) -> int:
 
         bar.close()
         verb = "terminated" if isinstance(e, Terminated) else "interrupted"
-        _report_restore(sweep, out, f"{verb} after {len(sweep.runs)} of {len(points)} points")
+        report_restore(sweep, out, f"{verb} after {len(sweep.runs)} of {len(points)} points")
         if out.json:
             from tunectl.bench.report import BenchReport
             out.emit(BenchReport(stack, sweep, seed, schedulers, interrupted=True, active=active).to_json())
         return 143 if isinstance(e, Terminated) else 130
     except BaseException:
         bar.close()
-        _report_restore(sweep, out, "stopped by an error")
+        report_restore(sweep, out, "stopped by an error")
         raise
     bar.close()
     return _render(ctx, args, stack, sweep, seed, schedulers, out, active)
@@ -146,44 +147,8 @@ def _schedulers(stack, wanted: list[str] | None) -> list:
     return wanted
 
 
-def _restored_text(sweep) -> str:
-    by_device: dict[str, list[str]] = {}
-    knobs: dict[str, int] = {}
-    for o in sweep.restored:
-        s = o.setting
-        if s.attribute.startswith("iosched/"):
-            knobs[s.device] = knobs.get(s.device, 0) + 1
-        else:
-            by_device.setdefault(s.device, []).append(f"{s.attribute}={s.after}")
-    what = "; ".join(f"{dev} {' '.join(attrs)}" + (f" and {knobs[dev]} {_scheduler_of(attrs)} knobs" if dev in knobs else "")
-                     for dev, attrs in by_device.items())
-    return f"restored every original setting: {what or 'nothing had changed'}"
-
-
-def _scheduler_of(attrs: list[str]) -> str:
-    return next((a.split("=", 1)[1] for a in attrs if a.startswith("scheduler=")), "scheduler")
-
-
-def _report_restore(sweep, out, why: str) -> None:
-    if not sweep.changed:
-        out.warn(f"tunectl bench: {why}; no setting had been changed")
-        return
-    failures = sweep.restore_failures
-    if not sweep.restored and not failures:
-        out.warn(f"tunectl bench: {why}; restoring did not run")
-        return
-    if failures:
-        for o in failures:
-            s = o.setting
-            out.warn(f"tunectl bench: could not restore {s.device} {s.attribute}={s.after}: {o.error}")
-        return
-    out.warn(f"tunectl bench: {why}; {_restored_text(sweep)}")
-
-
 def _render(ctx, args, stack, sweep, seed, schedulers, out, active: dict | None = None) -> int:
-    from tunectl.bench import chart
     from tunectl.bench.report import BenchReport
-    from tunectl.report import table
 
     report = BenchReport(stack, sweep, seed, schedulers, active=active)
     summaries = report.summaries
@@ -198,40 +163,4 @@ def _render(ctx, args, stack, sweep, seed, schedulers, out, active: dict | None 
         from tunectl.bench.plot import write_png
 
         write_png(args.plot, summaries, f"tunectl bench {stack.target}")
-    if out.json:
-        out.emit(report.to_json())
-        return report.exit_code
-    rows = []
-    for s in summaries:
-        first = [s.scheduler or "-", s.read_ahead_kb, f"{s.mb_s:.1f}", f"{s.spread_pct:.0f}%"]
-        if s.random_iops is not None:
-            first.append(f"{s.random_iops:.0f}")
-        for i, d in enumerate(s.stats):
-            lead = first if i == 0 else [""] * len(first)
-            rows.append(lead + [d.device, f"{d.reads / s.runs:.0f}", f"{d.merged_share * 100:.0f}%",
-                                f"{d.avg_request_kib:.0f}", f"{d.read_await_ms:.2f}",
-                                f"{d.time_in_queue_ms / s.runs:.0f}"])
-    headers = ["SCHEDULER", "RA KiB", "MB/s", "SPREAD"] + (["RAND IOPS"] if args.random else []) + \
-        ["DEVICE", "READS", "MERGED", "AVG KiB", "AWAIT ms", "QUEUE ms"]
-    out.print(table(headers, rows))
-    out.print("READS: read requests completed per run; MERGED: share of reads merged into another; "
-              "AVG KiB: request size; QUEUE ms: time in queue per run (weighted)")
-    out.print()
-    out.print(chart.render(summaries))
-    rec = report.recommendation
-    if rec:
-        out.print()
-        out.print("recommendation (paste into a profile):")
-        out.print(rec.fragment.rstrip())
-        if rec.caution:
-            out.warn(f"tunectl bench: caution: {rec.caution}")
-    if active is not None:
-        sets = ", ".join(f"{w['device']} {w['attribute']}={w['value']}" for w in active["settings"]) or "nothing here"
-        out.print(f"applied profile {active['profile']} ({active['ref']}) sets: {sets}; `tunectl apply` keeps "
-                  "these until the recommendation goes into that profile")
-    out.print()
-    if sweep.restore_failures:
-        _report_restore(sweep, out, "done")
-    else:
-        out.print(_restored_text(sweep))
-    return report.exit_code
+    return out.show(report)

@@ -9,11 +9,12 @@ from tunectl.bench.results import Placement, Recommendation, Summary, recommend,
 from tunectl.bench.runner import Sweep
 from tunectl.bench.stack import Target
 from tunectl.errors import ExitCode, TunectlError
+from tunectl.report import Report
 from tunectl.status import Status
 
 
 @dataclass
-class BenchReport:
+class BenchReport(Report):
     stack: Target
     sweep: Sweep
     seed: int | None
@@ -45,6 +46,46 @@ class BenchReport:
                 "restored": [o.to_json() for o in sweep.restored],
                 "restore_failed": [o.to_json() for o in sweep.restore_failures]}
 
+    def print_text(self, out) -> None:
+        """A row per point and device, the chart, the recommendation, what the applied profile sets, what was restored."""
+        from tunectl.bench import chart
+        from tunectl.report import table
+
+        rows = []
+        for s in self.summaries:
+            first = [s.scheduler or "-", s.read_ahead_kb, f"{s.mb_s:.1f}", f"{s.spread_pct:.0f}%"]
+            if s.random_iops is not None:
+                first.append(f"{s.random_iops:.0f}")
+            for i, d in enumerate(s.stats):
+                lead = first if i == 0 else [""] * len(first)
+                rows.append(lead + [d.device, f"{d.reads / s.runs:.0f}", f"{d.merged_share * 100:.0f}%",
+                                    f"{d.avg_request_kib:.0f}", f"{d.read_await_ms:.2f}",
+                                    f"{d.time_in_queue_ms / s.runs:.0f}"])
+        headers = ["SCHEDULER", "RA KiB", "MB/s", "SPREAD"] + (["RAND IOPS"] if self.sweep.random else []) + \
+            ["DEVICE", "READS", "MERGED", "AVG KiB", "AWAIT ms", "QUEUE ms"]
+        out.print(table(headers, rows))
+        out.print("READS: read requests completed per run; MERGED: share of reads merged into another; "
+                  "AVG KiB: request size; QUEUE ms: time in queue per run (weighted)")
+        out.print()
+        out.print(chart.render(self.summaries))
+        rec = self.recommendation
+        if rec:
+            out.print()
+            out.print("recommendation (paste into a profile):")
+            out.print(rec.fragment.rstrip())
+            if rec.caution:
+                out.warn(f"tunectl bench: caution: {rec.caution}")
+        active = self.active
+        if active is not None:
+            sets = ", ".join(f"{w['device']} {w['attribute']}={w['value']}" for w in active["settings"]) or "nothing here"
+            out.print(f"applied profile {active['profile']} ({active['ref']}) sets: {sets}; `tunectl apply` keeps "
+                      "these until the recommendation goes into that profile")
+        out.print()
+        if self.sweep.restore_failures:
+            report_restore(self.sweep, out, "done")
+        else:
+            out.print(restored_text(self.sweep))
+
 
 def active_wants(ctx, stack: Target) -> dict | None:
     """What the recorded profile (the record of intent) sets on the swept devices: read_ahead_kb and scheduler.
@@ -65,3 +106,39 @@ def active_wants(ctx, stack: Target) -> dict | None:
     wants = [{"device": s.device, "attribute": s.attribute, "value": s.after if s.after is not None else range_text(s.bounds)}
              for s in report.settings if s.attribute in ("read_ahead_kb", "scheduler") and s.status != Status.SKIP]
     return {"profile": active.profile.name, "ref": active.ref, "settings": wants}
+
+
+def restored_text(sweep: Sweep) -> str:
+    """What the sweep put back, per device (the knobs counted): the last line of every bench."""
+    by_device: dict[str, list[str]] = {}
+    knobs: dict[str, int] = {}
+    for o in sweep.restored:
+        s = o.setting
+        if s.attribute.startswith("iosched/"):
+            knobs[s.device] = knobs.get(s.device, 0) + 1
+        else:
+            by_device.setdefault(s.device, []).append(f"{s.attribute}={s.after}")
+    what = "; ".join(f"{dev} {' '.join(attrs)}" + (f" and {knobs[dev]} {_scheduler_of(attrs)} knobs" if dev in knobs else "")
+                     for dev, attrs in by_device.items())
+    return f"restored every original setting: {what or 'nothing had changed'}"
+
+
+def _scheduler_of(attrs: list[str]) -> str:
+    return next((a.split("=", 1)[1] for a in attrs if a.startswith("scheduler=")), "scheduler")
+
+
+def report_restore(sweep: Sweep, out, why: str) -> None:
+    """On stderr: why the sweep ended and what it restored, or each setting it could not."""
+    if not sweep.changed:
+        out.warn(f"tunectl bench: {why}; no setting had been changed")
+        return
+    failures = sweep.restore_failures
+    if not sweep.restored and not failures:
+        out.warn(f"tunectl bench: {why}; restoring did not run")
+        return
+    if failures:
+        for o in failures:
+            s = o.setting
+            out.warn(f"tunectl bench: could not restore {s.device} {s.attribute}={s.after}: {o.error}")
+        return
+    out.warn(f"tunectl bench: {why}; {restored_text(sweep)}")

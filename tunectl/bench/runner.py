@@ -1,7 +1,7 @@
 """Running a sweep: snapshot every setting it may touch, set each point, read cold, restore.
 
-The snapshot is a journal entry per device in the format `tuning.apply` keeps
-on disk, so the restore is `rollback_plan` + `apply_settings`: the same code
+The snapshot is a `tuning.journal.Journal` in the current form (what `journal.json`
+holds), so the restore is `rollback_plan` + `apply_settings`: the same code
 that brings back a scheduler's knobs after a switch (the kernel resets them)
 and nr_requests (a switch resets it too). The state lock is held throughout,
 so a `tunectl apply` started meanwhile waits instead of interleaving.
@@ -28,6 +28,7 @@ from tunectl.system.hold import holding
 from tunectl.system.runner import Completed
 from tunectl.system.sysfs import Sysfs
 from tunectl.tuning import apply as applying
+from tunectl.tuning.journal import Journal, JournalEntry
 from tunectl.tuning.plan import Setting
 
 
@@ -146,35 +147,35 @@ def _scheduler(sysfs: Sysfs, name: str) -> str | None:
     return parse_scheduler(sysfs.read_or(f"block/{name}/queue/scheduler", "") or "")[0]
 
 
-def snapshot(ctx: Context, stack: Target) -> dict:
-    """Before the first change: every value the sweep may disturb, as a journal (tuning.apply's format)."""
-    journal: dict = {"version": 1, "devices": {}}
+def snapshot(ctx: Context, stack: Target) -> Journal:
+    """Before the first change: every value the sweep may disturb, as a journal (tuning.journal's current form)."""
+    entries = {}
     scheduled = {d.name for d in stack.scheduled}
     for old in stack.devices:
         dev = read_device(ctx.sysfs, ctx.udev, old.name) or old
         attrs: dict = {}
-        entry: dict = {"name": dev.name, "attributes": attrs}
+        iosched = {}
         if dev.name == stack.top.name:
             attrs["read_ahead_kb"] = dev.queue.get("read_ahead_kb")
         if dev.name in scheduled and dev.scheduler:
             attrs["scheduler"] = dev.scheduler
             if "nr_requests" in dev.queue:
                 attrs["nr_requests"] = dev.queue["nr_requests"]  # a scheduler switch resets it
-            entry["iosched_snapshot"] = {"scheduler": dev.scheduler, "knobs": dict(dev.iosched)}
+            iosched[dev.scheduler] = dict(dev.iosched)
         if attrs:
-            journal["devices"][dev.identity] = entry
-    return journal
+            entries[dev.identity] = JournalEntry(dev.name, attrs, iosched)
+    return Journal(entries)
 
 
-def restore(ctx: Context, stack: Target, journal: dict) -> list[applying.Outcome]:
+def restore(ctx: Context, stack: Target, journal: Journal) -> list[applying.Outcome]:
     """Put back the snapshot; a device that is gone (a detached loop) fails per attribute, never silently."""
     devices = [d for d in (read_device(ctx.sysfs, ctx.udev, d.name) for d in stack.devices) if d is not None]
     settings = applying.rollback_plan(journal, devices, lambda d: True)
     present = {d.identity for d in devices}
-    gone = [applying.Outcome(Setting(entry["name"], identity, attr, None, value, "snapshot", Status.FAILED),
+    gone = [applying.Outcome(Setting(entry.name, identity, attr, None, value, "snapshot", Status.FAILED),
                              Status.FAILED, error="the device is gone (detached or removed); not restored")
-            for identity, entry in journal["devices"].items() if identity not in present
-            for attr, value in sorted(entry["attributes"].items())]
+            for identity, entry in journal.devices.items() if identity not in present
+            for attr, value in sorted(entry.attributes.items())]
     return applying.apply_settings(ctx.sysfs, settings, workers=1) + gone
 
 

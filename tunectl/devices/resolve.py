@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from tunectl.devices.discover import discover
 from tunectl.devices.graph import DeviceGraph
 from tunectl.devices.model import Device
 from tunectl.devices.stack import FileLayer, MountLayer, Stack
@@ -53,8 +54,6 @@ class Resolver:
     """
 
     def __init__(self, ctx, devices: list[Device] | None = None, graph: DeviceGraph | None = None) -> None:
-        from tunectl.devices.discover import discover
-
         self.ctx = ctx
         self.sysfs = ctx.sysfs
         self.dev = ctx.roots.dev
@@ -90,6 +89,15 @@ class Resolver:
 
     def whole(self, name: str) -> str:
         return self.graph.whole(name)
+
+    def name_of_path(self, path: str) -> str | None:
+        """Kernel name of the block device the filesystem holding `path` is on (its st_dev); None when `path`
+        cannot be stat'ed or that device is not under this sysfs root (tmpfs, overlay, nfs, btrfs's 0:N)."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return self.name_of_devnum(f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
 
     def disks_below(self, name: str) -> list[str]:
         """The whole disks at the bottom of the stack under `name` (its own disk when it is not stacked)."""
@@ -217,16 +225,34 @@ class Resolver:
                 file = FileLayer(target, info.size)
         if name is None:
             name = self.whole_devices([target])[0]
-        try:
-            stack = Stack.of(self.graph, self.devices, name)
-        except KeyError:
+        stack = self.stack_of(name)
+        if stack is None:
             known = ", ".join(sorted(self.devices)) or "none"
             raise UsageError(f"{target}: no tunable block device {self.graph.whole(name)!r} under {self.sysfs.root}",
-                             hint=f"devices here: {known}") from None
+                             hint=f"devices here: {known}")
         if file is None:
             return stack
         mount = self._mount_of(file.path, stack)
         return stack.over(file, *([mount] if mount else []))
+
+    def stack_of(self, name: str) -> Stack | None:
+        """The `Stack` under kernel name `name` (a partition or a whole device, as `source` and `mount` answer);
+        None when its whole device is not one of the run's tunable devices (gone, or outside this sysfs root)."""
+        try:
+            return Stack.of(self.graph, self.devices, name)
+        except KeyError:
+            return None
+
+    def filesystem_stack(self, path: str) -> Stack:
+        """The `Stack` of the filesystem holding directory `path` (a mountpoint or any directory on it), with the
+        mount it is on when the run may read live mounts. UsageError when it is on no block device here."""
+        name = self.name_of_path(path)
+        if name is None:
+            raise UsageError(f"{path}: its filesystem is on no block device under {self.sysfs.root}",
+                             hint="this needs a disk-backed filesystem (not tmpfs, overlay or nfs)")
+        stack = self.stack(name)
+        mount = self._mount_of(path, stack)
+        return stack.over(mount) if mount else stack
 
     def _mount_of(self, path: str, stack: Stack) -> MountLayer | None:
         """The live mount holding `path`, when the run may read live mounts and it is on `stack`'s device."""

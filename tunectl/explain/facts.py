@@ -99,11 +99,7 @@ def _loop(ctx: Context, resolver, name: str) -> LoopFacts:
     backing_dev = None
     backing_ra = None
     if backing:
-        try:
-            st = os.stat(backing)
-            found = resolver.name_of_devnum(f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
-        except OSError:
-            found = None
+        found = resolver.name_of_path(backing)
         if found:
             backing_dev = resolver.whole(found)
             backing_ra = _int(ctx.sysfs.read_or(f"block/{backing_dev}/queue/read_ahead_kb"))

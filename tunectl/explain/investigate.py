@@ -29,24 +29,9 @@ class Request:
 def resolve(ctx: Context, target: str):
     """(resolver, the stack under target); a directory or mountpoint is the stack of its filesystem."""
     from tunectl.devices.resolve import Resolver
-    from tunectl.devices.stack import MountLayer
-    from tunectl.system import mountinfo
 
     resolver = Resolver(ctx)
-    if os.path.isdir(target):
-        st = os.stat(target)
-        name = resolver.name_of_devnum(f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
-        if name is None:
-            raise UsageError(f"{target}: its filesystem is on no block device under {ctx.sysfs.root}",
-                             hint="explain needs a disk-backed filesystem (not tmpfs, overlay or nfs)")
-        stack = resolver.stack(name)
-        if ctx.roots.proc is not None:
-            mounts, _ = mountinfo.read_mounts(ctx.roots.proc)
-            found = mountinfo.containing(mounts, os.path.realpath(target))
-            if found is not None:
-                stack = stack.over(MountLayer(found.target, found.fstype, found.source))
-        return resolver, stack
-    return resolver, resolver.stack(target)
+    return resolver, resolver.filesystem_stack(target) if os.path.isdir(target) else resolver.stack(target)
 
 
 def _require_root(what: str) -> None:

@@ -36,7 +36,7 @@ class ExplainReport(Report):
                 "experiments": [r.to_json() for r in self.experiments],
                 "rules": [r.to_json() for r in RULES], "notes": list(self.notes)}
 
-    def render(self, out) -> None:
+    def print_text(self, out) -> None:
         """The stack top first, its owners, the cold read and trace, the findings with their changes, the trials."""
         stack = self.case.stack
         out.print(f"explain {escape_field(stack.target)} (kernel {stack.release})")

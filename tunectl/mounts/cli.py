@@ -70,8 +70,9 @@ def run(ctx, args, out) -> int:
         return ExitCode.OK
     result = operations.fix(ctx, args.profile, args.fstab, args.remount, args.check,
                             only_listed=bool(args.fstab) and not args.all_mounts)
-    _render_fix(result, args, out)
-    return result.exit_code
+    _notes_first(result.check_report, out)
+    result.show_diff = args.diff  # how it is shown: the diff is printed with --diff (and with --check)
+    return out.show(result)
 
 
 def _printable(text: str) -> str:
@@ -84,37 +85,3 @@ def _notes_first(report, out) -> None:
     """What chose the profile, on stderr before anything else, as every command says it."""
     for note in report.notes:
         out.warn(_printable(f"tunectl: note: {note}"))
-
-
-def _remount_result(r) -> str:
-    """A remount's RESULT cell, coloured by its verdict: not run under --check, ok, or the options that did not take."""
-    from tunectl.status import Marked, Verdict
-
-    if r.ok is None:
-        return "not run (--check)"
-    if r.ok:
-        return Marked("ok", Verdict.IN_SYNC)
-    return Marked("NOT APPLIED: " + (", ".join(r.not_applied) or r.error), Verdict.FAILED)
-
-
-def _render_fix(result, args, out) -> None:
-    _notes_first(result.check_report, out)
-    if out.json:
-        out.emit(result.to_json())
-        return
-    for w in result.check_report.warnings:
-        out.warn(_printable(f"tunectl: warning: {w}"))
-    if result.diff and (args.diff or args.check):
-        out.print(result.diff.rstrip("\n"))
-    path = result.check_report.fstab_path
-    if not result.diff:
-        out.print(f"{path}: nothing to change")
-    elif result.written:
-        out.print(f"{path}: rewritten (backup {result.backup})")
-    elif args.check:
-        out.print(f"{path}: would be rewritten (--check: nothing written)")
-    if result.remounts:
-        out.print(_printable(out.table(["TARGET", "REMOUNT OPTIONS", "RESULT"],
-                        [[r.target, r.options, _remount_result(r)] for r in result.remounts])))
-    for p in result.problems:
-        out.warn(_printable(f"tunectl: {p}"))

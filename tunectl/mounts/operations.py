@@ -22,6 +22,7 @@ from tunectl.mounts.check import FsCheck, evaluate
 from tunectl.mounts.fstab_file import MAX_FSTAB_BYTES
 from tunectl.mounts.rules import Facts
 from tunectl.report import Column, Report
+from tunectl.status import Marked, Verdict
 from tunectl.system import mountinfo
 from tunectl.system.roots import under_dev
 from tunectl.system.runner import CommandError, Completed
@@ -73,10 +74,9 @@ class CheckReport(Report):
     def exit_code(self) -> int:
         return ExitCode.OK if self.in_sync else ExitCode.DRIFT
 
-    def render(self, out) -> None:
+    def print_text(self, out) -> None:
         """The profile's warnings, a row per filesystem (wanted, live, fstab, drift), the options skipped, the timer."""
         from tunectl.report import escape_field, show
-        from tunectl.status import Marked, Verdict
 
         for w in self.warnings:
             out.warn(printable(f"tunectl: warning: {w}"))
@@ -112,7 +112,7 @@ class Remount:
 
 
 @dataclass
-class FixReport:
+class FixReport(Report):
     check_report: CheckReport
     check: bool
     diff: str
@@ -120,6 +120,7 @@ class FixReport:
     backup: str | None = None
     remounts: list[Remount] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    show_diff: bool = False  # the text prints the fstab diff (--diff; --check prints it too)
 
     @property
     def changed(self) -> bool:
@@ -134,6 +135,34 @@ class FixReport:
         return {"changed": self.changed, "check": self.check, "fstab": str(self.check_report.fstab_path),
                 "diff": self.diff, "backup": self.backup, "remounts": [r.to_json() for r in self.remounts],
                 "problems": self.problems, "warnings": self.check_report.warnings}
+
+    def print_text(self, out) -> None:
+        """The profile's warnings, the fstab diff (--diff, --check), what became of the fstab, each remount's result."""
+        for w in self.check_report.warnings:
+            out.warn(printable(f"tunectl: warning: {w}"))
+        if self.diff and (self.show_diff or self.check):
+            out.print(self.diff.rstrip("\n"))
+        path = self.check_report.fstab_path
+        if not self.diff:
+            out.print(f"{path}: nothing to change")
+        elif self.written:
+            out.print(f"{path}: rewritten (backup {self.backup})")
+        elif self.check:
+            out.print(f"{path}: would be rewritten (--check: nothing written)")
+        if self.remounts:
+            out.print(printable(out.table(["TARGET", "REMOUNT OPTIONS", "RESULT"],
+                                          [[r.target, r.options, _remount_result(r)] for r in self.remounts])))
+        for p in self.problems:
+            out.warn(printable(f"tunectl: {p}"))
+
+
+def _remount_result(r) -> str:
+    """A remount's RESULT cell, coloured by its verdict: not run under --check, ok, or the options that did not take."""
+    if r.ok is None:
+        return "not run (--check)"
+    if r.ok:
+        return Marked("ok", Verdict.IN_SYNC)
+    return Marked("NOT APPLIED: " + (", ".join(r.not_applied) or r.error), Verdict.FAILED)
 
 
 def _read_fstab(path: Path) -> tuple[bytes, list[str]]:
@@ -176,6 +205,7 @@ def fstrim_timer_state(run: Callable[..., Completed]) -> str:
 
 
 def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckReport:
+    """Every fstab entry and every live mount fstab does not list, judged against the profile's mounts: rules."""
     from tunectl.tuning import intent
 
     active = intent.choose(ctx, profile_ref, "mounts check")
@@ -187,41 +217,57 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
     mounts, problems = mountinfo.read_mounts(ctx.roots.proc)
     warnings += problems
     resolver = Resolver(ctx)
-    rules = profile.mounts
-    results: list[FsCheck] = []
+    warnings += _stacked_targets(path, table.entries)
+    results, live_used = _check_entries(ctx, resolver, profile.mounts, path, table.entries, mounts, warnings)
+    results += _check_unlisted_mounts(ctx, resolver, profile.mounts, mounts, live_used)
+    timer = _fstrim_timer(ctx, results, warnings)
+    return CheckReport(profile.name, path, table, data, results, warnings, timer=timer, notes=active.notes)
 
-    entries = table.entries
-    seen: dict[str, int] = {}
+
+def _stacked_targets(path: Path, entries: list) -> list[str]:
+    """A warning per fstab line whose mountpoint an earlier line also names (the later is mounted on top)."""
+    said, seen = [], {}
     for entry in entries:
         if entry.target in seen and entry.fstype != "swap":
-            warnings.append(f"{path}:{entry.lineno}: {entry.target} is also the mountpoint of line {seen[entry.target]}; "
-                            "the later line is mounted on top")
+            said.append(f"{path}:{entry.lineno}: {entry.target} is also the mountpoint of line {seen[entry.target]}; "
+                        "the later line is mounted on top")
         seen[entry.target] = entry.lineno
+    return said
+
+
+def _facts_for(ctx, resolver: Resolver, source: str, target: str, fstype: str, live: mountinfo.Mount | None,
+               bind: bool) -> tuple[Facts, str | None]:
+    """What the rules match on for one filesystem (type, target, its device and the disks below), and why a disk
+    below cannot discard (None: all can)."""
+    if bind or fstype in opts.NON_BLOCK_FSTYPES:
+        return Facts(fstype, target, block=False), None
+    found = resolver.mount(live) if live is not None else resolver.source(source)
+    if found.name is None:
+        block = names_a_device(source)
+        return Facts(fstype, target, block=block, absent=found.problem), None
+    stack = resolver.stack_of(found.name)
+    if stack is None:  # its device is gone, or outside this sysfs root: no device facts to match on
+        return Facts(fstype, target), _cannot_discard(ctx, [resolver.whole(found.name)])
+    disks = sorted(stack.disks, key=lambda d: d.name)
+    chain = [d.name for d in disks]
+    chain += [stack.top.name] if stack.top.name not in chain else []
+    return Facts(fstype, target, stack.top, disks), _cannot_discard(ctx, chain)
+
+
+def _check_entries(ctx, resolver: Resolver, rules: list, path: Path, entries: list, mounts: list,
+                   warnings: list[str]) -> tuple[list[FsCheck], set[int]]:
+    """Each fstab entry beside its live mount (the last line for a mountpoint is the one mounted); and the live
+    mounts so matched."""
     last_for_target = {e.target: e.lineno for e in entries}
     live_used: set[int] = set()
-
-    def facts_for(source: str, target: str, fstype: str, live: mountinfo.Mount | None,
-                  bind: bool) -> tuple[Facts, str | None]:
-        if bind or fstype in opts.NON_BLOCK_FSTYPES:
-            return Facts(fstype, target, block=False), None
-        found = resolver.mount(live) if live is not None else resolver.source(source)
-        if found.name is None:
-            block = names_a_device(source)
-            return Facts(fstype, target, block=block, absent=found.problem), None
-        whole = resolver.whole(found.name)
-        disks = resolver.disks_below(found.name)
-        device = resolver.devices.get(whole)
-        facts = Facts(fstype, target, device, [resolver.devices[d] for d in disks if d in resolver.devices])
-        chain = disks + ([whole] if whole not in disks else [])
-        return facts, _cannot_discard(ctx, chain)
-
+    results: list[FsCheck] = []
     for entry in entries:
         live = None
         if entry.fstype != "swap" and last_for_target.get(entry.target) == entry.lineno:
             live = mountinfo.find(mounts, entry.target)
             if live is not None:
                 live_used.add(live.mount_id)
-        facts, no_discard = facts_for(entry.source, entry.target, entry.fstype, live, entry.is_bind)
+        facts, no_discard = _facts_for(ctx, resolver, entry.source, entry.target, entry.fstype, live, entry.is_bind)
         if not facts.block and not any(r.get("match", {}).get("fstype") for r in rules):
             continue
         fs = evaluate(rules, facts, entry.source, entry, live, no_discard)
@@ -233,6 +279,12 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
                                                                     "the source"))
         if facts.block or fs.rules:
             results.append(fs)
+    return results, live_used
+
+
+def _check_unlisted_mounts(ctx, resolver: Resolver, rules: list, mounts: list, live_used: set[int]) -> list[FsCheck]:
+    """The visible live mounts no fstab entry stands for: a block device's, or another kind a rule names by type."""
+    results: list[FsCheck] = []
     visible = {m.target: m for m in mounts}
     for m in mounts:
         if m.mount_id in live_used or visible.get(m.target) is not m:
@@ -245,22 +297,26 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
             if fs.rules:
                 results.append(fs)
             continue
-        facts, no_discard = facts_for(m.source, m.target, m.fstype, m, False)
+        facts, no_discard = _facts_for(ctx, resolver, m.source, m.target, m.fstype, m, False)
         if facts.device is None:
             continue  # a mount of a device outside this sysfs root
         results.append(evaluate(rules, facts, m.source, None, m, no_discard))
-    report = CheckReport(profile.name, path, table, data, results, warnings, notes=active.notes)
-    if any(fs.want.discard == "periodic" for fs in results if fs.rules):
-        state = fstrim_timer_state(ctx.run)
-        ok = state in ("enabled", "static", "alias", "indirect", "enabled-runtime", "no systemd")
-        report.timer = {"wanted": "enabled", "state": state, "ok": ok}
-        if state == "no systemd":
-            warnings.append("discard: periodic wants fstrim.timer, but systemd is not running here; "
-                            "schedule fstrim -a another way")
-        elif not ok:
-            warnings.append(f"discard: periodic wants fstrim.timer enabled, it is {state}; "
-                            "run: systemctl enable --now fstrim.timer")
-    return report
+    return results
+
+
+def _fstrim_timer(ctx, results: list[FsCheck], warnings: list[str]) -> dict | None:
+    """fstrim.timer's state when a rule wants periodic discard (None: none does), with a warning when it is off."""
+    if not any(fs.want.discard == "periodic" for fs in results if fs.rules):
+        return None
+    state = fstrim_timer_state(ctx.run)
+    ok = state in ("enabled", "static", "alias", "indirect", "enabled-runtime", "no systemd")
+    if state == "no systemd":
+        warnings.append("discard: periodic wants fstrim.timer, but systemd is not running here; "
+                        "schedule fstrim -a another way")
+    elif not ok:
+        warnings.append(f"discard: periodic wants fstrim.timer enabled, it is {state}; "
+                        "run: systemctl enable --now fstrim.timer")
+    return {"wanted": "enabled", "state": state, "ok": ok}
 
 
 def unified_diff(path: Path, old: bytes, new: bytes) -> str:

@@ -39,7 +39,7 @@ def run(ctx, args, out) -> int:
     active = intent.choose(ctx, args.profile, "doctor")
     for note in active.notes:
         out.warn(f"tunectl: note: {note}")
-    rules = intent.installed_rules(active.record)
+    rules = active.intent.rules if active.intent is not None else None
     report = diagnose(ctx, active.profile, args.devices, scoped=active.from_record and not args.all,
-                      rules_path=rules["path"] if rules is not None else None)
+                      rules_path=rules.path if rules is not None else None)
     return out.show(report)

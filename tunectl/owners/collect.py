@@ -225,11 +225,8 @@ def kernel_defaults(ctx: Context, dev: Device) -> dict[str, KernelDefault]:
 
 def journal_marks(ctx: Context) -> dict[str, dict[str, TunectlMark]]:
     """identity -> attribute -> what the journal says tunectl did to it on that device (the journal read once)."""
-    devices = ctx.state.journal().get("devices", {}) if ctx.state.exists() else {}
-    out: dict[str, dict[str, TunectlMark]] = {}
-    for identity, entry in devices.items():
-        marks = out.setdefault(identity, {})
-        for attr, by in ((entry if isinstance(entry, dict) else {}).get("changed_by") or {}).items():
-            if isinstance(by, dict):
-                marks[attr] = TunectlMark(str(by.get("profile", "?")), str(by.get("at", "?")), str(by.get("via", "")))
-    return out
+    from tunectl.tuning import journal
+
+    kept = journal.load(ctx.state) if ctx.state.exists() else journal.Journal()
+    return {identity: {attr: TunectlMark(by.profile, by.at, by.via) for attr, by in entry.changed_by.items()}
+            for identity, entry in kept.devices.items()}

@@ -37,7 +37,7 @@ class DoctorReport(Report):
                 "devices": self.devices, "undone": bool(self.undone),
                 "writers": [c.to_json() for c in self.found], "unread": self.unread}
 
-    def render(self, out) -> None:
+    def print_text(self, out) -> None:
         """What was read, then a row per other writer and its verdict, how to resolve each that undoes tunectl."""
         from tunectl.attributes import is_range, range_text
         from tunectl.report import show

@@ -18,6 +18,7 @@ import errno
 import os
 from collections.abc import Iterable, Mapping
 
+from tunectl.devices.devnum import node as devnum_node
 from tunectl.preload import order
 from tunectl.system import pagecache
 from tunectl.system.sysfs import Sysfs
@@ -68,16 +69,8 @@ def mount_points(devices: Iterable[str], proc_root: str | None) -> dict[str, str
     return found
 
 
-def node_of(sysfs: Sysfs, dev_root: str, devnum: str) -> str:
-    """The device node of MAJ:MIN: DEV/<DEVNAME from its uevent>, else DEV/block/MAJ:MIN (udev's link)."""
-    for line in (sysfs.read_or(f"dev/block/{devnum}/uevent") or "").splitlines():
-        if line.startswith("DEVNAME=") and ".." not in line:
-            return os.path.join(dev_root, line[len("DEVNAME="):])
-    return os.path.join(dev_root, "block", devnum)
-
-
 def open_device(sysfs: Sysfs, dev_root: str, devnum: str) -> int:
-    return pagecache.open_block_device(node_of(sysfs, dev_root, devnum), devnum)
+    return pagecache.open_block_device(devnum_node(sysfs, dev_root, devnum), devnum)
 
 
 def _cached(fd: int, size: int) -> list[tuple[int, int]]:
@@ -178,4 +171,4 @@ def residency(metadata: Mapping[str, Iterable[tuple[int, int]]], sysfs: Sysfs, d
 
 def sequential_rate(sysfs: Sysfs, dev_root: str, devnum: str) -> float | None:
     """The device's sequential read rate, bytes/s, from a 32 MiB direct read (root only; None otherwise)."""
-    return pagecache.sequential_rate(node_of(sysfs, dev_root, devnum), devnum)
+    return pagecache.sequential_rate(devnum_node(sysfs, dev_root, devnum), devnum)

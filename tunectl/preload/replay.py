@@ -87,19 +87,6 @@ class ReplayReport:
                 "floor": self.floor.to_json() if self.floor else None}
 
 
-def _queue_dir(sysfs: Sysfs, device: str) -> str | None:
-    """The sysfs queue/ directory of the disk under a file system's MAJ:MIN (a partition's parent)."""
-    base = f"dev/block/{device}"
-    if sysfs.exists(f"{base}/queue"):
-        return f"{base}/queue"
-    if sysfs.exists(f"{base}/partition"):
-        parent = os.path.dirname(sysfs.realpath(base))
-        rel = os.path.relpath(parent, os.path.realpath(sysfs.root))
-        if not rel.startswith(".."):
-            return f"{rel}/queue"
-    return None
-
-
 class Stack:
     """What a replay needs of the disk under a file system: rotational or not, its queue depth, its window."""
 
@@ -117,7 +104,9 @@ class Stack:
 def read_stack(sysfs: Sysfs, device: str) -> Stack:
     """The queue attributes of the disk under `device`; tunectl only reads them (nr_requests is never
     changed: a read-ahead tool that raised it locked machines up)."""
-    queue = _queue_dir(sysfs, device)
+    from tunectl.devices.devnum import queue_dir  # paid only when the list names a device: not at start-up
+
+    queue = queue_dir(sysfs, device)
 
     def number(attr: str) -> int | None:
         text = sysfs.read_or(f"{queue}/{attr}") if queue else None

@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Union
 
-from tunectl.profile.reader import MAX_PROFILE_BYTES, Diagnostic, Document
+from tunectl.profile.reader import MAX_PROFILE_BYTES, Diagnostic, Document, decode_profile, parse_yaml
 from tunectl.system import trust
 from tunectl.system.cache import ValidationCache
 
@@ -107,8 +107,6 @@ def _passed_before(raw: bytes, file: str, verdict: dict) -> Document | None:
     the warnings only): parsing costs the yaml import (~15 ms), the check that
     is skipped costs jsonschema's and more.
     """
-    from tunectl.profile.reader import decode_profile, parse_yaml
-
     text, _ = decode_profile(raw, file)
     if text is None:
         return None
@@ -185,7 +183,6 @@ def check_file(path: Path, cache: ValidationCache | None = None,
             return doc, list(doc.warnings)
     # Only a file not seen before is checked: the checker (and later jsonschema) loads only then.
     from tunectl.profile.checks import check_document, limit_diagnostics
-    from tunectl.profile.reader import decode_profile, parse_yaml
 
     text, diags = decode_profile(raw, file)
     if text is None:

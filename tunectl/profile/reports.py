@@ -9,10 +9,11 @@ from typing import Any
 from tunectl.errors import ExitCode
 from tunectl.profile.reader import Diagnostic, json_path
 from tunectl.profile.resolve import Profile
+from tunectl.report import Report
 
 
 @dataclass
-class ProfileListReport:
+class ProfileListReport(Report):
     entries: list[tuple[str, Path, str]]  # name, file, one-line description
 
     @property
@@ -22,9 +23,14 @@ class ProfileListReport:
     def to_json(self) -> dict:
         return {"profiles": [{"name": n, "file": str(p), "description": d} for n, p, d in self.entries]}
 
+    def print_text(self, out) -> None:
+        """A row per profile: its name, description and file."""
+        out.print(out.table(["NAME", "DESCRIPTION", "FILE"], [(n, d, p) for n, p, d in self.entries], middle=("FILE",),
+                            keep=("NAME",)))
+
 
 @dataclass
-class ProfileShowReport:
+class ProfileShowReport(Report):
     profile: Profile
     explain: bool = False
 
@@ -40,6 +46,18 @@ class ProfileShowReport:
                                              "column": profile.positions.get(p, (1, 1))[1]}
                               for p, f in sorted(profile.origins.items(), key=lambda kv: [str(k) for k in kv[0]])}
         return doc
+
+    def print_text(self, out) -> None:
+        """The resolved profile as YAML; with --explain, a header and each value's file:line."""
+        from tunectl.profile.yaml_text import render_profile_yaml
+
+        profile = self.profile
+        if self.explain:
+            out.print(f"# {profile.name}: {' <- '.join(profile.files)}")
+            out.print("# each value is followed by the file and line it comes from; later files in the")
+            out.print("# extends: chain override earlier ones key by key, a list or a range {min, max} replaces the "
+                      "whole value")
+        out.print(render_profile_yaml(profile, explain=self.explain))
 
 
 @dataclass
@@ -59,7 +77,7 @@ class FileVerdict:
 
 
 @dataclass
-class ValidateReport:
+class ValidateReport(Report):
     files: list[FileVerdict] = field(default_factory=list)
 
     @property
@@ -68,3 +86,15 @@ class ValidateReport:
 
     def to_json(self) -> dict:
         return {"ok": self.exit_code == ExitCode.OK, "files": [f.to_json() for f in self.files]}
+
+    def print_text(self, out) -> None:
+        """Each file's problems (file:line:col lines, on stderr), or `FILE: ok` with its count of warnings."""
+        from tunectl.report import error_lines
+
+        for verdict in self.files:
+            diags = verdict.diagnostics
+            for line in error_lines(diags):
+                out.warn(line)
+            if not verdict.errors:
+                warned = f" ({len(diags)} warning{'s' if len(diags) != 1 else ''})" if diags else ""
+                out.print(f"{verdict.ref}: ok{warned}")

@@ -20,9 +20,10 @@ from functools import reduce
 import yaml
 
 from tunectl.attributes import IOSCHED, QUEUE
-from tunectl.errors import UsageError
+from tunectl.errors import ExitCode, UsageError
 from tunectl.profile import tuned_values as values
 from tunectl.profile.tuned_reader import CONDITIONS, SCRIPTS, Loader, Unit, expand, locate, merge, parse_ini, unresolved
+from tunectl.report import Report
 from tunectl.system.roots import SYS, under_dev
 
 DEFAULT_SEARCH_DIRS = ("/etc/tuned", "/usr/lib/tuned")
@@ -41,7 +42,7 @@ _GLOB_CHARS = re.compile(r"[*?\[]")
 
 
 @dataclass
-class TunedImport:
+class TunedImport(Report):
     name: str
     profile: dict
     unconverted: list[str] = field(default_factory=list)
@@ -50,6 +51,14 @@ class TunedImport:
 
     def to_json(self) -> dict:
         return {"name": self.name, "profile": self.profile, "unconverted": self.unconverted, "notes": self.notes}
+
+    @property
+    def exit_code(self) -> int:
+        return ExitCode.OK  # what could not be converted is said in the profile's comments, not an error
+
+    def print_text(self, out) -> None:
+        """The tunectl profile as YAML (with what was left out in its comments): the requested data, even with -q."""
+        out.stdout.write(render_yaml(self))
 
 
 class _Converter(values.Findings):

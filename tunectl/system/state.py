@@ -16,14 +16,13 @@ is a `StateError` (exit 5), never a guess.
 from __future__ import annotations
 
 import contextlib
-import copy
 import errno
 import json
 import os
-import re
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from tunectl import __version__
 from tunectl.errors import NotPermitted, StateError, UsageError
@@ -37,9 +36,10 @@ JOURNAL_VERSION = 2  # 2: generations, a checksum, who changed each value; 1 (no
 GENERATIONS = 3  # NAME, NAME.1, NAME.2
 MAX_STATE_BYTES = 64 << 20  # a journal of every disk of a large server is a few hundred KiB
 _META = ("version", "generation", "saved", "tunectl", "sha256")
+T = TypeVar("T")
 
 
-class _Damaged(Exception):
+class _Damaged(ValueError):
     """The file exists but its content is not a state file tunectl wrote: fall back to an older generation."""
 
 
@@ -76,6 +76,8 @@ def unseal(raw: bytes) -> dict:
         raise _Damaged(f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except RecursionError:
         raise _Damaged("not valid JSON (nested too deeply)") from None
+    except ValueError:  # a number of more than 4300 digits (Python's limit): tunectl never writes one
+        raise _Damaged("not valid JSON (a number far too long)") from None
     if not isinstance(data, dict):
         raise _Damaged("not a tunectl state file (a JSON object is expected)")
     version = data.get("version", 1)
@@ -97,74 +99,16 @@ class _Newer(Exception):
         self.version, self.ours = version, ours
 
 
-_LOOP_BACKING = re.compile(r"\d{1,10}:\d{1,10}:\d{1,20}\Z")
-_DEVNUM = re.compile(r"\d{1,10}:\d{1,10}\Z")
-
-
-def _not_a_value(value: object) -> bool:
-    """A journalled value no sysfs attribute holds: a list or object, or text with a control character (NUL,
-    newline) or a lone surrogate (no bytes to write), or longer than any attribute shows."""
-    if isinstance(value, (dict, list)):
-        return True
-    return isinstance(value, str) and (len(value) > 256 or any(c < " " or "\ud800" <= c <= "\udfff" or c == "\x7f"
-                                                               for c in value))
-
-
-def journal_problem(data: dict) -> str | None:
-    """Why a parsed journal cannot be used by rollback (a hand edit of a version-1 file), or None."""
-    devices = data.get("devices")
-    if not isinstance(devices, dict):
-        return "it has no 'devices' object"
-    for identity, entry in devices.items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("attributes"), dict) \
-                or not isinstance(entry.get("name", ""), str):
-            return f"the entry of {identity!r} has no 'attributes' object"
-        for attr, value in entry["attributes"].items():
-            # Names become sysfs paths on rollback: a queue attribute or an iosched knob, nothing else.
-            if not _ATTRIBUTE.match(attr):
-                return f"the entry of {identity!r} names {attr!r}, which is not a queue attribute"
-            if _not_a_value(value):
-                return f"the entry of {identity!r} holds a value for {attr} that no sysfs attribute holds"
-        snap = entry.get("iosched_snapshot")
-        if snap is not None and not (isinstance(snap, dict) and isinstance(snap.get("knobs"), dict)
-                                     and isinstance(snap.get("scheduler"), (str, type(None)))
-                                     and all(_ATTRIBUTE.match(k) and "/" not in k and not _not_a_value(v)
-                                             for k, v in snap["knobs"].items())):
-            return f"the iosched snapshot of {identity!r} is not a scheduler name with knobs"
-        per_scheduler = entry.get("iosched", {})
-        if not (isinstance(per_scheduler, dict) and all(
-                _SCHEDULER.match(str(name)) and isinstance(knobs, dict)
-                and all(_ATTRIBUTE.match(k) and "/" not in k and not _not_a_value(v) for k, v in knobs.items())
-                for name, knobs in per_scheduler.items())):
-            return f"the scheduler knobs of {identity!r} are not scheduler names with knobs"
-        if not isinstance(entry.get("changed_by", {}), dict):
-            return f"the 'changed_by' of {identity!r} is not an object"
-        loop = entry.get("loop", {"backing": "0:0:0", "devnum": "0:0"})
-        if not (isinstance(loop, dict) and isinstance(loop.get("backing"), str) and isinstance(loop.get("devnum"), str)
-                and _LOOP_BACKING.match(loop["backing"]) and _DEVNUM.match(loop["devnum"])):
-            return f"the 'loop' proof of {identity!r} is not a backing inode and a device number"
-    return None
-
-
-def _active_problem(data: dict) -> str | None:
-    if data.get("applied") is False:
-        return None  # cleared by a full rollback: nothing is tuned
-    return None if isinstance(data.get("ref"), str) else "it names no profile ('ref')"
-
-
-_SCHEDULER = re.compile(r"\A[a-z0-9-]{1,32}\Z")
-_ATTRIBUTE = re.compile(r"\A(iosched/)?[a-z0-9_]{1,64}\Z")
-
-
 class StateStore:
     def __init__(self, directory: str | os.PathLike) -> None:
         self.dir = Path(directory)
         self._warnings: dict[str, str] = {}  # name -> the fallback of its last read, for the command to print
         self._read_from: dict[str, int | None] = {}  # name -> generation index read (None: no file yet)
         self._generation: dict[str, int] = {}
-        # name -> (what the files looked like, what was read): a command reads each file once, however many
-        # parts of it ask; any change of the files (or the directory) since makes it read and check them again.
-        self._memo: dict[str, tuple[tuple, dict | None]] = {}
+        # name -> (what the files looked like, what was read and parsed): a command reads each file once, however
+        # many parts of it ask; any change of the files (or the directory) since makes it read and check them again.
+        # What the parse makes is immutable (tunectl.tuning.journal, tunectl.tuning.intent): kept, never copied.
+        self._memo: dict[str, tuple[tuple, object]] = {}
         self._locked = False
         self.command = "tunectl"  # who holds the lock, as a waiting command shows it
         self.wait_seconds: float | None = None  # None: wait for the lock as long as it takes
@@ -312,28 +256,28 @@ class StateStore:
                        + ((st.st_size, st.st_mtime_ns, st.st_ctime_ns) if path != self.dir else ()))
         return tuple(out)  # the directory's times change with every other file written in it: not counted
 
-    def _load(self, name: str, problem: Callable[[dict], str | None]) -> dict | None:
-        """The payload of the newest intact generation of `name`; None when there is none at all."""
+    def load(self, name: str, parse: Callable[[dict], T]) -> T | None:
+        """`parse` of the payload of the newest intact generation of `name`; None when there is none at all.
+
+        `parse` raises ValueError (why) for a payload tunectl cannot use: that generation counts as damaged.
+        """
         paths = self.generations(name)
         signature = self._signature(paths)
         memo = self._memo.get(name)
         if memo is not None and memo[0] == signature and name in self._read_from:
-            return copy.deepcopy(memo[1])
-        data = self._load_files(name, paths, problem)
-        self._memo[name] = (signature, copy.deepcopy(data))
+            return memo[1]  # type: ignore[return-value]
+        data = self._load_files(name, paths, parse)
+        self._memo[name] = (signature, data)
         return data
 
-    def _load_files(self, name: str, paths: list[Path], problem: Callable[[dict], str | None]) -> dict | None:
+    def _load_files(self, name: str, paths: list[Path], parse: Callable[[dict], T]) -> T | None:
         self._warnings.pop(name, None)
         damage: list[str] = []
         for index, path in enumerate(paths):
             try:
                 data = self._read_one(path)
-                if data is not None:
-                    why = problem(data)
-                    if why:
-                        raise _Damaged(why)
-            except _Damaged as e:
+                parsed = parse({k: v for k, v in data.items() if k not in _META}) if data is not None else None
+            except ValueError as e:  # _Damaged, and a payload `parse` cannot use
                 damage.append(f"{path.name}: {e}")
                 continue
             if data is None:
@@ -347,7 +291,7 @@ class StateStore:
                     f"tunectl: warning: {paths[0]} cannot be used ({damage[0].split(': ', 1)[1]}); "
                     f"falling back to {path} (generation {self._generation[name]}{saved}): "
                     "what was recorded after that generation is lost")
-            return {k: v for k, v in data.items() if k not in _META}
+            return parsed
         if all(d.endswith(": missing") for d in damage):
             self._read_from[name] = None
             self._generation[name] = 0
@@ -365,11 +309,12 @@ class StateStore:
 
     # --- writing -------------------------------------------------------------------------------
 
-    def _save(self, name: str, payload: dict, problem: Callable[[dict], str | None]) -> None:
+    def save(self, name: str, payload: dict, parse: Callable[[dict], object]) -> None:
+        """Write `payload` as the newest generation of `name` (`parse`: as for `load`, to find the intact one)."""
         self._memo.pop(name, None)
         self._ensure_dir()
         if name not in self._read_from:
-            self._load(name, problem)
+            self.load(name, parse)
         paths = self.generations(name)
         source = self._read_from[name]
         generation = self._generation.get(name, 0) + 1
@@ -413,36 +358,17 @@ class StateStore:
                 with contextlib.suppress(OSError):
                     os.unlink(self.dir / entry)
 
-    # --- the journal and the active profile ------------------------------------------------------
+    # --- the journal and the record of intent (their types: tunectl.tuning.journal, tunectl.tuning.intent) ---
 
     def recovered(self, name: str = JOURNAL) -> bool:
         """True when `name` was read from an older generation (the current one is damaged or missing)."""
         return bool(self._read_from.get(name))
-
-    def journal(self) -> dict:
-        data = self._load(JOURNAL, journal_problem)
-        return data if data is not None else {"devices": {}}
-
-    def save_journal(self, journal: dict) -> None:
-        self._save(JOURNAL, journal, journal_problem)
 
     def validation_cache(self) -> ValidationCache | None:
         """The cache of profile verdicts, when the state directory exists, is trusted and is writable."""
         if not self.exists() or not os.access(self.dir, os.W_OK):
             return None
         return ValidationCache(self.dir / "validated")
-
-    def active_profile(self) -> dict | None:
-        """The record of intent (tunectl.tuning.intent); None when nothing is applied."""
-        data = self._load(ACTIVE, _active_problem)
-        return None if data is None or data.get("applied") is False else data
-
-    def clear_active_profile(self) -> None:
-        """Nothing is tuned any more (a full rollback): a new generation says so; older ones stay for a post-mortem."""
-        self._save(ACTIVE, {"applied": False}, _active_problem)
-
-    def save_active_profile(self, record: dict) -> None:
-        self._save(ACTIVE, record, _active_problem)
 
 
 def _reason(e: OSError) -> str:

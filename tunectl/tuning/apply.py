@@ -30,6 +30,7 @@ from tunectl.errors import SysfsError
 from tunectl.status import Status
 from tunectl.system.sysfs import Sysfs
 from tunectl.tuning import relink
+from tunectl.tuning.journal import ChangedBy, Journal, JournalEntry
 from tunectl.tuning.plan import Setting
 
 _VANISHED = (errno.ENOENT, errno.ENODEV, errno.ENXIO)
@@ -150,86 +151,66 @@ def writable(sysfs: Sysfs, plan: list[Setting]) -> list[Setting]:
     return [s for s in plan if s.status != Status.CHANGE or may(s)]
 
 
-def record_originals(journal: dict, plan: list[Setting], devices: dict[str, Device],
-                     changed_by: dict | None = None) -> bool:
-    """Journal the value before tunectl's first change of each attribute. True if the journal changed.
+def record_originals(journal: Journal, plan: list[Setting], devices: dict[str, Device],
+                     changed_by: ChangedBy | None = None) -> Journal:
+    """The journal with the value before tunectl's first change of each attribute (`!=`: it changed).
 
     Scheduler knobs are kept per scheduler (``iosched``: scheduler -> knobs, as
     first seen while that scheduler was active): the kernel resets the knobs on
     every switch, so after bfq -> mq-deadline -> bfq only the first bfq values
-    are bfq's originals. `changed_by` ({"profile", "tunectl", "at"}) is recorded
-    per attribute: who set the value it has now. A re-apply of the same profile
-    and version records nothing.
+    are bfq's originals. `changed_by` is recorded per attribute: who set the
+    value it has now. A re-apply of the same profile and version records nothing.
     """
-    grew = False
     for s in plan:
         if s.status != Status.CHANGE:
             continue
         dev = devices[s.device]
-        entry = journal["devices"].setdefault(s.identity, {"name": s.device, "attributes": {}})
-        if entry.get("name") != s.device:
-            entry["name"] = s.device
-            grew = True
-        if "loop" not in entry and relink.proof(dev) is not None:
-            entry["loop"] = relink.proof(dev)
-            grew = True
-        if changed_by is not None:
-            by = entry.setdefault("changed_by", {})
-            old = by.get(s.attribute) or {}
-            if any(old.get(k) != v for k, v in changed_by.items() if k != "at"):
-                by[s.attribute] = dict(changed_by)
-                grew = True
-        if dev.scheduler and dev.scheduler not in entry.setdefault("iosched", {}):
-            entry["iosched"][dev.scheduler] = dict(dev.iosched)
-            grew = True
-        attrs = entry["attributes"]
-        if s.attribute in attrs or s.attribute.startswith("iosched/"):
-            continue
-        attrs[s.attribute] = s.before
-        grew = True
-        # Values the kernel changes by itself when this one is written (knobs: in the snapshot above).
-        for attr in side_effects(s.attribute):
-            current = _current(dev, attr)
-            if attr not in attrs and current is not None and not attr.startswith("iosched/"):
-                attrs[attr] = current
-                if changed_by is not None:
-                    entry["changed_by"].setdefault(attr, dict(changed_by, via=s.attribute))
-    return grew
+        entry = journal.get(s.identity) or JournalEntry(s.device)
+        attrs, by, iosched = dict(entry.attributes), dict(entry.changed_by), dict(entry.iosched)
+        if changed_by is not None and not changed_by.same_writer(by.get(s.attribute)):
+            by[s.attribute] = changed_by
+        if dev.scheduler and dev.scheduler not in iosched:
+            iosched[dev.scheduler] = dict(dev.iosched)
+        if s.attribute not in attrs and not s.attribute.startswith("iosched/"):
+            attrs[s.attribute] = s.before
+            # Values the kernel changes by itself when this one is written (knobs: in the snapshot above).
+            for attr in side_effects(s.attribute):
+                current = _current(dev, attr)
+                if attr not in attrs and current is not None and not attr.startswith("iosched/"):
+                    attrs[attr] = current
+                    if changed_by is not None and attr not in by:
+                        by[attr] = replace(changed_by, via=s.attribute)
+        journal = journal.with_entry(s.identity, replace(
+            entry, name=s.device, attributes=attrs, changed_by=by, iosched=iosched,
+            loop=entry.loop if entry.loop is not None else relink.proof(dev)))
+    return journal
 
 
-def forget_unwritten(before: dict, journal: dict, outcomes: list[Outcome]) -> bool:
-    """Undo what `record_originals` added for writes that never happened (refused, failed). True if it undid any.
+def forget_unwritten(before: Journal, journal: Journal, outcomes: list[Outcome]) -> Journal:
+    """The journal without what `record_originals` added for writes that never happened (refused, failed).
 
     A device none of whose writes took gets its entry back as it was (or none);
     on a device partly written, who changed an attribute that was not written
     is put back. Originals of attributes that were written stay.
     """
-    import copy
-
     written = {(o.setting.identity, o.setting.attribute) for o in outcomes if o.status == Status.CHANGED}
     touched = {o.setting.identity for o in outcomes if o.status == Status.CHANGED}
-    undone = False
     for o in outcomes:
         s = o.setting
-        if o.status not in (Status.FAILED, Status.NOT_PERMITTED) or s.identity not in journal["devices"]:
+        entry = journal.get(s.identity)
+        if o.status not in (Status.FAILED, Status.NOT_PERMITTED) or entry is None:
             continue
-        old = before["devices"].get(s.identity)
+        old = before.get(s.identity)
         if s.identity not in touched:
-            if old is None:
-                del journal["devices"][s.identity]
-            else:
-                journal["devices"][s.identity] = copy.deepcopy(old)
-            undone = True
+            journal = journal.without([s.identity]) if old is None else journal.with_entry(s.identity, old)
         elif (s.identity, s.attribute) not in written:
-            by = journal["devices"][s.identity].get("changed_by", {})
-            was = (old or {}).get("changed_by", {}).get(s.attribute)
-            if by.get(s.attribute) != was:
-                if was is None:
-                    by.pop(s.attribute, None)
-                else:
+            was = old.changed_by.get(s.attribute) if old is not None else None
+            if entry.changed_by.get(s.attribute) != was:
+                by = {a: b for a, b in entry.changed_by.items() if a != s.attribute}
+                if was is not None:
                     by[s.attribute] = was
-                undone = True
-    return undone
+                journal = journal.with_entry(s.identity, replace(entry, changed_by=by))
+    return journal
 
 
 def _current(dev: Device, attr: str) -> Any:
@@ -247,21 +228,7 @@ def _restorer(out: list[Setting], dev: Device, scheduler: str | None) -> Callabl
     return add
 
 
-def _original_knobs(entry: dict, scheduler: str | None) -> dict[str, Any]:
-    """The knobs `scheduler` had before tunectl first touched the device while it was active."""
-    per_scheduler = entry.get("iosched")
-    if isinstance(per_scheduler, dict) and scheduler in per_scheduler:
-        return {f"iosched/{k}": v for k, v in per_scheduler[scheduler].items()}
-    # Journals before per-scheduler knobs: one snapshot, and knobs among the attributes.
-    out: dict[str, Any] = {}
-    snap = entry.get("iosched_snapshot")
-    if snap and snap.get("scheduler") == scheduler:
-        out.update({f"iosched/{k}": v for k, v in snap["knobs"].items()})
-    out.update({a: v for a, v in entry["attributes"].items() if a.startswith("iosched/") and v is not None})
-    return out
-
-
-def rollback_plan(journal: dict, devices: list[Device], chosen: Callable[[Device], bool]) -> list[Setting]:
+def rollback_plan(journal: Journal, devices: list[Device], chosen: Callable[[Device], bool]) -> list[Setting]:
     """Settings that bring each journalled device back to its original values, in write order.
 
     Where two present devices share an identity, only the one the journal entry
@@ -278,12 +245,12 @@ def rollback_plan(journal: dict, devices: list[Device], chosen: Callable[[Device
     for dev in devices:
         seen[dev.identity] = seen.get(dev.identity, 0) + 1
     for dev in devices:
-        entry = journal["devices"].get(dev.identity)
+        entry = journal.get(dev.identity)
         if entry is None or not chosen(dev):
             continue
-        if seen[dev.identity] > 1 and entry.get("name") != dev.name:
+        if seen[dev.identity] > 1 and entry.name != dev.name:
             continue  # two devices, one identity (multipath paths, cloned serials): only the one the journal names
-        attrs = entry["attributes"]
+        attrs = entry.attributes
         original_sched = attrs.get("scheduler") or dev.scheduler
         switching = original_sched != dev.scheduler
         restore: dict[str, Any] = {}
@@ -291,7 +258,7 @@ def rollback_plan(journal: dict, devices: list[Device], chosen: Callable[[Device
             restore["scheduler"] = attrs["scheduler"]
         restore.update({a: v for a, v in attrs.items() if a != "scheduler" and not a.startswith("iosched/")
                         and v is not None})
-        restore.update(_original_knobs(entry, original_sched))
+        restore.update(entry.original_knobs(original_sched))
         # The kernel rewrites these as a side effect of earlier restores: write them regardless.
         disturbed = {e for a in restore if a != "scheduler" or switching for e in side_effects(a)}
         add = _restorer(out, dev, original_sched)

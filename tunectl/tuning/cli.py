@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from tunectl.errors import ExitCode, TunectlError
-from tunectl.report import Column
-from tunectl.status import Marked, Status
+from tunectl.status import Status
+from tunectl.tuning import text
 
 EXAMPLES = {
     "status": "examples:\n  tunectl status\n  tunectl status --json | jq '.devices[].class'",
@@ -21,31 +21,6 @@ EXAMPLES = {
 }
 
 
-# The column tables (lsblk's idea): -o picks from them, --columns lists them with their help, the table cuts by them.
-# At 80 columns a plan cuts where a value came from and its note before any value.
-STATUS_COLUMNS = [
-    Column("DEVICE", "the kernel name (sda, nvme0n1, dm-0)", cut="never"),
-    Column("CLASS", "the device class the profile's classes: match (/dm subtype for device-mapper)"),
-    Column("SCHEDULER", "the active I/O scheduler"),
-    Column("READ-AHEAD", "queue/read_ahead_kb, in KiB"),
-    Column("IDENTITY", "what identifies the device across boots (WWN, serial, UUID, loop backing file)", cut="middle"),
-    Column("DRIFT", "settings that differ from the profile, 'in sync', or 'skip' (the profile sets nothing here)",
-           cut="never"),
-    Column("KNOBS", "the active scheduler's tunables (queue/iosched/*)", hidden=True),
-]
-SETTING_COLUMNS = [
-    Column("DEVICE", "the kernel name of the device set", cut="never"),
-    Column("ATTRIBUTE", "the sysfs attribute under queue/ (scheduler, read_ahead_kb, iosched/...)"),
-    Column("BEFORE -> AFTER", "the value now, and the value the profile wants (a range: kept when inside)"),
-    Column("SOURCE", "the profile layer the value comes from (classes.X, devices[N], below:)", cut="first"),
-    Column("STATUS", "ok, change, changed, skip, unavailable, failed or not-permitted", cut="never"),
-    Column("NOTE", "why: a skip's or a failure's reason, a kernel's rounding", cut="first"),
-]
-# who set the value now there (tunectl.owners); shown with -v
-VERIFY_COLUMNS = [*SETTING_COLUMNS, Column("OWNER", "who set the value now there (tunectl, a udev rule, tuned, "
-                                                    "the kernel's default)", hidden=True)]
-
-
 DEV_HELP = ("a device: kernel name (sda), /dev path or link, UUID=, LABEL=, PARTUUID=, PARTLABEL=, a partition "
             "(its disk), or a mountpoint or any path (the disks under its filesystem)")
 
@@ -55,11 +30,11 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
 
     p.epilog = EXAMPLES.get(name)
     if name == "status":
-        add_table_options(p, STATUS_COLUMNS)
+        add_table_options(p, text.STATUS_COLUMNS)
     elif name == "plan":
-        add_table_options(p, SETTING_COLUMNS)
+        add_table_options(p, text.SETTING_COLUMNS)
     elif name == "verify":
-        add_table_options(p, VERIFY_COLUMNS)
+        add_table_options(p, text.VERIFY_COLUMNS)
     if name == "rollback":
         p.add_argument("devices", nargs="*", metavar="DEV", help=f"{DEV_HELP} (default: all journalled)")
         p.add_argument("--check", action="store_true", help="show what would be restored, write nothing")
@@ -129,7 +104,6 @@ def _owners_of():
 
 
 def _cmd_status(ctx, args, out) -> int:
-    from tunectl.report import show
     from tunectl.tuning import intent
     from tunectl.tuning import operations as tuning
 
@@ -138,98 +112,9 @@ def _cmd_status(ctx, args, out) -> int:
     report = tuning.status(ctx, active.profile, _owners_of(), args.devices, scoped=not args.all)
     _warn_profile(report, out)
     _say_adopted(tuning.adopt_seen(ctx, report.devices), out)
-    drift_by_dev: dict[str, int] = {}
-    for s in report.drift:
-        drift_by_dev[s.device] = drift_by_dev.get(s.device, 0) + 1
-    if out.json:
-        out.emit(dict(report.to_json(), applied=active.record is not None, notes=active.notes,
-                      rules=intent.installed_rules(active.record)))
-        return report.exit_code
-    rows = []
-    tuned = {s.device for s in report.settings}
-    for d in report.devices:
-        knobs = " ".join(f"{k}={v}" for k, v in sorted(d.iosched.items()))
-        # a device the profile sets nothing on is skipped, as plan says, not "in sync"
-        drift = Marked(f"{drift_by_dev[d.name]} setting(s)", Status.DRIFT) if d.name in drift_by_dev else \
-            Marked("in sync", Status.IN_SYNC) if d.name in tuned else Marked("skip", Status.SKIP)
-        rows.append([d.name, d.cls + (f"/{d.dm_type}" if d.dm_type else ""), show(d.scheduler),
-                     show(d.queue.get("read_ahead_kb")), d.identity, drift, knobs])
-    out.heading(f"profile: {report.profile}")
-    rules = intent.installed_rules(active.record)
-    if rules is not None:
-        out.heading(f"udev rules: {rules['path']} (profile {rules.get('ref')}"
-                  + (", every device)" if rules.get("scope") is None else f", {len(rules['scope'])} device(s))"))
-    _print_scope(report, out)
-    out.print(out.table(STATUS_COLUMNS, rows))
-    if out.verbose:
-        _print_owners(report, out)
-    return report.exit_code
-
-
-def _print_owners(report, out) -> None:
-    """Who set each value shown (-v): one line per device and attribute."""
-    from tunectl.owners import current_value
-    from tunectl.report import show, table
-
-    rows = []
-    for d in report.devices:
-        found = report.owners.get(d.name)
-        for attr, owner in sorted(found.owners.items()) if found is not None else ():
-            rows.append([d.name, attr, show(current_value(d, attr)), owner.kind, owner.detail])
-    if rows:
-        out.print("")
-        # not out.table: -o names the status table's columns
-        out.print(table(["DEVICE", "ATTRIBUTE", "VALUE", "OWNER", "WHY"], rows, width=out.width, keep=("DEVICE", "OWNER")))
-
-
-def _print_scope(report, out) -> None:
-    """Say so when the last apply's scope narrows the devices looked at (DEV arguments say it themselves)."""
-    if report.scope is not None and report.scope.origin == "last-apply":
-        out.heading(report.scope.describe(report.profile))
-
-
-def _settings_rows(settings, verbose: int, with_status: bool = False, owner=None):
-
-    rows = []
-    for s in settings:
-        status = getattr(s, "status", None)
-        setting = getattr(s, "setting", s)
-        if not verbose and status in (Status.IN_SYNC, Status.SKIP):
-            continue
-        note = getattr(s, "error", "") or setting.reason
-        row = [setting.device, setting.attribute, _before_after(setting), setting.source]
-        if with_status:
-            row.append(status)
-        rows.append(row + [note] + ([_owner_cell(owner(setting.device, setting.attribute))] if owner else []))
-    return rows
-
-
-def _owner_cell(owner) -> str:
-    return "-" if owner is None else owner.detail
-
-
-def _before_after(setting) -> str:
-    """``8192 -> 8192 (in 128..)`` for a range; ``- -> 128.. (decided after the switch)`` when not yet known."""
-    from tunectl.attributes import range_text
-    from tunectl.report import show
-
-    if setting.bounds is None:
-        return f"{show(setting.before)} -> {show(setting.after)}"
-    if setting.after is None:
-        return f"{show(setting.before)} -> {range_text(setting.bounds)}"
-    return f"{show(setting.before)} -> {show(setting.after)} (in {range_text(setting.bounds)})"
-
-
-def _print_skipped(skipped: list[tuple[str, str]], out) -> None:
-    for device, reason in skipped:
-        out.heading(f"skipped {device}: {reason}")  # on stderr when -o/-r/-P make stdout the table alone
-
-
-def _summary(statuses: list[str]) -> str:
-    counts: dict[str, int] = {}
-    for st in statuses:
-        counts[st] = counts.get(st, 0) + 1
-    return ", ".join(f"{n} {st}" for st, n in sorted(counts.items())) or "nothing to do"
+    report.notes, report.applied = active.notes, active.intent is not None
+    report.rules = active.intent.rules if active.intent is not None else None
+    return out.show(report)
 
 
 def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
@@ -251,26 +136,12 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
                          owners_of=_owners_of() if verify else None)
     _warn_profile(report, out)
     _say_adopted(tuning.adopt_seen(ctx, report.devices), out)
-    benched = _running_bench(ctx) if verify else []
-    drift = [s for s in report.drift if s.device not in benched]
-    code = ExitCode.DRIFT if verify and (drift or report.relinked) else ExitCode.OK
+    report.notes = active.notes
+    report.held = benched = _running_bench(ctx) if verify else []
     if benched:
         out.warn(f"tunectl: note: a bench is running on {', '.join(benched)}: its temporary values there are not "
                  "drift; verify again when it ends")
-    if out.json:
-        out.emit(dict(report.to_json(), in_sync=not drift and not report.relinked, notes=active.notes))
-        return code
-    rows = _settings_rows(report.settings, out.verbose, with_status=True, owner=report.owner if verify else None)
-    out.heading(f"profile: {report.profile}")
-    _print_scope(report, out)
-    if rows:
-        out.print(out.table(VERIFY_COLUMNS if verify else SETTING_COLUMNS, rows))
-    _print_skipped(report.skipped, out)
-    out.heading(_summary([s.status for s in report.settings]))
-    if verify:
-        out.heading("in sync" if not drift and not report.relinked else
-                    f"drift: {len(drift)} setting(s) differ, {len(report.relinked)} tuned loop device(s) changed identity")
-    return code
+    return out.show(report)
 
 
 def _cmd_apply(ctx, args, out) -> int:
@@ -286,63 +157,17 @@ def _cmd_apply(ctx, args, out) -> int:
         if args.detailed_exitcode:  # its callers read 2 as "changed": every error is 1, a bad profile or state (5) too
             e.exit_code = ExitCode.DRIFT
         raise
-    code = _render_apply(report, args, out)
+    code = _show_apply(report, args, out)
     if args.detailed_exitcode:
         return 1 if code != ExitCode.OK else (2 if report.changed else 0)
     return code
 
 
-def _render_apply(report, args, out) -> int:
-
+def _show_apply(report, args, out) -> int:
+    """apply's and rollback's result: the profile's warnings first (stderr), then the report (tunectl.tuning.text)."""
     _warn_profile(report, out)
-    if out.json:
-        out.emit(report.to_json())
-        return report.exit_code
-    for note in report.notes:
-        out.warn(f"tunectl: note: {note}")
-    rows = _settings_rows(report.outcomes, out.verbose, with_status=True)
-    if getattr(args, "diff", False):
-        diff = _diff(report.outcomes)
-        if diff:
-            out.stdout.write(diff)  # the requested data: printed even with -q
-        for device, reason in report.skipped:  # stdout stays a patch
-            out.warn(f"tunectl: note: skipped {device}: {reason}")
-    else:
-        if rows:
-            out.print(out.table(SETTING_COLUMNS, rows))
-        _print_skipped(report.skipped, out)
-    verb = "would change" if report.check else "changed"
-    n = sum(o.status in (Status.CHANGED, Status.CHANGE) for o in report.outcomes)
-    out.say(f"{report.profile}: {verb} {n} setting(s); {_summary([o.status for o in report.outcomes])}")
-    if report.record_error:
-        from tunectl.report import error_lines
-
-        for line in error_lines(report.record_error, "free space or fix the state directory, then run the same "
-                                "apply again: it changes nothing and saves the record"):
-            out.warn(line)
-    elif report.exit_code == ExitCode.NOT_PERMITTED:
-        out.warn("tunectl: error: the kernel refused the writes (not permitted): nothing was changed or recorded\n"
-                 "hint: run as root")
-    return report.exit_code
-
-
-def _diff(outcomes) -> str:
-    """One pseudo-file per device, ``DEV/queue``: a line ``attribute: value`` per planned setting, before and
-    after, as a unified diff (`patch -p1` applies it to such a dump)."""
-    from tunectl.report import escape_field, show, unified_diff
-
-    devices: dict[str, tuple[list[str], list[str]]] = {}
-    for o in sorted(outcomes, key=lambda o: (o.setting.device, o.setting.attribute)):
-        s = o.setting
-        before = escape_field(show(s.before))
-        after = before
-        if o.status in (Status.CHANGED, Status.CHANGE):
-            after = show(s.after) if s.bounds is None or s.after is not None else _before_after(s).split(" -> ")[1]
-        old, new = devices.setdefault(s.device, ([], []))
-        old.append(f"{s.attribute}: {before}\n")
-        new.append(f"{s.attribute}: {escape_field(after)}\n")
-    return "".join(unified_diff("".join(old), "".join(new), f"a/{dev}/queue", f"b/{dev}/queue")
-                   for dev, (old, new) in devices.items())
+    report.show_diff = bool(getattr(args, "diff", False))  # --diff: the changes as a patch
+    return out.show(report)
 
 
 def _cmd_rollback(ctx, args, out) -> int:
@@ -355,7 +180,7 @@ def _cmd_rollback(ctx, args, out) -> int:
             out.warn(f"tunectl: note: {note}")
         out.stdout.write(restore_script(report.outcomes, str(ctx.roots.sys if ctx.roots else ctx.sysfs.root)))
         return report.exit_code
-    return _render_apply(report, args, out)
+    return _show_apply(report, args, out)
 
 
 def restore_script(outcomes, sys_root: str) -> str:

@@ -6,11 +6,10 @@ Each returns a report object; rendering and exit codes are the CLI's business.
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from tunectl import __version__
@@ -24,13 +23,15 @@ from tunectl.devices.model import Device
 from tunectl.devices.resolve import Resolver
 from tunectl.errors import ExitCode, StateError, UsageError
 from tunectl.profile.resolve import Profile
+from tunectl.report import Report
 from tunectl.status import Status
 from tunectl.system import rulesfile
 from tunectl.system.roots import under_dev
 from tunectl.system.state import ACTIVE
 from tunectl.tuning import apply as applying
-from tunectl.tuning import intent, relink
-from tunectl.tuning.intent import load_profile_for
+from tunectl.tuning import intent, journal, relink
+from tunectl.tuning.intent import Intent, load_profile_for
+from tunectl.tuning.journal import ChangedBy, Journal
 from tunectl.tuning.plan import Setting, make_plan, queue_attrs_of
 from tunectl.tuning.topology import DeviceWarning, read_ahead_warnings
 from tunectl.units import format_bytes
@@ -69,7 +70,7 @@ class Scope:
 
 
 @dataclass
-class PlanReport:
+class PlanReport(Report):
     profile: str
     devices: list[Device]
     settings: list[Setting]
@@ -80,6 +81,10 @@ class PlanReport:
     kind: str = "plan"  # "status" | "plan" | "verify": which command's document and exit code
     owners: dict[str, DeviceOwners] = field(default_factory=dict)  # status, verify: who set each value shown
     relinked: list[str] = field(default_factory=list)  # verify: tuned loop devices whose identity changed (warnings)
+    notes: list[str] = field(default_factory=list)  # what chose the profile (the cli says them first, on stderr)
+    held: list[str] = field(default_factory=list)  # verify: devices a running bench holds temporary values on
+    applied: bool = False  # status: a profile is recorded (the record of intent)
+    rules: intent.Rules | None = None  # status: the installed udev rules the record names (None: none)
 
     def owner(self, device: str, attribute: str) -> Owner | None:
         found = self.owners.get(device)
@@ -94,8 +99,13 @@ class PlanReport:
         return [s for s in self.settings if s.is_drift]
 
     @property
+    def counted_drift(self) -> list[Setting]:
+        """The drift verify counts: not the temporary values of a running bench."""
+        return [s for s in self.drift if s.device not in self.held]
+
+    @property
     def exit_code(self) -> ExitCode:
-        return ExitCode.DRIFT if self.kind == "verify" and (self.drift or self.relinked) else ExitCode.OK
+        return ExitCode.DRIFT if self.kind == "verify" and (self.counted_drift or self.relinked) else ExitCode.OK
 
     def to_json(self) -> dict:
         scope = self.scope.to_json() if self.scope is not None else None
@@ -104,15 +114,26 @@ class PlanReport:
                     "devices": [dict(d.to_json(), drift=[s.to_json() for s in self.drift if s.device == d.name],
                                      warnings=[w.to_json() for w in self.device_warnings if w.device == d.name],
                                      owners=self.owners[d.name].to_json() if d.name in self.owners else {})
-                                for d in self.devices]}
+                                for d in self.devices],
+                    "applied": self.applied, "notes": self.notes,
+                    "rules": self.rules.to_json() if self.rules is not None else None}
         settings = [s.to_json() for s in self.settings]
         if self.kind == "verify":
             settings = [dict(j, owner=_owner_json(self.owner(s.device, s.attribute)))
                         for s, j in zip(self.settings, settings)]
-        return {"profile": self.profile, "in_sync": not self.drift and not self.relinked, "scope": scope,
+        return {"profile": self.profile, "in_sync": not self.counted_drift and not self.relinked, "scope": scope,
                 "settings": settings,
                 "skipped": [{"device": d, "reason": r} for d, r in self.skipped],
-                "device_warnings": [w.to_json() for w in self.device_warnings]}
+                "device_warnings": [w.to_json() for w in self.device_warnings], "notes": self.notes}
+
+    def print_text(self, out) -> None:
+        """status: a row per device; plan and verify: a row per setting, then the summary (tunectl.tuning.text)."""
+        from tunectl.tuning import text
+
+        if self.kind == "status":
+            text.print_status(self, out)
+        else:
+            text.print_plan(self, out)
 
 
 def _owner_json(owner: Owner | None) -> dict | None:
@@ -120,7 +141,7 @@ def _owner_json(owner: Owner | None) -> dict | None:
 
 
 @dataclass
-class ApplyReport:
+class ApplyReport(Report):
     profile: str
     outcomes: list[applying.Outcome]
     check: bool = False
@@ -131,6 +152,7 @@ class ApplyReport:
     record_error: str = ""  # the settings were written, the record of intent could not be saved
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (device, why the profile sets nothing on it)
     unmatched: list[str] = field(default_factory=list)  # named devices that may be a journalled one (in warnings)
+    show_diff: bool = False  # the text: the changes as a patch (apply --diff)
 
     @property
     def changed(self) -> bool:
@@ -153,15 +175,18 @@ class ApplyReport:
             return ExitCode.PARTIAL
         return ExitCode.OK
 
+    def print_text(self, out) -> None:
+        """The settings written (or that would be), skips, a summary; what failed and how to go on."""
+        from tunectl.tuning.text import print_apply
 
-scoped_record = intent.with_scope
+        print_apply(self, out)
 
 
 def last_apply_scope(ctx: Context, profile: Profile, devices: list[Device]) -> Scope | None:
     """The scope of the last apply, when it applied `profile` to some devices only; else None (every device)."""
     record = intent.current(ctx)
-    wanted = intent.scope_of(record)
-    if wanted is None or not intent.same_profile(record, {"name": profile.name, "files": profile.files}):
+    wanted = record.scope if record is not None else None
+    if wanted is None or not record.of_profile(profile.name, profile.files):
         return None  # another profile than the one last applied: no scope of its own
     present = {d.identity: d.name for d in devices}
     return Scope("last-apply", tuple(present[i] for i in wanted if i in present), tuple(wanted),
@@ -214,15 +239,15 @@ def _relinked(ctx: Context, devices: list[Device]) -> list[str]:
     if not any(d.backing for d in devices):
         return []
     try:
-        journal = ctx.state.journal()
+        kept = journal.load(ctx.state)
     except StateError:
         return []  # a journal rollback cannot use: status and rollback say why
-    return [relink.warning(identity, dev, restored=False) for identity, dev in relink.orphans(journal, devices).items()]
+    return [relink.warning(identity, dev, restored=False) for identity, dev in relink.orphans(kept, devices).items()]
 
 
 def _rules_path(ctx: Context) -> str | None:
-    rules = intent.installed_rules(intent.current(ctx))
-    return rules["path"] if rules is not None else None
+    record = intent.current(ctx)
+    return record.rules.path if record is not None and record.rules is not None else None
 
 
 def skip_reasons(profile: Profile, devices: list[Device], settings: list[Setting]) -> list[tuple[str, str]]:
@@ -285,15 +310,15 @@ def status(ctx: Context, profile: Profile, owners_of: OwnersOf, dev_refs: list[s
                       owners=owners_of(ctx, shown, settings, rules_path=_rules_path(ctx)))
 
 
-def apply(ctx: Context, active: intent.Active, dev_refs: list[str] | None = None, check: bool = False,
+def apply(ctx: Context, choice: intent.Choice, dev_refs: list[str] | None = None, check: bool = False,
           stack: bool = False, scoped: bool = False) -> ApplyReport:
-    """Write the plan of `active.profile` (`scoped`, without DEV: on the record's scope), journalling originals first.
+    """Write the plan of `choice.profile` (`scoped`, without DEV: on the record's scope), journalling originals first.
 
     Nothing is recorded for writes that never happened: the journal entries of
     refused or failed writes are taken back, and the record of intent is saved
     only when something was written or everything already was as wanted.
     """
-    profile = active.profile
+    profile = choice.profile
     if check:
         report = plan(ctx, None, dev_refs, profile, stack, scoped)
         return ApplyReport(profile.name, [applying.Outcome(s, s.status) for s in report.settings], check=True,
@@ -301,31 +326,25 @@ def apply(ctx: Context, active: intent.Active, dev_refs: list[str] | None = None
     with ctx.state.locked():
         # Plan under the lock: another run may have changed things while we waited.
         report = plan(ctx, None, dev_refs, profile, stack, scoped)
-        journal = ctx.state.journal()
         # Read before any write: a state file tunectl cannot use stops the run here.
-        previous = ctx.state.active_profile()
-        record = intent.with_scope(intent.record_of(profile, active.ref), previous,
-                                   None if report.scope is None else list(report.scope.identities))
+        journal.load(ctx.state)
+        previous = intent.load(ctx.state)
+        record = intent.of(profile, choice.ref).scoped(
+            previous, None if report.scope is None else list(report.scope.identities))
         # `--stack` is what a udev event runs: the values it finds may be ones the rules wrote moments before,
         # so it journals no originals and leaves the record (and scope) of the user's last apply alone.
-        adopted = [] if stack else adopt_rules_originals(ctx, previous, journal, report.devices)  # before record_originals
-        # A tuned loop device whose identity changed keeps its entry (and originals), under the identity it has now.
-        relinked = relink.orphans(journal, report.devices)
-        relink.rekey(journal, relinked)
-        moved = relink.stamp(journal, report.devices) or bool(relinked)
-        before = copy.deepcopy(journal)
-        by_name = {d.name: d for d in report.devices}
         # Only what this process may write (not root: nothing) is journalled: a refused write keeps no original.
-        mine = applying.writable(ctx.sysfs, report.settings)
-        if not stack and (applying.record_originals(journal, mine, by_name, changed_by(active.ref))
-                          or adopted or moved or ctx.state.recovered()):
-            ctx.state.save_journal(journal)
+        originals = None if stack else journal_originals(ctx, previous, report.devices,
+                                                         applying.writable(ctx.sysfs, report.settings),
+                                                         changed_by(choice.ref))
         writes_before = ctx.sysfs.writes
         started = time.perf_counter()
         outcomes = applying.apply_settings(ctx.sysfs, report.settings)
         write_seconds = time.perf_counter() - started
-        if applying.forget_unwritten(before, journal, outcomes):
-            ctx.state.save_journal(journal)
+        if originals is not None:
+            kept = applying.forget_unwritten(originals.before, originals.journal, outcomes)
+            if kept != originals.journal:
+                journal.save(ctx.state, kept)
         result = ApplyReport(profile.name, outcomes, writes=ctx.sysfs.writes - writes_before,
                              write_seconds=write_seconds, warnings=list(dict.fromkeys(report.warnings + ctx.state.warnings)),
                              skipped=report.skipped)
@@ -333,15 +352,47 @@ def apply(ctx: Context, active: intent.Active, dev_refs: list[str] | None = None
         wrote = Status.CHANGED in statuses or not statuses & {Status.FAILED, Status.NOT_PERMITTED}
         if wrote and not stack and (previous != record or ctx.state.recovered(ACTIVE)):
             try:
-                ctx.state.save_active_profile(record)
+                intent.save(ctx.state, record)
             except StateError as e:
                 result.record_error = (f"the settings were applied and their originals journalled, but the record "
                                        f"of what is tuned could not be saved: {e}")
     return result
 
 
-def changed_by(ref: str) -> dict:
-    return {"profile": ref, "tunectl": __version__, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+@dataclass(frozen=True)
+class Originals:
+    """The journal after the originals-first step (saved), as it was before this run's own originals were
+    added (`before`: what a write that never happened goes back to), and the devices adopted from udev rules."""
+
+    journal: Journal
+    before: Journal
+    adopted: list[str]
+
+
+def journal_originals(ctx: Context, record: Intent | None, devices: list[Device], settings: list[Setting] | None,
+                      by: ChangedBy | None) -> Originals:
+    """The originals-first step, under the state lock and before anything is written: apply, `udev install` (before
+    the rules are live) and adoption (plan, verify, status meeting values the rules wrote) all take it here.
+
+    1. What installed udev rules kept of devices they tuned before tunectl saw them (`adopt_rules_originals`).
+    2. With `settings`: a tuned loop device whose identity changed keeps its entry (and originals) under the
+       identity it has now, loop entries get their proof (`relink`), and the value before each change of
+       `settings` is journalled, with `by` (`applying.record_originals`). None: adoption only.
+    The journal is saved when it changed, or when it was read from an older generation.
+    """
+    read = journal.load(ctx.state)
+    kept, adopted = adopt_rules_originals(ctx, record, read, devices)
+    before = kept
+    if settings is not None:
+        before = relink.stamp(relink.rekey(kept, relink.orphans(kept, devices)), devices)
+        kept = applying.record_originals(before, settings, {d.name: d for d in devices}, by)
+    if kept != read or ctx.state.recovered():
+        journal.save(ctx.state, kept)
+    return Originals(kept, before, adopted)
+
+
+def changed_by(ref: str) -> ChangedBy:
+    return ChangedBy(ref, __version__, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
 
 def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = False,
@@ -354,48 +405,45 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
     user who cannot create the lock can still ask what a rollback would do).
     """
     with contextlib.nullcontext() if check else ctx.state.locked():
-        journal = ctx.state.journal()
-        record = ctx.state.active_profile()
+        read = journal.load(ctx.state)
+        record = intent.load(ctx.state)
         devices = _discover(ctx)
-        adopted = adopt_rules_originals(ctx, record, journal, devices)
+        kept, _ = adopt_rules_originals(ctx, record, read, devices)
         notes = _rules_before_rollback(ctx, record, check, remove_rules)
         chosen = set(Resolver(ctx, devices).whole_devices(dev_refs)) if dev_refs else None
         # A loop device whose identity changed while tuned, proven the journalled one: restored under its new identity.
-        relinked = {i: d for i, d in relink.orphans(journal, devices).items() if chosen is None or d.name in chosen}
-        journal = copy.deepcopy(journal) if check else journal  # a check changes nothing, not even what was read
-        relink.rekey(journal, relinked)
-        moved = relink.stamp(journal, devices) or bool(relinked)
-        settings = applying.rollback_plan(journal, devices, lambda d: chosen is None or d.name in chosen)
+        relinked = {i: d for i, d in relink.orphans(kept, devices).items() if chosen is None or d.name in chosen}
+        kept = relink.stamp(relink.rekey(kept, relinked), devices)
+        settings = applying.rollback_plan(kept, devices, lambda d: chosen is None or d.name in chosen)
         present = {d.identity for d in devices}
-        notes += [f"{entry['name']} ({identity}) is not present; its originals stay in the journal"
-                  for identity, entry in journal["devices"].items() if identity not in present and chosen is None]
+        notes += [f"{entry.name} ({identity}) is not present; its originals stay in the journal"
+                  for identity, entry in kept.devices.items() if identity not in present and chosen is None]
         # Warn about the devices this rollback resolves (DEV) or restores, not every device there is.
         restoring = {s.device for s in settings}
         warnings = list(ctx.state.warnings) + shared_identity_warnings(
             [d for d in devices if d.name in restoring or chosen is not None and d.name in chosen], devices)
-        unmatched = _lost_loop_identities(journal, devices, chosen or set(), present)
+        unmatched = _lost_loop_identities(kept, devices, chosen or set(), present)
         warnings += unmatched + [relink.warning(i, d, restored=False) for i, d in relinked.items()]
         if check:
             return ApplyReport("journal", [applying.Outcome(s, s.status) for s in settings], check=True, notes=notes,
                                warnings=warnings, unmatched=unmatched)
-        if remove_rules and record is not None and intent.installed_rules(record):
-            record = {k: v for k, v in record.items() if k != "rules"}
-            ctx.state.save_active_profile(record)
+        if remove_rules and record is not None and record.rules is not None:
+            record = replace(record, rules=None)
+            intent.save(ctx.state, record)
         writes_before = ctx.sysfs.writes
         outcomes = applying.apply_settings(ctx.sysfs, settings)
         failed = {o.setting.identity for o in outcomes if o.status not in (Status.CHANGED, Status.IN_SYNC)}
         restored = {o.setting.identity for o in outcomes} - failed
-        for identity in restored:
-            journal["devices"].pop(identity, None)
+        kept = kept.without(restored)
         try:
-            if restored or adopted or moved or ctx.state.recovered():
-                ctx.state.save_journal(journal)
+            if kept != read or ctx.state.recovered():
+                journal.save(ctx.state, kept)
             if record is not None:
-                left = intent.without(record, restored | {i for i, d in relinked.items() if d.identity in restored})
-                if (chosen is None and not journal["devices"]) or left.get("scope") == []:
-                    ctx.state.clear_active_profile()  # nothing is tuned any more: verify says "nothing applied"
+                left = record.without(restored | {i for i, d in relinked.items() if d.identity in restored})
+                if (chosen is None and not kept.devices) or left.scope == ():
+                    intent.clear(ctx.state)  # nothing is tuned any more: verify says "nothing applied"
                 elif left != record:
-                    ctx.state.save_active_profile(left)
+                    intent.save(ctx.state, left)
         except StateError as e:  # the devices are restored already: say so, not only that the state is stuck
             done = sorted({o.setting.device for o in outcomes if o.status == Status.CHANGED})
             raise StateError(f"{e.message}. The devices were restored ({len(done)} changed: {', '.join(done) or 'none'}"
@@ -405,33 +453,37 @@ def rollback(ctx: Context, dev_refs: list[str] | None = None, check: bool = Fals
                        warnings=warnings, unmatched=unmatched)
 
 
-def _lost_loop_identities(journal: dict, devices: list[Device], chosen: set[str], present: set[str]) -> list[str]:
+def _lost_loop_identities(kept: Journal, devices: list[Device], chosen: set[str], present: set[str]) -> list[str]:
     """A named loop device with no journal entry of its own, whose name an entry of a loop device no longer present
     holds: its backing file was renamed or deleted (or its twin detached) while it was tuned. Nothing tells tunectl
     it is the same device, so nothing is written; the rollback says so and does not exit 0."""
     found = []
     for dev in devices:
-        if dev.name not in chosen or dev.cls != "loop" or dev.identity in journal["devices"]:
+        if dev.name not in chosen or dev.cls != "loop" or dev.identity in kept:
             continue
-        for identity, entry in journal["devices"].items():
-            if identity.startswith("loop:") and identity not in present and entry.get("name") == dev.name:
+        for identity, entry in kept.devices.items():
+            if identity.startswith("loop:") and identity not in present and entry.name == dev.name:
                 found.append(f"tunectl: warning: {dev.name} ({dev.identity}) was journalled as {identity}: its backing "
                              "file was renamed, deleted or re-attached since it was tuned; its originals stay in the "
                              f"journal and nothing was restored on it (check it with `tunectl status -v {dev.name}`)")
     return found
 
 
-def adopt_rules_originals(ctx: Context, record: dict | None, journal: dict, devices: list[Device]) -> list[str]:
-    """Journal what installed rules kept of devices tuned before any tunectl command saw them (tuning.adopt)."""
+def adopt_rules_originals(ctx: Context, record: Intent | None, kept: Journal,
+                          devices: list[Device]) -> tuple[Journal, list[str]]:
+    """The journal with what installed rules kept of devices tuned before any tunectl command saw them
+    (tuning.adopt), and the devices adopted."""
     from tunectl.tuning.adopt import adopt
 
-    rules = intent.installed_rules(record)
-    if rules is None:
-        return []
-    by = dict(changed_by(str(rules.get("ref"))), via="udev rules")
-    scope = rules.get("scope")
-    return adopt(journal, devices, lambda d: ctx.udev.record(d.devnum).properties, by,
-                 scope=scope if isinstance(scope, list) else None)
+    if record is None or record.rules is None:
+        return kept, []
+    by = replace(changed_by(str(record.rules.ref)), via="udev rules")
+    # What install kept for below: wins over udev's database: a disk's first event after install may come after the
+    # RUN of a stack above it wrote below:, and the rules would keep that value. The database has the rest, and the
+    # devices that appeared after install (their first event comes before any stack over them).
+    found = record.rules.kept
+    return adopt(kept, devices, lambda d: {**ctx.udev.record(d.devnum).properties, **found.get(d.identity, {})}, by,
+                 scope=record.rules.scope)
 
 
 def adopt_seen(ctx: Context, devices: list[Device]) -> list[str]:
@@ -440,33 +492,27 @@ def adopt_seen(ctx: Context, devices: list[Device]) -> list[str]:
     Takes the lock only when there is something to journal and the state directory is writable.
     """
     record = intent.current(ctx)
-    if intent.installed_rules(record) is None or not os.access(ctx.state.dir, os.W_OK):
+    if record is None or record.rules is None or not os.access(ctx.state.dir, os.W_OK):
         return []
-    if not adopt_rules_originals(ctx, record, copy.deepcopy(ctx.state.journal()), devices):
+    if not adopt_rules_originals(ctx, record, journal.load(ctx.state), devices)[1]:
         return []
     with ctx.state.locked():
-        journal = ctx.state.journal()
-        adopted = adopt_rules_originals(ctx, ctx.state.active_profile(), journal, devices)
-        if adopted:
-            ctx.state.save_journal(journal)
-    return adopted
+        return journal_originals(ctx, intent.load(ctx.state), devices, None, None).adopted
 
 
-def _rules_before_rollback(ctx: Context, record: dict | None, check: bool, remove_rules: bool) -> list[str]:
+def _rules_before_rollback(ctx: Context, record: Intent | None, check: bool, remove_rules: bool) -> list[str]:
     """Refuse a rollback the installed udev rules would undo; with `remove_rules`, remove them first."""
-    rules = intent.installed_rules(record)
-    if rules is None or not os.path.exists(rules["path"]):
+    rules = record.rules if record is not None else None
+    if rules is None or not os.path.exists(rules.path):
         return []
     if check and remove_rules:
-        return [f"would remove udev rules {rules['path']} (profile {rules.get('name') or rules.get('ref')}) "
-                "before restoring"]
+        return [f"would remove udev rules {rules.path} (profile {rules.profile}) before restoring"]
     if check:
-        return [f"udev rules {rules['path']} are installed: a rollback needs --remove-rules, or the next change "
+        return [f"udev rules {rules.path} are installed: a rollback needs --remove-rules, or the next change "
                 "event writes their values again"]
     if not remove_rules:
-        raise UsageError(f"udev rules {rules['path']} (profile {rules.get('ref')}) are installed: the next change "
+        raise UsageError(f"udev rules {rules.path} (profile {rules.ref}) are installed: the next change "
                          "event would write their values again after a rollback, so nothing was restored",
                          hint="tunectl rollback --remove-rules removes the rules first; or keep the rules")
-    problems = rulesfile.remove(rules["path"], ctx.run)
-    said = f"removed udev rules {rules['path']} (profile {rules.get('name') or rules.get('ref')}) before restoring"
-    return [said] + problems
+    problems = rulesfile.remove(rules.path, ctx.run)
+    return [f"removed udev rules {rules.path} (profile {rules.profile}) before restoring"] + problems

@@ -13,50 +13,51 @@ their identity (an upgrade on read, saved with the journal's next change).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tunectl.devices.model import Device
+from tunectl.tuning.journal import Journal, LoopProof
 
 
-def proof(dev: Device) -> dict[str, str] | None:
-    return {"backing": dev.backing, "devnum": dev.devnum} if dev.cls == "loop" and dev.backing and dev.devnum else None
+def proof(dev: Device) -> LoopProof | None:
+    return LoopProof(dev.backing, dev.devnum) if dev.cls == "loop" and dev.backing and dev.devnum else None
 
 
-def stamp(journal: dict, devices: list[Device]) -> bool:
-    """Give the entries of present loop devices that lack it their proof. True if the journal changed."""
-    changed = False
+def stamp(journal: Journal, devices: list[Device]) -> Journal:
+    """The journal with the entries of present loop devices that lack it given their proof."""
     for dev in devices:
-        entry = journal["devices"].get(dev.identity)
+        entry = journal.get(dev.identity)
         found = proof(dev)
-        if entry is not None and found is not None and "loop" not in entry:
-            entry["loop"] = found
-            changed = True
-    return changed
+        if entry is not None and found is not None and entry.loop is None:
+            journal = journal.with_entry(dev.identity, replace(entry, loop=found))
+    return journal
 
 
-def orphans(journal: dict, devices: list[Device]) -> dict[str, Device]:
+def orphans(journal: Journal, devices: list[Device]) -> dict[str, Device]:
     """Orphaned journal identity -> the present loop device (with no entry of its own) that its proof names."""
     present = {d.identity for d in devices}
     by_proof = {}
     for dev in devices:
         found = proof(dev)
-        if found is not None and dev.identity not in journal["devices"]:
-            by_proof[(found["backing"], found["devnum"])] = dev
+        if found is not None and dev.identity not in journal:
+            by_proof[found] = dev
     out = {}
-    for identity, entry in journal["devices"].items():
-        kept = entry.get("loop")
-        if identity in present or not identity.startswith("loop:") or not isinstance(kept, dict):
+    for identity, entry in journal.devices.items():
+        if identity in present or not identity.startswith("loop:") or entry.loop is None:
             continue
-        dev = by_proof.get((kept.get("backing"), kept.get("devnum")))
+        dev = by_proof.get(entry.loop)
         if dev is not None and dev not in out.values():
             out[identity] = dev
     return out
 
 
-def rekey(journal: dict, found: dict[str, Device]) -> None:
-    """Move each orphaned entry to the identity its device has now (its name and proof updated)."""
+def rekey(journal: Journal, found: dict[str, Device]) -> Journal:
+    """Each orphaned entry moved to the identity its device has now (its name updated)."""
     for identity, dev in found.items():
-        entry = journal["devices"].pop(identity)
-        entry["name"] = dev.name
-        journal["devices"][dev.identity] = entry
+        entry = journal.get(identity)
+        if entry is not None:
+            journal = journal.without([identity]).with_entry(dev.identity, replace(entry, name=dev.name))
+    return journal
 
 
 def warning(identity: str, dev: Device, restored: bool) -> str:

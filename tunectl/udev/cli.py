@@ -78,11 +78,7 @@ def run(ctx, args, out) -> int:
                      "(tuned by the rules before tunectl saw them): `tunectl rollback` restores them")
     else:
         report = install.check(ctx, args.profile, args.rules_dir, warn, args.all)
-    if out.json:
-        out.emit(report.to_json())
-    else:
-        TEXT[args.udev_command](report, out)
-    return report.exit_code
+    return out.show(report)
 
 
 def _warn_other_writers(ctx, report, out) -> None:
@@ -101,63 +97,11 @@ def _which_rules(report, pure: bool, everything: bool) -> str:
     if not pure:
         where = "every device" if report.scope is None else f"the {len(report.scope)} device(s) of the last apply's scope"
         return f"the rules `tunectl udev install{' --all' if everything else ''}` writes: profile {name}, {where}"
-    from tunectl.tuning import intent
-
-    scope = None if everything else intent.scope_of(report.active.record)
+    record = report.active.intent
+    scope = None if everything or record is None else record.scope
     where = "for every device" if scope is None else f"for the {len(scope)} device(s) of the last apply's scope"
     return (f"profile {name}'s own rules for every device; `tunectl udev install -p {name}` writes them {where}, "
             f"keeping each original for the journal: `tunectl udev render -p {name} --as-installed` shows that file")
-
-
-def _render_text(report, out) -> None:
-    out.stdout.write(report.rendered.text)  # the requested data: printed even with -q
-
-
-def _install_text(report, out) -> None:
-    for p in report.problems:
-        out.warn(f"tunectl: warning: {p}")
-    verb = "installed" if report.changed else "unchanged"
-    scope = report.render.scope
-    where = "every device" if scope is None else f"{len(scope)} device(s) of the last apply's scope"
-    out.say(f"{verb}: {report.path} (profile {report.render.profile.name}, {where}, {report.render.rendered.digest})")
-    if report.journalled:
-        out.say(f"originals journalled first: {report.journalled} setting(s) the rules will change")
-    if report.reloaded:
-        out.print("udev rules reloaded")
-    if report.triggered:
-        sent = report.triggered_devices
-        out.say("change events sent to every block disk; udev settled" if sent is None else
-                f"change events sent to the devices in scope ({', '.join(sent) or 'none present'}); udev settled")
-
-
-def _remove_text(report, out) -> None:
-    for p in report.problems:
-        out.warn(f"tunectl: warning: {p}")
-    out.say(f"removed: {report.path}" if report.removed else f"not installed: {report.path}")
-    if report.removed:
-        out.say("values the rules wrote stay until a rollback: `tunectl rollback` restores what was journalled "
-                "(before `udev install`, and the originals the rules kept in udev's database, journalled by this "
-                "removal at the latest); a value whose original neither kept, such as one written by rules "
-                "installed before they kept originals, keeps the rules' value (see tunectl(8), ROLLBACK)")
-
-
-def _check_text(report, out) -> None:
-    name, digest = report.render.profile.name, report.render.rendered.digest
-    if report.in_sync:
-        out.say(f"in sync: {report.path} is what profile {name} renders ({digest})")
-    elif report.installed is None:
-        out.say(f"not installed: {report.path}; `tunectl udev install -p {name}` writes it")
-    else:
-        out.say(f"differs: {report.path} ({report.installed_digest or 'no tunectl digest'}) is not what profile "
-                  f"{name} renders ({digest})")
-        limit = None if out.verbose else 60
-        for line in report.diff[:limit]:
-            out.print(line)
-        if limit is not None and len(report.diff) > limit:
-            out.print(f"... {len(report.diff) - limit} more diff lines (-v shows all)")
-
-
-TEXT = {"render": _render_text, "install": _install_text, "remove": _remove_text, "check": _check_text}
 
 
 def monitor(ctx, args, out, events=None) -> int:

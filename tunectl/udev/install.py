@@ -13,13 +13,14 @@ import difflib
 import os
 import re
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tunectl.attributes import modular_schedulers
 from tunectl.errors import ExitCode, NotPermitted, UsageError
 from tunectl.profile.library import find_profile
 from tunectl.profile.resolve import Profile, load_profile
+from tunectl.report import Report
 from tunectl.status import Status
 from tunectl.system import rulesfile, trust
 from tunectl.system.rulesfile import RulesError
@@ -28,7 +29,8 @@ from tunectl.system.udevadm import Udevadm
 from tunectl.tuning import intent
 from tunectl.tuning import operations as tuning
 from tunectl.udev.lint import lint
-from tunectl.udev.render import RULES_FILE, Rendered, render_rules
+from tunectl.udev.render import RULES_FILE, Rendered, below_attributes, render_rules
+from tunectl.udev.scope import orig_name
 
 _DIGEST_RE = re.compile(r"^# digest (sha256:[0-9a-f]{64})", re.MULTILINE)
 SEARCH_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
@@ -41,8 +43,8 @@ def rules_dir_of(ctx, rules_dir: str | None) -> str:
     """--rules-dir, else the directory the record of intent says the rules were installed in, else udev's /etc."""
     if rules_dir:
         return rules_dir
-    rules = intent.installed_rules(intent.current(ctx))
-    return str(Path(rules["path"]).parent) if rules is not None else DEFAULT_RULES_DIR
+    record = intent.current(ctx)
+    return str(Path(record.rules.path).parent) if record is not None and record.rules is not None else DEFAULT_RULES_DIR
 
 
 def _euid() -> int:
@@ -65,7 +67,7 @@ def tunectl_executable(env) -> str | None:
     return os.path.abspath(found) if found else None
 
 
-def load_for_rules(ctx, ref: str | None) -> tuple[Profile, intent.Active]:
+def load_for_rules(ctx, ref: str | None) -> tuple[Profile, intent.Choice]:
     """The profile (-p, else the record of intent's), loaded from an absolute path (a udev RUN has no working
     directory)."""
     active = intent.choose(ctx, ref, "udev install")
@@ -74,10 +76,10 @@ def load_for_rules(ctx, ref: str | None) -> tuple[Profile, intent.Active]:
 
 
 @dataclass
-class RenderReport:
+class RenderReport(Report):
     profile: Profile
     rendered: Rendered
-    active: intent.Active
+    active: intent.Choice
     scope: list[str] | None = None  # the identities the rules match; None: every device
 
     @property
@@ -89,6 +91,10 @@ class RenderReport:
                 "runs_tunectl": self.rendered.runs_tunectl, "scope": self.scope, "notes": self.rendered.notes,
                 "rules": self.rendered.text}
 
+    def print_text(self, out) -> None:
+        """The rules file itself."""
+        out.stdout.write(self.rendered.text)  # the requested data: printed even with -q
+
 
 def render(ctx, ref: str | None, everything: bool = False, pure: bool = False) -> RenderReport:
     """The rules `udev install` writes: limited to the record of intent's scope (unless `everything`), and keeping
@@ -96,13 +102,14 @@ def render(ctx, ref: str | None, everything: bool = False, pure: bool = False) -
     profile, active = load_for_rules(ctx, ref)
     # The running kernel's modular schedulers are an input of the rules, read here at the edge.
     modules = modular_schedulers(ctx.modules.loadable())
-    scope = None if everything or pure else intent.scope_of(active.record)
+    scope = None if everything or pure or active.intent is None or active.intent.scope is None \
+        else list(active.intent.scope)
     return RenderReport(profile, render_rules(profile, tunectl_executable(ctx.env), modules=modules,
                                               identities=scope, capture=not pure), active, scope)
 
 
 @dataclass
-class InstallReport:
+class InstallReport(Report):
     render: RenderReport
     path: Path
     changed: bool
@@ -124,9 +131,26 @@ class InstallReport:
                 "changed": self.changed, "reloaded": self.reloaded,
                 "triggered": self.triggered, "notes": rendered.notes, "problems": self.problems}
 
+    def print_text(self, out) -> None:
+        """The problems, then what was installed where, what was journalled first, reloaded and triggered."""
+        for p in self.problems:
+            out.warn(f"tunectl: warning: {p}")
+        verb = "installed" if self.changed else "unchanged"
+        scope = self.render.scope
+        where = "every device" if scope is None else f"{len(scope)} device(s) of the last apply's scope"
+        out.say(f"{verb}: {self.path} (profile {self.render.profile.name}, {where}, {self.render.rendered.digest})")
+        if self.journalled:
+            out.say(f"originals journalled first: {self.journalled} setting(s) the rules will change")
+        if self.reloaded:
+            out.print("udev rules reloaded")
+        if self.triggered:
+            sent = self.triggered_devices
+            out.say("change events sent to every block disk; udev settled" if sent is None else
+                    f"change events sent to the devices in scope ({', '.join(sent) or 'none present'}); udev settled")
+
 
 @dataclass
-class RemoveReport:
+class RemoveReport(Report):
     path: Path
     removed: bool
     reloaded: bool = False
@@ -141,9 +165,20 @@ class RemoveReport:
         return {"ok": self.exit_code == ExitCode.OK, "path": str(self.path), "removed": self.removed,
                 "reloaded": self.reloaded, "problems": self.problems}
 
+    def print_text(self, out) -> None:
+        """The problems, then whether the file was removed and what stays until a rollback."""
+        for p in self.problems:
+            out.warn(f"tunectl: warning: {p}")
+        out.say(f"removed: {self.path}" if self.removed else f"not installed: {self.path}")
+        if self.removed:
+            out.say("values the rules wrote stay until a rollback: `tunectl rollback` restores what was journalled "
+                    "(before `udev install`, and the originals the rules kept in udev's database, journalled by this "
+                    "removal at the latest); a value whose original neither kept, such as one written by rules "
+                    "installed before they kept originals, keeps the rules' value (see tunectl(8), ROLLBACK)")
+
 
 @dataclass
-class RulesCheckReport:
+class RulesCheckReport(Report):
     render: RenderReport
     path: Path
     installed: str | None
@@ -166,6 +201,22 @@ class RulesCheckReport:
         return {"in_sync": self.in_sync, "installed": self.installed is not None, "path": str(self.path),
                 "profile": self.render.profile.name, "digest": self.render.rendered.digest,
                 "installed_digest": self.installed_digest, "diff": self.diff}
+
+    def print_text(self, out) -> None:
+        """In sync, not installed, or differs (with the diff: 60 lines, all with -v)."""
+        name, digest = self.render.profile.name, self.render.rendered.digest
+        if self.in_sync:
+            out.say(f"in sync: {self.path} is what profile {name} renders ({digest})")
+        elif self.installed is None:
+            out.say(f"not installed: {self.path}; `tunectl udev install -p {name}` writes it")
+        else:
+            out.say(f"differs: {self.path} ({self.installed_digest or 'no tunectl digest'}) is not what profile "
+                      f"{name} renders ({digest})")
+            limit = None if out.verbose else 60
+            for line in self.diff[:limit]:
+                out.print(line)
+            if limit is not None and len(self.diff) > limit:
+                out.print(f"... {len(self.diff) - limit} more diff lines (-v shows all)")
 
 
 def _untrusted(path: str) -> str | None:
@@ -241,9 +292,9 @@ def install(ctx, ref: str | None, rules_dir: str | None, trigger: bool, warn=Non
     data = rendered.rendered.text.encode()
     with ctx.state.locked():
         # Originals first: once the rules are live, any event may write the devices they match.
-        journalled, in_scope = journal_for_rules(ctx, rendered.profile, rendered.active.ref, rendered.scope)
+        journalled, in_scope, kept = journal_for_rules(ctx, rendered.profile, rendered.active.ref, rendered.scope)
         changed = rulesfile.write(target, data)
-        _record_rules(ctx, rendered, target)
+        _record_rules(ctx, rendered, target, kept)
     report = InstallReport(rendered, target, changed, journalled=journalled)
     report.problems.extend(f"{u}; installed anyway (--allow-untrusted-profile)" for u in untrusted)
     if udevadm.running():
@@ -265,36 +316,51 @@ def install(ctx, ref: str | None, rules_dir: str | None, trigger: bool, warn=Non
     return report
 
 
-def _record_rules(ctx, rendered: RenderReport, target: Path) -> None:
-    """The record of intent says which rules are installed: file, profile (and its hash), scope. Under the lock."""
+def _record_rules(ctx, rendered: RenderReport, target: Path, kept: dict[str, dict[str, str]]) -> None:
+    """The record of intent says which rules are installed: file, profile (and its hash), scope, and the originals
+    kept for below: (`kept`; those a re-install finds kept already stay as they were). Under the lock."""
     profile = rendered.profile
-    record = ctx.state.active_profile() or intent.record_of(profile, rendered.active.ref)
-    rules = {"path": str(target), "ref": rendered.active.ref, "name": profile.name,
-             "profile_sha256": intent.text_sha256(profile), "digest": rendered.rendered.digest}
-    if rendered.scope is not None:
-        rules["scope"] = rendered.scope
-    if record.get("rules") != rules:
-        ctx.state.save_active_profile(dict(record, rules=rules))
+    record = intent.load(ctx.state) or intent.of(profile, rendered.active.ref)
+    before = record.rules.kept if record.rules is not None else {}
+    rules = intent.Rules(str(target), rendered.active.ref, profile.name,
+                         intent.of(profile, profile.name).profile_sha256, rendered.rendered.digest,
+                         tuple(rendered.scope) if rendered.scope is not None else None,
+                         {identity: {**values, **before.get(identity, {})} for identity, values in kept.items()})
+    if record.rules != rules:
+        intent.save(ctx.state, replace(record, rules=rules))
 
 
-def journal_for_rules(ctx, profile: Profile, ref: str, scope: list[str] | None) -> tuple[int, list[str] | None]:
-    """Journal the originals of every setting the rules will change (on the devices of `scope`); how many, and the
-    kernel names of the devices in `scope` (None: every device).
+def journal_for_rules(ctx, profile: Profile, ref: str,
+                      scope: list[str] | None) -> tuple[int, list[str] | None, dict[str, dict[str, str]]]:
+    """Journal the originals of every setting the rules will change (on the devices of `scope`); how many, the
+    kernel names of the devices in `scope` (None: every device), and what `_kept_for_below` keeps.
 
     Called under the state lock, before the rules file exists.
     """
-    from tunectl.tuning import apply as applying
-
     report = tuning.plan(ctx, None, None, profile)
     settings = [s for s in report.settings if scope is None or s.identity in scope]
-    journal = ctx.state.journal()
-    adopted = tuning.adopt_rules_originals(ctx, ctx.state.active_profile(), journal, report.devices)
-    by_name = {d.name: d for d in report.devices}
-    changed_by = dict(tuning.changed_by(ref), via="udev rules")
-    if applying.record_originals(journal, settings, by_name, changed_by) or adopted or ctx.state.recovered():
-        ctx.state.save_journal(journal)
+    tuning.journal_originals(ctx, intent.load(ctx.state), report.devices, settings,
+                             replace(tuning.changed_by(ref), via="udev rules"))
     names = None if scope is None else sorted(d.name for d in report.devices if d.identity in scope)
-    return sum(s.status == Status.CHANGE for s in settings), names
+    kept = _kept_for_below(ctx, profile, [d for d in report.devices if scope is None or d.identity in scope])
+    return sum(s.status == Status.CHANGE for s in settings), names, kept
+
+
+def _kept_for_below(ctx, profile: Profile, devices: list) -> dict[str, dict[str, str]]:
+    """Identity -> the udev property names and values now of what the profile's below: blocks set, per device.
+
+    The RUN of a stack made after install writes them on the disk below, which the rules keep originals of only on
+    that disk's first event after install (none without --trigger or a hot-plug). The record of intent keeps them
+    instead; they are adopted like udev's database (`tunectl.tuning.adopt`: only a value the device no longer shows).
+    """
+    attrs = below_attributes(profile)
+    kept = {}
+    for dev in devices:
+        values = {orig_name(attr): text.strip() for attr in attrs
+                  if (text := ctx.sysfs.read_or(f"block/{dev.name}/queue/{attr}")) and text.strip()}
+        if values:
+            kept[dev.identity] = values
+    return kept
 
 
 def remove(ctx, rules_dir: str | None) -> RemoveReport:
@@ -304,16 +370,16 @@ def remove(ctx, rules_dir: str | None) -> RemoveReport:
     rules_dir = rules_dir_of(ctx, rules_dir)
     target = (Path(rules_dir) / RULES_FILE).absolute()
     record = intent.current(ctx)
-    rules = intent.installed_rules(record)
+    rules = record.rules if record is not None else None
     # What the rules kept in udev's database is adopted only while the record says they are installed: journal it
     # now, or the rollback after this removal would leave every value the rules (or their RUN) wrote unrestored.
     adopted = tuning.adopt_seen(ctx, tuning.discover_devices(ctx)) if rules is not None else []
     present = target.exists()
     problems = rulesfile.remove(target, ctx.run)
     removed = present and not target.exists()
-    if rules is not None and Path(rules["path"]) == target:
+    if record is not None and rules is not None and Path(rules.path) == target:
         with ctx.state.locked():
-            ctx.state.save_active_profile({k: v for k, v in record.items() if k != "rules"})
+            intent.save(ctx.state, replace(record, rules=None))
     return RemoveReport(target, removed, reloaded=removed and not problems, problems=problems, adopted=adopted)
 
 

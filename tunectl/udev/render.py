@@ -55,7 +55,7 @@ from tunectl.udev.match import (
     match_rules,
     quote,
 )
-from tunectl.udev.scope import capture_rules, scope_rules
+from tunectl.udev.scope import capture_rules, captured, scope_rules
 from tunectl.udev.writes import Range, write_stage
 
 FORMAT_VERSION = 1
@@ -289,6 +289,12 @@ def _below_attributes(canonical: dict) -> dict[str, set]:
         attrs.update((f"iosched/{knob}", set()) for knob in below["iosched"])
         attrs.update((attr, set()) for attr in below["queue"])
     return attrs
+
+
+def below_attributes(profile: Profile) -> list[str]:
+    """What the profile's below: blocks set, with what the kernel changes with them (a scheduler switch resets
+    nr_requests): the attributes whose originals `udev install` keeps for the RUN of a stack made later."""
+    return captured(_below_attributes(_canonical(profile)))
 
 
 def _rule_inputs(profile: Profile, tunectl_path: str | None, profile_path: str | None,

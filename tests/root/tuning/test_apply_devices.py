@@ -110,6 +110,8 @@ def test_console_script_runs_as_a_process(loops, env):
 def test_apply_as_another_user_exits_4_and_records_nothing(loops, env):
     """A user other than root meets sysfs files 0644 root's (EACCES on open): exit 4, no journal and no record
     of intent in its state directory, the devices untouched (#33)."""
+    for name in loops:  # a loop device keeps its scheduler after detach: make sure the profile's is a change here
+        sysfs_write(name, "queue/scheduler", "none")
     originals = {n: snapshot(n) for n in loops}
     home = Path(tempfile.mkdtemp(prefix="tunectl-nobody-"))
     try:

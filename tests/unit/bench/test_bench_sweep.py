@@ -232,7 +232,7 @@ def test_bench_names_what_the_applied_profile_sets_on_the_swept_devices(ctx, tre
     t = Tunectl(tree, ctx.state.dir, env={"TUNECTL_DEV_ROOT": DEV})
     assert t("apply", "-p", str(profile), "sda").code == 0
     wants = active_wants(ctx, stack)
-    assert wants == {"profile": "p", "ref": intent.recorded_ref(str(profile)),
+    assert wants == {"profile": "p", "ref": intent.absolute_ref(str(profile)),
                      "settings": [{"device": "sda", "attribute": "scheduler", "value": "mq-deadline"},
                                   {"device": "sda", "attribute": "read_ahead_kb", "value": 4096}]}
     _, _, sweep = _sweep(ctx, tree, "sda", [16, 256], ["none"], runs=1)

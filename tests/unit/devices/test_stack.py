@@ -66,3 +66,12 @@ def test_the_resolver_answers_with_devices_and_stacks(resolver: Resolver, device
     assert [layer.kind for layer in resolver.stack("loop0").layers] == ["loop"]
     with pytest.raises(UsageError, match="no block device 'sdz'"):
         resolver.stack("sdz")
+
+
+def test_the_stack_of_a_kernel_name_or_none_outside_the_runs_devices(resolver: Resolver, devices) -> None:
+    stack = resolver.stack_of("sdb2")  # what mounts asks for a filesystem's device: a partition's disk serves it
+    assert stack is not None and stack.top is devices["sdb"] and stack.partition is not None
+    assert stack.partition.name == "sdb2" and stack.disks == (devices["sdb"],)
+    lvm = resolver.stack_of("dm-2")
+    assert lvm is not None and sorted(d.name for d in lvm.disks) == ["sdc", "sdd"]
+    assert resolver.stack_of("sdz") is None

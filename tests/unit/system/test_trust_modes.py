@@ -120,20 +120,21 @@ def test_a_cache_entry_is_bound_to_the_text_and_the_checker(tmp_path: Path) -> N
 
 def test_a_relative_or_changed_active_profile_is_refused(tmp_path: Path) -> None:
     from tunectl.errors import UsageError
-    from tunectl.tuning.active import profile_record, recorded_ref
+    from tunectl.profile.resolve import Profile
+    from tunectl.tuning import intent
 
     profile = tmp_path / "p.yaml"
     profile.write_text("name: p\n")
     with pytest.raises(UsageError, match="recorded as the relative path ./p.yaml"):
-        recorded_ref({"ref": "./p.yaml", "name": "p", "files": ["./p.yaml"]})
-    record = profile_record(str(profile), "p", [str(profile)])
-    assert recorded_ref(record) == str(profile)
+        intent.Intent.from_json({"ref": "./p.yaml", "name": "p", "files": ["./p.yaml"]}).trusted_ref()
+    record = intent.of(Profile("p", "", [str(profile)], {}, {}), str(profile))
+    assert record.trusted_ref() == str(profile)
     profile.write_text("name: p\nclasses: {}\n")
     with pytest.raises(UsageError, match="changed since it was applied"):
-        recorded_ref(record)
+        record.trusted_ref()
     profile.unlink()
     with pytest.raises(UsageError, match="moved or removed"):
-        recorded_ref(record)
+        record.trusted_ref()
 
 
 def test_a_tuned_variables_file_that_is_a_pipe_is_refused_not_waited_on(tmp_path: Path) -> None:

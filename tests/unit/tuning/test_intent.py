@@ -136,12 +136,12 @@ def test_refused_writes_exit_4_and_record_nothing(t: Tunectl) -> None:
 
 def test_applied_but_unrecorded_is_not_exit_5(t: Tunectl, monkeypatch) -> None:
     from tunectl.errors import StateError
-    from tunectl.system import state
+    from tunectl.tuning import intent
 
-    def fail(self, record):
+    def fail(state, record):
         raise StateError("cannot write active.json: No space left on device")
 
-    monkeypatch.setattr(state.StateStore, "save_active_profile", fail)
+    monkeypatch.setattr(intent, "save", fail)
     r = t("apply", "-p", "mydb", "loop0")
     assert r.code == 3 and "the settings were applied" in r.err and "could not be saved" in r.err
     assert t.tree.sysfs.read("block/loop0/queue/read_ahead_kb") == "1024"
@@ -245,6 +245,36 @@ def test_rules_carry_the_scope_and_journal_first(t: Tunectl, tmp_path: Path, ude
     assert snapshot_all(t.tree) == before
 
 
+def test_udev_install_keeps_the_originals_of_a_tuned_loop_whose_backing_file_was_renamed(
+        t: Tunectl, tmp_path: Path, udevadm: _Udevadm, monkeypatch) -> None:
+    """udev install takes the one originals-first step apply takes: a tuned loop device whose identity changed
+    keeps its entry under the identity it has now, instead of journalling its tuned values as originals."""
+    from tunectl.devices import discover
+
+    image = tmp_path / "d40.img"
+    image.write_bytes(b"")
+    t.tree.add_loop("loop40", str(image))
+    # The loop's proof as on a real machine, here from the backing file's inode alone (no /dev node is opened).
+    monkeypatch.setattr(discover, "is_real_sysfs", lambda root: True)
+    def inode(name: str, devnum: str, backing: str) -> str:
+        if not os.path.exists(backing):
+            return ""
+        st = os.stat(backing)
+        return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}:{st.st_ino}"
+
+    monkeypatch.setattr(discover, "backing_inode", inode)
+    original = int(t.tree.sysfs.read("block/loop40/queue/read_ahead_kb"))
+    assert t("apply", "-p", "mydb", "loop40").code == 0
+    moved = tmp_path / "moved.img"
+    image.rename(moved)
+    (t.tree.root / "block" / "loop40" / "loop" / "backing_file").write_text(f"{moved}\n")
+    (tmp_path / "rules").mkdir()
+    assert t("udev", "install", "--all", "--rules-dir", str(tmp_path / "rules")).code == 0
+    devices = _journal(t)["devices"]
+    assert f"loop:{image}" not in devices
+    assert devices[f"loop:{moved}"]["attributes"]["read_ahead_kb"] == original
+
+
 def test_udev_remove_does_not_promise_what_rollback_cannot_do(t: Tunectl, tmp_path: Path, udevadm: _Udevadm) -> None:
     assert t("apply", "-p", "mydb", "loop0").code == 0
     assert t("udev", "install", "--rules-dir", str(tmp_path)).code == 0
@@ -298,6 +328,49 @@ def test_udev_remove_journals_what_the_rules_kept_before_it_forgets_them(t: Tune
     assert "rules" not in _record(t)
     assert t("rollback").code == 0
     assert snapshot(t.tree, "loop9") == original
+
+
+@pytest.mark.parametrize("event", [False, True], ids=["no-event", "card-event-after-run"])
+def test_a_scheduler_the_run_set_below_a_stack_made_after_install_comes_back(t: Tunectl, tmp_path: Path,
+                                                                             udevadm: _Udevadm, event: bool) -> None:
+    """#34 as the VM tier runs it, on the fake kernel: rules first (no --trigger), then a dm device on the card,
+    whose RUN (apply --stack) switches the card to bfq; udev remove + rollback bring back mq-deadline."""
+    from tests.fakesys import dm_verity_over_mmc
+
+    profile = tmp_path / "late.yaml"
+    profile.write_text("name: late\nclasses:\n  mmc: {read_ahead_kb: 256}\n"
+                       "devices:\n  - match: {class: dm}\n    below: {scheduler: bfq}\n")
+    t.tree.add_disk("mmcblk0", rotational=False, bus="mmc", model="DG4016", serial="0x1a2b3c4d", size_sectors=30535680,
+                    queue_depth=64, partitions=[(8192, 131072), (139264, 4194304), (4333568, 65536)])
+    kernel = snapshot(t.tree, "mmcblk0")
+    assert "[mq-deadline]" in kernel["scheduler"] and "bfq" in kernel["scheduler"], kernel
+    assert t("apply", "-p", str(profile), "--all").code == 0
+    [card] = [i for i, entry in _journal(t)["devices"].items() if entry["name"] == "mmcblk0"]
+    exe = tmp_path / "tunectl"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    t.ctx.env["TUNECTL_EXECUTABLE"] = str(exe)
+    r = t("udev", "install", "--rules-dir", str(tmp_path))
+    assert r.code == 0, r.err
+    text = (tmp_path / RULES_FILE).read_text()
+    assert 'IMPORT{db}="TUNECTL_ORIG_SCHEDULER"' in text
+    # No event reached the card since (no --trigger): the record keeps what below: sets, as install found it.
+    assert _record(t)["rules"]["kept"][card]["TUNECTL_ORIG_SCHEDULER"] == kernel["scheduler"]
+    # A dm device opened on the card afterwards; its event runs the RUN.
+    dm_verity_over_mmc(t.tree)
+    assert t("apply", "-p", str(profile), "--stack", "dm-1", "-q").code == 0
+    assert "[bfq]" in snapshot(t.tree, "mmcblk0")["scheduler"]
+    if event:  # then an event of the card: the rules keep what it shows now, bfq (their IMPORT{db} was empty)
+        db = t.tree.udev_root / f"b{t.tree.devnum('mmcblk0')}"
+        db.write_text(db.read_text() + f"E:TUNECTL_ORIG_SCHEDULER={snapshot(t.tree, 'mmcblk0')['scheduler']}\n")
+        # Re-installing keeps what the first install kept, not the bfq the RUN wrote since (and adopts it).
+        assert t("udev", "install", "--rules-dir", str(tmp_path)).code == 0
+        assert _record(t)["rules"]["kept"][card]["TUNECTL_ORIG_SCHEDULER"] == kernel["scheduler"]
+    r = t("udev", "remove", "--rules-dir", str(tmp_path))
+    assert r.code == 0 and _journal(t)["devices"][card]["attributes"]["scheduler"] == "mq-deadline", r.err
+    assert event or "journalled the originals the udev rules kept for mmcblk0" in r.err, r.err
+    assert t("rollback").code == 0
+    assert snapshot(t.tree, "mmcblk0") == kernel
 
 
 def test_every_skipped_device_gets_a_line_with_the_reason(t: Tunectl) -> None:
@@ -399,6 +472,15 @@ def test_verify_ignores_the_lock_line_and_the_hold_of_a_process_that_is_gone(t: 
     (t.ctx.state.dir / HOLD).write_text(json.dumps(Hold("tunectl bench", os.getpid(), mine, ("loop0",)).to_json()))
     r = t("verify")
     assert r.code == 0 and "a bench is running on loop0" in r.err
+    # No start time (bench always writes one): any process under the pid, pid 1 too, would have held the devices.
+    (t.ctx.state.dir / HOLD).write_text(json.dumps(Hold("tunectl bench", os.getpid(), None, ("loop0",)).to_json()))
+    r = t("verify")
+    assert r.code == 1 and "a bench is running" not in r.err
+    # A device name bench never writes (a line break forged verify's note; a path, a blank) is no hold at all.
+    for odd in ("loop0\ntunectl: note: all clear", "../loop0", "loop 0", ""):
+        (t.ctx.state.dir / HOLD).write_text(json.dumps(Hold("tunectl bench", os.getpid(), mine, ("loop0", odd)).to_json()))
+        r = t("verify")
+        assert r.code == 1 and "a bench is running" not in r.err, odd
 
 
 def test_align_without_dev_reads_every_disk_it_can_and_lists_the_others(t: Tunectl) -> None:

@@ -311,13 +311,15 @@ def test_a_damaged_active_profile_falls_back_and_apply_rewrites_it(pair: Pair) -
 
 def test_full_disk_after_the_writes_says_what_was_applied(pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
     """The journal fits, the active-profile record does not: the error must not claim nothing happened."""
-    real = state_module.StateStore.save_active_profile
+    from tunectl.tuning import intent
 
-    def no_space(self, record: dict) -> None:
+    real = intent.save
+
+    def no_space(state: state_module.StateStore, record: intent.Intent) -> None:
         monkeypatch.setattr(state_module.os, "fsync", _no_space)
-        real(self, record)
+        real(state, record)
 
-    monkeypatch.setattr(state_module.StateStore, "save_active_profile", no_space)
+    monkeypatch.setattr(intent, "save", no_space)
     r = pair.fresh()("apply", "-p", "p1")
     monkeypatch.undo()
     # Exit 3, not 5 (5 says nothing was applied): the writes happened, only the record is stale.
@@ -365,3 +367,15 @@ def test_hand_edited_version_1_journals_never_crash_rollback(pair: Pair) -> None
         assert not (pair.tree.root / "block" / "x").exists() and not (pair.tree.root / "x").exists()
         pair.fresh()("apply", "-p", "p2")
     assert codes.get(5, 0) and codes.get(0, 0), codes  # both refused and restored journals were met
+
+
+@pytest.mark.parametrize("raw, why", [
+    (b'{"version": 1, "devices": {}, "x": ' + b"9" * 5000 + b"}", "a number far too long"),
+    (b"[" * 100000 + b"]" * 100000, "nested too deeply"),
+])
+def test_unseal_says_why_a_file_is_not_json_in_its_own_words(raw: bytes, why: str) -> None:
+    from tunectl.system.state import _Damaged
+
+    with pytest.raises(_Damaged, match=why) as e:
+        unseal(raw)
+    assert "set_int_max_str_digits" not in str(e.value)

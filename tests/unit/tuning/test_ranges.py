@@ -91,7 +91,9 @@ def test_rollback_after_a_raise_restores_the_original(three_ssds: FakeTree, tmp_
     originals = snapshot_all(three_ssds)
     assert tunectl("apply", "-p", "ra-range").code == 0
     assert _read(three_ssds, "sda", "read_ahead_kb") == "1024"
-    entries = {e["name"]: e["attributes"] for e in tunectl.ctx.state.journal()["devices"].values()}
+    from tunectl.tuning import journal
+
+    entries = {e.name: e.attributes for e in journal.load(tunectl.ctx.state).devices.values()}
     assert entries["sda"]["read_ahead_kb"] == 128 and "sdb" not in entries  # the value before the raise; sdb untouched
     r = tunectl("rollback", "--json")
     assert r.code == 0

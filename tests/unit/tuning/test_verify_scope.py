@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from tests.tuning_helpers import Tunectl
-from tunectl.tuning.operations import scoped_record
+from tunectl.tuning.intent import Intent
 
 LOOPS = """\
 name: loops
@@ -147,11 +148,11 @@ def test_bad_input(tunectl, argv, code) -> None:
 
 
 def test_scoped_record_rules() -> None:
-    rec = {"ref": "p", "name": "p", "files": ["/p.yaml"]}
-    assert scoped_record(rec, None, None) == rec
-    assert scoped_record(rec, None, ["b", "a"]) == dict(rec, scope=["a", "b"])
-    assert scoped_record(rec, dict(rec, scope=["c"]), ["a"]) == dict(rec, scope=["a", "c"])
-    assert scoped_record(rec, rec, ["a"]) == rec  # the profile already covers every device
-    other = {"ref": "q", "name": "q", "files": ["/q.yaml"], "scope": ["c"]}
-    assert scoped_record(rec, other, ["a"]) == dict(rec, scope=["a"])
-    assert scoped_record(rec, dict(rec, scope=["c"]), None) == rec
+    rec = Intent("p", "p", ("/p.yaml",))
+    assert rec.scoped(None, None) == rec
+    assert rec.scoped(None, ["b", "a"]) == replace(rec, scope=("a", "b"))
+    assert rec.scoped(replace(rec, scope=("c",)), ["a"]) == replace(rec, scope=("a", "c"))
+    assert rec.scoped(rec, ["a"]) == rec  # the profile already covers every device
+    other = Intent("q", "q", ("/q.yaml",), scope=("c",))
+    assert rec.scoped(other, ["a"]) == replace(rec, scope=("a",))
+    assert rec.scoped(replace(rec, scope=("c",)), None) == rec

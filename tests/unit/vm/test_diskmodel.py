@@ -118,3 +118,43 @@ def test_replay_times_the_requests_as_a_fast_host_would_send_them() -> None:
     assert per == pytest.approx(80e-6 + 4096 / (300 * MB) + 20e-6, rel=0.01)  # the first one turned, the rest hit
     assert diskmodel.replay("sd-a1", GIB, [("r", 0, 4096)] * 1500) == pytest.approx(1.0 + 1499 * 20e-6, rel=0.01)
     assert diskmodel.replay("hdd-7200", GIB, []) == 0.0
+
+
+def interleaved_streams(request_kib: int, per_visit: int, streams: int = 4, mib: int = 8) -> list[tuple[str, int, int]]:
+    """`streams` sequential readers a quarter of the disk apart, each visit reading `per_visit` requests in a row."""
+    size, reqs, at = request_kib * KIB, [], [i * GIB // streams for i in range(streams)]
+    for _ in range(mib * 1024 // request_kib // per_visit):
+        for s in range(streams):
+            reqs += [("r", at[s] + k * size, size) for k in range(per_visit)]
+            at[s] += per_visit * size
+    return reqs
+
+
+def test_deep_read_ahead_amortises_the_seeks_between_concurrent_streams() -> None:
+    """What read-ahead depth buys on this disk: 128 KiB a visit pays a seek and a turn per 128 KiB; 4 MiB a
+    visit (four 1 MiB requests) pays it per 4 MiB. One stream alone streams at the media rate either way."""
+    def mb_s(reqs: list[tuple[str, int, int]]) -> float:
+        return sum(r[2] for r in reqs) / diskmodel.replay("hdd-7200", GIB, reqs) / MB
+
+    shallow, deep = mb_s(interleaved_streams(128, 1)), mb_s(interleaved_streams(1024, 4))
+    assert shallow < 20 and deep > 80 and deep / shallow > 5
+    alone_shallow, alone_deep = mb_s(interleaved_streams(128, 1, 1)), mb_s(interleaved_streams(1024, 4, 1))
+    assert alone_deep / alone_shallow == pytest.approx(1.0, abs=0.05)
+
+
+def test_foreground_latency_counts_what_the_log_served_before_it() -> None:
+    """A QD1 reader sends its next read when the last completes: a writer's request served between two reads
+    (the guest scheduler's order) is waited for; a read with nothing before it costs its own service only."""
+    read_s, write_s = 626e-6 + 4096 / (100 * MB), 2000e-6 + 256 * KIB / (30 * MB)
+    reqs = [("r", 0, 4096), ("w", 0, 256 * KIB), ("r", 8192, 4096), ("r", 16384, 4096)]
+    served = diskmodel.replay_served("sd-a1", GIB, reqs)
+    latencies = diskmodel.foreground_latencies(served, [op == "r" for op, _, _ in reqs])
+    assert latencies == pytest.approx([read_s, 20e-6 + write_s + read_s, read_s], rel=1e-6)
+    assert diskmodel.replay("sd-a1", GIB, reqs) == pytest.approx(served[-1].done - served[0].start)
+
+
+def test_percentile_is_the_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert diskmodel.percentile(values, 99) == 99.0 and diskmodel.percentile(values, 100) == 100.0
+    assert diskmodel.percentile([5.0], 99) == 5.0 and diskmodel.percentile(values, 50) == 50.0
+    assert diskmodel.percentile([], 99) != diskmodel.percentile([], 99)  # nan

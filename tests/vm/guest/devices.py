@@ -191,6 +191,7 @@ def late_stack(sd: str, shared: Path) -> dict:
     settle()
     out["stacked"] = state_of(sd)
     out["udev"] = {k: v for k, v in udev_props(sd).items() if k.startswith("TUNECTL_ORIG_")}
+    out["record"] = read(f"{state}/active.json")  # install keeps what below: sets there (no event reached the card)
     code, _, err = tunectl("udev remove --rules-dir /run/udev/rules.d", env)
     out["remove"] = {"code": code, "stderr": err}
     code, doc, err = tunectl("rollback", env)
