@@ -66,13 +66,13 @@ def run(ctx, args, out) -> int:
     if verb == "collect":
         from tunectl.preload.collect import collect
 
-        report, human = collect(args.paths, args.output, resident=args.resident, roots=ctx.roots), _collected
+        report = collect(args.paths, args.output, resident=args.resident, roots=ctx.roots)
     elif verb == "record":
         from tunectl.preload.record import record
 
         cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
-        report, human = record(cmd, args.output, method=args.method, scope=args.scope,
-                               stdout_to_stderr=out.json, roots=ctx.roots), _collected
+        report = record(cmd, args.output, method=args.method, scope=args.scope,
+                        stdout_to_stderr=out.json, roots=ctx.roots)
     elif verb == "replay":
         from tunectl.preload.listfile import header
         from tunectl.preload.listing import metadata_of
@@ -96,8 +96,7 @@ def run(ctx, args, out) -> int:
 
             meta_bytes = report.metadata.bytes if report.metadata else 0
             report.floor = measure_floor(report.methods, report.bytes + meta_bytes, ctx.sysfs, ctx.roots.dev)
-        human = _replayed if not (out.verbose and head["moved"]) else \
-            (lambda r, moved=head["moved"]: [*_moved(moved), *_replayed(r)])
+        report.moved = head["moved"] if out.verbose else {}
     else:
         from tunectl.preload.show import show
 
@@ -106,9 +105,8 @@ def run(ctx, args, out) -> int:
                              hint="tunectl preload show --stats LIST --against READ_LIST")
         report = show(read_list(args.list), args.list, header(args.list), ctx.roots.dev, ctx.sysfs,
                       stats=args.stats, against=read_list(args.against) if args.against else None)
-        human = _shown
     report.verbose = out.verbose
-    return _render(report, out, human)
+    return out.show(report)
 
 
 def _surveyed(args, out, metadata_bytes: int = 0):
@@ -137,125 +135,3 @@ def _surveyed(args, out, metadata_bytes: int = 0):
     return found
 
 
-def _skips(skipped, verbose: int) -> list[str]:
-    from tunectl.report import table
-
-    if skipped and (verbose or len(skipped) <= 20):
-        return [table(["skipped", "status", "reason"], [(s.path, s.status, s.reason) for s in skipped])]
-    if skipped:
-        counts: dict[str, int] = {}
-        for s in skipped:
-            counts[s.status] = counts.get(s.status, 0) + 1
-        return [f"skipped {len(skipped)} files ({', '.join(f'{n} {k}' for k, n in sorted(counts.items()))}); "
-                "-v lists them"]
-    return []
-
-
-def _render(report, out, human) -> int:
-    """One JSON document, or notes on stderr and `human(report)` lines; the report's exit code."""
-
-    if out.json:
-        out.emit(report.to_json())
-        return report.exit_code
-    for note in getattr(report, "notes", []):
-        out.warn(f"tunectl: note: {note}")
-    for line in human(report):
-        out.print(line)  # file names are anyone's bytes: print escapes them
-    return report.exit_code
-
-
-def _collected(report) -> list[str]:
-    from tunectl.units import format_bytes
-
-    doc = report.to_json()
-    how = f" by {doc['method']}" if "method" in doc else ""
-    return [*_skips(report.skipped, report.verbose),
-            f"{report.list_path}: {doc['files']} files, {format_bytes(doc['bytes'])}{how}; "
-            f"physical offset known for {doc['physical']}"]
-
-
-def _moved(moved: dict[str, str]) -> list[str]:
-    return [f"the list's device {was} is {now} at this boot (its file system is mounted where it was)"
-            for was, now in sorted(moved.items())]
-
-
-def _replayed(report) -> list[str]:
-    from tunectl.units import format_bytes
-
-    settled = "" if report.settled else " (reads still in flight at the timeout)"
-    lines = [*_skips(report.skipped, report.verbose)]
-    if report.verbose:
-        lines += [f"method on {device}: {how}" for device, how in sorted(report.methods.items())]
-        meta = report.metadata
-        if meta is not None:
-            lines.append(f"metadata pass: {format_bytes(meta.bytes)} in {meta.requests} calls on "
-                         f"{', '.join(meta.devices) or 'no device'}")
-            lines += [f"metadata pass: {note}" for note in meta.notes]
-    if report.stopped:
-        lines.append(f"stopped early: {report.stopped}")
-    lines.append(f"{report.list_path}: {report.files} files, {format_bytes(report.bytes)} in {report.seconds:.2f} s "
-                 f"({report.throughput / 1e6:.0f} MB/s, {report.order} order, "
-                 f"{'inodes checked at open' if report.inode_pass == 'none' else 'inodes via ' + report.inode_pass})"
-                 f"{settled}")
-    if report.verbose:
-        lines.append(_numbers(report.bytes + (report.metadata.bytes if report.metadata else 0), report.files,
-                              report.requests, "disk requests", report.seconds, report.floor))
-    return lines
-
-
-def floor_unknown(as_root: bool) -> str:
-    """Why there is no floor: not root, or (as root) the disk's rate could not be measured."""
-    if not as_root:
-        return "floor unknown (the sequential rate is measured as root)"
-    return ("floor unknown (the disk's sequential rate could not be measured: its block device did not open or "
-            "refused O_DIRECT, or is under 64 MiB)")
-
-
-def _numbers(nbytes: int, files: int, requests: int | None, what: str, seconds: float | None, floor) -> str:
-    """The closing line of `replay -v` and `show --stats`: bytes, files, requests, seconds, the floor."""
-    from tunectl.units import format_bytes
-
-    parts = [f"{format_bytes(nbytes)}", f"{files} files",
-             f"{requests} {what}" if requests is not None else f"{what} unknown"]
-    if seconds is not None:
-        parts.append(f"{seconds:.2f} s")
-    if floor is not None and floor.seconds is not None:
-        parts.append(f"floor {floor.seconds:.2f} s at {floor.rate / 1e6:.0f} MB/s sequential"
-                     + (f" ({seconds / floor.seconds:.1f}x the floor)" if seconds and floor.seconds else ""))
-    else:
-        import os
-
-        parts.append(floor_unknown(os.geteuid() == 0))
-    return "numbers: " + ", ".join(parts)
-
-
-def _shown(report) -> list[str]:
-    from tunectl.report import table
-    from tunectl.units import format_bytes
-
-    lines = []
-    if report.verbose:
-        lines.append(table(["file", "status", "bytes", "resident", "reason"],
-                           [(f.path, f.status, f.wanted, f.cached, f.reason) for f in report.files]))
-    t = report.totals()
-    lines.append(table(["status", "files"], sorted(t["by_status"].items())))
-    for m in report.metadata:
-        cached = "residency unknown (root reads block devices)" if m.cached is None else \
-            f"{format_bytes(m.cached)} resident ({m.percent}%)"
-        lines.append(f"metadata on {m.device}: {m.ranges} ranges, {format_bytes(m.bytes)}, {cached}")
-    unknown = t["by_status"].get("unknown", 0)
-    resident = f"{format_bytes(t['resident_bytes'])} resident ({t['resident_percent']}%)"
-    if unknown:  # mincore hid them: counted as 0 resident, which is not what was seen
-        resident = (f"residency unknown for all {unknown}" if unknown == t["files"] else
-                    f"{resident} of what could be seen, residency unknown for {unknown}") + " (run as root to see it)"
-    lines.append(f"{report.list_path}: {t['files']} files, {format_bytes(t['bytes'])}, {resident}"
-                 + (f", made {report.created}" if report.created else ""))
-    st = report.stats
-    if st is not None:
-        lines.append(_numbers(st.bytes + st.metadata_bytes, st.files, st.requests, "WILLNEED calls", None, st.floor))
-        if st.hit is not None:
-            h = st.hit
-            lines.append(f"hit rate: the boot used {100 * h.used:.0f}% of the list's {format_bytes(h.listed)}; "
-                         f"the list missed {100 * h.missed:.0f}% of the {format_bytes(h.read)} it read"
-                         + ("; collect again (below the thresholds in tunectl-preload(8))" if h.recollect else ""))
-    return lines

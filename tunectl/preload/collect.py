@@ -16,6 +16,7 @@ from tunectl.preload import metadata, order
 from tunectl.preload.listfile import write_list
 from tunectl.preload.listing import Entry
 from tunectl.preload.skip import UNREADABLE, VANISHED, Skip, failed
+from tunectl.report import Report
 from tunectl.system import pagecache, trust
 from tunectl.system.trust import Untrusted, open_listed
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class CollectReport:
+class CollectReport(Report):
     list_path: str
     entries: list[Entry]
     skipped: list[Skip] = field(default_factory=list)
@@ -37,6 +38,11 @@ class CollectReport:
     @property
     def exit_code(self) -> ExitCode:
         return ExitCode.OK
+
+    def print_text(self, out) -> None:
+        from tunectl.preload.text import collected, print_report
+
+        print_report(self, out, collected)
 
     def to_json(self) -> dict:
         return {"list": self.list_path, "files": len(self.entries), "bytes": sum(e.bytes for e in self.entries),

@@ -12,7 +12,7 @@ import stat as stat_
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tunectl.errors import NotPermitted, UsageError
+from tunectl.errors import ExitCode, NotPermitted, UsageError
 from tunectl.preload import order
 from tunectl.preload.collect import CollectReport, describe_file, entry_for, walk
 from tunectl.preload.listfile import write_list
@@ -38,6 +38,11 @@ class RecordReport(CollectReport):
         doc.update(method=self.method, command=self.command, command_status=self.command_status,
                    ignored_opens=self.other_processes, exited_processes_kept=self.gone_processes)
         return doc
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """The command's own status is reported, not passed on: the list was still written."""
+        return ExitCode.OK
 
 
 def _start(command: Sequence[str], stdout_to_stderr: bool):

@@ -21,6 +21,7 @@ from tunectl.preload import order
 from tunectl.preload.listing import Entry, PreloadList
 from tunectl.preload.pressure import PressureGuard
 from tunectl.preload.skip import CHANGED, UNREADABLE, Skip, failed, why_changed, why_differs
+from tunectl.report import Report
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.trust import ListedOpener, Untrusted, kind
 
@@ -37,7 +38,7 @@ SAMPLE = 1024  # the inode pass's first files, timed: do the inode reads wait fo
 FAST_STATS = 10_000
 
 
-class ReplayReport:
+class ReplayReport(Report):
     """What a replay did (a plain class: a boot-time replay does not pay for importing dataclasses)."""
 
     def __init__(self, list_path: str) -> None:
@@ -60,6 +61,7 @@ class ReplayReport:
         self.stopped = ""  # why the data pass stopped early ("" when it did not)
         self.pressure_share = 0.0  # the largest memory stall share seen between two checks
         self.floor: Floor | None = None  # measured under -v: the bytes over the disk's sequential rate
+        self.moved: dict[str, str] = {}  # under -v: the list's devices renumbered at this boot, was -> now
 
     @property
     def throughput(self) -> float:
@@ -69,6 +71,11 @@ class ReplayReport:
     def exit_code(self) -> ExitCode:
         """Vanished and changed files are expected (reported, exit 0); unreadable ones are a partial failure."""
         return ExitCode.PARTIAL if self.skip_counts.get(UNREADABLE) else ExitCode.OK
+
+    def print_text(self, out) -> None:
+        from tunectl.preload.text import print_report, replayed
+
+        print_report(self, out, replayed)
 
     def add_skips(self, skips: list[Skip]) -> None:
         for skip in skips:

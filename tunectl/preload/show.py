@@ -13,6 +13,7 @@ from tunectl.preload import stats as stats_
 from tunectl.preload.listing import Entry, PreloadList, metadata_of
 from tunectl.preload.skip import CHANGED, UNREADABLE, failed, why_changed
 from tunectl.preload.stats import Floor, HitRate
+from tunectl.report import Report
 from tunectl.system import pagecache
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.trust import Untrusted, open_listed
@@ -66,7 +67,7 @@ class Stats:
 
 
 @dataclass
-class ShowReport:
+class ShowReport(Report):
     list_path: str
     created: str
     files: list[FileResidency]
@@ -77,6 +78,11 @@ class ShowReport:
     @property
     def exit_code(self) -> ExitCode:
         return ExitCode.OK
+
+    def print_text(self, out) -> None:
+        from tunectl.preload.text import print_report, shown
+
+        print_report(self, out, shown)
 
     def totals(self) -> dict:
         counts: dict[str, int] = {}

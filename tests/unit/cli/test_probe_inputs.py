@@ -142,7 +142,7 @@ def test_collect_says_what_it_passed_over_among_the_paths_named(tmp_path: Path, 
 def test_show_stats_says_why_the_floor_is_unknown_as_the_user_it_runs_as(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """As root, "measured as root" sent people to run as root again; root is told the disk could not be measured."""
-    from tunectl.preload.cli import floor_unknown
+    from tunectl.preload.text import floor_unknown
     from tunectl.system import pagecache
 
     assert "measured as root" in floor_unknown(False)
