@@ -15,7 +15,8 @@ give them, with Nice= and IOSchedulingClass=.
 Seconds are the disk's account: the reads the model served during the workload (boot 2: from the replay's
 start to the workload's end), replayed through the model with a real machine's 20 us host cost per request.
 The guest's wall seconds under TCG are printed beside: they carry emulated CPU (Python start-up, the replay's
-list) that a real machine does not have. Target (issue #30): the workload at least 2x sooner with the replay.
+list) that a real machine does not have.
+Target (issue #30): the workload at least 2x sooner with the replay, judged on 2b (started at once).
 The hit rate is `preload show --stats LIST --against` what boot 2 read (recorded by fanotify).
 """
 
@@ -50,6 +51,7 @@ def main() -> None:
         if second.results["errors"]:
             sys.exit(f"boot 2 failed: {second.results['errors']}")
         replayed = machine.step_modelled(second, "workload")
+        together = machine.step_modelled(second, "together")
     one, two = first.results, second.results
     tree = one["tree"]
     print(f"model HDD (hdd-7200), {tree['files']} files, {tree['bytes'] / 1e6:.1f} MB; "
@@ -58,9 +60,14 @@ def main() -> None:
     print(f"  {'1: cold (then the collect unit)':<44} {cold[0]:>6} {cold[1]:>8.3f} {one['workload']['seconds']:>8.2f}")
     print(f"  {'2: the replay unit started, workload beside':<44} {replayed[0]:>6} {replayed[1]:>8.3f} "
           f"{two['workload']['seconds']:>8.2f}")
-    ratio = cold[1] / replayed[1]
-    print(f"  ratio cold/replayed {ratio:.2f} (target {TARGET}): {'met' if ratio >= TARGET else 'NOT met'}; "
-          f"replay exit {two['replay']['code']}")
+    print(f"  {'2b: cold again, replay and workload at once':<44} {together[0]:>6} {together[1]:>8.3f} "
+          f"{two['together']['seconds']:>8.2f}")
+    print(f"  the workload began {two['workload']['started'] - two['workload']['replay_started']:.1f} s (guest) "
+          "after the replay in 2; in 2b at the same instant")
+    ratio = cold[1] / together[1]  # judged: 2b, no head start for either side
+    print(f"  ratio cold/at once {ratio:.2f} (target {TARGET}): {'met' if ratio >= TARGET else 'NOT met'}; "
+          f"with the replay's head start {cold[1] / replayed[1]:.2f} (mostly the replay's own reads); "
+          f"replay exit {two['replay']['code']}, {two['replay_together']['code']}")
     hit = two["stats"]["doc"]["stats"]["hit_rate"] if isinstance(two["stats"]["doc"], dict) else None
     if hit:
         print(f"  hit rate after boot 2: used {hit['used']:.1%} of the list ({hit['shared_bytes']} of "

@@ -11,15 +11,19 @@ with their Nice=, IOSchedulingClass=, StateDirectory= and ConditionPathExists=, 
 disk's mount point; Type=exec is kept by starting the replay and not waiting for it. The unit files
 themselves pass `systemd-analyze verify` (tests/unit/preload/test_preload.py).
 
-The ratio is asserted on the disk's account: the reads the model HDD served during the workload
-(boot 2: from the replay's start to the workload's end, the replay's reads included), replayed through
-the model with a real machine's host cost per request (machine.step_modelled). The guest's own wall
-seconds are printed beside; under TCG they carry Python start-up and emulated CPU that no ordering wins
-back. Target (#30): the workload at least 2x sooner with the replay, asserted as is: the run that
-landed this measured 20.4x (2.296 s cold, 0.113 s with the replay), so 2x leaves a wide margin. Under TCG
-the workload (Python under `preload record`) starts seconds after the replay (23 s in that run): the
-replay has mostly finished by then, a head start a real boot does not give; boot 2's modelled time
-still counts every read of the replay. Adds two boots, about 4 minutes.
+The ratios are on the disk's account: the reads the model HDD served in a window, replayed through the
+model with a real machine's host cost per request (machine.step_modelled); the guest's own wall seconds are
+printed beside (under TCG they carry Python start-up that no ordering wins back). Boot 2 has two rounds:
+- gated (judged): caches cold, the workload waits at a FIFO gate that opens the instant the replay starts.
+  Measured (one run): cold 2.104 s, gated 2.116 s, 0.99x: under TCG the replay's own Python start-up
+  takes seconds (it ran 11.3 s in all), and the workload (6.5 s guest wall) had read the tree before the
+  replay read much. So #30's 2x is NOT shown at the same start; the test asserts only that the replay does
+  no harm: gated <= NO_HARM x cold (a wide margin: a replay that fought the workload's seeks would fail it),
+  and that this replay, too, succeeds.
+- head start (reported, and asserted as what it is): the replay unit starts first and the workload
+  (Python under `preload record`) begins ~20 s later under TCG, so the window is mostly the replay's own
+  sorted pass: 16.3x and 20.4x in two runs, asserted >= 2x. A real boot gives no such head start.
+Adds two boots, about 4 minutes.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ import pytest
 
 from tests.vm import machine
 
-TARGET = 2.0
+TARGET = 2.0  # #30's target, met only with the replay's head start (see the docstring)
+NO_HARM = 1.5  # gated round: measured 0.99x of cold; fail if the replay makes the workload 1.5x slower
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +43,12 @@ def pair(vm_boot) -> dict:
     cold = machine.step_modelled(first, "workload")  # before boot 2 empties the model's request log
     second = vm_boot("6.1", "bootpair2", images="bootpair", kind="model")
     assert not second.results["errors"], second.results["errors"]
+    marks = second.results["marks"]["workload"]
+    ahead = machine.requests(second.shared / "mhdd.requests", marks["before"]["mhdd"],
+                             second.results["workload"]["mark"])
     return {"first": first.results, "second": second.results, "cold": cold,
-            "replayed": machine.step_modelled(second, "workload")}
+            "replayed": machine.step_modelled(second, "workload"), "ahead": len(ahead),
+            "together": machine.step_modelled(second, "together")}
 
 
 def test_boot_1_runs_the_collect_unit_and_writes_the_list(pair: dict) -> None:
@@ -63,12 +72,22 @@ def test_boot_2_runs_the_replay_unit(pair: dict) -> None:
     assert second["workload"]["files"] == pair["first"]["workload"]["files"]
 
 
-def test_the_boot_workload_is_at_least_twice_as_soon_with_the_replay(pair: dict) -> None:
-    (n1, cold), (n2, replayed) = pair["cold"], pair["replayed"]
-    guest = (pair["first"]["workload"]["seconds"], pair["second"]["workload"]["seconds"])
-    why = (f"modelled: cold {cold:.3f} s ({n1} reads), with the replay {replayed:.3f} s ({n2} reads), "
-           f"{cold / replayed:.2f}x; guest wall under TCG: {guest[0]:.2f} s and {guest[1]:.2f} s")
+def test_the_boot_workload_with_the_replay_by_the_disk(pair: dict) -> None:
+    (n1, cold), (n2, replayed), (n3, together) = pair["cold"], pair["replayed"], pair["together"]
+    one, two = pair["first"], pair["second"]
+    guest = (one["workload"]["seconds"], two["workload"]["seconds"], two["together"]["seconds"])
+    head = two["workload"]["started"] - two["workload"]["replay_started"]
+    gated_replay = two["replay_together"]["ended"] - two["together"]["replay_started"]
+    why = (f"modelled: cold {cold:.3f} s ({n1} reads); gated, started at the same instant {together:.3f} s "
+           f"({n3} reads), {cold / together:.2f}x (the replay ran {gated_replay:.1f} s, the workload "
+           f"{guest[2]:.1f} s, guest wall); head start {replayed:.3f} s ({n2} reads, {pair['ahead']} requests "
+           f"before the workload began, {head:.1f} s after the replay under TCG), {cold / replayed:.2f}x; "
+           f"guest wall under TCG: {guest[0]:.2f} s, {guest[1]:.2f} s, {guest[2]:.2f} s")
     print(why)
+    assert two["replay_together"]["success"], two["replay_together"]
+    # judged: the gated round. #30's 2x is not shown there under TCG (0.99x measured); only no harm is asserted
+    assert together <= NO_HARM * cold, why
+    # the head-start round: the replay's own sorted pass, not the race of a real boot
     assert cold >= TARGET * replayed, why
 
 

@@ -29,7 +29,7 @@ import sys
 import time
 
 from common import REPO, Recorder, read, sh, tunectl, tunectl_env
-from models import marked
+from models import SHARED, marked
 from preload import build, cold, files_arg, model_hdd
 
 __all__ = ["first", "second", "unit", "unit_command"]
@@ -89,20 +89,42 @@ def env() -> dict:
     return tunectl_env("/tmp/tunectl-state")
 
 
-def workload(boot: int) -> tuple[list[str], str]:
-    """The workload's command, recorded (what it read: /tmp/read<boot>.list), and its result file."""
-    out = f"/tmp/workload{boot}.json"
+def workload(name: str, gate: str | None = None) -> tuple[list[str], str]:
+    """The workload's command under `preload record` (what it read: /tmp/read-<name>.list) and its result file."""
+    out = f"/tmp/workload-{name}.json"
     roots = [f"{ROOT}/usr", f"{ROOT}/etc"]
-    cmd = [str(REPO / ".venv" / "bin" / "tunectl"), "-q", "preload", "record", "-o", f"/tmp/read{boot}.list",
-           *(f"--scope={r}" for r in roots), "--", sys.executable, str(WORKLOAD), out, *roots]
+    opts = [f"--mark={SHARED / 'mhdd.requests'}", *([f"--gate={gate}"] if gate else [])]
+    cmd = [str(REPO / ".venv" / "bin" / "tunectl"), "-q", "preload", "record", "-o", f"/tmp/read-{name}.list",
+           *(f"--scope={r}" for r in roots), "--", sys.executable, str(WORKLOAD), out, *opts, *roots]
     return cmd, out
 
 
-def run_workload(boot: int) -> dict:
-    cmd, out = workload(boot)
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env(), timeout=900)
-    if proc.returncode != 0:
-        raise RuntimeError(f"the workload under record exited {proc.returncode}: {proc.stderr.strip()}")
+def run_workload(name: str, release=None) -> dict:  # noqa: ANN001 (a callable)
+    """The workload, timed by itself. With `release`: it waits at a gate until `release()` has run (the replay
+    started at the very moment the workload does, under no head start of record's TCG start-up)."""
+    gate = f"/tmp/gate-{name}" if release else None
+    cmd, out = workload(name, gate)
+    if gate is None:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env(), timeout=900)
+        code, err = proc.returncode, proc.stderr
+    else:
+        os.mkfifo(gate)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env())
+        deadline = time.monotonic() + 600
+        while True:  # a FIFO opens for writing, without blocking, once its reader is waiting
+            try:
+                writer = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the workload never reached its gate: {proc.communicate()[1]}") from None
+                time.sleep(0.01)
+        release()
+        os.close(writer)
+        _, err = proc.communicate(timeout=900)
+        code = proc.returncode
+    if code != 0:
+        raise RuntimeError(f"the workload under record exited {code}: {err.strip()}")
     with open(out) as f:
         return json.load(f)
 
@@ -117,7 +139,7 @@ def first(rec: Recorder, args: list[str]) -> None:
     os.makedirs(f"{ROOT}/etc", exist_ok=True)
     sh("sync", check=True)
     cold(hdd)
-    marked(rec, "workload", lambda: run_workload(1))
+    marked(rec, "workload", lambda: run_workload("cold"))
     collect = unit("tunectl-preload-collect.service")
     rec["collect_condition"] = conditions_met(collect)
 
@@ -151,24 +173,36 @@ def second(rec: Recorder, args: list[str]) -> None:
     rec["replay_condition"] = conditions_met(replay)
     replay_cmd = unit_command(replay)
     rec["replay_command"] = replay_cmd
+    replays: dict = {}
+
+    def start_replay(name: str) -> float:
+        # Type=exec: systemd goes on once the command is executing; the boot does not wait for it.
+        replays[name] = subprocess.Popen(replay_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                         env=env())
+        return time.monotonic()
+
+    def wait_replay(name: str) -> dict:
+        proc = replays[name]
+        _, err = proc.communicate(timeout=900)
+        ok = {0, *(int(c) for s in replay.get("SuccessExitStatus", []) for c in s.split())}
+        return {"code": proc.returncode, "success": proc.returncode in ok, "stderr": err.strip(),
+                "ended": time.monotonic()}
+
+    if not rec["replay_condition"]:
+        return
+    # As at a boot: the replay unit starts first, the workload (a later service) after it.
+    marked(rec, "workload", lambda: {"replay_started": start_replay("boot"), **run_workload("boot")})
+    rec["replay"] = wait_replay("boot")
+    list_path = rooted(shlex.split(replay["ExecStart"][0])[-1])
+    code, doc, err = tunectl(f"preload show --stats {list_path} --against /tmp/read-boot.list", env())
+    rec["stats"] = {"code": code, "doc": doc, "stderr": err}
+    # The race at its worst: cold again, the workload waits at a gate and starts the instant the replay does.
+    cold(hdd)
     started: dict = {}
 
-    def boot() -> dict:
-        # Type=exec: systemd goes on once the command is executing; the workload comes after it.
-        started["replay"] = time.monotonic()
-        started["proc"] = subprocess.Popen(replay_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                           env=env())
-        return {"replay_started": started["replay"], **run_workload(2)}
+    def release() -> None:
+        started["at"] = start_replay("together")
 
-    if rec["replay_condition"]:
-        marked(rec, "workload", boot)
-    if "proc" in started:
-        proc = started["proc"]
-        out, err = proc.communicate(timeout=900)
-        ok = {0, *(int(c) for s in replay.get("SuccessExitStatus", []) for c in s.split())}
-        rec["replay"] = {"code": proc.returncode, "success": proc.returncode in ok, "stderr": err.strip(),
-                         "ended": time.monotonic()}
-    list_path = rooted(shlex.split(replay["ExecStart"][0])[-1])
-    code, doc, err = tunectl(f"preload show --stats {list_path} --against /tmp/read2.list", env())
-    rec["stats"] = {"code": code, "doc": doc, "stderr": err}
+    marked(rec, "together", lambda: {**run_workload("together", release), "replay_started": started.get("at")})
+    rec["replay_together"] = wait_replay("together")
     sh(f"umount {ROOT}")
