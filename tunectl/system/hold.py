@@ -46,7 +46,7 @@ class Hold:
         pid, started, devices = data.get("pid"), data.get("started"), data.get("devices")
         # A start time is required (bench writes one): without it any process now under the pid, pid 1 too, holds.
         if not (isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and isinstance(devices, list)
-                and all(_kernel_name(d) for d in devices) and isinstance(data.get("command"), str)
+                and all(kernel_name(d) for d in devices) and isinstance(data.get("command"), str)
                 and isinstance(started, int) and not isinstance(started, bool)):
             return None
         return cls(data["command"], pid, started, tuple(devices))
@@ -63,7 +63,7 @@ class Hold:
         return self.started is None or start_time(self.pid) in (None, self.started)
 
 
-def _kernel_name(name: object) -> bool:
+def kernel_name(name: object) -> bool:
     """A block device's kernel name as bench writes it (sda, nvme0n1, dm-0; cciss!c0d0): verify prints them and
     passes over their drift, so a name with a slash, a blank or a control character (a line break that would
     forge verify's note) makes the record one this tunectl did not write."""

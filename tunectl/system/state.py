@@ -93,6 +93,20 @@ def unseal(raw: bytes) -> dict:
     return data
 
 
+def _generation_of(data: dict) -> int | None:
+    """A state file's generation: 0 when it has none (version 1), None when it is not a whole number >= 0."""
+    generation = data.get("generation", 0)
+    if isinstance(generation, int) and not isinstance(generation, bool) and 0 <= generation < 2**63:
+        return generation
+    return None
+
+
+def _shown_value(value: object) -> str:
+    """A hand-made value, short and on one line, for a warning."""
+    text = json.dumps(value, ensure_ascii=True)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
 class _Newer(Exception):
     def __init__(self, version: int, ours: str) -> None:
         super().__init__(version, ours)
@@ -284,7 +298,11 @@ class StateStore:
                 damage.append(f"{path.name}: missing")
                 continue
             self._read_from[name] = index
-            self._generation[name] = data.get("generation", 0) if isinstance(data.get("generation"), int) else 0
+            generation = _generation_of(data)
+            self._generation[name] = generation or 0
+            if generation is None:  # hand-made: said, not silently taken as 0
+                self._warnings[name] = (f"tunectl: warning: {path}: its generation {_shown_value(data['generation'])} "
+                                        "is not a whole number: counted as 0 (the next save writes generation 1)")
             if index:
                 saved = f", saved {data['saved']}" if isinstance(data.get("saved"), str) else ""
                 self._warnings[name] = (

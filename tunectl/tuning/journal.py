@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Union
 
+from tunectl.system.hold import kernel_name
 from tunectl.system.state import JOURNAL, StateStore
 
 Value = Union[int, str, None]
@@ -121,6 +122,8 @@ class JournalEntry:
         if not isinstance(data, dict) or not isinstance(data.get("attributes"), dict) \
                 or not isinstance(data.get("name", ""), str):
             raise JournalError(f"the entry of {identity!r} has no 'attributes' object")
+        if data.get("name") and not kernel_name(data["name"]):  # printed in rollback's notes, compared with names
+            raise JournalError(f"the entry of {identity!r} names the device {data['name']!r}: not a kernel name")
         attributes = data["attributes"]
         for attr, value in attributes.items():
             if not _ATTRIBUTE.match(attr):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -481,9 +481,22 @@ def adopt_rules_originals(ctx: Context, record: Intent | None, kept: Journal,
     # What install kept for below: wins over udev's database: a disk's first event after install may come after the
     # RUN of a stack above it wrote below:, and the rules would keep that value. The database has the rest, and the
     # devices that appeared after install (their first event comes before any stack over them).
+    # Only for a device under a stack now (it, or a partition, has holders): below: is written by the RUN of a stack
+    # alone, so on a standalone disk a value that differs from what install kept is someone else's change (an admin's
+    # blockdev --setra), which a rollback must not undo. Its below: originals, from install or the database, are not
+    # adopted there.
     found = record.rules.kept
-    return adopt(kept, devices, lambda d: {**ctx.udev.record(d.devnum).properties, **found.get(d.identity, {})}, by,
+    return adopt(kept, devices, lambda d: _rules_kept(ctx.udev.record(d.devnum).properties,
+                                                      found.get(d.identity, {}), bool(d.holders)), by,
                  scope=record.rules.scope)
+
+
+def _rules_kept(database: Mapping[str, str], below: Mapping[str, str], stacked: bool) -> dict[str, str]:
+    """What the rules kept of one device: udev's database with install's below: originals over it, for a device
+    under a stack; for one that is not, the database without the below: attributes install kept."""
+    if stacked:
+        return {**database, **below}
+    return {k: v for k, v in database.items() if k not in below}
 
 
 def adopt_seen(ctx: Context, devices: list[Device]) -> list[str]:

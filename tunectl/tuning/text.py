@@ -69,6 +69,9 @@ def print_skipped(skipped: list[tuple[str, str]], out) -> None:
         out.heading(f"skipped {device}: {reason}")  # on stderr when -o/-r/-P make stdout the table alone
 
 
+HELD = "held by a running bench"
+
+
 def summary(statuses: list[str]) -> str:
     counts: dict[str, int] = {}
     for st in statuses:
@@ -184,7 +187,9 @@ def print_plan(report, out) -> None:
     if rows:
         out.print(out.table(VERIFY_COLUMNS if verify else SETTING_COLUMNS, rows))
     print_skipped(report.skipped, out)
-    out.heading(summary([s.status for s in report.settings]))
+    # verify: a running bench's temporary values are counted as held, not as changes, as the verdict says
+    held = set(report.held) if verify else set()
+    out.heading(summary([HELD if s.device in held and s.is_drift else s.status for s in report.settings]))
     if verify:
         out.heading("in sync" if not drift and not report.relinked else
                     f"drift: {len(drift)} setting(s) differ, {len(report.relinked)} tuned loop device(s) changed identity")

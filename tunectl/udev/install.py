@@ -325,7 +325,9 @@ def _record_rules(ctx, rendered: RenderReport, target: Path, kept: dict[str, dic
     rules = intent.Rules(str(target), rendered.active.ref, profile.name,
                          intent.of(profile, profile.name).profile_sha256, rendered.rendered.digest,
                          tuple(rendered.scope) if rendered.scope is not None else None,
-                         {identity: {**values, **before.get(identity, {})} for identity, values in kept.items()})
+                         # a device absent at this re-install (unplugged just now) keeps what the first install kept
+                         {**before, **{identity: {**values, **before.get(identity, {})}
+                                       for identity, values in kept.items()}})
     if record.rules != rules:
         intent.save(ctx.state, replace(record, rules=rules))
 

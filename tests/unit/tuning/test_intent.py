@@ -373,6 +373,38 @@ def test_a_scheduler_the_run_set_below_a_stack_made_after_install_comes_back(t: 
     assert snapshot(t.tree, "mmcblk0") == kernel
 
 
+def test_below_originals_of_a_standalone_disk_are_not_adopted(t: Tunectl, tmp_path: Path, udevadm: _Udevadm) -> None:
+    """Review 2, finding 1: install keeps what below: sets on every disk (the stack may come later), but on a disk
+    under no stack a changed value is someone else's (an admin's blockdev --setra): neither install's kept value nor
+    the database's is journalled, so a rollback never undoes it. (A disk under a stack still gets its original:
+    test_a_scheduler_the_run_set_below_a_stack_made_after_install_comes_back.)"""
+    profile = tmp_path / "below.yaml"
+    profile.write_text("name: below\ndevices:\n  - match: {class: dm}\n    below: {read_ahead_kb: 4096}\n")
+    t.tree.add_disk("mmcblk0", rotational=False, bus="mmc", model="DG4016", serial="0x1a2b3c4d", size_sectors=30535680,
+                    queue_depth=64, partitions=[(8192, 131072), (139264, 4194304), (4333568, 65536)])
+    exe = tmp_path / "tunectl"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    t.ctx.env["TUNECTL_EXECUTABLE"] = str(exe)
+    kernel = snapshot(t.tree, "mmcblk0")
+    assert t("udev", "install", "-p", str(profile), "--rules-dir", str(tmp_path)).code == 0
+    [card] = [i for i in _record(t)["rules"]["kept"] if "0x1a2b3c4d" in i]
+    # The admin sets read-ahead on the standalone card; the database also says what the rules kept at its event.
+    db = t.tree.udev_root / f"b{t.tree.devnum('mmcblk0')}"
+    db.write_text(db.read_text() + f"E:TUNECTL_ORIG_READ_AHEAD_KB={kernel['read_ahead_kb']}\n")
+    t.tree.sysfs.write("block/mmcblk0/queue/read_ahead_kb", "8192")
+    r = t("status")
+    assert r.code == 0 and "mmcblk0" not in r.err, r.err
+    journalled = t.ctx.state.dir / "journal.json"
+    assert not journalled.exists() or card not in _journal(t)["devices"], journalled.read_text()
+    # Re-installed while the card is away: what the first install kept for it stays.
+    first = _record(t)["rules"]["kept"][card]
+    t.tree.sysfs.write("block/mmcblk0/queue/read_ahead_kb", kernel["read_ahead_kb"])
+    t.tree.sysfs.vanish("mmcblk0")
+    assert t("udev", "install", "-p", str(profile), "--rules-dir", str(tmp_path)).code == 0
+    assert _record(t)["rules"]["kept"][card] == first
+
+
 def test_every_skipped_device_gets_a_line_with_the_reason(t: Tunectl) -> None:
     r = t("apply", "-p", "default", "loop0", "--check")
     assert "skipped loop0: class loop is tuned only by a profile that names it" in r.out
@@ -472,6 +504,8 @@ def test_verify_ignores_the_lock_line_and_the_hold_of_a_process_that_is_gone(t: 
     (t.ctx.state.dir / HOLD).write_text(json.dumps(Hold("tunectl bench", os.getpid(), mine, ("loop0",)).to_json()))
     r = t("verify")
     assert r.code == 0 and "a bench is running on loop0" in r.err
+    lines = r.out.splitlines()  # one story: the held drift is not "1 change" above the verdict "in sync"
+    assert lines[-1] == "in sync" and "1 held by a running bench" in lines[-2] and "change" not in lines[-2], r.out
     # No start time (bench always writes one): any process under the pid, pid 1 too, would have held the devices.
     (t.ctx.state.dir / HOLD).write_text(json.dumps(Hold("tunectl bench", os.getpid(), None, ("loop0",)).to_json()))
     r = t("verify")

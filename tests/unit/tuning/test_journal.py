@@ -379,3 +379,17 @@ def test_unseal_says_why_a_file_is_not_json_in_its_own_words(raw: bytes, why: st
     with pytest.raises(_Damaged, match=why) as e:
         unseal(raw)
     assert "set_int_max_str_digits" not in str(e.value)
+
+
+@pytest.mark.parametrize("generation", ['"7"', "1.5", "true", "-3", "[1]", "null"])
+def test_a_wrong_typed_generation_is_said_not_silently_read_as_0(pair: Pair, generation: str) -> None:
+    assert pair.run("apply", "-p", "p2").code == 0
+    current = unseal((pair.state / "journal.json").read_bytes())
+    v1 = {"version": 1, "devices": {identity: {k: v for k, v in entry.items() if k != "changed_by"}
+                                    for identity, entry in current["devices"].items()}}
+    text = json.dumps(v1, indent=1, sort_keys=True)
+    (pair.state / "journal.json").write_text(text[:-1] + f', "generation": {generation}}}\n')
+    r = pair.fresh()("rollback", "--check")
+    assert r.code == 0 and f"its generation {generation} is not a whole number: counted as 0" in r.err, r.err
+    r = pair.fresh()("rollback")  # the values are still there to restore
+    assert r.code == 0 and pair.snap() == pair.originals

@@ -60,6 +60,9 @@ def test_a_version_1_snapshot_of_no_real_scheduler_is_not_kept_as_a_key_that_wou
     ({"devices": {"x": {"attributes": {}, "iosched": {"bfq": {"slice_idle": False}}}}}, "scheduler knobs"),
     ({"devices": {"x": {"attributes": {}, "iosched": {"Bad!": {}}}}}, "scheduler knobs"),
     ({"devices": {"x": {"attributes": {}, "changed_by": []}}}, "'changed_by'"),
+    ({"devices": {"x": {"name": "sda\ntunectl: note: all clear", "attributes": {}}}}, "not a kernel name"),
+    ({"devices": {"x": {"name": "../sda", "attributes": {}}}}, "not a kernel name"),
+    ({"devices": {"x": {"name": "sd\x1b[2Ja", "attributes": {}}}}, "not a kernel name"),
 ])
 def test_what_rollback_cannot_use_is_refused_with_the_reason(data: dict, why: str) -> None:
     with pytest.raises(JournalError, match=why):
