@@ -308,7 +308,9 @@ class ListedOpener:
         fd = -1
         if not _openat2_missing:
             try:
-                fd = _openat2(_AT_FDCWD, directory, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                # (no O_NOFOLLOW: with O_DIRECTORY a linked directory would fail ENOTDIR, "vanished", instead of
+                # ELOOP and the fall-back that show takes too; RESOLVE_NO_SYMLINKS follows no link either way)
+                fd = _openat2(_AT_FDCWD, directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC,
                               _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
             except OSError as e:
                 if e.errno == errno.ENOSYS:
@@ -376,7 +378,7 @@ def _walk_open(path: str, flags: int, links: bool = True) -> int:
                 parts = list(Path(target).parts[1 if target.startswith("/") else 0:]) + parts
                 continue
             if parts:
-                nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
                 os.close(fd)
                 fd = nxt
                 continue

@@ -43,6 +43,25 @@ def test_a_directory_swapped_for_a_link_after_it_was_resolved_is_not_followed(tm
             os.close(fd)
 
 
+def test_a_path_through_a_linked_directory_opens_as_show_opens_it_not_vanished(tmp_path: Path) -> None:
+    """replay (ListedOpener) and show (open_listed) agree on a hand-made list whose path goes through a link to
+    a directory the user owns: both open the file (replay said "vanished: Not a directory", show "resident")."""
+    from tunectl.system.trust import open_listed
+
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree" / "f1").write_bytes(b"data1")
+    (tmp_path / "tlink").symlink_to(tmp_path / "tree")
+    path = str(tmp_path / "tlink" / "f1")
+    for checked in (True, False):
+        with ListedOpener() as opener:
+            fds = [opener.open(path, checked), open_listed(path, checked=checked)]
+        try:
+            assert [os.read(fd, 10) for fd in fds] == [b"data1", b"data1"]
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+
 def test_the_last_component_is_never_followed(tmp_path: Path) -> None:
     (tmp_path / "target").write_bytes(b"x")
     (tmp_path / "link").symlink_to(tmp_path / "target")
