@@ -51,11 +51,22 @@ def _text(raw: bytes, path: str, n: int) -> str:
         raise ListError(f"{path}:{n}: not UTF-8 text") from None
 
 
-def moved_devices(head: dict, path: str) -> dict[str, str]:
+def mounts_trusted(f) -> bool:
+    """Whether the list's header "mounts" may be followed: the list (its open descriptor) is owned by root or by
+    whoever replays it, and writable by no one else. Otherwise a user's list would make root stat paths it names
+    (an autofs or NFS path can mount or hang a boot-time replay) and choose where the entries move."""
+    st = os.fstat(f.fileno())
+    return st.st_uid in (0, os.geteuid()) and not st.st_mode & 0o022
+
+
+def moved_devices(head: dict, path: str, trusted: bool = True) -> dict[str, str]:
     """The file systems of the list's header "mounts" that are mounted at the same place now under another
     device number (the disks were probed in another order at this boot): listed MAJ:MIN -> MAJ:MIN now.
-    A mount point that is no mount now moves nothing: its files are then skipped as changed."""
-    moved = {}
+    A mount point that is no mount now moves nothing: its files are then skipped as changed. Nothing moves
+    when the list is not `trusted` (`mounts_trusted`)."""
+    moved: dict[str, str] = {}
+    if not trusted:
+        return moved
     for device, target in mounts_of(head, path).items():
         try:
             if not os.path.ismount(target):
@@ -86,7 +97,7 @@ def batches(path: str, size: int = BATCH) -> Iterator[tuple[str, list[Entry]]]:
                             hint="make one with `tunectl preload collect PATHS -o LIST`")
         head = parse_header(_text(first, path, 1), path)
         created = str(head.get("created", ""))
-        moved = moved_devices(head, path)
+        moved = moved_devices(head, path, mounts_trusted(f))
         lines: list[str] = []
         numbers: list[int] = []
         n = 1
@@ -179,11 +190,13 @@ def header(path: str) -> dict:
     ranges on this boot's device numbers, as `batches` gives the entries, and "moved": what was renumbered."""
     with _open(path) as f:
         first = f.readline(MAX_LINE + 1)
+        trusted = mounts_trusted(f)
     if not first.strip():
         raise ListError(f"{path}:1: empty file, not a preload list",
                         hint="make one with `tunectl preload collect PATHS -o LIST`")
     head = parse_header(_text(first, path, 1), path)
-    moved = moved_devices(head, path)
+    moved = moved_devices(head, path, trusted)
+    head["mounts_ignored"] = not trusted and bool(head.get("mounts"))
     if moved and isinstance(head.get("metadata"), dict):
         head["metadata"] = {moved.get(d, d): r for d, r in head["metadata"].items()}
     head["moved"] = moved

@@ -101,6 +101,13 @@ def test_a_list_follows_its_file_system_to_the_device_number_it_has_at_this_boot
     assert got[0][2:] == listed[0][2:]
     head = header(str(path))
     assert head["moved"] == {"4095:4095": now} and metadata_of(head, "l") == {now: ((0, 4096),)}
+    assert head["mounts_ignored"] is False
+    # Review 2, finding 4: a list others may write (or another user's, replayed by root) names no paths to stat.
+    path.chmod(0o666)
+    (_, got), = batches(str(path))
+    assert [e.device for e in got] == ["4095:4095", "7:1"]
+    head = header(str(path))
+    assert head["moved"] == {} and head["mounts_ignored"] is True
 
 
 def test_renumber_is_free_when_nothing_moved() -> None:
