@@ -53,14 +53,15 @@ class Hold:
 
     @property
     def alive(self) -> bool:
-        """Whether the process that wrote the record still runs (the same process: its start time matches)."""
+        """Whether the process that wrote the record still runs (the same process: its start time matches exactly;
+        a start time that cannot be read, as under /proc hidepid=2, proves nothing, so drift is reported)."""
         try:
             os.kill(self.pid, 0)
         except ProcessLookupError:
             return False
         except PermissionError:
             pass  # it runs, as another user
-        return self.started is None or start_time(self.pid) in (None, self.started)
+        return self.started is not None and start_time(self.pid) == self.started
 
 
 def kernel_name(name: object) -> bool:

@@ -494,11 +494,13 @@ def test_verify_ignores_the_lock_line_and_the_hold_of_a_process_that_is_gone(t: 
     assert r.code == 1 and "a bench is running" not in r.err
     gone = subprocess.Popen(["true"])
     gone.wait()  # its pid runs no more
-    (t.ctx.state.dir / HOLD).write_text(json.dumps(Hold("tunectl bench", gone.pid, None, ("loop0",)).to_json()))
+    mine = start_time(os.getpid())
+    assert mine is not None
+    # A real start time, so the record is read and only the dead pid makes it no hold.
+    (t.ctx.state.dir / HOLD).write_text(json.dumps(Hold("tunectl bench", gone.pid, mine, ("loop0",)).to_json()))
     r = t("verify")
     assert r.code == 1 and "a bench is running" not in r.err
     # Our own pid with another start time: the pid was reused by a later process.
-    mine = start_time(os.getpid())
     (t.ctx.state.dir / HOLD).write_text(json.dumps(Hold("tunectl bench", os.getpid(), mine + 1, ("loop0",)).to_json()))
     assert t("verify").code == 1
     (t.ctx.state.dir / HOLD).write_text(json.dumps(Hold("tunectl bench", os.getpid(), mine, ("loop0",)).to_json()))
@@ -515,6 +517,22 @@ def test_verify_ignores_the_lock_line_and_the_hold_of_a_process_that_is_gone(t: 
         (t.ctx.state.dir / HOLD).write_text(json.dumps(Hold("tunectl bench", os.getpid(), mine, ("loop0", odd)).to_json()))
         r = t("verify")
         assert r.code == 1 and "a bench is running" not in r.err, odd
+
+
+def test_a_hold_whose_start_time_cannot_be_read_is_no_hold(t: Tunectl, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review 2, finding 3: under /proc hidepid=2 a non-root verify cannot read the bench's start time; a live pid
+    then proves nothing (it may be any later process), so the drift is reported, not passed over."""
+    from tunectl.system import hold
+    from tunectl.system.hold import HOLD, Hold, start_time
+
+    assert t("apply", "-p", "mydb", "loop0").code == 0
+    t.tree.sysfs.write("block/loop0/queue/read_ahead_kb", "16")
+    mine = start_time(os.getpid())
+    (t.ctx.state.dir / HOLD).write_text(json.dumps(Hold("tunectl bench", os.getpid(), mine, ("loop0",)).to_json()))
+    assert t("verify").code == 0  # readable and the same: held
+    monkeypatch.setattr(hold, "start_time", lambda pid: None)
+    r = t("verify")
+    assert r.code == 1 and "a bench is running" not in r.err, r.err
 
 
 def test_align_without_dev_reads_every_disk_it_can_and_lists_the_others(t: Tunectl) -> None:
