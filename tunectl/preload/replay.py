@@ -370,6 +370,53 @@ def _issue_with(opener, entries, order_, listed, windows, devnums, progress, ski
     return files, issued, False
 
 
+class _Disks:
+    """The disks a replay touches: each one's stack (read once), readahead window, device number, and the reads
+    its disk had completed before the replay asked for any (to count the requests it caused)."""
+
+    def __init__(self, sysfs: Sysfs) -> None:
+        self.sysfs = sysfs
+        self.stacks: dict[str, Stack] = {}
+        self.windows: dict[str, int] = {}
+        self.devnums: dict[str, int] = {}
+        self.baseline: dict[str | None, int | None] = {}  # disk stat file -> reads completed before we asked
+
+    def stack(self, d: str) -> Stack:
+        if d not in self.stacks:
+            self.stacks[d] = read_stack(self.sysfs, d)
+            if self.stacks[d].disk_stat not in self.baseline:
+                self.baseline[self.stacks[d].disk_stat] = _completed_reads(self.sysfs, self.stacks[d].disk_stat)
+        return self.stacks[d]
+
+    def add(self, devices: set[str]) -> None:
+        for d in devices - self.windows.keys():
+            self.windows[d] = self.stack(d).window
+            self.devnums[d] = os.makedev(*map(int, d.split(":")))
+
+
+def _check_inodes(checker: _Checker, how: str, entries: Sequence[Entry], threads: int | None,
+                  use_io_uring: bool) -> str:
+    """The inode pass of one batch (or none: each file checked as it is opened); how the inodes were read."""
+    if not order.inode_pass(how):
+        checker.trust_all()
+        return "inodes read at open"
+    checker.run(max(1, threads) if threads is not None else None, use_io_uring)
+    if checker.deferred:
+        return (f"inode pass stopped after {len(entries) - checker.deferred} files: "
+                f"{checker.sample_rate:,.0f} stats/s, the inode tables answer from a cache; the rest read at open")
+    return "inodes read ahead, many at once"
+
+
+def _settled(sysfs: Sysfs, devices: list[str], timeout: float) -> bool:
+    """WILLNEED returns once the reads are queued: wait until the devices have nothing in flight."""
+    deadline = time.monotonic() + timeout
+    while _in_flight(sysfs, devices):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.002)
+    return True
+
+
 def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_path: str, progress=None,
            threads: int | None = None, settle_timeout: float = 10.0, use_io_uring: bool = True,
            metadata: Mapping[str, Sequence[tuple[int, int]]] | None = None, dev_root: str | None = None,
@@ -382,73 +429,52 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
     for the reads. `progress` counts every file twice."""
     started = time.monotonic()
     report = ReplayReport(list_path)
-    stacks: dict[str, Stack] = {}
-    windows: dict[str, int] = {}
-    devnums: dict[str, int] = {}
+    disks = _Disks(sysfs)
     orders: set[str] = set()
-    baseline: dict[str | None, int | None] = {}  # disk stat file -> reads completed before we asked for any
-
-    def stack(d: str) -> Stack:
-        if d not in stacks:
-            stacks[d] = read_stack(sysfs, d)
-            if stacks[d].disk_stat not in baseline:
-                baseline[stacks[d].disk_stat] = _completed_reads(sysfs, stacks[d].disk_stat)
-        return stacks[d]
-
     if metadata:
         for d in metadata:
-            stack(d)
+            disks.stack(d)
         from tunectl.preload import metadata as metadata_pass
 
-        report.metadata = metadata_pass.replay(metadata, {d: s.window for d, s in stacks.items()}, sysfs,
+        report.metadata = metadata_pass.replay(metadata, {d: s.window for d, s in disks.stacks.items()}, sysfs,
                                                dev_root)
     guard = PressureGuard(pressure, started) if pressure is not None else None
     for entries in ([plist.entries] if isinstance(plist, PreloadList) else plist):
-        if not entries:
-            continue
-        devices = {e.device for e in entries}
-        for d in devices - windows.keys():
-            windows[d] = stack(d).window
-            devnums[d] = os.makedev(*map(int, d.split(":")))
-        # one method for the batch: the slowest kind of disk it touches decides (a seek costs the most)
-        kinds = {stacks[d].rotational for d in devices}
-        how = order.method(False if kinds == {False} else True if True in kinds else None, time_order)
-        orders.add(how if how != "physical" else order.order_name(entries))
-        checker = _Checker(entries, devnums, progress, threading.Lock())
-        if order.inode_pass(how):
-            checker.run(max(1, threads) if threads is not None else None, use_io_uring)
-            inodes = "inodes read ahead, many at once"
-            if checker.deferred:
-                inodes = (f"inode pass stopped after {len(entries) - checker.deferred} files: "
-                          f"{checker.sample_rate:,.0f} stats/s, the inode tables answer from a cache; "
-                          f"the rest read at open")
-        else:  # each file is looked at and checked as it is opened, once
-            checker.trust_all()
-            inodes = "inodes read at open"
-        report.inode_pass_files += len(entries) - checker.deferred
-        for d in devices:
-            report.methods[d] = f"{stacks[d].describe(how)}; {inodes}"
-        report.inode_pass, report.threads = checker.how, checker.parallel
-        files, issued, stopped = _issue(entries, order.indices_for(how, entries), checker.listed, windows,
-                                        devnums, progress, checker.skipped, guard)
-        report.files, report.bytes = report.files + files, report.bytes + issued
-        report.add_skips(checker.skipped)
-        if guard is not None:
-            report.pressure_share = max(report.pressure_share, guard.share)
-        if stopped:
-            report.stopped = (f"memory pressure: tasks stalled on memory {100 * guard.share:.0f}% of the time "
-                              f"(limit {100 * guard.limit:.0f}%); the rest of the list was not read")
+        if entries and _replay_batch(report, disks, entries, orders, progress, guard, threads, use_io_uring,
+                                     time_order):
             break
     report.order = orders.pop() if len(orders) == 1 else "mixed" if orders else "physical"
     report.skipped.sort(key=lambda s: s.path)
     report.issue_seconds = time.monotonic() - started
-    # WILLNEED returns once the reads are queued: wait until the devices have nothing in flight.
-    deadline = time.monotonic() + settle_timeout
-    while _in_flight(sysfs, sorted(windows)):
-        if time.monotonic() > deadline:
-            report.settled = False
-            break
-        time.sleep(0.002)
+    report.settled = _settled(sysfs, sorted(disks.windows), settle_timeout)
     report.seconds = time.monotonic() - started
-    report.requests = _requests_since(sysfs, baseline)
+    report.requests = _requests_since(sysfs, disks.baseline)
     return report
+
+
+def _replay_batch(report: ReplayReport, disks: _Disks, entries: Sequence[Entry], orders: set[str], progress,
+                  guard: PressureGuard | None, threads: int | None, use_io_uring: bool, time_order: bool) -> bool:
+    """One batch: its order, its inode pass, its data reads, counted in `report`; True when memory pressure
+    stopped it (the rest of the list is not read)."""
+    devices = {e.device for e in entries}
+    disks.add(devices)
+    # one method for the batch: the slowest kind of disk it touches decides (a seek costs the most)
+    kinds = {disks.stacks[d].rotational for d in devices}
+    how = order.method(False if kinds == {False} else True if True in kinds else None, time_order)
+    orders.add(how if how != "physical" else order.order_name(entries))
+    checker = _Checker(entries, disks.devnums, progress, threading.Lock())
+    inodes = _check_inodes(checker, how, entries, threads, use_io_uring)
+    report.inode_pass_files += len(entries) - checker.deferred
+    for d in devices:
+        report.methods[d] = f"{disks.stacks[d].describe(how)}; {inodes}"
+    report.inode_pass, report.threads = checker.how, checker.parallel
+    files, issued, stopped = _issue(entries, order.indices_for(how, entries), checker.listed, disks.windows,
+                                    disks.devnums, progress, checker.skipped, guard)
+    report.files, report.bytes = report.files + files, report.bytes + issued
+    report.add_skips(checker.skipped)
+    if guard is not None:
+        report.pressure_share = max(report.pressure_share, guard.share)
+    if stopped:
+        report.stopped = (f"memory pressure: tasks stalled on memory {100 * guard.share:.0f}% of the time "
+                          f"(limit {100 * guard.limit:.0f}%); the rest of the list was not read")
+    return stopped
