@@ -108,10 +108,12 @@ class Output:
 
         self.stderr.write(escape(text) + "\n")
 
-    def show(self, report: Report) -> int:
-        """A command's result (tunectl.report.Report): its --json document, or its text; then its exit code."""
+    def show(self, report: Report, one_line: bool = False) -> int:
+        """A command's result (tunectl.report.Report): its --json document, or its text; then its exit code.
+
+        `one_line`: the document on one line, for a stream of reports (`udev monitor`: a JSON line per event)."""
         if self.json:
-            self.emit(report.to_json())
+            self.emit(report.to_json(), one_line)
         else:
             report.print_text(self)
         return report.exit_code
