@@ -21,11 +21,11 @@ A full rollback clears the record (``{"applied": false}``: `clear`).
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field, replace
 
 from tunectl.context import Context
+from tunectl.digests import sha256
 from tunectl.errors import UsageError
 from tunectl.profile.library import DEFAULT_PROFILE, looks_like_path
 from tunectl.profile.reader import MAX_PROFILE_BYTES
@@ -158,7 +158,7 @@ class Intent:
         except OSError as e:
             raise UsageError(f"the active profile {path} cannot be read ({e.strerror}): moved or removed since it "
                              "was applied", hint=again) from None
-        if self.profile_sha256 is not None and hashlib.sha256(text).hexdigest() != self.profile_sha256:
+        if self.profile_sha256 is not None and sha256(text).hexdigest() != self.profile_sha256:
             raise UsageError(f"the active profile {path} changed since it was applied", hint=again)
         return ref
 
@@ -203,7 +203,7 @@ def of(profile: Profile, ref: str) -> Intent:
         text = trust.read_regular(files[0], MAX_PROFILE_BYTES)
     except (OSError, trust.Untrusted):
         return intent
-    return replace(intent, path=files[0], profile_sha256=hashlib.sha256(text).hexdigest())
+    return replace(intent, path=files[0], profile_sha256=sha256(text).hexdigest())
 
 
 def load(state: StateStore) -> Intent | None:

@@ -35,7 +35,6 @@ already-active scheduler still freezes the queue (~15 ms).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -44,6 +43,7 @@ from typing import Any
 
 from tunectl.attributes import SCHEDULERS, is_range
 from tunectl.devices.classes import BUS_BY_PATH, CLASS_TABLE, CLASSES, DM_TYPES, DM_UUID_PREFIXES, OPT_IN_CLASSES
+from tunectl.digests import sha256
 from tunectl.errors import ExitCode, UsageError
 from tunectl.profile.checks import glob_problem
 from tunectl.profile.resolve import Profile
@@ -187,7 +187,7 @@ def _canonical_below(below: dict) -> dict:
 
 def digest_of(canonical: dict) -> str:
     blob = json.dumps(canonical, sort_keys=True, separators=(",", ":")).encode()
-    return "sha256:" + hashlib.sha256(blob).hexdigest()
+    return "sha256:" + sha256(blob).hexdigest()
 
 
 def _named_classes(canonical: dict) -> set[str]:
