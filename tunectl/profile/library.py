@@ -8,6 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Union
 
+from tunectl.profile.plain_yaml import read_plain
 from tunectl.profile.reader import MAX_PROFILE_BYTES, Diagnostic, Document, decode_profile, parse_yaml
 from tunectl.system import trust
 from tunectl.system.cache import ValidationCache
@@ -104,14 +105,20 @@ def _passed_before(raw: bytes, file: str, verdict: dict) -> Document | None:
     """A text the checker passed before, parsed again but not checked again; None to check it after all.
 
     The settings come from the text, never from the cache entry (which holds
-    the warnings only): parsing costs the yaml import (~15 ms), the check that
-    is skipped costs jsonschema's and more.
+    the warnings only). A text in the plain subset most profiles use is read
+    without PyYAML, whose import costs ~25 ms of CPU (`plain_yaml`: the same
+    Document, or None); any other is parsed by PyYAML. The check that is
+    skipped costs jsonschema's and more.
     """
     text, _ = decode_profile(raw, file)
     if text is None:
         return None
-    doc, diags = parse_yaml(text, file)
-    if doc.data is None or any(d.severity == "error" for d in diags) or not_a_profile(doc) is not None:
+    doc = read_plain(text, file)
+    if doc is None:
+        doc, diags = parse_yaml(text, file)
+        if doc.data is None or any(d.severity == "error" for d in diags):
+            return None
+    if not_a_profile(doc) is not None:
         return None
     try:
         doc.warnings = Document.warnings_of(file, verdict)

@@ -136,6 +136,25 @@ class PlanReport(Report):
             text.print_plan(self, out)
 
 
+@dataclass
+class NothingAppliedReport(Report):
+    """`verify` without -p when no profile is recorded: nothing to compare with, so in sync (exit 0)."""
+
+    state_dir: str
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.OK
+
+    def to_json(self) -> dict:
+        return {"profile": None, "in_sync": True, "applied": False, "scope": None, "settings": [], "skipped": [],
+                "device_warnings": []}
+
+    def print_text(self, out) -> None:
+        out.print(f"nothing applied: no profile is recorded in {self.state_dir} (none applied yet, or all rolled "
+                  "back); `tunectl verify -p PROFILE` compares with one")
+
+
 def _owner_json(owner: Owner | None) -> dict | None:
     return owner.to_json() if owner is not None else None
 
