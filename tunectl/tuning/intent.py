@@ -51,6 +51,13 @@ def _kept(value: object) -> dict[str, dict[str, str]]:
             for identity, values in value.items() if isinstance(identity, str) and isinstance(values, dict)}
 
 
+def _names(value: object) -> tuple[str, ...] | None:
+    """The udev property names of `Rules.below_only`; None (not said) for a hand edit that is not a list of texts."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return None
+    return tuple(value)
+
+
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -67,6 +74,8 @@ class Rules:
     scope: tuple[str, ...] | None = None  # identities the rules match; None: every device
     # identity -> udev property (TUNECTL_ORIG_*) -> value: what below: sets, as install found it (udev.install)
     kept: dict[str, dict[str, str]] = field(default_factory=dict)
+    # the udev properties (TUNECTL_ORIG_*) the rules keep for below: alone; None: rules installed before it was said
+    below_only: tuple[str, ...] | None = None
 
     def to_json(self) -> dict:
         out: dict = {"path": self.path, "ref": self.ref, "name": self.name, "profile_sha256": self.profile_sha256,
@@ -75,6 +84,8 @@ class Rules:
             out["scope"] = list(self.scope)
         if self.kept:
             out["kept"] = {identity: dict(values) for identity, values in self.kept.items()}
+        if self.below_only is not None:
+            out["below_only"] = list(self.below_only)
         return out
 
     @classmethod
@@ -83,7 +94,8 @@ class Rules:
         if not isinstance(data, dict) or not isinstance(data.get("path"), str):
             return None
         return cls(data["path"], _text(data.get("ref")), _text(data.get("name")), _text(data.get("profile_sha256")),
-                   _text(data.get("digest")), _identities(data.get("scope")), _kept(data.get("kept")))
+                   _text(data.get("digest")), _identities(data.get("scope")), _kept(data.get("kept")),
+                   _names(data.get("below_only")))
 
     @property
     def profile(self) -> str | None:

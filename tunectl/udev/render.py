@@ -77,6 +77,9 @@ class Rendered:
     digest: str
     notes: list[str] = field(default_factory=list)
     runs_tunectl: bool = False
+    # the attributes whose originals the rules keep for below: alone (no layer writes them): on a disk under no stack
+    # a change of one is not the rules' (tuning.operations.adopt_rules_originals)
+    below_only: tuple[str, ...] = ()
 
 
 # --- the canonical form of a validated profile ----------------------------------------------------------------
@@ -264,17 +267,19 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
     _guard_rules(w, scope, backing, canonical.get("scope"), notes)
     _fact_rules(w, canonical)
     used = _profile_rules(w, canonical, modules, notes)
+    below = _below_attributes(canonical)
     if capture:
         # What a below: block sets is written by tunectl's RUN on the device under a stack, perhaps a stack made after
         # install: nothing journals that original, so the rules keep it too (on every device they reach: which one
         # will be under a stack is not known before the stack exists).
-        capture_rules(w, {**_below_attributes(canonical), **used})
+        capture_rules(w, {**below, **used})
     write_stage(w, used)
     if run_cmd:
         _below_rules(w, run_cmd)
     w.blank()
     w.rule(f'LABEL="{END}"')
-    return Rendered("\n".join(w.lines) + "\n", digest, notes, bool(run_cmd))
+    return Rendered("\n".join(w.lines) + "\n", digest, notes, bool(run_cmd),
+                    tuple(sorted(set(captured(below)) - set(captured(used)))))
 
 
 def _below_attributes(canonical: dict) -> dict[str, set]:
