@@ -14,6 +14,7 @@ from tunectl.preload.listing import Entry, PreloadList, metadata_of
 from tunectl.preload.skip import CHANGED, UNREADABLE, failed, why_changed
 from tunectl.preload.stats import Floor, HitRate
 from tunectl.report import Report
+from tunectl.status import Verdict
 from tunectl.system import pagecache
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.trust import Untrusted, open_listed
@@ -22,7 +23,7 @@ from tunectl.system.trust import Untrusted, open_listed
 @dataclass(frozen=True)
 class FileResidency:
     path: str
-    status: str  # resident | partial | cold | unknown | vanished | changed | unreadable
+    status: Verdict  # RESIDENCY (resident | partial | cold | unknown) or PRELOAD_SKIPS (vanished | changed | unreadable)
     wanted: int
     cached: int | None
     reason: str = ""
@@ -113,10 +114,10 @@ def residency_of(entry: Entry) -> FileResidency:
         if why:
             return FileResidency(entry.path, CHANGED, entry.bytes, None, why)
         if not pagecache.residency_observable(entry.path, st):
-            return FileResidency(entry.path, "unknown", entry.bytes, None,
+            return FileResidency(entry.path, Verdict.UNKNOWN, entry.bytes, None,
                                  "mincore hides the cache state of files you neither own nor may write")
         cached, wanted = order.resident_bytes(pagecache.residency(fd, st.st_size), entry.ranges, st.st_size)
-        status = "resident" if cached >= wanted else "cold" if cached == 0 else "partial"
+        status = Verdict.RESIDENT if cached >= wanted else Verdict.COLD if cached == 0 else Verdict.PARTIAL
         return FileResidency(entry.path, status, wanted, cached)
     except OSError as e:
         return FileResidency(entry.path, UNREADABLE, entry.bytes, None, os.strerror(e.errno or errno.EIO))

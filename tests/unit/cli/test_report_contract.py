@@ -35,6 +35,8 @@ ON_THE_CONTRACT = {
     "tunectl.bench.report": "BenchReport",
     "tunectl.tuning.operations": "ApplyReport",
     "tunectl.tuning.operations:": "PlanReport",
+    "tunectl.tuning.operations::": "NothingAppliedReport",
+    "tunectl.mounts.operations::": "RollbackReport",
     "tunectl.preload.collect": "CollectReport",
     "tunectl.preload.record": "RecordReport",
     "tunectl.preload.replay": "ReplayReport",
@@ -126,3 +128,23 @@ def test_show_prints_the_text_or_the_document_and_returns_the_exit_code() -> Non
     assert out.show(_Result(0)) == 0
     doc = json.loads(stdout.getvalue())
     assert doc["format"] == "tunectl-verify" and doc["in_sync"] is True and doc["profile"] == "p"
+
+
+def test_verify_with_nothing_applied_and_mounts_rollback_are_reports_with_exit_0() -> None:
+    from tests.harness import check_documents
+    from tunectl.mounts.operations import RollbackReport
+    from tunectl.tuning.operations import NothingAppliedReport
+
+    for report, document, text in [
+        (NothingAppliedReport("/var/lib/tunectl"), "verify", "nothing applied: no profile is recorded in /var/lib/tunectl"),
+        (RollbackReport("/etc/fstab: restored", "/etc/fstab.tunectl-1", False), "mounts-rollback", "/etc/fstab: restored"),
+    ]:
+        assert report.exit_code == 0
+        stdout = io.StringIO()
+        assert Output(stdout, io.StringIO(), False, False, 0, document).show(report) == 0
+        assert stdout.getvalue().startswith(text)
+        stdout = io.StringIO()
+        assert Output(stdout, io.StringIO(), True, False, 0, document).show(report) == 0
+        (doc,) = check_documents(stdout.getvalue())
+        assert doc["format"] == f"tunectl-{document}"
+    assert json.loads(stdout.getvalue())["backup"] == "/etc/fstab.tunectl-1"
