@@ -322,6 +322,8 @@ def _fail(out: Output, error: Exception, usage: str | None = None) -> int:
         hint = "this is a bug in tunectl; rerun with --propagate for the traceback and report it"
     problems = error.diagnostics if isinstance(error, ProfileError) else ()
     diagnostics = [d.to_json() if hasattr(d, "to_json") else {"message": str(d)} for d in problems]
+    # Stays a branch, not a Report: the one renderer of every failure, as plain as it can be (it must work when the
+    # failure was in the report machinery), and its document is `tunectl-error`, whatever the command's format.
     if out.json:
         emit_json("error", error_document(code, message, hint, where, exit_code, diagnostics), out.stdout)
     if usage and not out.json:

@@ -8,6 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Union
 
+from tunectl.digests import sha256
 from tunectl.profile.plain_yaml import read_plain
 from tunectl.profile.reader import MAX_PROFILE_BYTES, Diagnostic, Document, decode_profile, parse_yaml
 from tunectl.system import trust
@@ -130,12 +131,10 @@ def _passed_before(raw: bytes, file: str, verdict: dict) -> Document | None:
 @lru_cache(maxsize=1)
 def _checker_digest() -> bytes:
     """What the verdict on a text depends on besides the text: this checker, the catalogue, the schema."""
-    import hashlib  # here, not at the top: it loads OpenSSL (13 ms) at every start of every command
-
     from tunectl import __version__, attributes, units
     from tunectl.profile import checks, reader, schema
 
-    digest = hashlib.sha256(f"{__version__}\0".encode())
+    digest = sha256(f"{__version__}\0".encode())
     for source in (reader.__file__, checks.__file__, schema.__file__, attributes.__file__, units.__file__,
                    schema.SCHEMA_PATH):
         with contextlib.suppress(OSError):
@@ -144,12 +143,7 @@ def _checker_digest() -> bytes:
 
 
 def _sha256(*parts: bytes) -> str:
-    import hashlib
-
-    digest = hashlib.sha256()
-    for part in parts:
-        digest.update(part)
-    return digest.hexdigest()
+    return sha256(*parts).hexdigest()
 
 
 PROFILE_KEYS = frozenset({"name", "description", "extends", "classes", "devices", "mounts", "alignment"})
