@@ -108,10 +108,12 @@ class Output:
 
         self.stderr.write(escape(text) + "\n")
 
-    def show(self, report: Report) -> int:
-        """A command's result (tunectl.report.Report): its --json document, or its text; then its exit code."""
+    def show(self, report: Report, one_line: bool = False) -> int:
+        """A command's result (tunectl.report.Report): its --json document, or its text; then its exit code.
+
+        `one_line`: the document on one line, for a stream of reports (`udev monitor`: a JSON line per event)."""
         if self.json:
-            self.emit(report.to_json())
+            self.emit(report.to_json(), one_line)
         else:
             report.print_text(self)
         return report.exit_code
@@ -320,6 +322,8 @@ def _fail(out: Output, error: Exception, usage: str | None = None) -> int:
         hint = "this is a bug in tunectl; rerun with --propagate for the traceback and report it"
     problems = error.diagnostics if isinstance(error, ProfileError) else ()
     diagnostics = [d.to_json() if hasattr(d, "to_json") else {"message": str(d)} for d in problems]
+    # Stays a branch, not a Report: the one renderer of every failure, as plain as it can be (it must work when the
+    # failure was in the report machinery), and its document is `tunectl-error`, whatever the command's format.
     if out.json:
         emit_json("error", error_document(code, message, hint, where, exit_code, diagnostics), out.stdout)
     if usage and not out.json:

@@ -96,6 +96,11 @@ def cut(text: str, width: int, middle: bool = False) -> str:
 PAINT = {"red": "\x1b[31m", "yellow": "\x1b[33m", "green": "\x1b[32m", "bold": "\x1b[1m"}
 
 
+def painted(text: str, colour: str | None) -> str:
+    """`text` in `colour` (a PAINT name) on a terminal; unchanged when colour is None."""
+    return f"{PAINT[colour]}{text}\x1b[0m" if colour else text
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], width: int | None = None,
           middle: Iterable[str] = (), keep: Iterable[str] = (), only: Sequence[str] | None = None,
           hide: Iterable[str] = (), paint: bool = False,
@@ -140,17 +145,17 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], width: int | No
             widths[max(movable, key=lambda i: widths[i])] -= 1
     mid = set(middle)
 
-    def line(cells: Sequence[str], painted: Sequence[str | None] = ()) -> str:
+    def line(cells: Sequence[str], row_colours: Sequence[str | None] = ()) -> str:
         parts = []
         for i, (h, c, w) in enumerate(zip(headers, cells, widths)):
             text = cut(c, w, h in mid)
-            colour = painted[i] if painted else None
+            colour = row_colours[i] if row_colours else None
             padded = text.ljust(w)
-            parts.append(f"{PAINT[colour]}{text}\x1b[0m{padded[len(text):]}" if colour else padded)
+            parts.append(painted(text, colour) + padded[len(text):] if colour else padded)
         out = "  ".join(parts).rstrip()
         return cut(out, width) if width is not None and len(_ANSI.sub("", out)) > width and "\x1b" not in out else out
 
-    return "\n".join(([line(headers)] if headings else []) + [line(row, painted) for row, painted in zip(rows, colours)])
+    return "\n".join(([line(headers)] if headings else []) + [line(row, row_colours) for row, row_colours in zip(rows, colours)])
 
 
 def _machine_lines(headers: list[str], rows: list[list[str]], style: str, headings: bool) -> str:

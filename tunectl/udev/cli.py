@@ -140,10 +140,7 @@ def monitor(ctx, args, out, events=None) -> int:
     reports = follow(source, check, profile.name)
     try:
         for report in itertools.islice(reports, args.count):
-            if out.json:
-                out.emit(report.to_json(), one_line=True)
-            else:
-                out.print(report.line())
+            out.show(report, one_line=True)  # each event's own exit code (1 on drift) is not the monitor's
             out.stdout.flush()
     except KeyboardInterrupt:
         pass  # the way to stop a monitor: not an error

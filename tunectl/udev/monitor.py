@@ -15,8 +15,10 @@ import contextlib
 import datetime
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
-from tunectl.errors import TunectlError, UsageError
+from tunectl.errors import ExitCode, TunectlError, UsageError
+from tunectl.report import Report, painted
 from tunectl.status import Status
 from tunectl.tuning.plan import Setting
 
@@ -31,7 +33,11 @@ class BlockEvent:
 
 
 @dataclass
-class EventReport:
+class EventReport(Report):
+    """One event as the monitor judged it, a report of the stream `udev monitor` prints (one line or one JSON
+    line each): its verdict IN_SYNC, DRIFT, NOT_TUNED or VANISHED, from the one vocabulary (tunectl.status);
+    the document spells IN_SYNC "in-sync" (`Verdict.word`), the text "in sync"; colour from the verdict."""
+
     time: str
     event: BlockEvent
     profile: str
@@ -40,6 +46,12 @@ class EventReport:
     drift: list[Setting] = field(default_factory=list)
     reason: str = ""
 
+    @property
+    def exit_code(self) -> int:
+        """What `tunectl verify` of this one device would exit with: 1 on drift, else 0. The monitor itself
+        exits 0 however many events drifted (a stream ends by Ctrl-C or --count, not by a verdict)."""
+        return ExitCode.DRIFT if self.status == Status.DRIFT else ExitCode.OK
+
     def to_json(self) -> dict:
         return {"time": self.time, "device": self.event.device, "action": self.event.action,
                 "sequence": self.event.sequence, "profile": self.profile,
@@ -47,15 +59,20 @@ class EventReport:
                 "settings": self.settings,
                 "drift": [s.to_json() for s in self.drift], "reason": self.reason}
 
-    def line(self) -> str:
+    def print_text(self, out: Any) -> None:
+        out.print(self.line(paint=out.colour))
+
+    def line(self, paint: bool = False) -> str:
+        """The event's line for people; `paint`: its verdict word in the verdict's colour (a terminal)."""
         head = f"{self.time}  {self.event.device:<10} {self.event.action:<6}"
+        word = painted(self.status.word("udev-monitor").replace("-", " "), self.status.colour if paint else None)
         if self.status == Status.DRIFT:
             parts = [f"{s.attribute} {_show(s.before)} -> {_show(s.after)}" + (f" ({s.reason})" if s.reason else "")
                      for s in self.drift]
-            return f"{head} drift: {'; '.join(parts)}"
+            return f"{head} {word}: {'; '.join(parts)}"
         if self.status == Status.IN_SYNC:
-            return f"{head} in sync ({self.settings} setting{'s' if self.settings != 1 else ''})"
-        return f"{head} {self.status.replace('-', ' ')}: {self.reason}"
+            return f"{head} {word} ({self.settings} setting{'s' if self.settings != 1 else ''})"
+        return f"{head} {word}: {self.reason}"
 
 
 def _show(value: object) -> str:

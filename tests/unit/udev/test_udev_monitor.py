@@ -92,3 +92,42 @@ def test_a_fake_sysfs_root_is_refused_for_real_events(tmp_path: Path) -> None:
            "TUNECTL_STATE_DIR": str(tmp_path / "state")}
     done = run_process("udev", "monitor", env=env, timeout=60)
     assert done.code == 2 and "is not /sys" in done.err, done.err
+
+
+def _event_report(status, drift=()):
+    from tunectl.status import Verdict
+    from tunectl.tuning.plan import Setting
+    from tunectl.udev.monitor import EventReport
+
+    settings = [Setting("sda", "id", "read_ahead_kb", 128, 256, "classes.ssd", Verdict(s)) for s in drift]
+    return EventReport("T", BlockEvent("add", "sda", 7), "p", status, len(settings) or 2, settings,
+                       "" if status in ("ok", "drift") else "why")
+
+
+@pytest.mark.parametrize("verdict, word, in_sync, code, text, colour", [
+    ("ok", "in-sync", True, 0, "in sync (2 settings)", None),
+    ("drift", "drift", False, 1, "drift: read_ahead_kb 128 -> 256", "\x1b[33m"),
+    ("not-tuned", "not-tuned", True, 0, "not tuned: why", None),
+    ("vanished", "vanished", False, 0, "vanished: why", "\x1b[33m"),
+])
+def test_an_event_is_a_report_its_verdict_word_exit_code_and_colour(verdict, word, in_sync, code, text, colour) -> None:
+    from tunectl.status import Verdict
+
+    report = _event_report(Verdict(verdict), drift=["change"] if verdict == "drift" else ())
+    assert report.exit_code == code  # what verify of the one device would say; the monitor itself exits 0
+    for as_json, colour_on in ((True, False), (False, False), (False, True)):
+        stdout = io.StringIO()
+        out = Output(stdout, io.StringIO(), as_json, False, 0, "udev-monitor")
+        out.colour = colour_on
+        assert out.show(report, one_line=True) == code
+        if as_json:
+            assert stdout.getvalue().count("\n") == 1  # one JSON line per event: the stream's form
+            doc = json.loads(stdout.getvalue())
+            assert doc["status"] == word and doc["in_sync"] is in_sync and doc["format"] == "tunectl-udev-monitor"
+            check_documents(stdout.getvalue())
+        else:
+            line = stdout.getvalue()
+            assert text in line.replace("\x1b[33m", "").replace("\x1b[0m", "")
+            assert ("\x1b[" in line) is (colour_on and colour is not None)  # coloured by the verdict alone
+            if colour_on and colour:
+                assert colour + text.split(":")[0].split(" (")[0] + "\x1b[0m" in line
