@@ -91,6 +91,11 @@ def numbers(nbytes: int, files: int, requests: int | None, what: str, seconds: f
     return "numbers: " + ", ".join(parts)
 
 
+ORDER_SOURCES = {"fiemap": "physical, from the file system's extents (FIEMAP)",
+                 "squashfs": "physical, from the squashfs image's inode table (front to back)",
+                 "inode": "inode number (nothing said where the data lies)"}
+
+
 def shown(report, paint: bool = False) -> list[str]:
     from tunectl.report import table
     from tunectl.units import format_bytes
@@ -101,6 +106,8 @@ def shown(report, paint: bool = False) -> list[str]:
                            [(f.path, f.status, f.wanted, f.cached, f.reason) for f in report.files], paint=paint))
     t = report.totals()
     lines.append(table(["status", "files"], sorted(t["by_status"].items()), paint=paint))
+    for o in report.order:
+        lines.append(f"order on {o.device}: {ORDER_SOURCES.get(o.source, o.source)} ({o.files} files)")
     for m in report.metadata:
         cached = "residency unknown (root reads block devices)" if m.cached is None else \
             f"{format_bytes(m.cached)} resident ({m.percent}%)"
