@@ -27,6 +27,14 @@ class Verdict(str, enum.Enum):
     VANISHED = "vanished"  # gone before it could be planned (a quick add/remove)
     # a partition whose start is off the grain (`align`)
     MISALIGNED = "misaligned"
+    # a file of a preload list. Passed over (collect, replay, show): VANISHED (gone: expected), CHANGED (not the
+    # file the list names: expected; the word apply uses for a setting it wrote), UNREADABLE (a partial failure).
+    # Its page cache (show): RESIDENT, PARTIAL, COLD, UNKNOWN (mincore cannot tell without root).
+    UNREADABLE = "unreadable"
+    RESIDENT = "resident"
+    PARTIAL = "partial"
+    COLD = "cold"
+    UNKNOWN = "unknown"
 
     def __str__(self) -> str:
         return str(self.value)
@@ -46,10 +54,14 @@ class Verdict(str, enum.Enum):
 
 _COLOURS = {Verdict.FAILED: "red", Verdict.NOT_PERMITTED: "red", Verdict.MISALIGNED: "red",
             Verdict.CHANGE: "yellow", Verdict.UNAVAILABLE: "yellow", Verdict.DRIFT: "yellow",
-            Verdict.VANISHED: "yellow"}
+            Verdict.VANISHED: "yellow", Verdict.UNREADABLE: "red", Verdict.PARTIAL: "yellow", Verdict.COLD: "yellow"}
 _WORDS = {("udev-monitor", Verdict.IN_SYNC): "in-sync"}
 
 Status = Verdict  # the name tuning's code knows it by
+
+# preload's sub-vocabularies: why a file was passed over, and how much of it is in the page cache
+PRELOAD_SKIPS = (Verdict.VANISHED, Verdict.CHANGED, Verdict.UNREADABLE)
+RESIDENCY = (Verdict.RESIDENT, Verdict.PARTIAL, Verdict.COLD, Verdict.UNKNOWN)
 
 
 class Marked(str):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from tunectl.align.table import ParseError, PartedDisk, parse_json, parse_machine
-from tunectl.align.verdict import AlignReport, DiskReport, Topology, judge_disk
+from tunectl.align.verdict import AlignReport, DiskResult, Topology, judge_disk
 from tunectl.context import Context
 from tunectl.devices.classes import OPT_IN_CLASSES
 from tunectl.devices.discover import discover
@@ -61,7 +61,7 @@ def check(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = No
         names = [d.name for d in devices if d.cls not in OPT_IN_CLASSES and d.size_bytes > 0]
     parted = parted or Parted(ctx.run)
     tables = _read_tables(parted, {name: ctx.roots.node(name) for name in names}, named, workers)
-    disks: list[DiskReport] = []
+    disks: list[DiskResult] = []
     notes: list[str] = []
     for name in names:
         topo = read_topology(ctx.sysfs, name)
@@ -73,7 +73,7 @@ def check(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = No
             message = found.message
             if isinstance(found, NotPermitted) and _euid() == 0:
                 message += " (off limits here even to root: a container's device rules, or a security module)"
-            disks.append(DiskReport(name, None, topo, warnings=[message], named=named, unreadable=True))
+            disks.append(DiskResult(name, None, topo, warnings=[message], named=named, unreadable=True))
             continue
         report = judge_disk(name, found, topo, boundary, only.get(name))
         report.named = named

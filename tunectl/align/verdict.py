@@ -7,7 +7,7 @@ minimum_io_size and the physical and logical block sizes.
 
 libparted's rule (``parted align-check optimal N``, linux_get_optimum_alignment)
 is computed too, so the report can say where and why the two differ.
-The records (PartitionResult, DiskReport, AlignReport) are what `--json` prints; AlignReport.render the table.
+The records (PartitionResult, DiskResult, AlignReport) are what `--json` prints; AlignReport.render the table.
 """
 
 from __future__ import annotations
@@ -216,7 +216,10 @@ def judge(number: int, start_sector: int, size_sectors: int, sector_size: int, t
 
 
 @dataclass
-class DiskReport:
+class DiskResult:
+    """One disk's part of `align`'s report (as PartitionResult is a partition's): no command prints it alone, so it
+    is not a Report; AlignReport's verdict and exit code are worked out from each disk's `ok`."""
+
     device: str
     table: str | None
     topology: Topology
@@ -243,7 +246,7 @@ class DiskReport:
 @dataclass
 class AlignReport(Report):
     profile: str
-    disks: list[DiskReport]
+    disks: list[DiskResult]
     warnings: list = field(default_factory=list)  # the profile's
     notes: list[str] = field(default_factory=list)  # disks left out, and why
 
@@ -300,9 +303,9 @@ class AlignReport(Report):
 
 
 def judge_disk(name: str, disk: PartedDisk | None, topo: Topology, boundary: int,
-               only: set[int] | None = None) -> DiskReport:
+               only: set[int] | None = None) -> DiskResult:
     """One disk's report from parted's table (None: no table) and its topology; `only` limits the partitions."""
-    report = DiskReport(name, None, topo)
+    report = DiskResult(name, None, topo)
     if disk is None or not disk.has_table:
         if disk is not None and disk.label == "loop":
             report.warnings.append("no partition table: a filesystem on the whole disk (parted label 'loop')")

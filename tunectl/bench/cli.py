@@ -102,7 +102,7 @@ def run(ctx, args, out) -> int:
               + f"): {len(read_aheads)} read-ahead x {len(schedulers)} scheduler(s) x {args.runs} run(s) = "
               + f"{len(points)} points, {format_bytes(min(size, stack.read_bytes))} each, "
               + f"seed {seed}")
-    if not out.json:
+    if not out.json:  # stays: printed before a sweep of minutes, not part of its report (the JSON has each fact)
         out.print(header)
     bar = out.progress(len(points), "bench")
     sweep = Sweep(ctx, stack, points, size, block, Io.real(ctx.run), random=args.random,
@@ -116,10 +116,10 @@ def run(ctx, args, out) -> int:
         bar.close()
         verb = "terminated" if isinstance(e, Terminated) else "interrupted"
         report_restore(sweep, out, f"{verb} after {len(sweep.runs)} of {len(points)} points")
-        if out.json:
-            from tunectl.bench.report import BenchReport
-            out.emit(BenchReport(stack, sweep, seed, schedulers, interrupted=True, active=active).to_json())
-        return 143 if isinstance(e, Terminated) else 130
+        from tunectl.bench.report import BenchReport
+
+        return out.show(BenchReport(stack, sweep, seed, schedulers, interrupted=True,
+                                    terminated=isinstance(e, Terminated), active=active))
     except BaseException:
         bar.close()
         report_restore(sweep, out, "stopped by an error")

@@ -19,7 +19,8 @@ class BenchReport(Report):
     sweep: Sweep
     seed: int | None
     schedulers: list
-    interrupted: bool = False
+    interrupted: bool = False  # Ctrl-C or SIGTERM ended the sweep: no recommendation, no table (what ran is in JSON)
+    terminated: bool = False  # by SIGTERM (exit 143), not Ctrl-C (130)
     active: dict | None = None  # what the record of intent's profile sets on these devices (`active_wants`)
     summaries: list[Summary] = field(init=False)
     recommendation: Recommendation | None = field(init=False)
@@ -32,7 +33,9 @@ class BenchReport(Report):
         self.recommendation = None if self.interrupted else recommend(self.summaries, placement)
 
     @property
-    def exit_code(self) -> ExitCode:
+    def exit_code(self) -> int:
+        if self.interrupted:  # as a shell reports a process a signal ended: 128 + SIGTERM or SIGINT
+            return 143 if self.terminated else ExitCode.INTERRUPTED
         return ExitCode.PARTIAL if self.sweep.restore_failures or self.export_failed else ExitCode.OK
 
     def to_json(self) -> dict:
@@ -47,7 +50,11 @@ class BenchReport(Report):
                 "restore_failed": [o.to_json() for o in sweep.restore_failures]}
 
     def print_text(self, out) -> None:
-        """A row per point and device, the chart, the recommendation, what the applied profile sets, what was restored."""
+        """A row per point and device, the chart, the recommendation, what the applied profile sets, what was restored.
+
+        Interrupted: nothing on stdout (the lines on stderr said why it stopped and what was restored)."""
+        if self.interrupted:
+            return
         from tunectl.bench import chart
         from tunectl.report import table
 

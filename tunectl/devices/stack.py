@@ -30,9 +30,16 @@ Layers (frozen dataclasses; `kind` names each in JSON and text):
   `DiskLayer` (``disk``: everything else, zram and nbd included; `Device.cls`
   says which).
 
-To add a fact (a loop's backing file, a dm table, an md level), add a field to
-the layer type and fill it where `_block_layer` builds it; to add a kind of
-layer, subclass `BlockLayer` and add it to `_BLOCK_KINDS`.
+Every layer has `facts`, None as the resolver builds it: what a layer is made
+of beyond its identity (a loop's backing file and direct I/O, a dm table, an md
+level, a queue's values, a squashfs superblock) is read only by the one command
+that asks for it. ``explain`` attaches them (`tunectl.explain.facts`, through
+`Layer.with_facts`) as the typed facts of the layer's kind
+(`tunectl.explain.model`), so it describes these very layers and builds no
+stack of its own. `facts` is not a dataclass field (plan's path builds these
+classes at import and pays nothing for it) and takes no part in equality.
+
+To add a kind of layer, subclass `BlockLayer` and add it to `_BLOCK_KINDS`.
 """
 
 from __future__ import annotations
@@ -43,10 +50,33 @@ from dataclasses import dataclass, field
 from tunectl.devices.graph import DeviceGraph
 from tunectl.devices.model import Device, Partition
 
+TYPE_CHECKING = False  # typing is not imported for an annotation
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class LayerFacts(Protocol):
+        """What a command read about one layer (explain's typed facts per kind)."""
+
+        def to_json(self) -> dict: ...
+
+    from typing import TypeVar
+
+    _L = TypeVar("_L", bound="Layer")
+
 
 class Layer:
     __slots__ = ()
     kind = "layer"
+    facts: LayerFacts | None = None  # not a field: no dataclass gets dearer to build at import (plan's path)
+
+    def with_facts(self: _L, facts: LayerFacts) -> _L:
+        """A copy of this layer carrying `facts`; this one is left as it is. `facts` is not a field (equality,
+        repr and the constructor ignore it): a layer is the same layer with or without its facts."""
+        import copy
+
+        layer = copy.copy(self)
+        object.__setattr__(layer, "facts", facts)  # the copy is frozen like any layer; facts are set once, here
+        return layer
 
     @property
     def label(self) -> str:

@@ -20,8 +20,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from tunectl.context import Context
+from tunectl.devices.stack import LoopLayer
 from tunectl.errors import UsageError
-from tunectl.explain.model import ColdRead, Layer, StackFacts
+from tunectl.explain.model import ColdRead, StackFacts
 
 TRY_SIZES = (131072, 1048576)
 
@@ -72,14 +73,14 @@ def variants(block: int, compressor: str, dio: bool, compressors: tuple[str, ...
     return out
 
 
-def data_loop(facts: StackFacts) -> Layer | None:
+def data_loop(facts: StackFacts) -> LoopLayer | None:
     """The loop device that holds the filesystem's data: under dm-verity its data device (the hash tree
     may sit on another loop), else the first loop of the stack."""
     loops = facts.all("loop")
     for dm in facts.all("dm"):
-        for t in dm.dm_table:
+        for t in dm.facts.dm_table:
             if t.devices:
-                found = next((la for la in loops if la.devnum == t.devices[0]), None)
+                found = next((la for la in loops if la.device.devnum == t.devices[0]), None)
                 if found is not None:
                     return found
     return loops[0] if loops else None
@@ -87,14 +88,13 @@ def data_loop(facts: StackFacts) -> Layer | None:
 
 def source_image(facts: StackFacts) -> tuple[str, str]:
     """(the squashfs image or device, the file's path inside it); UsageError when the file is not on squashfs."""
-    file = facts.layers[0] if facts.layers and facts.layers[0].kind == "file" else None
-    fs = facts.layers[1] if file is not None and len(facts.layers) > 1 else None
-    if fs is None or fs.filesystem is None or fs.filesystem.squashfs is None or file is None:
+    file, fs = facts.file, facts.filesystem
+    if fs is None or fs.facts is None or fs.facts.squashfs is None or file is None:
         raise UsageError(f"--try: {facts.target} is not a file on a squashfs image",
                          hint="--try rebuilds squashfs images; name a file inside a mounted squashfs")
     loop = data_loop(facts)
-    image = loop.loop.backing_file if loop and loop.loop and loop.loop.backing_file else fs.filesystem.source
-    inside = os.path.relpath(os.path.realpath(file.name), os.path.realpath(fs.filesystem.mountpoint))
+    image = loop.facts.loop.backing_file if loop and loop.facts.loop and loop.facts.loop.backing_file else fs.source
+    inside = os.path.relpath(os.path.realpath(file.path), os.path.realpath(fs.target))
     return image, inside
 
 
@@ -130,9 +130,9 @@ def run(ctx: Context, facts: StackFacts, read: Callable[[str, list[str], list[st
         compressors: tuple[str, ...] | None = None) -> list[Result]:
     """Every variant measured cold. `read(path, block device names, extra files)` is the cold read."""
     image, inside = source_image(facts)
-    sb = facts.layers[1].filesystem.squashfs
+    sb = facts.filesystem.facts.squashfs
     loop = data_loop(facts)
-    dio = bool(loop and loop.loop and loop.loop.direct_io)
+    dio = bool(loop and loop.facts.loop and loop.facts.loop.direct_io)
     disks = [la.name for la in facts.disks]
     results: list[Result] = []
     with scratch(image) as work:

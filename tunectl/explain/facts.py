@@ -10,13 +10,14 @@ import os
 import stat
 
 from tunectl.context import Context
+from tunectl.devices import stack as stacks
 from tunectl.devices.model import Device
 from tunectl.errors import TunectlError
 from tunectl.explain import dmtable, squashfs
 from tunectl.explain.model import (
+    BlockFacts,
     FileFacts,
     FilesystemFacts,
-    Layer,
     LoopFacts,
     MdFacts,
     PartitionFacts,
@@ -134,8 +135,8 @@ def owners(ctx: Context, devices: list[Device], queues: dict[str, Queue]) -> dic
     return {name: dict(found[name].owners) for name in found}
 
 
-def read(ctx: Context, resolver, stack, target: str, release: str | None = None) -> StackFacts:
-    """The facts of every layer of `stack` (a `tunectl.devices.stack.Stack`), top first.
+def read(ctx: Context, resolver, stack: stacks.Stack, target: str, release: str | None = None) -> StackFacts:
+    """Every layer of `stack` with its facts, top first (the same layers, their `facts` filled).
 
     A loop device's backing file is not in sysfs' slaves/: the stack under it (the
     file, its filesystem, partition and disk) follows the loop layer.
@@ -144,15 +145,14 @@ def read(ctx: Context, resolver, stack, target: str, release: str | None = None)
     return StackFacts(target, kernel_version(release), release, once(_layers(ctx, resolver, stack, set())))
 
 
-def _layers(ctx: Context, resolver, stack, seen: set[str]) -> list[Layer]:
-    from tunectl.devices import stack as stacks
-
+def _layers(ctx: Context, resolver, stack, seen: set[str]) -> list[stacks.Layer]:
+    """`stack`'s layers with their facts filled, each loop followed by the layers under its backing file."""
     queues = {dev.name: _queue(ctx, dev) for dev in stack.devices}
     owned = owners(ctx, stack.devices, queues)
-    layers: list[Layer] = []
+    layers: list[stacks.Layer] = []
     for layer in stack.layers:
         if isinstance(layer, stacks.FileLayer):
-            layers.append(Layer("file", layer.path, file=FileFacts(layer.path, layer.size, extent_count(layer.path))))
+            layers.append(layer.with_facts(FileFacts(extent_count(layer.path))))
         elif isinstance(layer, stacks.MountLayer):
             holder = stack.partition.name if stack.partition else stack.top.name
             sb = read_superblock(ctx.roots.node(holder)) if layer.fstype == "squashfs" else None
@@ -160,30 +160,21 @@ def _layers(ctx: Context, resolver, stack, seen: set[str]) -> list[Layer]:
                 bsize = os.statvfs(layer.target).f_bsize
             except OSError:
                 bsize = None
-            layers.append(Layer("filesystem", layer.target,
-                                filesystem=FilesystemFacts(layer.fstype, layer.target, layer.source, bsize, sb)))
+            layers.append(layer.with_facts(FilesystemFacts(bsize, sb)))
         elif isinstance(layer, stacks.PartitionLayer):
-            start = layer.partition.start
-            layers.append(Layer("partition", layer.name, partition=PartitionFacts(start, start * 512 % (1 << 20) == 0)))
+            layers.append(layer.with_facts(PartitionFacts(layer.partition.start * 512 % (1 << 20) == 0)))
         elif isinstance(layer, stacks.BlockLayer):
             dev = layer.device
-            extra: dict = {}
-            if layer.kind == "loop":
-                extra["loop"] = _loop(ctx, resolver, dev.name)
-            elif layer.kind == "dm":
-                extra["dm_subtype"] = dev.dm_type
-                extra["dm_table"] = _dm_table(ctx, dev)
-            elif layer.kind == "md":
-                extra["md"] = _md(ctx, dev.name)
             if dev.name in seen:
                 continue
             seen.add(dev.name)
-            layers.append(Layer(layer.kind, dev.name, cls=dev.cls, devnum=dev.devnum, queue=queues[dev.name],
-                                owners=owned.get(dev.name, {}), **extra))
-            backing = extra["loop"].backing_file if "loop" in extra else None
-            if backing and os.path.isfile(backing):
+            loop = _loop(ctx, resolver, dev.name) if isinstance(layer, stacks.LoopLayer) else None
+            table = _dm_table(ctx, dev) if isinstance(layer, stacks.DmLayer) else ()
+            md = _md(ctx, dev.name) if isinstance(layer, stacks.MdLayer) else None
+            layers.append(layer.with_facts(BlockFacts(queues[dev.name], owned.get(dev.name, {}), loop, table, md)))
+            if loop and loop.backing_file and os.path.isfile(loop.backing_file):
                 try:
-                    under = resolver.stack(backing)
+                    under = resolver.stack(loop.backing_file)
                 except TunectlError:
                     continue
                 layers += _layers(ctx, resolver, under, seen)

@@ -53,7 +53,7 @@ def _other_file(ctx: Context, path: str) -> StackFacts:
     except UsageError as e:
         raise UsageError(f"--compare: {e.message}", hint=e.hint or hint, code=e.code, where="--compare") from None
     other = reading.read(ctx, other_resolver, other_stack, path)
-    if not other.layers or other.layers[0].kind != "file":
+    if other.file is None:
         raise UsageError(f"--compare: {path} is not a file", hint=hint, where="--compare")
     return other
 
@@ -61,7 +61,7 @@ def _other_file(ctx: Context, path: str) -> StackFacts:
 def investigate(ctx: Context, req: Request, on_step=lambda text: None) -> ExplainReport:
     resolver, stack = resolve(ctx, req.target)
     facts = reading.read(ctx, resolver, stack, req.target)
-    is_file = bool(facts.layers) and facts.layers[0].kind == "file"  # not a loop's backing file further down
+    is_file = facts.file is not None  # the target itself, not a loop's backing file further down
     cold = is_file if req.cold is None else req.cold
     notes: list[str] = []
     if (cold or req.trace or req.compare or req.experiments) and not is_file:
@@ -94,6 +94,6 @@ def investigate(ctx: Context, req: Request, on_step=lambda text: None) -> Explai
 
         results = experiment.run(ctx, facts, read, on_variant=lambda v: on_step(f"try {v.label}"),
                                  compressors=req.compressors)
-    if is_file and (len(facts.layers) < 2 or facts.layers[1].kind != "filesystem"):
+    if is_file and facts.filesystem is None:
         notes.append("the mount holding the file was not found: filesystem facts are missing")
     return ExplainReport(case, rules.findings(case), comparison, results, notes)

@@ -23,7 +23,7 @@ from tunectl.system import blockio
 
 def cold_files(facts: StackFacts, path: str) -> list[str]:
     """The file read and every loop's backing file: their pages are dropped before a cold read."""
-    return [path, *(la.loop.backing_file for la in facts.all("loop") if la.loop and la.loop.backing_file)]
+    return [path, *(la.facts.loop.backing_file for la in facts.all("loop") if la.facts.loop and la.facts.loop.backing_file)]
 
 
 def cold_read(ctx: Context, names: list[str], files: list[str], path: str, read_size: int, limit: int) -> ColdRead:
@@ -97,8 +97,8 @@ def _instance(ctx: Context) -> Iterator[str]:
 
 def traced(ctx: Context, facts: StackFacts, measure: Callable[[], ColdRead]) -> tuple[ColdRead, dict[str, tracing.Timing]]:
     """`measure()` with the four block events of the stack's devices recorded; timings by kernel name."""
-    devnums = [la.devnum for la in facts.blocks if la.devnum]
-    by_devnum = {la.devnum: la.name for la in facts.blocks if la.devnum}
+    devnums = [la.device.devnum for la in facts.blocks if la.device.devnum]
+    by_devnum = {la.device.devnum: la.name for la in facts.blocks if la.device.devnum}
     with _instance(ctx) as inst:
         _write(os.path.join(inst, "buffer_size_kb"), "16384")
         for event in tracing.EVENTS:

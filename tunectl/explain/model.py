@@ -1,7 +1,12 @@
 """What explain knows about one stack: typed facts per layer, a cold read per device, trace timings.
 
-Pure data. `facts` (the edge) fills it from the machine; `rules` reads it;
-`report` renders it. Every record has `to_json`, the `tunectl-explain` shape.
+The layers are `tunectl.devices.stack`'s, the one stack model: each layer's
+`facts` slot holds the facts of its kind defined here (`FileFacts` for a
+`FileLayer`, `FilesystemFacts` for a `MountLayer`, `PartitionFacts` for a
+`PartitionLayer`, `BlockFacts` for a loop, dm, md or disk layer). Pure data.
+`facts` (the edge) fills them from the machine; `rules` reads them; `report`
+renders them. Every record has `to_json`; `layer_json` is the
+`tunectl-explain` shape of a layer.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tunectl.bench.diskstat import StatDelta
+from tunectl.devices import stack as stacks
 from tunectl.explain.dmtable import Target
 from tunectl.explain.squashfs import Superblock
 from tunectl.explain.trace import Timing
@@ -38,25 +44,23 @@ class Queue:
 
 @dataclass(frozen=True)
 class FileFacts:
-    path: str
-    size: int
+    """A `FileLayer`'s facts (its path and size are the layer's)."""
+
     extents: int | None  # None: the filesystem has no FIEMAP (squashfs)
 
     def to_json(self) -> dict:
-        return {"path": self.path, "size": self.size, "extents": self.extents}
+        return {"extents": self.extents}
 
 
 @dataclass(frozen=True)
 class FilesystemFacts:
-    fstype: str
-    mountpoint: str
-    source: str
+    """A `MountLayer`'s facts (its mountpoint, type and source are the layer's)."""
+
     block_size: int | None  # ext4/xfs block size; squashfs: its device block size
     squashfs: Superblock | None = None
 
     def to_json(self) -> dict:
-        return {"fstype": self.fstype, "mountpoint": self.mountpoint, "source": self.source,
-                "block_size": self.block_size, "squashfs": self.squashfs.to_json() if self.squashfs else None}
+        return {"block_size": self.block_size, "squashfs": self.squashfs.to_json() if self.squashfs else None}
 
 
 @dataclass(frozen=True)
@@ -83,85 +87,116 @@ class MdFacts:
 
 @dataclass(frozen=True)
 class PartitionFacts:
-    start_sectors: int
+    """A `PartitionLayer`'s facts (its start is the layer's `Partition`)."""
+
     aligned_1mib: bool
 
     def to_json(self) -> dict:
-        return {"start_sectors": self.start_sectors, "aligned_1mib": self.aligned_1mib}
+        return {"aligned_1mib": self.aligned_1mib}
 
 
 @dataclass(frozen=True)
-class Layer:
-    kind: str  # file, filesystem, loop, dm, md, partition, disk
-    name: str  # a path, or a kernel name
-    cls: str | None = None  # the device class (disk layers)
-    devnum: str | None = None
-    queue: Queue | None = None
-    file: FileFacts | None = None
-    filesystem: FilesystemFacts | None = None
+class BlockFacts:
+    """A whole device's facts (`LoopLayer`, `DmLayer`, `MdLayer`, `DiskLayer`): its queue and who set it, and
+    what its kind adds (a loop's backing file, a dm table, an md level)."""
+
+    queue: Queue
+    owners: dict[str, Owner] = field(default_factory=dict)  # attribute -> who set it
     loop: LoopFacts | None = None
-    dm_subtype: str | None = None
     dm_table: tuple[Target, ...] = ()
     md: MdFacts | None = None
-    partition: PartitionFacts | None = None
-    owners: dict[str, Owner] = field(default_factory=dict)  # attribute -> who set it
-
-    @property
-    def block(self) -> bool:
-        return self.queue is not None
 
     def target(self, kind: str) -> Target | None:
         return next((t for t in self.dm_table if t.type == kind), None)
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "name": self.name, "class": self.cls, "devnum": self.devnum,
-                "queue": self.queue.to_json() if self.queue else None,
-                "file": self.file.to_json() if self.file else None,
-                "filesystem": self.filesystem.to_json() if self.filesystem else None,
-                "loop": self.loop.to_json() if self.loop else None,
-                "dm": ({"subtype": self.dm_subtype, "table": [t.to_json() for t in self.dm_table]}
-                       if self.kind == "dm" else None),
-                "md": self.md.to_json() if self.md else None,
-                "partition": self.partition.to_json() if self.partition else None,
+        return {"queue": self.queue.to_json(), "loop": self.loop.to_json() if self.loop else None,
+                "dm_table": [t.to_json() for t in self.dm_table], "md": self.md.to_json() if self.md else None,
                 "owners": {k: v.to_json() for k, v in sorted(self.owners.items())}}
 
 
-def once(layers: list[Layer] | tuple[Layer, ...]) -> tuple[Layer, ...]:
+def kind(layer: stacks.Layer) -> str:
+    """The layer's kind in explain's words: file, filesystem (a `MountLayer`), partition, loop, dm, md, disk."""
+    return "filesystem" if isinstance(layer, stacks.MountLayer) else layer.kind
+
+
+def layer_json(la: stacks.Layer) -> dict:
+    """One layer of the stack with its facts, the `tunectl-explain` shape of a layer."""
+    f = la.facts
+    block = la if isinstance(la, stacks.BlockLayer) else None
+    bf = f if isinstance(f, BlockFacts) else None
+    file = filesystem = partition = None
+    if isinstance(la, stacks.FileLayer):
+        file = {"path": la.path, "size": la.size, "extents": f.extents if isinstance(f, FileFacts) else None}
+    elif isinstance(la, stacks.MountLayer):
+        fs = f if isinstance(f, FilesystemFacts) else FilesystemFacts(None)
+        filesystem = {"fstype": la.fstype, "mountpoint": la.target, "source": la.source, **fs.to_json()}
+    elif isinstance(la, stacks.PartitionLayer):
+        start = la.partition.start
+        partition = {"start_sectors": start, "aligned_1mib": f.aligned_1mib if isinstance(f, PartitionFacts)
+                     else start * 512 % (1 << 20) == 0}
+    return {"kind": kind(la), "name": la.label, "class": block.device.cls if block else None,
+            "devnum": block.device.devnum if block else None,
+            "queue": bf.queue.to_json() if bf else None, "file": file, "filesystem": filesystem,
+            "loop": bf.loop.to_json() if bf and bf.loop else None,
+            "dm": ({"subtype": la.subtype, "table": [t.to_json() for t in bf.dm_table] if bf else []}
+                   if isinstance(la, stacks.DmLayer) else None),
+            "md": bf.md.to_json() if bf and bf.md else None,
+            "partition": partition,
+            "owners": {k: v.to_json() for k, v in sorted(bf.owners.items())} if bf else {}}
+
+
+def once(layers: list[stacks.Layer] | tuple[stacks.Layer, ...]) -> tuple[stacks.Layer, ...]:
     """Each layer once, where it first appears: the loops under one dm device (dm-verity's data and hash devices)
     have their backing files on the same filesystem, partition and disk, which the flat list names only once."""
     seen: set[tuple[str, str]] = set()
     out = []
     for layer in layers:
-        if (layer.kind, layer.name) not in seen:
-            seen.add((layer.kind, layer.name))
+        if (kind(layer), layer.label) not in seen:
+            seen.add((kind(layer), layer.label))
             out.append(layer)
     return tuple(out)
 
 
 @dataclass(frozen=True)
 class StackFacts:
+    """The layers explain describes, top first: the target's `Stack` layers, each loop's followed by the layers
+    of its backing file's stack, each layer once, every one with its `facts` filled (`tunectl.explain.facts`)."""
+
     target: str
     kernel: tuple[int, int]  # (major, minor) of the running kernel
     release: str
-    layers: tuple[Layer, ...]  # top first
+    layers: tuple[stacks.Layer, ...]  # top first
 
-    def first(self, kind: str) -> Layer | None:
-        return next((la for la in self.layers if la.kind == kind), None)
+    def first(self, kind_: str) -> stacks.Layer | None:
+        return next((la for la in self.layers if kind(la) == kind_), None)
 
-    def all(self, kind: str) -> list[Layer]:
-        return [la for la in self.layers if la.kind == kind]
-
-    @property
-    def blocks(self) -> list[Layer]:
-        return [la for la in self.layers if la.block]
+    def all(self, kind_: str) -> list:
+        return [la for la in self.layers if kind(la) == kind_]
 
     @property
-    def disks(self) -> list[Layer]:
+    def file(self) -> stacks.FileLayer | None:
+        """The target file (the first layer), not a loop's backing file further down."""
+        top = self.layers[0] if self.layers else None
+        return top if isinstance(top, stacks.FileLayer) else None
+
+    @property
+    def filesystem(self) -> stacks.MountLayer | None:
+        """The filesystem holding the target file (the layer right under it)."""
+        under = self.layers[1] if self.file and len(self.layers) > 1 else None
+        return under if isinstance(under, stacks.MountLayer) else None
+
+    @property
+    def blocks(self) -> list[stacks.BlockLayer]:
+        return [la for la in self.layers if isinstance(la, stacks.BlockLayer)]
+
+    @property
+    def disks(self) -> list[stacks.BlockLayer]:
         """The bottom of the stack: the block layers nothing else is read from."""
         return [la for la in self.blocks if la.kind == "disk"] or self.blocks[-1:]
 
     def to_json(self) -> dict:
-        return {"target": self.target, "kernel": self.release, "layers": [la.to_json() for la in self.layers]}
+        return {"target": self.target, "kernel": self.release, "layers": [layer_json(la) for la in self.layers]}
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tunectl.devices import stack as stacks
 from tunectl.explain.compare import Comparison
 from tunectl.explain.experiment import Result
-from tunectl.explain.model import Case, Layer
+from tunectl.explain.model import BlockFacts, Case, FileFacts, FilesystemFacts, PartitionFacts, kind, layer_json
 from tunectl.explain.rules import EFFECT_NAMES, RULES, Finding
 from tunectl.explain.trace import Timing
 from tunectl.report import Report, escape_field
@@ -27,7 +28,7 @@ class ExplainReport(Report):
     def to_json(self) -> dict:
         stack = self.case.stack
         return {"target": stack.target, "kernel": stack.release,
-                "layers": [la.to_json() for la in stack.layers],
+                "layers": [layer_json(la) for la in stack.layers],
                 "cold": self.case.cold.to_json() if self.case.cold else None,
                 "trace": None if self.case.trace is None else [t.to_json() | {"device": name}
                                                                for name, t in self.case.trace.items()],
@@ -42,10 +43,11 @@ class ExplainReport(Report):
         out.print(f"explain {escape_field(stack.target)} (kernel {stack.release})")
         out.print()
         out.print("stack, top first:")
-        rows = [[la.kind, la.name + (f" ({la.cls})" if la.cls and la.kind == "disk" else ""), describe(la)]
-                for la in stack.layers]
+        rows = [[kind(la), la.label + (f" ({la.device.cls})" if isinstance(la, stacks.DiskLayer) and la.device.cls
+                                       else ""), describe(la)] for la in stack.layers]
         out.print(out.table(["LAYER", "NAME", "FACTS"], rows))
-        owned = [(la.name, owners_line(la)) for la in stack.layers if la.owners]
+        owned = [(la.label, owners_line(la.facts)) for la in stack.layers
+                 if isinstance(la.facts, BlockFacts) and la.facts.owners]
         if owned:
             out.print()
             out.print("who set the queue values:")
@@ -116,56 +118,58 @@ def _yes(b: bool | None) -> str:
     return "?" if b is None else "yes" if b else "no"
 
 
-def describe(la: Layer) -> str:
+def describe(la: stacks.Layer) -> str:
     """One layer's facts as a line for people."""
-    if la.file:
-        ext = "no FIEMAP" if la.file.extents is None else f"{la.file.extents} extent(s)"
-        return f"{_size(la.file.size)}, {ext}"
-    if la.filesystem:
-        fs = la.filesystem
-        text = f"{fs.fstype} from {fs.source}, block {fs.block_size}"
+    f = la.facts
+    if isinstance(la, stacks.FileLayer):
+        extents = f.extents if isinstance(f, FileFacts) else None
+        return f"{_size(la.size)}, {'no FIEMAP' if extents is None else f'{extents} extent(s)'}"
+    if isinstance(la, stacks.MountLayer):
+        fs = f if isinstance(f, FilesystemFacts) else FilesystemFacts(None)
+        text = f"{la.fstype} from {la.source}, block {fs.block_size}"
         if fs.squashfs:
             sb = fs.squashfs
             text += (f"; squashfs {sb.version}: block size {_size(sb.block_size)}, {sb.compressor}, "
                      f"flags {' '.join(sb.flags) or 'none'}")
         return text
-    if la.partition:
-        p = la.partition
-        return f"start sector {p.start_sectors} ({'' if p.aligned_1mib else 'not '}1 MiB aligned)"
+    if isinstance(la, stacks.PartitionLayer):
+        aligned = f.aligned_1mib if isinstance(f, PartitionFacts) else la.partition.start * 512 % (1 << 20) == 0
+        return f"start sector {la.partition.start} ({'' if aligned else 'not '}1 MiB aligned)"
+    if not isinstance(f, BlockFacts):
+        return ""
     parts = []
-    if la.loop:
-        lp = la.loop
+    if f.loop:
+        lp = f.loop
         parts.append(f"backing {lp.backing_file or 'none'} offset {lp.offset}, direct I/O {'on' if lp.direct_io else 'off'}"
                      + (f", backing read-ahead {lp.backing_read_ahead_kb} KiB ({lp.backing_device})"
                         if lp.backing_device else ""))
-    if la.kind == "dm":
-        parts.append(f"{la.dm_subtype or 'dm'}")
-        for t in la.dm_table:
-            f = t.facts
+    if isinstance(la, stacks.DmLayer):
+        parts.append(f"{la.subtype or 'dm'}")
+        for t in f.dm_table:
+            tf = t.facts
             if t.type == "verity":
-                parts.append(f"verity data/hash blocks {f['data_block_size']}/{f['hash_block_size']}, "
-                             f"{f['hash_algorithm']}, options {' '.join(f['options']) or 'none'}")
+                parts.append(f"verity data/hash blocks {tf['data_block_size']}/{tf['hash_block_size']}, "
+                             f"{tf['hash_algorithm']}, options {' '.join(tf['options']) or 'none'}")
             elif t.type == "crypt":
-                parts.append(f"crypt {f['cipher']}, sector {f['sector_size']}, flags {' '.join(f['flags']) or 'none'}")
+                parts.append(f"crypt {tf['cipher']}, sector {tf['sector_size']}, flags {' '.join(tf['flags']) or 'none'}")
             elif t.type == "striped":
-                parts.append(f"striped {f['stripes']} x {f['chunk_sectors'] // 2} KiB")
+                parts.append(f"striped {tf['stripes']} x {tf['chunk_sectors'] // 2} KiB")
             else:
                 parts.append(t.type)
-    if la.md:
-        parts.append(f"md {la.md.level}, chunk {la.md.chunk_kib} KiB")
-    q = la.queue
-    if q:
-        parts.append(f"scheduler {q.scheduler or 'none (bio-based)'}, read_ahead_kb {q.read_ahead_kb}, "
-                     f"max_sectors_kb {q.max_sectors_kb}, rotational {_yes(q.rotational)}, "
-                     f"nr_requests {q.nr_requests if q.nr_requests is not None else '-'}, "
-                     f"queue depth {q.queue_depth if q.queue_depth is not None else '-'}, "
-                     f"logical block {q.logical_block_size}")
+    if f.md:
+        parts.append(f"md {f.md.level}, chunk {f.md.chunk_kib} KiB")
+    q = f.queue
+    parts.append(f"scheduler {q.scheduler or 'none (bio-based)'}, read_ahead_kb {q.read_ahead_kb}, "
+                 f"max_sectors_kb {q.max_sectors_kb}, rotational {_yes(q.rotational)}, "
+                 f"nr_requests {q.nr_requests if q.nr_requests is not None else '-'}, "
+                 f"queue depth {q.queue_depth if q.queue_depth is not None else '-'}, "
+                 f"logical block {q.logical_block_size}")
     return "; ".join(parts)
 
 
-def owners_line(la: Layer) -> str:
+def owners_line(facts: BlockFacts) -> str:
     groups: dict[str, list[str]] = {}
-    for attr, owner in sorted(la.owners.items()):
+    for attr, owner in sorted(facts.owners.items()):
         groups.setdefault(owner.text(), []).append(attr)
     return "; ".join(f"{' '.join(attrs)}: {text}" for text, attrs in groups.items())
 

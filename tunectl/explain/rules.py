@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tunectl.explain.model import PAGE_SIZE, Case, Layer
+from tunectl.devices.stack import BlockLayer
+from tunectl.explain.model import PAGE_SIZE, Case
 
 HIGH, MEDIUM, LOW = 3, 2, 1
 EFFECT_NAMES = {HIGH: "high", MEDIUM: "medium", LOW: "low"}
@@ -83,7 +84,7 @@ def _pct(share: float) -> str:
     return f"{share * 100:.0f}%"
 
 
-def _disk_io(case: Case) -> list[tuple[Layer, object]]:
+def _disk_io(case: Case) -> list[tuple[BlockLayer, object]]:
     if case.cold is None:
         return []
     return [(d, case.cold.of(d.name)) for d in case.stack.disks if case.cold.of(d.name) is not None]
@@ -106,15 +107,15 @@ def dm_no_scheduler(case: Case) -> Finding | None:
     if not dms:
         return None
     disks = case.stack.disks
-    scheds = ", ".join(f"{d.name} ({d.queue.scheduler or 'none'})" for d in disks if d.queue)
-    evidence = [f"{dm.name} ({dm.dm_subtype or 'dm'}) is bio-based: scheduler none, it merges nothing; "
+    scheds = ", ".join(f"{d.name} ({d.facts.queue.scheduler or 'none'})" for d in disks if d.facts)
+    evidence = [f"{dm.name} ({dm.subtype or 'dm'}) is bio-based: scheduler none, it merges nothing; "
                 f"ordering and merging happen on {scheds}" for dm in dms]
     if case.cold:
         for dm in dms:
             io = case.cold.of(dm.name)
             if io is not None and io.reads:
                 evidence.append(f"{dm.name}: {io.reads} reads, {_pct(io.merged_share)} merged")
-    undecided = [d for d in disks if d.queue and d.queue.scheduler in (None, "none") and d.queue.rotational]
+    undecided = [d for d in disks if d.facts and d.facts.queue.scheduler in (None, "none") and d.facts.queue.rotational]
     if undecided:
         change = Change("profile", "below:\n  scheduler: mq-deadline  # the disks under dm decide")
         effect = MEDIUM
@@ -138,24 +139,25 @@ def small_unmerged(case: Case) -> Finding | None:
 
 def squashfs_block(case: Case) -> Finding | None:
     fs = case.stack.first("filesystem")
-    if fs is None or fs.filesystem is None or fs.filesystem.squashfs is None:
+    if fs is None or fs.facts is None or fs.facts.squashfs is None:
         return None
-    sb = fs.filesystem.squashfs
+    sb = fs.facts.squashfs
     if sb.block_size >= 131072:
         return None
     comp = "xz" if sb.compressor == "gzip" else sb.compressor
-    evidence = [f"{fs.name}: squashfs block size {_kib(sb.block_size)} ({sb.compressor}): every block is one "
+    evidence = [f"{fs.label}: squashfs block size {_kib(sb.block_size)} ({sb.compressor}): every block is one "
                 f"compressed read of at most {_kib(sb.block_size)}"] + _small_unmerged(case)
-    return Finding("EX003", "squashfs blocks are small: many small compressed reads", fs.name, HIGH,
+    return Finding("EX003", "squashfs blocks are small: many small compressed reads", fs.label, HIGH,
                    tuple(evidence), Change("rebuild", f"mksquashfs SOURCE IMAGE -b 128K -comp {comp}"))
 
 
 def loop_direct_io(case: Case) -> Finding | None:
-    loops = [la for la in case.stack.all("loop") if la.loop and la.loop.direct_io and la.loop.backing_file]
+    loops = [la for la in case.stack.all("loop") if la.facts.loop and la.facts.loop.direct_io
+             and la.facts.loop.backing_file]
     if not loops:
         return None
     loop = loops[0]
-    facts = loop.loop
+    facts = loop.facts.loop
     evidence = [f"{loop.name}: direct I/O on (loop/dio = 1), backing file {facts.backing_file}: its reads "
                 f"bypass the page cache and read-ahead ({facts.backing_read_ahead_kb} KiB) of "
                 f"{facts.backing_device or 'the backing filesystem'}"]
@@ -172,45 +174,45 @@ def loop_direct_io(case: Case) -> Finding | None:
 
 def squashfs_compressor(case: Case) -> Finding | None:
     fs = case.stack.first("filesystem")
-    sb = fs.filesystem.squashfs if fs and fs.filesystem else None
+    sb = fs.facts.squashfs if fs and fs.facts else None
     if sb is None or sb.compressor != "gzip":
         return None
-    return Finding("EX005", "squashfs uses gzip: xz stores the same data in fewer bytes to read", fs.name, LOW,
-                   (f"{fs.name}: compressor gzip, block size {_kib(sb.block_size)}, image {sb.bytes_used} bytes",),
+    return Finding("EX005", "squashfs uses gzip: xz stores the same data in fewer bytes to read", fs.label, LOW,
+                   (f"{fs.label}: compressor gzip, block size {_kib(sb.block_size)}, image {sb.bytes_used} bytes",),
                    Change("rebuild", f"mksquashfs SOURCE IMAGE -b {_kib(max(sb.block_size, 131072)).replace(' KiB', 'K')} "
                                      "-comp xz"))
 
 
 def squashfs_partial_cache(case: Case) -> Finding | None:
     fs = case.stack.first("filesystem")
-    if fs is None or fs.filesystem is None or fs.filesystem.squashfs is None:
+    if fs is None or fs.facts is None or fs.facts.squashfs is None:
         return None
     under = next((la for la in case.stack.blocks), None)
-    if under is None or under.queue is None or under.queue.logical_block_size in (None, PAGE_SIZE):
+    if under is None or under.facts is None or under.facts.queue.logical_block_size in (None, PAGE_SIZE):
         return None
     change = (Change("command", f"losetup --sector-size {PAGE_SIZE} (when attaching /dev/{under.name})")
               if under.kind == "loop" else Change("none", f"a device with {PAGE_SIZE}-byte logical blocks under squashfs"))
     return Finding("EX006", "squashfs cannot cache partial compressed blocks on this device", under.name, LOW,
-                   (f"{under.name}: logical block size {under.queue.logical_block_size}, page size {PAGE_SIZE}: "
+                   (f"{under.name}: logical block size {under.facts.queue.logical_block_size}, page size {PAGE_SIZE}: "
                     f"since 6.5 squashfs caches partial blocks only when they are equal (kernel {case.stack.release})",),
                    change)
 
 
 def squashfs_no_readahead(case: Case) -> Finding | None:
     fs = case.stack.first("filesystem")
-    if fs is None or fs.filesystem is None or fs.filesystem.squashfs is None:
+    if fs is None or fs.facts is None or fs.facts.squashfs is None:
         return None
-    return Finding("EX007", "squashfs has no real read-ahead before 5.19", fs.name, MEDIUM,
+    return Finding("EX007", "squashfs has no real read-ahead before 5.19", fs.label, MEDIUM,
                    (f"kernel {case.stack.release}: squashfs reads page by page, a block decompressed per fault",),
                    Change("none", "a kernel 5.19 or later (squashfs: implement readahead, 2022)"))
 
 
 def crypt_workqueue(case: Case) -> Finding | None:
     for dm in case.stack.all("dm"):
-        t = dm.target("crypt")
+        t = dm.facts.target("crypt")
         if t is None or "no_read_workqueue" in t.facts.get("flags", []):
             continue
-        rotational = all(d.queue and d.queue.rotational for d in case.stack.disks)
+        rotational = all(d.facts and d.facts.queue.rotational for d in case.stack.disks)
         if rotational:
             continue
         return Finding("EX008", "dm-crypt queues every read to a workqueue", dm.name, MEDIUM,
@@ -223,7 +225,7 @@ def crypt_workqueue(case: Case) -> Finding | None:
 
 def verity_tasklet(case: Case) -> Finding | None:
     for dm in case.stack.all("dm"):
-        t = dm.target("verity")
+        t = dm.facts.target("verity")
         if t is None or "try_verify_in_tasklet" in t.facts.get("options", []):
             continue
         return Finding("EX009", "dm-verity verifies in a workqueue", dm.name, LOW,
@@ -235,7 +237,8 @@ def verity_tasklet(case: Case) -> Finding | None:
 
 
 def rotational_none(case: Case) -> Finding | None:
-    bad = [d for d in case.stack.disks if d.queue and d.queue.rotational and d.queue.scheduler in (None, "none")]
+    bad = [d for d in case.stack.disks if d.facts and d.facts.queue.rotational
+           and d.facts.queue.scheduler in (None, "none")]
     if not bad or case.stack.all("dm"):  # EX001 says it for a stack under dm
         return None
     return Finding("EX010", "a rotational disk without a scheduler", bad[0].name, MEDIUM,
@@ -245,10 +248,11 @@ def rotational_none(case: Case) -> Finding | None:
 
 def small_read_ahead(case: Case) -> Finding | None:
     top = next(iter(case.stack.blocks), None)
-    if top is None or top.queue is None or top.queue.read_ahead_kb is None or top.queue.read_ahead_kb >= 128:
+    ra = top.facts.queue.read_ahead_kb if top is not None and top.facts else None
+    if ra is None or ra >= 128:
         return None
     return Finding("EX011", "read-ahead below the kernel's default", top.name, MEDIUM,
-                   (f"{top.name}: read_ahead_kb {top.queue.read_ahead_kb} (the kernel's default is 128)",),
+                   (f"{top.name}: read_ahead_kb {ra} (the kernel's default is 128)",),
                    Change("profile", "read_ahead_kb: 128"))
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from tunectl.errors import ExitCode
 from tunectl.system.roots import FSTAB, PROC
 
 EXAMPLES = (
@@ -62,12 +61,7 @@ def run(ctx, args, out) -> int:
         _notes_first(report, out)
         return out.show(report)
     if args.mounts_command == "rollback":
-        said, backup = operations.rollback(ctx, args.fstab, args.check)
-        if out.json:
-            out.emit({"message": said, "backup": backup, "check": args.check})
-        else:
-            out.print(said)
-        return ExitCode.OK
+        return out.show(operations.rollback(ctx, args.fstab, args.check))
     result = operations.fix(ctx, args.profile, args.fstab, args.remount, args.check,
                             only_listed=bool(args.fstab) and not args.all_mounts)
     _notes_first(result.check_report, out)

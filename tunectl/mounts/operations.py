@@ -418,7 +418,26 @@ def fix(ctx, profile_ref: str | None, fstab_file: str | None = None, do_remount:
     return result
 
 
-def rollback(ctx, fstab_file: str | None = None, check_only: bool = False) -> tuple[str, str | None]:
+@dataclass
+class RollbackReport(Report):
+    """`mounts rollback`: what was said about the fstab (restored, or nothing to restore) and the backup kept."""
+
+    message: str
+    backup: str | None
+    check: bool  # --check: nothing was written
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.OK  # what cannot be restored is an error (raised), not a verdict
+
+    def to_json(self) -> dict:
+        return {"message": self.message, "backup": self.backup, "check": self.check}
+
+    def print_text(self, out) -> None:
+        out.print(self.message)
+
+
+def rollback(ctx, fstab_file: str | None = None, check_only: bool = False) -> RollbackReport:
     """`mounts rollback`: the fstab as it was before tunectl first changed it (nothing is remounted)."""
     from tunectl.mounts import fstab_file as edge
 
@@ -426,7 +445,7 @@ def rollback(ctx, fstab_file: str | None = None, check_only: bool = False) -> tu
     notes: list[str] = []
     with _locked(ctx, notes):
         edge.sweep(edge.resolve(path))
-        return edge.restore_original(path, check_only)
+        return RollbackReport(*edge.restore_original(path, check_only), check_only)
 
 
 def _fix(ctx, profile_ref: str | None, fstab_file: str | None, do_remount: bool, check_only: bool,

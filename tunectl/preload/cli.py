@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
 RAM_SHARE_PERCENT = 50  # a list may read at most this share of the machine's memory unless --max-bytes says
 
@@ -15,6 +17,8 @@ EXAMPLES = ("examples:\n  tunectl preload collect /usr/lib/firefox -o firefox.li
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
+    import argparse  # here, not at the top: a replay reads its line without argparse (tunectl.preload.fastpath)
+
     p.epilog = EXAMPLES
     sub = p.add_subparsers(dest="preload_command", metavar="ACTION")
     sub.required = True

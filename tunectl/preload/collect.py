@@ -34,6 +34,7 @@ class CollectReport(Report):
     verbose: int = 0
     metadata: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # MAJ:MIN -> device byte ranges
     mounts: dict[str, str] = field(default_factory=dict)  # MAJ:MIN -> mount point, for a boot that renumbers
+    placed: dict[str, str] = field(default_factory=dict)  # MAJ:MIN -> "squashfs": offsets from the inode table
 
     @property
     def exit_code(self) -> ExitCode:
@@ -51,6 +52,18 @@ class CollectReport(Report):
                 "skipped": [s.to_json() for s in self.skipped], "notes": self.notes,
                 "metadata": {dev: {"ranges": len(r), "bytes": sum(n for _, n in r)}
                              for dev, r in sorted(self.metadata.items())}}
+
+    def place(self, roots: Roots | None) -> None:
+        """Files on squashfs (no FIEMAP) placed by their image's inode table (root reads the image);
+        nothing without roots."""
+        if roots is None:
+            return
+        from tunectl.preload import places
+        from tunectl.system.sysfs import Sysfs
+
+        self.entries, placed, notes = places.place(self.entries, Sysfs(roots.sys), roots.dev, roots.proc)
+        self.placed.update(placed)
+        self.notes.extend(notes)
 
     def record_metadata(self, roots: Roots | None) -> None:
         """The metadata pass's ranges for the file systems the entries are on (ext4: the device's cached
@@ -163,7 +176,8 @@ def collect(paths: Sequence[str], list_path: str, resident: bool = False, roots:
             seen.add((entry.device, entry.inode))
             report.entries.append(entry)
     report.record_metadata(roots)  # after the walk: the metadata it read (or boot read) is cached now
-    write_list(list_path, report.entries, report.metadata, mounts=report.mounts)
+    report.place(roots)  # after the metadata: reading a squashfs image's tables caches its device pages
+    write_list(list_path, report.entries, report.metadata, mounts=report.mounts, placed=report.placed)
     return report
 
 

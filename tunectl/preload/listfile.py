@@ -14,7 +14,6 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import repeat
-from pathlib import Path
 
 from tunectl.errors import NotPermitted, UsageError
 from tunectl.preload.listing import Entry, ListError, PreloadList, mounts_of, parse_header, parse_lines, render, renumber
@@ -204,14 +203,19 @@ def header(path: str) -> dict:
 
 
 def write_list(path: str, entries: Sequence[Entry], metadata: Mapping[str, Sequence[tuple[int, int]]] | None = None,
-               time_order: bool = False, mounts: Mapping[str, str] | None = None) -> None:
+               time_order: bool = False, mounts: Mapping[str, str] | None = None,
+               placed: Mapping[str, str] | None = None) -> None:
     """The list, atomically. Entries in physical order (a replay's sort is then one pass over sorted keys),
     unless `time_order`: a record keeps the order the files were opened in, for time bins on rotational disks.
-    `mounts`: where each device's file system is mounted (a later boot finds it there if its number moved)."""
+    `mounts`: where each device's file system is mounted (a later boot finds it there if its number moved);
+    `placed`: the devices whose offsets came from a squashfs inode table."""
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    from pathlib import Path  # writing only: a replay does not import pathlib
+
     target = Path(path)
     try:
-        text = render(entries if time_order else physical_order(entries), created, metadata, time_order, mounts)
+        text = render(entries if time_order else physical_order(entries), created, metadata, time_order, mounts,
+                      placed)
         trust.atomic_write(target, text.encode(), shared_dir=True)
     except trust.Untrusted as e:
         raise UsageError(f"{path}: cannot write the preload list: {e.message}", hint=e.hint) from None

@@ -13,6 +13,9 @@ ranges to bring in (the whole file, or only what was resident or read), and
 FS_IOC_FIEMAP, or null where the file system cannot say (squashfs, tmpfs, a
 file not yet written back): those files are read in inode order. A replay
 skips a file whose device, inode, size or mtime_ns differ from the list.
+On squashfs `physical` is the image byte offset of the first range's data,
+from the image's inode table; the header's optional "placed" (MAJ:MIN ->
+"squashfs") says which devices' offsets came from there.
 The header's optional "mounts" (MAJ:MIN -> where that file system was mounted
 when the list was made) lets a reader follow a file system whose device number
 changed at the next boot (disks probed in another order): `renumber`.
@@ -80,10 +83,12 @@ class PreloadList(namedtuple("PreloadList", "entries created", defaults=("",))):
 
 
 def render(entries: Iterable[Entry], created: str, metadata: Mapping[str, Iterable[tuple[int, int]]] | None = None,
-           time_order: bool = False, mounts: Mapping[str, str] | None = None) -> str:
+           time_order: bool = False, mounts: Mapping[str, str] | None = None,
+           placed: Mapping[str, str] | None = None) -> str:
     """The list's text. `metadata`: MAJ:MIN -> byte ranges of the block device to read first (the file
     system's own blocks); `time_order`: the entries are in the order they were read (a record), which a
-    replay on a rotational disk keeps bin by bin; `mounts`: MAJ:MIN -> the file system's mount point.
+    replay on a rotational disk keeps bin by bin; `mounts`: MAJ:MIN -> the file system's mount point;
+    `placed`: MAJ:MIN -> where `physical` came from when not FIEMAP ("squashfs": the image's inode table).
     All are header keys a version-1 reader ignores."""
     entries = list(entries)
     header = {"format": FORMAT, "version": VERSION, "created": created, "files": len(entries), "fields": list(FIELDS)}
@@ -93,6 +98,8 @@ def render(entries: Iterable[Entry], created: str, metadata: Mapping[str, Iterab
         header["metadata"] = {dev: [list(r) for r in ranges] for dev, ranges in sorted(metadata.items())}
     if mounts:
         header["mounts"] = dict(sorted(mounts.items()))
+    if placed:
+        header["placed"] = dict(sorted(placed.items()))
     lines = [json.dumps(header)]
     lines += [json.dumps(e.to_row(), separators=(",", ":")) for e in entries]
     return "\n".join(lines) + "\n"
@@ -174,6 +181,12 @@ def parse_header(line: str, source: str) -> dict:
     return header
 
 
+def _check_device(device: str, source: str, key: str) -> None:
+    """A header key's MAJ:MIN, checked; ListError at `source:1` naming `key`."""
+    if not _DEVICE.match(device) or any(int(n) > MAX_DEVICE_PART for n in device.split(":")):
+        raise ListError(f"{source}:1: {key}: {device!r:.40} is not MAJ:MIN")
+
+
 def metadata_of(header: dict, source: str) -> dict[str, tuple[tuple[int, int], ...]]:
     """The header's metadata ranges (MAJ:MIN -> (offset, length) pairs), checked; ListError at `source:1`."""
     found = header.get("metadata", {})
@@ -181,8 +194,7 @@ def metadata_of(header: dict, source: str) -> dict[str, tuple[tuple[int, int], .
         raise ListError(f"{source}:1: metadata: expected an object of MAJ:MIN -> [[offset, length], ...]")
     out = {}
     for device, ranges in found.items():
-        if not _DEVICE.match(device) or any(int(n) > MAX_DEVICE_PART for n in device.split(":")):
-            raise ListError(f"{source}:1: metadata: {device!r:.40} is not MAJ:MIN")
+        _check_device(device, source, "metadata")
         if not isinstance(ranges, list) or not all(
                 isinstance(r, list) and len(r) == 2 and _int(r[0]) and _int(r[1], 1) for r in ranges):
             raise ListError(f"{source}:1: metadata {device}: expected a list of [offset, length] pairs")
@@ -190,17 +202,27 @@ def metadata_of(header: dict, source: str) -> dict[str, tuple[tuple[int, int], .
     return out
 
 
+def _device_map(header: dict, source: str, key: str, of: str, expected: str, ok) -> dict[str, str]:
+    """The header's `key`, an object MAJ:MIN -> `of`, each value `ok`; ListError at `source:1` otherwise."""
+    found = header.get(key, {})
+    if not isinstance(found, dict):
+        raise ListError(f"{source}:1: {key}: expected an object of MAJ:MIN -> {of}")
+    for device, value in found.items():
+        _check_device(device, source, key)
+        if not ok(value):
+            raise ListError(f"{source}:1: {key} {device}: expected {expected}, got {value!r:.60}")
+    return dict(found)
+
+
 def mounts_of(header: dict, source: str) -> dict[str, str]:
     """The header's mount points (MAJ:MIN -> absolute path), checked; ListError at `source:1`."""
-    found = header.get("mounts", {})
-    if not isinstance(found, dict):
-        raise ListError(f"{source}:1: mounts: expected an object of MAJ:MIN -> mount point")
-    for device, target in found.items():
-        if not _DEVICE.match(device) or any(int(n) > MAX_DEVICE_PART for n in device.split(":")):
-            raise ListError(f"{source}:1: mounts: {device!r:.40} is not MAJ:MIN")
-        if not isinstance(target, str) or not target.startswith("/") or "\0" in target:
-            raise ListError(f"{source}:1: mounts {device}: expected an absolute path, got {target!r:.60}")
-    return dict(found)
+    return _device_map(header, source, "mounts", "mount point", "an absolute path",
+                       lambda t: isinstance(t, str) and t.startswith("/") and "\0" not in t)
+
+
+def placed_of(header: dict, source: str) -> dict[str, str]:
+    """The header's "placed" (MAJ:MIN -> "squashfs": physical offsets from the image's inode table), checked."""
+    return _device_map(header, source, "placed", '"squashfs"', '"squashfs"', lambda v: v == "squashfs")
 
 
 def renumber(entries: list[Entry], moved: Mapping[str, str]) -> list[Entry]:

@@ -89,7 +89,7 @@ def resident_ranges(sysfs: Sysfs, devnum: str, dev_root: str) -> list[tuple[int,
         os.close(fd)
 
 
-def _why(e: OSError) -> str:
+def why_not_opened(e: OSError) -> str:
     if e.errno in (errno.EACCES, errno.EPERM) and os.geteuid() != 0:
         return "needs root"
     return f"failed: {os.strerror(e.errno or errno.EIO)}"
@@ -110,7 +110,7 @@ def collect(devices: Iterable[str], sysfs: Sysfs, dev_root: str | None, proc_roo
         try:
             ranges = resident_ranges(sysfs, devnum, dev_root)
         except OSError as e:
-            notes.append(f"metadata of {devnum} ({fstype}) not recorded: opening its block device {_why(e)}")
+            notes.append(f"metadata of {devnum} ({fstype}) not recorded: opening its block device {why_not_opened(e)}")
             continue
         if ranges:
             found[devnum] = ranges
@@ -128,7 +128,7 @@ def replay(metadata: Mapping[str, Iterable[tuple[int, int]]], windows: Mapping[s
         try:
             fd = open_device(sysfs, dev_root, devnum)
         except OSError as e:
-            done.notes.append(f"metadata of {devnum} skipped: opening its block device {_why(e)}")
+            done.notes.append(f"metadata of {devnum} skipped: opening its block device {why_not_opened(e)}")
             continue
         try:
             size = os.lseek(fd, 0, os.SEEK_END)

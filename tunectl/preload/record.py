@@ -174,8 +174,9 @@ def record(command: Sequence[str], list_path: str, method: str = "auto", scope: 
     if report.command_status:
         report.notes.append(f"the command exited with status {report.command_status}")
     report.record_metadata(roots)
+    report.place(roots)
     write_list(list_path, report.entries, report.metadata, time_order=report.method == "fanotify",
-               mounts=report.mounts)
+               mounts=report.mounts, placed=report.placed)
     return report
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from stat import S_ISREG
@@ -168,7 +167,7 @@ class _Checker:
     inode tables).
     """
 
-    def __init__(self, entries: Sequence[Entry], devnums: dict[str, int], progress, lock: threading.Lock) -> None:
+    def __init__(self, entries: Sequence[Entry], devnums: dict[str, int], progress, lock) -> None:  # noqa: ANN001
         self.entries, self.devnums, self.progress, self.lock = entries, devnums, progress, lock
         self.listed = bytearray(len(entries))  # 1: still the listed file, read it; 2: read it, checked at open
         self.decided = bytearray(len(entries))  # 1: listed, or skipped with a reason
@@ -222,6 +221,8 @@ class _Checker:
             except OSError:  # the ring failed part way (it should not): threads finish the pass
                 ring.close()
         self.how, self.parallel = "threads", parallel or 8
+        import threading  # only where io_uring is refused: not at start-up
+
         todo = iter([i for i in indices if not self.decided[i]])
         workers = [threading.Thread(target=self._from_thread, args=(todo,), name=f"preload-inodes-{i}",
                                     daemon=True) for i in range(self.parallel - 1)]
@@ -462,7 +463,9 @@ def _replay_batch(report: ReplayReport, disks: _Disks, entries: Sequence[Entry],
     kinds = {disks.stacks[d].rotational for d in devices}
     how = order.method(False if kinds == {False} else True if True in kinds else None, time_order)
     orders.add(how if how != "physical" else order.order_name(entries))
-    checker = _Checker(entries, disks.devnums, progress, threading.Lock())
+    from _thread import allocate_lock  # threading.Lock without importing threading (a boot replay's start-up)
+
+    checker = _Checker(entries, disks.devnums, progress, allocate_lock())
     inodes = _check_inodes(checker, how, entries, threads, use_io_uring)
     report.inode_pass_files += len(entries) - checker.deferred
     for d in devices:

@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 from tunectl.errors import ExitCode
 from tunectl.preload import metadata, order
 from tunectl.preload import stats as stats_
-from tunectl.preload.listing import Entry, PreloadList, metadata_of
+from tunectl.preload.listing import Entry, PreloadList, metadata_of, placed_of
 from tunectl.preload.skip import CHANGED, UNREADABLE, failed, why_changed
 from tunectl.preload.stats import Floor, HitRate
 from tunectl.report import Report
+from tunectl.status import Verdict
 from tunectl.system import pagecache
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.trust import Untrusted, open_listed
@@ -22,7 +23,7 @@ from tunectl.system.trust import Untrusted, open_listed
 @dataclass(frozen=True)
 class FileResidency:
     path: str
-    status: str  # resident | partial | cold | unknown | vanished | changed | unreadable
+    status: Verdict  # RESIDENCY (resident | partial | cold | unknown) or PRELOAD_SKIPS (vanished | changed | unreadable)
     wanted: int
     cached: int | None
     reason: str = ""
@@ -47,6 +48,18 @@ class MetadataResidency:
 
     def to_json(self) -> dict:
         return {"device": self.device, "ranges": self.ranges, "bytes": self.bytes, "resident_bytes": self.cached}
+
+
+@dataclass(frozen=True)
+class OrderSource:
+    """Where a replay's order on one file system comes from: fiemap, squashfs (the image's inode table) or inode."""
+
+    device: str
+    source: str
+    files: int
+
+    def to_json(self) -> dict:
+        return {"device": self.device, "source": self.source, "files": self.files}
 
 
 @dataclass
@@ -74,6 +87,7 @@ class ShowReport(Report):
     verbose: int = 0
     metadata: list[MetadataResidency] = field(default_factory=list)
     stats: Stats | None = None
+    order: list[OrderSource] = field(default_factory=list)
 
     @property
     def exit_code(self) -> ExitCode:
@@ -96,7 +110,7 @@ class ShowReport(Report):
     def to_json(self) -> dict:
         return {"list": self.list_path, "created": self.created, **self.totals(),
                 "entries": [f.to_json() for f in self.files], "metadata": [m.to_json() for m in self.metadata],
-                "stats": self.stats.to_json() if self.stats else None}
+                "stats": self.stats.to_json() if self.stats else None, "order": [o.to_json() for o in self.order]}
 
 
 def residency_of(entry: Entry) -> FileResidency:
@@ -113,10 +127,10 @@ def residency_of(entry: Entry) -> FileResidency:
         if why:
             return FileResidency(entry.path, CHANGED, entry.bytes, None, why)
         if not pagecache.residency_observable(entry.path, st):
-            return FileResidency(entry.path, "unknown", entry.bytes, None,
+            return FileResidency(entry.path, Verdict.UNKNOWN, entry.bytes, None,
                                  "mincore hides the cache state of files you neither own nor may write")
         cached, wanted = order.resident_bytes(pagecache.residency(fd, st.st_size), entry.ranges, st.st_size)
-        status = "resident" if cached >= wanted else "cold" if cached == 0 else "partial"
+        status = Verdict.RESIDENT if cached >= wanted else Verdict.COLD if cached == 0 else Verdict.PARTIAL
         return FileResidency(entry.path, status, wanted, cached)
     except OSError as e:
         return FileResidency(entry.path, UNREADABLE, entry.bytes, None, os.strerror(e.errno or errno.EIO))
@@ -136,6 +150,10 @@ def show(plist: PreloadList, list_path: str, header: dict | None = None, dev_roo
     """Each file's residency, the metadata ranges' (from the list's `header`), and with `stats` the numbers."""
     recorded = metadata_of(header or {}, list_path)
     report = ShowReport(list_path, plist.created, [residency_of(e) for e in plist.entries])
+    from tunectl.preload.places import sources
+
+    report.order = [OrderSource(dev, how, n) for dev, (how, n) in
+                    sources(plist.entries, placed_of(header or {}, list_path)).items()]
     cached = metadata.residency(recorded, sysfs, dev_root) if recorded and sysfs else {}
     for device, ranges in sorted(recorded.items()):
         found = cached.get(device)

@@ -7,14 +7,16 @@ import os
 from collections import namedtuple
 
 from tunectl.preload.listing import Entry
+from tunectl.status import Verdict
 
-VANISHED = "vanished"
-CHANGED = "changed"
-UNREADABLE = "unreadable"
+# why a file is passed over, in the one verdict vocabulary (tunectl.status.PRELOAD_SKIPS; the JSON words unchanged)
+VANISHED = Verdict.VANISHED
+CHANGED = Verdict.CHANGED
+UNREADABLE = Verdict.UNREADABLE
 
 
 class Skip(namedtuple("Skip", "path status reason")):
-    """A file passed over: path, status (vanished | changed | unreadable), reason (a named tuple: no
+    """A file passed over: path, status (a Verdict: VANISHED | CHANGED | UNREADABLE), reason (a named tuple: no
     dataclasses import in a boot-time replay)."""
 
     __slots__ = ()

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 
 def print_report(report, out, lines) -> None:
-    """Notes on stderr, then `lines(report)` on stdout (file names are anyone's bytes: `out.print` escapes them)."""
+    """Notes on stderr, then `lines(report, paint)` on stdout (file names are anyone's bytes: `out.print` escapes
+    them); `paint`: status cells coloured by their verdict (tunectl.status), on a terminal."""
     for note in getattr(report, "notes", []):
         out.warn(f"tunectl: note: {note}")
-    for line in lines(report):
+    for line in lines(report, out.colour):
         out.print(line)
 
 
-def skips(skipped, verbose: int) -> list[str]:
+def skips(skipped, verbose: int, paint: bool = False) -> list[str]:
     from tunectl.report import table
 
     if skipped and (verbose or len(skipped) <= 20):
-        return [table(["skipped", "status", "reason"], [(s.path, s.status, s.reason) for s in skipped])]
+        return [table(["skipped", "status", "reason"], [(s.path, s.status, s.reason) for s in skipped], paint=paint)]
     if skipped:
         counts: dict[str, int] = {}
         for s in skipped:
@@ -25,12 +26,12 @@ def skips(skipped, verbose: int) -> list[str]:
     return []
 
 
-def collected(report) -> list[str]:
+def collected(report, paint: bool = False) -> list[str]:
     from tunectl.units import format_bytes
 
     doc = report.to_json()
     how = f" by {doc['method']}" if "method" in doc else ""
-    return [*skips(report.skipped, report.verbose),
+    return [*skips(report.skipped, report.verbose, paint),
             f"{report.list_path}: {doc['files']} files, {format_bytes(doc['bytes'])}{how}; "
             f"physical offset known for {doc['physical']}"]
 
@@ -40,11 +41,11 @@ def moved_devices(moved: dict[str, str]) -> list[str]:
             for was, now in sorted(moved.items())]
 
 
-def replayed(report) -> list[str]:
+def replayed(report, paint: bool = False) -> list[str]:
     from tunectl.units import format_bytes
 
     settled = "" if report.settled else " (reads still in flight at the timeout)"
-    lines = [*moved_devices(report.moved), *skips(report.skipped, report.verbose)]
+    lines = [*moved_devices(report.moved), *skips(report.skipped, report.verbose, paint)]
     if report.verbose:
         lines += [f"method on {device}: {how}" for device, how in sorted(report.methods.items())]
         meta = report.metadata
@@ -90,16 +91,23 @@ def numbers(nbytes: int, files: int, requests: int | None, what: str, seconds: f
     return "numbers: " + ", ".join(parts)
 
 
-def shown(report) -> list[str]:
+ORDER_SOURCES = {"fiemap": "physical, from the file system's extents (FIEMAP)",
+                 "squashfs": "physical, from the squashfs image's inode table (front to back)",
+                 "inode": "inode number (nothing said where the data lies)"}
+
+
+def shown(report, paint: bool = False) -> list[str]:
     from tunectl.report import table
     from tunectl.units import format_bytes
 
     lines = []
     if report.verbose:
         lines.append(table(["file", "status", "bytes", "resident", "reason"],
-                           [(f.path, f.status, f.wanted, f.cached, f.reason) for f in report.files]))
+                           [(f.path, f.status, f.wanted, f.cached, f.reason) for f in report.files], paint=paint))
     t = report.totals()
-    lines.append(table(["status", "files"], sorted(t["by_status"].items())))
+    lines.append(table(["status", "files"], sorted(t["by_status"].items()), paint=paint))
+    for o in report.order:
+        lines.append(f"order on {o.device}: {ORDER_SOURCES.get(o.source, o.source)} ({o.files} files)")
     for m in report.metadata:
         cached = "residency unknown (root reads block devices)" if m.cached is None else \
             f"{format_bytes(m.cached)} resident ({m.percent}%)"

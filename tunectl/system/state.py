@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from tunectl import __version__
+from tunectl.digests import sha256
 from tunectl.errors import NotPermitted, StateError, UsageError
 from tunectl.system import trust
 from tunectl.system.cache import ValidationCache
@@ -48,9 +49,7 @@ def _canonical(body: dict) -> bytes:
 
 
 def _sha256(body: dict) -> str:
-    import hashlib
-
-    return hashlib.sha256(_canonical(body)).hexdigest()
+    return sha256(_canonical(body)).hexdigest()
 
 
 def seal(payload: dict, generation: int) -> bytes:

@@ -122,13 +122,7 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     from tunectl.tuning import operations as tuning
 
     if verify and not args.profile and intent.current(ctx) is None:
-        if out.json:
-            out.emit({"profile": None, "in_sync": True, "applied": False, "scope": None, "settings": [],
-                      "skipped": [], "device_warnings": []})
-        else:
-            out.print(f"nothing applied: no profile is recorded in {ctx.state.dir} (none applied yet, or all rolled "
-                      "back); `tunectl verify -p PROFILE` compares with one")
-        return ExitCode.OK
+        return out.show(tuning.NothingAppliedReport(str(ctx.state.dir)))
     active = intent.choose(ctx, args.profile, "verify" if verify else "plan")
     _notes_first(active, out)
     scoped = (verify or active.from_record) and not args.all

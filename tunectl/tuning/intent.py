@@ -21,11 +21,11 @@ A full rollback clears the record (``{"applied": false}``: `clear`).
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field, replace
 
 from tunectl.context import Context
+from tunectl.digests import sha256
 from tunectl.errors import UsageError
 from tunectl.profile.library import DEFAULT_PROFILE, looks_like_path
 from tunectl.profile.reader import MAX_PROFILE_BYTES
@@ -51,6 +51,13 @@ def _kept(value: object) -> dict[str, dict[str, str]]:
             for identity, values in value.items() if isinstance(identity, str) and isinstance(values, dict)}
 
 
+def _names(value: object) -> tuple[str, ...] | None:
+    """The udev property names of `Rules.below_only`; None (not said) for a hand edit that is not a list of texts."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return None
+    return tuple(value)
+
+
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -67,6 +74,8 @@ class Rules:
     scope: tuple[str, ...] | None = None  # identities the rules match; None: every device
     # identity -> udev property (TUNECTL_ORIG_*) -> value: what below: sets, as install found it (udev.install)
     kept: dict[str, dict[str, str]] = field(default_factory=dict)
+    # the udev properties (TUNECTL_ORIG_*) the rules keep for below: alone; None: rules installed before it was said
+    below_only: tuple[str, ...] | None = None
 
     def to_json(self) -> dict:
         out: dict = {"path": self.path, "ref": self.ref, "name": self.name, "profile_sha256": self.profile_sha256,
@@ -75,6 +84,8 @@ class Rules:
             out["scope"] = list(self.scope)
         if self.kept:
             out["kept"] = {identity: dict(values) for identity, values in self.kept.items()}
+        if self.below_only is not None:
+            out["below_only"] = list(self.below_only)
         return out
 
     @classmethod
@@ -83,7 +94,8 @@ class Rules:
         if not isinstance(data, dict) or not isinstance(data.get("path"), str):
             return None
         return cls(data["path"], _text(data.get("ref")), _text(data.get("name")), _text(data.get("profile_sha256")),
-                   _text(data.get("digest")), _identities(data.get("scope")), _kept(data.get("kept")))
+                   _text(data.get("digest")), _identities(data.get("scope")), _kept(data.get("kept")),
+                   _names(data.get("below_only")))
 
     @property
     def profile(self) -> str | None:
@@ -158,7 +170,7 @@ class Intent:
         except OSError as e:
             raise UsageError(f"the active profile {path} cannot be read ({e.strerror}): moved or removed since it "
                              "was applied", hint=again) from None
-        if self.profile_sha256 is not None and hashlib.sha256(text).hexdigest() != self.profile_sha256:
+        if self.profile_sha256 is not None and sha256(text).hexdigest() != self.profile_sha256:
             raise UsageError(f"the active profile {path} changed since it was applied", hint=again)
         return ref
 
@@ -203,7 +215,7 @@ def of(profile: Profile, ref: str) -> Intent:
         text = trust.read_regular(files[0], MAX_PROFILE_BYTES)
     except (OSError, trust.Untrusted):
         return intent
-    return replace(intent, path=files[0], profile_sha256=hashlib.sha256(text).hexdigest())
+    return replace(intent, path=files[0], profile_sha256=sha256(text).hexdigest())
 
 
 def load(state: StateStore) -> Intent | None:

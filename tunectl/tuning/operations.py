@@ -136,6 +136,25 @@ class PlanReport(Report):
             text.print_plan(self, out)
 
 
+@dataclass
+class NothingAppliedReport(Report):
+    """`verify` without -p when no profile is recorded: nothing to compare with, so in sync (exit 0)."""
+
+    state_dir: str
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.OK
+
+    def to_json(self) -> dict:
+        return {"profile": None, "in_sync": True, "applied": False, "scope": None, "settings": [], "skipped": [],
+                "device_warnings": []}
+
+    def print_text(self, out) -> None:
+        out.print(f"nothing applied: no profile is recorded in {self.state_dir} (none applied yet, or all rolled "
+                  "back); `tunectl verify -p PROFILE` compares with one")
+
+
 def _owner_json(owner: Owner | None) -> dict | None:
     return owner.to_json() if owner is not None else None
 
@@ -484,19 +503,22 @@ def adopt_rules_originals(ctx: Context, record: Intent | None, kept: Journal,
     # Only for a device under a stack now (it, or a partition, has holders): below: is written by the RUN of a stack
     # alone, so on a standalone disk a value that differs from what install kept is someone else's change (an admin's
     # blockdev --setra), which a rollback must not undo. Its below: originals, from install or the database, are not
-    # adopted there.
-    found = record.rules.kept
+    # adopted there. For a disk that appeared after install, install kept nothing: the record's `below_only` says which
+    # of the database's originals below: alone keeps.
+    found, below_only = record.rules.kept, frozenset(record.rules.below_only or ())
     return adopt(kept, devices, lambda d: _rules_kept(ctx.udev.record(d.devnum).properties,
-                                                      found.get(d.identity, {}), bool(d.holders)), by,
+                                                      found.get(d.identity, {}), below_only, bool(d.holders)), by,
                  scope=record.rules.scope)
 
 
-def _rules_kept(database: Mapping[str, str], below: Mapping[str, str], stacked: bool) -> dict[str, str]:
+def _rules_kept(database: Mapping[str, str], below: Mapping[str, str], below_only: frozenset[str],
+                stacked: bool) -> dict[str, str]:
     """What the rules kept of one device: udev's database with install's below: originals over it, for a device
-    under a stack; for one that is not, the database without the below: attributes install kept."""
+    under a stack; for one that is not, the database without the below: attributes install kept and without those
+    only below: sets."""
     if stacked:
         return {**database, **below}
-    return {k: v for k, v in database.items() if k not in below}
+    return {k: v for k, v in database.items() if k not in below and k not in below_only}
 
 
 def adopt_seen(ctx: Context, devices: list[Device]) -> list[str]:

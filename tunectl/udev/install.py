@@ -327,7 +327,8 @@ def _record_rules(ctx, rendered: RenderReport, target: Path, kept: dict[str, dic
                          tuple(rendered.scope) if rendered.scope is not None else None,
                          # a device absent at this re-install (unplugged just now) keeps what the first install kept
                          {**before, **{identity: {**values, **before.get(identity, {})}
-                                       for identity, values in kept.items()}})
+                                       for identity, values in kept.items()}},
+                         tuple(orig_name(attr) for attr in rendered.rendered.below_only))
     if record.rules != rules:
         intent.save(ctx.state, replace(record, rules=rules))
 

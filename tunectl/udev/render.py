@@ -35,7 +35,6 @@ already-active scheduler still freezes the queue (~15 ms).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -44,6 +43,7 @@ from typing import Any
 
 from tunectl.attributes import SCHEDULERS, is_range
 from tunectl.devices.classes import BUS_BY_PATH, CLASS_TABLE, CLASSES, DM_TYPES, DM_UUID_PREFIXES, OPT_IN_CLASSES
+from tunectl.digests import sha256
 from tunectl.errors import ExitCode, UsageError
 from tunectl.profile.checks import glob_problem
 from tunectl.profile.resolve import Profile
@@ -77,6 +77,9 @@ class Rendered:
     digest: str
     notes: list[str] = field(default_factory=list)
     runs_tunectl: bool = False
+    # the attributes whose originals the rules keep for below: alone (no layer writes them): on a disk under no stack
+    # a change of one is not the rules' (tuning.operations.adopt_rules_originals)
+    below_only: tuple[str, ...] = ()
 
 
 # --- the canonical form of a validated profile ----------------------------------------------------------------
@@ -187,7 +190,7 @@ def _canonical_below(below: dict) -> dict:
 
 def digest_of(canonical: dict) -> str:
     blob = json.dumps(canonical, sort_keys=True, separators=(",", ":")).encode()
-    return "sha256:" + hashlib.sha256(blob).hexdigest()
+    return "sha256:" + sha256(blob).hexdigest()
 
 
 def _named_classes(canonical: dict) -> set[str]:
@@ -264,17 +267,19 @@ def render_rules(profile: Profile, tunectl_path: str | None, profile_path: str |
     _guard_rules(w, scope, backing, canonical.get("scope"), notes)
     _fact_rules(w, canonical)
     used = _profile_rules(w, canonical, modules, notes)
+    below = _below_attributes(canonical)
     if capture:
         # What a below: block sets is written by tunectl's RUN on the device under a stack, perhaps a stack made after
         # install: nothing journals that original, so the rules keep it too (on every device they reach: which one
         # will be under a stack is not known before the stack exists).
-        capture_rules(w, {**_below_attributes(canonical), **used})
+        capture_rules(w, {**below, **used})
     write_stage(w, used)
     if run_cmd:
         _below_rules(w, run_cmd)
     w.blank()
     w.rule(f'LABEL="{END}"')
-    return Rendered("\n".join(w.lines) + "\n", digest, notes, bool(run_cmd))
+    return Rendered("\n".join(w.lines) + "\n", digest, notes, bool(run_cmd),
+                    tuple(sorted(set(captured(below)) - set(captured(used)))))
 
 
 def _below_attributes(canonical: dict) -> dict[str, set]:

@@ -4,6 +4,7 @@ another user cannot read. Residency is checked with util-linux fincore right aft
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 from pathlib import Path
 
@@ -108,23 +109,53 @@ def test_physical_order_on_ext4_follows_fiemap_not_names_or_inodes(tmp_path: Pat
     assert all(v == 64 << 10 for v in resident.values()), resident
 
 
-def test_squashfs_has_no_fiemap_so_replay_falls_back_to_inode_order(tmp_path: Path, loop_mount) -> None:
+def test_squashfs_files_are_placed_by_the_images_inode_table(tmp_path: Path, loop_mount) -> None:
+    """No FIEMAP on squashfs: collect reads the image's inode table from the loop device under the mount, and the
+    list's order is the image's data order. mksquashfs -sort lays the data out in an order of our choosing,
+    unlike both the names and the inode numbers; the list must follow it, and replay read it all."""
     src = tmp_path / "src"
-    files = make_files(src, {"x/one": 5000, "x/two": 70000, "three": 1})
+    names = [f"d{i % 3}/f{i:02}" for i in range(24)]
+    files = make_files(src, {n: 5000 + 9000 * (i % 5) for i, n in enumerate(names)} | {"tiny": 1})
+    rank = list(range(24))
+    random.Random(5).shuffle(rank)  # the data order we ask for: highest priority first in the image
+    sort_file = tmp_path / "sort"
+    sort_file.write_text("".join(f"{n} {1000 - rank[i]}\n" for i, n in enumerate(names)))
     image = tmp_path / "fs.squashfs"
-    _run("mksquashfs", str(src), str(image), "-quiet", "-noappend", "-no-progress")
+    _run("mksquashfs", str(src), str(image), "-quiet", "-noappend", "-no-progress", "-b", "4096",
+         "-sort", str(sort_file), "-processors", "1")
     mnt = loop_mount(image, "squashfs")
     lst = tmp_path / "sq.list"
     r = tunectl("preload", "collect", str(mnt), "-o", str(lst), "--json")
     assert r.code == 0, r.err
-    assert r.doc["files"] == len(files) and r.doc["physical"] == 0 and r.doc["order"] == "inode"
+    assert r.doc["files"] == len(files) and r.doc["physical"] == len(files) and r.doc["order"] == "physical", r.doc
     entries = parse(lst.read_text(), str(lst)).entries
-    assert order.physical_indices(entries) == order.inode_indices(entries)
+    listed = [str(Path(e.path).relative_to(mnt)) for e in entries]  # the list is written in replay order
+    wanted = [names[i] for i in sorted(range(24), key=rank.__getitem__)]
+    assert [n for n in listed if n != "tiny"] == wanted
+    by_inode = [str(Path(entries[i].path).relative_to(mnt)) for i in order.inode_indices(entries)]
+    assert by_inode != listed  # the test means something: inode order is not the image's order
+    physical = [e.physical for e in entries]
+    assert physical == sorted(physical)
+    shown = tunectl("preload", "show", str(lst), "--json")
+    assert shown.code == 0 and [o["source"] for o in shown.doc["order"]] == ["squashfs"], shown.out
     mounted = [mnt / p.relative_to(src) for p in files]
     r, resident = replay_resident(lst, *mounted)
-    assert r.code == 0 and r.doc["order"] == "inode" and r.doc["files"] == len(files), r.out
+    assert r.code == 0 and r.doc["order"] == "physical" and r.doc["files"] == len(files), r.out
     assert all(resident[str(p)] >= p.stat().st_size for p in mounted), resident
 
+
+def test_a_squashfs_image_python_cannot_read_keeps_inode_order_and_says_why(tmp_path: Path, loop_mount) -> None:
+    src = tmp_path / "src"
+    make_files(src, {"a": 5000, "b": 70000})
+    image = tmp_path / "fs.squashfs"
+    _run("mksquashfs", str(src), str(image), "-quiet", "-noappend", "-no-progress", "-comp", "zstd")
+    mnt = loop_mount(image, "squashfs")
+    lst = tmp_path / "sq.list"
+    r = tunectl("preload", "collect", str(mnt), "-o", str(lst), "--json")
+    assert r.code == 0 and r.doc["physical"] == 0 and r.doc["order"] == "inode", r.doc
+    assert any("kept in inode-number order" in n and "zstd" in n for n in r.doc["notes"]), r.doc["notes"]
+    shown = tunectl("preload", "show", str(lst), "--json")
+    assert [o["source"] for o in shown.doc["order"]] == ["inode"]
 
 
 def test_an_unreadable_list_is_not_permitted(tmp_path: Path) -> None:

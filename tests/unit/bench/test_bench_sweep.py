@@ -240,3 +240,30 @@ def test_bench_names_what_the_applied_profile_sets_on_the_swept_devices(ctx, tre
     assert BenchReport(stack, sweep, 3, ["none"], active=wants).to_json()["active_profile"] == wants
     profile.write_text("name: p\nclasses:\n  rotational: {read_ahead_kb: 16}\n")  # changed since applied: not used
     assert active_wants(ctx, stack) is None
+
+
+@pytest.mark.parametrize("terminated, code", [(False, 130), (True, 143)])
+def test_an_interrupted_sweep_is_a_report_whose_exit_code_says_the_signal(ctx, tree, terminated, code):
+    import io
+    import json
+
+    from tests.harness import check_documents
+    from tunectl.bench.report import BenchReport
+    from tunectl.cli import Output
+
+    stack, _, sweep = _sweep(ctx, tree, "sda", [16, 256], ["none"], fail_at=3, error=KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run()
+    report = BenchReport(stack, sweep, 3, ["none"], interrupted=True, terminated=terminated)
+    assert report.exit_code == code and report.recommendation is None
+    for as_json in (False, True):
+        stdout = io.StringIO()
+        assert Output(stdout, io.StringIO(), as_json, False, 0, "bench").show(report) == code
+        if as_json:  # what ran is in the document; the text said it on stderr (report_restore), stdout stays empty
+            doc = json.loads(stdout.getvalue())
+            assert doc["interrupted"] is True and len(doc["runs"]) == len(sweep.runs) == 2
+            check_documents(stdout.getvalue())
+        else:
+            assert stdout.getvalue() == ""
+    finished = BenchReport(stack, sweep, 3, ["none"])
+    assert finished.exit_code == 0

@@ -93,3 +93,20 @@ def test_variants_cover_sizes_compressors_and_direct_io():
         (b, c, d) for b in (131072, 1048576) for c in ("gzip", "xz") for d in (True, False)} | {
         (4096, "gzip", True), (4096, "gzip", False)}
     assert {v.compressor for v in variants(4096, "gzip", False, ())} == {"gzip"}
+
+
+def test_explain_describes_the_resolvers_own_layers(tun):
+    """No parallel stack (#29, #33): the layers explain describes are the resolver's, each with typed facts."""
+    from tunectl.devices import stack as stacks
+    from tunectl.explain import facts as reading
+    from tunectl.explain.investigate import resolve
+    from tunectl.explain.model import BlockFacts
+
+    resolver, stack = resolve(tun.ctx, "dm-2")
+    described = reading.read(tun.ctx, resolver, stack, "dm-2")
+    assert [type(la) for la in described.layers] == [type(la) for la in stack.layers]
+    assert list(described.layers) == list(stack.layers)  # the same layers, only their facts added
+    assert all(la.facts is None for la in stack.layers)
+    dm, md = described.layers[0], described.layers[1]
+    assert isinstance(dm, stacks.DmLayer) and isinstance(dm.facts, BlockFacts) and dm.facts.target("linear")
+    assert isinstance(md, stacks.MdLayer) and md.facts.md is not None and md.facts.queue is not None

@@ -73,8 +73,8 @@ def test_dm_over_a_rotational_disk_without_scheduler_gets_a_below_fragment():
 def test_crypt_workqueue():
     case = stacks.browser()
     table = tuple(dmtable.parse("0 100 crypt aes-xts-plain64 :64:logon:k 0 7:0 0"))
-    layers = tuple(dataclasses.replace(la, dm_subtype="crypt", dm_table=table) if la.kind == "dm" else la
-                   for la in case.stack.layers)
+    layers = tuple(dataclasses.replace(la, device=dataclasses.replace(la.device, dm_type="crypt")).with_facts(
+        dataclasses.replace(la.facts, dm_table=table)) if la.kind == "dm" else la for la in case.stack.layers)
     crypt = dataclasses.replace(case, stack=dataclasses.replace(case.stack, layers=layers))
     f = next(f for f in rules.findings(crypt) if f.rule == "EX008")
     assert "--perf-no_read_workqueue" in f.change.text and "dm-0" in f.change.text

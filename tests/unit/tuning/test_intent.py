@@ -405,6 +405,44 @@ def test_below_originals_of_a_standalone_disk_are_not_adopted(t: Tunectl, tmp_pa
     assert _record(t)["rules"]["kept"][card] == first
 
 
+@pytest.mark.parametrize("stacked", [False, True], ids=["standalone", "stacked-later"])
+def test_below_only_originals_of_a_disk_that_appeared_after_install(t: Tunectl, tmp_path: Path, udevadm: _Udevadm,
+                                                                   stacked: bool) -> None:
+    """A disk that appears after `udev install` is in no `kept` of the record; its below:-only originals are in
+    udev's database alone (its first event). On a standalone disk a changed read-ahead is an admin's: not journalled,
+    because the record says which originals only below: keeps. Once a stack is made over it, the RUN wrote it: the
+    database's original is journalled and rollback brings it back (#34 for a disk that came late)."""
+    from tests.fakesys import dm_verity_over_mmc
+
+    profile = tmp_path / "below.yaml"
+    profile.write_text("name: below\nclasses:\n  mmc: {queue: {nr_requests: 32}}\n"
+                       "devices:\n  - match: {class: dm}\n    below: {read_ahead_kb: 4096}\n")
+    exe = tmp_path / "tunectl"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    t.ctx.env["TUNECTL_EXECUTABLE"] = str(exe)
+    assert t("udev", "install", "-p", str(profile), "--rules-dir", str(tmp_path)).code == 0
+    assert _record(t)["rules"]["below_only"] == ["TUNECTL_ORIG_READ_AHEAD_KB"]
+    t.tree.add_disk("mmcblk0", rotational=False, bus="mmc", model="DG4016", serial="0x1a2b3c4d", size_sectors=30535680,
+                    queue_depth=64, partitions=[(8192, 131072), (139264, 4194304), (4333568, 65536)])
+    kernel = snapshot(t.tree, "mmcblk0")
+    db = t.tree.udev_root / f"b{t.tree.devnum('mmcblk0')}"
+    db.write_text(db.read_text() + f"E:TUNECTL_ORIG_READ_AHEAD_KB={kernel['read_ahead_kb']}\n")
+    if stacked:
+        dm_verity_over_mmc(t.tree)
+    t.tree.sysfs.write("block/mmcblk0/queue/read_ahead_kb", "4096" if stacked else "8192")
+    r = t("status")
+    assert r.code == 0
+    journalled = t.ctx.state.dir / "journal.json"
+    if not stacked:
+        assert "mmcblk0" not in r.err, r.err
+        assert not journalled.exists() or not any(e["name"] == "mmcblk0" for e in _journal(t)["devices"].values())
+        return
+    assert "journalled the originals the udev rules kept for mmcblk0" in r.err, r.err
+    assert t("rollback", "--remove-rules").code == 0
+    assert snapshot(t.tree, "mmcblk0")["read_ahead_kb"] == kernel["read_ahead_kb"]
+
+
 def test_every_skipped_device_gets_a_line_with_the_reason(t: Tunectl) -> None:
     r = t("apply", "-p", "default", "loop0", "--check")
     assert "skipped loop0: class loop is tuned only by a profile that names it" in r.out

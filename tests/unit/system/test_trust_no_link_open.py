@@ -1,0 +1,43 @@
+"""open_regular(resolved=True), as a profile is read: through no link at all, opened one directory at a time
+(no ctypes on the way), with the errors openat2's RESOLVE_NO_SYMLINKS gave."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tunectl.system import trust
+
+
+def test_a_file_is_read_and_a_link_on_the_way_or_at_the_end_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "p.yaml").write_text("name: p\n")
+    (tmp_path / "via").symlink_to("real")
+    (tmp_path / "real" / "last.yaml").symlink_to("p.yaml")
+    assert trust.read_regular(str(tmp_path / "real" / "p.yaml"), 100, resolved=True) == b"name: p\n"
+    for linked in (tmp_path / "via" / "p.yaml", tmp_path / "real" / "last.yaml"):
+        with pytest.raises(trust.Untrusted, match="changed while tunectl looked at it"):
+            trust.read_regular(str(linked), 100, resolved=True)
+    with pytest.raises(FileNotFoundError) as missing:
+        trust.read_regular(str(tmp_path / "real" / "gone.yaml"), 100, resolved=True)
+    assert missing.value.filename == str(tmp_path / "real" / "gone.yaml")  # the whole path, not one component
+    with pytest.raises(NotADirectoryError) as through_a_file:
+        trust.read_regular(str(tmp_path / "real" / "p.yaml" / "x"), 100, resolved=True)
+    assert through_a_file.value.errno == errno.ENOTDIR
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(trust.Untrusted, match="not a regular file"):  # opened without blocking, then refused
+        trust.read_regular(str(tmp_path / "fifo"), 100, resolved=True)
+
+
+def test_reading_a_profile_does_not_load_ctypes(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text("name: p\n")
+    code = ("import sys\nfrom pathlib import Path\nfrom tunectl.profile.library import read_profile_bytes\n"
+            f"raw, diags = read_profile_bytes(Path({str(tmp_path / 'p.yaml')!r}))\n"
+            "print(raw == b'name: p\\n', diags, 'ctypes' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True", "[]", "False"]
