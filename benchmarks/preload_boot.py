@@ -22,34 +22,22 @@ The hit rate is `preload show --stats LIST --against` what boot 2 read (recorded
 
 from __future__ import annotations
 
-import argparse
-import fcntl
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.common import model_boots, tree_args  # noqa: E402
 from tests.vm import machine  # noqa: E402
 
 TARGET = 2.0
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--files", type=int, default=3000)
-    args = ap.parse_args()
-    kernel = {k.series: k for k in machine.kernels()}["6.1"]
-    with tempfile.TemporaryDirectory(prefix="tunectl-preload-boot-") as tmp, \
-            open("/tmp/tunectl-vm.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        images, shared = Path(tmp) / "images", Path(tmp) / "shared"
-        first = machine.boot(kernel, "bootpair1", machine.model_machine(), images, shared, (f"files={args.files}",))
-        if first.results["errors"]:
-            sys.exit(f"boot 1 failed: {first.results['errors']}")
+    args = tree_args(__doc__)
+    with model_boots("preload-boot") as vm:
+        first = vm.boot("bootpair1", (f"files={args.files}",))
         cold = machine.step_modelled(first, "workload")  # before boot 2 empties the request log
-        second = machine.boot(kernel, "bootpair2", machine.model_machine(), images, shared)
-        if second.results["errors"]:
-            sys.exit(f"boot 2 failed: {second.results['errors']}")
+        second = vm.boot("bootpair2")
         replayed = machine.step_modelled(second, "workload")
         together = machine.step_modelled(second, "together")
     one, two = first.results, second.results
