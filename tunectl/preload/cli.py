@@ -137,7 +137,7 @@ def _surveyed(args, out, metadata_bytes: int = 0):
                          f"{format_bytes(total)} to read: more than --max-bytes {format_bytes(limit)}"
                          + ("" if args.max_bytes else f" ({RAM_SHARE_PERCENT}% of memory)") + "; nothing was read",
                          hint="pass a larger --max-bytes, or make a smaller list")
-    if not (out.quiet or out.json):
+    if not (out.quiet or out.json):  # stays: said on stderr before the reading starts, not part of the report
         out.warn(f"tunectl: {args.list}: {found.files} files, {format_bytes(total)} to read")
     return found
 

@@ -149,6 +149,21 @@ def _memory_pressure() -> str | None:
         return None
 
 
+def _own_read_bytes() -> int | None:
+    """Bytes this process (all its threads, io_uring's workers among them) has sent to the disks to read, as the
+    kernel counts them when it submits each read (/proc/self/io, read_bytes); None where the kernel does not say."""
+    from tunectl.system.roots import self_proc
+
+    try:
+        with open(self_proc("self", "io"), "rb") as f:  # the kernel's own file for this process
+            for line in f:
+                if line.startswith(b"read_bytes:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def _in_flight(sysfs: Sysfs, devices: Iterable[str]) -> int:
     total = 0
     for device in devices:
@@ -429,6 +444,7 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
     of a `time_order` list, or the list's order on flash), stopping if memory pressure rises; then wait
     for the reads. `progress` counts every file twice."""
     started = time.monotonic()
+    read_before = _own_read_bytes()
     report = ReplayReport(list_path)
     disks = _Disks(sysfs)
     orders: set[str] = set()
@@ -447,7 +463,11 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
     report.order = orders.pop() if len(orders) == 1 else "mixed" if orders else "physical"
     report.skipped.sort(key=lambda s: s.path)
     report.issue_seconds = time.monotonic() - started
-    report.settled = _settled(sysfs, sorted(disks.windows), settle_timeout)
+    read_after = _own_read_bytes() if read_before is not None else None
+    # Nothing of ours to wait for when the replay sent no read to a disk (a resident list): the devices may
+    # still be busy with others' reads, which are not this replay's to wait for.
+    if read_after is None or read_after > read_before:
+        report.settled = _settled(sysfs, sorted(disks.windows), settle_timeout)
     report.seconds = time.monotonic() - started
     report.requests = _requests_since(sysfs, disks.baseline)
     return report

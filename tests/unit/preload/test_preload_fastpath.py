@@ -104,3 +104,55 @@ def test_a_replay_imports_only_what_it_uses(tmp_path: Path) -> None:
     assert "tunectl.preload.replay" in loaded  # the replay did run
     assert not loaded & {"argparse", "pathlib", "threading", "tunectl.context", "tunectl.system.state",
                          "typing", "dataclasses", "subprocess"}
+
+
+# ---------------------------------------------------------------- the settle wait: only for reads of our own
+
+def _list_of(tmp_path: Path) -> Path:
+    make_files(tmp_path / "tree", {"a": 5000, "b": 70000})
+    lst = tmp_path / "t.list"
+    assert run_cli("preload", "collect", str(tmp_path / "tree"), "-o", str(lst), env={}).code == 0
+    return lst
+
+
+@pytest.mark.parametrize("sent, waits", [((1000, 1000), False), ((1000, 9192), True), ((None, None), True)])
+def test_the_replay_waits_for_the_disks_only_when_it_sent_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   sent: tuple, waits: bool) -> None:
+    """A resident list sent no read: the disks may be busy with others' reads (here: always), which are not the
+    replay's to wait for. A replay that sent reads, or cannot tell (no /proc/self/io), waits as before."""
+    from tunectl.preload import replay as replay_module
+    from tunectl.preload.listfile import read_list
+    from tunectl.system.sysfs import Sysfs
+
+    lst = _list_of(tmp_path)
+    answers = iter(sent)
+    monkeypatch.setattr(replay_module, "_own_read_bytes", lambda: next(answers))
+    monkeypatch.setattr(replay_module, "_in_flight", lambda sysfs, devices: 1)  # someone else's reads, for ever
+    report = replay_module.replay(Sysfs("/sys"), read_list(str(lst)), str(lst), settle_timeout=0.01)
+    assert report.files == 2
+    assert report.settled is (not waits)  # waited until the timeout, and said so; or did not wait at all
+
+
+def test_the_kernel_counts_the_reads_a_willneed_sends(tmp_path: Path) -> None:
+    """What the skip rests on: /proc/self/io's read_bytes grows when WILLNEED sends a read, at once (counted as
+    the read is submitted, not when it completes), and not when the pages are already cached."""
+    from tunectl.preload.replay import _own_read_bytes
+
+    path = tmp_path / "f"
+    path.write_bytes(os.urandom(256 << 10))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        before = _own_read_bytes()
+        if before is None:
+            pytest.skip("this kernel has no per-task I/O accounting")
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        sent = _own_read_bytes()
+        os.pread(fd, 1, (256 << 10) - 1)  # waits for the read to complete: the pages are then cached
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        again = _own_read_bytes()
+    finally:
+        os.close(fd)
+    assert sent is not None and again is not None
+    assert sent > before and again == sent
