@@ -78,8 +78,10 @@ def print_startup(got: dict, modelled: tuple[int, float] | None) -> None:
     cold, warm, phases = got["cold"], got["warm"], got["phases"]
     print(f"  the replay's start-up in the guest (guest wall s, TCG): {' '.join(got['command'])}")
     print(f"    python -c pass: {got['python_pass_cold']:.2f} cold, {got['python_pass_warm']:.2f} warm")
-    for name, run in (("cold (caches dropped), -X importtime", cold), ("warm", warm)):
-        print(f"    replay {name}: {run['wall']:.2f} s in all; the replay's own account {run.get('seconds')} s "
+    runs = (("cold, the unit's line under -X importtime", cold), ("cold, --json", got.get("cold_json", {})),
+            ("warm, --json", warm))
+    for name, run in runs:
+        print(f"    replay {name}: {run.get('wall', float('nan')):.2f} s in all; the replay's own account {run.get('seconds')} s "
               f"(issuing {run.get('issue_seconds')} s), inode pass {run.get('inode_pass')} over "
               f"{run.get('inode_pass_files')} files, exit {run.get('code')}")
     imports = cold["imports"]

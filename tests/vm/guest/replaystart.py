@@ -4,9 +4,11 @@ In the gated round the replay and the workload start at the same instant, and un
 start (11-22 s of guest wall time at 400 files) outlasts the workload. This splits that time, each part
 measured cold (the guest's caches dropped, as before the gated round) unless said:
 - `python -c pass`: the interpreter alone (cold, then warm);
-- the replay unit's command under `python -X importtime`: wall time, the imports by top-level module, and
-  the replay's own account (--json: seconds from its first read of the list's metadata to the reads settled);
-- the same command warm (nothing dropped): what of it is the cold reads of Python and tunectl;
+- the replay unit's command as the unit gives it, under `python -X importtime`: wall time and the imports by
+  top-level module;
+- the same with --json, cold and then warm (nothing dropped): wall time and the replay's own account (seconds
+  from its first read of the list's metadata to the reads settled); warm against cold is what of it is the
+  cold reads of Python and tunectl;
 - the parts before the replay's first read, in one process: importing the list reader, reading the header,
   the survey (the whole list read and decoded), the metadata ranges, and a plain `os.stat` of every listed
   file in inode order (an upper bound of the replay's inode pass, which issues them through io_uring).
@@ -78,16 +80,18 @@ def startup(replay_cmd: list[str], list_path: str, env: dict, cold) -> dict:  # 
     """The parts above; `replay_cmd` is the unit's command (nice, ionice, tunectl, ...), `cold()` drops caches."""
     at = next(i for i, a in enumerate(replay_cmd) if a.endswith("/tunectl"))
     prefix, script, args = replay_cmd[:at], replay_cmd[at], replay_cmd[at + 1:]
-    if "--json" not in args:
-        args = ["--json", *args]
+    as_json = args if "--json" in args else ["--json", *args]  # --json imports json and pathlib: not the unit's
     out: dict = {"command": [*prefix, sys.executable, script, *args]}
     cold()
     out["python_pass_cold"] = round(_timed([sys.executable, "-c", "pass"], env)[0], 4)
     out["python_pass_warm"] = round(_timed([sys.executable, "-c", "pass"], env)[0], 4)
-    cold()
+    cold()  # the unit's own line: its imports
     wall, proc = _timed([*prefix, sys.executable, "-X", "importtime", script, *args], env)
     out["cold"] = {"wall": round(wall, 4), "imports": imports(proc.stderr), **_report(proc)}
-    wall, proc = _timed([*prefix, sys.executable, script, *args], env)
+    cold()  # the replay's own account (--json), without -X importtime's cost
+    wall, proc = _timed([*prefix, sys.executable, script, *as_json], env)
+    out["cold_json"] = {"wall": round(wall, 4), **_report(proc)}
+    wall, proc = _timed([*prefix, sys.executable, script, *as_json], env)
     out["warm"] = {"wall": round(wall, 4), **_report(proc)}
     cold()
     wall, proc = _timed([sys.executable, "-c", PHASES, list_path], env)
