@@ -1,15 +1,25 @@
-"""Shared helpers for the benchmarks: timing, medians, the tunectl command line."""
+"""Shared helpers for the benchmarks: timing, medians, the tunectl command line, boots of the model disks' VM."""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import fcntl
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from tests.vm import machine
 
 REPO = Path(__file__).resolve().parent.parent
+VM_LOCK = Path("/tmp/tunectl-vm.lock")  # one qemu guest at a time on this shared machine
 
 
 def tunectl_argv() -> list[str]:
@@ -41,3 +51,57 @@ def require_root() -> None:
 def row(label: str, ms: float, base: float | None = None) -> str:
     ratio = f"  ratio {ms / base:.2f}" if base else ""
     return f"  {label:<44} {ms:9.1f} ms{ratio}"
+
+
+def tree_args(doc: str, default: int = 3000, startup: bool = False) -> argparse.Namespace:
+    """The command line of a benchmark over a tree on the model HDD: --files N (the full size by default);
+    `startup`: also --startup (where the replay's start-up goes in the guest, tests/vm/guest/replaystart.py)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--files", type=int, default=default, help=f"files in the tree (default {default})")
+    if startup:
+        ap.add_argument("--startup", action="store_true",
+                        help="after the pair, split the replay's start-up in the guest (a few more minutes)")
+    return ap.parse_args()
+
+
+class ModelBoots:
+    """Boots of one kernel series on `machine.model_machine()` (the model HDD and SD card served by nbdkit),
+    all on the same disk images and shared directory, under the VM lock. Made by `model_boots()`."""
+
+    def __init__(self, kernel: machine.Kernel, where: Path, lock: TextIO) -> None:
+        self.kernel = kernel
+        self.where = where  # images/ (the disks) and shared/ (results, request logs)
+        self._lock = lock
+
+    def boot(self, group: str, args: tuple[str, ...] = (), *, strict: bool = True) -> machine.Boot:
+        """Boot guest group `group` (tests/vm/guest/<group>.py) with `args`; the lock is taken if it is not held.
+        `strict`: a guest step that failed ends the benchmark with the guest's errors (else the caller reports)."""
+        from tests.vm import machine
+
+        fcntl.flock(self._lock, fcntl.LOCK_EX)
+        boot = machine.boot(self.kernel, group, machine.model_machine(), self.where / "images",
+                            self.where / "shared", args)
+        if strict and boot.results.get("errors"):
+            sys.exit(f"guest group {group} failed ({self.kernel.release}): {boot.results['errors']}")
+        return boot
+
+    def release(self) -> None:
+        """Let the other engineers' guests run (while the caller reads the kept logs)."""
+        fcntl.flock(self._lock, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def model_boots(name: str, series: str = "6.1", keep: Path | None = None,
+                timeout: int | None = None) -> Iterator[ModelBoots]:
+    """A session of boots on the model disks for benchmark `name`: images and logs in a temporary directory
+    (or `keep`), removed on the way out; the VM lock from the first boot to the end (or `release()`).
+    `timeout`: seconds one boot may take when the default (machine.BOOT_TIMEOUT) is too short."""
+    from tests.vm import machine
+
+    kernel = {k.series: k for k in machine.kernels()}.get(series)
+    if kernel is None:
+        sys.exit(f"no {series} guest kernel in {machine.CACHE}: run scripts/bootstrap --test")
+    if timeout:
+        machine.BOOT_TIMEOUT = max(machine.BOOT_TIMEOUT, timeout)
+    with tempfile.TemporaryDirectory(prefix=f"tunectl-{name}-") as tmp, open(VM_LOCK, "a") as lock:
+        yield ModelBoots(kernel, keep or Path(tmp), lock)

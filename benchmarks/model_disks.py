@@ -19,7 +19,6 @@ published SATA sweep, with the ratios.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import os
 import statistics
 import subprocess
@@ -29,6 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.common import model_boots  # noqa: E402
 from tests.vm import diskmodel, machine  # noqa: E402
 from tests.vm.nbdclient import NbdClient  # noqa: E402
 
@@ -93,11 +93,8 @@ PUBLISHED = {4: 39.6, 8: 64.2, 16: 88.7, 32: 89.3, 64: 90.4, 128: 90.5, 512: 90.
 
 
 def sweep() -> None:
-    kernel = {k.series: k for k in machine.kernels()}["6.1"]
-    with tempfile.TemporaryDirectory(prefix="tunectl-models-") as tmp, open("/tmp/tunectl-vm.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        boot = machine.boot(kernel, "models", machine.model_machine(), Path(tmp) / "images", Path(tmp) / "shared",
-                            ("sweep",))
+    with model_boots("models") as vm:
+        boot = vm.boot("models", ("sweep",))
         doc = boot.results["hdd_bench"]["doc"]
         start = boot.results["bench_partition"]["start"]
         marks = boot.results["marks"]["hdd_bench"]

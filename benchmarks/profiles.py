@@ -9,7 +9,8 @@ Run: .venv/bin/python benchmarks/profiles.py [--series 6.12] [--short] [--keep D
 One qemu boot (15-20 minutes on 2 shared cores; takes /tmp/tunectl-vm.lock) of the `profiles` guest group
 (tests/vm/guest/evidence.py) on `model_machine()`: the 7200 rpm HDD model and the A1 SD card model. Each row is
 three runs of the workload on the profile's values (applied once, rolled back after) and three on the kernel's
-(the values the disk booted with), in the same boot; figures are medians of the three.
+(the values the disk booted with), in the same boot; figures are medians of the three. `--short` is the VM tier's
+plan: every shipped profile once, one run a row.
 
 Two columns per figure:
 - modelled: the requests each run sent to the model disk (its log), replayed through the model one at a time
@@ -29,15 +30,14 @@ arriving faster than TCG lets the guest send them.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import statistics
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.common import model_boots  # noqa: E402
 from tests.vm import diskmodel, machine  # noqa: E402
 
 DISK = {"hdd": "HDD 7200 rpm model", "sd": "SD A1 model"}
@@ -153,14 +153,11 @@ def main() -> None:
         results = json.loads((shared / "profiles.json").read_text())
         print(markdown(table(machine.Boot(None, "profiles", results, 0.0, "", shared))))  # type: ignore[arg-type]
         return
-    kernel = {k.series: k for k in machine.kernels()}[args.series]
-    machine.BOOT_TIMEOUT = max(machine.BOOT_TIMEOUT, 3000)  # the full plan: 15-30 min of guest work under TCG
-    with tempfile.TemporaryDirectory(prefix="tunectl-profiles-") as tmp, open("/tmp/tunectl-vm.lock", "w") as lock:
-        where = args.keep or Path(tmp)
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        boot = machine.boot(kernel, "profiles", machine.model_machine(), where / "images", where / "shared",
-                            (("short",) if args.short else ()) + tuple(f"only:{w}" for w in args.only))
-        fcntl.flock(lock, fcntl.LOCK_UN)
+    # the full plan: 15-30 min of guest work under TCG
+    with model_boots("profiles", args.series, keep=args.keep, timeout=3000) as vm:
+        boot = vm.boot("profiles", (("short",) if args.short else ()) + tuple(f"only:{w}" for w in args.only),
+                       strict=False)
+        vm.release()
         for step, text in (boot.results.get("errors") or {}).items():
             print(f"step {step} failed:\n{text}", file=sys.stderr)
         rows = table(boot)

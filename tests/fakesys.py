@@ -14,8 +14,8 @@ on a real kernel:
   max_sectors_kb, write_cache) raises a small read_ahead_kb, as 6.18's
   blk_apply_bdi_limits() does: to 2 x max_sectors_kb on a rotational disk without
   an optimal I/O size, and to at least 128 KiB. ``FakeKernel(generation="6.12")``
-  models 6.11-6.16 instead: such a write sets it to 2 x optimal_io_size, at least
-  128 KiB, lowering a larger hand-set value.
+  models 6.11-6.16 instead (measured on Debian's 6.12): such a write raises it to
+  2 x optimal_io_size, at least 128 KiB, whether rotational or not.
 - Read-only attributes fail EACCES, missing ones ENOENT.
 
 Every rule lives in the ``QUEUE_RULES``/``IOSCHED_RULES`` tables below. Tests can
@@ -333,21 +333,18 @@ def store_scheduler(q: QueueView, text: Value) -> None:
 
 def read_ahead_floor(rotational: bool, optimal_io_size: int, max_sectors_kb: int) -> int:
     """blk_apply_bdi_limits(): read-ahead of at least twice the optimal I/O size -- on a
-    rotational disk without one, twice max_sectors_kb -- and at least 128 KiB."""
+    rotational disk without one, twice max_sectors_kb (6.17+; pass rotational=False for
+    6.11-6.16) -- and at least 128 KiB."""
     io_opt_kb = optimal_io_size // 1024 or (max_sectors_kb if rotational else 0)
     return max(2 * io_opt_kb - 2 * io_opt_kb % PAGE_KB, VM_READAHEAD_KB)
 
 
 def raise_read_ahead(q: QueueView, v: Value) -> None:
-    # Every queue-limits update (probe, and writes of the attributes that are limits) derives read-ahead again.
-    # 6.17+ (measured on 6.18): raised to the floor, never lowered. 6.11-6.16 (blk_apply_bdi_limits assigns
-    # max(io_opt * 2, VM_READAHEAD_PAGES)): set to 2 x optimal_io_size or 128 KiB, a larger hand-set value too.
-    if q.kernel.generation == "6.12":
-        io_opt_kb = q.num("queue/optimal_io_size") // 1024
-        q.put("queue/read_ahead_kb", max(2 * io_opt_kb - 2 * io_opt_kb % PAGE_KB, VM_READAHEAD_KB))
-        return
-    floor = read_ahead_floor(q.text("queue/rotational") == "1", q.num("queue/optimal_io_size"),
-                             q.num("queue/max_sectors_kb"))
+    # Every queue-limits update (probe, and writes of the attributes that are limits) derives read-ahead again
+    # and raises a smaller value to it, never lowers (measured on 6.18 and Debian's 6.12). 6.17+ derives twice
+    # max_sectors_kb on a rotational disk without optimal_io_size; 6.11-6.16 do not.
+    rotational = q.text("queue/rotational") == "1" and q.kernel.generation != "6.12"
+    floor = read_ahead_floor(rotational, q.num("queue/optimal_io_size"), q.num("queue/max_sectors_kb"))
     if q.num("queue/read_ahead_kb") < floor:
         q.put("queue/read_ahead_kb", floor)
 

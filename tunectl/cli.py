@@ -278,7 +278,21 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _lean_replay(argv: Sequence[str]):  # noqa: ANN202 (a ReplayArgs, or None; its module stays lazy)
+    """`preload replay LIST` in one of its plain shapes, read without argparse (its start-up is budgeted, #30),
+    None: the full parser reads the line."""
+    if "replay" not in argv or "preload" not in argv:
+        return None
+    from tunectl.preload.fastpath import replay_args
+
+    return replay_args(argv)
+
+
 def _context(args: argparse.Namespace, env: Mapping[str, str] | None):
+    if getattr(args, "lean", False):
+        from tunectl.preload.fastpath import ReplayContext
+
+        return ReplayContext(env)
     from tunectl.context import Context
 
     return Context.create(getattr(args, "sysfs_root", None), getattr(args, "state_dir", None),
@@ -386,9 +400,6 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and {"-V", "--version"} & set(argv) and set(argv) <= {"-V", "--version", "--json"}:
         return _version(argv, stdout)  # needs no parser: answered before importing one
-    import contextlib
-    import importlib
-
     from tunectl.errors import ExitCode, ProfileError, UsageError
 
     held = next((a for a in argv if "\x00" in a), None)
@@ -396,15 +407,19 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return _fail(Output(stdout, stderr, _wants_json(argv), False, 0, "error"),
                      UsageError(f"an argument holds a NUL byte: {held!r}",
                                 hint="no device, path or value contains one: check how the command line was built"))
-    parser = build_parser(argv)
-    try:
-        # argparse prints --help itself: to the streams main was given; its errors come back as UsageError.
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            args = parser.parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0) if e.code in (0, None) else ExitCode.USAGE
-    except UsageError as e:
-        return _fail(Output(stdout, stderr, _wants_json(argv), False, 0, "error"), e, getattr(e, "usage", None))
+    args = _lean_replay(argv)
+    if args is None:
+        import contextlib
+
+        parser = build_parser(argv)
+        try:
+            # argparse prints --help itself: to the streams main was given; its errors come back as UsageError.
+            with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+                args = parser.parse_args(argv)
+        except SystemExit as e:
+            return int(e.code or 0) if e.code in (0, None) else ExitCode.USAGE
+        except UsageError as e:
+            return _fail(Output(stdout, stderr, _wants_json(argv), False, 0, "error"), e, getattr(e, "usage", None))
     out = Output(stdout, stderr, args.json, args.quiet, args.verbose, _document_name(args))
     if getattr(args, "table_columns", None) is not None:
         try:
@@ -420,15 +435,18 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         logging.basicConfig(stream=stderr, format="tunectl: %(levelname)s: %(message)s", level=logging.DEBUG)
     try:
         ctx = context or _context(args, env)
-        ctx.state.forget_reads()  # a Context may serve several commands (tests): each reads the state afresh
         out.width = None if args.verbose else _terminal_width(stdout, ctx.env)
         is_tty = getattr(stdout, "isatty", lambda: False)()
         out.colour = args.color == "always" or (args.color == "auto" and is_tty and not ctx.env.get("NO_COLOR"))
-        ctx.state.command = f"tunectl {args.command}" + (
-            f" {getattr(args, args.command + '_command', '')}" if hasattr(args, args.command + "_command") else "")
-        ctx.state.wait_seconds = getattr(args, "wait", None)
-        ctx.state.on_wait = out.warn
-        group = importlib.import_module(COMMANDS[args.command][0])
+        if ctx.state is not None:  # None: a replay's own context (tunectl.preload.fastpath), no journal, no lock
+            ctx.state.forget_reads()  # a Context may serve several commands (tests): each reads the state afresh
+            ctx.state.command = f"tunectl {args.command}" + (
+                f" {getattr(args, args.command + '_command', '')}" if hasattr(args, args.command + "_command") else "")
+            ctx.state.wait_seconds = getattr(args, "wait", None)
+            ctx.state.on_wait = out.warn
+        module = COMMANDS[args.command][0]
+        __import__(module)  # importlib.import_module without importing importlib (a boot replay's start-up)
+        group = sys.modules[module]
         return int(group.run(ctx, args, out))
     except KeyboardInterrupt:
         out.warn("tunectl: interrupted")

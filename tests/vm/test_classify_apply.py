@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from tunectl.attributes import derived_read_ahead_kb, read_ahead_after_limits
+
 SERIES = ["6.1", "6.12"]
 CLASSES = {"nvme": "nvme", "hdd": "rotational", "ssd": "ssd", "sata": "ssd", "sd": "mmc", "virt": "virtio"}
 ROLES = list(CLASSES)
@@ -120,3 +122,18 @@ def test_rollback_restores_the_kernels_values(run: dict, role: str) -> None:
     before, after = run["before"][role], run["after_rollback"][role]
     for key in ("scheduler", "read_ahead_kb", "nr_requests", "iosched"):
         assert after[key] == before[key], key
+
+
+@pytest.mark.parametrize("role", [*ROLES, "loop"])
+def test_read_ahead_is_what_tunectls_model_of_this_kernel_predicts(run: dict, role: str) -> None:
+    """Measured before tunectl touched a device (guest `read_ahead_generations`): the read_ahead_kb the device
+    started with is the one `owners`/`explain` call "kernel default" (attributes.derived_read_ahead_kb, for this
+    release and the device's limits), and after a hand-set value and a write of `rotational` or `max_sectors_kb`
+    it is what attributes.read_ahead_after_limits says this release does."""
+    seen = run["read_ahead_generations"][role]
+    limits = (seen["rotational"] == 1, seen["optimal_io_size"], seen["max_sectors_kb"])
+    print(run["kernel"], role, seen)
+    assert seen["default"] == derived_read_ahead_kb(run["kernel"], *limits), seen
+    for key, got in seen["after"].items():
+        hand = int(key.split(":")[0])
+        assert got == read_ahead_after_limits(run["kernel"], hand, *limits), (key, seen)

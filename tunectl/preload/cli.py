@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
 RAM_SHARE_PERCENT = 50  # a list may read at most this share of the machine's memory unless --max-bytes says
 
@@ -15,6 +17,8 @@ EXAMPLES = ("examples:\n  tunectl preload collect /usr/lib/firefox -o firefox.li
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
+    import argparse  # here, not at the top: a replay reads its line without argparse (tunectl.preload.fastpath)
+
     p.epilog = EXAMPLES
     sub = p.add_subparsers(dest="preload_command", metavar="ACTION")
     sub.required = True
@@ -133,7 +137,7 @@ def _surveyed(args, out, metadata_bytes: int = 0):
                          f"{format_bytes(total)} to read: more than --max-bytes {format_bytes(limit)}"
                          + ("" if args.max_bytes else f" ({RAM_SHARE_PERCENT}% of memory)") + "; nothing was read",
                          hint="pass a larger --max-bytes, or make a smaller list")
-    if not (out.quiet or out.json):
+    if not (out.quiet or out.json):  # stays: said on stderr before the reading starts, not part of the report
         out.warn(f"tunectl: {args.list}: {found.files} files, {format_bytes(total)} to read")
     return found
 

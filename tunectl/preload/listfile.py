@@ -14,7 +14,6 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import repeat
-from pathlib import Path
 
 from tunectl.errors import NotPermitted, UsageError
 from tunectl.preload.listing import Entry, ListError, PreloadList, mounts_of, parse_header, parse_lines, render, renumber
@@ -211,6 +210,8 @@ def write_list(path: str, entries: Sequence[Entry], metadata: Mapping[str, Seque
     `mounts`: where each device's file system is mounted (a later boot finds it there if its number moved);
     `placed`: the devices whose offsets came from a squashfs inode table."""
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    from pathlib import Path  # writing only: a replay does not import pathlib
+
     target = Path(path)
     try:
         text = render(entries if time_order else physical_order(entries), created, metadata, time_order, mounts,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from stat import S_ISREG
@@ -150,6 +149,21 @@ def _memory_pressure() -> str | None:
         return None
 
 
+def _own_read_bytes() -> int | None:
+    """Bytes this process (all its threads, io_uring's workers among them) has sent to the disks to read, as the
+    kernel counts them when it submits each read (/proc/self/io, read_bytes); None where the kernel does not say."""
+    from tunectl.system.roots import self_proc
+
+    try:
+        with open(self_proc("self", "io"), "rb") as f:  # the kernel's own file for this process
+            for line in f:
+                if line.startswith(b"read_bytes:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def _in_flight(sysfs: Sysfs, devices: Iterable[str]) -> int:
     total = 0
     for device in devices:
@@ -168,7 +182,7 @@ class _Checker:
     inode tables).
     """
 
-    def __init__(self, entries: Sequence[Entry], devnums: dict[str, int], progress, lock: threading.Lock) -> None:
+    def __init__(self, entries: Sequence[Entry], devnums: dict[str, int], progress, lock) -> None:  # noqa: ANN001
         self.entries, self.devnums, self.progress, self.lock = entries, devnums, progress, lock
         self.listed = bytearray(len(entries))  # 1: still the listed file, read it; 2: read it, checked at open
         self.decided = bytearray(len(entries))  # 1: listed, or skipped with a reason
@@ -222,6 +236,8 @@ class _Checker:
             except OSError:  # the ring failed part way (it should not): threads finish the pass
                 ring.close()
         self.how, self.parallel = "threads", parallel or 8
+        import threading  # only where io_uring is refused: not at start-up
+
         todo = iter([i for i in indices if not self.decided[i]])
         workers = [threading.Thread(target=self._from_thread, args=(todo,), name=f"preload-inodes-{i}",
                                     daemon=True) for i in range(self.parallel - 1)]
@@ -428,6 +444,7 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
     of a `time_order` list, or the list's order on flash), stopping if memory pressure rises; then wait
     for the reads. `progress` counts every file twice."""
     started = time.monotonic()
+    read_before = _own_read_bytes()
     report = ReplayReport(list_path)
     disks = _Disks(sysfs)
     orders: set[str] = set()
@@ -446,7 +463,11 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
     report.order = orders.pop() if len(orders) == 1 else "mixed" if orders else "physical"
     report.skipped.sort(key=lambda s: s.path)
     report.issue_seconds = time.monotonic() - started
-    report.settled = _settled(sysfs, sorted(disks.windows), settle_timeout)
+    read_after = _own_read_bytes() if read_before is not None else None
+    # Nothing of ours to wait for when the replay sent no read to a disk (a resident list): the devices may
+    # still be busy with others' reads, which are not this replay's to wait for.
+    if read_after is None or read_after > read_before:
+        report.settled = _settled(sysfs, sorted(disks.windows), settle_timeout)
     report.seconds = time.monotonic() - started
     report.requests = _requests_since(sysfs, disks.baseline)
     return report
@@ -462,7 +483,9 @@ def _replay_batch(report: ReplayReport, disks: _Disks, entries: Sequence[Entry],
     kinds = {disks.stacks[d].rotational for d in devices}
     how = order.method(False if kinds == {False} else True if True in kinds else None, time_order)
     orders.add(how if how != "physical" else order.order_name(entries))
-    checker = _Checker(entries, disks.devnums, progress, threading.Lock())
+    from _thread import allocate_lock  # threading.Lock without importing threading (a boot replay's start-up)
+
+    checker = _Checker(entries, disks.devnums, progress, allocate_lock())
     inodes = _check_inodes(checker, how, entries, threads, use_io_uring)
     report.inode_pass_files += len(entries) - checker.deferred
     for d in devices:

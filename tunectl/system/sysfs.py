@@ -10,10 +10,13 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from pathlib import Path
 
 from tunectl.errors import SysfsError
 from tunectl.system import trust
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 _REASONS = {
     errno.EINVAL: "the kernel rejected the value (EINVAL)",
@@ -41,17 +44,28 @@ class Sysfs:
     """
 
     def __init__(self, root: str | os.PathLike, confined: bool = False) -> None:
-        self.root = Path(root)
-        self._base = str(self.root)
+        base = os.fspath(root)
+        if not base or "//" in base or base.endswith("/") or "/./" in base or base in (".", "..") \
+                or base.startswith("./") or base.endswith("/."):
+            from pathlib import Path  # only for a root to normalise: a boot replay does not import pathlib
+
+            base = str(Path(base))
+        self._base = base  # as str(Path(root)) spells it
         self.writes = 0
         self.confined = confined
+
+    @property
+    def root(self) -> Path:
+        from pathlib import Path
+
+        return Path(self._base)
 
     def _open(self, rel: str, flags: int) -> int:
         path = self._at(rel)
         if not self.confined:
             return os.open(path, flags | os.O_CLOEXEC)
         try:
-            fd = trust.open_beneath(self.root, rel, flags | os.O_NONBLOCK)
+            fd = trust.open_beneath(self._base, rel, flags | os.O_NONBLOCK)
         except OSError as e:
             if e.errno in (errno.ELOOP, errno.EXDEV):
                 raise SysfsError(rel, e.errno, "a symbolic link, not followed in a tree that is not /sys") from None
@@ -72,6 +86,8 @@ class Sysfs:
         return f"{self._base}/{rel}" if rel else self._base
 
     def path(self, rel: str) -> Path:
+        from pathlib import Path
+
         return Path(self._at(rel))
 
     def exists(self, rel: str) -> bool:

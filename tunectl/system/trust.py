@@ -19,7 +19,10 @@ import errno
 import os
 import stat
 from collections.abc import Callable
-from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 _KIND = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket",
          stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFLNK: "a symbolic link"}
@@ -82,6 +85,7 @@ def check_dir(path: str | os.PathLike, final: bool = True, shared: bool = False)
     owner and mode will do, and a link anywhere is followed when root or the
     user owns it, never one another user planted.
     """
+    from pathlib import Path  # here: a replay at boot does not import pathlib
     parts = list(Path(os.path.abspath(path)).parts[1:])
     current = Path("/")
     links = 0
@@ -122,6 +126,7 @@ def check_root(path: str | os.PathLike) -> Path:
     that does not exist yet is judged by its nearest existing parent, which must then
     be root's alone: nobody else may create it later.
     """
+    from pathlib import Path  # here: a replay at boot does not import pathlib
     probe = Path(os.path.abspath(path))
     for _ in range(_MAX_LINKS):
         try:
@@ -143,6 +148,7 @@ def check_root(path: str | os.PathLike) -> Path:
 def resolve_own_links(path: str | os.PathLike) -> Path:
     """`path` with its symbolic links resolved, each one root's or the user's: another user's link anywhere
     on it is refused (Untrusted), never followed. A path that does not exist (yet) is returned as it is."""
+    from pathlib import Path  # here: a replay at boot does not import pathlib
     path = Path(os.path.abspath(path))
     for _ in range(_MAX_LINKS):
         parent = check_dir(path.parent, shared=True)  # a link above: root's or the user's, or refused
@@ -162,6 +168,7 @@ def resolve_own_links(path: str | os.PathLike) -> Path:
 
 def ensure_dir(path: str | os.PathLike, mode: int = 0o755) -> Path:
     """`path` as a trusted directory, created (with its parents) with `mode` whatever the umask."""
+    from pathlib import Path  # here: a replay at boot does not import pathlib
     path = Path(path)
     missing = []
     probe = Path(os.path.abspath(path))
@@ -383,8 +390,13 @@ class ListedOpener:
         self.close()
 
 
+def _parts(path: str) -> list[str]:
+    """The components of `path` as pathlib's `parts` has them, without its root ("/"): no "" and no "."."""
+    return [p for p in path.split("/") if p and p != "."]
+
+
 def _walk_open(path: str, flags: int, links: bool = True) -> int:
-    parts = list(Path(os.path.abspath(path)).parts[1:])
+    parts = _parts(os.path.abspath(path))
     fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     followed = 0
     try:
@@ -406,7 +418,7 @@ def _walk_open(path: str, flags: int, links: bool = True) -> int:
                 if target.startswith("/"):
                     os.close(fd)
                     fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-                parts = list(Path(target).parts[1 if target.startswith("/") else 0:]) + parts
+                parts = _parts(target) + parts
                 continue
             if parts:
                 nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
@@ -492,6 +504,7 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None =
     sweep after a killed writer can tell its own files.
     """
     import secrets
+    from pathlib import Path  # here: a replay at boot does not import pathlib
 
     path = Path(path)
     for _ in range(_MAX_LINKS if shared_dir else 0):  # root's or the user's own link: written at its target

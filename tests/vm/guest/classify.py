@@ -17,6 +17,44 @@ def modules_loaded() -> list[str]:
     return sorted(names & {"bfq", "kyber_iosched"})
 
 
+# read_ahead_kb set by hand before a queue-limit write: below every derived value, and above every one.
+HAND_READ_AHEAD = (64, 16384)
+LIMIT_WRITES = ("rotational", "max_sectors_kb")
+
+
+def write(path: str, value: str) -> None:
+    with open(path, "w") as f:
+        f.write(value)
+
+
+def read_ahead_generations(disks: dict[str, str]) -> dict[str, dict]:
+    """What this kernel does to read_ahead_kb, on every disk and a fresh loop device (64 MiB file): the value it
+    started with and the limits it derives it from; then, for each hand-set value and each queue-limit attribute,
+    read_ahead_kb after writing that attribute its own value. Each device's read_ahead_kb is put back at the end."""
+    sh("modprobe loop", check=True)  # virtme's initramfs loads no module it does not need
+    Path("/tmp/ra.img").write_bytes(b"")
+    os.truncate("/tmp/ra.img", 64 << 20)
+    loop = os.path.basename(sh("losetup --find --show /tmp/ra.img", check=True).stdout.strip())
+    settle()
+    out = {}
+    try:
+        for role, dev in {**disks, "loop": loop}.items():
+            q = f"/sys/block/{dev}/queue"
+            default = read(f"{q}/read_ahead_kb") or ""
+            seen = {"name": dev, "default": int(default), **{a: int(read(f"{q}/{a}") or -1) for a in
+                    ("rotational", "optimal_io_size", "max_sectors_kb", "max_hw_sectors_kb")}, "after": {}}
+            for hand in HAND_READ_AHEAD:
+                for attr in LIMIT_WRITES:
+                    write(f"{q}/read_ahead_kb", str(hand))
+                    write(f"{q}/{attr}", read(f"{q}/{attr}") or "")
+                    seen["after"][f"{hand}:{attr}"] = int(read(f"{q}/read_ahead_kb") or -1)
+            write(f"{q}/read_ahead_kb", default)
+            out[role] = seen
+    finally:
+        sh(f"losetup -d /dev/{loop}")
+    return out
+
+
 def profile_text(sd_model: str) -> str:
     return f"""name: vm-modules
 description: schedulers built as modules, with knobs, and identity matches
@@ -62,6 +100,7 @@ def run(rec: Recorder, args: list[str]) -> None:
         "serial": read(f"/sys/block/{dev}/serial"),
         "rotational": read(f"/sys/block/{dev}/queue/rotational")} for role, dev in disks.items()})
     rec["modules_at_boot"] = modules_loaded()
+    rec.step("read_ahead_generations", lambda: read_ahead_generations(disks))  # before tunectl touches a device
     rec.step("recorded", lambda: record(disks, shared))
     before = rec.step("before", lambda: {role: queue_state(dev) for role, dev in disks.items()})
     state = "/tmp/tunectl-state"

@@ -1,0 +1,158 @@
+"""`preload replay` read without argparse (tunectl.preload.fastpath): the same answers as the full parser for
+the shapes it takes, the full parser for everything else, and a start-up that imports only what a replay uses."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.harness import run_cli, run_process
+from tests.preload_helpers import make_files
+from tunectl.cli import build_parser
+from tunectl.preload.fastpath import replay_args
+
+ATTRS = ("command", "preload_command", "list", "json", "quiet", "verbose", "threads", "settle_timeout", "max_bytes",
+         "no_metadata", "no_io_uring", "color", "propagate")
+
+
+@pytest.mark.parametrize("argv", [
+    ["preload", "replay", "L"],
+    ["-q", "preload", "replay", "L"],  # the boot unit's line
+    ["preload", "replay", "L", "-q"],
+    ["preload", "-v", "replay", "--json", "L"],
+    ["preload", "replay", "L", "--settle-timeout", "0", "--threads", "4", "--max-bytes", "2G", "--no-metadata",
+     "--no-io-uring"],
+    ["preload", "replay", "--threads", "0", "-", "--verbose", "--quiet"],
+    ["preload", "replay", "L", "--settle-timeout", "1e1", "--threads", " 7 "],
+])
+def test_the_plain_shapes_read_as_argparse_reads_them(argv: list[str]) -> None:
+    lean = replay_args(argv)
+    assert lean is not None
+    full = build_parser(argv).parse_args(argv)
+    assert {a: getattr(lean, a) for a in ATTRS} == {a: getattr(full, a) for a in ATTRS}
+
+
+@pytest.mark.parametrize("argv", [
+    ["preload", "replay", "--help"], ["preload", "replay", "-h", "L"],
+    ["preload", "replay", "L", "--threads=3"],  # --opt=value: argparse's
+    ["preload", "replay", "L", "--settle", "1"],  # an abbreviation: argparse's
+    ["preload", "replay", "L", "-vv"], ["-v", "preload", "replay", "L", "-v"],  # debug logging
+    ["preload", "--threads", "3", "replay", "L"],  # replay's option before replay: argparse refuses it
+    ["preload", "replay", "L", "--threads", "three"], ["preload", "replay", "L", "--settle-timeout"],
+    ["preload", "replay", "L", "--threads", "-1"],
+    ["preload", "replay", "L", "M"], ["preload", "replay"], ["replay", "preload", "L"],
+    ["preload", "show", "replay"], ["preload", "replay", "--", "L"],
+    ["--sysfs-root", "/tmp", "preload", "replay", "L"], ["--state-dir", "/tmp", "preload", "replay", "L"],
+    ["--color", "never", "preload", "replay", "L"], ["--propagate", "preload", "replay", "L"],
+])
+def test_every_other_line_goes_to_the_full_parser(argv: list[str]) -> None:
+    assert replay_args(argv) is None
+
+
+def test_a_refused_line_is_still_refused_with_argparse_words() -> None:
+    r = run_cli("preload", "replay", "L", "--threads", "three")
+    assert r.code == 2 and "--threads: invalid int value: 'three'" in r.err
+
+
+def _same(doc: dict) -> dict:
+    return {k: v for k, v in doc.items() if k not in ("seconds", "issue_seconds", "throughput_mb_s", "requests")}
+
+
+def test_the_lean_replay_answers_as_the_full_one(tmp_path: Path) -> None:
+    files = make_files(tmp_path / "tree", {"a": 5000, "b/c": 70000, "b/d": 0})
+    lst = tmp_path / "t.list"
+    assert run_cli("preload", "collect", str(tmp_path / "tree"), "-o", str(lst), env={}).code == 0
+    files[0].write_bytes(b"changed")  # one skip, to compare the skipped part too
+    lean = run_cli("preload", "replay", str(lst), "--json", env={})
+    full = run_cli("preload", "replay", str(lst), "--json", env={}, propagate=True)  # --propagate: argparse's path
+    assert (lean.code, full.code) == (0, 0)
+    lean_doc, full_doc = json.loads(lean.out), json.loads(full.out)
+    assert lean_doc["files"] == 2 and lean_doc["skipped"][0]["path"] == str(files[0])
+    assert _same(lean_doc) == _same(full_doc)
+    text_lean = run_cli("preload", "replay", str(lst), env={})
+    assert text_lean.code == 0 and "2 files" in text_lean.out
+
+
+def test_a_missing_list_is_an_error_for_people(tmp_path: Path) -> None:
+    r = run_cli("preload", "replay", str(tmp_path / "nope.list"), env={})
+    assert r.code == 2 and "cannot read the preload list" in r.err
+    doc = json.loads(run_cli("preload", "replay", str(tmp_path / "nope.list"), "--json", env={}).out)
+    assert doc["format"] == "tunectl-error"
+
+
+def test_an_untrusted_sysfs_root_is_refused_on_the_lean_path_too(tmp_path: Path) -> None:
+    tree = tmp_path / "sys"
+    tree.mkdir(mode=0o777)
+    os.chmod(tree, 0o777)  # others may write it
+    lst = tmp_path / "e.list"
+    lst.write_text(json.dumps({"format": "tunectl-preload", "version": 1, "files": 0}) + "\n")
+    r = run_cli("preload", "replay", str(lst), env={"TUNECTL_SYSFS_ROOT": str(tree)})
+    assert r.code == 2 and "cannot be trusted" in r.err
+
+
+def test_a_replay_imports_only_what_it_uses(tmp_path: Path) -> None:
+    """The start-up budget (#30: an empty list at most 30 ms over `python -c pass`), asserted by what is imported,
+    not by a timing: argparse, pathlib, threading, the Context and the state store stay out."""
+    lst = tmp_path / "e.list"
+    lst.write_text(json.dumps({"format": "tunectl-preload", "version": 1, "files": 0}) + "\n")
+    r = run_process("-q", "preload", "replay", str(lst), env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert r.code == 0, r.err
+    loaded = {line.rsplit("|", 1)[1].strip() for line in r.err.splitlines() if line.startswith("import time:")}
+    assert "tunectl.preload.replay" in loaded  # the replay did run
+    assert not loaded & {"argparse", "pathlib", "threading", "tunectl.context", "tunectl.system.state",
+                         "typing", "dataclasses", "subprocess"}
+
+
+# ---------------------------------------------------------------- the settle wait: only for reads of our own
+
+def _list_of(tmp_path: Path) -> Path:
+    make_files(tmp_path / "tree", {"a": 5000, "b": 70000})
+    lst = tmp_path / "t.list"
+    assert run_cli("preload", "collect", str(tmp_path / "tree"), "-o", str(lst), env={}).code == 0
+    return lst
+
+
+@pytest.mark.parametrize("sent, waits", [((1000, 1000), False), ((1000, 9192), True), ((None, None), True)])
+def test_the_replay_waits_for_the_disks_only_when_it_sent_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   sent: tuple, waits: bool) -> None:
+    """A resident list sent no read: the disks may be busy with others' reads (here: always), which are not the
+    replay's to wait for. A replay that sent reads, or cannot tell (no /proc/self/io), waits as before."""
+    from tunectl.preload import replay as replay_module
+    from tunectl.preload.listfile import read_list
+    from tunectl.system.sysfs import Sysfs
+
+    lst = _list_of(tmp_path)
+    answers = iter(sent)
+    monkeypatch.setattr(replay_module, "_own_read_bytes", lambda: next(answers))
+    monkeypatch.setattr(replay_module, "_in_flight", lambda sysfs, devices: 1)  # someone else's reads, for ever
+    report = replay_module.replay(Sysfs("/sys"), read_list(str(lst)), str(lst), settle_timeout=0.01)
+    assert report.files == 2
+    assert report.settled is (not waits)  # waited until the timeout, and said so; or did not wait at all
+
+
+def test_the_kernel_counts_the_reads_a_willneed_sends(tmp_path: Path) -> None:
+    """What the skip rests on: /proc/self/io's read_bytes grows when WILLNEED sends a read, at once (counted as
+    the read is submitted, not when it completes), and not when the pages are already cached."""
+    from tunectl.preload.replay import _own_read_bytes
+
+    path = tmp_path / "f"
+    path.write_bytes(os.urandom(256 << 10))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        before = _own_read_bytes()
+        if before is None:
+            pytest.skip("this kernel has no per-task I/O accounting")
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        sent = _own_read_bytes()
+        os.pread(fd, 1, (256 << 10) - 1)  # waits for the read to complete: the pages are then cached
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        again = _own_read_bytes()
+    finally:
+        os.close(fd)
+    assert sent is not None and again is not None
+    assert sent > before and again == sent
