@@ -488,10 +488,9 @@ def adopt_rules_originals(ctx: Context, record: Intent | None, kept: Journal,
                           devices: list[Device]) -> tuple[Journal, list[str]]:
     """The journal with what installed rules kept of devices tuned before any tunectl command saw them
     (tuning.adopt), and the devices adopted."""
-    from tunectl.tuning.adopt import adopt
-
     if record is None or record.rules is None:
         return kept, []
+    from tunectl.tuning.adopt import adopt  # here: most applies have no rules installed and need no adoption
     by = replace(changed_by(str(record.rules.ref)), via="udev rules")
     # What install kept for below: wins over udev's database: a disk's first event after install may come after the
     # RUN of a stack above it wrote below:, and the rules would keep that value. The database has the rest, and the
