@@ -53,10 +53,14 @@ def row(label: str, ms: float, base: float | None = None) -> str:
     return f"  {label:<44} {ms:9.1f} ms{ratio}"
 
 
-def tree_args(doc: str, default: int = 3000) -> argparse.Namespace:
-    """The command line of a benchmark over a tree on the model HDD: --files N (the full size by default)."""
+def tree_args(doc: str, default: int = 3000, startup: bool = False) -> argparse.Namespace:
+    """The command line of a benchmark over a tree on the model HDD: --files N (the full size by default);
+    `startup`: also --startup (where the replay's start-up goes in the guest, tests/vm/guest/replaystart.py)."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", type=int, default=default, help=f"files in the tree (default {default})")
+    if startup:
+        ap.add_argument("--startup", action="store_true",
+                        help="after the pair, split the replay's start-up in the guest (a few more minutes)")
     return ap.parse_args()
 
 

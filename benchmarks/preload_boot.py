@@ -33,13 +33,16 @@ TARGET = 2.0
 
 
 def main() -> None:
-    args = tree_args(__doc__)
-    with model_boots("preload-boot") as vm:
+    args = tree_args(__doc__, startup=True)
+    # a boot builds the tree under TCG: 400 files take 2-3 min, 3000 several times that; a boot cut off by
+    # the default timeout writes no results and is tried again from the start
+    with model_boots("preload-boot", timeout=600 + args.files) as vm:
         first = vm.boot("bootpair1", (f"files={args.files}",))
         cold = machine.step_modelled(first, "workload")  # before boot 2 empties the request log
-        second = vm.boot("bootpair2")
+        second = vm.boot("bootpair2", ("startup",) if args.startup else ())
         replayed = machine.step_modelled(second, "workload")
         together = machine.step_modelled(second, "together")
+        measured = machine.step_modelled(second, "startup") if "startup" in second.results["marks"] else None
     one, two = first.results, second.results
     tree = one["tree"]
     print(f"model HDD (hdd-7200), {tree['files']} files, {tree['bytes'] / 1e6:.1f} MB; "
@@ -63,6 +66,35 @@ def main() -> None:
               f"({hit['read_bytes'] - hit['shared_bytes']} bytes); re-collect: {hit['recollect']}")
     else:
         print(f"  hit rate: not available ({two['stats']})")
+    if "startup" in two:
+        print_startup(two["startup"], measured)
+
+
+def print_startup(got: dict, modelled: tuple[int, float] | None) -> None:
+    """Where the replay's start-up went in the guest (tests/vm/guest/replaystart.py; guest wall seconds, TCG)."""
+    if "error" in got:
+        print(f"  start-up: the measurement failed:\n{got['error']}")
+        return
+    cold, warm, phases = got["cold"], got["warm"], got["phases"]
+    print(f"  the replay's start-up in the guest (guest wall s, TCG): {' '.join(got['command'])}")
+    print(f"    python -c pass: {got['python_pass_cold']:.2f} cold, {got['python_pass_warm']:.2f} warm")
+    runs = (("cold, the unit's line under -X importtime", cold), ("cold, --json", got.get("cold_json", {})),
+            ("warm, --json", warm))
+    for name, run in runs:
+        print(f"    replay {name}: {run.get('wall', float('nan')):.2f} s in all; the replay's own account {run.get('seconds')} s "
+              f"(issuing {run.get('issue_seconds')} s), inode pass {run.get('inode_pass')} over "
+              f"{run.get('inode_pass_files')} files, exit {run.get('code')}")
+    imports = cold["imports"]
+    print(f"    imports (cold, top level): {imports['seconds']:.2f} s over {imports['modules']} modules; largest: "
+          + ", ".join(f"{n} {s:.2f}" for n, s in imports["largest"][:8]))
+    if "phases" in phases:
+        print(f"    before the first read (cold, one process, {phases['wall']:.2f} s with its own start; "
+              f"{phases['files']} files listed): "
+              + ", ".join(f"{n} {s:.2f}" for n, s in phases["phases"]))
+    else:
+        print(f"    phases failed: {phases}")
+    if modelled:
+        print(f"    (the disk served {modelled[0]} reads during these runs, {modelled[1]:.2f} s by its account)")
 
 
 if __name__ == "__main__":

@@ -30,7 +30,9 @@ STEPS = {"asis": "as-is, directory order", "willneed": "WILLNEED in directory or
 
 def main() -> None:
     args = tree_args(__doc__)
-    with model_boots("preload-model") as vm:
+    # a boot builds the tree under TCG: 400 files take 2-3 min, 3000 several times that; a boot cut off by
+    # the default timeout writes no results and is tried again from the start
+    with model_boots("preload-model", timeout=600 + args.files) as vm:
         boot = vm.boot("preload", (f"files={args.files}",))
         res = boot.results
         size = res["queue"]["size"]

@@ -9,7 +9,8 @@ Run: .venv/bin/python benchmarks/profiles.py [--series 6.12] [--short] [--keep D
 One qemu boot (15-20 minutes on 2 shared cores; takes /tmp/tunectl-vm.lock) of the `profiles` guest group
 (tests/vm/guest/evidence.py) on `model_machine()`: the 7200 rpm HDD model and the A1 SD card model. Each row is
 three runs of the workload on the profile's values (applied once, rolled back after) and three on the kernel's
-(the values the disk booted with), in the same boot; figures are medians of the three.
+(the values the disk booted with), in the same boot; figures are medians of the three. `--short` is the VM tier's
+plan: every shipped profile once, one run a row.
 
 Two columns per figure:
 - modelled: the requests each run sent to the model disk (its log), replayed through the model one at a time

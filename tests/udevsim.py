@@ -25,8 +25,8 @@ from tunectl.devices.classes import CLASSES, DM_TYPES
 from tunectl.devices.discover import discover
 from tunectl.errors import SysfsError
 from tunectl.profile.checks import check_document
-from tunectl.profile.reader import parse_yaml
 from tunectl.profile.resolve import Profile, normalise
+from tunectl.profile.yaml_events import parse_yaml
 from tunectl.status import Status
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.udevdb import UdevDb

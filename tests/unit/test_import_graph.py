@@ -104,6 +104,12 @@ def test_no_import_circle_runs_between_two_packages() -> None:
     assert across == []
 
 
+def test_no_import_circle_runs_between_two_modules_either() -> None:
+    """Inside a package too: the profile reader and its YAML event builder imported each other (the reader from
+    inside parse_yaml); parse_yaml now lives with the builder, and the reader imports neither."""
+    assert circles(import_graph()) == []
+
+
 @pytest.mark.parametrize("above", ["tunectl.udev", "tunectl.bench"])
 def test_tuning_imports_nothing_of_udev_or_bench(above: str) -> None:
     """rollback --remove-rules and the adoption of the rules' originals reach the rules file through

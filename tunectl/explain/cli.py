@@ -17,10 +17,9 @@ merged share, average request size, await, MB/s. --trace records the block
 tracepoints of the stack's devices in a tracefs instance of its own and gives
 btt's Q2C, D2C and Q2Q per layer. --try rebuilds the file's squashfs image in
 a scratch directory beside it (other block sizes, xz) and attaches each copy
-with direct I/O on and off: the user's image is never touched. Only the
-squashfs image and its loop device are rebuilt, not the dm layers (verity,
-crypt) over them: every variant, the copy "as is" included, is squashfs on a
-loop device, so compare the variants with each other, not with the cold read.
+with direct I/O on and off, on dm-verity through a scratch verity device of
+the user's hash and block sizes (none, and a note, without veritysetup). The
+user's image and devices are never touched.
 
 exit codes: 0 explained (findings or not), 2 usage (not a file for --cold,
 not on squashfs for --try, no tracefs block events for --trace), 4 not root.
@@ -48,7 +47,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
                    help="the same cold read of another file (the same binary on ext4): the ratio and its largest contributor")
     p.add_argument("--try", dest="experiments", action="store_true",
                    help="rebuild the squashfs image on scratch copies (block sizes, xz; loop direct I/O on and off) "
-                        "and measure each cold; dm layers such as verity are not rebuilt (root; needs squashfs-tools)")
+                        "and measure each cold, through a scratch dm-verity when on verity (root; squashfs-tools)")
     p.add_argument("--try-compressors", metavar="LIST", default="xz",
                    help="--try's compressors besides the image's own, comma-separated (default xz; '' for none)")
 

@@ -4,10 +4,17 @@ The file is extracted from its squashfs image (unsquashfs), rebuilt at other
 block sizes and compressors (mksquashfs) in a scratch directory beside the
 image (same filesystem, same disk), each copy attached read-only with direct
 I/O on and off (losetup), mounted read-only, and read cold like the target.
-dm layers (verity, crypt) of the original are not rebuilt: every variant,
-the "as is" one included, is squashfs on a loop device, so they compare
-with each other; the cold read of the target itself is the stack as it is.
-Everything made is removed at the end (also on errors and Ctrl-C).
+
+When the image sits on dm-verity, each copy gets a verity hash tree of its own
+(`veritysetup format` into a scratch hash file, with the hash algorithm, the
+data and hash block sizes and the format version of the user's table), the
+hash file on a loop device of its own, and a scratch verity device over both
+(`veritysetup open`): the variants read through the same kind of stack as the
+user's (the hash tree on its own loop device, as veritysetup lays it out for
+a separate hash file). Without veritysetup the variants are plain squashfs
+on a loop device, and the report says so. dm-crypt is never rebuilt.
+Everything made (mounts, verity devices, loop devices, the scratch directory)
+is removed on every exit: the end, an error, Ctrl-C.
 """
 
 from __future__ import annotations
@@ -25,6 +32,57 @@ from tunectl.errors import UsageError
 from tunectl.explain.model import ColdRead, StackFacts
 
 TRY_SIZES = (131072, 1048576)
+VERITYSETUP = "/usr/sbin/veritysetup"
+
+
+@dataclass(frozen=True)
+class Verity:
+    """The verity the user's image is read through, as its table says: what each scratch copy is built with."""
+
+    hash_algorithm: str
+    data_block_size: int
+    hash_block_size: int
+    version: int = 1
+
+    def format_args(self) -> list[str]:
+        return [f"--hash={self.hash_algorithm}", f"--data-block-size={self.data_block_size}",
+                f"--hash-block-size={self.hash_block_size}", f"--format={self.version}"]
+
+    def to_json(self) -> dict:
+        return {"hash_algorithm": self.hash_algorithm, "data_block_size": self.data_block_size,
+                "hash_block_size": self.hash_block_size, "version": self.version}
+
+
+def user_verity(facts: StackFacts) -> Verity | None:
+    """The verity target of the stack under the file (the first dm device with one), or None."""
+    for dm in facts.all("dm"):
+        t = dm.facts.target("verity") if dm.facts else None
+        if t is not None:
+            f = t.facts
+            return Verity(f["hash_algorithm"], f["data_block_size"], f["hash_block_size"], f["version"])
+    return None
+
+
+def plan_verity(facts: StackFacts, veritysetup: str | None) -> tuple[Verity | None, str | None]:
+    """(the verity each copy gets, a note for the report): None without verity under the file, and None with a
+    note when the stack has verity but veritysetup (`veritysetup`: its path, None when absent) is not there."""
+    verity = user_verity(facts)
+    if verity is None:
+        return None, None
+    if veritysetup is None:
+        return None, (f"--try: veritysetup not found ({VERITYSETUP}; Debian's cryptsetup-bin): the variants are "
+                      "measured without dm-verity, which the file's stack has; compare them with each other, "
+                      "not with the cold read")
+    return verity, None
+
+
+def root_hash(output: str) -> str:
+    """The root hash `veritysetup format` prints ("Root hash:      0f3e..."); ValueError when there is none."""
+    for line in output.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip().lower() == "root hash" and value.strip():
+            return value.strip()
+    raise ValueError("veritysetup format printed no root hash")
 
 
 @dataclass(frozen=True)
@@ -33,11 +91,13 @@ class Variant:
     compressor: str
     direct_io: bool
     as_is: bool = False
+    verity: Verity | None = None  # the copy is read through a scratch verity device built like this
 
     @property
     def label(self) -> str:
         size = f"{self.block_size // 1048576}M" if self.block_size >= 1048576 else f"{self.block_size // 1024}K"
-        return f"-b {size} -comp {self.compressor}, dio {'on' if self.direct_io else 'off'}"
+        return (f"-b {size} -comp {self.compressor}, dio {'on' if self.direct_io else 'off'}"
+                + (f", verity {self.verity.hash_algorithm}" if self.verity else ""))
 
 
 @dataclass(frozen=True)
@@ -55,19 +115,21 @@ class Result:
         d = self.cold.of(self.disk)
         return {"block_size": self.variant.block_size, "compressor": self.variant.compressor,
                 "direct_io": self.variant.direct_io, "as_is": self.variant.as_is, "label": self.variant.label,
+                "verity": self.variant.verity.to_json() if self.variant.verity else None,
                 "mb_s": round(self.cold.mb_s, 1), "bytes": self.cold.bytes, "disk": self.disk,
                 "disk_reads": self.disk_reads, "disk_avg_request_kib": round(d.avg_request_kib, 1) if d else 0.0,
                 "disk_merged_share": round(d.merged_share, 4) if d else 0.0}
 
 
-def variants(block: int, compressor: str, dio: bool, compressors: tuple[str, ...] | None = None) -> list[Variant]:
+def variants(block: int, compressor: str, dio: bool, compressors: tuple[str, ...] | None = None,
+             verity: Verity | None = None) -> list[Variant]:
     """The image as it is, then bigger blocks with its compressor and `compressors` (default xz),
-    each with direct I/O on and off."""
-    out = [Variant(block, compressor, dio, as_is=True), Variant(block, compressor, not dio)]
+    each with direct I/O on and off; every one through `verity` when the image is read through one."""
+    out = [Variant(block, compressor, dio, as_is=True, verity=verity), Variant(block, compressor, not dio, verity=verity)]
     for size in TRY_SIZES:
         for comp in dict.fromkeys((compressor, *(compressors if compressors is not None else ("xz",)))):
             for direct in (dio, not dio):
-                v = Variant(size, comp, direct)
+                v = Variant(size, comp, direct, verity=verity)
                 if (v.block_size, v.compressor) != (block, compressor) and v not in out:
                     out.append(v)
     return out
@@ -109,46 +171,91 @@ def scratch(beside: str) -> Iterator[str]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-@contextlib.contextmanager
-def attached(ctx: Context, image: str, dio: bool, mountpoint: str) -> Iterator[str]:
-    """`image` on a new read-only loop device, mounted read-only at `mountpoint`: yields the loop's kernel name."""
+def _loop(ctx: Context, stack: contextlib.ExitStack, image: str, dio: bool) -> str:
+    """`image` on a new read-only loop device, detached when `stack` closes: its kernel name."""
     node = ctx.run(["losetup", "--find", "--show", "--read-only", f"--direct-io={'on' if dio else 'off'}", image],
                    timeout=30).stdout.strip()
+    stack.callback(ctx.run, ["losetup", "--detach", node], timeout=30, check=False)
+    return os.path.basename(node)
+
+
+@dataclass(frozen=True)
+class HashTree:
+    """A scratch copy's verity: its hash file, the root hash veritysetup printed, and how it was built."""
+
+    path: str
+    root: str
+    verity: Verity
+
+
+def format_verity(ctx: Context, veritysetup: str, image: str, hash_file: str, verity: Verity) -> HashTree:
+    done = ctx.run([veritysetup, "format", *verity.format_args(), image, hash_file], timeout=600)
     try:
+        return HashTree(hash_file, root_hash(done.stdout), verity)
+    except ValueError:
+        raise UsageError(f"--try: veritysetup format {image} printed no root hash",
+                         hint="run it by hand to see why, or leave out --try") from None
+
+
+@contextlib.contextmanager
+def attached(ctx: Context, image: str, dio: bool, mountpoint: str, tree: HashTree | None = None,
+             veritysetup: str = VERITYSETUP, dm_name: str = "") -> Iterator[list[str]]:
+    """`image` on a new read-only loop device (and, with `tree`, a scratch verity device `dm_name` over it and
+    its hash file's own loop device), mounted read-only at `mountpoint`. Yields the kernel names read through,
+    top first. Each step's undoing is registered before the next step: whatever stops it (an error, Ctrl-C),
+    what was made is unmade, last first."""
+    with contextlib.ExitStack() as stack:
+        data = _loop(ctx, stack, image, dio)
+        names, source = [data], f"/dev/{data}"
+        if tree is not None:
+            hashes = _loop(ctx, stack, tree.path, dio)
+            stack.callback(ctx.run, [veritysetup, "close", dm_name], timeout=60, check=False)
+            ctx.run([veritysetup, "open", f"/dev/{data}", dm_name, f"/dev/{hashes}", tree.root], timeout=60)
+            dm = ctx.run(["dmsetup", "info", "-c", "--noheadings", "-o", "blkdevname", "--", dm_name],
+                         timeout=30).stdout.strip()
+            names, source = [dm, data, hashes], f"/dev/mapper/{dm_name}"
         os.makedirs(mountpoint, mode=0o700, exist_ok=True)
-        ctx.run(["mount", "-t", "squashfs", "-o", "ro,nodev,nosuid,noexec", node, mountpoint], timeout=30)
-        try:
-            yield os.path.basename(node)
-        finally:
-            ctx.run(["umount", mountpoint], timeout=60, check=False)
-    finally:
-        ctx.run(["losetup", "--detach", node], timeout=30, check=False)
+        stack.callback(ctx.run, ["umount", mountpoint], timeout=60, check=False)
+        ctx.run(["mount", "-t", "squashfs", "-o", "ro,nodev,nosuid,noexec", source, mountpoint], timeout=30)
+        yield names
 
 
 def run(ctx: Context, facts: StackFacts, read: Callable[[str, list[str], list[str]], ColdRead],
         on_variant: Callable[[Variant], None] = lambda v: None,
-        compressors: tuple[str, ...] | None = None) -> list[Result]:
-    """Every variant measured cold. `read(path, block device names, extra files)` is the cold read."""
+        compressors: tuple[str, ...] | None = None,
+        veritysetup: str | None = VERITYSETUP) -> tuple[list[Result], list[str]]:
+    """Every variant measured cold, and the notes for the report. `read(path, block device names, extra files)`
+    is the cold read; `veritysetup`: its path (None: not installed)."""
     image, inside = source_image(facts)
     sb = facts.filesystem.facts.squashfs
     loop = data_loop(facts)
     dio = bool(loop and loop.facts.loop and loop.facts.loop.direct_io)
     disks = [la.name for la in facts.disks]
+    verity, note = plan_verity(facts, veritysetup)
     results: list[Result] = []
     with scratch(image) as work:
         src = os.path.join(work, "src")
         ctx.run(["unsquashfs", "-no-progress", "-quiet", "-d", src, image, inside], timeout=600)
-        built: dict[tuple[int, str], str] = {}
-        for v in variants(sb.block_size, sb.compressor, dio, compressors):
+        built: dict[tuple[int, str], tuple[str, HashTree | None]] = {}
+        for i, v in enumerate(variants(sb.block_size, sb.compressor, dio, compressors, verity)):
             on_variant(v)
             key = (v.block_size, v.compressor)
             if key not in built:
                 out = os.path.join(work, f"{v.block_size}-{v.compressor}.sqfs")
                 ctx.run(["mksquashfs", src, out, "-b", str(v.block_size), "-comp", v.compressor, "-noappend",
                          "-no-progress", "-quiet", "-processors", "1"], timeout=1800)
-                built[key] = out
+                tree = (format_verity(ctx, veritysetup, out, out + ".verity", v.verity)
+                        if v.verity and veritysetup else None)
+                built[key] = (out, tree)
+            out, tree = built[key]
             mnt = os.path.join(work, "mnt")
-            with attached(ctx, built[key], v.direct_io, mnt) as loop_name:
-                cold = read(os.path.join(mnt, inside), [loop_name, *disks], [built[key]])
-            results.append(Result(v, cold, disks[0] if disks else loop_name))
-    return results
+            with attached(ctx, out, v.direct_io, mnt, tree, veritysetup or VERITYSETUP,
+                          f"tunectl-explain-{os.getpid()}-{i}") as names:
+                cold = read(os.path.join(mnt, inside), [*names, *disks], [out, *([tree.path] if tree else [])])
+            results.append(Result(v, cold, disks[0] if disks else names[-1]))
+    return results, [note] if note else []
+
+
+def find_veritysetup() -> str | None:
+    """veritysetup's path: on PATH, else Debian's /usr/sbin (root's PATH may leave sbin out); None when absent."""
+    return shutil.which("veritysetup") or (VERITYSETUP if os.access(VERITYSETUP, os.X_OK) else None)

@@ -92,8 +92,9 @@ def investigate(ctx: Context, req: Request, on_step=lambda text: None) -> Explai
         def read(path: str, names: list[str], files: list[str]) -> ColdRead:
             return measure.cold_read(ctx, names, [path, *files], path, req.read_size, req.limit)
 
-        results = experiment.run(ctx, facts, read, on_variant=lambda v: on_step(f"try {v.label}"),
-                                 compressors=req.compressors)
+        results, tried = experiment.run(ctx, facts, read, on_variant=lambda v: on_step(f"try {v.label}"),
+                                        compressors=req.compressors, veritysetup=experiment.find_veritysetup())
+        notes += tried
     if is_file and facts.filesystem is None:
         notes.append("the mount holding the file was not found: filesystem facts are missing")
     return ExplainReport(case, rules.findings(case), comparison, results, notes)

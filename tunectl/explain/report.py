@@ -93,7 +93,9 @@ class ExplainReport(Report):
         if self.experiments:
             base = next((r for r in self.experiments if r.variant.as_is), self.experiments[0])
             out.print()
-            out.print("experiments on scratch copies (squashfs on a loop device, each read cold):")
+            through = ("squashfs on a scratch dm-verity over loop devices" if any(r.variant.verity for r in self.experiments)
+                       else "squashfs on a loop device")
+            out.print(f"experiments on scratch copies ({through}, each read cold):")
             rows = []
             for r in self.experiments:
                 d = r.cold.of(r.disk)

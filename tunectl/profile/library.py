@@ -10,7 +10,8 @@ from typing import Union
 
 from tunectl.digests import sha256
 from tunectl.profile.plain_yaml import read_plain
-from tunectl.profile.reader import MAX_PROFILE_BYTES, Diagnostic, Document, decode_profile, parse_yaml
+from tunectl.profile.reader import MAX_PROFILE_BYTES, Diagnostic, Document, decode_profile
+from tunectl.profile.yaml_events import parse_yaml
 from tunectl.system import trust
 from tunectl.system.cache import ValidationCache
 

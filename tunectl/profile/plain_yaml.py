@@ -2,7 +2,7 @@
 
 Used only for a text the checker passed before (`library.check_file`, on a cache hit): the settings
 still come from parsing the text itself, never from the cache entry. `read_plain` gives exactly what
-`reader.parse_yaml` gives (data, its types, the position of every key and value) or None, and None
+`yaml_events.parse_yaml` gives (data, its types, the position of every key and value) or None, and None
 means "read it with PyYAML": anything outside the subset, however harmless, is None. The subset:
 block mappings with plain-name keys, block sequences (one node per item, or a mapping that starts on
 the dash's line), one-line flow mappings and lists, plain scalars that are words (strings, the

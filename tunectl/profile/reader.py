@@ -115,73 +115,19 @@ class Document:
 # YAML text -> Document
 # ---------------------------------------------------------------------------
 
-def _line_col(text: str, index: int) -> tuple[int, int]:
+def line_col(text: str, index: int) -> tuple[int, int]:
     line = text.count("\n", 0, index) + 1
     return line, index - (text.rfind("\n", 0, index) + 1) + 1
 
 
 def decode_profile(raw: bytes, file: str) -> tuple[str | None, list[Diagnostic]]:
-    """File bytes -> text, or a diagnostic for oversize files and bad UTF-8 (parse_yaml finds NUL bytes)."""
+    """File bytes -> text, or a diagnostic for oversize files and bad UTF-8 (yaml_events.parse_yaml finds NUL bytes)."""
     if len(raw) > MAX_PROFILE_BYTES:
         return None, [Diagnostic(file, 1, 1, "$", f"file is larger than {MAX_PROFILE_BYTES} bytes; "
                                  "a profile is a small YAML file")]
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        line, col = _line_col(raw[: e.start].decode("utf-8", "replace"), e.start)
+        line, col = line_col(raw[: e.start].decode("utf-8", "replace"), e.start)
         return None, [Diagnostic(file, line, col, "$", f"not UTF-8 text: byte 0x{raw[e.start]:02x} cannot be decoded")]
     return text.removeprefix("\ufeff"), []
-
-
-def parse_yaml(text: str, file: str) -> tuple[Document, list[Diagnostic]]:
-    """YAML text -> Document; syntax errors, duplicate keys and oversize input become diagnostics.
-
-    `doc.data` is None when nothing usable was read (syntax error, a limit
-    exceeded, an empty file); otherwise it holds what was read, and the
-    diagnostics are problems that still leave the rest worth checking.
-    The events become data in `tunectl.profile.yaml_events`.
-    """
-    import yaml
-    import yaml.reader
-
-    doc = Document(file, None)
-    if len(text) > MAX_PROFILE_BYTES:
-        return doc, [Diagnostic(file, 1, 1, "$", f"file is larger than {MAX_PROFILE_BYTES} bytes; "
-                                "a profile is a small YAML file")]
-    bad = re.search("\0", text) or yaml.reader.Reader.NON_PRINTABLE.search(text)
-    if bad:
-        line, col = _line_col(text, bad.start())
-        what = "NUL byte: a profile is YAML text, not binary data" if bad.group() == "\0" else \
-            f"YAML does not allow the control character U+{ord(bad.group()):04X} here"
-        return doc, [Diagnostic(file, line, col, "$", what)]
-    from tunectl.profile.yaml_events import depth_capped_loader, read_events
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    builder, error = read_events(text, doc, loader)
-    if error is not None and loader is not yaml.SafeLoader:
-        # libyaml (0.2.5 and later) has a nesting limit of its own, 1000 levels, which its scanner
-        # hits while it looks ahead for simple keys, before tunectl has seen the 33rd level. The
-        # pure-Python parser has no such limit: on any libyaml error the text is read again by it,
-        # so tunectl's own limits fire first and the diagnostic is the same whatever libyaml does.
-        retry = Document(file, None)
-        again, _ = read_events(text, retry, depth_capped_loader())
-        if again.stopped:
-            doc.value_pos, doc.key_pos = retry.value_pos, retry.key_pos
-            return doc, again.diags
-    if isinstance(error, yaml.MarkedYAMLError):
-        mark = error.problem_mark or error.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        context = ""
-        if error.context and error.context_mark and mark and \
-                (error.context_mark.line, error.context_mark.column) != (mark.line, mark.column):
-            context = f" ({error.context} started at line {error.context_mark.line + 1}, column {error.context_mark.column + 1})"
-        problem = (error.problem or str(error)).strip()
-        return doc, [*builder.diags, Diagnostic(file, line, col, "$", f"YAML syntax: {problem}{context}")]
-    if error is not None:
-        return doc, [*builder.diags, Diagnostic(file, 1, 1, "$", f"YAML error: {error}")]
-    if builder.stopped:
-        return doc, builder.diags
-    if builder.root is None and not builder.diags:
-        return doc, [Diagnostic(file, 1, 1, "$", "the profile is empty (nothing but comments or white space)")]
-    doc.data = builder.root
-    return doc, builder.diags

@@ -2,16 +2,26 @@
 
 Built from the parser's event stream rather than yaml.compose: libyaml's composer recurses per
 nesting level and crashes the interpreter on deeply nested input, and a composed node graph
-expands aliases without limit. Pure: works on text, through `tunectl.profile.reader.parse_yaml`.
+expands aliases without limit. `parse_yaml` is the entry: text -> Document. Pure: works on text.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+import re
 from typing import Any
 
-from tunectl.profile.reader import MAX_DEPTH, MAX_VALUES, Diagnostic, Document, PathT, json_path, short
+from tunectl.profile.reader import (
+    MAX_DEPTH,
+    MAX_PROFILE_BYTES,
+    MAX_VALUES,
+    Diagnostic,
+    Document,
+    PathT,
+    json_path,
+    line_col,
+    short,
+)
 
 
 def depth_capped_loader() -> Any:
@@ -53,19 +63,26 @@ _MAP_TAGS = (None, "!", _TAG + "map")
 _SEQ_TAGS = (None, "!", _TAG + "seq")
 
 
-@dataclass
 class _Frame:
-    value: Any  # dict or list being filled; None when the content is thrown away
-    path: PathT
-    anchor: str | None
-    start_count: int
-    is_map: bool
-    keep: bool
-    expect_key: bool = True
-    key: str | None = None  # the key whose value comes next; None after a key that is not a scalar
-    skip_value: bool = False  # a duplicate or unusable key: its value is read and thrown away
-    items: int = 0
-    is_key: bool = False  # a mapping or list used as a key (an error): not attached as a value
+    """One open mapping or list. A plain class, not a dataclass: this module is imported by every command that
+    reads a profile, and generating a dataclass's methods costs ~1 ms of CPU at each start."""
+
+    __slots__ = ("value", "path", "anchor", "start_count", "is_map", "keep", "expect_key", "key", "skip_value",
+                 "items", "is_key")
+
+    def __init__(self, value: Any, path: PathT, anchor: str | None, start_count: int, is_map: bool, keep: bool,
+                 is_key: bool = False) -> None:
+        self.value = value  # dict or list being filled; None when the content is thrown away
+        self.path = path
+        self.anchor = anchor
+        self.start_count = start_count
+        self.is_map = is_map
+        self.keep = keep
+        self.expect_key = True
+        self.key: str | None = None  # the key whose value comes next; None after a key that is not a scalar
+        self.skip_value = False  # a duplicate or unusable key: its value is read and thrown away
+        self.items = 0
+        self.is_key = is_key  # a mapping or list used as a key (an error): not attached as a value
 
 
 class Builder:
@@ -271,3 +288,55 @@ def _yaml_float(text: str) -> float:
     if lowered == ".nan":
         return float("nan")
     return float(lowered)
+
+
+def parse_yaml(text: str, file: str) -> tuple[Document, list[Diagnostic]]:
+    """YAML text -> Document; syntax errors, duplicate keys and oversize input become diagnostics.
+
+    `doc.data` is None when nothing usable was read (syntax error, a limit
+    exceeded, an empty file); otherwise it holds what was read, and the
+    diagnostics are problems that still leave the rest worth checking.
+    The events become data in the Builder below; PyYAML is imported here, on use (~25 ms).
+    """
+    import yaml
+    import yaml.reader
+
+    doc = Document(file, None)
+    if len(text) > MAX_PROFILE_BYTES:
+        return doc, [Diagnostic(file, 1, 1, "$", f"file is larger than {MAX_PROFILE_BYTES} bytes; "
+                                "a profile is a small YAML file")]
+    bad = re.search("\0", text) or yaml.reader.Reader.NON_PRINTABLE.search(text)
+    if bad:
+        line, col = line_col(text, bad.start())
+        what = "NUL byte: a profile is YAML text, not binary data" if bad.group() == "\0" else \
+            f"YAML does not allow the control character U+{ord(bad.group()):04X} here"
+        return doc, [Diagnostic(file, line, col, "$", what)]
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    builder, error = read_events(text, doc, loader)
+    if error is not None and loader is not yaml.SafeLoader:
+        # libyaml (0.2.5 and later) has a nesting limit of its own, 1000 levels, which its scanner
+        # hits while it looks ahead for simple keys, before tunectl has seen the 33rd level. The
+        # pure-Python parser has no such limit: on any libyaml error the text is read again by it,
+        # so tunectl's own limits fire first and the diagnostic is the same whatever libyaml does.
+        retry = Document(file, None)
+        again, _ = read_events(text, retry, depth_capped_loader())
+        if again.stopped:
+            doc.value_pos, doc.key_pos = retry.value_pos, retry.key_pos
+            return doc, again.diags
+    if isinstance(error, yaml.MarkedYAMLError):
+        mark = error.problem_mark or error.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        context = ""
+        if error.context and error.context_mark and mark and \
+                (error.context_mark.line, error.context_mark.column) != (mark.line, mark.column):
+            context = f" ({error.context} started at line {error.context_mark.line + 1}, column {error.context_mark.column + 1})"
+        problem = (error.problem or str(error)).strip()
+        return doc, [*builder.diags, Diagnostic(file, line, col, "$", f"YAML syntax: {problem}{context}")]
+    if error is not None:
+        return doc, [*builder.diags, Diagnostic(file, 1, 1, "$", f"YAML error: {error}")]
+    if builder.stopped:
+        return doc, builder.diags
+    if builder.root is None and not builder.diags:
+        return doc, [Diagnostic(file, 1, 1, "$", "the profile is empty (nothing but comments or white space)")]
+    doc.data = builder.root
+    return doc, builder.diags

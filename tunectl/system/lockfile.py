@@ -8,7 +8,6 @@ lock taken reads that line to tell the user whom it waits for.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import fcntl
 import os
 import stat
@@ -17,6 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tunectl.errors import StateError
+
+
+def utc_now() -> str:
+    """Now, in UTC, to the second (``2026-01-01T10:00:00Z``): time's, not datetime's (~1.5 ms to import)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def acquire(fd: int, lock: Path, command: str, wait_seconds: float | None,
@@ -33,7 +37,7 @@ def acquire(fd: int, lock: Path, command: str, wait_seconds: float | None,
             fcntl.flock(fd, fcntl.LOCK_EX)
         else:
             _wait(fd, lock, held_by, wait_seconds)
-    since = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    since = utc_now()
     with contextlib.suppress(OSError):
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{command} (pid {os.getpid()}, since {since})\n".encode(), 0)

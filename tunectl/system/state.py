@@ -29,6 +29,7 @@ from tunectl.digests import sha256
 from tunectl.errors import NotPermitted, StateError, UsageError
 from tunectl.system import trust
 from tunectl.system.cache import ValidationCache
+from tunectl.system.lockfile import acquire, holder, utc_now
 from tunectl.system.trust import Untrusted, atomic_write
 
 JOURNAL = "journal.json"
@@ -54,10 +55,7 @@ def _sha256(body: dict) -> str:
 
 def seal(payload: dict, generation: int) -> bytes:
     """The bytes of one generation of a state file: the payload, its version and generation, and their checksum."""
-    import datetime
-
-    body = dict(payload, version=JOURNAL_VERSION, generation=generation, tunectl=__version__,
-                saved=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    body = dict(payload, version=JOURNAL_VERSION, generation=generation, tunectl=__version__, saved=utc_now())
     body["sha256"] = _sha256(body)
     return (json.dumps(body, indent=1, sort_keys=True) + "\n").encode()
 
@@ -195,14 +193,10 @@ class StateStore:
             os.close(fd)
 
     def _acquire(self, fd: int, lock: Path) -> None:
-        from tunectl.system.lockfile import acquire
-
         acquire(fd, lock, self.command, self.wait_seconds, self.on_wait)
 
     def holder(self) -> str | None:
         """Who holds the lock right now (as it wrote itself into the lock file), or None when nobody does."""
-        from tunectl.system.lockfile import holder
-
         return holder(self.dir / "lock")
 
     # --- reading -------------------------------------------------------------------------------

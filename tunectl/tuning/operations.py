@@ -29,7 +29,7 @@ from tunectl.system import rulesfile
 from tunectl.system.roots import under_dev
 from tunectl.system.state import ACTIVE
 from tunectl.tuning import apply as applying
-from tunectl.tuning import intent, journal, relink
+from tunectl.tuning import intent, journal, relink, text
 from tunectl.tuning.intent import Intent, load_profile_for
 from tunectl.tuning.journal import ChangedBy, Journal
 from tunectl.tuning.plan import Setting, make_plan, queue_attrs_of
@@ -65,8 +65,8 @@ class Scope:
         names = ", ".join(self.devices) or "none present"
         if self.origin == "arguments":
             return f"scope: {names}"
-        text = f"scope: {names} (the devices the last apply of {profile} was limited to; --all for every device)"
-        return text + (f"; not present: {', '.join(self.absent)}" if self.absent else "")
+        said = f"scope: {names} (the devices the last apply of {profile} was limited to; --all for every device)"
+        return said + (f"; not present: {', '.join(self.absent)}" if self.absent else "")
 
 
 @dataclass
@@ -128,8 +128,6 @@ class PlanReport(Report):
 
     def print_text(self, out) -> None:
         """status: a row per device; plan and verify: a row per setting, then the summary (tunectl.tuning.text)."""
-        from tunectl.tuning import text
-
         if self.kind == "status":
             text.print_status(self, out)
         else:
@@ -196,9 +194,7 @@ class ApplyReport(Report):
 
     def print_text(self, out) -> None:
         """The settings written (or that would be), skips, a summary; what failed and how to go on."""
-        from tunectl.tuning.text import print_apply
-
-        print_apply(self, out)
+        text.print_apply(self, out)
 
 
 def last_apply_scope(ctx: Context, profile: Profile, devices: list[Device]) -> Scope | None:
@@ -492,10 +488,9 @@ def adopt_rules_originals(ctx: Context, record: Intent | None, kept: Journal,
                           devices: list[Device]) -> tuple[Journal, list[str]]:
     """The journal with what installed rules kept of devices tuned before any tunectl command saw them
     (tuning.adopt), and the devices adopted."""
-    from tunectl.tuning.adopt import adopt
-
     if record is None or record.rules is None:
         return kept, []
+    from tunectl.tuning.adopt import adopt  # here: most applies have no rules installed and need no adoption
     by = replace(changed_by(str(record.rules.ref)), via="udev rules")
     # What install kept for below: wins over udev's database: a disk's first event after install may come after the
     # RUN of a stack above it wrote below:, and the rules would keep that value. The database has the rest, and the

@@ -3,9 +3,10 @@ apply's --diff patch. (The JSON is each report's `to_json`.)"""
 
 from __future__ import annotations
 
+from tunectl.attributes import range_text
 from tunectl.errors import ExitCode
-from tunectl.report import Column
-from tunectl.status import Status
+from tunectl.report import Column, error_lines, escape_field, show, table, unified_diff
+from tunectl.status import Marked, Status
 
 # The column tables (lsblk's idea): -o picks from them, --columns lists them with their help, the table cuts by them.
 # At 80 columns a plan cuts where a value came from and its note before any value.
@@ -54,9 +55,6 @@ def owner_cell(owner) -> str:
 
 def before_after(setting) -> str:
     """``8192 -> 8192 (in 128..)`` for a range; ``- -> 128.. (decided after the switch)`` when not yet known."""
-    from tunectl.attributes import range_text
-    from tunectl.report import show
-
     if setting.bounds is None:
         return f"{show(setting.before)} -> {show(setting.after)}"
     if setting.after is None:
@@ -82,8 +80,6 @@ def summary(statuses: list[str]) -> str:
 def apply_diff(outcomes) -> str:
     """One pseudo-file per device, ``DEV/queue``: a line ``attribute: value`` per planned setting, before and
     after, as a unified diff (`patch -p1` applies it to such a dump)."""
-    from tunectl.report import escape_field, show, unified_diff
-
     devices: dict[str, tuple[list[str], list[str]]] = {}
     for o in sorted(outcomes, key=lambda o: (o.setting.device, o.setting.attribute)):
         s = o.setting
@@ -117,8 +113,6 @@ def print_apply(report, out) -> None:
     n = sum(o.status in (Status.CHANGED, Status.CHANGE) for o in report.outcomes)
     out.say(f"{report.profile}: {verb} {n} setting(s); {summary([o.status for o in report.outcomes])}")
     if report.record_error:
-        from tunectl.report import error_lines
-
         for line in error_lines(report.record_error, "free space or fix the state directory, then run the same "
                                 "apply again: it changes nothing and saves the record"):
             out.warn(line)
@@ -129,9 +123,6 @@ def print_apply(report, out) -> None:
 
 def print_status(report, out) -> None:
     """status: the profile (and installed rules) line, a row per device with its drift; -v: who set each value."""
-    from tunectl.report import show
-    from tunectl.status import Marked
-
     drift_by_dev: dict[str, int] = {}
     for s in report.drift:
         drift_by_dev[s.device] = drift_by_dev.get(s.device, 0) + 1
@@ -158,7 +149,6 @@ def print_status(report, out) -> None:
 def print_owners(report, out) -> None:
     """Who set each value shown (-v): one line per device and attribute."""
     from tunectl.owners import current_value
-    from tunectl.report import show, table
 
     rows = []
     for d in report.devices:

@@ -1,4 +1,4 @@
-"""The plain-subset reader (tunectl.profile.plain_yaml) against PyYAML's (reader.parse_yaml): the same data, of
+"""The plain-subset reader (tunectl.profile.plain_yaml) against PyYAML's (yaml_events.parse_yaml): the same data, of
 the same types, at the same positions, or None; never a different reading of the text."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tunectl.profile.plain_yaml import read_plain
-from tunectl.profile.reader import parse_yaml
+from tunectl.profile.yaml_events import parse_yaml
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -13,9 +13,9 @@ from tests.tuned_profiles import tuned_profile_dir
 from tunectl.attributes import IOSCHED, QUEUE, SCHEDULERS
 from tunectl.errors import UsageError
 from tunectl.profile.checks import check_document
-from tunectl.profile.reader import parse_yaml
 from tunectl.profile.tuned_import import DISK_PLUGIN_CLASSES, TunedImport, render_yaml
 from tunectl.profile.tuned_import import import_tuned as tunectl_import_tuned
+from tunectl.profile.yaml_events import parse_yaml
 
 TUNED_DIR = str(tuned_profile_dir())
 SHIPPED = sorted(

@@ -27,10 +27,12 @@ import shlex
 import subprocess
 import sys
 import time
+import traceback
 
 from common import REPO, Recorder, read, sh, tunectl, tunectl_env
 from models import SHARED, marked
 from preload import build, cold, files_arg, model_hdd
+from replaystart import startup
 
 __all__ = ["first", "second", "unit", "unit_command"]
 
@@ -159,8 +161,17 @@ def first(rec: Recorder, args: list[str]) -> None:
     sh(f"umount {ROOT}", check=True)
 
 
+def measured_startup(replay_cmd: list[str], list_path: str, hdd: str) -> dict:
+    """guest/replaystart.py's measurement beside the pair: its failure is reported in it, not as the pair's."""
+    try:
+        return startup(replay_cmd, list_path, env(), lambda: cold(hdd))
+    except Exception:
+        return {"error": traceback.format_exc()}
+
+
 def second(rec: Recorder, args: list[str]) -> None:
-    """Boot 2: the replay unit's command starts, not waited for; the workload runs beside it."""
+    """Boot 2: the replay unit's command starts, not waited for; the workload runs beside it.
+    args: `startup` adds step `startup` at the end: where the replay's start-up goes (guest/replaystart.py)."""
     hdd = model_hdd(rec)
     if not hdd:
         return
@@ -205,4 +216,6 @@ def second(rec: Recorder, args: list[str]) -> None:
 
     marked(rec, "together", lambda: {**run_workload("together", release), "replay_started": started.get("at")})
     rec["replay_together"] = wait_replay("together")
+    if "startup" in args:
+        marked(rec, "startup", lambda: measured_startup(replay_cmd, list_path, hdd))
     sh(f"umount {ROOT}")

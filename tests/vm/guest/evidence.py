@@ -1,9 +1,9 @@
 """Group `profiles`: each shipped profile against the kernel's defaults on the model disks, with the workload its
 description names (benchmarks/profiles.py prints the table; tests/vm/test_profiles.py asserts the direction).
 
-For every (profile, disk): `tunectl apply -p PROFILE DEV` once, each workload the profile claims there REPS
-times, then the kernel's values back (apply and rollback cost 10-80 s each under TCG, so once per profile and
-disk); "kernel" runs the workloads on the values the disk booted with.
+For every profile: `tunectl apply -p PROFILE DEV...` once on all the disks it has rows on, each workload it claims
+there REPS times (the short plan: once), then the kernel's values back (apply and rollback cost 10-60 s each under
+TCG, so once per profile); "kernel" runs the workloads on the values the disk booted with.
 Each run is a marked step "PROFILE:DISK:WORKLOAD:REP", so the host can replay the requests it sent through the
 model. Workloads (fio unless said, cold cache):
 - seq: one buffered sequential reader reading 4 KiB at a time (read-ahead decides the request size): MB/s;
@@ -32,15 +32,22 @@ MIB = 1 << 20
 # (profile, disk role, workload): what each profile's description claims, on the disk it names.
 PLAN = [
     ("hdd-sequential", "hdd", "streams"), ("throughput-performance", "hdd", "streams"), ("default", "hdd", "streams"),
+    ("balanced", "hdd", "streams"), ("powersave", "hdd", "streams"), ("virtual-guest", "hdd", "streams"),
     ("hdd-sequential", "hdd", "seq"), ("throughput-performance", "hdd", "seq"), ("default", "hdd", "seq"),
     ("database", "hdd", "randmix"), ("latency-performance", "hdd", "randmix"), ("default", "hdd", "randmix"),
     ("database", "sd", "randmix"), ("latency-performance", "sd", "randmix"), ("default", "sd", "randmix"),
     ("desktop", "hdd", "fgbg"), ("default", "hdd", "fgbg"),
     ("verity-readonly", "sd", "browser"), ("default", "sd", "browser"),
 ]
-# The VM tier's version: the claims whose modelled margin is far outside the run-to-run spread of the full run.
-SHORT = [("throughput-performance", "hdd", "streams"), ("hdd-sequential", "hdd", "streams")]
-REPS = 3
+# The VM tier's version (tests/vm/test_profiles.py): every shipped profile once, on the row its claim names, one
+# run each (the kernel's values one run per workload too); one apply and one rollback per profile for all its disks.
+SHORT = [("throughput-performance", "hdd", "streams"), ("hdd-sequential", "hdd", "streams"),
+         ("balanced", "hdd", "streams"), ("powersave", "hdd", "streams"), ("virtual-guest", "hdd", "streams"),
+         ("default", "hdd", "streams"),
+         ("database", "hdd", "randmix"), ("database", "sd", "randmix"),
+         ("latency-performance", "hdd", "randmix"), ("latency-performance", "sd", "randmix"),
+         ("desktop", "hdd", "fgbg"), ("verity-readonly", "sd", "browser")]
+REPS = 3  # runs of each row in the full plan; the short plan runs one
 STREAMS = 4
 
 
@@ -104,32 +111,39 @@ def restore(devs: list[str], kernel: dict[str, dict]) -> None:
             raise RuntimeError(f"{dev} not back at its boot values: {now} != {was}")
 
 
-def runs_of(rec: Recorder, profile: str, role: str, kinds: list[str], devs: list[str], kernel: dict[str, dict],
-            short: bool) -> list:
-    """REPS marked runs of each workload in `kinds` on `profile`'s values: applied once before them; afterwards
-    `tunectl rollback` (the short plan, which asserts it) or the boot values written back (`restore`)."""
-    env = tunectl_env(f"{STATE}-{profile}-{role}")
-    names = " ".join(devs)
+def runs_of(rec: Recorder, profile: str, rows: list[tuple[str, str]], devs: dict[str, list[str]],
+            kernel: dict[str, dict], short: bool) -> list:
+    """The marked runs of each (disk role, workload) in `rows` on `profile`'s values (REPS, one in the short plan),
+    on the first device of that role in `devs`. The profile is applied once to every device of those roles before
+    them; afterwards `tunectl rollback` (the short plan, which asserts it) or the boot values written back
+    (`restore`)."""
+    roles = list(dict.fromkeys(role for role, _ in rows))
+    names = [dev for role in roles for dev in devs[role]]
+    env = tunectl_env(f"{STATE}-{profile}-{'-'.join(roles)}")
     applied = None
     if profile != "kernel":
-        code, doc, err = tunectl(f"apply -p {profile} {names}", env)
+        code, doc, err = tunectl(f"apply -p {profile} {' '.join(names)}", env)
         applied = {"code": code, "settings": [s for s in (doc or {}).get("settings", []) if s["status"] == "changed"],
                    "stderr": err[-500:]}
-    state = {dev: queue_state(dev) for dev in devs}
+    state = {dev: queue_state(dev) for dev in names}
     out = []
-    for kind in kinds:
-        for rep in range(REPS):
-            value = marked(rec, f"{profile}:{role}:{kind}:{rep}", lambda k=kind: workload(k, devs[0], short))
+    for role, kind in rows:
+        for rep in range(1 if short else REPS):
+            value = marked(rec, f"{profile}:{role}:{kind}:{rep}", lambda r=role, k=kind: workload(k, devs[r][0], short))
             if value is not None:
-                out.append(dict(value, queue=state, applied=applied, profile=profile, disk=role, workload=kind,
-                                rep=rep))
+                out.append(dict(value, queue={dev: state[dev] for dev in devs[role]}, applied=applied,
+                                profile=profile, disk=role, workload=kind, rep=rep))
     if profile != "kernel":
         if short:
-            code, _, _ = tunectl(f"rollback {names}", env)
+            code, _, err = tunectl(f"rollback {' '.join(names)}", env)
+            back = {dev: queue_state(dev) for dev in names}
             for result in out:
                 result["rollback"] = code
+                result["rollback_stderr"] = err[-500:]
+                result["back"] = {dev: back[dev] for dev in result["queue"]}
+                result["booted"] = {dev: kernel[dev] for dev in result["queue"]}
         else:
-            rec.step(f"restore:{profile}:{role}:{kinds[0]}", lambda: restore(devs, kernel))
+            rec.step(f"restore:{profile}:{'-'.join(roles)}", lambda: restore(names, kernel))
     return out
 
 
@@ -145,23 +159,23 @@ def run(rec: Recorder, args: list[str]) -> None:
     plan = [p for p in (SHORT if short else PLAN) if disks[p[1]] and (not only or p[2] in only)]
     rec["marks"] = {}  # each run's slice of the model disks' request logs, for the host's replay
     results: list = []
-    # One apply per (profile, disk) for all the workloads it claims there; the browser stack last: it puts ext4
-    # on the card, which the raw-device runs would overwrite.
-    for role, stacked in (("hdd", False), ("sd", False), ("sd", True)):
-        mine = [p for p in plan if p[1] == role and (p[2] == "browser") == stacked]
+    # One apply per profile for all the rows it claims on the raw disks, then the browser stack: it puts ext4 on
+    # the card, which the raw-device runs would overwrite.
+    for stacked in (False, True):
+        mine = [p for p in plan if (p[2] == "browser") == stacked]
         if not mine:
             continue
-        devs = [disks[role]]
+        devs = {role: [dev] for role, dev in disks.items() if dev}
         if stacked:
             stack = rec.step("browser_stack", lambda: [os.path.basename(d) for d in browser_stack(disks["sd"])])
             if not stack:
                 continue
-            devs = [os.path.basename(os.path.realpath("/dev/mapper/mbrowser")), disks["sd"], *stack]
-        kernel = {dev: queue_state(dev) for dev in devs}
-        kinds = list(dict.fromkeys(k for _, _, k in mine))
+            devs["sd"] = [os.path.basename(os.path.realpath("/dev/mapper/mbrowser")), disks["sd"], *stack]
+        kernel = {dev: queue_state(dev) for role in devs for dev in devs[role]}
+        baseline = list(dict.fromkeys((role, kind) for _, role, kind in mine))
         for profile in ["kernel", *dict.fromkeys(p for p, _, _ in mine)]:
-            claimed = kinds if profile == "kernel" else [k for p, _, k in mine if p == profile]
-            results += runs_of(rec, profile, role, claimed, devs, kernel, short)
+            rows = baseline if profile == "kernel" else [(role, kind) for p, role, kind in mine if p == profile]
+            results += runs_of(rec, profile, rows, devs, kernel, short)
             rec["runs"] = results
             rec.save()  # a boot cut short by its timeout keeps the rows done so far
     rec["runs"] = results

@@ -1,0 +1,170 @@
+"""`--try` on an image under dm-verity (#29): each scratch copy is read through a scratch verity device built with
+the user's hash algorithm and block sizes; everything made is unmade on every exit, Ctrl-C included.
+
+This host's kernel has no device-mapper: the commands are faked here (what is run, in which order, what is undone);
+the VM tier's explain group runs them for real on Debian's 6.1 kernel.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from types import SimpleNamespace
+
+import pytest
+
+from tests.unit.explain import recorded_stacks as stacks
+from tunectl.bench.diskstat import StatDelta
+from tunectl.explain import experiment
+from tunectl.explain.model import ColdRead
+from tunectl.system.runner import Completed
+
+# what veritysetup 2.6.1 printed for `veritysetup format --hash=sha256 ... 1 MiB of zeros`
+FORMAT_OUTPUT = """VERITY header information for /tmp/v.hash
+UUID:            \tea13b2a1-c124-4ddb-a9a8-9be59accfaad
+Hash type:       \t1
+Data blocks:     \t256
+Data block size: \t4096
+Hash blocks:     \t3
+Hash block size: \t4096
+Hash algorithm:  \tsha256
+Salt:            \tc31bd1cef3bc177bb282808ffe23fbeced4f54290562c3ccf918226d0b7dddac
+Root hash:      \t64516bdce79167df7a59a6c4f9ac96e969da00a92e3825243cafc6364e4a2478
+Hash device size: \t16384 [bytes]
+"""
+ROOT = "64516bdce79167df7a59a6c4f9ac96e969da00a92e3825243cafc6364e4a2478"
+VS = "/usr/sbin/veritysetup"
+
+
+class FakeMachine:
+    """ctx.run for losetup, veritysetup, dmsetup, mount: records every command, keeps what is attached."""
+
+    def __init__(self, fail_on: str | None = None) -> None:
+        self.calls: list[list[str]] = []
+        self.loops: set[str] = set()
+        self.verity: set[str] = set()
+        self.mounts: set[str] = set()
+        self.next_loop = 10
+        self.fail_on = fail_on
+
+    def run(self, argv, timeout=60, check=True, input_text=None) -> Completed:
+        argv = list(argv)
+        self.calls.append(argv)
+        if self.fail_on and " ".join(argv).startswith(self.fail_on):
+            raise KeyboardInterrupt  # Ctrl-C while this command runs
+        out = ""
+        if argv[0] == "losetup" and "--find" in argv:
+            out = f"/dev/loop{self.next_loop}\n"
+            self.loops.add(f"/dev/loop{self.next_loop}")
+            self.next_loop += 1
+        elif argv[0] == "losetup" and "--detach" in argv:
+            self.loops.discard(argv[-1])
+        elif argv[:2] == [VS, "format"]:
+            out = FORMAT_OUTPUT
+        elif argv[:2] == [VS, "open"]:
+            self.verity.add(argv[3])
+        elif argv[:2] == [VS, "close"]:
+            self.verity.discard(argv[2])
+        elif argv[0] == "dmsetup":
+            out = "dm-7\n"
+        elif argv[0] == "mount":
+            self.mounts.add(argv[-1])
+        elif argv[0] == "umount":
+            self.mounts.discard(argv[-1])
+        return Completed(tuple(argv), 0, out, "")
+
+    def left(self) -> tuple[set, set, set]:
+        return self.loops, self.verity, self.mounts
+
+
+@pytest.fixture
+def scratch_parent(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the recorded image is not a file here: scratch in tmp
+    return tmp_path
+
+
+def reader(reads: list, interrupt_at: int | None = None):
+    def read(path: str, names: list[str], files: list[str]) -> ColdRead:
+        reads.append((path, names, files))
+        if interrupt_at is not None and len(reads) > interrupt_at:
+            raise KeyboardInterrupt
+        return ColdRead(path, 4096, 4 << 20, 1.0, tuple(StatDelta(n, reads=10, sectors_read=8192) for n in names))
+    return read
+
+
+def test_the_verity_each_copy_gets_is_read_from_the_users_table():
+    verity, note = experiment.plan_verity(stacks.browser().stack, VS)
+    assert verity == experiment.Verity("sha256", 4096, 4096, 1) and note is None
+    assert verity.format_args() == ["--hash=sha256", "--data-block-size=4096", "--hash-block-size=4096", "--format=1"]
+    assert experiment.plan_verity(stacks.ext4().stack, VS) == (None, None)  # no verity under the file: none built
+    assert experiment.plan_verity(stacks.ext4().stack, None) == (None, None)
+
+
+def test_without_veritysetup_the_variants_run_without_verity_and_say_so():
+    verity, note = experiment.plan_verity(stacks.browser().stack, None)
+    assert verity is None and "veritysetup not found" in note and "without dm-verity" in note
+
+
+def test_the_root_hash_comes_from_veritysetups_output():
+    assert experiment.root_hash(FORMAT_OUTPUT) == ROOT
+    with pytest.raises(ValueError):
+        experiment.root_hash("VERITY header information for x\nSalt: 00\n")
+
+
+def test_every_copy_is_read_through_a_scratch_verity_and_everything_is_unmade(scratch_parent):
+    machine = FakeMachine()
+    reads: list = []
+    ctx = SimpleNamespace(run=machine.run)
+    results, notes = experiment.run(ctx, stacks.browser().stack, reader(reads), compressors=(), veritysetup=VS)
+    assert notes == []
+    assert len(results) == 6 and all(r.variant.verity == experiment.Verity("sha256", 4096, 4096, 1) for r in results)
+    assert results[0].variant.as_is and results[0].variant.label == "-b 4K -comp gzip, dio on, verity sha256"
+    formats = [c for c in machine.calls if c[:2] == [VS, "format"]]
+    assert len(formats) == 3  # one hash tree per built image (4K, 128K, 1M), shared by its dio on/off variants
+    assert all(c[2:6] == ["--hash=sha256", "--data-block-size=4096", "--hash-block-size=4096", "--format=1"]
+               and c[-1] == c[-2] + ".verity" and c[-2].startswith(str(scratch_parent)) for c in formats)
+    opens = [c for c in machine.calls if c[:2] == [VS, "open"]]
+    assert len(opens) == 6 and all(c[-1] == ROOT for c in opens)
+    assert all(c[-2] != c[2] and c[2].startswith("/dev/loop") for c in opens)  # data and hash on loops of their own
+    mounts = [c for c in machine.calls if c[0] == "mount"]
+    assert all(c[-2] == f"/dev/mapper/{o[3]}" for c, o in zip(mounts, opens))
+    for _path, names, files in reads:
+        assert names[0] == "dm-7" and names[1].startswith("loop") and names[2].startswith("loop")
+        assert names[-1] == "mmcblk0" and files[1] == files[0] + ".verity"  # its hash file's pages dropped too
+    assert machine.left() == (set(), set(), set())
+    assert not list(scratch_parent.glob(".tunectl-explain-*"))
+    assert all(not str(c).startswith("/srv/browser.img") for call in machine.calls for c in call[1:]
+               if call[0] in ("losetup", "mount", VS))  # the user's image is only given to unsquashfs
+
+
+def test_ctrl_c_during_a_read_unmakes_the_mount_the_verity_device_and_both_loops(scratch_parent):
+    machine = FakeMachine()
+    reads: list = []
+    with pytest.raises(KeyboardInterrupt):
+        experiment.run(SimpleNamespace(run=machine.run), stacks.browser().stack, reader(reads, interrupt_at=1),
+                       compressors=(), veritysetup=VS)
+    assert machine.left() == (set(), set(), set())
+    tail = [c[0] if c[0] != VS else f"veritysetup {c[1]}" for c in machine.calls[-4:]]
+    assert tail == ["umount", "veritysetup close", "losetup", "losetup"]  # undone last first
+    assert not list(scratch_parent.glob(".tunectl-explain-*"))
+
+
+@pytest.mark.parametrize("step", [f"{VS} open", "dmsetup info", "mount", f"{VS} format", "mksquashfs"])
+def test_ctrl_c_at_any_step_leaves_nothing(scratch_parent, step):
+    machine = FakeMachine(fail_on=step)
+    with pytest.raises(KeyboardInterrupt):
+        experiment.run(SimpleNamespace(run=machine.run), stacks.browser().stack, reader([]), compressors=(),
+                       veritysetup=VS)
+    assert machine.left() == (set(), set(), set())
+    assert not list(scratch_parent.glob(".tunectl-explain-*"))
+
+
+def test_without_veritysetup_no_verity_is_made_and_the_report_notes_it(scratch_parent):
+    machine = FakeMachine()
+    reads: list = []
+    results, notes = experiment.run(SimpleNamespace(run=machine.run), stacks.browser().stack, reader(reads),
+                                    compressors=(), veritysetup=None)
+    assert not [c for c in machine.calls if c[0] in (VS, "dmsetup")]
+    assert all(r.variant.verity is None and r.to_json()["verity"] is None for r in results)
+    assert len(notes) == 1 and "veritysetup not found" in notes[0]
+    assert [names[0][:4] for _, names, _ in reads] == ["loop"] * 6
+    assert machine.left() == (set(), set(), set())
