@@ -101,6 +101,9 @@ def run(ctx, args, out) -> int:
             meta_bytes = report.metadata.bytes if report.metadata else 0
             report.floor = measure_floor(report.methods, report.bytes + meta_bytes, ctx.sysfs, ctx.roots.dev)
         report.moved = head["moved"] if out.verbose else {}
+        if out.verbose and head["metadata_dropped"]:
+            out.warn(f"tunectl: note: {args.list}: the metadata ranges of {', '.join(head['metadata_dropped'])} were not"
+                     " read: two listed devices map to that number at this boot, so whose ranges they are is unknown")
         if out.verbose and head["mounts_ignored"]:
             out.warn(f"tunectl: note: {args.list}: its \"mounts\" header is ignored (the list is not owned by root or"
                      " you, or others may write it): files on a disk renumbered at this boot are skipped as changed")

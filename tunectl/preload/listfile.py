@@ -196,10 +196,26 @@ def header(path: str) -> dict:
     head = parse_header(_text(first, path, 1), path)
     moved = moved_devices(head, path, trusted)
     head["mounts_ignored"] = not trusted and bool(head.get("mounts"))
+    head["metadata_dropped"] = []
     if moved and isinstance(head.get("metadata"), dict):
-        head["metadata"] = {moved.get(d, d): r for d, r in head["metadata"].items()}
+        head["metadata"], head["metadata_dropped"] = moved_metadata(head["metadata"], moved)
     head["moved"] = moved
     return head
+
+
+def moved_metadata(metadata: dict, moved: Mapping[str, str]) -> tuple[dict, list[str]]:
+    """The header's metadata ranges on this boot's numbers, and the numbers now whose ranges were dropped.
+
+    Two listed devices that map to one number now (a file system moved onto the number another device is listed
+    under, or two mount points over one another) leave it unknown whose ranges that number's device holds. A metadata
+    range is read as it is, not checked like a file, so the ranges of such a number are all dropped: a replay must
+    never read one device's ranges from another."""
+    listed: dict[str, int] = {}
+    for device in metadata:
+        now = moved.get(device, device)
+        listed[now] = listed.get(now, 0) + 1
+    dropped = sorted(now for now, n in listed.items() if n > 1)
+    return {now: r for d, r in metadata.items() if (now := moved.get(d, d)) not in dropped}, dropped
 
 
 def write_list(path: str, entries: Sequence[Entry], metadata: Mapping[str, Sequence[tuple[int, int]]] | None = None,

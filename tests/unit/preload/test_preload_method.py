@@ -110,6 +110,22 @@ def test_a_list_follows_its_file_system_to_the_device_number_it_has_at_this_boot
     assert head["moved"] == {} and head["mounts_ignored"] is True
 
 
+def test_two_listed_devices_on_one_number_now_lose_their_metadata_ranges(tmp_path) -> None:
+    # Review 2 (listfile.py): 4095:4095 moved onto /'s number, which another listed device still has in the list.
+    # Whose ranges that number holds now is unknown: both are dropped (never the wrong device's), the rest stay.
+    import os
+
+    root = os.stat("/").st_dev
+    now = f"{os.major(root)}:{os.minor(root)}"
+    path = tmp_path / "boot.list"
+    path.write_text(render([entry("/a", 4096, device="4095:4095")], "now",
+                           {"4095:4095": [(0, 4096)], now: [(8192, 4096)], "7:1": [(0, 512)]},
+                           mounts={"4095:4095": "/"}))
+    head = header(str(path))
+    assert head["moved"] == {"4095:4095": now}
+    assert metadata_of(head, "l") == {"7:1": ((0, 512),)} and head["metadata_dropped"] == [now]
+
+
 def test_renumber_is_free_when_nothing_moved() -> None:
     entries = [entry("/a", 1)]
     assert renumber(entries, {}) is entries
