@@ -20,6 +20,8 @@ timed until all the data is resident:
       sequential throughput of one large file, read cold with fio O_DIRECT
   (h) (d) with --settle-timeout 0: the replay returns once its reads are issued, as (c) does, and the
       read pass waits for them; (d) waits for the devices to drain first, then reads a warm cache
+  (i) (c) and then, as (d) does, wait until the corpus' disks have no reads in flight: the like-for-like of (d)
+      (c/h compares two that return once their reads are queued, i/d two that wait for them)
   (g) with --compare DIR: (d) run from the tunectl checkout at DIR (before/after in one run)
   (f) where a C compiler is present: the floor of (d)'s design, its two passes in C
       (benchmarks/preload_floor.c: pthreads stat() every file, then one thread
@@ -228,6 +230,16 @@ def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str, floor: str | 
     def e() -> float:
         return pages / fio_throughput(seq_file)
 
+    inflight = [f"/sys/block/{disk}/inflight" for disk in disks_of({e.device for e in listed})]
+
+    def i() -> float:
+        t = time.perf_counter()
+        willneed_walk_order(files)
+        while any(sum(map(int, Path(f).read_text().split())) for f in inflight):  # (d)'s wait, at (d)'s pace
+            time.sleep(0.002)
+        read_pass(files)
+        return time.perf_counter() - t
+
     def h() -> float:
         t = time.perf_counter()
         run_quiet([*replay, "--settle-timeout", "0"])
@@ -249,7 +261,8 @@ def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str, floor: str | 
         read_pass(files)
         return time.perf_counter() - t
 
-    methods = {"a": a, "b": b, "c": c, "d": d, "h": h, "e": e, **({"f": f} if floor else {}), **({"g": g} if compare else {})}
+    methods = {"a": a, "b": b, "c": c, "d": d, "h": h, "i": i, "e": e, **({"f": f} if floor else {}),
+               **({"g": g} if compare else {})}
     times: dict[str, list[float]] = {k: [] for k in methods}
     replay_only: list[float] = []
     for r in range(runs):
@@ -280,6 +293,7 @@ def report(res: dict) -> None:
     m = res["median"]
     names = {"a": "(a) plain reads, walk order", "b": "(b) vmtouch -t", "c": "(c) WILLNEED walk order + read pass",
              "d": "(d) tunectl preload replay + read pass", "h": "(h) (d) with --settle-timeout 0",
+             "i": "(i) (c), waiting for the disks as (d) does",
              "e": "(e) bound: bytes / fio O_DIRECT seq",
              "f": "(f) (d)'s two passes in C + read pass", "g": f"(g) (d) from {res.get('compare')}"}
     names = {k: v for k, v in names.items() if k in m}
@@ -297,7 +311,7 @@ def report(res: dict) -> None:
     print(f"  ratios: a/d {m['a'] / m['d']:.2f}  b/d {m['b'] / m['d']:.2f}  c/d {m['c'] / m['d']:.2f}  "
           f"d/e {m['d'] / m['e']:.2f}" + (f"  f/e {m['f'] / m['e']:.2f}  d/f {m['d'] / m['f']:.2f}" if "f" in m else
                                           "  (no C compiler: (f) not measured)")
-          + f"  c/h {m['c'] / m['h']:.2f}  a/h {m['a'] / m['h']:.2f}"
+          + f"  c/h {m['c'] / m['h']:.2f}  a/h {m['a'] / m['h']:.2f}  i/d {m['i'] / m['d']:.2f}"
           + (f"  c/g {m['c'] / m['g']:.2f}  a/g {m['a'] / m['g']:.2f}  g/d {m['g'] / m['d']:.2f}" if "g" in m else ""))
 
 
