@@ -87,8 +87,9 @@ def _mincore(dev: str, devnum: str, ranges: list[tuple[int, int]]) -> float:
 
 
 def _mincore_reaches(dev: str, devnum: str, ranges: list[tuple[int, int]], share: float) -> float:
-    """_mincore once it reaches `share`, or what it is after 10 s (the reads WILLNEED started have finished)."""
-    deadline = time.monotonic() + 10
+    """_mincore once it reaches `share`, or what it is after 60 s (the reads WILLNEED started have finished; on a
+    loaded machine they may take seconds, and the wait ends as soon as they are done)."""
+    deadline = time.monotonic() + 60
     while (now := _mincore(dev, devnum, ranges)) < share and time.monotonic() < deadline:
         time.sleep(0.02)
     return now
