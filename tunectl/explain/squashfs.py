@@ -181,6 +181,9 @@ def fragment_blocks(read, sb: Superblock) -> list[int]:
     if not sb.fragments or sb.fragment_table in (0, 0xFFFFFFFFFFFFFFFF):
         return []
     count = (sb.fragments + 511) // 512  # 512 entries of 16 bytes per metadata block, their places in an index
+    if not 0 < sb.fragment_table <= sb.bytes_used - 8 * count:  # pread would refuse a place past 2**63
+        raise DamagedImage(f"fragment table: its index at byte {sb.fragment_table} lies outside the image "
+                           f"({sb.bytes_used} bytes)")
     index = read(sb.fragment_table, 8 * count)
     if len(index) < 8 * count:
         raise DamagedImage(f"fragment table: the image ends at byte {sb.fragment_table + len(index)}, in its index")

@@ -133,11 +133,12 @@ def _passed_before(raw: bytes, file: str, verdict: dict) -> Document | None:
 def _checker_digest() -> bytes:
     """What the verdict on a text depends on besides the text: this checker, the catalogue, the schema."""
     from tunectl import __version__, attributes, units
-    from tunectl.profile import checks, reader, schema
+    from tunectl.profile import checks, plain_yaml, reader, schema, yaml_events
 
     digest = sha256(f"{__version__}\0".encode())
-    for source in (reader.__file__, checks.__file__, schema.__file__, attributes.__file__, units.__file__,
-                   schema.SCHEMA_PATH):
+    # The readers too: a cache hit's data comes from plain_yaml or yaml_events, whose reading the verdict trusts.
+    for source in (reader.__file__, yaml_events.__file__, plain_yaml.__file__, checks.__file__, schema.__file__,
+                   attributes.__file__, units.__file__, schema.SCHEMA_PATH):
         with contextlib.suppress(OSError):
             digest.update(Path(source).read_bytes())
     return digest.digest()

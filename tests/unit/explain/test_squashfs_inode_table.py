@@ -161,3 +161,19 @@ def test_superblock_tables_out_of_order_are_refused(tmp_path, tree):
     image[64:72] = (10 ** 12).to_bytes(8, "little")  # inode_table_start past the image
     with pytest.raises(squashfs.DamagedImage, match="not in that order"):
         squashfs.file_places(lambda offset, n: bytes(image[offset:offset + n]), squashfs.parse(bytes(image)))
+
+
+def test_a_fragment_table_placed_past_any_file_offset_is_damage_not_a_crash(tmp_path, tree):
+    """pread refuses an offset of 2**63 or more with OverflowError: the place is checked against the image first."""
+    src, _ = tree
+    image = bytearray(build(src, tmp_path / "img", "gzip"))
+    assert squashfs.parse(bytes(image)).fragments  # the tree has tails: the fragment table is read
+    image[80:88] = (2 ** 63 + 5).to_bytes(8, "little")  # fragment_table_start
+    path = tmp_path / "damaged"
+    path.write_bytes(image)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with pytest.raises(squashfs.DamagedImage, match="fragment table"):
+            squashfs.file_places(lambda offset, n: os.pread(fd, n, offset), squashfs.parse(bytes(image)))
+    finally:
+        os.close(fd)
