@@ -27,7 +27,6 @@ noise-prone, the order figures and request counts as what a seeking disk would s
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import random
@@ -40,9 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import REPO, require_root, tunectl_argv  # noqa: E402
-from benchmarks.preload_tree import read_all  # noqa: E402
-
-BLKFLSBUF = 0x1261
+from benchmarks.preload_tree import read_all, remount_cold  # noqa: E402
 
 
 def _run(*argv: str) -> str:
@@ -87,13 +84,7 @@ class Image:
         return os.path.basename(self.dev)
 
     def cold(self) -> None:
-        _run("umount", str(self.mnt))
-        fd = os.open(self.dev, os.O_RDONLY)
-        try:
-            fcntl.ioctl(fd, BLKFLSBUF, 0)
-        finally:
-            os.close(fd)
-        _run("mount", "-t", "squashfs", "-o", "ro", self.dev, str(self.mnt))
+        remount_cold(self.dev, self.mnt, "-t", "squashfs", "-o", "ro")
 
     def stat(self) -> tuple[int, int]:
         """(reads completed, sectors read) of the loop device."""

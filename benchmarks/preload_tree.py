@@ -94,13 +94,18 @@ class Tree:
     def cold(self) -> None:
         """Unmount (drops the file system's inodes, directories and file pages), drop the device's
         own cache, mount again: cold for this file system alone."""
-        _run("umount", str(self.mnt))
-        fd = os.open(self.dev, os.O_RDONLY)
-        try:
-            fcntl.ioctl(fd, BLKFLSBUF, 0)
-        finally:
-            os.close(fd)
-        _run("mount", "-t", "ext4", self.dev, str(self.mnt))
+        remount_cold(self.dev, self.mnt, "-t", "ext4")
+
+
+def remount_cold(dev: str, mnt: Path, *mount_options: str) -> None:
+    """Unmount, drop the block device's own cache (BLKFLSBUF), mount again with `mount_options`."""
+    _run("umount", str(mnt))
+    fd = os.open(dev, os.O_RDONLY)
+    try:
+        fcntl.ioctl(fd, BLKFLSBUF, 0)
+    finally:
+        os.close(fd)
+    _run("mount", *mount_options, dev, str(mnt))
 
     def walk(self) -> list[str]:
         out = []
