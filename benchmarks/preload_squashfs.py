@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -129,7 +130,22 @@ def quality(order: list[tuple[int, int]]) -> dict:
     return {"forward": 1 - back / len(moves) if moves else 1.0, "jumped_mb": jumped / 1e6}
 
 
-def measure(img: Image, image: Path, runs: int, tmp: Path) -> dict:
+def shuffled_sort(src: Path, image: Path, names: list[str], seed: int = 7) -> None:
+    """mksquashfs of `src` into `image`, its data laid out by a -sort file of shuffled priorities (an image laid out
+    for some other workload: data order is neither name nor inode order)."""
+    rng = random.Random(seed)
+    sort_file = image.with_suffix(".sort")
+    sort_file.write_text("".join(f"{n} {rng.randrange(-30000, 30000)}\n" for n in names))
+    mksquashfs(src, image, "-sort", str(sort_file))
+
+
+def mksquashfs(src: Path, image: Path, *extra: str) -> None:
+    _run("mksquashfs", str(src), str(image), "-noappend", "-quiet", "-no-progress", "-processors", "1", *extra)
+
+
+def lists(img: Image, image: Path, tmp: Path) -> tuple[Path, Path, list[list]]:
+    """`preload collect` of the mounted image: (the list in the image's order as collect writes it now, the same
+    files in inode order without offsets as collect wrote it before, the list's entries)."""
     placed = tmp / f"{image.stem}.list"
     img.cold()
     subprocess.run([*tunectl_argv(), "preload", "collect", str(img.mnt), "-o", str(placed)], check=True,
@@ -138,34 +154,47 @@ def measure(img: Image, image: Path, runs: int, tmp: Path) -> dict:
     head = json.loads(lines[0])
     assert head.get("placed"), f"collect did not place the squashfs files: {head}"
     rows = [json.loads(line) for line in lines[1:]]
-    by_inode = tmp / f"{image.stem}-inode.list"  # the list as collect wrote it before: no offsets, inode order
+    by_inode = tmp / f"{image.stem}-inode.list"
     head.pop("placed")
     by_inode.write_text("\n".join([json.dumps(head)] + [json.dumps(r[:6] + [None]) for r in
                                                          sorted(rows, key=lambda r: r[2])]) + "\n")
+    return placed, by_inode, rows
+
+
+def replay(lst: Path) -> Callable[[], object]:
+    argv = [*tunectl_argv(), "preload", "replay", "-q", str(lst)]
+    return lambda: subprocess.run(argv, check=True, capture_output=True, cwd=REPO)
+
+
+def cold_run(img: Image, before: Callable[[], object]) -> dict:
+    """From a cold image: `before` (a preload), then every file read in directory order. The loop device's
+    reads (all, and those done by the time the preload's reads completed), sectors read, and wall seconds."""
+    img.cold()
+    reads0, sectors0 = img.stat()
+    start = time.perf_counter()
+    before()
+    img.settle()
+    preload_reads = img.stat()[0] - reads0
+    read_all(img.walk())
+    seconds = time.perf_counter() - start
+    reads1, sectors1 = img.stat()
+    return {"s": seconds, "reads": (preload_reads, reads1 - reads0), "sectors": sectors1 - sectors0}
+
+
+def measure(img: Image, image: Path, runs: int, tmp: Path) -> dict:
+    placed, by_inode, rows = lists(img, image, tmp)
     where = extents(image)
     walk = img.walk()
     ino = {p: os.stat(p).st_ino for p in walk}
     issued = {"c": [ino[p] for p in walk], "i": sorted(r[2] for r in rows), "p": [r[2] for r in rows]}
-    replay = [*tunectl_argv(), "preload", "replay", "-q"]
     naive = [sys.executable, str(REPO / "benchmarks" / "preload_tree.py"), "--willneed", str(img.mnt)]
-    before = {"c": lambda: subprocess.run(naive, check=True),
-              "i": lambda: subprocess.run(replay + [str(by_inode)], check=True, capture_output=True, cwd=REPO),
-              "p": lambda: subprocess.run(replay + [str(placed)], check=True, capture_output=True, cwd=REPO)}
+    before = {"c": lambda: subprocess.run(naive, check=True), "i": replay(by_inode), "p": replay(placed)}
     got: dict[str, dict[str, list]] = {k: {"s": [], "reads": [], "sectors": []} for k in before}
     for r in range(runs):
         keys = list(before)[r % 3:] + list(before)[:r % 3]
         for k in keys:
-            img.cold()
-            reads0, sectors0 = img.stat()
-            start = time.perf_counter()
-            before[k]()
-            img.settle()
-            preload_reads = img.stat()[0] - reads0
-            read_all(img.walk())
-            got[k]["s"].append(time.perf_counter() - start)
-            reads1, sectors1 = img.stat()
-            got[k]["reads"].append((preload_reads, reads1 - reads0))
-            got[k]["sectors"].append(sectors1 - sectors0)
+            for what, value in cold_run(img, before[k]).items():
+                got[k][what].append(value)
     return {"files": len(rows), "image_mb": image.stat().st_size / 1e6,
             "quality": {k: quality([where[i] for i in v if i in where]) for k, v in issued.items()},
             "runs": got, "median_s": {k: statistics.median(v["s"]) for k, v in got.items()}}
@@ -199,13 +228,13 @@ def main() -> None:
         tmp = Path(tmp_name)
         src = tmp / "src"
         names = make_tree(src, args.files)
-        rng = random.Random(7)
-        sort_file = tmp / "sort"
-        sort_file.write_text("".join(f"{n} {rng.randrange(-30000, 30000)}\n" for n in names))
         results = {}
-        for layout, extra in (("default", []), ("sorted", ["-sort", str(sort_file)])):
+        for layout in ("default", "sorted"):
             image = tmp / f"{layout}.sqfs"
-            _run("mksquashfs", str(src), str(image), "-noappend", "-quiet", "-no-progress", "-processors", "1", *extra)
+            if layout == "sorted":
+                shuffled_sort(src, image, names)
+            else:
+                mksquashfs(src, image)
             with Image(image, tmp / f"mnt-{layout}") as img:
                 results[layout] = measure(img, image, args.runs, tmp)
     if args.json:

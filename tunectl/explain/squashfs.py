@@ -86,12 +86,13 @@ METADATA_SIZE = 8192  # a metadata block holds at most this much, stored or comp
 _STORED = 1 << 15  # a metadata block's 2-byte header: set = stored uncompressed; the rest is its length
 _BLOCK_STORED = 1 << 24  # a data block's size word: set = stored uncompressed
 INVALID_FRAGMENT = 0xFFFFFFFF
-MAX_TABLE = 256 << 20  # an inode table larger than this is not read (about four million files)
+MAX_TABLE = 256 << 20  # an inode table larger than this, stored or decompressed, is not read (~four million files)
 _BASE = struct.Struct("<HHHHII")  # inode_type, mode, uid, guid, mtime, inode_number
 _REG = struct.Struct("<IIII")  # start_block, fragment, offset, file_size
 _LREG = struct.Struct("<QQQIIII")  # start_block, file_size, sparse, nlink, fragment, offset, xattr
 _LDIR = struct.Struct("<IIIIHHI")  # nlink, file_size, start_block, parent, i_count, offset, xattr
 _FIXED = {1: 16, 4: 8, 5: 8, 6: 4, 7: 4, 11: 12, 12: 12, 13: 8, 14: 8}  # bytes after the base, by type
+_SMALLEST_INODE = 20  # the base and a fifo's or socket's nlink
 # 1 dir, 4/5 block/char device, 6/7 fifo/socket, 11/12 their extended forms (+xattr), 13/14 extended fifo/socket;
 # 2 file, 9 extended file, 3/10 symlink (+target, 10: +xattr), 8 extended dir (+index) vary.
 
@@ -166,13 +167,20 @@ def _block(read, pos: int, end: int, undo, compressor: str, table: str) -> tuple
 
 
 def metadata_blocks(read, start: int, end: int, compressor: str, table: str) -> bytes:
-    """The metadata blocks stored from `start` up to `end`, undone and joined."""
+    """The metadata blocks stored from `start` up to `end`, undone and joined: at most MAX_TABLE bytes.
+
+    A block of 8 KiB of zeros compresses to ~25 bytes, so a table's stored size does not bound what it
+    undoes to: without the limit, a forged table of a few MiB would fill the memory.
+    """
     undo = _decompressor(compressor)
     out = bytearray()
     pos = start
     while pos < end:
         data, pos = _block(read, pos, end, undo, compressor, table)
         out += data
+        if len(out) > MAX_TABLE:
+            raise DamagedImage(f"{table}: more than {MAX_TABLE} bytes once decompressed (by byte {pos}), more "
+                               "than is read")
     return bytes(out)
 
 
@@ -180,6 +188,8 @@ def fragment_blocks(read, sb: Superblock) -> list[int]:
     """Byte offsets of the fragment blocks, by fragment index (the fragment table's entries)."""
     if not sb.fragments or sb.fragment_table in (0, 0xFFFFFFFFFFFFFFFF):
         return []
+    if sb.fragments > sb.inodes:  # a fragment block holds the tail of at least one file
+        raise DamagedImage(f"superblock: {sb.fragments} fragment blocks for {sb.inodes} inodes")
     count = (sb.fragments + 511) // 512  # 512 entries of 16 bytes per metadata block, their places in an index
     if not 0 < sb.fragment_table <= sb.bytes_used - 8 * count:  # pread would refuse a place past 2**63
         raise DamagedImage(f"fragment table: its index at byte {sb.fragment_table} lies outside the image "
@@ -209,6 +219,8 @@ def file_places(read, sb: Superblock) -> dict[int, SquashFile]:
     if sb.directory_table - sb.inode_table > MAX_TABLE:
         raise DamagedImage(f"inode table: {sb.directory_table - sb.inode_table} bytes, more than {MAX_TABLE} read")
     table = metadata_blocks(read, sb.inode_table, sb.directory_table, sb.compressor, "inode table")
+    if sb.inodes * _SMALLEST_INODE > len(table):  # before the fragment table, whose size follows the count
+        raise DamagedImage(f"inode table: {len(table)} bytes cannot hold the {sb.inodes} inodes the superblock says")
     fragments = fragment_blocks(read, sb)
     files: dict[int, SquashFile] = {}
     pos = seen = 0

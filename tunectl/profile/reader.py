@@ -74,6 +74,9 @@ def short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 4] + "...'"
 
 
+_DIAGNOSTIC_FIELDS = frozenset(f.name for f in dataclasses.fields(Diagnostic))
+
+
 @dataclass
 class Document:
     """One parsed YAML file: its data and where each value and key stands."""
@@ -107,8 +110,20 @@ class Document:
 
     @staticmethod
     def warnings_of(file: str, verdict: dict) -> list[Diagnostic]:
-        """The warnings a cached verdict holds (ValueError, KeyError or TypeError for an entry that is not one)."""
-        return [Diagnostic(**dict(d, file=file)) for d in verdict["warnings"]]
+        """The warnings a cached verdict holds (ValueError, KeyError or TypeError for an entry that is not one).
+
+        Each must be a warning as `verdict` wrote it: whole-number line and column, text path and message.
+        Anything else (an error, a list for a path, a line in words) would stop the run that sorts or prints it.
+        """
+        out = []
+        for d in verdict["warnings"]:
+            if not isinstance(d, dict) or set(d) != _DIAGNOSTIC_FIELDS or d["severity"] != "warning":
+                raise ValueError("not a warning")
+            if not all(type(d[k]) is int and d[k] > 0 for k in ("line", "col")) or not all(
+                    isinstance(d[k], str) for k in ("path", "message")):
+                raise ValueError("not a warning")
+            out.append(Diagnostic(**dict(d, file=file)))
+        return out
 
 
 # ---------------------------------------------------------------------------

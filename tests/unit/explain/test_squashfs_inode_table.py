@@ -177,3 +177,47 @@ def test_a_fragment_table_placed_past_any_file_offset_is_damage_not_a_crash(tmp_
             squashfs.file_places(lambda offset, n: os.pread(fd, n, offset), squashfs.parse(bytes(image)))
     finally:
         os.close(fd)
+
+
+def _bombed(image: bytes, blocks: int) -> bytes:
+    """The image with its inode table replaced by `blocks` gzip metadata blocks of 8 KiB of zeros (~25 bytes each)."""
+    packed = zlib.compress(b"\0" * squashfs.METADATA_SIZE, 9)
+    region = (len(packed).to_bytes(2, "little") + packed) * blocks
+    forged = bytearray(image) + region + bytes(16)
+    forged[64:72] = len(image).to_bytes(8, "little")  # inode_table_start
+    forged[72:80] = (len(image) + len(region)).to_bytes(8, "little")  # directory_table_start
+    forged[40:48] = len(forged).to_bytes(8, "little")  # bytes_used
+    return bytes(forged)
+
+
+def test_a_table_that_decompresses_past_the_limit_is_refused_while_reading_it(tmp_path, tree, monkeypatch):
+    """A few MiB stored can undo to tens of GiB: the limit holds for the decompressed table, not only the stored one
+    (here 64 KiB, so 40 stored blocks of 8 KiB each stop after the ninth)."""
+    src, _ = tree
+    image = _bombed(build(src, tmp_path / "img", "gzip"), 40)
+    monkeypatch.setattr(squashfs, "MAX_TABLE", 64 << 10)
+    reads = []
+
+    def read(offset: int, n: int) -> bytes:
+        reads.append(n)
+        return image[offset:offset + n]
+
+    with pytest.raises(squashfs.DamagedImage, match="inode table: more than 65536 bytes once decompressed"):
+        squashfs.file_places(read, squashfs.parse(image))
+    assert len(reads) == 2 * 9  # each block's header and body, up to the one that passed the limit
+
+
+def test_counts_the_tables_cannot_hold_are_refused_before_reading_by_them(tmp_path, tree):
+    """The fragment count sizes the fragment table's reading (a forged 2**32 - 1 would make billions of entries):
+    a fragment block holds a tail of at least one file, and an inode takes at least 20 bytes of the table."""
+    src, _ = tree
+    image = bytearray(build(src, tmp_path / "img", "gzip"))
+    sb = squashfs.parse(bytes(image))
+    assert 0 < sb.fragments < sb.inodes
+    more = bytearray(image)
+    more[16:20] = (sb.inodes + 1).to_bytes(4, "little")  # fragments
+    with pytest.raises(squashfs.DamagedImage, match=f"{sb.inodes + 1} fragment blocks for {sb.inodes} inodes"):
+        squashfs.file_places(lambda offset, n: bytes(more[offset:offset + n]), squashfs.parse(bytes(more)))
+    image[4:8] = (2 ** 32 - 1).to_bytes(4, "little")  # inodes
+    with pytest.raises(squashfs.DamagedImage, match="cannot hold the 4294967295 inodes"):
+        squashfs.file_places(lambda offset, n: bytes(image[offset:offset + n]), squashfs.parse(bytes(image)))

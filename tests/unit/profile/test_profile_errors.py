@@ -665,3 +665,28 @@ def test_a_cached_verdict_never_supplies_a_setting_the_text_does_not_hold(tmp_pa
     assert again.data == first.data and again.data["classes"] == {"ssd": {"read_ahead_kb": 128}}
     entry.write_text(json.dumps(dict(stored, document={"warnings": "not a list of warnings"})))
     assert load_profile(profile, [], cache).data == first.data
+
+
+@pytest.mark.parametrize("warnings", [
+    [{"line": "a"}, {}],  # a line in words beside a number: sorting them stopped plan with an internal error
+    [{"path": ["classes"], "message": {"m": 1}}],  # unhashable: an internal error
+    [{"severity": "error", "message": "forged"}],  # an error the text does not have: plan refused the profile
+    [{"line": 0, "col": -1}], [{"line": True}], [{"line": 1.5}], [{"message": None}], [{"extra": 1}],
+])
+def test_a_cached_verdict_whose_warnings_are_not_warnings_is_checked_again(tmp_path: Path, warnings: list) -> None:
+    """A hand-edited entry (root's, so trusted) whose warnings are not what the checker writes: the text is
+    checked again and its own warning is reported, never the entry's."""
+    cache = ValidationCache(tmp_path / "state" / "validated")
+    profile = tmp_path / "p.yaml"
+    profile.write_text("name: mine\nclasses:\n  ssd: {scheduler: cfq}\n")
+    fresh, diags = resolve_profile(profile, [], None)
+    resolve_profile(profile, [], cache)
+    (entry,) = cache.dir.iterdir()
+    stored = json.loads(entry.read_text())
+    (real,) = stored["document"]["warnings"]
+    entry.write_text(json.dumps(dict(stored, document={"warnings": [dict(real, **w) for w in warnings]})))
+    again, again_diags = resolve_profile(profile, [], cache)
+    assert again is not None and fresh is not None and again.data == fresh.data
+    assert [str(d) for d in again_diags] == [str(d) for d in diags] == [
+        f"{profile}:3:20: $.classes.ssd.scheduler: warning: legacy scheduler 'cfq' is mapped to 'bfq' "
+        "on blk-mq kernels; write that instead"]
