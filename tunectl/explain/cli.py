@@ -7,8 +7,9 @@ import argparse
 EPILOG = """\
 explain reads the stack under TARGET top to bottom (file, filesystem, loop, dm,
 md, partition, disk) with each layer's facts, and ends in findings ranked by
-expected effect, each with its evidence and the exact change: a profile
-fragment, a command, or a rebuild. It writes nothing to the target's devices.
+effect (the cold read's speedup, measured by --try or estimated), each with its
+evidence and the exact change: a profile fragment, a command, or a rebuild.
+It writes nothing to the target's devices.
 
 --cold (the default for a file) drops only the file's, the backing files' and
 the stack's block devices' cached pages, never the machine's, then reads the

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from tunectl.context import Context
 from tunectl.devices.stack import LoopLayer
 from tunectl.errors import UsageError
-from tunectl.explain.model import ColdRead, StackFacts
+from tunectl.explain.model import ColdRead, StackFacts, Trial
 
 TRY_SIZES = (131072, 1048576)
 VERITYSETUP = "/usr/sbin/veritysetup"
@@ -110,6 +110,10 @@ class Result:
     def disk_reads(self) -> int:
         d = self.cold.of(self.disk)
         return d.reads if d else 0
+
+    def trial(self) -> Trial:
+        v = self.variant
+        return Trial(v.block_size, v.compressor, v.direct_io, v.as_is, self.cold.mb_s, v.label)
 
     def to_json(self) -> dict:
         d = self.cold.of(self.disk)

@@ -97,4 +97,5 @@ def investigate(ctx: Context, req: Request, on_step=lambda text: None) -> Explai
         notes += tried
     if is_file and facts.filesystem is None:
         notes.append("the mount holding the file was not found: filesystem facts are missing")
+    case = Case(facts, measured, timings, tuple(r.trial() for r in results))  # --try's measurements rank too
     return ExplainReport(case, rules.findings(case), comparison, results, notes)

@@ -225,9 +225,22 @@ class ColdRead:
 
 
 @dataclass(frozen=True)
+class Trial:
+    """One `--try` variant as the rules read it: how the scratch copy was built and how fast it read cold."""
+
+    block_size: int
+    compressor: str
+    direct_io: bool
+    as_is: bool  # built like the user's image
+    mb_s: float
+    label: str
+
+
+@dataclass(frozen=True)
 class Case:
     """Everything the rules read."""
 
     stack: StackFacts
     cold: ColdRead | None = None
     trace: dict[str, Timing] | None = None  # kernel name -> timing
+    trials: tuple[Trial, ...] = ()  # --try's variants, measured

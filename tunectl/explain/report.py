@@ -8,7 +8,7 @@ from tunectl.devices import stack as stacks
 from tunectl.explain.compare import Comparison
 from tunectl.explain.experiment import Result
 from tunectl.explain.model import BlockFacts, Case, FileFacts, FilesystemFacts, PartitionFacts, kind, layer_json
-from tunectl.explain.rules import EFFECT_NAMES, RULES, Finding
+from tunectl.explain.rules import RULES, Finding
 from tunectl.explain.trace import Timing
 from tunectl.report import Report, escape_field
 
@@ -79,9 +79,10 @@ class ExplainReport(Report):
             out.print(out.table(["DEVICE", "LAYER", "READS", "READ ms", "SHARE"], rows))
         out.print()
         if self.findings:
-            out.print("findings, largest expected effect first:")
+            out.print("findings, largest effect first (the cold read's expected speedup: measured by --try, "
+                      "else estimated):")
             for i, f in enumerate(self.findings, 1):
-                out.say(f"{i}. [{EFFECT_NAMES[f.effect]}] {f.rule} {f.title} ({f.layer})")
+                out.say(f"{i}. [{f.effect.value:.1f}x {f.effect.basis}] {f.rule} {f.title} ({f.layer})")
                 for e in f.evidence:
                     out.say(f"   evidence: {escape_field(e)}")
                 lines = f.change.text.splitlines()

@@ -1,9 +1,13 @@
 """The findings: a table of rules, each naming the facts it reads and the kernels it holds for.
 
 A rule is a pure function of a `Case` (the stack's facts, a cold read, a trace)
-that returns a `Finding` (evidence and the exact change) or None. Rendering
-never decides anything: `findings()` runs the table and ranks the results by
-expected effect. Kernel facts the rules rely on:
+that returns a `Finding` (evidence, the exact change, and the change's expected
+effect: a speedup of the cold read estimated from the facts it read, see
+`tunectl.explain.effect`) or None. A rule may also name the `--try` variant
+that isolates its change (`measure`): when --try ran, that measured speedup
+replaces the estimate. Rendering never decides anything: `findings()` runs the
+table and ranks the results by effect (measured before estimated on a tie, then
+the table's order). Kernel facts the rules rely on:
 
 - dm (verity, crypt, linear, striped) is bio-based: it has no scheduler and
   merges nothing; the scheduler of the disks below decides (all kernels).
@@ -21,14 +25,15 @@ expected effect. Kernel facts the rules rely on:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tunectl.bench.diskstat import StatDelta
 from tunectl.devices.stack import BlockLayer
+from tunectl.explain import effect as effects
+from tunectl.explain.effect import Effect
 from tunectl.explain.model import PAGE_SIZE, Case
-
-HIGH, MEDIUM, LOW = 3, 2, 1
-EFFECT_NAMES = {HIGH: "high", MEDIUM: "medium", LOW: "low"}
 
 
 @dataclass(frozen=True)
@@ -45,12 +50,12 @@ class Finding:
     rule: str
     title: str
     layer: str  # the layer it is about
-    effect: int  # HIGH, MEDIUM, LOW: the expected effect of the change
+    effect: Effect  # the change's expected speedup of the cold read, estimated or measured
     evidence: tuple[str, ...]
     change: Change
 
     def to_json(self) -> dict:
-        return {"rule": self.rule, "title": self.title, "layer": self.layer, "effect": EFFECT_NAMES[self.effect],
+        return {"rule": self.rule, "title": self.title, "layer": self.layer, "effect": self.effect.to_json(),
                 "evidence": list(self.evidence), "change": self.change.to_json()}
 
 
@@ -62,6 +67,8 @@ class Rule:
     since: tuple[int, int] = (0, 0)  # the first kernel it holds for
     until: tuple[int, int] | None = None  # the first kernel it no longer holds for
     check: Callable[[Case], Finding | None] = lambda case: None
+    # the --try measurement of the change alone, given the case and the estimate (None: not measured)
+    measure: Callable[[Case, Effect], Effect | None] | None = None
 
     def holds_for(self, kernel: tuple[int, int]) -> bool:
         return self.since <= kernel and (self.until is None or kernel < self.until)
@@ -84,20 +91,39 @@ def _pct(share: float) -> str:
     return f"{share * 100:.0f}%"
 
 
-def _disk_io(case: Case) -> list[tuple[BlockLayer, object]]:
-    if case.cold is None:
-        return []
-    return [(d, case.cold.of(d.name)) for d in case.stack.disks if case.cold.of(d.name) is not None]
+def _io(case: Case, name: str) -> StatDelta | None:
+    return case.cold.of(name) if case.cold else None
+
+
+def _disk_io(case: Case) -> list[tuple[BlockLayer, StatDelta]]:
+    return [(d, io) for d in case.stack.disks if (io := _io(case, d.name)) is not None]
+
+
+def _small_disks(case: Case) -> list[tuple[BlockLayer, StatDelta]]:
+    """The disks that got small requests and merged almost none during the cold read."""
+    return [(d, io) for d, io in _disk_io(case) if io.reads >= 32 and io.avg_request_kib <= 16
+            and io.merged_share < 0.05]
 
 
 def _small_unmerged(case: Case) -> list[str]:
     """Evidence that the disks got small requests that were not merged (empty when they did not)."""
-    out = []
-    for disk, io in _disk_io(case):
-        if io.reads >= 32 and io.avg_request_kib <= 16 and io.merged_share < 0.05:
-            out.append(f"{disk.name}: {io.reads} read requests of {io.avg_request_kib:.1f} KiB on average, "
-                       f"{_pct(io.merged_share)} merged, during the cold read")
-    return out
+    return [f"{disk.name}: {io.reads} read requests of {io.avg_request_kib:.1f} KiB on average, "
+            f"{_pct(io.merged_share)} merged, during the cold read" for disk, io in _small_disks(case)]
+
+
+def _request_cap(layer: BlockLayer, size: int) -> int:
+    """`size` bytes, or the layer's max_sectors_kb when that is smaller (the block layer splits larger requests)."""
+    ms = layer.facts.queue.max_sectors_kb if layer.facts else None
+    return min(size, ms * 1024) if ms else size
+
+
+def _below(case: Case, dm: BlockLayer) -> StatDelta | None:
+    """The cold read of the device a dm device reads its data from (its table's first device)."""
+    for t in dm.facts.dm_table if dm.facts else ():
+        layer = next((la for la in case.stack.blocks if t.devices and la.device.devnum == t.devices[0]), None)
+        if layer is not None:
+            return _io(case, layer.name)
+    return None
 
 
 # --- the rules -------------------------------------------------------------
@@ -118,23 +144,30 @@ def dm_no_scheduler(case: Case) -> Finding | None:
     undecided = [d for d in disks if d.facts and d.facts.queue.scheduler in (None, "none") and d.facts.queue.rotational]
     if undecided:
         change = Change("profile", "below:\n  scheduler: mq-deadline  # the disks under dm decide")
-        effect = MEDIUM
+        effect = effects.none(_ONE_READER)
     else:
-        change = Change("none", f"nothing on {', '.join(d.name for d in dms)}: tune the disks below "
-                                "(a profile's `below:` part)")
-        effect = LOW
+        names = ", ".join(d.name for d in dms)
+        change = Change("none", f"nothing on {names}: tune the disks below (a profile's `below:` part)")
+        effect = effects.none(f"nothing changes on {names}: the effect lies in the findings about the layers below")
     return Finding("EX001", "dm has no scheduler: the disk below decides", dms[0].name, effect, tuple(evidence), change)
 
 
+_ONE_READER = ("a cold read is one stream of requests, and a scheduler orders concurrent ones: it matters under "
+               "several readers, which one cold read does not measure")
+
+
 def small_unmerged(case: Case) -> Finding | None:
-    evidence = _small_unmerged(case)
-    if not evidence:
+    small = _small_disks(case)
+    if not small:
         return None
+    disk, io = small[0]
     causes = [r.id for r in RULES if r.id in ("EX003", "EX004") and r.check(case) is not None]
     change = Change("none", "raise the request size where it is made: " + (", ".join(causes) if causes else
                     "a larger read-ahead on the top device") + " below")
-    return Finding("EX002", "the disk gets small requests and merges almost none", case.stack.disks[0].name, HIGH,
-                   tuple(evidence), change)
+    effect = effects.fewer_requests(case, io, _request_cap(disk, 131072), None, float("inf"),
+                                    f"{disk.name} getting requests of up to 128 KiB (the kernel's default read-ahead)")
+    return Finding("EX002", "the disk gets small requests and merges almost none", disk.name, effect,
+                   tuple(_small_unmerged(case)), change)
 
 
 def squashfs_block(case: Case) -> Finding | None:
@@ -144,11 +177,25 @@ def squashfs_block(case: Case) -> Finding | None:
     sb = fs.facts.squashfs
     if sb.block_size >= 131072:
         return None
-    comp = "xz" if sb.compressor == "gzip" else sb.compressor
     evidence = [f"{fs.label}: squashfs block size {_kib(sb.block_size)} ({sb.compressor}): every block is one "
                 f"compressed read of at most {_kib(sb.block_size)}"] + _small_unmerged(case)
-    return Finding("EX003", "squashfs blocks are small: many small compressed reads", fs.label, HIGH,
-                   tuple(evidence), Change("rebuild", f"mksquashfs SOURCE IMAGE -b 128K -comp {comp}"))
+    top = next(iter(case.stack.blocks), None)
+    io = _io(case, top.name) if top is not None else None
+    effect = effects.fewer_requests(
+        case, io, 131072, case.cold.bytes if case.cold else None, 131072 / sb.block_size,
+        f"one compressed read per 128 KiB of the file instead of per {_kib(sb.block_size)}"
+        + (f" on {top.name}" if top is not None else ""))
+    return Finding("EX003", "squashfs blocks are small: many small compressed reads", fs.label, effect,
+                   tuple(evidence), Change("rebuild", f"mksquashfs SOURCE IMAGE -b 128K -comp {sb.compressor}"))
+
+
+def _bigger_blocks_alone(case: Case, estimate: Effect) -> Effect | None:
+    base = effects.as_is(case.trials)
+    if base is None or base.block_size >= 131072:
+        return None
+    other = effects.tried(case.trials, 131072, base.compressor, base.direct_io)
+    return effects.measured(estimate, (base, other) if other else None,
+                            f"{_kib(base.block_size).replace(' KiB', 'K')} -> 128K blocks alone")
 
 
 def loop_direct_io(case: Case) -> Finding | None:
@@ -161,15 +208,28 @@ def loop_direct_io(case: Case) -> Finding | None:
     evidence = [f"{loop.name}: direct I/O on (loop/dio = 1), backing file {facts.backing_file}: its reads "
                 f"bypass the page cache and read-ahead ({facts.backing_read_ahead_kb} KiB) of "
                 f"{facts.backing_device or 'the backing filesystem'}"]
-    effect = MEDIUM
     if case.cold and (io := case.cold.of(loop.name)) is not None and io.reads:
         evidence.append(f"{loop.name}: {io.reads} requests of {io.avg_request_kib:.1f} KiB reach the backing file "
                         "one by one")
-        if io.avg_request_kib <= 16:
-            effect = HIGH
     evidence += _small_unmerged(case)
+    ra = (facts.backing_read_ahead_kb or 128) * 1024
+    disk = case.stack.disks[0]
+    after = _request_cap(disk, ra)
+    fs = case.stack.first("filesystem")
+    asked = max(PAGE_SIZE, fs.facts.squashfs.block_size if fs and fs.facts and fs.facts.squashfs else PAGE_SIZE)
+    effect = effects.fewer_requests(case, _io(case, disk.name), after, None, after / asked,
+                                    f"the backing file read through the page cache, {_kib(ra)} read-ahead, "
+                                    f"on {disk.name}")
     return Finding("EX004", "the loop device reads its backing file with direct I/O", loop.name, effect,
                    tuple(evidence), Change("command", f"losetup --direct-io=off /dev/{loop.name}"))
+
+
+def _direct_io_off_alone(case: Case, estimate: Effect) -> Effect | None:
+    base = effects.as_is(case.trials)
+    if base is None or not base.direct_io:
+        return None
+    other = effects.tried(case.trials, base.block_size, base.compressor, False)
+    return effects.measured(estimate, (base, other) if other else None, "direct I/O off alone")
 
 
 def squashfs_compressor(case: Case) -> Finding | None:
@@ -177,10 +237,27 @@ def squashfs_compressor(case: Case) -> Finding | None:
     sb = fs.facts.squashfs if fs and fs.facts else None
     if sb is None or sb.compressor != "gzip":
         return None
-    return Finding("EX005", "squashfs uses gzip: xz stores the same data in fewer bytes to read", fs.label, LOW,
+    block = _kib(sb.block_size).replace(" KiB", "K")
+    effect = effects.none(f"the same {block} blocks are the same requests: xz reads fewer bytes in each and "
+                          "decompresses them more slowly, neither of which the request count shows "
+                          "(--try measures it)")
+    return Finding("EX005", "squashfs uses gzip: xz stores the same data in fewer bytes to read", fs.label, effect,
                    (f"{fs.label}: compressor gzip, block size {_kib(sb.block_size)}, image {sb.bytes_used} bytes",),
-                   Change("rebuild", f"mksquashfs SOURCE IMAGE -b {_kib(max(sb.block_size, 131072)).replace(' KiB', 'K')} "
-                                     "-comp xz"))
+                   Change("rebuild", f"mksquashfs SOURCE IMAGE -b {block} -comp xz"))
+
+
+def _xz_alone(case: Case, estimate: Effect) -> Effect | None:
+    """gzip against xz at the smallest block size --try built both at, direct I/O as the image's."""
+    base = effects.as_is(case.trials)
+    if base is None:
+        return None
+    for size in sorted({t.block_size for t in case.trials}):
+        gzip = effects.tried(case.trials, size, "gzip", base.direct_io)
+        xz = effects.tried(case.trials, size, "xz", base.direct_io)
+        if gzip and xz:
+            return effects.measured(estimate, (gzip, xz), f"gzip -> xz alone, at {_kib(size).replace(' KiB', 'K')} "
+                                                          "blocks")
+    return None
 
 
 def squashfs_partial_cache(case: Case) -> Finding | None:
@@ -192,7 +269,9 @@ def squashfs_partial_cache(case: Case) -> Finding | None:
         return None
     change = (Change("command", f"losetup --sector-size {PAGE_SIZE} (when attaching /dev/{under.name})")
               if under.kind == "loop" else Change("none", f"a device with {PAGE_SIZE}-byte logical blocks under squashfs"))
-    return Finding("EX006", "squashfs cannot cache partial compressed blocks on this device", under.name, LOW,
+    return Finding("EX006", "squashfs cannot cache partial compressed blocks on this device", under.name,
+                   effects.none("how many device pages neighbouring compressed blocks share, and so how many are "
+                                "read twice, is not among the facts read"),
                    (f"{under.name}: logical block size {under.facts.queue.logical_block_size}, page size {PAGE_SIZE}: "
                     f"since 6.5 squashfs caches partial blocks only when they are equal (kernel {case.stack.release})",),
                    change)
@@ -202,7 +281,9 @@ def squashfs_no_readahead(case: Case) -> Finding | None:
     fs = case.stack.first("filesystem")
     if fs is None or fs.facts is None or fs.facts.squashfs is None:
         return None
-    return Finding("EX007", "squashfs has no real read-ahead before 5.19", fs.label, MEDIUM,
+    return Finding("EX007", "squashfs has no real read-ahead before 5.19", fs.label,
+                   effects.none("the same blocks are read either way; read-ahead saves the CPU of a lookup and a "
+                                "decompression per page, which the cold read does not separate"),
                    (f"kernel {case.stack.release}: squashfs reads page by page, a block decompressed per fault",),
                    Change("none", "a kernel 5.19 or later (squashfs: implement readahead, 2022)"))
 
@@ -215,7 +296,9 @@ def crypt_workqueue(case: Case) -> Finding | None:
         rotational = all(d.facts and d.facts.queue.rotational for d in case.stack.disks)
         if rotational:
             continue
-        return Finding("EX008", "dm-crypt queues every read to a workqueue", dm.name, MEDIUM,
+        effect = effects.layer_share(case, _io(case, dm.name), _below(case, dm),
+                                     "no read workqueue removes the hop to kcryptd, not the decryption")
+        return Finding("EX008", "dm-crypt queues every read to a workqueue", dm.name, effect,
                        (f"{dm.name}: crypt {t.facts['cipher']}, sector size {t.facts['sector_size']}, flags "
                         f"{' '.join(t.facts['flags']) or 'none'} on non-rotational disks",),
                        Change("command", f"cryptsetup refresh --perf-no_read_workqueue --perf-no_write_workqueue "
@@ -228,7 +311,9 @@ def verity_tasklet(case: Case) -> Finding | None:
         t = dm.facts.target("verity")
         if t is None or "try_verify_in_tasklet" in t.facts.get("options", []):
             continue
-        return Finding("EX009", "dm-verity verifies in a workqueue", dm.name, LOW,
+        effect = effects.layer_share(case, _io(case, dm.name), _below(case, dm),
+                                     "tasklets remove the hop to the verify workqueue, not the hashing")
+        return Finding("EX009", "dm-verity verifies in a workqueue", dm.name, effect,
                        (f"{dm.name}: verity {t.facts['hash_algorithm']}, data/hash blocks "
                         f"{t.facts['data_block_size']}/{t.facts['hash_block_size']} bytes, options "
                         f"{' '.join(t.facts['options']) or 'none'}",),
@@ -241,7 +326,7 @@ def rotational_none(case: Case) -> Finding | None:
            and d.facts.queue.scheduler in (None, "none")]
     if not bad or case.stack.all("dm"):  # EX001 says it for a stack under dm
         return None
-    return Finding("EX010", "a rotational disk without a scheduler", bad[0].name, MEDIUM,
+    return Finding("EX010", "a rotational disk without a scheduler", bad[0].name, effects.none(_ONE_READER),
                    tuple(f"{d.name}: rotational, scheduler none" for d in bad),
                    Change("profile", "scheduler: mq-deadline"))
 
@@ -251,7 +336,10 @@ def small_read_ahead(case: Case) -> Finding | None:
     ra = top.facts.queue.read_ahead_kb if top is not None and top.facts else None
     if ra is None or ra >= 128:
         return None
-    return Finding("EX011", "read-ahead below the kernel's default", top.name, MEDIUM,
+    after = _request_cap(top, 131072)
+    effect = effects.fewer_requests(case, _io(case, top.name), after, None, after / max(ra * 1024, PAGE_SIZE),
+                                    f"{top.name} read ahead {_kib(after)} at a time instead of {ra} KiB")
+    return Finding("EX011", "read-ahead below the kernel's default", top.name, effect,
                    (f"{top.name}: read_ahead_kb {ra} (the kernel's default is 128)",),
                    Change("profile", "read_ahead_kb: 128"))
 
@@ -259,24 +347,44 @@ def small_read_ahead(case: Case) -> Finding | None:
 RULES: tuple[Rule, ...] = (
     Rule("EX001", "dm-no-scheduler", ("dm.subtype", "disk.scheduler", "disk.rotational", "cold.dm.merged"),
          check=dm_no_scheduler),
-    Rule("EX002", "small-unmerged-requests", ("cold.disk.reads", "cold.disk.avg_request_kib", "cold.disk.merged"),
+    Rule("EX002", "small-unmerged-requests", ("cold.disk.reads", "cold.disk.avg_request_kib", "cold.disk.merged",
+                                              "cold.disk.read_ms", "disk.max_sectors_kb"),
          check=small_unmerged),
-    Rule("EX003", "squashfs-small-blocks", ("squashfs.block_size", "squashfs.compressor", "cold.disk"),
-         check=squashfs_block),
-    Rule("EX004", "loop-direct-io", ("loop.dio", "loop.backing_file", "loop.backing_read_ahead_kb", "cold.loop"),
-         check=loop_direct_io),
-    Rule("EX005", "squashfs-gzip", ("squashfs.compressor", "squashfs.block_size"), check=squashfs_compressor),
+    Rule("EX003", "squashfs-small-blocks", ("squashfs.block_size", "squashfs.compressor", "cold.top.reads",
+                                            "cold.top.read_ms", "cold.bytes", "try"),
+         check=squashfs_block, measure=_bigger_blocks_alone),
+    Rule("EX004", "loop-direct-io", ("loop.dio", "loop.backing_file", "loop.backing_read_ahead_kb", "cold.loop",
+                                     "cold.disk.reads", "cold.disk.read_ms", "disk.max_sectors_kb", "try"),
+         check=loop_direct_io, measure=_direct_io_off_alone),
+    Rule("EX005", "squashfs-gzip", ("squashfs.compressor", "squashfs.block_size", "try"), check=squashfs_compressor,
+         measure=_xz_alone),
     Rule("EX006", "squashfs-partial-block-cache", ("squashfs", "logical_block_size of the device under it"),
          since=(6, 5), check=squashfs_partial_cache),
     Rule("EX007", "squashfs-no-readahead", ("squashfs", "kernel"), until=(5, 19), check=squashfs_no_readahead),
-    Rule("EX008", "crypt-read-workqueue", ("crypt.flags", "disk.rotational"), since=(5, 9), check=crypt_workqueue),
-    Rule("EX009", "verity-tasklet", ("verity.options", "verity.hash_algorithm"), since=(6, 0), check=verity_tasklet),
+    Rule("EX008", "crypt-read-workqueue", ("crypt.flags", "disk.rotational", "cold.dm.read_ms",
+                                           "cold.below.read_ms"), since=(5, 9), check=crypt_workqueue),
+    Rule("EX009", "verity-tasklet", ("verity.options", "verity.hash_algorithm", "cold.dm.read_ms",
+                                     "cold.below.read_ms"), since=(6, 0), check=verity_tasklet),
     Rule("EX010", "rotational-without-scheduler", ("disk.rotational", "disk.scheduler"), check=rotational_none),
-    Rule("EX011", "small-read-ahead", ("top.read_ahead_kb",), check=small_read_ahead),
+    Rule("EX011", "small-read-ahead", ("top.read_ahead_kb", "top.max_sectors_kb", "cold.top.reads",
+                                       "cold.top.read_ms"), check=small_read_ahead),
 )
 
 
+def _settled(rule: Rule, case: Case, found: Finding) -> Finding:
+    """The finding with its effect settled: the --try measurement of its change alone when there is one, else the
+    estimate; the evidence ends in the arithmetic of both."""
+    estimate = found.effect
+    tried = rule.measure(case, estimate) if rule.measure is not None and case.trials else None
+    return dataclasses.replace(found, effect=tried or estimate,
+                               evidence=found.evidence + (estimate.why,) + ((tried.why,) if tried else ()))
+
+
 def findings(case: Case) -> list[Finding]:
-    """Every rule that holds for the kernel and fires, highest expected effect first (then rule order)."""
-    found = [f for r in RULES if r.holds_for(case.stack.kernel) and (f := r.check(case)) is not None]
-    return sorted(found, key=lambda f: -f.effect)
+    """Every rule that holds for the kernel and fires, largest effect first (measured before estimated on a tie,
+    then the table's order)."""
+    found = [(i, _settled(r, case, f)) for i, r in enumerate(RULES)
+             if r.holds_for(case.stack.kernel) and (f := r.check(case)) is not None]
+    found.sort(key=lambda p: (-p[1].effect.value, p[1].effect.basis != effects.MEASURED, p[0]))
+    return [f for _, f in found]
+
