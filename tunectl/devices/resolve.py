@@ -16,16 +16,21 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tunectl.devices.discover import discover
 from tunectl.devices.graph import DeviceGraph
 from tunectl.devices.model import Device
-from tunectl.devices.stack import FileLayer, MountLayer, Stack
 from tunectl.errors import UsageError
-from tunectl.system import blockio, mountinfo
-from tunectl.system.blkid import device_with
 from tunectl.system.roots import under_dev
 from tunectl.system.udevdb import decode
+
+if TYPE_CHECKING:
+    from tunectl.devices.stack import MountLayer, Stack
+    from tunectl.system.mountinfo import Mount
+
+# plan, apply and verify name devices: they build no Stack, read no mount table and run no blkid, so the modules
+# that do (each a few frozen dataclasses, ~1 ms apiece to create at import) load in the methods that need them.
 
 # fstab tag -> the udev property that carries it
 TAGS = {"UUID": "ID_FS_UUID", "LABEL": "ID_FS_LABEL", "PARTUUID": "ID_PART_ENTRY_UUID",
@@ -149,6 +154,8 @@ class Resolver:
                 return Resolved(found)
             if self.ctx.real:
                 # udev may not have probed a new filesystem yet (no record, no link): read the superblocks
+                from tunectl.system.blkid import device_with  # loaded here: only a tag udev does not know runs blkid
+
                 found = device_with(self.ctx.run, tag, value)
                 if found and self.sysfs.exists(f"class/block/{found}"):
                     return Resolved(found)
@@ -163,7 +170,7 @@ class Resolver:
             return Resolved(source)
         return Resolved(None, f"{source!r} is not a block device")
 
-    def mount(self, m: mountinfo.Mount) -> Resolved:
+    def mount(self, m: Mount) -> Resolved:
         """The block device of a live mount: its major:minor, else its source (btrfs shows 0:N)."""
         name = self.name_of_devnum(m.devnum) if not m.devnum.startswith("0:") else None
         return Resolved(name) if name else self.source(m.source)
@@ -173,6 +180,8 @@ class Resolver:
 
         Raises UsageError when the path is on no block-backed filesystem.
         """
+        from tunectl.system import mountinfo  # loaded here: only a path argument reads the mount table
+
         mounts, _ = mountinfo.read_mounts(self.ctx.roots.proc)
         real = os.path.realpath(path) if os.path.exists(path) else os.path.normpath(path)
         mount = mountinfo.containing(mounts, real)
@@ -210,6 +219,9 @@ class Resolver:
         """The `Stack` under `target`: a kernel name, a DEV argument (/dev path, link, tag), a block device
         node, or a regular file (its filesystem's device, by st_dev, with the mount it is on when the run may
         read live mounts). Raises UsageError for anything that is not on a tunable block device."""
+        from tunectl.devices.stack import FileLayer  # loaded here: plan, apply and verify build no Stack
+        from tunectl.system import blockio
+
         file: FileLayer | None = None
         bare = "/" not in target and self.sysfs.exists(f"class/block/{target}")
         name = target if bare else self.node(target)
@@ -238,6 +250,8 @@ class Resolver:
     def stack_of(self, name: str) -> Stack | None:
         """The `Stack` under kernel name `name` (a partition or a whole device, as `source` and `mount` answer);
         None when its whole device is not one of the run's tunable devices (gone, or outside this sysfs root)."""
+        from tunectl.devices.stack import Stack  # loaded here: plan, apply and verify build no Stack
+
         try:
             return Stack.of(self.graph, self.devices, name)
         except KeyError:
@@ -258,6 +272,9 @@ class Resolver:
         """The live mount holding `path`, when the run may read live mounts and it is on `stack`'s device."""
         if self.ctx.roots.proc is None:
             return None
+        from tunectl.devices.stack import MountLayer  # loaded here: plan, apply and verify build no Stack
+        from tunectl.system import mountinfo
+
         mounts, _ = mountinfo.read_mounts(self.ctx.roots.proc)
         found = mountinfo.containing(mounts, os.path.realpath(path))
         if found is None or self.name_of_devnum(found.devnum) not in {stack.top.name, *(

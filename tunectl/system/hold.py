@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tunectl.system import trust
+from tunectl.system.state import kernel_name
 
 HOLD = "hold.json"
 VERSION = 1
@@ -62,13 +63,6 @@ class Hold:
         except PermissionError:
             pass  # it runs, as another user
         return self.started is not None and start_time(self.pid) == self.started
-
-
-def kernel_name(name: object) -> bool:
-    """A block device's kernel name as bench writes it (sda, nvme0n1, dm-0; cciss!c0d0): verify prints them and
-    passes over their drift, so a name with a slash, a blank or a control character (a line break that would
-    forge verify's note) makes the record one this tunectl did not write."""
-    return isinstance(name, str) and 0 < len(name) <= 255 and not any(c <= " " or c in "/\x7f" for c in name)
 
 
 def start_time(pid: int) -> int | None:

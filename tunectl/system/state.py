@@ -41,6 +41,14 @@ _META = ("version", "generation", "saved", "tunectl", "sha256")
 T = TypeVar("T")
 
 
+def kernel_name(name: object) -> bool:
+    """A block device's kernel name as tunectl writes it in a state record (sda, nvme0n1, dm-0; cciss!c0d0: the
+    journal's devices, the devices a running bench holds): verify prints them and passes over a held device's
+    drift, so a name with a slash, a blank or a control character (a line break that would forge verify's note)
+    makes the record one this tunectl did not write."""
+    return isinstance(name, str) and 0 < len(name) <= 255 and not any(c <= " " or c in "/\x7f" for c in name)
+
+
 class _Damaged(ValueError):
     """The file exists but its content is not a state file tunectl wrote: fall back to an older generation."""
 

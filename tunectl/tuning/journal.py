@@ -20,8 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Union
 
-from tunectl.system.hold import kernel_name
-from tunectl.system.state import JOURNAL, StateStore
+from tunectl.system.state import JOURNAL, StateStore, kernel_name
 
 Value = Union[int, str, None]
 

@@ -49,7 +49,9 @@ import sys
 from tunectl.cli import main
 code = main(sys.argv[1:])
 watched = [m for m in sys.modules if m.startswith(("tunectl.owners", "tunectl.udev"))
-           or m in ("subprocess", "shutil", "yaml", "_hashlib", "datetime", "tunectl.tuning.adopt")]
+           or m in ("subprocess", "shutil", "yaml", "_hashlib", "datetime", "tunectl.tuning.adopt",
+                    "tunectl.devices.stack", "tunectl.system.mountinfo", "tunectl.system.blockio",
+                    "tunectl.system.blkid", "tunectl.system.hold")]
 print("loaded:", *sorted(watched))
 sys.exit(code)
 """
@@ -84,4 +86,10 @@ def test_plan_and_apply_load_neither_the_owners_check_nor_udev_nor_subprocess_no
     assert loaded("plan", "-p", str(tmp_path / "p.yaml")) <= {"shutil"}
     assert loaded("apply", "-p", str(tmp_path / "p.yaml")) <= {"shutil"}  # a no-op now
     assert "tunectl.owners" in loaded("verify") and "tunectl.owners" in loaded("status")  # they show owners
+    # Devices named, not paths: no Stack is built, no mount table read and no blkid run, so their modules (each
+    # a few frozen dataclasses to create at import) stay unloaded; only verify and status read bench's hold.
+    for argv in (("plan", "-p", str(tmp_path / "p.yaml")), ("apply", "-p", str(tmp_path / "p.yaml")), ("verify",)):
+        assert not loaded(*argv) & {"tunectl.devices.stack", "tunectl.system.mountinfo", "tunectl.system.blockio",
+                                    "tunectl.system.blkid"}, argv
+    assert "tunectl.system.hold" not in loaded("plan", "-p", str(tmp_path / "p.yaml"))
     assert loaded("plan", "--help") == set()  # argparse's width without shutil (a fake tree's profile loads it)
