@@ -23,6 +23,8 @@ _HZ_CANDIDATES = (100, 250, 300, 1000)
 
 @dataclass(frozen=True)
 class Attribute:
+    """One queue attribute tunectl manages: its range or choices, unit, and how the kernel rounds it."""
+
     name: str
     minimum: int | None = None
     maximum: int | None = None

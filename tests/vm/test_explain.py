@@ -77,7 +77,8 @@ def test_try_reads_every_copy_through_a_scratch_verity_like_the_users(run):
     exps = run["try"]["doc"]["experiments"]
     assert exps and all(e["verity"] == {"hash_algorithm": table["hash_algorithm"], "version": table["version"],
                                         "data_block_size": table["data_block_size"],
-                                        "hash_block_size": table["hash_block_size"]} for e in exps), exps
+                                        "hash_block_size": table["hash_block_size"], "salt": table["salt"]}
+                   for e in exps), exps
     assert not any("veritysetup not found" in n for n in run["try"]["doc"]["notes"])
     # the copy "as is" goes through the same stack as the file: the card sees the same requests (without verity
     # the copy's were 2.2 KiB against the file's 5.2 KiB: compressed blocks no longer read in verity's 4 KiB blocks)

@@ -12,6 +12,8 @@ from fnmatch import fnmatchcase
 
 @dataclass(frozen=True)
 class DeviceClass:
+    """A device class a profile tunes (nvme, ssd, rotational, loop, ...): the kernel names or rotational flag that match it."""
+
     name: str
     kernel: tuple[str, ...] = ()  # kernel-name globs; none: decided by the rotational flag
     rotational: bool = False  # with no kernel globs: matches when queue/rotational is 1

@@ -22,6 +22,8 @@ def partition_names(sysfs: Sysfs, name: str) -> list[str]:
 
 @dataclass
 class DeviceGraph:
+    """How the block devices stack: each whole device's slaves and holders, each partition's disk (read once a run)."""
+
     slaves: dict[str, tuple[str, ...]] = field(default_factory=dict)  # whole device -> slaves/ (partitions or disks)
     holders: dict[str, tuple[str, ...]] = field(default_factory=dict)  # whole device -> stacked on it or its partitions
     parents: dict[str, str] = field(default_factory=dict)  # partition -> its whole disk

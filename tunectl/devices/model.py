@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field
 
 @dataclass
 class Partition:
+    """A partition of a whole device, where it starts and how long it is."""
+
     name: str
     start: int  # sectors of 512 bytes, as sysfs reports them
     size: int
@@ -14,6 +16,8 @@ class Partition:
 
 @dataclass
 class Device:
+    """A tunable whole block device as discovery read it: names, identity, class, and its queue's values."""
+
     name: str
     cls: str
     identity: str

@@ -45,6 +45,8 @@ def names_a_device(source: str) -> bool:
 
 @dataclass
 class Resolved:
+    """The block device a name means, or why there is none."""
+
     name: str | None  # kernel name of the block device (a partition, a disk, dm-N, mdN)
     problem: str = ""
 

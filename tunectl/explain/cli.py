@@ -19,7 +19,7 @@ tracepoints of the stack's devices in a tracefs instance of its own and gives
 btt's Q2C, D2C and Q2Q per layer. --try rebuilds the file's squashfs image in
 a scratch directory beside it (other block sizes, xz) and attaches each copy
 with direct I/O on and off, on dm-verity through a scratch verity device of
-the user's hash and block sizes (none, and a note, without veritysetup). The
+the user's hash, block sizes and salt (none, and a note, without veritysetup). The
 user's image and devices are never touched.
 
 exit codes: 0 explained (findings or not), 2 usage (not a file for --cold,

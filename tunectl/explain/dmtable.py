@@ -48,6 +48,7 @@ def _verity(args: list[str]) -> tuple[tuple[str, ...], dict]:
     return (args[1], args[2]), {
         "version": int(args[0]), "data_block_size": int(args[3]), "hash_block_size": int(args[4]),
         "data_blocks": int(args[5]), "hash_start": int(args[6]), "hash_algorithm": args[7],
+        "salt": args[9],  # hex, or "-": none (not a secret: the hash tree's superblock keeps it too)
         "options": opts}
 
 

@@ -19,6 +19,11 @@ time of the device below it); /proc/diskstats rather than the trace measures it,
 since a traced dm bio completes when the device below completes, before
 dm-verity hashes the block. A change that leaves the requests as they are has
 no effect in this model (1.0x), and the finding says what the model leaves out.
+The model holds where a small request's cost is mostly per request (flash cards,
+eMMC, disks, a loop device's hop to its backing file); where a request costs
+little beyond copying its bytes (a loop device over a file in RAM: 15 us per
+2.5 KiB request) it overstates what fewer, larger requests buy, which the
+request await in the cold read shows and --try's measurement corrects.
 
 A measured effect is the speedup of the `--try` variant that differs from the
 copy as it is in the finding's change alone ("4K -> 128K blocks alone").

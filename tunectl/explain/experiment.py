@@ -7,7 +7,8 @@ I/O on and off (losetup), mounted read-only, and read cold like the target.
 
 When the image sits on dm-verity, each copy gets a verity hash tree of its own
 (`veritysetup format` into a scratch hash file, with the hash algorithm, the
-data and hash block sizes and the format version of the user's table), the
+data and hash block sizes, the format version and the salt of the user's
+table: a fresh random salt would hash other bytes than the user's), the
 hash file on a loop device of its own, and a scratch verity device over both
 (`veritysetup open`): the variants read through the same kind of stack as the
 user's (the hash tree on its own loop device, as veritysetup lays it out for
@@ -44,14 +45,15 @@ class Verity:
     data_block_size: int
     hash_block_size: int
     version: int = 1
+    salt: str = "-"  # hex as the table prints it; "-": no salt (veritysetup's own default is a random one)
 
     def format_args(self) -> list[str]:
         return [f"--hash={self.hash_algorithm}", f"--data-block-size={self.data_block_size}",
-                f"--hash-block-size={self.hash_block_size}", f"--format={self.version}"]
+                f"--hash-block-size={self.hash_block_size}", f"--format={self.version}", f"--salt={self.salt}"]
 
     def to_json(self) -> dict:
         return {"hash_algorithm": self.hash_algorithm, "data_block_size": self.data_block_size,
-                "hash_block_size": self.hash_block_size, "version": self.version}
+                "hash_block_size": self.hash_block_size, "version": self.version, "salt": self.salt}
 
 
 def user_verity(facts: StackFacts) -> Verity | None:
@@ -60,7 +62,7 @@ def user_verity(facts: StackFacts) -> Verity | None:
         t = dm.facts.target("verity") if dm.facts else None
         if t is not None:
             f = t.facts
-            return Verity(f["hash_algorithm"], f["data_block_size"], f["hash_block_size"], f["version"])
+            return Verity(f["hash_algorithm"], f["data_block_size"], f["hash_block_size"], f["version"], f["salt"])
     return None
 
 
@@ -77,13 +79,21 @@ def plan_verity(facts: StackFacts, veritysetup: str | None) -> tuple[Verity | No
     return verity, None
 
 
-def root_hash(output: str) -> str:
-    """The root hash `veritysetup format` prints ("Root hash:      0f3e..."); ValueError when there is none."""
+def header_field(output: str, name: str) -> str | None:
+    """A field of the header `veritysetup format` prints ("Root hash:      0f3e...", "Salt:   -"), or None."""
     for line in output.splitlines():
         key, _, value = line.partition(":")
-        if key.strip().lower() == "root hash" and value.strip():
+        if key.strip().lower() == name and value.strip():
             return value.strip()
-    raise ValueError("veritysetup format printed no root hash")
+    return None
+
+
+def root_hash(output: str) -> str:
+    """The root hash `veritysetup format` prints; ValueError when there is none."""
+    found = header_field(output, "root hash")
+    if found is None:
+        raise ValueError("veritysetup format printed no root hash")
+    return found
 
 
 @dataclass(frozen=True)
@@ -197,10 +207,15 @@ class HashTree:
 def format_verity(ctx: Context, veritysetup: str, image: str, hash_file: str, verity: Verity) -> HashTree:
     done = ctx.run([veritysetup, "format", *verity.format_args(), image, hash_file], timeout=600)
     try:
-        return HashTree(hash_file, root_hash(done.stdout), verity)
+        tree = HashTree(hash_file, root_hash(done.stdout), verity)
     except ValueError:
         raise UsageError(f"--try: veritysetup format {image} printed no root hash",
                          hint="run it by hand to see why, or leave out --try") from None
+    salt = header_field(done.stdout, "salt")
+    if salt is not None and salt.lower() != verity.salt.lower():  # the copies must hash what the user's hashes
+        raise UsageError(f"--try: veritysetup format {image} used the salt {salt}, not the table's {verity.salt}",
+                         hint=f"a veritysetup that takes --salt ({veritysetup} --version), or leave out --try")
+    return tree
 
 
 @contextlib.contextmanager

@@ -163,7 +163,7 @@ def small_unmerged(case: Case) -> Finding | None:
     disk, io = small[0]
     causes = [r.id for r in RULES if r.id in ("EX003", "EX004") and r.check(case) is not None]
     change = Change("none", "raise the request size where it is made: " + (", ".join(causes) if causes else
-                    "a larger read-ahead on the top device") + " below")
+                    "a larger read-ahead on the top device"))  # the causes rank by their own effect
     effect = effects.fewer_requests(case, io, _request_cap(disk, 131072), None, float("inf"),
                                     f"{disk.name} getting requests of up to 128 KiB (the kernel's default read-ahead)")
     return Finding("EX002", "the disk gets small requests and merges almost none", disk.name, effect,

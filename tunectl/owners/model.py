@@ -78,12 +78,16 @@ class TunectlMark:
 
 @dataclass(frozen=True)
 class KernelDefault:
+    """The value the kernel would give an attribute by itself, and the rule that says so."""
+
     value: int | str
     rule: str
 
 
 @dataclass(frozen=True)
 class Owner:
+    """Who set an attribute's value: tunectl, another writer, or the kernel's default."""
+
     kind: str  # one of KINDS
     detail: str  # for people: who, and why tunectl thinks so
     where: str | None = None  # file:line of the writer

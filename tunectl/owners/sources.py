@@ -103,7 +103,9 @@ def parse_udev_rules(path: str, text: str, kind: str = "udev-rule") -> list[Assi
     """Every assignment of a queue attribute in a rules file: ``ATTR{queue/X}="v"`` and ``echo v > /sys/block/..``
     in a RUN. Match keys on the same line become the target; a rule for remove events, partitions or another
     subsystem writes nothing to a disk's queue and is left out."""
-    out = []
+    out: list[Assignment] = []
+    if not _may_write(text.replace("\\\n", "")):
+        return out  # most rules files write no queue attribute (the text as udev joins its lines: no line does)
     for number, line in logical_lines(text):
         stripped = line.strip()
         if not stripped or stripped.startswith("#") or not _may_write(stripped):
@@ -216,7 +218,9 @@ def parse_sysfs_conf(path: str, text: str) -> list[Assignment]:
 
 def parse_tmpfiles(path: str, text: str) -> list[Assignment]:
     """systemd-tmpfiles ``w``/``w+`` lines whose path is a block queue attribute: ``w /sys/block/sda/queue/x - - - - v``."""
-    out = []
+    out: list[Assignment] = []
+    if not _may_write(text) and not any(c in text for c in "\\'\""):
+        return out  # the line test below, for the whole text at once: no line passes it
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):

@@ -23,6 +23,8 @@ _IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_-]*$"  # compiled at first use (re keeps it
 
 @dataclass(frozen=True)
 class Diagnostic:
+    """One problem (or warning) in a profile, at file:line:col and the path of the key it is about."""
+
     file: str
     line: int
     col: int

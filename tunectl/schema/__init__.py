@@ -22,7 +22,7 @@ VERSIONS: dict[str, int] = {
     "mounts-check": 1, "mounts-fix": 1, "mounts-rollback": 1,
     "preload-collect": 2, "preload-record": 2, "preload-replay": 4, "preload-show": 3,
     "bench": 3,
-    "explain": 4,
+    "explain": 5,
     "version": 1,
     "error": 1,
 }

@@ -18,6 +18,8 @@ class CommandError(TunectlError):
 
 @dataclass(frozen=True)
 class Completed:
+    """A program that ran: its argument vector, exit status and output."""
+
     argv: tuple[str, ...]
     returncode: int
     stdout: str

@@ -44,6 +44,8 @@ def denied(code: int) -> bool:
 
 @dataclass(frozen=True)
 class Outcome:
+    """What writing one planned setting did: its status and the value read back."""
+
     setting: Setting
     status: Status  # changed | failed | not-permitted | ok | skip | unavailable
     readback: Any = None

@@ -105,6 +105,8 @@ class Rules:
 
 @dataclass(frozen=True)
 class Intent:
+    """The record of intent: the profile the last apply used (its reference, files, digest), its scope and rules."""
+
     ref: str
     name: str | None
     files: tuple[str, ...] | None

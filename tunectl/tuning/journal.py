@@ -91,6 +91,8 @@ class LoopProof:
 
 @dataclass(frozen=True)
 class JournalEntry:
+    """One device's originals: the attributes' and each scheduler's knobs' values before tunectl, and who set each."""
+
     name: str  # the kernel name when journalled (of two devices with one identity, rollback writes this one)
     attributes: Mapping[str, Value] = field(default_factory=dict)  # attribute -> its original
     iosched: Mapping[str, Mapping[str, Value]] = field(default_factory=dict)  # scheduler -> its knobs' originals
@@ -161,6 +163,8 @@ class JournalEntry:
 
 @dataclass(frozen=True)
 class Journal:
+    """Every device's originals, by stable identity: what rollback restores."""
+
     devices: Mapping[str, JournalEntry] = field(default_factory=dict)  # stable identity -> entry
 
     def get(self, identity: str) -> JournalEntry | None:

@@ -71,6 +71,8 @@ class Scope:
 
 @dataclass
 class PlanReport(Report):
+    """The report of status, plan and verify: the devices, the planned settings, warnings and owners."""
+
     profile: str
     devices: list[Device]
     settings: list[Setting]
@@ -159,6 +161,8 @@ def _owner_json(owner: Owner | None) -> dict | None:
 
 @dataclass
 class ApplyReport(Report):
+    """The report of apply and rollback: what each write did."""
+
     profile: str
     outcomes: list[applying.Outcome]
     check: bool = False

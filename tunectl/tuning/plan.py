@@ -23,6 +23,8 @@ from tunectl.status import Status
 
 @dataclass(frozen=True)
 class Setting:
+    """One planned change of one attribute on one device: before, after, and whether it is needed."""
+
     device: str
     identity: str
     attribute: str  # relative to queue/: "scheduler", "iosched/read_expire", "read_ahead_kb"

@@ -20,6 +20,8 @@ BOGUS_IO_OPT_READ_AHEAD = "read-ahead-from-bogus-io-opt"
 
 @dataclass(frozen=True)
 class DeviceWarning:
+    """A warning about one device's reported topology (a bogus optimal I/O size, ...), with the facts behind it."""
+
     device: str
     identity: str
     kind: str  # a stable id, e.g. BOGUS_IO_OPT_READ_AHEAD

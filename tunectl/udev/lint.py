@@ -34,6 +34,8 @@ _TOKEN = r'\s*([A-Z_]+)(?:\{([^{}"]*)\})?\s*(==|!=|\+=|-=|:=|=)\s*"([^"\\]*(?:\\
 
 @dataclass(frozen=True)
 class LintProblem:
+    """One problem in a rules text, at its line."""
+
     line: int
     message: str
 
@@ -43,6 +45,8 @@ class LintProblem:
 
 @dataclass(frozen=True)
 class _Token:
+    """One key of a rule: KEY{attr} op "value"."""
+
     key: str
     attr: str | None
     op: str

@@ -24,7 +24,9 @@ def test_verity():
     assert t.facts["data_block_size"] == 4096 and t.facts["hash_block_size"] == 4096
     assert t.facts["hash_algorithm"] == "sha256" and t.facts["hash_start"] == 51201
     assert t.facts["options"] == []
+    assert t.facts["salt"] == "9f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0"  # --try's copies use it
     (salted,) = tables()["vsalted"]
+    assert salted.facts["salt"] == "-"  # none
     assert salted.facts["hash_algorithm"] == "sha1"
     assert salted.facts["options"] == ["ignore_corruption", "check_at_most_once"]
 

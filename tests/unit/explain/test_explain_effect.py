@@ -9,7 +9,7 @@ import pytest
 
 from tests.unit.explain import recorded_stacks as stacks
 from tunectl.bench.diskstat import StatDelta
-from tunectl.explain import effect, rules
+from tunectl.explain import dmtable, effect, rules
 from tunectl.explain.model import ColdRead
 
 
@@ -127,7 +127,7 @@ def test_read_ahead_estimate_is_bounded_by_the_read_ahead_ratio():
 
 def test_a_crypt_layer_is_bounded_by_its_own_share():
     case = stacks.browser()
-    table = stacks.dmtable.parse("0 100 crypt aes-xts-plain64 :64:logon:k 0 7:0 0")
+    table = dmtable.parse("0 100 crypt aes-xts-plain64 :64:logon:k 0 7:0 0")
     layers = tuple(la.with_facts(dataclasses.replace(la.facts, dm_table=tuple(table))) if la.kind == "dm" else la
                    for la in case.stack.layers)
     f = by_id(dataclasses.replace(case, stack=dataclasses.replace(case.stack, layers=layers)))["EX008"]

@@ -7,6 +7,7 @@ the VM tier's explain group runs them for real on Debian's 6.1 kernel.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import tempfile
@@ -16,7 +17,8 @@ import pytest
 
 from tests.unit.explain import recorded_stacks as stacks
 from tunectl.bench.diskstat import StatDelta
-from tunectl.explain import experiment
+from tunectl.errors import UsageError
+from tunectl.explain import dmtable, experiment
 from tunectl.explain.model import ColdRead
 from tunectl.system.interrupts import Terminated
 from tunectl.system.runner import Completed
@@ -35,13 +37,16 @@ Root hash:      \t64516bdce79167df7a59a6c4f9ac96e969da00a92e3825243cafc6364e4a24
 Hash device size: \t16384 [bytes]
 """
 ROOT = "64516bdce79167df7a59a6c4f9ac96e969da00a92e3825243cafc6364e4a2478"
+SALT = "c31bd1cef3bc177bb282808ffe23fbeced4f54290562c3ccf918226d0b7dddac"
+TABLE_SALT = "cd" * 32  # the salt in the recorded browser stack's verity table
 VS = "/usr/sbin/veritysetup"
 
 
 class FakeMachine:
     """ctx.run for losetup, veritysetup, dmsetup, mount: records every command, keeps what is attached."""
 
-    def __init__(self, fail_on: str | None = None) -> None:
+    def __init__(self, fail_on: str | None = None, salt: str | None = None) -> None:
+        self.salt = salt  # the salt veritysetup format says it used (None: the one it was given)
         self.calls: list[list[str]] = []
         self.loops: set[str] = set()
         self.verity: set[str] = set()
@@ -62,7 +67,8 @@ class FakeMachine:
         elif argv[0] == "losetup" and "--detach" in argv:
             self.loops.discard(argv[-1])
         elif argv[:2] == [VS, "format"]:
-            out = FORMAT_OUTPUT
+            salt = next(a.split("=", 1)[1] for a in argv if a.startswith("--salt="))
+            out = FORMAT_OUTPUT.replace(SALT, salt if self.salt is None else self.salt)
         elif argv[:2] == [VS, "open"]:
             self.verity.add(argv[3])
         elif argv[:2] == [VS, "close"]:
@@ -96,8 +102,9 @@ def reader(reads: list, interrupt_at: int | None = None):
 
 def test_the_verity_each_copy_gets_is_read_from_the_users_table():
     verity, note = experiment.plan_verity(stacks.browser().stack, VS)
-    assert verity == experiment.Verity("sha256", 4096, 4096, 1) and note is None
-    assert verity.format_args() == ["--hash=sha256", "--data-block-size=4096", "--hash-block-size=4096", "--format=1"]
+    assert verity == experiment.Verity("sha256", 4096, 4096, 1, TABLE_SALT) and note is None
+    assert verity.format_args() == ["--hash=sha256", "--data-block-size=4096", "--hash-block-size=4096", "--format=1",
+                                    f"--salt={TABLE_SALT}"]
     assert experiment.plan_verity(stacks.ext4().stack, VS) == (None, None)  # no verity under the file: none built
     assert experiment.plan_verity(stacks.ext4().stack, None) == (None, None)
 
@@ -119,11 +126,14 @@ def test_every_copy_is_read_through_a_scratch_verity_and_everything_is_unmade(sc
     ctx = SimpleNamespace(run=machine.run)
     results, notes = experiment.run(ctx, stacks.browser().stack, reader(reads), compressors=(), veritysetup=VS)
     assert notes == []
-    assert len(results) == 6 and all(r.variant.verity == experiment.Verity("sha256", 4096, 4096, 1) for r in results)
+    assert len(results) == 6 and all(r.variant.verity == experiment.Verity("sha256", 4096, 4096, 1, TABLE_SALT)
+                                     for r in results)
+    assert results[0].to_json()["verity"]["salt"] == TABLE_SALT
     assert results[0].variant.as_is and results[0].variant.label == "-b 4K -comp gzip, dio on, verity sha256"
     formats = [c for c in machine.calls if c[:2] == [VS, "format"]]
     assert len(formats) == 3  # one hash tree per built image (4K, 128K, 1M), shared by its dio on/off variants
-    assert all(c[2:6] == ["--hash=sha256", "--data-block-size=4096", "--hash-block-size=4096", "--format=1"]
+    assert all(c[2:7] == ["--hash=sha256", "--data-block-size=4096", "--hash-block-size=4096", "--format=1",
+                          f"--salt={TABLE_SALT}"]
                and c[-1] == c[-2] + ".verity" and c[-2].startswith(str(scratch_parent)) for c in formats)
     opens = [c for c in machine.calls if c[:2] == [VS, "open"]]
     assert len(opens) == 6 and all(c[-1] == ROOT for c in opens)
@@ -221,3 +231,22 @@ def test_a_second_interrupt_while_undoing_does_not_stop_the_undoing(scratch_pare
                        compressors=(), veritysetup=VS)
     assert machine.left() == (set(), set(), set())
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+def test_an_image_without_salt_gets_copies_without_salt():
+    """The table prints "-" for no salt; veritysetup format takes "--salt=-" for none (without --salt it would
+    draw a random one): `veritysetup format --salt=- --format=0 data hash` printed "Salt: -" (2.6.1)."""
+    t = dmtable.parse_line("0 2097152 verity 1 259:1 259:2 4096 4096 262144 1 sha1 " + "01" * 20
+                           + " - 2 ignore_corruption check_at_most_once")
+    case = stacks.browser()
+    layers = tuple(la.with_facts(dataclasses.replace(la.facts, dm_table=(t,))) if la.kind == "dm" else la
+                   for la in case.stack.layers)
+    verity, _ = experiment.plan_verity(dataclasses.replace(case.stack, layers=layers), VS)
+    assert verity == experiment.Verity("sha1", 4096, 4096, 1, "-") and verity.format_args()[-1] == "--salt=-"
+
+
+def test_a_veritysetup_that_used_another_salt_is_refused_and_leaves_nothing(scratch_parent):
+    machine = FakeMachine(salt=SALT)  # it printed a salt of its own: the copies would not hash like the user's
+    with pytest.raises(UsageError, match="used the salt c31bd1ce.*not the table's cdcd"):
+        experiment.run(SimpleNamespace(run=machine.run), stacks.browser().stack, reader([]), compressors=(),
+                       veritysetup=VS)
+    assert machine.left() == (set(), set(), set())
+    assert not list(scratch_parent.glob(".tunectl-explain-*"))

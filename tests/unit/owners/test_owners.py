@@ -133,6 +133,12 @@ def test_lines_that_name_no_queue_attribute_are_skipped_but_one_spelled_in_piece
     found = sources.parse_tmpfiles("/etc/tmpfiles.d/a.conf", tmpfiles)
     assert [(a.attribute, a.value, a.line, a.target.kernels) for a in found] == [
         ("scheduler", "bfq", 1, ("sda",)), ("read_ahead_kb", "512", 2, ("sdb",))]
+    # A whole file is passed over when it names no queue attribute: one named only across a line end, or only
+    # through quotes or a backslash, is still found.
+    assert [a.attribute for a in sources.parse_udev_rules("/x.rules", 'ATTR{que\\\nue/scheduler}="bfq"\n')] == ["scheduler"]
+    assert [a.attribute for a in sources.parse_tmpfiles("/a.conf", "w /sys/block/sda/qu\\eue/nr_requests - - - - 64\n")] \
+        == ["nr_requests"]
+    assert sources.parse_udev_rules("/x.rules", 'KERNEL=="sd*", ATTR{power/control}="auto"\n') == []
 
 
 def test_tmpfiles_sysfs_conf_and_cmdline_parsers() -> None:
