@@ -1,8 +1,10 @@
 """Random and mutated profiles through the real CLI, in-process: never a traceback, always a verdict, fast.
 
 Invalid input exits 2 with at least one ``file:line:col:`` line; valid input
-exits 0. Every run is timed: each must finish in under a second, and the
-largest time is printed at the end of the module (run with ``-s`` to see it).
+exits 0. Every run is timed: each must take under a second of CPU time, and the
+largest time is printed at the end of the module (run with ``-s`` to see it). CPU time, not the
+clock: the bound is on tunectl's work (a parser gone quadratic), and the suite shares the machine
+(the VM tier's guest runs beside it; at load 5 the clock read 1.17 s for a 0.25 s validate).
 """
 
 from __future__ import annotations
@@ -54,10 +56,10 @@ def validate(workdir: Path, content: str | bytes, label: str) -> tuple[int, str,
         content = content.encode("utf-8", "surrogatepass")
     path.write_bytes(content)
     env = {"TUNECTL_STATE_DIR": str(workdir / "state"), "TUNECTL_PROFILE_PATH": str(workdir)}
-    start = time.perf_counter()
+    start = time.process_time()
     # propagate: an unexpected exception escapes as a real traceback and fails the test.
     r = run_cli("profile", "validate", str(path), env=env, propagate=True)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     TIMINGS[label] = max(TIMINGS.get(label, 0.0), elapsed)
     code, text = r.code, r.err
     assert elapsed < LIMIT_SECONDS, f"{label}: {elapsed:.3f}s"
