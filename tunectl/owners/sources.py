@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from tunectl.udev.lint import logical_lines
+from tunectl.udev.lines import logical_lines
 
 # Where each writer runs: at boot, at hot-plug (a udev add/change event), or both.
 BOOT, HOTPLUG, BOTH = "boot", "hotplug", "boot+hotplug"

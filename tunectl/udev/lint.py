@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from tunectl.system.rulesfile import ORIG_PREFIX
+from tunectl.udev.lines import logical_lines
 
 MATCH_OPS = frozenset({"==", "!="})
 _ASSIGN = frozenset({"=", "+=", ":="})
@@ -73,23 +74,6 @@ def parse_rule(text: str) -> tuple[list[_Token], str | None]:
     if not tokens:
         return tokens, "empty rule"
     return tokens, None
-
-
-def logical_lines(text: str) -> list[tuple[int, str]]:
-    """udev's lines: a trailing backslash joins the next one; the number is the first line's (lint and owners)."""
-    out: list[tuple[int, str]] = []
-    buf, start = "", 0
-    for n, raw in enumerate(text.split("\n"), 1):
-        if not buf:
-            start = n
-        if raw.endswith("\\"):
-            buf += raw[:-1]
-            continue
-        out.append((start, buf + raw))
-        buf = ""
-    if buf:
-        out.append((start, buf))
-    return out
 
 
 def lint(text: str) -> list[LintProblem]:

@@ -92,4 +92,5 @@ def test_plan_and_apply_load_neither_the_owners_check_nor_udev_nor_subprocess_no
         assert not loaded(*argv) & {"tunectl.devices.stack", "tunectl.system.mountinfo", "tunectl.system.blockio",
                                     "tunectl.system.blkid"}, argv
     assert "tunectl.system.hold" not in loaded("plan", "-p", str(tmp_path / "p.yaml"))
+    assert "tunectl.udev.lint" not in loaded("verify")  # the owners check reads rules files by udev.lines alone
     assert loaded("plan", "--help") == set()  # argparse's width without shutil (a fake tree's profile loads it)
