@@ -448,7 +448,12 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         __import__(module)  # importlib.import_module without importing importlib (a boot replay's start-up)
         group = sys.modules[module]
         return int(group.run(ctx, args, out))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        from tunectl.system.interrupts import TERMINATED_EXIT, Terminated
+
+        if isinstance(e, Terminated):  # SIGTERM, where a command turns it into an interruption (bench, explain --try)
+            out.warn("tunectl: terminated")
+            return TERMINATED_EXIT
         out.warn("tunectl: interrupted")
         return ExitCode.INTERRUPTED
     except BrokenPipeError:

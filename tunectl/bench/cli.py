@@ -111,7 +111,7 @@ def run(ctx, args, out) -> int:
     try:
         sweep.run()
     except KeyboardInterrupt as e:
-        from tunectl.bench.runner import Terminated
+        from tunectl.system.interrupts import Terminated
 
         bar.close()
         verb = "terminated" if isinstance(e, Terminated) else "interrupted"

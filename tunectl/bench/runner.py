@@ -9,10 +9,7 @@ so a `tunectl apply` started meanwhile waits instead of interleaving.
 
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tunectl.attributes import parse_scheduler
@@ -25,15 +22,12 @@ from tunectl.devices.discover import read_device
 from tunectl.errors import ExitCode, NotPermitted, TunectlError
 from tunectl.status import Status
 from tunectl.system.hold import holding
+from tunectl.system.interrupts import interrupts_deferred, sigterm_interrupts
 from tunectl.system.runner import Completed
 from tunectl.system.sysfs import Sysfs
 from tunectl.tuning import apply as applying
 from tunectl.tuning.journal import Journal, JournalEntry
 from tunectl.tuning.plan import Setting
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM during a sweep (a service stop, `timeout`): handled like Ctrl-C, exit 143."""
 
 
 class BenchError(TunectlError):
@@ -87,7 +81,7 @@ class Sweep:
     def run(self) -> list[Run]:
         # The hold tells a verify meanwhile that these devices carry the sweep's temporary values.
         with self.ctx.state.locked(), holding(self.ctx.state.dir, "tunectl bench",
-                                              [d.name for d in self.stack.devices]), _sigterm_interrupts():
+                                              [d.name for d in self.stack.devices]), sigterm_interrupts():
             journal = snapshot(self.ctx, self.stack)
             try:
                 for i, point in enumerate(self.points, 1):
@@ -101,7 +95,7 @@ class Sweep:
                 raise
             finally:
                 if self.changed:
-                    with _sigint_deferred():
+                    with interrupts_deferred():
                         self.restored = restore(self.ctx, self.stack, journal)
         return self.runs
 
@@ -179,31 +173,3 @@ def restore(ctx: Context, stack: Target, journal: Journal) -> list[applying.Outc
     return applying.apply_settings(ctx.sysfs, settings, workers=1) + gone
 
 
-def _raise_terminated(signum: int, frame: object) -> None:
-    raise Terminated()
-
-
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
-@contextlib.contextmanager
-def _sigint_deferred() -> Iterator[None]:
-    """Ctrl-C and SIGTERM during the restore are ignored: a half-restored device is the one outcome to avoid."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)

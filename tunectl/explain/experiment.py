@@ -31,6 +31,7 @@ from tunectl.context import Context
 from tunectl.devices.stack import LoopLayer
 from tunectl.errors import UsageError
 from tunectl.explain.model import ColdRead, StackFacts, Trial
+from tunectl.system.interrupts import interrupts_deferred, sigterm_interrupts, undoing
 
 TRY_SIZES = (131072, 1048576)
 VERITYSETUP = "/usr/sbin/veritysetup"
@@ -182,7 +183,8 @@ def scratch(beside: str) -> Iterator[str]:
     try:
         yield path
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        with interrupts_deferred():
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _loop(ctx: Context, stack: contextlib.ExitStack, image: str, dio: bool) -> str:
@@ -222,8 +224,8 @@ def attached(ctx: Context, image: str, dio: bool, mountpoint: str, tree: HashTre
     """`image` on a new read-only loop device (and, with `tree`, a scratch verity device `dm_name` over it and
     its hash file's own loop device), mounted read-only at `mountpoint`. Yields the kernel names read through,
     top first. Each step's undoing is registered before the next step: whatever stops it (an error, Ctrl-C),
-    what was made is unmade, last first."""
-    with contextlib.ExitStack() as stack:
+    what was made is unmade, last first (with Ctrl-C and SIGTERM ignored: a second one would stop it half way)."""
+    with undoing() as stack:
         data = _loop(ctx, stack, image, dio)
         names, source = [data], f"/dev/{data}"
         if tree is not None:
@@ -252,7 +254,9 @@ def run(ctx: Context, facts: StackFacts, read: Callable[[str, list[str], list[st
     disks = [la.name for la in facts.disks]
     verity, note = plan_verity(facts, veritysetup)
     results: list[Result] = []
-    with scratch(image) as work:
+    # SIGTERM (a service stop, `timeout`) ends the process without running any finally: here it raises, so the
+    # mounts, verity devices, loop devices and scratch copies made so far are undone, as on Ctrl-C (exit 143).
+    with sigterm_interrupts(), scratch(image) as work:
         src = os.path.join(work, "src")
         ctx.run(["unsquashfs", "-no-progress", "-quiet", "-d", src, image, inside], timeout=600)
         built: dict[tuple[int, str], tuple[str, HashTree | None]] = {}

@@ -212,7 +212,8 @@ def loop_direct_io(case: Case) -> Finding | None:
         evidence.append(f"{loop.name}: {io.reads} requests of {io.avg_request_kib:.1f} KiB reach the backing file "
                         "one by one")
     evidence += _small_unmerged(case)
-    ra = (facts.backing_read_ahead_kb or 128) * 1024
+    ra_kb = facts.backing_read_ahead_kb  # None: not read (the kernel's default assumed); 0: no read-ahead
+    ra = 131072 if ra_kb is None else max(ra_kb * 1024, PAGE_SIZE)
     disk = case.stack.disks[0]
     after = _request_cap(disk, ra)
     fs = case.stack.first("filesystem")

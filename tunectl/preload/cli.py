@@ -82,8 +82,8 @@ def run(ctx, args, out) -> int:
         from tunectl.preload.listing import metadata_of
         from tunectl.preload.replay import replay
 
-        if (args.threads or 0) < 0 or args.settle_timeout < 0:
-            raise UsageError("--threads and --settle-timeout must not be negative")
+        if (args.threads or 0) < 0 or not args.settle_timeout >= 0:  # nan too: a wait it bounds would never end
+            raise UsageError("--threads and --settle-timeout must not be negative (nor --settle-timeout nan)")
         # A replay is short-lived and allocates only its list: the cyclic collector would walk those
         # tens of thousands of tuples again and again for nothing (about 60 ms per 47k-file list).
         gc.disable()

@@ -176,13 +176,14 @@ def check_file(path: Path, cache: ValidationCache | None = None,
     raw, diags = read_profile_bytes(path, trusted, resolved)
     if raw is None:
         return Document(file, None), diags
+    text_sha256 = _sha256(raw)
     if cache is not None:
         checker = _checker_digest().hex()
-        text_sha256 = _sha256(raw)
         key = _sha256(_checker_digest(), raw)
         cached = cache.get(key, text_sha256, checker)
         doc = _passed_before(raw, file, cached) if cached is not None else None
         if doc is not None:
+            doc.sha256 = text_sha256
             return doc, list(doc.warnings)
     # Only a file not seen before is checked: the checker (and later jsonschema) loads only then.
     from tunectl.profile.checks import check_document, limit_diagnostics
@@ -200,6 +201,7 @@ def check_file(path: Path, cache: ValidationCache | None = None,
         seen = {d.path for d in diags}
         diags = limit_diagnostics(diags + [d for d in check_document(doc) if d.path not in seen])
     doc.warnings = [d for d in diags if d.severity == "warning"]
+    doc.sha256 = text_sha256
     if cache is not None and not any(d.severity == "error" for d in diags):
         cache.put(key, text_sha256, checker, doc.verdict())
     return doc, diags

@@ -88,6 +88,7 @@ class Document:
     value_pos: dict[PathT, tuple[int, int]] = field(default_factory=dict)
     key_pos: dict[PathT, tuple[int, int]] = field(default_factory=dict)
     warnings: list[Diagnostic] = field(default_factory=list)
+    sha256: str | None = None  # of the bytes the data was parsed from (tunectl.profile.library.check_file)
 
     def where(self, path: PathT, key: bool = False) -> tuple[int, int]:
         path = tuple(path)

@@ -36,6 +36,7 @@ class Profile:
     origins: dict[PathT, str]  # path of each merged scalar (or empty container) -> file it came from
     warnings: list[Diagnostic] = field(default_factory=list)
     positions: dict[PathT, tuple[int, int]] = field(default_factory=dict)  # path -> line, col in that file
+    sha256: str | None = None  # of the first file's text, as read for this profile (what the record of intent keeps)
 
     @property
     def classes(self) -> dict:
@@ -155,7 +156,7 @@ def resolve_profile(ref: ProfileRef | None, search_path: list[Path],
             profile = Profile(name, data.get("description", ""), [d.file for d in chain], normalised,
                               {p: d.file for p, d in owners.items()},
                               [w for d in reversed(chain) for w in d.warnings],
-                              {p: d.where(p, key=True) for p, d in owners.items()})
+                              {p: d.where(p, key=True) for p, d in owners.items()}, chain[0].sha256)
             return profile, _limit_mixed(diags)
     return None, _limit_mixed(diags)
 

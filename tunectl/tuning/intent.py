@@ -208,11 +208,13 @@ def absolute_ref(ref: str) -> str:
 
 def of(profile: Profile, ref: str) -> Intent:
     """The record of intent for `profile` applied by the name or path `ref` (no scope, no rules yet), with the hash
-    of its first file's text when that can be read."""
+    of its first file's text as it was read for `profile` (else as it reads now, when it can be read)."""
     files = tuple(os.path.realpath(f) for f in profile.files)
     intent = Intent(absolute_ref(ref), profile.name, files)
     if not profile.files:
         return intent
+    if profile.sha256 is not None:  # the text the settings came from: one read again now may have been edited since
+        return replace(intent, path=files[0], profile_sha256=profile.sha256)
     try:
         text = trust.read_regular(files[0], MAX_PROFILE_BYTES)
     except (OSError, trust.Untrusted):

@@ -202,7 +202,7 @@ def test_plot_without_matplotlib_is_a_clear_usage_error(cli, monkeypatch, tmp_pa
 def test_sigterm_is_handled_like_ctrl_c(ctx, tree):
     import signal
 
-    from tunectl.bench.runner import Terminated
+    from tunectl.system.interrupts import Terminated
 
     before = snapshot_all(tree)
     handler = signal.getsignal(signal.SIGTERM)

@@ -8,6 +8,7 @@ from tests.fakesys import FakeTree, dm_verity_over_mmc, lvm_over_md
 from tests.tuning_helpers import Tunectl
 from tunectl.errors import ExitCode
 from tunectl.owners.model import KINDS
+from tunectl.system.interrupts import Terminated
 from tunectl.system.runner import Completed
 
 VERITY = "0 262144 verity 1 179:2 179:3 4096 4096 32768 1 sha256 " + "ab" * 32 + " " + "cd" * 32 + "\n"
@@ -110,3 +111,17 @@ def test_explain_describes_the_resolvers_own_layers(tun):
     dm, md = described.layers[0], described.layers[1]
     assert isinstance(dm, stacks.DmLayer) and isinstance(dm.facts, BlockFacts) and dm.facts.target("linear")
     assert isinstance(md, stacks.MdLayer) and md.facts.md is not None and md.facts.queue is not None
+
+
+@pytest.mark.parametrize("raised, code, said", [(KeyboardInterrupt, 130, "interrupted"), (Terminated, 143, "terminated")])
+def test_ctrl_c_and_sigterm_end_a_command_with_the_shells_numbers(tun, monkeypatch, raised, code, said):
+    """`explain --try` turns SIGTERM into Terminated (its mounts and loops are unmade on the way out): the command
+    ends as a shell reports a process SIGTERM ended (143), Ctrl-C still 130, each said on stderr."""
+    from tunectl.explain import investigate
+
+    def stopped(*args, **kwargs):
+        raise raised()
+
+    monkeypatch.setattr(investigate, "investigate", stopped)
+    r = tun("explain", "dm-1")
+    assert (r.code, r.err.strip()) == (code, f"tunectl: {said}")

@@ -149,3 +149,33 @@ def test_the_text_and_json_show_each_effect_and_its_basis():
     assert "3. [2.1x estimated] EX002 the disk gets small requests" in text
     assert "evidence: measured 2.3x: direct I/O off alone" in text
     assert [f["effect"]["basis"] for f in report.to_json()["findings"]][:3] == ["measured", "measured", "estimated"]
+
+
+def test_no_read_ahead_below_the_loop_buys_nothing_from_direct_io_off():
+    case = stacks.browser(cold=False)
+    layers = tuple(la.with_facts(dataclasses.replace(la.facts, loop=dataclasses.replace(la.facts.loop,
+                                                                                         backing_read_ahead_kb=0)))
+                   if la.kind == "loop" else la for la in case.stack.layers)
+    f = by_id(dataclasses.replace(case, stack=dataclasses.replace(case.stack, layers=layers)))["EX004"]
+    assert f.effect.value == 1.0  # page-sized reads either way
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_any_cold_read_gives_finite_ranked_effects(seed):
+    """Odd figures (no time, no reads, no bytes, more request time than the read took) never break the ranking."""
+    import math
+    import random
+
+    rnd = random.Random(seed)
+
+    def delta(name):
+        return StatDelta(name, reads=rnd.choice([0, 1, 40, 1024, 10**6]), sectors_read=rnd.choice([0, 8, 10608, 10**9]),
+                         read_ms=rnd.choice([0, 1, 1784, 10**7]))
+
+    cold = ColdRead("/opt/browser/chrome", 4096, rnd.choice([0, 4096, 4 << 20]), rnd.choice([0.0, 1e-6, 2.18, 1e4]),
+                    tuple(delta(n) for n in ("dm-0", "loop0", "mmcblk0")))
+    trials = stacks.BROWSER_TRIALS if rnd.random() < 0.5 else tuple(
+        dataclasses.replace(t, mb_s=rnd.choice([0.0, 0.1, 50.0])) for t in stacks.BROWSER_TRIALS)
+    found = rules.findings(dataclasses.replace(stacks.browser(), cold=cold, trials=trials))
+    values = [f.effect.value for f in found]
+    assert all(math.isfinite(v) and v >= 0 for v in values) and values == sorted(values, reverse=True)

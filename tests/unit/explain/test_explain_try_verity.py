@@ -8,6 +8,8 @@ the VM tier's explain group runs them for real on Debian's 6.1 kernel.
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
 import tempfile
 from types import SimpleNamespace
 
@@ -18,6 +20,7 @@ from tunectl.bench.diskstat import StatDelta
 from tunectl.errors import UsageError
 from tunectl.explain import dmtable, experiment
 from tunectl.explain.model import ColdRead
+from tunectl.system.interrupts import Terminated
 from tunectl.system.runner import Completed
 
 # what veritysetup 2.6.1 printed for `veritysetup format --hash=sha256 ... 1 MiB of zeros`
@@ -180,6 +183,54 @@ def test_without_veritysetup_no_verity_is_made_and_the_report_notes_it(scratch_p
     assert machine.left() == (set(), set(), set())
 
 
+class _Signalled(FakeMachine):
+    """A FakeMachine that sends this process `sig` while the command starting with `at` runs."""
+
+    def __init__(self, sig: int, at: str) -> None:
+        super().__init__()
+        self.sig, self.at = sig, at
+
+    def run(self, argv, timeout=60, check=True, input_text=None) -> Completed:
+        if " ".join(argv).startswith(self.at):
+            os.kill(os.getpid(), self.sig)
+        return super().run(argv, timeout, check, input_text)
+
+
+@pytest.fixture
+def sigterm_default(monkeypatch):
+    """SIGTERM's default ends the process (no finally runs): stood in for by a handler that only counts, so a run
+    that never turns it into an exception goes on, and the test says so instead of the test process dying."""
+    reached: list[int] = []
+    old = signal.signal(signal.SIGTERM, lambda signum, frame: reached.append(signum))
+    yield reached
+    signal.signal(signal.SIGTERM, old)
+
+
+@pytest.mark.parametrize("step", ["unsquashfs", "mksquashfs", f"{VS} format", "losetup --find", f"{VS} open",
+                                  "dmsetup info", "mount"])
+def test_sigterm_at_any_step_leaves_nothing_and_is_told_from_ctrl_c(scratch_parent, sigterm_default, step):
+    """A service stop or `timeout` sends SIGTERM: the mounts, verity devices, loops and scratch copies made so far
+    are unmade as on Ctrl-C (before, the process ended at once with all of them left behind)."""
+    machine = _Signalled(signal.SIGTERM, step)
+    with pytest.raises(Terminated):
+        experiment.run(SimpleNamespace(run=machine.run), stacks.browser().stack, reader([]), compressors=(),
+                       veritysetup=VS)
+    assert sigterm_default == []  # it never reached the default's stand-in
+    assert machine.left() == (set(), set(), set())
+    assert not list(scratch_parent.glob(".tunectl-explain-*"))
+    assert signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN  # handlers are given back after the run
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_second_interrupt_while_undoing_does_not_stop_the_undoing(scratch_parent, sigterm_default, sig):
+    """Ctrl-C pressed again (or a SIGTERM) while the first one's undoing runs: each step still runs to its end
+    (a real umount started then ignores it too), so nothing is left mounted or attached."""
+    machine = _Signalled(sig, "umount")
+    with pytest.raises(KeyboardInterrupt):
+        experiment.run(SimpleNamespace(run=machine.run), stacks.browser().stack, reader([], interrupt_at=0),
+                       compressors=(), veritysetup=VS)
+    assert machine.left() == (set(), set(), set())
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 def test_an_image_without_salt_gets_copies_without_salt():
     """The table prints "-" for no salt; veritysetup format takes "--salt=-" for none (without --salt it would
     draw a random one): `veritysetup format --salt=- --format=0 data hash` printed "Salt: -" (2.6.1)."""

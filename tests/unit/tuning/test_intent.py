@@ -654,3 +654,23 @@ def test_warnings_name_only_devices_the_command_touches(t: Tunectl) -> None:
     assert r.code == 0 and "loop4 shares its backing file" in r.err
     r = t("rollback", "loop4")
     assert r.code == 0 and "loop4 shares its backing file" in r.err
+
+
+def test_the_record_hashes_the_text_that_was_applied_not_one_read_later(t: Tunectl, tmp_path: Path, monkeypatch) -> None:
+    """The file edited while apply waits for the state lock: apply writes what the text it read says, and the record
+    keeps that text's hash (it read the file again for the hash, so the edit looked applied and went unnoticed)."""
+    from tunectl.tuning import journal
+
+    path = tmp_path / "profiles" / "mydb.yaml"
+    load = journal.load
+
+    def edited_meanwhile(state):  # called under the lock, before the record is made
+        path.write_text(MYDB.replace("1024", "2048"))
+        return load(state)
+
+    monkeypatch.setattr(journal, "load", edited_meanwhile)
+    assert t("apply", "-p", str(path), "loop0").code == 0
+    monkeypatch.undo()
+    assert t.tree.sysfs.read("block/loop0/queue/read_ahead_kb") == "1024"  # the text read at the start
+    r = t("verify")
+    assert r.code == 2 and "changed since it was applied" in r.err

@@ -1,0 +1,64 @@
+"""SIGTERM as an interruption, and a stretch no signal may cut short.
+
+Python's default for SIGTERM ends the process at once: no `finally` runs. A command
+that made something it must unmake (bench's changed settings, `explain --try`'s loop
+devices, verity devices and mounts) turns SIGTERM (a service stop, `timeout`) into
+`Terminated`, a KeyboardInterrupt, while it holds them; its undoing runs with Ctrl-C and
+SIGTERM ignored (a second Ctrl-C would stop it half way; programs it starts then ignore
+them too), and the command exits 143 as a shell reports a process SIGTERM ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+
+TERMINATED_EXIT = 128 + signal.SIGTERM  # 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a service stop, `timeout`): handled like Ctrl-C, exit 143."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises Terminated inside the block (in the main thread; elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM are ignored inside the block: an undoing stopped half way is the one outcome to avoid."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def undoing() -> Iterator[contextlib.ExitStack]:
+    """An ExitStack for undo steps, unwound (last first) with Ctrl-C and SIGTERM ignored, whatever ended the block."""
+    stack = contextlib.ExitStack()
+    try:
+        yield stack
+    finally:
+        with interrupts_deferred():
+            stack.close()
