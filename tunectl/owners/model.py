@@ -28,7 +28,7 @@ KINDS = ("tunectl", "tunectl-rules", "udev-rule", "tuned", "sysfs.conf", "tmpfil
          "unknown")
 
 
-@dataclass(frozen=True)
+@dataclass
 class Writer:
     """An assignment that reaches one device; `order`: its file's place in its service's order (udev: by name)."""
 
@@ -67,7 +67,7 @@ class Writer:
                 "runs": a.runs, "certain": self.certain, "matches": a.target.text(), "note": a.note or None}
 
 
-@dataclass(frozen=True)
+@dataclass
 class TunectlMark:
     """What the journal says about one attribute: tunectl changed it (profile, time; via its udev rules)."""
 
@@ -76,7 +76,7 @@ class TunectlMark:
     via: str = ""  # "udev rules" when the installed rules wrote it
 
 
-@dataclass(frozen=True)
+@dataclass
 class KernelDefault:
     """The value the kernel would give an attribute by itself, and the rule that says so."""
 
@@ -84,7 +84,7 @@ class KernelDefault:
     rule: str
 
 
-@dataclass(frozen=True)
+@dataclass
 class Owner:
     """Who set an attribute's value: tunectl, another writer, or the kernel's default."""
 
@@ -166,7 +166,7 @@ def owner_of(attribute: str, actual: object, writers: Sequence[Writer], mark: Tu
                  certain=False)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Conflict:
     """Another writer of an attribute the profile sets on a device."""
 

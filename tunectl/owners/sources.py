@@ -32,7 +32,7 @@ TUNED_ACTIVE = "/etc/tuned/active_profile"
 TUNED_DIRS = ("/etc/tuned", "/etc/tuned/profiles", "/usr/lib/tuned", "/usr/lib/tuned/profiles")
 
 
-@dataclass(frozen=True)
+@dataclass
 class Target:
     """The devices an assignment reaches: kernel-name globs (empty: any), and conditions not evaluated here.
 
@@ -63,7 +63,7 @@ class Target:
         return ", ".join(parts + [f"{k}{op}{v!r}" for k, op, v in self.needs]) or "every device"
 
 
-@dataclass(frozen=True)
+@dataclass
 class Assignment:
     """One line of a file that writes `queue/<attribute>` (attribute as tunectl names it)."""
 
@@ -158,7 +158,7 @@ def _alt_hits(have: str, pattern: str, op: str) -> bool:
     return hit if op == "==" else not hit
 
 
-@dataclass(frozen=True)
+@dataclass
 class RulesFile:
     """One file a service reads, in its order; `masked`: an empty file or /dev/null link hides every later one."""
 

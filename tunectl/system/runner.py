@@ -16,7 +16,7 @@ class CommandError(TunectlError):
     code = "command"
 
 
-@dataclass(frozen=True)
+@dataclass
 class Completed:
     """A program that ran: its argument vector, exit status and output."""
 

@@ -42,7 +42,7 @@ def denied(code: int) -> bool:
     return code == errno.EPERM or (code == errno.EACCES and os.geteuid() != 0)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Outcome:
     """What writing one planned setting did: its status and the value read back."""
 

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 OwnersOf = Callable[..., dict]
 
 
-@dataclass(frozen=True)
+@dataclass
 class Scope:
     """The devices a command was limited to: named on its command line, or those of the last apply.
 
@@ -378,7 +378,7 @@ def apply(ctx: Context, choice: intent.Choice, dev_refs: list[str] | None = None
     return result
 
 
-@dataclass(frozen=True)
+@dataclass
 class Originals:
     """The journal after the originals-first step (saved), as it was before this run's own originals were
     added (`before`: what a write that never happened goes back to), and the devices adopted from udev rules."""

@@ -21,7 +21,7 @@ from tunectl.status import Status
 # Statuses of a planned setting.
 
 
-@dataclass(frozen=True)
+@dataclass
 class Setting:
     """One planned change of one attribute on one device: before, after, and whether it is needed."""
 

@@ -18,7 +18,7 @@ from tunectl.tuning.plan import Setting
 BOGUS_IO_OPT_READ_AHEAD = "read-ahead-from-bogus-io-opt"
 
 
-@dataclass(frozen=True)
+@dataclass
 class DeviceWarning:
     """A warning about one device's reported topology (a bogus optimal I/O size, ...), with the facts behind it."""
 
