@@ -8,8 +8,6 @@ fall-back for an interpreter built without them.
 
 from __future__ import annotations
 
-from typing import Protocol
-
 try:
     from _sha2 import sha256 as _new  # type: ignore[import-not-found]
 except ImportError:
@@ -19,10 +17,14 @@ except ImportError:
         from hashlib import sha256 as _new  # type: ignore[assignment]
 
 
-class Digest(Protocol):
-    def update(self, data: bytes, /) -> None: ...
-    def digest(self) -> bytes: ...
-    def hexdigest(self) -> str: ...
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class Digest(Protocol):
+        def update(self, data: bytes, /) -> None: ...
+        def digest(self) -> bytes: ...
+        def hexdigest(self) -> str: ...
 
 
 def sha256(*parts: bytes) -> Digest:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
-from typing import Any
 
 from tunectl.devices.model import Device
+
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _holds(dev: Device, key: str, want: Any) -> bool:

@@ -16,7 +16,6 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from tunectl.devices.discover import discover
 from tunectl.devices.graph import DeviceGraph
@@ -25,6 +24,7 @@ from tunectl.errors import UsageError
 from tunectl.system.roots import under_dev
 from tunectl.system.udevdb import decode
 
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
 if TYPE_CHECKING:
     from tunectl.devices.stack import MountLayer, Stack
     from tunectl.system.mountinfo import Mount

@@ -14,10 +14,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from tunectl.attributes import IOSCHED, LEGACY_SCHEDULERS, QUEUE, Attribute, kernel_equivalent, nearest_in_range
 from tunectl.owners.sources import BOOT, HOTPLUG, Assignment
+
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 # At boot the writers run in this order (later wins): udev's coldplug (rules in udev's order, tunectl's
 # rules among them), then systemd-tmpfiles-setup and sysfsutils (sysinit, after the coldplug trigger), then

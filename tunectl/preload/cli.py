@@ -104,6 +104,9 @@ def run(ctx, args, out) -> int:
         if out.verbose and head["metadata_dropped"]:
             out.warn(f"tunectl: note: {args.list}: the metadata ranges of {', '.join(head['metadata_dropped'])} were not"
                      " read: two listed devices map to that number at this boot, so whose ranges they are is unknown")
+        if out.verbose and head["metadata_ignored"]:
+            out.warn(f"tunectl: note: {args.list}: its metadata ranges are not read (the list is not owned by root or"
+                     " you, or others may write it): a range is read from the disk as it is, unchecked")
         if out.verbose and head["mounts_ignored"]:
             out.warn(f"tunectl: note: {args.list}: its \"mounts\" header is ignored (the list is not owned by root or"
                      " you, or others may write it): files on a disk renumbered at this boot are skipped as changed")

@@ -200,6 +200,11 @@ def header(path: str) -> dict:
     if moved and isinstance(head.get("metadata"), dict):
         head["metadata"], head["metadata_dropped"] = moved_metadata(head["metadata"], moved)
     head["moved"] = moved
+    # A metadata range is read from the device as it is, not checked like a file: a list someone else may have
+    # written (another user's, replayed by root) would choose which bytes of any disk root reads into memory.
+    head["metadata_ignored"] = not trusted and bool(head.get("metadata"))
+    if head["metadata_ignored"]:
+        head["metadata"] = {}
     return head
 
 

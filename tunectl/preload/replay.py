@@ -268,8 +268,7 @@ class _Checker:
                 and S_ISREG(mode):
             self.listed[i] = 1
         else:
-            self.skipped.append(Skip(entry.path, CHANGED, why_differs(entry, ino, size, mtime_ns, dev, devnum)
-                                     or f"now {kind(mode)}, not a regular file"))
+            self.skipped.append(Skip(entry.path, CHANGED, why_differs(entry, ino, size, mtime_ns, dev, devnum, mode)))
         self.decided[i] = 1
 
     def _advance(self, n: int) -> None:
@@ -318,8 +317,6 @@ def _why_opened_differs(entry: Entry, st: os.stat_result, devnum: int, checked: 
     """Why the file opened is not the listed one; `checked`: the inode pass had found the listed file."""
     if checked and (not S_ISREG(st.st_mode) or st.st_ino != entry.inode or st.st_dev != devnum):
         return f"replaced since the inode pass ({kind(st.st_mode)})"
-    if not S_ISREG(st.st_mode):
-        return f"now {kind(st.st_mode)}, not a regular file"
     return why_changed(entry, st, devnum)
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import errno
 import os
 from collections import namedtuple
+from stat import S_ISREG
 
 from tunectl.preload.listing import Entry
 from tunectl.status import Verdict
+from tunectl.system.trust import kind
 
 # why a file is passed over, in the one verdict vocabulary (tunectl.status.PRELOAD_SKIPS; the JSON words unchanged)
 VANISHED = Verdict.VANISHED
@@ -33,12 +35,15 @@ def failed(path: str, err: int) -> Skip:
 
 
 def why_changed(entry: Entry, st: os.stat_result, devnum: int) -> str:
-    """How the open file differs from its list entry (device, inode, size, mtime); "" when it is the listed one."""
-    return why_differs(entry, st.st_ino, st.st_size, st.st_mtime_ns, st.st_dev, devnum)
+    """How the open file differs from its list entry (type, device, inode, size, mtime); "" when it is the listed one."""
+    return why_differs(entry, st.st_ino, st.st_size, st.st_mtime_ns, st.st_dev, devnum, st.st_mode)
 
 
-def why_differs(entry: Entry, ino: int, size: int, mtime_ns: int, dev: int, devnum: int) -> str:
-    """why_changed on the four values alone (a statx() through io_uring has no os.stat_result)."""
+def why_differs(entry: Entry, ino: int, size: int, mtime_ns: int, dev: int, devnum: int, mode: int) -> str:
+    """why_changed on the five values alone (a statx() through io_uring has no os.stat_result). Anything but a regular
+    file says so first: a named pipe's or a link's size is no reason."""
+    if not S_ISREG(mode):
+        return f"now {kind(mode)}, not a regular file"
     if dev != devnum:
         return f"now on device {os.major(dev)}:{os.minor(dev)}, listed {entry.device}"
     if ino != entry.inode:

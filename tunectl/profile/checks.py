@@ -7,12 +7,15 @@ Pure apart from reading the schema shipped beside the package.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from tunectl.attributes import LEGACY_SCHEDULERS, SCHEDULERS, schedulers_with_knob
 from tunectl.profile.reader import Diagnostic, Document, PathT, short
 from tunectl.profile.schema import describe, ecma_regex, load_schema, range_text, schema_validator, type_of
 from tunectl.units import SIZE_PATTERN, parse_bytes, parse_kib
+
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_DIAGNOSTICS = 100
 

@@ -6,7 +6,6 @@ import contextlib
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Union
 
 from tunectl.digests import sha256
 from tunectl.profile.plain_yaml import read_plain
@@ -16,7 +15,7 @@ from tunectl.system import trust
 from tunectl.system.cache import ValidationCache
 
 DEFAULT_PROFILE = "default"
-ProfileRef = Union[str, Path]  # a name on the search path, or a file (a Path is always a file)
+ProfileRef = str | Path  # a name on the search path, or a file (a Path is always a file)
 
 
 def shipped_profile_dir() -> Path:

@@ -14,9 +14,11 @@ on generated texts. Pure: works on text.
 
 from __future__ import annotations
 
-from typing import Any
-
 from tunectl.profile.reader import MAX_DEPTH, MAX_PROFILE_BYTES, MAX_VALUES, Document, PathT
+
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 # The YAML 1.1 resolver's booleans and nulls, as the builder (`yaml_events._scalar`) reads them:
 # only true/false become booleans (yes/no/on/off stay strings, as every other word does).

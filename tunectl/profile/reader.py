@@ -10,7 +10,10 @@ import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_PROFILE_BYTES = 1 << 20  # profiles are a few KiB; refuse to parse megabytes of YAML
 MAX_VALUES = 10_000  # mapping keys, list items and scalars, aliases counted each time they are used

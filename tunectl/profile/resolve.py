@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tunectl.errors import ProfileError
 from tunectl.profile.checks import check_merged, limit_diagnostics, scheduler_list
@@ -23,6 +22,10 @@ from tunectl.profile.schema import suggest
 from tunectl.system.cache import ValidationCache
 from tunectl.system.trust import kind
 from tunectl.units import parse_bytes, parse_kib
+
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @dataclass

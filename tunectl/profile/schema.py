@@ -11,9 +11,12 @@ import json
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 from tunectl.profile.reader import Diagnostic, Document, PathT, short
+
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA_PATH = Path(__file__).parent.parent / "schema" / "profile.schema.json"
 MAX_DIAGNOSTICS = 100

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import Any
 
 from tunectl.profile.reader import (
     MAX_DEPTH,
@@ -22,6 +21,10 @@ from tunectl.profile.reader import (
     line_col,
     short,
 )
+
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def depth_capped_loader() -> Any:

@@ -22,7 +22,6 @@ import os
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
 
 from tunectl import __version__
 from tunectl.digests import sha256
@@ -38,7 +37,11 @@ JOURNAL_VERSION = 2  # 2: generations, a checksum, who changed each value; 1 (no
 GENERATIONS = 3  # NAME, NAME.1, NAME.2
 MAX_STATE_BYTES = 64 << 20  # a journal of every disk of a large server is a few hundred KiB
 _META = ("version", "generation", "saved", "tunectl", "sha256")
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 
 def kernel_name(name: object) -> bool:

@@ -12,7 +12,6 @@ import errno
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from tunectl.attributes import (
     IOSCHED,
@@ -32,6 +31,10 @@ from tunectl.system.sysfs import Sysfs
 from tunectl.tuning import relink
 from tunectl.tuning.journal import ChangedBy, Journal, JournalEntry
 from tunectl.tuning.plan import Setting
+
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 _VANISHED = (errno.ENOENT, errno.ENODEV, errno.ENXIO)
 

@@ -18,11 +18,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Union
 
 from tunectl.system.state import JOURNAL, StateStore, kernel_name
 
-Value = Union[int, str, None]
+Value = int | str | None
 
 _SCHEDULER = re.compile(r"\A[a-z0-9-]{1,32}\Z")
 _ATTRIBUTE = re.compile(r"\A(iosched/)?[a-z0-9_]{1,64}\Z")

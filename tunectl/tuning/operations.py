@@ -10,7 +10,6 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from tunectl import __version__
 from tunectl.attributes import modular_schedulers
@@ -36,6 +35,7 @@ from tunectl.tuning.plan import Setting, make_plan, queue_attrs_of
 from tunectl.tuning.topology import DeviceWarning, read_ahead_warnings
 from tunectl.units import format_bytes
 
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
 if TYPE_CHECKING:
     from tunectl.owners.model import DeviceOwners, Owner
 

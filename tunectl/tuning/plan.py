@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from tunectl.attributes import IOSCHED, QUEUE, is_range, side_effects, wanted_value, wanted_value_in_sync, write_order
 from tunectl.devices.graph import DeviceGraph
@@ -17,6 +16,10 @@ from tunectl.devices.match import matches
 from tunectl.devices.model import Device
 from tunectl.profile.resolve import Profile
 from tunectl.status import Status
+
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 # Statuses of a planned setting.
 

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from tunectl.attributes import derived_from_doubtful_io_opt
 from tunectl.devices.model import Device
 from tunectl.status import Status
 from tunectl.tuning.plan import Setting
+
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 BOGUS_IO_OPT_READ_AHEAD = "read-ahead-from-bogus-io-opt"
 

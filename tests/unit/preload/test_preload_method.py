@@ -108,6 +108,10 @@ def test_a_list_follows_its_file_system_to_the_device_number_it_has_at_this_boot
     assert [e.device for e in got] == ["4095:4095", "7:1"]
     head = header(str(path))
     assert head["moved"] == {} and head["mounts_ignored"] is True
+    # Nor device ranges for root to read as they are (a file entry is checked against the file; a range is not).
+    assert head["metadata_ignored"] is True and metadata_of(head, "l") == {}
+    path.chmod(0o644)
+    assert header(str(path))["metadata_ignored"] is False
 
 
 def test_two_listed_devices_on_one_number_now_lose_their_metadata_ranges(tmp_path) -> None:

@@ -143,8 +143,7 @@ def test_the_inode_pass_stops_after_its_sample_when_the_inodes_answer_from_a_cac
     assert ("inode pass stopped after 2 files" in how) == fast, how
     (skip,) = report.skipped  # the pipe is never opened either way: judged by the pass, or looked at first
     assert skip.path == last.path and skip.status == "changed", skip
-    assert skip.reason == ("now a named pipe, not a regular file" if fast else f"inode {last.inode} -> "
-                           f"{os.lstat(last.path).st_ino} (replaced)"), skip
+    assert skip.reason == "now a named pipe, not a regular file", skip  # what it is, not its inode or size
     assert report.files == 5 and {Path(p) for p in (e.path for e in plist.entries)} == set(files)
 
 
