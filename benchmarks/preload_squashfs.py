@@ -40,7 +40,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import REPO, require_root, tunectl_argv  # noqa: E402
-from benchmarks.preload_tree import read_all, remount_cold  # noqa: E402
+from benchmarks.preload_tree import read_all  # noqa: E402
+from tests.loopdev import remount_cold  # noqa: E402
 
 
 def _run(*argv: str) -> str:

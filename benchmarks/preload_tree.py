@@ -27,7 +27,6 @@ faster than (a). On the HDD model of the VM tier the targets are 2.4x (a) and
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import random
@@ -41,8 +40,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import REPO, tunectl_argv  # noqa: E402
+from tests.loopdev import remount_cold  # noqa: E402
 
-BLKFLSBUF = 0x1261
 WINDOW = 128 << 10
 
 
@@ -95,17 +94,6 @@ class Tree:
         """Unmount (drops the file system's inodes, directories and file pages), drop the device's
         own cache, mount again: cold for this file system alone."""
         remount_cold(self.dev, self.mnt, "-t", "ext4")
-
-
-def remount_cold(dev: str, mnt: Path, *mount_options: str) -> None:
-    """Unmount, drop the block device's own cache (BLKFLSBUF), mount again with `mount_options`."""
-    _run("umount", str(mnt))
-    fd = os.open(dev, os.O_RDONLY)
-    try:
-        fcntl.ioctl(fd, BLKFLSBUF, 0)
-    finally:
-        os.close(fd)
-    _run("mount", *mount_options, dev, str(mnt))
 
     def walk(self) -> list[str]:
         out = []

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tunectl.attributes import QUEUE
+from tunectl.system.blockio import BLKFLSBUF
 
 
 def sysfs_read(name: str, attr: str) -> str:
@@ -137,3 +138,16 @@ def loop_devices(tmp: Path, specs: list[dict]) -> Iterator[list[str]]:
             subprocess.run(["losetup", "-d", f"/dev/{name}"], check=False, capture_output=True)
             if poisoned:
                 remove_loop_device(name)
+
+
+def remount_cold(dev: str, mnt: Path, *mount_options: str) -> None:
+    """Cold again, for this file system alone: unmount (drops its cached inodes, directories and file pages,
+    which a walk would otherwise not read again), drop the block device's own cache (BLKFLSBUF), mount
+    again with `mount_options`; never the machine's caches."""
+    subprocess.run(["umount", str(mnt)], check=True, capture_output=True)
+    fd = os.open(dev, os.O_RDONLY)
+    try:
+        fcntl.ioctl(fd, BLKFLSBUF, 0)
+    finally:
+        os.close(fd)
+    subprocess.run(["mount", *mount_options, dev, str(mnt)], check=True, capture_output=True)

@@ -3,7 +3,6 @@ inodes, directories and extent blocks; replay brings them back (counted with min
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import subprocess
@@ -13,13 +12,12 @@ from pathlib import Path
 import pytest
 
 from tests.harness import check_documents
+from tests.loopdev import remount_cold
 from tests.preload_helpers import GOOD_HEADER, tunectl
 from tunectl.preload import order
 from tunectl.system import pagecache
 
 pytestmark = pytest.mark.root
-
-BLKFLSBUF = 0x1261  # _IO(0x12, 97): write back and drop this block device's own page cache, nothing else
 
 
 def _run(*argv: str) -> str:
@@ -43,25 +41,13 @@ def ext4_tree(tmp_path: Path):
                 (mnt / f"d{d}").mkdir()
                 for i in range(10):
                     (mnt / f"d{d}" / f"f{i}").write_bytes(os.urandom(3000 + 100 * i))
-            _remount(dev, mnt)
+            remount_cold(dev, mnt, "-t", "ext4")
             st = os.stat(dev)
             yield dev, f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}", mnt
         finally:
             subprocess.run(["umount", str(mnt)], check=False, capture_output=True)
     finally:
         subprocess.run(["losetup", "-d", dev], check=False, capture_output=True)
-
-
-def _remount(dev: str, mnt: Path) -> None:
-    """Cold again, for this file system alone: unmounting drops its cached inodes and directories (which a
-    walk would otherwise not read again), BLKFLSBUF the device's own cached pages."""
-    _run("umount", str(mnt))
-    fd = os.open(dev, os.O_RDONLY)
-    try:
-        fcntl.ioctl(fd, BLKFLSBUF, 0)
-    finally:
-        os.close(fd)
-    _run("mount", "-t", "ext4", dev, str(mnt))
 
 
 def _cached(dev: str, devnum: str, ranges: list[tuple[int, int]]) -> float:
@@ -108,7 +94,7 @@ def test_the_metadata_pass_brings_back_the_device_pages_collect_recorded(tmp_pat
     assert sum(n for _, n in ranges) >= 31 * 4096
     assert _cached(dev, devnum, ranges) == 1.0  # recorded because they were cached
 
-    _remount(dev, mnt)
+    remount_cold(dev, mnt, "-t", "ext4")
     before = _cached(dev, devnum, ranges)
     assert before < 0.5  # the superblock and group descriptors stay pinned by ext4
     # the metadata alone: a list of no files, so nothing but the metadata pass reads
@@ -125,7 +111,7 @@ def test_the_metadata_pass_brings_back_the_device_pages_collect_recorded(tmp_pat
     # not), so wait for the reads to complete, boundedly, rather than race them.
     assert _mincore_reaches(dev, devnum, ranges, 1.0 - before) >= 1.0 - before
 
-    _remount(dev, mnt)  # and --no-metadata leaves it out
+    remount_cold(dev, mnt, "-t", "ext4")  # and --no-metadata leaves it out
     r = tunectl("--json", "preload", "replay", "--no-metadata", str(only))
     assert r.code == 0 and check_documents(r.out, r.code)[0]["metadata"] is None
     assert _cached(dev, devnum, ranges) < 0.5
