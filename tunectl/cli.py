@@ -449,11 +449,11 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         group = sys.modules[module]
         return int(group.run(ctx, args, out))
     except KeyboardInterrupt as e:
-        from tunectl.system.interrupts import TERMINATED_EXIT, Terminated
+        from tunectl.system.interrupts import Terminated
 
-        if isinstance(e, Terminated):  # SIGTERM, where a command turns it into an interruption (bench, explain --try)
+        if isinstance(e, Terminated):  # SIGTERM, SIGHUP, where a command turns them into an interruption (bench, --try)
             out.warn("tunectl: terminated")
-            return TERMINATED_EXIT
+            return e.exit_code
         out.warn("tunectl: interrupted")
         return ExitCode.INTERRUPTED
     except BrokenPipeError:

@@ -5,7 +5,7 @@ that made something it must unmake (bench's changed settings, `explain --try`'s 
 devices, verity devices and mounts) turns SIGTERM (a service stop, `timeout`) into
 `Terminated`, a KeyboardInterrupt, while it holds them; its undoing runs with Ctrl-C and
 SIGTERM ignored (a second Ctrl-C would stop it half way; programs it starts then ignore
-them too), and the command exits 143 as a shell reports a process SIGTERM ended.
+them too), and the command exits 143 (129 for SIGHUP) as a shell reports a process the signal ended.
 """
 
 from __future__ import annotations
@@ -15,37 +15,46 @@ import signal
 import threading
 from collections.abc import Iterator
 
-TERMINATED_EXIT = 128 + signal.SIGTERM  # 143
+# SIGHUP too: the terminal went away (an ssh session dropped) and Python's default would end the process as abruptly.
+_ENDING = (signal.SIGTERM, signal.SIGHUP)
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (a service stop, `timeout`): handled like Ctrl-C, exit 143."""
+    """SIGTERM (a service stop, `timeout`) or SIGHUP (the terminal closed): handled like Ctrl-C; exit 128 + the
+    signal's number (143, 129)."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__()
+        self.signum = signum
+        self.exit_code = 128 + signum
 
 
 def _raise_terminated(signum: int, frame: object) -> None:
-    raise Terminated()
+    raise Terminated(signum)
 
 
 @contextlib.contextmanager
 def sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM raises Terminated inside the block (in the main thread; elsewhere nothing changes)."""
+    """SIGTERM and SIGHUP raise Terminated inside the block (in the main thread; elsewhere nothing changes)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.signal(signal.SIGTERM, _raise_terminated)
+    old = {sig: signal.signal(sig, _raise_terminated) for sig in _ENDING}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 @contextlib.contextmanager
 def interrupts_deferred() -> Iterator[None]:
-    """Ctrl-C and SIGTERM are ignored inside the block: an undoing stopped half way is the one outcome to avoid."""
+    """Ctrl-C, SIGTERM and SIGHUP are ignored inside the block: an undoing stopped half way is the one outcome to
+    avoid."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, *_ENDING)}
     try:
         yield
     finally:

@@ -221,6 +221,34 @@ def test_sigterm_is_handled_like_ctrl_c(ctx, tree):
     assert signal.getsignal(signal.SIGTERM) is handler  # the handler lives only as long as the sweep
 
 
+def test_a_hangup_restores_every_setting_too(ctx, tree):
+    """SIGHUP (the ssh session running bench dropped) ends a sweep as SIGTERM does: every setting restored. Before,
+    Python's default ended the process at once and left the devices with the sweep's read-ahead and scheduler."""
+    import signal
+
+    from tunectl.system.interrupts import Terminated
+
+    before = snapshot_all(tree)
+    reached: list[int] = []  # stands in for the default (the process would end), so the test can say so
+    handler = signal.signal(signal.SIGHUP, lambda signum, frame: reached.append(signum))
+    try:
+        stack, fake, sweep = _sweep(ctx, tree, "sda", [16, 256], ["none", "bfq"])
+        real_read = fake.io.read
+
+        def read(path, limit, block):
+            if fake.reads == 2:
+                os.kill(os.getpid(), signal.SIGHUP)
+            return real_read(path, limit, block)
+
+        fake.io.read = read
+        with pytest.raises(Terminated) as stopped:
+            sweep.run()
+    finally:
+        signal.signal(signal.SIGHUP, handler)
+    assert reached == [] and stopped.value.exit_code == 129
+    assert snapshot_all(tree) == before and sweep.interrupted
+
+
 def test_bench_names_what_the_applied_profile_sets_on_the_swept_devices(ctx, tree, tmp_path):
     from tunectl.bench.report import BenchReport, active_wants
     from tunectl.tuning import intent

@@ -201,27 +201,31 @@ def sigterm_default(monkeypatch):
     """SIGTERM's default ends the process (no finally runs): stood in for by a handler that only counts, so a run
     that never turns it into an exception goes on, and the test says so instead of the test process dying."""
     reached: list[int] = []
-    old = signal.signal(signal.SIGTERM, lambda signum, frame: reached.append(signum))
+    old = {sig: signal.signal(sig, lambda signum, frame: reached.append(signum)) for sig in (signal.SIGTERM, signal.SIGHUP)}
     yield reached
-    signal.signal(signal.SIGTERM, old)
+    for sig, handler in old.items():
+        signal.signal(sig, handler)
 
 
 @pytest.mark.parametrize("step", ["unsquashfs", "mksquashfs", f"{VS} format", "losetup --find", f"{VS} open",
                                   "dmsetup info", "mount"])
-def test_sigterm_at_any_step_leaves_nothing_and_is_told_from_ctrl_c(scratch_parent, sigterm_default, step):
-    """A service stop or `timeout` sends SIGTERM: the mounts, verity devices, loops and scratch copies made so far
-    are unmade as on Ctrl-C (before, the process ended at once with all of them left behind)."""
-    machine = _Signalled(signal.SIGTERM, step)
-    with pytest.raises(Terminated):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_at_any_step_leaves_nothing_and_is_told_from_ctrl_c(scratch_parent, sigterm_default, step, sig):
+    """A service stop or `timeout` sends SIGTERM, a dropped ssh session SIGHUP: the mounts, verity devices, loops
+    and scratch copies made so far are unmade as on Ctrl-C (before, the process ended at once with all of them
+    left behind)."""
+    machine = _Signalled(sig, step)
+    with pytest.raises(Terminated) as stopped:
         experiment.run(SimpleNamespace(run=machine.run), stacks.browser().stack, reader([]), compressors=(),
                        veritysetup=VS)
+    assert stopped.value.exit_code == 128 + sig
     assert sigterm_default == []  # it never reached the default's stand-in
     assert machine.left() == (set(), set(), set())
     assert not list(scratch_parent.glob(".tunectl-explain-*"))
     assert signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN  # handlers are given back after the run
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_second_interrupt_while_undoing_does_not_stop_the_undoing(scratch_parent, sigterm_default, sig):
     """Ctrl-C pressed again (or a SIGTERM) while the first one's undoing runs: each step still runs to its end
     (a real umount started then ignores it too), so nothing is left mounted or attached."""
