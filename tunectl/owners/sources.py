@@ -227,6 +227,8 @@ def parse_tmpfiles(path: str, text: str) -> list[Assignment]:
             continue
         if not _may_write(line) and not any(c in line for c in "\\'\""):
             continue  # no attribute named, nor one quoting or a backslash could spell: shlex need not split it
+        if line[0] not in "w'\"\\":
+            continue  # its type is not w or w+, nor one a quote or a backslash could spell (the first field's first letter)
         import shlex  # here, not at the top: only a line that may write an attribute is split
 
         try:

@@ -134,6 +134,10 @@ def test_lines_that_name_no_queue_attribute_are_skipped_but_one_spelled_in_piece
     assert [a.attribute for a in sources.parse_tmpfiles("/a.conf", "w /sys/block/sda/qu\\eue/nr_requests - - - - 64\n")] \
         == ["nr_requests"]
     assert sources.parse_udev_rules("/x.rules", 'KERNEL=="sd*", ATTR{power/control}="auto"\n') == []
+    # The type is the first field: a line whose first letter cannot make it w or w+ is not split; a quoted one is.
+    assert [a.attribute for a in sources.parse_tmpfiles("/a.conf", '"w" /sys/block/sda/queue/nr_requests - - - - 64\n'
+                                                        'f+! /run/nologin 0644 - - - "System is booting up."\n')] \
+        == ["nr_requests"]
 
 
 def test_tmpfiles_sysfs_conf_and_cmdline_parsers() -> None:
