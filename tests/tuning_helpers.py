@@ -30,6 +30,18 @@ class Tunectl:
         return run_cli(*argv, context=self.ctx)
 
 
+def loop_machine(tree: FakeTree, tmp_path: Path, profiles: dict[str, str], loops: int = 4,
+                 env: dict[str, str] | None = None) -> Tunectl:
+    """`loops` fake loop devices (loop0.. backed by /srv/images/dN.img), the `profiles` (name -> text) in
+    tmp_path/profiles, and `tunectl` over them with its state in tmp_path/state."""
+    for i in range(loops):
+        tree.add_loop(f"loop{i}", f"/srv/images/d{i}.img")
+    (tmp_path / "profiles").mkdir()
+    for name, text in profiles.items():
+        (tmp_path / "profiles" / f"{name}.yaml").write_text(text)
+    return Tunectl(tree, tmp_path / "state", [tmp_path / "profiles"], env)
+
+
 def snapshot(tree: FakeTree, name: str) -> dict[str, str]:
     """Every attribute tunectl may manage, as the (fake) kernel shows it."""
     q = tree.root / "block" / name / "queue"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.tuning_helpers import Tunectl
+from tests.tuning_helpers import loop_machine
 from tunectl.owners import sources
 from tunectl.owners.model import KernelDefault, TunectlMark, Writer, conflicts, owner_of
 from tunectl.owners.sources import Assignment, Target
@@ -30,14 +30,9 @@ def _write(root: Path, rel: str, text: str) -> Path:
 
 @pytest.fixture
 def machine(empty_fake_tree, tmp_path):
-    for i in range(4):
-        empty_fake_tree.add_loop(f"loop{i}", f"/srv/images/d{i}.img")
-    (tmp_path / "profiles").mkdir()
-    (tmp_path / "profiles" / "loops.yaml").write_text(PROFILE)
     config = tmp_path / "config"
     config.mkdir()
-    t = Tunectl(empty_fake_tree, tmp_path / "state", [tmp_path / "profiles"], {"TUNECTL_CONFIG_ROOT": str(config)})
-    return t, config
+    return loop_machine(empty_fake_tree, tmp_path, {"loops": PROFILE}, env={"TUNECTL_CONFIG_ROOT": str(config)}), config
 
 
 def _owners(doc: dict, device: str) -> dict:

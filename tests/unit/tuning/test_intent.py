@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakesys import bump_block_stat
-from tests.tuning_helpers import Tunectl, snapshot, snapshot_all
+from tests.tuning_helpers import Tunectl, loop_machine, snapshot, snapshot_all
 from tunectl.udev import install as udev_commands
 from tunectl.udev.render import RULES_FILE
 
@@ -42,13 +42,7 @@ classes:
 
 @pytest.fixture
 def t(empty_fake_tree, tmp_path) -> Tunectl:
-    for i in range(4):
-        empty_fake_tree.add_loop(f"loop{i}", f"/srv/images/d{i}.img")
-    profiles = tmp_path / "profiles"
-    profiles.mkdir()
-    for name, text in (("mydb", MYDB), ("bfq-zero", BFQ), ("deadline", DEADLINE)):
-        (profiles / f"{name}.yaml").write_text(text)
-    return Tunectl(empty_fake_tree, tmp_path / "state", [profiles])
+    return loop_machine(empty_fake_tree, tmp_path, {"mydb": MYDB, "bfq-zero": BFQ, "deadline": DEADLINE})
 
 
 def _record(t: Tunectl) -> dict:

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.tuning_helpers import Tunectl
+from tests.tuning_helpers import Tunectl, loop_machine
 from tunectl.tuning.intent import Intent
 
 LOOPS = """\
@@ -24,12 +24,7 @@ classes:
 
 @pytest.fixture
 def tunectl(empty_fake_tree, tmp_path):
-    for i in range(4):
-        empty_fake_tree.add_loop(f"loop{i}", f"/srv/images/d{i}.img")
-    (tmp_path / "profiles").mkdir()
-    (tmp_path / "profiles" / "loops.yaml").write_text(LOOPS)
-    (tmp_path / "profiles" / "other.yaml").write_text(OTHER)
-    return Tunectl(empty_fake_tree, tmp_path / "state", [tmp_path / "profiles"])
+    return loop_machine(empty_fake_tree, tmp_path, {"loops": LOOPS, "other": OTHER})
 
 
 def _active(t: Tunectl) -> dict:
