@@ -39,7 +39,8 @@ def sigterm_interrupts() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = {sig: signal.signal(sig, _raise_terminated) for sig in _ENDING}
+    # A signal the process was started ignoring stays ignored: `nohup tunectl bench` must outlive its terminal.
+    old = {sig: signal.signal(sig, _raise_terminated) for sig in _ENDING if signal.getsignal(sig) is not signal.SIG_IGN}
     try:
         yield
     finally:

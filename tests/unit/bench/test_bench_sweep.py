@@ -249,6 +249,33 @@ def test_a_hangup_restores_every_setting_too(ctx, tree):
     assert snapshot_all(tree) == before and sweep.interrupted
 
 
+def test_a_hangup_ignored_from_the_start_stays_ignored(ctx, tree):
+    """`nohup tunectl bench`: the sweep outlives its terminal, as the user asked; it runs to its end."""
+    import signal
+
+    from tunectl.system.interrupts import Terminated
+
+    handler = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        stack, fake, sweep = _sweep(ctx, tree, "sda", [16, 256], ["none"])
+        real_read = fake.io.read
+
+        def read(path, limit, block):
+            if fake.reads == 1:
+                os.kill(os.getpid(), signal.SIGHUP)
+            return real_read(path, limit, block)
+
+        fake.io.read = read
+        try:
+            runs = sweep.run()
+        except Terminated:  # a KeyboardInterrupt: pytest would end the whole session on it
+            pytest.fail("a hangup the process was started ignoring stopped the sweep")
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, handler)
+    assert not sweep.interrupted and len(runs) == len(sweep.points)
+
+
 def test_bench_names_what_the_applied_profile_sets_on_the_swept_devices(ctx, tree, tmp_path):
     from tunectl.bench.report import BenchReport, active_wants
     from tunectl.tuning import intent
