@@ -154,7 +154,7 @@ def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
                    help="print nothing but errors; rely on the exit code")
     g.add_argument("--color", "--colour", dest="color", choices=("auto", "always", "never"), metavar="WHEN",
                    default=argparse.SUPPRESS if suppress else "auto",
-                   help="colour drift and failures: auto (on a terminal, unless NO_COLOR is set), always, never")
+                   help="colour drift and failures: auto (on a terminal, unless NO_COLOR is set or TERM=dumb), always, never")
     g.add_argument("--propagate", action="store_true", default=argparse.SUPPRESS if suppress else False,
                    help=argparse.SUPPRESS)
 
@@ -437,7 +437,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         ctx = context or _context(args, env)
         out.width = None if args.verbose else _terminal_width(stdout, ctx.env)
         is_tty = getattr(stdout, "isatty", lambda: False)()
-        out.colour = args.color == "always" or (args.color == "auto" and is_tty and not ctx.env.get("NO_COLOR"))
+        # TERM=dumb: a terminal that cannot draw escape sequences (Emacs shell, some serial consoles)
+        out.colour = args.color == "always" or (args.color == "auto" and is_tty and not ctx.env.get("NO_COLOR")
+                                                and ctx.env.get("TERM") != "dumb")
         if ctx.state is not None:  # None: a replay's own context (tunectl.preload.fastpath), no journal, no lock
             ctx.state.forget_reads()  # a Context may serve several commands (tests): each reads the state afresh
             ctx.state.command = f"tunectl {args.command}" + (

@@ -183,6 +183,7 @@ def test_no_color_and_a_terminal(fake_tree: FakeTree, fake_root: Path) -> None:
 
     assert ANSI.search(status({}))
     assert not ANSI.search(status({"NO_COLOR": "1"}))
+    assert not ANSI.search(status({"TERM": "dumb"})) and ANSI.search(status({"TERM": "xterm"}))
     _fits(ANSI.sub("", status({})), 100)
 
 
