@@ -32,6 +32,7 @@ from tunectl.devices.stack import LoopLayer
 from tunectl.errors import UsageError
 from tunectl.explain.model import ColdRead, StackFacts, Trial
 from tunectl.system.interrupts import interrupts_deferred, sigterm_interrupts, undoing
+from tunectl.system.trust import Untrusted, check_dir
 
 TRY_SIZES = (131072, 1048576)
 VERITYSETUP = "/usr/sbin/veritysetup"
@@ -175,10 +176,36 @@ def source_image(facts: StackFacts) -> tuple[str, str]:
     return image, inside
 
 
+def image_bytes(facts: StackFacts, image: str) -> str:
+    """What unsquashfs reads: the data loop's device node when a loop holds the image. Its bytes are the ones
+    mounted, and /dev is root's; the backing file's path is a name its owner may point elsewhere once the
+    loop holds the file open (a link to an image only root may read, extracted into reach)."""
+    loop = data_loop(facts)
+    return f"/dev/{loop.name}" if loop is not None else image
+
+
+def scratch_parent(beside: str) -> tuple[str, str | None]:
+    """Where the scratch copies go, and a note when it is not beside the image.
+
+    Beside the image (its filesystem, its disk) only when every directory down to it is root's (or the
+    user's) alone: mksquashfs, veritysetup and mount are handed paths below the scratch directory by name,
+    and the owner of a directory above it can rename root's 0700 directory away (a rename in place asks no
+    permission of the directory moved) and put a link in its place: root would then write and mount where
+    that user points. Else the temporary directory, whose sticky bit forbids renaming root's entry."""
+    if not os.path.isfile(beside):
+        return tempfile.gettempdir(), None
+    parent = os.path.dirname(os.path.realpath(beside))
+    try:
+        check_dir(parent)
+    except (Untrusted, OSError) as e:
+        tmp = tempfile.gettempdir()
+        return tmp, f"scratch copies in {tmp}, not beside the image (so not on its disk): {e}"
+    return parent, None
+
+
 @contextlib.contextmanager
-def scratch(beside: str) -> Iterator[str]:
-    """A private directory beside the image (its filesystem, its disk); removed with everything in it."""
-    parent = os.path.dirname(os.path.realpath(beside)) if os.path.isfile(beside) else tempfile.gettempdir()
+def scratch(parent: str) -> Iterator[str]:
+    """A private directory in `parent` (see scratch_parent); removed with everything in it."""
     path = tempfile.mkdtemp(prefix=".tunectl-explain-", dir=parent)  # mode 0700 whatever the umask
     try:
         yield path
@@ -253,12 +280,13 @@ def run(ctx: Context, facts: StackFacts, read: Callable[[str, list[str], list[st
     dio = bool(loop and loop.facts.loop and loop.facts.loop.direct_io)
     disks = [la.name for la in facts.disks]
     verity, note = plan_verity(facts, veritysetup)
+    parent, where = scratch_parent(image)
     results: list[Result] = []
     # SIGTERM (a service stop, `timeout`) ends the process without running any finally: here it raises, so the
     # mounts, verity devices, loop devices and scratch copies made so far are undone, as on Ctrl-C (exit 143).
-    with sigterm_interrupts(), scratch(image) as work:
+    with sigterm_interrupts(), scratch(parent) as work:
         src = os.path.join(work, "src")
-        ctx.run(["unsquashfs", "-no-progress", "-quiet", "-d", src, image, inside], timeout=600)
+        ctx.run(["unsquashfs", "-no-progress", "-quiet", "-d", src, image_bytes(facts, image), inside], timeout=600)
         built: dict[tuple[int, str], tuple[str, HashTree | None]] = {}
         for i, v in enumerate(variants(sb.block_size, sb.compressor, dio, compressors, verity)):
             on_variant(v)
@@ -276,7 +304,7 @@ def run(ctx: Context, facts: StackFacts, read: Callable[[str, list[str], list[st
                           f"tunectl-explain-{os.getpid()}-{i}") as names:
                 cold = read(os.path.join(mnt, inside), [*names, *disks], [out, *([tree.path] if tree else [])])
             results.append(Result(v, cold, disks[0] if disks else names[-1]))
-    return results, [note] if note else []
+    return results, [n for n in (note, where) if n]
 
 
 def find_veritysetup() -> str | None:

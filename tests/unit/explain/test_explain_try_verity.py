@@ -254,3 +254,33 @@ def test_a_veritysetup_that_used_another_salt_is_refused_and_leaves_nothing(scra
                        veritysetup=VS)
     assert machine.left() == (set(), set(), set())
     assert not list(scratch_parent.glob(".tunectl-explain-*"))
+
+
+def test_the_users_image_is_extracted_from_the_loop_device_not_its_backing_files_path(scratch_parent):
+    """The backing file's path is a name its owner can point at another image once the loop holds the file open;
+    the loop's device node gives the bytes that are mounted."""
+    machine = FakeMachine()
+    experiment.run(SimpleNamespace(run=machine.run), stacks.browser().stack, reader([]), compressors=(),
+                   veritysetup=VS)
+    [unsquash] = [c for c in machine.calls if c[0] == "unsquashfs"]
+    data = experiment.data_loop(stacks.browser().stack)
+    assert unsquash[-2] == f"/dev/{data.name}" and unsquash[-2] != "/srv/browser.img"
+
+
+def test_scratch_goes_beside_the_image_only_when_no_other_user_can_rename_it_away(tmp_path, monkeypatch):
+    """Root hands mksquashfs, veritysetup and mount paths below the scratch directory by name: in a directory
+    another user can write, that user could rename it away and put a link in its place."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    own = tmp_path / "own"
+    own.mkdir(mode=0o755)
+    (own / "img.sqfs").write_bytes(b"hsqs")
+    assert experiment.scratch_parent(str(own / "img.sqfs")) == (str(own), None)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # writable by others, no sticky bit
+    (shared / "img.sqfs").write_bytes(b"hsqs")
+    parent, note = experiment.scratch_parent(str(shared / "img.sqfs"))
+    assert parent == str(tmp) and "not beside the image" in note and "writable by others" in note
+    assert experiment.scratch_parent("/dev/loop7") == (str(tmp), None)  # a device: no file to sit beside
