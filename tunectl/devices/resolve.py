@@ -184,8 +184,14 @@ class Resolver:
         """
         from tunectl.system import mountinfo  # loaded here: only a path argument reads the mount table
 
+        exists = os.path.exists(path)
+        # Every path lies under `/`, so a typo would name the root disk. A fake tree's mount points may exist only
+        # in its mountinfo (so an absolute path stands as written there); a relative one is refused everywhere.
+        if not exists and (self.ctx.real or not os.path.isabs(path)):
+            raise UsageError(f"{path}: no such file or directory",
+                             hint="name a device, or a path on a mounted filesystem")
         mounts, _ = mountinfo.read_mounts(self.ctx.roots.proc)
-        real = os.path.realpath(path) if os.path.exists(path) else os.path.normpath(path)
+        real = os.path.realpath(path) if exists else os.path.normpath(path)
         mount = mountinfo.containing(mounts, real)
         if mount is None:
             raise UsageError(f"{path}: no mounted filesystem holds this path",

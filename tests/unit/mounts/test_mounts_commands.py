@@ -22,6 +22,7 @@ from tests.fakesys import (
 from tests.harness import run_cli, run_process
 from tunectl.context import Context
 from tunectl.devices.resolve import Resolver
+from tunectl.errors import UsageError
 from tunectl.mounts import operations
 from tunectl.profile.library import shipped_profile_dir
 from tunectl.system.state import StateStore
@@ -179,6 +180,29 @@ def test_plan_takes_a_mountpoint_as_dev(env: Env) -> None:
     assert {s["device"] for s in json.loads(out)["settings"]} == {"sdc", "sdd"}
     code, _, err = env("plan", "-p", "database", "/home/user")
     assert code == 2 and "nfs4" in err and "no block device" in err
+
+
+def _on_this_machine(env: Env) -> Context:
+    """env's tree, taken for the running kernel's (as a run without TUNECTL_SYSFS_ROOT would be)."""
+    return Context(env.tree.sysfs, env.tree.udev, env.ctx.state, [shipped_profile_dir()], env.env,
+                   roots=env.ctx.roots._replace(real=True))
+
+
+@pytest.mark.parametrize("command", [("plan", "-p", "database"), ("explain",)])
+def test_a_relative_path_that_does_not_exist_is_refused_not_taken_for_root(env: Env, command: tuple) -> None:
+    # every path is under `/`, so a typo used to plan (and apply to) the root disk sda
+    code, out, err = env(*command, "nothere/x")
+    assert code == 2 and "nothere/x: no such file or directory" in err and "name a device" in err, err
+    assert "sda" not in out + err
+
+
+def test_an_absolute_path_that_does_not_exist_is_refused_on_the_running_kernel(env: Env) -> None:
+    r = run_cli("plan", "-p", "database", "/mnt/typo", context=_on_this_machine(env))
+    assert r.code == 2 and "/mnt/typo: no such file or directory" in r.err, r.err
+    with pytest.raises(UsageError, match="no such file or directory"):
+        Resolver(_on_this_machine(env)).path("/typo/path")
+    # a fake tree's mount points exist only in its mountinfo: there the path stands as written
+    assert Resolver(env.ctx).path("/var/lib/postgresql/16") == ["sdc", "sdd"]
 
 
 # --- check ------------------------------------------------------------------------------------------
