@@ -149,7 +149,7 @@ def _entries(rows: list, numbers: Sequence[int], source: str) -> list[Entry]:
                     and device in devices and type(inode) is int
                     and type(size) is int and type(mtime_ns) is int and inode >= 0 and size > 0
                     and (physical is None or type(physical) is int and physical >= 0)
-                    and len(ranges) == 1 and ranges[0] == [0, size])
+                    and type(ranges) is list and len(ranges) == 1 and ranges[0] == [0, size])
         except (TypeError, ValueError):
             fast = False
         if fast:

@@ -65,6 +65,8 @@ GOOD_ROW = '["/a","8:1",1,10,0,[[0,10]],4096]'
     ([GOOD_HEADER, GOOD_ROW, GOOD_ROW.replace(",1,10,", ",-1,10,")], 3, "inode, size"),
     ([GOOD_HEADER, GOOD_ROW.replace(",0,[[", ',"x",[[')], 2, "mtime_ns"),
     ([GOOD_HEADER, GOOD_ROW.replace("[[0,10]]", "[[0,0]]")], 2, "ranges"),
+    # after a row on the same device, so the whole-file fast check sees it first (it raised KeyError: exit 70)
+    ([GOOD_HEADER, GOOD_ROW, GOOD_ROW.replace("[[0,10]]", '{"a": 1}')], 3, "ranges"),
     ([GOOD_HEADER, GOOD_ROW.replace("4096]", '"far"]')], 2, "physical"),
     ([GOOD_HEADER, GOOD_ROW.replace('"/a"', '"/a\\u0000b"')], 2, "NUL byte"),
     ([GOOD_HEADER, GOOD_ROW.replace('"/a"', '"/\\ud800"')], 2, "system can encode"),
