@@ -22,7 +22,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.fakesys import FakeKernel
+from tests.fakesys import FakeKernel, FakeTree
 from tests.harness import REPO, run_cli
 from tests.udevsim import MiniUdev, apply_plan, build_tree, exact_case, profile_data, queue_state, valid_profile
 from tunectl.attributes import QUEUE
@@ -451,43 +451,52 @@ def test_udev_event_reaches_the_state_apply_reaches(tmp_path_factory, data: dict
 # --- CLI ------------------------------------------------------------------------------------------------------
 
 
-def _cli(*argv: str, env: dict | None = None, run=None) -> tuple[int, str, str]:
+@pytest.fixture
+def cli_env(fake_tree: FakeTree, tmp_path: Path) -> dict[str, str]:
+    """A fake machine (every topology of tests/fakesys.py) and a state of this test's own: a unit test run as root
+    must neither read this machine's devices nor write a state that other runs share."""
+    return {"PATH": "/usr/bin:/bin", "TUNECTL_SYSFS_ROOT": str(fake_tree.root),
+            "TUNECTL_UDEV_ROOT": str(fake_tree.udev_root), "TUNECTL_STATE_DIR": str(tmp_path / "state")}
+
+
+def _cli(*argv: str, env: dict[str, str], run=None) -> tuple[int, str, str]:
     """`run`: the subprocess runner the Context hands to udevadm (a recorder)."""
-    ctx = Context.create(env=env or {"PATH": "/usr/bin:/bin", "TUNECTL_STATE_DIR": "/nonexistent"})
+    ctx = Context.create(env=env)
     if run is not None:
         ctx.run = run
     r = run_cli(*argv, context=ctx)
     return r.code, r.out, r.err
 
 
-def test_cli_render_prints_exactly_the_rules() -> None:
+def test_cli_render_prints_exactly_the_rules(cli_env: dict[str, str]) -> None:
     path = str(DATA / "udev-every-class.yaml")
-    code, out, err = _cli("udev", "render", "-p", path)
+    code, out, err = _cli("udev", "render", "-p", path, env=cli_env)
     assert code == 0 and out == render(_load(DATA / "udev-every-class.yaml"), None)
-    code, out, _ = _cli("udev", "render", "-p", path, "-q")
+    code, out, _ = _cli("udev", "render", "-p", path, "-q", env=cli_env)
     assert code == 0 and out.startswith("# 65-tunectl.rules")
-    code, out, _ = _cli("udev", "render", "-p", path, "--json")
+    code, out, _ = _cli("udev", "render", "-p", path, "--json", env=cli_env)
     doc = yaml.safe_load(out)
     assert code == 0 and doc["file"] == RULES_FILE and doc["rules"].startswith("# ") and doc["digest"].startswith("sha256:")
 
 
-def test_cli_check_and_install_as_non_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_check_and_install_as_non_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          cli_env: dict[str, str]) -> None:
     path = str(DATA / "udev-every-class.yaml")
-    code, out, _ = _cli("udev", "check", "-p", path, "--rules-dir", str(tmp_path))
+    code, out, _ = _cli("udev", "check", "-p", path, "--rules-dir", str(tmp_path), env=cli_env)
     assert code == 1 and "not installed" in out
     # What `udev install` writes: the profile's rules, keeping originals for the journal (capture).
     (tmp_path / RULES_FILE).write_text(render(_load(DATA / "udev-every-class.yaml"), None, capture=True))
-    code, out, _ = _cli("udev", "check", "-p", path, "--rules-dir", str(tmp_path), "--json")
+    code, out, _ = _cli("udev", "check", "-p", path, "--rules-dir", str(tmp_path), "--json", env=cli_env)
     assert code == 0 and yaml.safe_load(out)["in_sync"] is True
     (tmp_path / RULES_FILE).write_text((tmp_path / RULES_FILE).read_text().replace('"4096"', '"2048"'))
-    code, out, _ = _cli("udev", "check", "-p", path, "--rules-dir", str(tmp_path))
+    code, out, _ = _cli("udev", "check", "-p", path, "--rules-dir", str(tmp_path), env=cli_env)
     assert code == 1 and "differs" in out
     assert '+ENV{TUNECTL_QUEUE_READ_AHEAD_KB}=="4096", ATTR{queue/read_ahead_kb}="4096"' in out
     monkeypatch.setattr(udev_commands, "_euid", lambda: 1000)
     for action in (["install", "-p", path], ["remove"]):
-        code, out, err = _cli("udev", *action, "--rules-dir", str(tmp_path))
+        code, out, err = _cli("udev", *action, "--rules-dir", str(tmp_path), env=cli_env)
         assert code == 4 and "must run as root" in err
-    code, out, _ = _cli("udev", "install", "-p", path, "--rules-dir", str(tmp_path), "--json")
+    code, out, _ = _cli("udev", "install", "-p", path, "--rules-dir", str(tmp_path), "--json", env=cli_env)
     assert code == 4 and yaml.safe_load(out)["ok"] is False
 
 
@@ -507,14 +516,15 @@ class _Recorder:
         return Completed(tuple(argv), 0, "", "")
 
 
-def test_install_trigger_remove_with_a_recorded_udevadm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_install_trigger_remove_with_a_recorded_udevadm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       cli_env: dict[str, str]) -> None:
     monkeypatch.setattr(udev_commands, "_euid", lambda: 0)
     rec = _Recorder()
     exe = tmp_path / "sbin" / "tunectl"  # udev install refuses an executable that does not exist (yet)
     exe.parent.mkdir()
     exe.write_text("#!/bin/sh\n")
     exe.chmod(0o755)
-    env = {"PATH": "/usr/bin:/bin", "TUNECTL_STATE_DIR": str(tmp_path / "state"), "TUNECTL_EXECUTABLE": str(exe)}
+    env = {**cli_env, "TUNECTL_EXECUTABLE": str(exe)}
     path = str(DATA / "udev-below.yaml")
     code, out, err = _cli("udev", "install", "-p", path, "--rules-dir", str(tmp_path), "--trigger", env=env, run=rec)
     assert code == 0, err
@@ -537,19 +547,20 @@ def test_install_trigger_remove_with_a_recorded_udevadm(tmp_path: Path, monkeypa
     assert code == 0 and yaml.safe_load(out)["removed"] is False
 
 
-def test_install_without_udevd_and_foreign_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_install_without_udevd_and_foreign_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                cli_env: dict[str, str]) -> None:
     monkeypatch.setattr(udev_commands, "_euid", lambda: 0)
     rec = _Recorder(running=False)
     path = str(DATA / "udev-every-class.yaml")
-    code, out, err = _cli("udev", "install", "-p", path, "--rules-dir", str(tmp_path), run=rec)
+    code, out, err = _cli("udev", "install", "-p", path, "--rules-dir", str(tmp_path), env=cli_env, run=rec)
     assert code == 0 and "not running" in err and (tmp_path / RULES_FILE).exists()
-    code, out, err = _cli("udev", "install", "-p", path, "--rules-dir", str(tmp_path), "--trigger", run=rec)
+    code, out, err = _cli("udev", "install", "-p", path, "--rules-dir", str(tmp_path), "--trigger", env=cli_env, run=rec)
     assert code == 3 and "no change events" in err
     assert not any(c[:2] == ("udevadm", "trigger") for c in rec.calls)
-    code, _, err = _cli("udev", "install", "-p", path, "--rules-dir", str(tmp_path / "missing"), run=rec)
+    code, _, err = _cli("udev", "install", "-p", path, "--rules-dir", str(tmp_path / "missing"), env=cli_env, run=rec)
     assert code == 2 and "does not exist" in err
     (tmp_path / RULES_FILE).write_text('KERNEL=="sda", ATTR{queue/scheduler}="bfq"\n')
-    code, _, err = _cli("udev", "remove", "--rules-dir", str(tmp_path), run=rec)
+    code, _, err = _cli("udev", "remove", "--rules-dir", str(tmp_path), env=cli_env, run=rec)
     assert code == 2 and "not generated by tunectl" in err and (tmp_path / RULES_FILE).exists()
 
 
