@@ -6,11 +6,15 @@ import argparse
 import os
 from pathlib import Path
 
-from tunectl.profile.library import ProfileRef, list_profiles, read_profile_bytes
+from tunectl.profile.library import list_profiles, read_profile_bytes
 from tunectl.profile.reader import decode_profile
 from tunectl.profile.reports import FileVerdict, ProfileListReport, ProfileShowReport, ValidateReport
 from tunectl.profile.resolve import load_profile, resolve_profile
 from tunectl.profile.yaml_events import parse_yaml
+
+TYPE_CHECKING = False  # the names below are for checkers only
+if TYPE_CHECKING:
+    from tunectl.profile.library import ProfileRef
 
 EXAMPLES = ("examples:\n  tunectl profile list\n  tunectl profile show virtual-guest --explain\n"
             "  tunectl profile validate /etc/tunectl/profiles/*.yaml\n  tunectl profile import-tuned throughput-performance")

@@ -15,7 +15,10 @@ from tunectl.system import trust
 from tunectl.system.cache import ValidationCache
 
 DEFAULT_PROFILE = "default"
-ProfileRef = str | Path  # a name on the search path, or a file (a Path is always a file)
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    # Only here: `X | Y` outside an annotation is evaluated at import, a TypeError before Python 3.10.
+    ProfileRef = str | Path  # a name on the search path, or a file (a Path is always a file)
 
 
 def shipped_profile_dir() -> Path:

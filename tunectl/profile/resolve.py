@@ -10,7 +10,6 @@ from tunectl.errors import ProfileError
 from tunectl.profile.checks import check_merged, limit_diagnostics, scheduler_list
 from tunectl.profile.library import (
     DEFAULT_PROFILE,
-    ProfileRef,
     check_file,
     file_key,
     find_profile,
@@ -26,6 +25,8 @@ from tunectl.units import parse_bytes, parse_kib
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
 if TYPE_CHECKING:
     from typing import Any
+
+    from tunectl.profile.library import ProfileRef
 
 
 @dataclass

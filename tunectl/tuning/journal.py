@@ -21,7 +21,10 @@ from dataclasses import dataclass, field
 
 from tunectl.system.state import JOURNAL, StateStore, kernel_name
 
-Value = int | str | None
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    # Only here: `X | Y` outside an annotation is evaluated at import, a TypeError before Python 3.10.
+    Value = int | str | None
 
 _SCHEDULER = re.compile(r"\A[a-z0-9-]{1,32}\Z")
 _ATTRIBUTE = re.compile(r"\A(iosched/)?[a-z0-9_]{1,64}\Z")
