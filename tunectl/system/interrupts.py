@@ -3,11 +3,9 @@
 Python's default for SIGTERM ends the process at once: no `finally` runs. A command
 that made something it must unmake (bench's changed settings, `explain --try`'s loop
 devices, verity devices and mounts) turns SIGTERM (a service stop, `timeout`) into
-`Terminated`, a KeyboardInterrupt, while it holds them; its undoing runs with Ctrl-C,
-SIGTERM and SIGHUP blocked (a second Ctrl-C would stop it half way; programs it starts
-inherit the mask, so a Ctrl-C at the terminal does not cut them short either), one that
-came meanwhile is delivered when the undoing ends, and the command exits 143 (129 for
-SIGHUP) as a shell reports a process the signal ended.
+`Terminated`, a KeyboardInterrupt, while it holds them; its undoing runs with Ctrl-C and
+SIGTERM ignored (a second Ctrl-C would stop it half way; programs it starts then ignore
+them too), and the command exits 143 (129 for SIGHUP) as a shell reports a process the signal ended.
 """
 
 from __future__ import annotations
@@ -52,27 +50,22 @@ def sigterm_interrupts() -> Iterator[None]:
 
 @contextlib.contextmanager
 def interrupts_deferred() -> Iterator[None]:
-    """Ctrl-C, SIGTERM and SIGHUP wait until the block ends: an undoing stopped half way is the one outcome to avoid,
-    and a stop asked for meanwhile must not be lost either (ignored, `explain --try` went on to its next variant,
-    and the SIGKILL a service stop sends after its timeout left that variant's mount and devices behind).
-
-    They are blocked, not ignored: the kernel keeps one that arrives pending, and it is delivered, to whatever
-    handler is then in place, as the block ends. Programs started inside inherit the mask (umount, losetup), so a
-    Ctrl-C at the terminal, sent to the whole process group, does not cut them short."""
+    """Ctrl-C, SIGTERM and SIGHUP are ignored inside the block: an undoing stopped half way is the one outcome to
+    avoid."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, *_ENDING))
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, *_ENDING)}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 @contextlib.contextmanager
 def undoing() -> Iterator[contextlib.ExitStack]:
-    """An ExitStack for undo steps, unwound (last first) with Ctrl-C, SIGTERM and SIGHUP held back
-    (`interrupts_deferred`), whatever ended the block."""
+    """An ExitStack for undo steps, unwound (last first) with Ctrl-C and SIGTERM ignored, whatever ended the block."""
     stack = contextlib.ExitStack()
     try:
         yield stack

@@ -284,21 +284,3 @@ def test_scratch_goes_beside_the_image_only_when_no_other_user_can_rename_it_awa
     parent, note = experiment.scratch_parent(str(shared / "img.sqfs"))
     assert parent == str(tmp) and "not beside the image" in note and "writable by others" in note
     assert experiment.scratch_parent("/dev/loop7") == (str(tmp), None)  # a device: no file to sit beside
-
-
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
-def test_a_stop_asked_for_while_a_variant_is_unmade_stops_the_run_after_it(scratch_parent, sigterm_default, sig):
-    """A signal that arrives while one variant's mount and loops are unmade (its read done) waits for the undoing,
-    then stops the run: ignored, the run went on to the next variant, and a service stop's SIGKILL after its
-    timeout would have left that one's mount and devices behind."""
-    machine = _Signalled(sig, "umount")
-    reads: list = []
-    with pytest.raises(KeyboardInterrupt):
-        experiment.run(SimpleNamespace(run=machine.run), stacks.browser().stack, reader(reads), compressors=(),
-                       veritysetup=VS)
-    assert len(reads) == 1  # stopped after the first variant, not after all six
-    assert [c[0] for c in machine.calls].count("umount") == 1
-    assert machine.left() == (set(), set(), set())
-    assert not list(scratch_parent.glob(".tunectl-explain-*"))
-    assert sigterm_default == []
-    assert signal.pthread_sigmask(signal.SIG_BLOCK, ()) == set()  # nothing is left blocked
