@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 # SIGHUP too: the terminal went away (an ssh session dropped) and Python's default would end the process as abruptly.
 _ENDING = (signal.SIGTERM, signal.SIGHUP)
@@ -34,13 +34,13 @@ def _raise_terminated(signum: int, frame: object) -> None:
 
 
 @contextlib.contextmanager
-def sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise Terminated inside the block (in the main thread; elsewhere nothing changes)."""
+def _handling(handlers: dict[int, Callable | int]) -> Iterator[None]:
+    """`handlers` in place inside the block, the old ones given back after; in the main thread only (elsewhere
+    nothing changes: only the main thread may set a handler)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    # A signal the process was started ignoring stays ignored: `nohup tunectl bench` must outlive its terminal.
-    old = {sig: signal.signal(sig, _raise_terminated) for sig in _ENDING if signal.getsignal(sig) is not signal.SIG_IGN}
+    old = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()}
     try:
         yield
     finally:
@@ -48,19 +48,16 @@ def sigterm_interrupts() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-@contextlib.contextmanager
-def interrupts_deferred() -> Iterator[None]:
+def sigterm_interrupts() -> contextlib.AbstractContextManager[None]:
+    """SIGTERM and SIGHUP raise Terminated inside the block (in the main thread; elsewhere nothing changes)."""
+    # A signal the process was started ignoring stays ignored: `nohup tunectl bench` must outlive its terminal.
+    return _handling({sig: _raise_terminated for sig in _ENDING if signal.getsignal(sig) is not signal.SIG_IGN})
+
+
+def interrupts_deferred() -> contextlib.AbstractContextManager[None]:
     """Ctrl-C, SIGTERM and SIGHUP are ignored inside the block: an undoing stopped half way is the one outcome to
     avoid."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, *_ENDING)}
-    try:
-        yield
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
+    return _handling({sig: signal.SIG_IGN for sig in (signal.SIGINT, *_ENDING)})
 
 
 @contextlib.contextmanager
