@@ -221,6 +221,20 @@ def test_sigterm_is_handled_like_ctrl_c(ctx, tree):
     assert signal.getsignal(signal.SIGTERM) is handler  # the handler lives only as long as the sweep
 
 
+def _hang_up_at_read(fake, n: int) -> None:
+    """SIGHUP to this process just before the sweep's `n`th read (the ssh session running bench dropped)."""
+    import signal
+
+    real_read = fake.io.read
+
+    def read(path, limit, block):
+        if fake.reads == n:
+            os.kill(os.getpid(), signal.SIGHUP)
+        return real_read(path, limit, block)
+
+    fake.io.read = read
+
+
 def test_a_hangup_restores_every_setting_too(ctx, tree):
     """SIGHUP (the ssh session running bench dropped) ends a sweep as SIGTERM does: every setting restored. Before,
     Python's default ended the process at once and left the devices with the sweep's read-ahead and scheduler."""
@@ -233,14 +247,7 @@ def test_a_hangup_restores_every_setting_too(ctx, tree):
     handler = signal.signal(signal.SIGHUP, lambda signum, frame: reached.append(signum))
     try:
         stack, fake, sweep = _sweep(ctx, tree, "sda", [16, 256], ["none", "bfq"])
-        real_read = fake.io.read
-
-        def read(path, limit, block):
-            if fake.reads == 2:
-                os.kill(os.getpid(), signal.SIGHUP)
-            return real_read(path, limit, block)
-
-        fake.io.read = read
+        _hang_up_at_read(fake, 2)
         with pytest.raises(Terminated) as stopped:
             sweep.run()
     finally:
@@ -258,14 +265,7 @@ def test_a_hangup_ignored_from_the_start_stays_ignored(ctx, tree):
     handler = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         stack, fake, sweep = _sweep(ctx, tree, "sda", [16, 256], ["none"])
-        real_read = fake.io.read
-
-        def read(path, limit, block):
-            if fake.reads == 1:
-                os.kill(os.getpid(), signal.SIGHUP)
-            return real_read(path, limit, block)
-
-        fake.io.read = read
+        _hang_up_at_read(fake, 1)
         try:
             runs = sweep.run()
         except Terminated:  # a KeyboardInterrupt: pytest would end the whole session on it
