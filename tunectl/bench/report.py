@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.attributes import range_text
 from tunectl.bench.results import Placement, Recommendation, Summary, recommend, summarise
 from tunectl.bench.runner import Sweep
 from tunectl.bench.stack import Target
 from tunectl.errors import ExitCode, TunectlError
+from tunectl.record import record
 from tunectl.report import Report
 from tunectl.status import Status
 
 
-@dataclass
+@record
 class BenchReport(Report):
     stack: Target
     sweep: Sweep

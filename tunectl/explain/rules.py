@@ -27,16 +27,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from tunectl.bench.diskstat import StatDelta
 from tunectl.devices.stack import BlockLayer
 from tunectl.explain import effect as effects
 from tunectl.explain.effect import Effect
 from tunectl.explain.model import PAGE_SIZE, Case
+from tunectl.record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Change:
     kind: str  # "profile" (a fragment), "command", "rebuild", "none"
     text: str
@@ -45,7 +45,7 @@ class Change:
         return {"kind": self.kind, "text": self.text}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Finding:
     rule: str
     title: str
@@ -59,7 +59,7 @@ class Finding:
                 "evidence": list(self.evidence), "change": self.change.to_json()}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rule:
     id: str
     name: str

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.attributes import IOSCHED, LEGACY_SCHEDULERS, QUEUE, Attribute, kernel_equivalent, nearest_in_range
 from tunectl.owners.sources import BOOT, HOTPLUG, Assignment
+from tunectl.record import record
 
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ KINDS = ("tunectl", "tunectl-rules", "udev-rule", "tuned", "sysfs.conf", "tmpfil
          "unknown")
 
 
-@dataclass
+@record
 class Writer:
     """An assignment that reaches one device; `order`: its file's place in its service's order (udev: by name)."""
 
@@ -70,7 +71,7 @@ class Writer:
                 "runs": a.runs, "certain": self.certain, "matches": a.target.text(), "note": a.note or None}
 
 
-@dataclass
+@record
 class TunectlMark:
     """What the journal says about one attribute: tunectl changed it (profile, time; via its udev rules)."""
 
@@ -79,7 +80,7 @@ class TunectlMark:
     via: str = ""  # "udev rules" when the installed rules wrote it
 
 
-@dataclass
+@record
 class KernelDefault:
     """The value the kernel would give an attribute by itself, and the rule that says so."""
 
@@ -87,7 +88,7 @@ class KernelDefault:
     rule: str
 
 
-@dataclass
+@record
 class Owner:
     """Who set an attribute's value: tunectl, another writer, or the kernel's default."""
 
@@ -169,7 +170,7 @@ def owner_of(attribute: str, actual: object, writers: Sequence[Writer], mark: Tu
                  certain=False)
 
 
-@dataclass
+@record
 class Conflict:
     """Another writer of an attribute the profile sets on a device."""
 
@@ -239,7 +240,7 @@ def _agrees(attribute: str, written: str, wanted: object) -> bool:
     return same_value(attribute, written, wanted)
 
 
-@dataclass
+@record
 class DeviceOwners:
     """The owners of the values shown for one device (attribute -> Owner)."""
 

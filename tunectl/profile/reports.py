@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from tunectl.errors import ExitCode
 from tunectl.profile.reader import Diagnostic, json_path
 from tunectl.profile.resolve import Profile
+from tunectl.record import record
 from tunectl.report import Report
 
 
-@dataclass
+@record
 class ProfileListReport(Report):
     entries: list[tuple[str, Path, str]]  # name, file, one-line description
 
@@ -29,7 +30,7 @@ class ProfileListReport(Report):
                             keep=("NAME",)))
 
 
-@dataclass
+@record
 class ProfileShowReport(Report):
     profile: Profile
     explain: bool = False
@@ -60,7 +61,7 @@ class ProfileShowReport(Report):
         out.print(render_profile_yaml(profile, explain=self.explain))
 
 
-@dataclass
+@record
 class FileVerdict:
     ref: str
     profile: Profile | None
@@ -76,7 +77,7 @@ class FileVerdict:
                                 for d in self.diagnostics]}
 
 
-@dataclass
+@record
 class ValidateReport(Report):
     files: list[FileVerdict] = field(default_factory=list)
 
