@@ -16,16 +16,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tunectl.attributes import IOSCHED, LEGACY_SCHEDULERS, QUEUE, Attribute, kernel_equivalent, nearest_in_range
+from tunectl.owners.phases import BOOT, HOTPLUG
 
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
 if TYPE_CHECKING:
     from typing import Any
 
     from tunectl.owners.sources import Assignment
-
-# Where each writer runs: at boot, at hot-plug (a udev add/change event), or both. Here, not in `sources`:
-# a verify that finds every value journalled by tunectl names its owners without loading the file parsers.
-BOOT, HOTPLUG, BOTH = "boot", "hotplug", "boot+hotplug"
 
 # At boot the writers run in this order (later wins): udev's coldplug (rules in udev's order, tunectl's
 # rules among them), then systemd-tmpfiles-setup and sysfsutils (sysinit, after the coldplug trigger), then

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from tunectl.owners.model import BOOT, BOTH  # where each writer runs
+from tunectl.owners.phases import BOOT, BOTH
 from tunectl.udev.lines import logical_lines
 
 # udev's rules directories, highest priority first (udev(7)); a file in an earlier one hides the
