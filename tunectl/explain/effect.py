@@ -77,6 +77,9 @@ def share_of(case: Case, io: StatDelta) -> tuple[float, str]:
     """(the share of the cold read's time `io`'s requests took, in words)."""
     ms = case.cold.seconds * 1000 if case.cold else 0.0
     share = min(io.read_ms / ms, 1.0) if ms > 0 else 1.0
+    if share >= 1 and ms > 0 and io.read_ms > ms:  # summed waits of requests in flight together
+        return share, (f"{io.device}'s requests were waited on all through the read ({io.read_ms} ms of waits "
+                       f"in {ms:.0f} ms, overlapping: all of it assumed)")
     return share, f"{io.device}'s requests took {share * 100:.0f}% of the read ({io.read_ms} of {ms:.0f} ms)"
 
 
@@ -94,20 +97,22 @@ def fewer_requests(case: Case, io: StatDelta | None, size_after: int, carried: i
     k = max(1.0, min(io.reads / after, bound_k))
     share, took = share_of(case, io)
     value = speedup(share, k)
+    bound = "at most " if share >= 1 else ""  # all of the read assumed: the request-count bound
     return Effect(round(value, 2), ESTIMATED,
-                  f"estimated {_x(value)}: {what}: {took}; its {io.reads} requests of {_kib(io.avg_request_kib)} "
+                  f"estimated {bound}{_x(value)}: {what}: {took}; its {io.reads} requests of {_kib(io.avg_request_kib)} "
                   f"as {io.reads / k:.0f} ({k:.1f}x fewer) leave {(1 - share) * 100:.0f}% + "
                   f"{share * 100:.0f}%/{k:.1f} of the time")
 
 
 def layer_share(case: Case, io: StatDelta | None, below: StatDelta | None, what: str) -> Effect:
     """At most the speedup of removing `io`'s own time (its read time less the device below's): `what` removes
-    part of that layer's work."""
+    part of that layer's work. The read times are summed waits, which pass the read's time when requests were in
+    flight together: the layer's own part of its wait, times its share of the read (share_of)."""
     if io is None or not io.reads or case.cold is None:
         return none(f"{what}; no cold read measured the layer's own share of the time")
     own = max(io.read_ms - (below.read_ms if below else 0), 0)
     ms = case.cold.seconds * 1000
-    share = min(own / ms, 1.0) if ms > 0 else 0.0
+    share = own / io.read_ms * share_of(case, io)[0] if ms > 0 and io.read_ms > 0 else 0.0
     value = speedup(share, float("inf")) if share < 1 else 1.0
     return Effect(round(value, 2), ESTIMATED,
                   f"estimated at most {_x(value)}: {what}: {io.device}'s own time is {share * 100:.0f}% of the read "

@@ -16,12 +16,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import field
 
 from tunectl.attributes import IOSCHED, LEGACY_SCHEDULERS, QUEUE, Attribute, kernel_equivalent, nearest_in_range
-from tunectl.owners.sources import BOOT, HOTPLUG, Assignment
+from tunectl.owners.phases import BOOT, HOTPLUG
 from tunectl.record import record
 
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
 if TYPE_CHECKING:
     from typing import Any
+
+    from tunectl.owners.sources import Assignment
 
 # At boot the writers run in this order (later wins): udev's coldplug (rules in udev's order, tunectl's
 # rules among them), then systemd-tmpfiles-setup and sysfsutils (sysinit, after the coldplug trigger), then
@@ -138,6 +140,17 @@ def last_writer(writers: Sequence[Writer], phase: str) -> Writer | None:
     return max(running, key=lambda w: w.rank(phase)) if running else None
 
 
+def journalled_owner(mark: TunectlMark | None, in_sync: bool | None) -> Owner | None:
+    """tunectl (or its udev rules) when the journal says it set the value and the value is not drift; None when
+    the owner is to be found among the other writers (`owner_of`). Decides before anything else does."""
+    if mark is None or in_sync is False:
+        return None
+    if mark.via == "udev rules":
+        return Owner("tunectl-rules", f"tunectl's udev rules (profile {mark.profile}, journalled {mark.at})",
+                     profile=mark.profile, at=mark.at)
+    return Owner("tunectl", f"tunectl apply -p {mark.profile} at {mark.at}", profile=mark.profile, at=mark.at)
+
+
 def owner_of(attribute: str, actual: object, writers: Sequence[Writer], mark: TunectlMark | None = None,
              in_sync: bool | None = None, rules_installed: bool = False,
              default: KernelDefault | None = None) -> Owner:
@@ -147,11 +160,9 @@ def owner_of(attribute: str, actual: object, writers: Sequence[Writer], mark: Tu
     `in_sync`: whether `actual` is what the profile wants (None: the profile sets nothing here);
     `rules_installed`: tunectl's udev rules are installed and the profile sets this attribute.
     """
-    if mark is not None and in_sync is not False:
-        if mark.via == "udev rules":
-            return Owner("tunectl-rules", f"tunectl's udev rules (profile {mark.profile}, journalled {mark.at})",
-                         profile=mark.profile, at=mark.at)
-        return Owner("tunectl", f"tunectl apply -p {mark.profile} at {mark.at}", profile=mark.profile, at=mark.at)
+    journalled = journalled_owner(mark, in_sync)
+    if journalled is not None:
+        return journalled
     if rules_installed and in_sync:
         return Owner("tunectl-rules", "tunectl's udev rules (the installed rules file writes this value)")
     agreeing = [w for w in writers if same_value(attribute, w.assignment.value, actual)]

@@ -93,8 +93,10 @@ MAX_TUNED_BYTES = 4 << 20
 
 
 def read_text(path: str) -> str:
-    """A tuned file's text: a regular file (a link resolved first), never a pipe or a device."""
-    return trust.read_regular(os.path.realpath(path), MAX_TUNED_BYTES).decode("utf-8")
+    """A tuned file's text: a regular file, never a pipe or a device. Links are followed when root or the user
+    owns them, never another user's (root would print a line of any file it can read in the parse error), and
+    the resolved path is opened through no link, so a directory swapped for one meanwhile is refused."""
+    return trust.read_regular(trust.resolve_own_links(path), MAX_TUNED_BYTES, resolved=True).decode("utf-8")
 
 
 def parse_ini(text: str, path: str, chain: str = "") -> configparser.ConfigParser:

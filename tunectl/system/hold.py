@@ -19,9 +19,8 @@ from pathlib import Path
 
 from tunectl.record import record
 from tunectl.system import trust
-from tunectl.system.state import kernel_name
+from tunectl.system.state import HOLD, kernel_name
 
-HOLD = "hold.json"
 VERSION = 1
 _MAX_BYTES = 1 << 20
 

@@ -179,3 +179,27 @@ def test_any_cold_read_gives_finite_ranked_effects(seed):
     found = rules.findings(dataclasses.replace(stacks.browser(), cold=cold, trials=trials))
     values = [f.effect.value for f in found]
     assert all(math.isfinite(v) and v >= 0 for v in values) and values == sorted(values, reverse=True)
+
+
+def test_a_layers_share_stays_its_part_of_the_wait_when_requests_overlap():
+    # Requests in flight together: each one's wait is summed, so dm-0's 6000 ms exceed the 2184 ms read. Its own part
+    # is still (6000 - 1380) / 6000 of its wait, and dm-0 was waited on for all of the read: at most 1 / (1 - 0.77).
+    # Taken against the read's time instead, 4620 ms of 2184 capped at 100% gave "at most 1.0x" and ranked verity,
+    # the layer that took most of the read, with the findings of no effect.
+    case = stacks.browser()
+    devices = tuple(dataclasses.replace(d, read_ms=6000) if d.device == "dm-0" else d for d in case.cold.devices)
+    f = by_id(dataclasses.replace(case, cold=dataclasses.replace(case.cold, devices=devices)))["EX009"]
+    assert f.effect.value == round(1 / (1 - 4620 / 6000), 2) == 4.35
+    assert "dm-0's own time is 77% of the read" in f.evidence[-1]
+    # without overlap the share is the same arithmetic as before: own time over the read's time
+    assert by_id(stacks.browser())["EX009"].effect.value == round(1 / (1 - 404 / 2183.8), 2)
+
+
+def test_requests_waited_on_longer_than_the_read_give_a_bound_and_say_why():
+    # the recorded ext4 read: 260 requests whose waits add up to 3000 ms in a 0.2 s read (many in flight at once):
+    # their share of the read is taken as all of it, so the estimate is the request-count bound, said as one
+    case = stacks.with_queue(stacks.ext4(), "mmcblk0", read_ahead_kb=16)
+    f = by_id(case)["EX011"]
+    assert f.evidence[-1].startswith("estimated at most ")
+    assert "mmcblk0's requests were waited on all through the read (3000 ms of waits in 200 ms" in f.evidence[-1]
+    assert "took 100% of the read" not in f.evidence[-1]
