@@ -22,6 +22,7 @@ from tunectl.record import record
 from tunectl.report import Report, painted
 from tunectl.status import Status
 from tunectl.tuning.plan import Setting
+from tunectl.units import counted
 
 ACTIONS = ("add", "change")
 
@@ -72,7 +73,7 @@ class EventReport(Report):
                      for s in self.drift]
             return f"{head} {word}: {'; '.join(parts)}"
         if self.status == Status.IN_SYNC:
-            return f"{head} {word} ({self.settings} setting{'s' if self.settings != 1 else ''})"
+            return f"{head} {word} ({counted(self.settings, 'setting')})"
         return f"{head} {word}: {self.reason}"
 
 
