@@ -11,6 +11,7 @@ from tunectl.bench.stack import Target
 from tunectl.errors import ExitCode, TunectlError
 from tunectl.report import Report
 from tunectl.status import Status
+from tunectl.units import counted
 
 
 @dataclass
@@ -125,7 +126,8 @@ def restored_text(sweep: Sweep) -> str:
             knobs[s.device] = knobs.get(s.device, 0) + 1
         else:
             by_device.setdefault(s.device, []).append(f"{s.attribute}={s.after}")
-    what = "; ".join(f"{dev} {' '.join(attrs)}" + (f" and {knobs[dev]} {_scheduler_of(attrs)} knobs" if dev in knobs else "")
+    what = "; ".join(f"{dev} {' '.join(attrs)}"
+                     + (f" and {counted(knobs[dev], f'{_scheduler_of(attrs)} knob')}" if dev in knobs else "")
                      for dev, attrs in by_device.items())
     return f"restored every original setting: {what or 'nothing had changed'}"
 

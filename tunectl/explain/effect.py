@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from tunectl.bench.diskstat import StatDelta
 from tunectl.explain.model import Case, Trial
+from tunectl.units import counted
 
 ESTIMATED, MEASURED = "estimated", "measured"
 
@@ -99,7 +100,8 @@ def fewer_requests(case: Case, io: StatDelta | None, size_after: int, carried: i
     value = speedup(share, k)
     bound = "at most " if share >= 1 else ""  # all of the read assumed: the request-count bound
     return Effect(round(value, 2), ESTIMATED,
-                  f"estimated {bound}{_x(value)}: {what}: {took}; its {io.reads} requests of {_kib(io.avg_request_kib)} "
+                  f"estimated {bound}{_x(value)}: {what}: {took}; "
+                  f"its {counted(io.reads, 'request')} of {_kib(io.avg_request_kib)} "
                   f"as {io.reads / k:.0f} ({k:.1f}x fewer) leave {(1 - share) * 100:.0f}% + "
                   f"{share * 100:.0f}%/{k:.1f} of the time")
 

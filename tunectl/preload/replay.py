@@ -417,7 +417,9 @@ def _check_inodes(checker: _Checker, how: str, entries: Sequence[Entry], threads
         return "inodes read at open"
     checker.run(max(1, threads) if threads is not None else None, use_io_uring)
     if checker.deferred:
-        return (f"inode pass stopped after {len(entries) - checker.deferred} files: "
+        from tunectl.units import counted
+
+        return (f"inode pass stopped after {counted(len(entries) - checker.deferred, 'file')}: "
                 f"{checker.sample_rate:,.0f} stats/s, the inode tables answer from a cache; the rest read at open")
     return "inodes read ahead, many at once"
 

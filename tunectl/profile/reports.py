@@ -10,6 +10,7 @@ from tunectl.errors import ExitCode
 from tunectl.profile.reader import Diagnostic, json_path
 from tunectl.profile.resolve import Profile
 from tunectl.report import Report
+from tunectl.units import counted
 
 
 @dataclass
@@ -96,5 +97,5 @@ class ValidateReport(Report):
             for line in error_lines(diags):
                 out.warn(line)
             if not verdict.errors:
-                warned = f" ({len(diags)} warning{'s' if len(diags) != 1 else ''})" if diags else ""
+                warned = f" ({counted(len(diags), 'warning')})" if diags else ""
                 out.print(f"{verdict.ref}: ok{warned}")

@@ -21,6 +21,7 @@ from tunectl.errors import ExitCode, TunectlError, UsageError
 from tunectl.report import Report, painted
 from tunectl.status import Status
 from tunectl.tuning.plan import Setting
+from tunectl.units import counted
 
 ACTIONS = ("add", "change")
 
@@ -71,7 +72,7 @@ class EventReport(Report):
                      for s in self.drift]
             return f"{head} {word}: {'; '.join(parts)}"
         if self.status == Status.IN_SYNC:
-            return f"{head} {word} ({self.settings} setting{'s' if self.settings != 1 else ''})"
+            return f"{head} {word} ({counted(self.settings, 'setting')})"
         return f"{head} {word}: {self.reason}"
 
 

@@ -317,8 +317,12 @@ def bad_lists(tmp_path: Path) -> dict[str, Path]:
     binary.write_bytes(GOOD_HEADER.encode() + b"\n\xff\xfe\n")
     empty = tmp_path / "empty.list"
     empty.write_text("")
-    return {"garbage": garbage, "newer": newer, "binary": binary, "empty": empty, "dir": tmp_path,
-            "missing": tmp_path / "nope.list"}
+    lists = {"garbage": garbage, "newer": newer, "binary": binary, "empty": empty, "dir": tmp_path,
+             "missing": tmp_path / "nope.list"}
+    for key, bad in (("placed", {"7:0": "fiemap"}), ("mounts", {"8:1": "relative"}), ("metadata", {"sda": []})):
+        lists[key] = tmp_path / f"{key}.list"
+        lists[key].write_text(json.dumps({**json.loads(GOOD_HEADER), key: bad}) + "\n" + GOOD_ROW + "\n")
+    return lists
 
 
 @pytest.mark.parametrize("argv, code, words", [
@@ -327,6 +331,13 @@ def bad_lists(tmp_path: Path) -> dict[str, Path]:
     (["replay", "{garbage}"], 2, "garbage.list:3: not JSON"),
     (["show", "{garbage}"], 2, "garbage.list:3: not JSON"),
     (["replay", "{newer}"], 2, "newer.list:1: list format version 99 is newer"),
+    # A header key only one of them uses is refused by both: one reader checks the header for all.
+    (["replay", "{placed}"], 2, "placed.list:1: placed 7:0: expected \"squashfs\", got 'fiemap'"),
+    (["show", "{placed}"], 2, "placed.list:1: placed 7:0: expected \"squashfs\", got 'fiemap'"),
+    (["replay", "{mounts}"], 2, "mounts.list:1: mounts 8:1: expected an absolute path"),
+    (["show", "{mounts}"], 2, "mounts.list:1: mounts 8:1: expected an absolute path"),
+    (["replay", "{metadata}", "--no-metadata"], 2, "metadata.list:1: metadata: 'sda' is not MAJ:MIN"),
+    (["show", "{metadata}"], 2, "metadata.list:1: metadata: 'sda' is not MAJ:MIN"),
     (["replay", "{binary}"], 2, "binary.list:2: not UTF-8"),
     (["replay", "{empty}"], 2, "empty file"),
     (["replay", "{dir}"], 2, "a directory, not a regular file"),
