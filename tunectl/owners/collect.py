@@ -17,8 +17,9 @@ from tunectl.context import Context
 from tunectl.devices.model import Device
 from tunectl.errors import TunectlError
 from tunectl.owners import sources
-from tunectl.owners.model import KernelDefault, Writer
+from tunectl.owners.model import KernelDefault
 from tunectl.owners.sources import Assignment
+from tunectl.owners.writers import Writer
 from tunectl.system import trust
 from tunectl.system.rulesfile import RULES_FILE
 

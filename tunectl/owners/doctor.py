@@ -8,7 +8,7 @@ from typing import Any
 from tunectl.context import Context
 from tunectl.errors import ExitCode
 from tunectl.owners.collect import device_facts, read_machine, writers_of
-from tunectl.owners.model import Conflict, conflicts
+from tunectl.owners.writers import Conflict, conflicts
 from tunectl.profile.resolve import Profile
 from tunectl.report import Report
 from tunectl.status import Status

@@ -14,8 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from tunectl.owners.phases import BOOT, BOTH
 from tunectl.udev.lines import logical_lines
+
+# Where each writer runs: at boot, at hot-plug (a udev add/change event), or both.
+BOOT, HOTPLUG, BOTH = "boot", "hotplug", "boot+hotplug"
 
 # udev's rules directories, highest priority first (udev(7)); a file in an earlier one hides the
 # same name in a later one, and a file that is empty or a link to /dev/null masks it.
