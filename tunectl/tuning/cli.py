@@ -108,6 +108,26 @@ def _owners_of():
     return find_owners
 
 
+def _relinked_of():
+    """verify's check for relinked loop devices: it reads the journal, which plan does not load."""
+    from tunectl.tuning import changes
+
+    return changes.relinked
+
+
+def _adopt_seen(ctx, devices) -> list[str]:
+    """plan, verify, status: journal what installed udev rules kept (`changes.adopt_seen`); with no rules recorded,
+    nothing to adopt, and the journal is not loaded."""
+    from tunectl.tuning import intent
+
+    record = intent.current(ctx)
+    if record is None or record.rules is None:
+        return []
+    from tunectl.tuning import changes
+
+    return changes.adopt_seen(ctx, devices)
+
+
 def _cmd_status(ctx, args, out) -> int:
     from tunectl.tuning import intent
     from tunectl.tuning import operations as tuning
@@ -116,7 +136,7 @@ def _cmd_status(ctx, args, out) -> int:
     _notes_first(active, out)
     report = tuning.status(ctx, active.profile, _owners_of(), args.devices, scoped=not args.all)
     _warn_profile(report, out)
-    _say_adopted(tuning.adopt_seen(ctx, report.devices), out)
+    _say_adopted(_adopt_seen(ctx, report.devices), out)
     report.notes, report.applied = active.notes, active.intent is not None
     report.rules = active.intent.rules if active.intent is not None else None
     return out.show(report)
@@ -132,9 +152,9 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     _notes_first(active, out)
     scoped = (verify or active.from_record) and not args.all
     report = tuning.plan(ctx, None, args.devices, profile=active.profile, scoped=scoped, verify=verify,
-                         owners_of=_owners_of() if verify else None)
+                         owners_of=_owners_of() if verify else None, relinked_of=_relinked_of() if verify else None)
     _warn_profile(report, out)
-    _say_adopted(tuning.adopt_seen(ctx, report.devices), out)
+    _say_adopted(_adopt_seen(ctx, report.devices), out)
     report.notes = active.notes
     report.held = benched = _running_bench(ctx) if verify else []
     if benched:
@@ -144,8 +164,8 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
 
 
 def _cmd_apply(ctx, args, out) -> int:
+    from tunectl.tuning import changes as tuning
     from tunectl.tuning import intent
-    from tunectl.tuning import operations as tuning
 
     try:
         active = intent.choose(ctx, args.profile, "apply")
@@ -170,7 +190,7 @@ def _show_apply(report, args, out) -> int:
 
 
 def _cmd_rollback(ctx, args, out) -> int:
-    from tunectl.tuning import operations as tuning
+    from tunectl.tuning import changes as tuning
 
     printing = args.print_script and not out.json  # --print-script: a shell script instead of the report's text
     report = tuning.rollback(ctx, args.devices, check=args.check or args.print_script, remove_rules=args.remove_rules)

@@ -27,7 +27,7 @@ from tunectl.system import rulesfile, trust
 from tunectl.system.rulesfile import RulesError
 from tunectl.system.runner import CommandError
 from tunectl.system.udevadm import Udevadm
-from tunectl.tuning import intent
+from tunectl.tuning import changes, intent
 from tunectl.tuning import operations as tuning
 from tunectl.udev.lint import lint
 from tunectl.udev.render import RULES_FILE, Rendered, below_attributes, render_rules
@@ -343,8 +343,8 @@ def journal_for_rules(ctx, profile: Profile, ref: str,
     """
     report = tuning.plan(ctx, None, None, profile)
     settings = [s for s in report.settings if scope is None or s.identity in scope]
-    tuning.journal_originals(ctx, intent.load(ctx.state), report.devices, settings,
-                             replace(tuning.changed_by(ref), via="udev rules"))
+    changes.journal_originals(ctx, intent.load(ctx.state), report.devices, settings,
+                              replace(changes.changed_by(ref), via="udev rules"))
     names = None if scope is None else sorted(d.name for d in report.devices if d.identity in scope)
     kept = _kept_for_below(ctx, profile, [d for d in report.devices if scope is None or d.identity in scope])
     return sum(s.status == Status.CHANGE for s in settings), names, kept
@@ -377,7 +377,7 @@ def remove(ctx, rules_dir: str | None) -> RemoveReport:
     rules = record.rules if record is not None else None
     # What the rules kept in udev's database is adopted only while the record says they are installed: journal it
     # now, or the rollback after this removal would leave every value the rules (or their RUN) wrote unrestored.
-    adopted = tuning.adopt_seen(ctx, tuning.discover_devices(ctx)) if rules is not None else []
+    adopted = changes.adopt_seen(ctx, tuning.discover_devices(ctx)) if rules is not None else []
     present = target.exists()
     problems = rulesfile.remove(target, ctx.run)
     removed = present and not target.exists()

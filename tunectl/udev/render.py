@@ -79,7 +79,7 @@ class Rendered:
     notes: list[str] = field(default_factory=list)
     runs_tunectl: bool = False
     # the attributes whose originals the rules keep for below: alone (no layer writes them): on a disk under no stack
-    # a change of one is not the rules' (tuning.operations.adopt_rules_originals)
+    # a change of one is not the rules' (tuning.changes.adopt_rules_originals)
     below_only: tuple[str, ...] = ()
 
 

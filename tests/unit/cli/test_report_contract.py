@@ -33,7 +33,7 @@ ON_THE_CONTRACT = {
     "tunectl.udev.install:::": "RulesCheckReport",
     "tunectl.mounts.operations:": "FixReport",
     "tunectl.bench.report": "BenchReport",
-    "tunectl.tuning.operations": "ApplyReport",
+    "tunectl.tuning.changes": "ApplyReport",
     "tunectl.tuning.operations:": "PlanReport",
     "tunectl.tuning.operations::": "NothingAppliedReport",
     "tunectl.mounts.operations::": "RollbackReport",

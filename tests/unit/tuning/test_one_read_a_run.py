@@ -51,7 +51,7 @@ code = main(sys.argv[1:])
 watched = [m for m in sys.modules if m.startswith(("tunectl.owners", "tunectl.udev"))
            or m in ("subprocess", "shutil", "yaml", "_hashlib", "datetime", "tunectl.tuning.adopt",
                     "tunectl.devices.stack", "tunectl.system.mountinfo", "tunectl.system.blockio",
-                    "tunectl.system.blkid", "tunectl.system.hold", "typing")]
+                    "tunectl.system.blkid", "tunectl.system.hold", "typing", "tunectl.tuning.journal")]
 print("loaded:", *sorted(watched))
 sys.exit(code)
 """
@@ -88,10 +88,12 @@ def test_plan_and_apply_load_neither_the_owners_check_nor_udev_nor_subprocess_no
     # PyYAML, and no OpenSSL for the SHA-256 of the text.
     # No rules installed: nothing to adopt from them; the lock's and the journal's time stamps come from time.
     cached = {"yaml", "_hashlib", "datetime", "typing"}  # PyYAML's constructor imports datetime, jsonschema typing
-    assert loaded("apply", "-p", str(tmp_path / "p.yaml")) - cached <= {"shutil"}
+    # Only what writes reads the journal (apply, rollback: tuning.changes): plan loads neither it nor its 4 records.
+    journal = "tunectl.tuning.journal"
+    assert loaded("apply", "-p", str(tmp_path / "p.yaml")) - cached <= {"shutil", journal}
     assert loaded("plan", "-p", str(tmp_path / "p.yaml")) - cached <= {"shutil"}
     assert loaded("plan", "-p", str(tmp_path / "p.yaml")) <= {"shutil"}
-    assert loaded("apply", "-p", str(tmp_path / "p.yaml")) <= {"shutil"}  # a no-op now
+    assert loaded("apply", "-p", str(tmp_path / "p.yaml")) <= {"shutil", journal}  # a no-op now
     assert "tunectl.owners" in loaded("verify") and "tunectl.owners" in loaded("status")  # they show owners
     # Devices named, not paths: no Stack is built, no mount table read and no blkid run, so their modules (each
     # a few frozen dataclasses to create at import) stay unloaded; only verify and status read bench's hold.
