@@ -32,15 +32,16 @@ copy as it is in the finding's change alone ("4K -> 128K blocks alone").
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from tunectl.bench.diskstat import StatDelta
 from tunectl.explain.model import Case, Trial
+from tunectl.record import record
+from tunectl.units import counted
 
 ESTIMATED, MEASURED = "estimated", "measured"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Effect:
     """The expected speedup of the cold read the finding's change brings (1.0: none expected)."""
 
@@ -99,7 +100,8 @@ def fewer_requests(case: Case, io: StatDelta | None, size_after: int, carried: i
     value = speedup(share, k)
     bound = "at most " if share >= 1 else ""  # all of the read assumed: the request-count bound
     return Effect(round(value, 2), ESTIMATED,
-                  f"estimated {bound}{_x(value)}: {what}: {took}; its {io.reads} requests of {_kib(io.avg_request_kib)} "
+                  f"estimated {bound}{_x(value)}: {what}: {took}; "
+                  f"its {counted(io.reads, 'request')} of {_kib(io.avg_request_kib)} "
                   f"as {io.reads / k:.0f} ({k:.1f}x fewer) leave {(1 - share) * 100:.0f}% + "
                   f"{share * 100:.0f}%/{k:.1f} of the time")
 

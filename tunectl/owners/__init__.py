@@ -1,8 +1,8 @@
 """Who set each value, and who else writes it (issue #31).
 
-`model` is pure (`owner_of`, `conflicts`); `sources` parses the other writers' files
-(pure); `collect` is the OS edge that reads them. `find_owners` joins the three for
-the commands that report values (status, verify, explain).
+`model` (who set a value) and `writers` (the other writers: `owner_of`, `conflicts`) are pure; `sources`
+parses the other writers' files (pure); `collect` is the OS edge that reads them. `find_owners` joins them
+for the commands that report values (status, verify, explain).
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from collections.abc import Iterable, Sequence
 
 from tunectl.context import Context
 from tunectl.devices.model import Device
-from tunectl.owners.model import DeviceOwners, KernelDefault, Owner, TunectlMark, Writer, journalled_owner, owner_of
+from tunectl.owners.model import DeviceOwners, KernelDefault, Owner, TunectlMark, journalled_owner
 from tunectl.status import Status
 
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
 if TYPE_CHECKING:
     from tunectl.owners.collect import Machine
+    from tunectl.owners.writers import Writer
 
 
 def shown_attributes(dev: Device) -> list[str]:
@@ -66,8 +67,9 @@ def find_owners(ctx: Context, devices: Sequence[Device], settings: Iterable = ()
             in_sync = None if setting is None else setting.status == Status.IN_SYNC
             owner = journalled_owner(marks.get(attr), in_sync)
             if owner is None:
-                # loaded here: the file parsers and the OS edge, for a value tunectl did not set (see above)
+                # loaded here: the other writers, their parsers and the OS edge, for a value tunectl did not set
                 from tunectl.owners import collect
+                from tunectl.owners.writers import owner_of
 
                 machine = machine if machine is not None else collect.read_machine(ctx, rules_path)
                 if found is None:
@@ -91,4 +93,4 @@ def journal_marks(ctx: Context) -> dict[str, dict[str, TunectlMark]]:
             for identity, entry in kept.devices.items()}
 
 
-__all__ = ["DeviceOwners", "Owner", "Writer", "find_owners", "journal_marks", "owner_of"]
+__all__ = ["DeviceOwners", "Owner", "find_owners", "journal_marks"]

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from tests.harness import run_cli
 from tests.tuning_helpers import loop_machine
 from tunectl.owners import sources
-from tunectl.owners.model import KernelDefault, TunectlMark, Writer, conflicts, owner_of
+from tunectl.owners.model import KernelDefault, TunectlMark
 from tunectl.owners.sources import Assignment, Target
+from tunectl.owners.writers import Writer, conflicts, owner_of
 
 PROFILE = """\
 name: loops

@@ -115,6 +115,7 @@ def test_verify_after_an_apply_that_set_every_value_reads_no_other_writer_nor_th
     loaded = _modules_loaded(empty_fake_tree, tmp_path, "kyber")  # loops attach with mq-deadline: kyber is set
 
     assert "tunectl.owners" not in loaded("apply", "-p", str(tmp_path / "p.yaml"))  # kyber and 4096: both set
-    skipped = {"tunectl.owners.collect", "tunectl.owners.sources", "tunectl.udev.lines", "tunectl.system.hold"}
+    skipped = {"tunectl.owners.collect", "tunectl.owners.sources", "tunectl.owners.writers", "tunectl.udev.lines",
+               "tunectl.system.hold"}
     assert "tunectl.owners.model" in loaded("verify") and not loaded("verify") & skipped
-    assert {"tunectl.owners.collect", "tunectl.owners.sources"} <= loaded("status")
+    assert {"tunectl.owners.collect", "tunectl.owners.sources", "tunectl.owners.writers"} <= loaded("status")
