@@ -102,12 +102,13 @@ def fewer_requests(case: Case, io: StatDelta | None, size_after: int, carried: i
 
 def layer_share(case: Case, io: StatDelta | None, below: StatDelta | None, what: str) -> Effect:
     """At most the speedup of removing `io`'s own time (its read time less the device below's): `what` removes
-    part of that layer's work."""
+    part of that layer's work. The read times are summed waits, which pass the read's time when requests were in
+    flight together: the layer's own part of its wait, times its share of the read (share_of)."""
     if io is None or not io.reads or case.cold is None:
         return none(f"{what}; no cold read measured the layer's own share of the time")
     own = max(io.read_ms - (below.read_ms if below else 0), 0)
     ms = case.cold.seconds * 1000
-    share = min(own / ms, 1.0) if ms > 0 else 0.0
+    share = own / io.read_ms * share_of(case, io)[0] if ms > 0 and io.read_ms > 0 else 0.0
     value = speedup(share, float("inf")) if share < 1 else 1.0
     return Effect(round(value, 2), ESTIMATED,
                   f"estimated at most {_x(value)}: {what}: {io.device}'s own time is {share * 100:.0f}% of the read "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -137,13 +138,38 @@ def _checker_digest() -> bytes:
     from tunectl import __version__, attributes, units
     from tunectl.profile import checks, plain_yaml, reader, schema, yaml_events
 
-    digest = sha256(f"{__version__}\0".encode())
+    # jsonschema's version too: an upgrade can change a verdict (a keyword's meaning, a meta-schema).
+    digest = sha256(f"{__version__}\0{_jsonschema_version()}\0".encode())
     # The readers too: a cache hit's data comes from plain_yaml or yaml_events, whose reading the verdict trusts.
     for source in (reader.__file__, yaml_events.__file__, plain_yaml.__file__, checks.__file__, schema.__file__,
                    attributes.__file__, units.__file__, schema.SCHEMA_PATH):
         with contextlib.suppress(OSError):
             digest.update(Path(source).read_bytes())
     return digest.digest()
+
+
+def _jsonschema_version() -> str:
+    """The installed jsonschema's version, read without importing it (a cache hit must not pay for that).
+
+    The metadata directories beside the package import would find (``jsonschema-4.26.0.dist-info``,
+    ``jsonschema_specifications-....dist-info``; a Debian ``.egg-info``) name the versions: one stat per
+    sys.path entry and one listing, ~0.1 ms. A layout without them falls back to importlib.metadata (~60 ms).
+    """
+    for entry in sys.path:
+        where = entry or "."
+        if os.path.isfile(os.path.join(where, "jsonschema", "__init__.py")):
+            with contextlib.suppress(OSError):
+                names = sorted(n for n in os.listdir(where) if n.lower().startswith(("jsonschema-", "jsonschema_"))
+                               and n.endswith((".dist-info", ".egg-info")))
+                if names:
+                    return " ".join(names)
+            break
+    from importlib import metadata
+
+    try:
+        return metadata.version("jsonschema")
+    except metadata.PackageNotFoundError:
+        return "none"
 
 
 def _sha256(*parts: bytes) -> str:

@@ -179,3 +179,17 @@ def test_any_cold_read_gives_finite_ranked_effects(seed):
     found = rules.findings(dataclasses.replace(stacks.browser(), cold=cold, trials=trials))
     values = [f.effect.value for f in found]
     assert all(math.isfinite(v) and v >= 0 for v in values) and values == sorted(values, reverse=True)
+
+
+def test_a_layers_share_stays_its_part_of_the_wait_when_requests_overlap():
+    # Requests in flight together: each one's wait is summed, so dm-0's 6000 ms exceed the 2184 ms read. Its own part
+    # is still (6000 - 1380) / 6000 of its wait, and dm-0 was waited on for all of the read: at most 1 / (1 - 0.77).
+    # Taken against the read's time instead, 4620 ms of 2184 capped at 100% gave "at most 1.0x" and ranked verity,
+    # the layer that took most of the read, with the findings of no effect.
+    case = stacks.browser()
+    devices = tuple(dataclasses.replace(d, read_ms=6000) if d.device == "dm-0" else d for d in case.cold.devices)
+    f = by_id(dataclasses.replace(case, cold=dataclasses.replace(case.cold, devices=devices)))["EX009"]
+    assert f.effect.value == round(1 / (1 - 4620 / 6000), 2) == 4.35
+    assert "dm-0's own time is 77% of the read" in f.evidence[-1]
+    # without overlap the share is the same arithmetic as before: own time over the read's time
+    assert by_id(stacks.browser())["EX009"].effect.value == round(1 / (1 - 404 / 2183.8), 2)

@@ -138,10 +138,13 @@ def test_a_cached_profile_is_loaded_without_importing_pyyaml(tmp_path: Path) -> 
         "from tunectl.profile.resolve import load_profile\n"
         "from tunectl.system.cache import ValidationCache\n"
         f"p = load_profile('database', [Path({str(library)!r})], ValidationCache({str(tmp_path / 'validated')!r}))\n"
-        "print(json.dumps({'yaml': 'yaml' in sys.modules, 'data': p.data, 'positions': repr(p.positions)}))\n")
+        "print(json.dumps({'yaml': 'yaml' in sys.modules, 'data': p.data, 'positions': repr(p.positions),\n"
+        "                  'jsonschema': {'jsonschema', 'importlib.metadata'} & set(sys.modules) != set()}))\n")
     first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert len(list(ValidationCache(tmp_path / "validated").dir.iterdir())) == 3  # all three checked, then cached
     again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     before, after = json.loads(first.stdout), json.loads(again.stdout)
     assert before["yaml"] is True and after["yaml"] is False
+    # Nor jsonschema, nor importlib.metadata to learn jsonschema's version for the checker's digest.
+    assert before["jsonschema"] is True and after["jsonschema"] is False
     assert after["data"] == before["data"] and after["positions"] == before["positions"]

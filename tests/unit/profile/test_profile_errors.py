@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -640,6 +641,43 @@ def test_cache_keeps_positions_and_warnings_and_never_hides_errors(tmp_path: Pat
     base.write_text("classes:\n  ssd:\n    scheduler: nope\n")
     _, diags = resolve_profile(child, [], cache)
     assert any("unknown scheduler 'nope'" in str(d) for d in diags)
+
+
+def test_a_verdict_cached_under_one_jsonschema_is_not_used_under_another(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """An upgrade of jsonschema can change a verdict: its version (read from the metadata beside the package
+    import would find, without importing it) is part of the checker's digest, so the text is checked again."""
+    import jsonschema  # noqa: F401 -- the real one stays imported; the fake packages below only name a version
+
+    from tunectl.profile import library
+
+    def installed(version: str | None) -> str:
+        site = tmp_path / f"site-{version}"
+        (site / "jsonschema").mkdir(parents=True)
+        (site / "jsonschema" / "__init__.py").write_text("")
+        if version is not None:
+            (site / f"jsonschema-{version}.dist-info").mkdir()
+        monkeypatch.setattr(sys, "path", [str(site), *sys.path])
+        library._checker_digest.cache_clear()
+        return library._jsonschema_version()
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    try:
+        cache = ValidationCache(tmp_path / "state" / "validated")
+        profile = tmp_path / "p.yaml"
+        profile.write_text(VALID)
+        assert installed("4.0.0") == "jsonschema-4.0.0.dist-info"
+        load_profile(profile, [], cache)
+        load_profile(profile, [], cache)
+        assert len(list(cache.dir.iterdir())) == 1  # checked once, then a hit
+        assert installed("5.0.0") == "jsonschema-5.0.0.dist-info"
+        load_profile(profile, [], cache)
+        assert len(list(cache.dir.iterdir())) == 2  # checked again under the new version
+        # No metadata beside the package: importlib.metadata answers (slower, still the version).
+        from importlib import metadata
+        assert installed(None) == metadata.version("jsonschema")
+    finally:
+        library._checker_digest.cache_clear()
 
 
 def test_validate_never_writes_the_cache(cli, tmp_path: Path) -> None:
