@@ -47,6 +47,12 @@ def parse_kib(value: int | str) -> int:
     return size // 1024
 
 
+def counted(n: int, noun: str, plural: str = "") -> str:
+    """``1 file``, ``2 files``, ``0 files``: a count and its noun, singular for one (`plural` when it is not
+    the noun and an s)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def format_bytes(n: int) -> str:
     for unit, factor in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
         if n >= factor:

@@ -67,7 +67,7 @@ def run(ctx, args, out) -> int:
     from tunectl.bench.runner import Io, Sweep
     from tunectl.bench.sweep import parse_read_ahead, parse_schedulers, plan_points
     from tunectl.errors import UsageError
-    from tunectl.units import format_bytes
+    from tunectl.units import counted, format_bytes
 
     read_aheads = parse_read_ahead(args.read_ahead)
     wanted = parse_schedulers(args.schedulers) if args.schedulers else None
@@ -99,8 +99,8 @@ def run(ctx, args, out) -> int:
     points = plan_points(read_aheads, schedulers, args.runs, seed)
     header = (f"bench {stack.target} ({stack.kind}; read_ahead_kb on {stack.top.name}"
               + (f", scheduler on {', '.join(d.name for d in stack.scheduled)}" if schedulers != [None] else "")
-              + f"): {len(read_aheads)} read-ahead x {len(schedulers)} scheduler(s) x {args.runs} run(s) = "
-              + f"{len(points)} points, {format_bytes(min(size, stack.read_bytes))} each, "
+              + f"): {len(read_aheads)} read-ahead x {counted(len(schedulers), 'scheduler')} x {counted(args.runs, 'run')}"
+              + f" = {counted(len(points), 'point')}, {format_bytes(min(size, stack.read_bytes))} each, "
               + f"seed {seed}")
     if not out.json:  # stays: printed before a sweep of minutes, not part of its report (the JSON has each fact)
         out.print(header)
@@ -115,7 +115,7 @@ def run(ctx, args, out) -> int:
 
         bar.close()
         verb = "terminated" if isinstance(e, Terminated) else "interrupted"
-        report_restore(sweep, out, f"{verb} after {len(sweep.runs)} of {len(points)} points")
+        report_restore(sweep, out, f"{verb} after {len(sweep.runs)} of {counted(len(points), 'point')}")
         from tunectl.bench.report import BenchReport
 
         return out.show(BenchReport(stack, sweep, seed, schedulers, interrupted=True,

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.attributes import range_text
 from tunectl.bench.results import Placement, Recommendation, Summary, recommend, summarise
 from tunectl.bench.runner import Sweep
 from tunectl.bench.stack import Target
 from tunectl.errors import ExitCode, TunectlError
+from tunectl.record import record
 from tunectl.report import Report
 from tunectl.status import Status
+from tunectl.units import counted
 
 
-@dataclass
+@record
 class BenchReport(Report):
     stack: Target
     sweep: Sweep
@@ -125,7 +127,8 @@ def restored_text(sweep: Sweep) -> str:
             knobs[s.device] = knobs.get(s.device, 0) + 1
         else:
             by_device.setdefault(s.device, []).append(f"{s.attribute}={s.after}")
-    what = "; ".join(f"{dev} {' '.join(attrs)}" + (f" and {knobs[dev]} {_scheduler_of(attrs)} knobs" if dev in knobs else "")
+    what = "; ".join(f"{dev} {' '.join(attrs)}"
+                     + (f" and {counted(knobs[dev], f'{_scheduler_of(attrs)} knob')}" if dev in knobs else "")
                      for dev, attrs in by_device.items())
     return f"restored every original setting: {what or 'nothing had changed'}"
 

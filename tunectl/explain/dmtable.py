@@ -7,14 +7,17 @@ kept. Pure: the caller runs `dmsetup table NAME` (or reads it recorded).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from tunectl.record import record
+from tunectl.units import counted
 
 
 class BadTable(ValueError):
     """A line that is not a dm table line of the type it names."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Target:
     start: int  # sectors
     length: int
@@ -36,7 +39,7 @@ def _options(words: list[str]) -> list[str]:
     except ValueError:
         raise BadTable(f"expected the count of optional parameters, got {words[0]!r}") from None
     if count != len(words) - 1:
-        raise BadTable(f"{count} optional parameters announced, {len(words) - 1} given")
+        raise BadTable(f"{counted(count, 'optional parameter')} announced, {len(words) - 1} given")
     return words[1:]
 
 
@@ -79,7 +82,7 @@ def _striped(args: list[str]) -> tuple[tuple[str, ...], dict]:
     stripes, chunk = int(args[0]), int(args[1])
     pairs = args[2:]
     if len(pairs) != 2 * stripes:
-        raise BadTable(f"{stripes} stripes announced, {len(pairs) // 2} devices given")
+        raise BadTable(f"{counted(stripes, 'stripe')} announced, {counted(len(pairs) // 2, 'device')} given")
     return tuple(pairs[0::2]), {"stripes": stripes, "chunk_sectors": chunk}
 
 

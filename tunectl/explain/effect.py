@@ -32,15 +32,16 @@ copy as it is in the finding's change alone ("4K -> 128K blocks alone").
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from tunectl.bench.diskstat import StatDelta
 from tunectl.explain.model import Case, Trial
+from tunectl.record import record
+from tunectl.units import counted
 
 ESTIMATED, MEASURED = "estimated", "measured"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Effect:
     """The expected speedup of the cold read the finding's change brings (1.0: none expected)."""
 
@@ -77,6 +78,9 @@ def share_of(case: Case, io: StatDelta) -> tuple[float, str]:
     """(the share of the cold read's time `io`'s requests took, in words)."""
     ms = case.cold.seconds * 1000 if case.cold else 0.0
     share = min(io.read_ms / ms, 1.0) if ms > 0 else 1.0
+    if share >= 1 and ms > 0 and io.read_ms > ms:  # summed waits of requests in flight together
+        return share, (f"{io.device}'s requests were waited on all through the read ({io.read_ms} ms of waits "
+                       f"in {ms:.0f} ms, overlapping: all of it assumed)")
     return share, f"{io.device}'s requests took {share * 100:.0f}% of the read ({io.read_ms} of {ms:.0f} ms)"
 
 
@@ -94,8 +98,10 @@ def fewer_requests(case: Case, io: StatDelta | None, size_after: int, carried: i
     k = max(1.0, min(io.reads / after, bound_k))
     share, took = share_of(case, io)
     value = speedup(share, k)
+    bound = "at most " if share >= 1 else ""  # all of the read assumed: the request-count bound
     return Effect(round(value, 2), ESTIMATED,
-                  f"estimated {_x(value)}: {what}: {took}; its {io.reads} requests of {_kib(io.avg_request_kib)} "
+                  f"estimated {bound}{_x(value)}: {what}: {took}; "
+                  f"its {counted(io.reads, 'request')} of {_kib(io.avg_request_kib)} "
                   f"as {io.reads / k:.0f} ({k:.1f}x fewer) leave {(1 - share) * 100:.0f}% + "
                   f"{share * 100:.0f}%/{k:.1f} of the time")
 

@@ -27,16 +27,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from tunectl.bench.diskstat import StatDelta
 from tunectl.devices.stack import BlockLayer
 from tunectl.explain import effect as effects
 from tunectl.explain.effect import Effect
 from tunectl.explain.model import PAGE_SIZE, Case
+from tunectl.record import record
+from tunectl.units import counted
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Change:
     kind: str  # "profile" (a fragment), "command", "rebuild", "none"
     text: str
@@ -45,7 +46,7 @@ class Change:
         return {"kind": self.kind, "text": self.text}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Finding:
     rule: str
     title: str
@@ -59,7 +60,7 @@ class Finding:
                 "evidence": list(self.evidence), "change": self.change.to_json()}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rule:
     id: str
     name: str
@@ -107,7 +108,7 @@ def _small_disks(case: Case) -> list[tuple[BlockLayer, StatDelta]]:
 
 def _small_unmerged(case: Case) -> list[str]:
     """Evidence that the disks got small requests that were not merged (empty when they did not)."""
-    return [f"{disk.name}: {io.reads} read requests of {io.avg_request_kib:.1f} KiB on average, "
+    return [f"{disk.name}: {counted(io.reads, 'read request')} of {io.avg_request_kib:.1f} KiB on average, "
             f"{_pct(io.merged_share)} merged, during the cold read" for disk, io in _small_disks(case)]
 
 
@@ -140,7 +141,7 @@ def dm_no_scheduler(case: Case) -> Finding | None:
         for dm in dms:
             io = case.cold.of(dm.name)
             if io is not None and io.reads:
-                evidence.append(f"{dm.name}: {io.reads} reads, {_pct(io.merged_share)} merged")
+                evidence.append(f"{dm.name}: {counted(io.reads, 'read')}, {_pct(io.merged_share)} merged")
     undecided = [d for d in disks if d.facts and d.facts.queue.scheduler in (None, "none") and d.facts.queue.rotational]
     if undecided:
         change = Change("profile", "below:\n  scheduler: mq-deadline  # the disks under dm decide")
@@ -209,7 +210,7 @@ def loop_direct_io(case: Case) -> Finding | None:
                 f"bypass the page cache and read-ahead ({facts.backing_read_ahead_kb} KiB) of "
                 f"{facts.backing_device or 'the backing filesystem'}"]
     if case.cold and (io := case.cold.of(loop.name)) is not None and io.reads:
-        evidence.append(f"{loop.name}: {io.reads} requests of {io.avg_request_kib:.1f} KiB reach the backing file "
+        evidence.append(f"{loop.name}: {counted(io.reads, 'request')} of {io.avg_request_kib:.1f} KiB reach the backing file "
                         "one by one")
     evidence += _small_unmerged(case)
     ra_kb = facts.backing_read_ahead_kb  # None: not read (the kernel's default assumed); 0: no read-ahead

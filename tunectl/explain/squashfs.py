@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import struct
 from collections import namedtuple
-from dataclasses import dataclass
+
+from tunectl.record import record
+from tunectl.units import counted
 
 MAGIC = 0x73717368  # "hsqs" read little-endian
 SIZE = 96
@@ -41,7 +43,7 @@ class NotSquashfs(ValueError):
     """The bytes are not a squashfs 4.x superblock (wrong magic, version or size)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Superblock:
     block_size: int  # bytes of one data block (4 KiB .. 1 MiB)
     compressor: str
@@ -189,7 +191,7 @@ def fragment_blocks(read, sb: Superblock) -> list[int]:
     if not sb.fragments or sb.fragment_table in (0, 0xFFFFFFFFFFFFFFFF):
         return []
     if sb.fragments > sb.inodes:  # a fragment block holds the tail of at least one file
-        raise DamagedImage(f"superblock: {sb.fragments} fragment blocks for {sb.inodes} inodes")
+        raise DamagedImage(f"superblock: {counted(sb.fragments, 'fragment block')} for {counted(sb.inodes, 'inode')}")
     count = (sb.fragments + 511) // 512  # 512 entries of 16 bytes per metadata block, their places in an index
     if not 0 < sb.fragment_table <= sb.bytes_used - 8 * count:  # pread would refuse a place past 2**63
         raise DamagedImage(f"fragment table: its index at byte {sb.fragment_table} lies outside the image "
@@ -265,5 +267,5 @@ def file_places(read, sb: Superblock) -> dict[int, SquashFile]:
     except struct.error:
         raise DamagedImage(f"inode table: the table ends inside the inode at table byte {pos}") from None
     if seen != sb.inodes:
-        raise DamagedImage(f"inode table: {seen} inodes, the superblock says {sb.inodes}")
+        raise DamagedImage(f"inode table: {counted(seen, 'inode')}, the superblock says {sb.inodes}")
     return files

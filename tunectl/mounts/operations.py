@@ -11,7 +11,7 @@ import errno
 import json
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from tunectl.devices.resolve import Resolver, names_a_device
@@ -21,6 +21,7 @@ from tunectl.mounts import options as opts
 from tunectl.mounts.check import FsCheck, evaluate
 from tunectl.mounts.fstab_file import MAX_FSTAB_BYTES
 from tunectl.mounts.rules import Facts
+from tunectl.record import record
 from tunectl.report import Column, Report
 from tunectl.status import Marked, Verdict
 from tunectl.system import mountinfo
@@ -48,7 +49,7 @@ def fstab_path(ctx, given: str | None) -> Path:
     return Path(given or ctx.roots.fstab)
 
 
-@dataclass
+@record
 class CheckReport(Report):
     profile: str
     fstab_path: Path
@@ -98,7 +99,7 @@ class CheckReport(Report):
             out.print(f"fstrim.timer: {self.timer['state']}")
 
 
-@dataclass
+@record
 class Remount:
     target: str
     options: str
@@ -111,7 +112,7 @@ class Remount:
                 "error": self.error}
 
 
-@dataclass
+@record
 class FixReport(Report):
     check_report: CheckReport
     check: bool
@@ -328,19 +329,29 @@ def unified_diff(path: Path, old: bytes, new: bytes) -> str:
     return text_diff(old.decode("utf-8", "replace"), new.decode("utf-8", "replace"), str(path), f"{path} (tunectl)")
 
 
-def _findmnt(path: Path, run: Callable[..., Completed]) -> list[dict]:
-    done = run(["findmnt", "--tab-file", str(path), "-J", "-o", "SOURCE,TARGET,FSTYPE,OPTIONS,FREQ,PASSNO"],
-               timeout=30, check=False)
+def _findmnt(data: bytes, run: Callable[..., Completed], shown: Path | str = "") -> list[dict]:
+    """How libmount reads `data` (`shown`: the file it stands for, in messages). findmnt reads tunectl's own
+    copy (a memfd, through this process's descriptor), never a name: in a directory another user owns the
+    temp file or the fstab could be a link to a file root alone reads by the time findmnt opens it."""
+    fd = os.memfd_create("tunectl-fstab", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        done = run(["findmnt", "--tab-file", f"/proc/{os.getpid()}/fd/{fd}", "-J", "-o",
+                    "SOURCE,TARGET,FSTYPE,OPTIONS,FREQ,PASSNO"], timeout=30, check=False)
+    finally:
+        os.close(fd)
     if done.returncode not in (0, 1) or (done.returncode == 1 and done.stdout.strip()):
-        raise TunectlError(f"findmnt cannot read {path}: {done.stderr.strip()}")
+        raise TunectlError(f"findmnt cannot read {shown}: {done.stderr.strip()}")
     return json.loads(done.stdout).get("filesystems", []) if done.stdout.strip() else []
 
 
-def libmount_agrees(old: Path, new: Path, changed: dict[int, list[str]], table: fstab_model.Fstab,
+def libmount_agrees(old: Path, read: bytes, new: bytes, changed: dict[int, list[str]], table: fstab_model.Fstab,
                     run: Callable[..., Completed]) -> None:
-    """libmount must read every untouched entry of `new` exactly as in `old`, and the changed ones
-    with the new options; else raise and nothing is replaced."""
-    before, after = _findmnt(old, run), _findmnt(new, run)
+    """libmount must read every untouched entry of `new` exactly as `read` (the fstab `old` as tunectl read it),
+    and the changed ones with the new options; else raise and nothing is replaced."""
+    before, after = _findmnt(read, run, old), _findmnt(new, run, f"the new {old}")
     entries = table.entries
     if not (len(before) == len(after) == len(entries)):
         raise TunectlError(f"libmount reads {len(before)} entries in {old} and {len(after)} in the new file "
@@ -361,7 +372,8 @@ def _write(path: Path, old: bytes, new: bytes, changed: dict[int, list[str]], ta
     from tunectl.mounts import fstab_file
 
     real = fstab_file.resolve(path)
-    return fstab_file.replace(real, old, new, verify=lambda tmp: libmount_agrees(real, tmp, changed, table, run))
+    # the bytes judged, not the names: fstab_file.replace checks right before and after that the file still holds `old`
+    return fstab_file.replace(real, old, new, verify=lambda tmp: libmount_agrees(real, old, new, changed, table, run))
 
 
 def remount(ctx, fs: FsCheck) -> Remount:
@@ -418,7 +430,7 @@ def fix(ctx, profile_ref: str | None, fstab_file: str | None = None, do_remount:
     return result
 
 
-@dataclass
+@record
 class RollbackReport(Report):
     """`mounts rollback`: what was said about the fstab (restored, or nothing to restore) and the backup kept."""
 

@@ -10,22 +10,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.attributes import KNOB_DEFAULTS, default_scheduler, derived_read_ahead_kb, read_ahead_generation
 from tunectl.context import Context
 from tunectl.devices.model import Device
 from tunectl.errors import TunectlError
 from tunectl.owners import sources
-from tunectl.owners.model import KernelDefault, TunectlMark, Writer
+from tunectl.owners.model import KernelDefault
 from tunectl.owners.sources import Assignment
+from tunectl.owners.writers import Writer
+from tunectl.record import record
 from tunectl.system import trust
 from tunectl.system.rulesfile import RULES_FILE
 
 MAX_FILE = 4 << 20
 
 
-@dataclass
+@record
 class Machine:
     """Every other writer found, in each service's order, and what could not be read."""
 
@@ -221,12 +223,3 @@ def kernel_defaults(ctx: Context, dev: Device) -> dict[str, KernelDefault]:
         for knob, default in KNOB_DEFAULTS.get(dev.scheduler or "", {}).items():
             out[f"iosched/{knob}"] = KernelDefault(default, f"{dev.scheduler}'s default {knob}")
     return out
-
-
-def journal_marks(ctx: Context) -> dict[str, dict[str, TunectlMark]]:
-    """identity -> attribute -> what the journal says tunectl did to it on that device (the journal read once)."""
-    from tunectl.tuning import journal
-
-    kept = journal.load(ctx.state) if ctx.state.exists() else journal.Journal()
-    return {identity: {attr: TunectlMark(by.profile, by.at, by.via) for attr, by in entry.changed_by.items()}
-            for identity, entry in kept.devices.items()}

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from tunectl.context import Context
 from tunectl.errors import ExitCode
 from tunectl.owners.collect import device_facts, read_machine, writers_of
-from tunectl.owners.model import Conflict, conflicts
+from tunectl.owners.writers import Conflict, conflicts
 from tunectl.profile.resolve import Profile
+from tunectl.record import record
 from tunectl.report import Report
 from tunectl.status import Status
 
 
-@dataclass
+@record
 class DoctorReport(Report):
     profile: str
     rules_file: str | None  # tunectl's installed rules, as udev reads them

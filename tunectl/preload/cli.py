@@ -128,7 +128,7 @@ def _surveyed(args, out, metadata_bytes: int = 0):
 
     from tunectl.errors import UsageError
     from tunectl.preload.listfile import survey
-    from tunectl.units import format_bytes, parse_bytes
+    from tunectl.units import counted, format_bytes, parse_bytes
 
     try:
         limit = parse_bytes(args.max_bytes) if args.max_bytes is not None else \
@@ -139,12 +139,12 @@ def _surveyed(args, out, metadata_bytes: int = 0):
     total = found.bytes + metadata_bytes
     if total > limit:
         meta = f" and {format_bytes(metadata_bytes)} of metadata" if metadata_bytes else ""
-        raise UsageError(f"{args.list}: {found.files} files{meta}, "
+        raise UsageError(f"{args.list}: {counted(found.files, 'file')}{meta}, "
                          f"{format_bytes(total)} to read: more than --max-bytes {format_bytes(limit)}"
                          + ("" if args.max_bytes else f" ({RAM_SHARE_PERCENT}% of memory)") + "; nothing was read",
                          hint="pass a larger --max-bytes, or make a smaller list")
     if not (out.quiet or out.json):  # stays: said on stderr before the reading starts, not part of the report
-        out.warn(f"tunectl: {args.list}: {found.files} files, {format_bytes(total)} to read")
+        out.warn(f"tunectl: {args.list}: {counted(found.files, 'file')}, {format_bytes(total)} to read")
     return found
 
 

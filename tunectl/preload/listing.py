@@ -164,7 +164,7 @@ def _entries(rows: list, numbers: Sequence[int], source: str) -> list[Entry]:
 
 
 def parse_header(line: str, source: str) -> dict:
-    """The header line of a list; ListError unless it is a list this tunectl reads."""
+    """The header line of a list, its optional keys checked; ListError unless it is a list this tunectl reads."""
     try:
         header = json.loads(line)
     except (ValueError, RecursionError):
@@ -178,6 +178,11 @@ def parse_header(line: str, source: str) -> dict:
     if version > VERSION:
         raise ListError(f"{source}:1: list format version {version} is newer than this tunectl reads (up to {VERSION})",
                         hint="upgrade tunectl, or collect the list again with this one")
+    # The optional keys are checked here, for every reader: `show` and `replay` refuse the same lists (a
+    # replay, which has no use for "placed", once took a list `show` refused), whatever the options.
+    metadata_of(header, source)
+    mounts_of(header, source)
+    placed_of(header, source)
     return header
 
 

@@ -9,6 +9,8 @@ order. Inodes are warmed in inode order: their tables are laid out that way.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import compress, repeat
+from operator import is_, is_not, itemgetter
 
 from tunectl.preload.listing import Entry
 
@@ -29,15 +31,38 @@ def physical_order(entries: Iterable[Entry]) -> list[Entry]:
     return sorted(entries, key=_physical_key)
 
 
+_DEVICE, _INODE, _PHYSICAL = (Entry._fields.index(f) for f in ("device", "inode", "physical"))
+
+
+def _one_device(entries: Sequence[Entry]) -> bool:
+    """Whether every entry is on one device: then the device is left out of the sort keys."""
+    return len(set(map(itemgetter(_DEVICE), entries))) <= 1
+
+
 def physical_indices(entries: Sequence[Entry]) -> list[int]:
-    """Positions in `entries`, in physical_order (a replay keeps one verdict per position)."""
-    keys = list(map(_physical_key, entries))  # keys first: a sort key per index would cost a call more
-    return sorted(range(len(keys)), key=keys.__getitem__)
+    """Positions in `entries`, in physical_order (a replay keeps one verdict per position).
+
+    The common list (one device) is sorted on (physical, inode) pairs built by C-level iteration,
+    then the entries without an offset by inode: the same order as the full key, whose device is then
+    equal everywhere; about 15 ms against 40 for a 53,000-file list, paid before the first read.
+    """
+    if not _one_device(entries):
+        keys = list(map(_physical_key, entries))  # keys first: a sort key per index would cost a call more
+        return sorted(range(len(keys)), key=keys.__getitem__)
+    physical, inodes = list(map(itemgetter(_PHYSICAL), entries)), list(map(itemgetter(_INODE), entries))
+    pairs = list(zip(physical, inodes))
+    if None not in physical:
+        return sorted(range(len(pairs)), key=pairs.__getitem__)
+    # the few without an offset (not written back, a file system without FIEMAP) after the rest, by inode
+    known = list(compress(range(len(physical)), map(is_not, physical, repeat(None))))
+    unknown = list(compress(range(len(physical)), map(is_, physical, repeat(None))))
+    return sorted(known, key=pairs.__getitem__) + sorted(unknown, key=inodes.__getitem__)
 
 
 def inode_indices(entries: Sequence[Entry]) -> list[int]:
-    """Positions in `entries` by device, then inode: the thread pass stats in this order (inode tables)."""
-    keys = list(map(_inode_key, entries))
+    """Positions in `entries` by device, then inode: the thread pass stats in this order (inode tables).
+    One device (the common list): the inodes alone, an int key per entry."""
+    keys: list = list(map(itemgetter(_INODE), entries)) if _one_device(entries) else list(map(_inode_key, entries))
     return sorted(range(len(keys)), key=keys.__getitem__)
 
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 
 from tunectl.preload.listing import Entry
 from tunectl.system.sysfs import Sysfs
+from tunectl.units import counted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ def place(entries: list[Entry], sysfs: Sysfs, dev_root: str | None, proc_root: s
         if count:
             placed[devnum] = SQUASHFS
         if count < mine:
-            notes.append(f"{devnum} (squashfs): {mine - count} of {mine} files not found in the image's inode "
+            notes.append(f"{devnum} (squashfs): {mine - count} of {counted(mine, 'file')} not found in the image's inode "
                          "table (or of another size there): kept in inode-number order")
     return entries, placed, notes
 

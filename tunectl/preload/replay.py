@@ -165,10 +165,12 @@ def _own_read_bytes() -> int | None:
 
 
 def _in_flight(sysfs: Sysfs, devices: Iterable[str]) -> int:
+    """Reads the devices have in flight: the first of the two counts in sysfs `inflight` (the second, writes,
+    is others' work on a shared disk, which the replay's wait is not for)."""
     total = 0
     for device in devices:
-        text = sysfs.read_or(f"dev/block/{device}/inflight") or ""
-        total += sum(int(n) for n in text.split() if n.isdigit())
+        reads = (sysfs.read_or(f"dev/block/{device}/inflight") or "").split()[:1]
+        total += int(reads[0]) if reads and reads[0].isdigit() else 0
     return total
 
 
@@ -415,7 +417,9 @@ def _check_inodes(checker: _Checker, how: str, entries: Sequence[Entry], threads
         return "inodes read at open"
     checker.run(max(1, threads) if threads is not None else None, use_io_uring)
     if checker.deferred:
-        return (f"inode pass stopped after {len(entries) - checker.deferred} files: "
+        from tunectl.units import counted
+
+        return (f"inode pass stopped after {counted(len(entries) - checker.deferred, 'file')}: "
                 f"{checker.sample_rate:,.0f} stats/s, the inode tables answer from a cache; the rest read at open")
     return "inodes read ahead, many at once"
 

@@ -21,18 +21,20 @@ def skips(skipped, verbose: int, paint: bool = False) -> list[str]:
         counts: dict[str, int] = {}
         for s in skipped:
             counts[s.status] = counts.get(s.status, 0) + 1
-        return [f"skipped {len(skipped)} files ({', '.join(f'{n} {k}' for k, n in sorted(counts.items()))}); "
+        from tunectl.units import counted
+
+        return [f"skipped {counted(len(skipped), 'file')} ({', '.join(f'{n} {k}' for k, n in sorted(counts.items()))}); "
                 "-v lists them"]
     return []
 
 
 def collected(report, paint: bool = False) -> list[str]:
-    from tunectl.units import format_bytes
+    from tunectl.units import counted, format_bytes
 
     doc = report.to_json()
     how = f" by {doc['method']}" if "method" in doc else ""
     return [*skips(report.skipped, report.verbose, paint),
-            f"{report.list_path}: {doc['files']} files, {format_bytes(doc['bytes'])}{how}; "
+            f"{report.list_path}: {counted(doc['files'], 'file')}, {format_bytes(doc['bytes'])}{how}; "
             f"physical offset known for {doc['physical']}"]
 
 
@@ -42,7 +44,7 @@ def moved_devices(moved: dict[str, str]) -> list[str]:
 
 
 def replayed(report, paint: bool = False) -> list[str]:
-    from tunectl.units import format_bytes
+    from tunectl.units import counted, format_bytes
 
     settled = "" if report.settled else " (reads still in flight at the timeout)"
     lines = [*moved_devices(report.moved), *skips(report.skipped, report.verbose, paint)]
@@ -50,18 +52,18 @@ def replayed(report, paint: bool = False) -> list[str]:
         lines += [f"method on {device}: {how}" for device, how in sorted(report.methods.items())]
         meta = report.metadata
         if meta is not None:
-            lines.append(f"metadata pass: {format_bytes(meta.bytes)} in {meta.requests} calls on "
+            lines.append(f"metadata pass: {format_bytes(meta.bytes)} in {counted(meta.requests, 'call')} on "
                          f"{', '.join(meta.devices) or 'no device'}")
             lines += [f"metadata pass: {note}" for note in meta.notes]
     if report.stopped:
         lines.append(f"stopped early: {report.stopped}")
-    lines.append(f"{report.list_path}: {report.files} files, {format_bytes(report.bytes)} in {report.seconds:.2f} s "
+    lines.append(f"{report.list_path}: {counted(report.files, 'file')}, {format_bytes(report.bytes)} in {report.seconds:.2f} s "
                  f"({report.throughput / 1e6:.0f} MB/s, {report.order} order, "
                  f"{'inodes checked at open' if report.inode_pass == 'none' else 'inodes via ' + report.inode_pass})"
                  f"{settled}")
     if report.verbose:
         lines.append(numbers(report.bytes + (report.metadata.bytes if report.metadata else 0), report.files,
-                              report.requests, "disk requests", report.seconds, report.floor))
+                              report.requests, "disk request", report.seconds, report.floor))
     return lines
 
 
@@ -74,11 +76,12 @@ def floor_unknown(as_root: bool) -> str:
 
 
 def numbers(nbytes: int, files: int, requests: int | None, what: str, seconds: float | None, floor) -> str:
-    """The closing line of `replay -v` and `show --stats`: bytes, files, requests, seconds, the floor."""
-    from tunectl.units import format_bytes
+    """The closing line of `replay -v` and `show --stats`: bytes, files, requests (`what`: their noun, singular),
+    seconds, the floor."""
+    from tunectl.units import counted, format_bytes
 
-    parts = [f"{format_bytes(nbytes)}", f"{files} files",
-             f"{requests} {what}" if requests is not None else f"{what} unknown"]
+    parts = [f"{format_bytes(nbytes)}", counted(files, "file"),
+             counted(requests, what) if requests is not None else f"{what}s unknown"]
     if seconds is not None:
         parts.append(f"{seconds:.2f} s")
     if floor is not None and floor.seconds is not None:
@@ -98,7 +101,7 @@ ORDER_SOURCES = {"fiemap": "physical, from the file system's extents (FIEMAP)",
 
 def shown(report, paint: bool = False) -> list[str]:
     from tunectl.report import table
-    from tunectl.units import format_bytes
+    from tunectl.units import counted, format_bytes
 
     lines = []
     if report.verbose:
@@ -107,21 +110,21 @@ def shown(report, paint: bool = False) -> list[str]:
     t = report.totals()
     lines.append(table(["status", "files"], sorted(t["by_status"].items()), paint=paint))
     for o in report.order:
-        lines.append(f"order on {o.device}: {ORDER_SOURCES.get(o.source, o.source)} ({o.files} files)")
+        lines.append(f"order on {o.device}: {ORDER_SOURCES.get(o.source, o.source)} ({counted(o.files, 'file')})")
     for m in report.metadata:
         cached = "residency unknown (root reads block devices)" if m.cached is None else \
             f"{format_bytes(m.cached)} resident ({m.percent}%)"
-        lines.append(f"metadata on {m.device}: {m.ranges} ranges, {format_bytes(m.bytes)}, {cached}")
+        lines.append(f"metadata on {m.device}: {counted(m.ranges, 'range')}, {format_bytes(m.bytes)}, {cached}")
     unknown = t["by_status"].get("unknown", 0)
     resident = f"{format_bytes(t['resident_bytes'])} resident ({t['resident_percent']}%)"
     if unknown:  # mincore hid them: counted as 0 resident, which is not what was seen
         resident = (f"residency unknown for all {unknown}" if unknown == t["files"] else
                     f"{resident} of what could be seen, residency unknown for {unknown}") + " (run as root to see it)"
-    lines.append(f"{report.list_path}: {t['files']} files, {format_bytes(t['bytes'])}, {resident}"
+    lines.append(f"{report.list_path}: {counted(t['files'], 'file')}, {format_bytes(t['bytes'])}, {resident}"
                  + (f", made {report.created}" if report.created else ""))
     st = report.stats
     if st is not None:
-        lines.append(numbers(st.bytes + st.metadata_bytes, st.files, st.requests, "WILLNEED calls", None, st.floor))
+        lines.append(numbers(st.bytes + st.metadata_bytes, st.files, st.requests, "WILLNEED call", None, st.floor))
         if st.hit is not None:
             h = st.hit
             lines.append(f"hit rate: the boot used {100 * h.used:.0f}% of the list's {format_bytes(h.listed)}; "

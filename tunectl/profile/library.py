@@ -91,7 +91,7 @@ def read_profile_bytes(path: Path, trusted: bool = False, resolved: str | None =
                                                                                             list[Diagnostic]]:
     """The file's bytes (at most MAX_PROFILE_BYTES + 1 are read), or a diagnostic.
 
-    A link is resolved first (an administrator's choice), then the file is opened
+    A link root or the user owns is resolved first (an administrator's choice; another user's is refused), then the file is opened
     without following links and without blocking: a named pipe or a device is
     refused, not read. `trusted`: it and its directories must be root's alone.
     `resolved`: the path the caller resolved and judged (an ``extends:`` that must stay
@@ -99,7 +99,8 @@ def read_profile_bytes(path: Path, trusted: bool = False, resolved: str | None =
     what is read.
     """
     try:
-        return trust.read_regular(resolved or os.path.realpath(path), MAX_PROFILE_BYTES, trusted, resolved=True), []
+        where = resolved or trust.resolve_own_links(path)  # root's or the user's links only, never another user's
+        return trust.read_regular(where, MAX_PROFILE_BYTES, trusted, resolved=True), []
     except trust.Untrusted as e:
         return None, [Diagnostic(str(path), 1, 1, "$", f"cannot be used: {e.message}; {e.hint}")]
     except OSError as e:

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from tunectl.errors import ExitCode
 from tunectl.profile.reader import Diagnostic, json_path
 from tunectl.profile.resolve import Profile
+from tunectl.record import record
 from tunectl.report import Report
+from tunectl.units import counted
 
 
-@dataclass
+@record
 class ProfileListReport(Report):
     entries: list[tuple[str, Path, str]]  # name, file, one-line description
 
@@ -29,7 +31,7 @@ class ProfileListReport(Report):
                             keep=("NAME",)))
 
 
-@dataclass
+@record
 class ProfileShowReport(Report):
     profile: Profile
     explain: bool = False
@@ -60,7 +62,7 @@ class ProfileShowReport(Report):
         out.print(render_profile_yaml(profile, explain=self.explain))
 
 
-@dataclass
+@record
 class FileVerdict:
     ref: str
     profile: Profile | None
@@ -76,7 +78,7 @@ class FileVerdict:
                                 for d in self.diagnostics]}
 
 
-@dataclass
+@record
 class ValidateReport(Report):
     files: list[FileVerdict] = field(default_factory=list)
 
@@ -96,5 +98,5 @@ class ValidateReport(Report):
             for line in error_lines(diags):
                 out.warn(line)
             if not verdict.errors:
-                warned = f" ({len(diags)} warning{'s' if len(diags) != 1 else ''})" if diags else ""
+                warned = f" ({counted(len(diags), 'warning')})" if diags else ""
                 out.print(f"{verdict.ref}: ok{warned}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from tunectl.errors import ProfileError
@@ -18,6 +18,8 @@ from tunectl.profile.library import (
 )
 from tunectl.profile.reader import Diagnostic, Document, PathT
 from tunectl.profile.schema import suggest
+from tunectl.record import record
+from tunectl.system import trust
 from tunectl.system.cache import ValidationCache
 from tunectl.system.trust import kind
 from tunectl.units import parse_bytes, parse_kib
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from tunectl.profile.library import ProfileRef
 
 
-@dataclass
+@record
 class Profile:
     """A resolved profile: merged data (normalised), the files it came from, where each value came from."""
 
@@ -130,7 +132,13 @@ def resolve_profile(ref: ProfileRef | None, search_path: list[Path],
         if path is None:
             diags.append(_not_found(current, search_path, parent_doc, chain))
             break
-        key = file_key(path)
+        try:  # the file read: through root's or the user's links only, never another user's (a 0600 file's keys)
+            key = str(trust.resolve_own_links(path))
+        except trust.Untrusted as e:
+            diags.append(Diagnostic(str(path), 1, 1, "$", f"cannot be used: {e.message}; {e.hint}"))
+            break
+        except OSError:
+            key = file_key(path)
         if parent_doc is not None and looks_like_path(current) and not _within(key, search_path, chain[0].file):
             diags.append(parent_doc.diag(("extends",), f"{str(current)!r}: outside the search path and the directory "
                                          f"of {Path(chain[0].file).name}; only a file named on the command line "

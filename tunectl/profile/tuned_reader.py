@@ -11,9 +11,10 @@ import copy
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.errors import UsageError
+from tunectl.record import record
 from tunectl.system import trust
 
 _VARIABLE = re.compile(r"(?<!\\)\$\{(\w+)\}")
@@ -25,7 +26,7 @@ SCRIPTS = ("script_pre", "script_post")
 _TRUE = ("true", "True", "1")
 
 
-@dataclass
+@record
 class Unit:
     name: str
     type: str
@@ -37,7 +38,7 @@ class Unit:
     extra: dict[str, str] = field(default_factory=dict)  # conditions and scripts
 
 
-@dataclass
+@record
 class Profile:
     name: str
     path: str
@@ -92,8 +93,10 @@ MAX_TUNED_BYTES = 4 << 20
 
 
 def read_text(path: str) -> str:
-    """A tuned file's text: a regular file (a link resolved first), never a pipe or a device."""
-    return trust.read_regular(os.path.realpath(path), MAX_TUNED_BYTES).decode("utf-8")
+    """A tuned file's text: a regular file, never a pipe or a device. Links are followed when root or the user
+    owns them, never another user's (root would print a line of any file it can read in the parse error), and
+    the resolved path is opened through no link, so a directory swapped for one meanwhile is refused."""
+    return trust.read_regular(trust.resolve_own_links(path), MAX_TUNED_BYTES, resolved=True).decode("utf-8")
 
 
 def parse_ini(text: str, path: str, chain: str = "") -> configparser.ConfigParser:

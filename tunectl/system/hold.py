@@ -15,18 +15,17 @@ import contextlib
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
+from tunectl.record import record
 from tunectl.system import trust
-from tunectl.system.state import kernel_name
+from tunectl.system.state import HOLD, kernel_name
 
-HOLD = "hold.json"
 VERSION = 1
 _MAX_BYTES = 1 << 20
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Hold:
     """`command` (pid `pid`, started at `started`: clock ticks since boot) holds values on `devices` (kernel names)."""
 

@@ -95,13 +95,18 @@ class Roots(namedtuple("Roots", "real sys udev_data dev proc fstab modules state
 
 
 def check_trusted(roots: Roots) -> None:
-    """Every fake root, and the directories above it, root's alone (or the user's own): UsageError otherwise.
+    """Every fake root and the configuration root, with the directories above, root's alone (or the user's own).
 
     A tree another user can change decides what root reads, writes and journals: a link
     in it to a root-only file, a udev database that names "originals", a mountinfo that
-    asks for a remount. Such a root is refused before anything in it is read.
+    asks for a remount. Such a root is refused (UsageError) before anything in it is read.
     """
-    for label, path in roots.fakes():
+    checked = roots.fakes()
+    if roots.config is not None and os.path.realpath(roots.config) != "/":
+        # read only (other writers' files, for who set a value), but read as root: a link in a tree another
+        # user owns would show a line of any file root can read (a 0600 file's "writes 777")
+        checked.append(("TUNECTL_CONFIG_ROOT", roots.config))
+    for label, path in checked:
         try:
             trust.check_root(path)
         except trust.Untrusted as e:

@@ -33,6 +33,7 @@ from tunectl.system.trust import Untrusted, atomic_write
 
 JOURNAL = "journal.json"
 ACTIVE = "active.json"
+HOLD = "hold.json"  # a running bench's record (`tunectl.system.hold`)
 JOURNAL_VERSION = 2  # 2: generations, a checksum, who changed each value; 1 (no checksum) is still read
 GENERATIONS = 3  # NAME, NAME.1, NAME.2
 MAX_STATE_BYTES = 64 << 20  # a journal of every disk of a large server is a few hundred KiB

@@ -210,6 +210,18 @@ def _open_dir(resolved: Path) -> int:
     return fd
 
 
+def open_dir(path: str | os.PathLike, shared: bool = False) -> tuple[Path, int]:
+    """`path` passed by `check_dir` and a descriptor on it (the caller closes it) through which to list, write
+    and remove its entries: opened through no link, and checked again through the descriptor."""
+    resolved = check_dir(path, shared=shared)
+    fd = _open_dir(resolved)
+    why = None if shared else problem(os.fstat(fd))
+    if why:  # changed since check_dir looked
+        os.close(fd)
+        raise Untrusted(resolved, why, _hint_fix(resolved))
+    return resolved, fd
+
+
 _RESOLVE_NO_MAGICLINKS, _RESOLVE_NO_SYMLINKS, _RESOLVE_BENEATH = 0x02, 0x04, 0x08
 _AT_FDCWD = -100
 _SYS_OPENAT2 = 437  # the same number on every architecture (new system calls share one table since 5.1)
@@ -515,16 +527,12 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None =
         if not (stat.S_ISLNK(link.st_mode) and link.st_uid in trusted_uids()):
             break
         path = path.parent / os.readlink(path)
-    parent = check_dir(path.parent, shared=shared_dir)
     st = None
     if like is not None:
         fd, st = open_regular(like)
         os.close(fd)
-    dir_fd = _open_dir(parent)
+    parent, dir_fd = open_dir(path.parent, shared=shared_dir)
     try:
-        why = None if shared_dir else problem(os.fstat(dir_fd))
-        if why:  # changed since check_dir looked
-            raise Untrusted(parent, why, _hint_fix(parent))
         with contextlib.suppress(FileNotFoundError):
             found = os.stat(path.name, dir_fd=dir_fd, follow_symlinks=False)
             if not (stat.S_ISREG(found.st_mode) or stat.S_ISLNK(found.st_mode)):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from tunectl.errors import ExitCode, TunectlError
 from tunectl.status import Status
@@ -84,9 +85,13 @@ def _notes_first(active, out) -> None:
 
 def _running_bench(ctx) -> list[str]:
     """The devices a running `tunectl bench` holds temporary values on (its hold record in the state directory)."""
+    from tunectl.system.state import HOLD  # loaded by then (the journal's store): `--help` does not load it
+
+    if not os.path.lexists(ctx.state.dir / HOLD):
+        return []  # no bench runs (nor left a record): the record's reader is not even loaded
     from tunectl.system.hold import held
 
-    hold = held(ctx.state.dir) if ctx.state.dir.exists() else None
+    hold = held(ctx.state.dir)
     return list(hold.devices) if hold is not None else []
 
 

@@ -70,7 +70,7 @@ def test_a_tree_another_user_owns_is_refused_before_anything_in_it_is_read(arena
     # the environment variables are the same roots
     for var, path in (("TUNECTL_SYSFS_ROOT", tree.root), ("TUNECTL_UDEV_ROOT", tree.udev_root),
                       ("TUNECTL_PROC_ROOT", arena.open), ("TUNECTL_DEV_ROOT", arena.open),
-                      ("TUNECTL_MODULES_ROOT", arena.open)):
+                      ("TUNECTL_MODULES_ROOT", arena.open), ("TUNECTL_CONFIG_ROOT", arena.open)):
         done = run_process(*state, "status", env=dict(os.environ, **{var: str(path)}), timeout=60)
         assert done.code == 2 and "cannot be trusted" in done.err and var in done.err, (var, done.err)
         assert "s3cr3t" not in done.out + done.err

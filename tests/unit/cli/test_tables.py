@@ -211,7 +211,7 @@ def test_control_characters_in_file_names_are_escaped(tmp_path: Path) -> None:
     listing = tmp_path / "l\x1b[2J.list"
     r = run_cli("preload", "collect", str(tree), "-o", str(listing))
     assert r.code == 0, r
-    assert "\x1b" not in r.out and "l\\x1b[2J.list: 1 files" in r.out
+    assert "\x1b" not in r.out and "l\\x1b[2J.list: 1 file," in r.out
     shown = run_cli("preload", "show", "-v", str(listing))
     assert "\x1b" not in shown.out and "\x07" not in shown.out and "evil\\x1b]0;pwned\\x07name" in shown.out
     missing = run_cli("preload", "show", str(tmp_path / "no\x1bsuch.list"))

@@ -125,7 +125,7 @@ def test_a_killed_fix_leaves_the_fstab_whole_and_the_next_run_sweeps(m: Machine,
     real = shutil.which("findmnt")
     assert real is not None
     (bindir / "findmnt").write_text(
-        "#!/bin/sh\ncase \"$*\" in *tunectl-tmp*) : > " + str(marker) + "; exec sleep 600;; esac\n"
+        "#!/bin/sh\ncase \"$*\" in *--tab-file*) : > " + str(marker) + "; exec sleep 600;; esac\n"
         f'exec {real} "$@"\n')
     (bindir / "findmnt").chmod(0o755)
     env = {**os.environ, **m.env, "PATH": f"{bindir}:{os.environ.get('PATH', '/usr/bin:/bin')}",
@@ -172,3 +172,30 @@ def test_an_original_or_backup_that_is_a_symlink_is_never_followed(m: Machine, t
     orig.symlink_to(m.fstab.with_name("moved"))  # the real original, but reached through a link: still refused
     code, _, err = m("mounts", "rollback")
     assert code == 3 and "is a symbolic link" in err and "noatime" in m.fstab.read_text()
+
+
+def test_libmount_checks_the_bytes_tunectl_wrote_not_what_a_name_in_the_directory_holds_meanwhile(
+        m: Machine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An fstab in a directory another user owns (`--fstab` is any file): findmnt was handed the temp file and the
+    fstab by name, so that user could swap the temp for a link to a file root alone reads while libmount read it,
+    and root printed its first field in "reads untouched line 2 differently". libmount now reads tunectl's
+    own copies of the old and new bytes."""
+    secret = tmp_path / "secret"
+    secret.write_text(FSTAB.replace("tmpfs /tmp", "s3cr3t-source /tmp"))
+    secret.chmod(0o600)
+    real = operations._findmnt
+    seen: list[str] = []
+
+    def swapping(*args):  # the other user's loop, at the moment libmount reads
+        for name in os.listdir(m.fstab.parent):
+            if "tunectl-tmp" in name:
+                os.replace(m.fstab.parent / name, m.fstab.parent / (name + ".moved"))
+                os.symlink(secret, m.fstab.parent / name)
+        found = real(*args)
+        seen.append(repr(found))
+        return found
+
+    monkeypatch.setattr(operations, "_findmnt", swapping)
+    code, out, err = m.fix("noatime")
+    assert seen and not any("s3cr3t" in s for s in seen) and "s3cr3t" not in out + err
+    assert code == 0, err

@@ -314,8 +314,8 @@ def test_fix_refuses_when_libmount_disagrees(env: Env, monkeypatch: pytest.Monke
     before = env.fstab.read_bytes()
     calls = []
 
-    def fake_findmnt(path: Path, run) -> list:
-        calls.append(path)
+    def fake_findmnt(data: bytes, run, shown="") -> list:
+        calls.append(data)
         return [{"target": str(len(calls))}]  # a different parse each time
 
     monkeypatch.setattr(operations, "_findmnt", fake_findmnt)

@@ -9,10 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.harness import run_cli
 from tests.tuning_helpers import loop_machine
 from tunectl.owners import sources
-from tunectl.owners.model import KernelDefault, TunectlMark, Writer, conflicts, owner_of
+from tunectl.owners.model import KernelDefault, TunectlMark
 from tunectl.owners.sources import Assignment, Target
+from tunectl.owners.writers import Writer, conflicts, owner_of
 
 PROFILE = """\
 name: loops
@@ -308,3 +310,24 @@ def test_doctor_on_devices_the_profile_skips_says_why_not_on_no_device(machine) 
     assert "skipped loop0: class loop is tuned only by a profile that names it" in r.out, r.out
     assert "default sets nothing on these devices" in r.out
     assert "DEVICE" not in r.out  # no empty table
+
+
+def test_a_configuration_root_others_can_write_is_refused_before_a_link_in_it_is_read(machine, tmp_path) -> None:
+    """TUNECTL_CONFIG_ROOT was the one root check_trusted left out: a link another user put in it made root read
+    any file (here a 0600 one) and print its lines as a udev rule's ("writes 777")."""
+    t, config = machine
+    secret = tmp_path / "secret"
+    secret.write_text('KERNEL=="loop1", ATTR{queue/read_ahead_kb}="777"\n')
+    secret.chmod(0o600)
+    (config / "etc" / "udev" / "rules.d").mkdir(parents=True)
+    (config / "etc" / "udev" / "rules.d" / "50-x.rules").symlink_to(secret)
+    t.tree.sysfs.write("block/loop1/queue/read_ahead_kb", "777")
+    env = {"TUNECTL_SYSFS_ROOT": str(t.tree.root), "TUNECTL_UDEV_ROOT": str(t.tree.udev_root),
+           "TUNECTL_STATE_DIR": str(tmp_path / "state"), "TUNECTL_CONFIG_ROOT": str(config)}
+    mine = run_cli("status", "--all", "-v", env=env)  # the tree is the caller's own: its links are followed
+    assert mine.code == 0 and "/etc/udev/rules.d/50-x.rules:1 writes 777" in mine.out
+    config.chmod(0o777)
+    theirs = run_cli("status", "--all", "-v", env=env)
+    assert theirs.code == 2 and "writes 777" not in theirs.out + theirs.err
+    assert f"the root {config} (TUNECTL_CONFIG_ROOT) cannot be trusted" in theirs.err
+    assert "writable by others" in theirs.err

@@ -12,6 +12,7 @@ import errno
 import io
 import json
 import os
+import random
 import shutil
 import subprocess
 from pathlib import Path
@@ -88,6 +89,21 @@ def test_physical_order_by_device_then_offset_with_inode_fallback_last() -> None
         "/late", "/nofiemap-a", "/early", "/nofiemap-b", "/other-disk"]
     assert order.order_name(entries) == "mixed"
     assert order.order_name(entries[2:4]) == "inode" and order.order_name(entries[:2]) == "physical"
+
+
+@pytest.mark.parametrize("devices, unknown", [(1, 0.0), (1, 0.2), (3, 0.0), (3, 0.2)])
+def test_order_keys_built_at_c_speed_give_the_full_keys_order(devices: int, unknown: float) -> None:
+    # The one-device fast keys (physical, inode) and (inode) must order exactly as the full keys do, ties
+    # (equal offsets or inodes) included: the data pass and the inode pass depend on it.
+    rng = random.Random(devices * 10 + int(unknown * 10))
+    entries = [entry(f"/f{i}", rng.randrange(40), None if rng.random() < unknown else rng.randrange(60),
+                     device=f"8:{rng.randrange(devices)}") for i in range(2000)]
+    by_physical = sorted(range(len(entries)), key=lambda i: order._physical_key(entries[i]))
+    by_inode = sorted(range(len(entries)), key=lambda i: order._inode_key(entries[i]))
+    assert order.physical_indices(entries) == by_physical
+    assert order.inode_indices(entries) == by_inode
+    assert [entries[i] for i in by_physical] == order.physical_order(entries)
+    assert order.physical_indices([]) == order.inode_indices([]) == []
 
 
 def test_calls_are_chunked_to_the_read_ahead_window() -> None:
@@ -301,8 +317,12 @@ def bad_lists(tmp_path: Path) -> dict[str, Path]:
     binary.write_bytes(GOOD_HEADER.encode() + b"\n\xff\xfe\n")
     empty = tmp_path / "empty.list"
     empty.write_text("")
-    return {"garbage": garbage, "newer": newer, "binary": binary, "empty": empty, "dir": tmp_path,
-            "missing": tmp_path / "nope.list"}
+    lists = {"garbage": garbage, "newer": newer, "binary": binary, "empty": empty, "dir": tmp_path,
+             "missing": tmp_path / "nope.list"}
+    for key, bad in (("placed", {"7:0": "fiemap"}), ("mounts", {"8:1": "relative"}), ("metadata", {"sda": []})):
+        lists[key] = tmp_path / f"{key}.list"
+        lists[key].write_text(json.dumps({**json.loads(GOOD_HEADER), key: bad}) + "\n" + GOOD_ROW + "\n")
+    return lists
 
 
 @pytest.mark.parametrize("argv, code, words", [
@@ -311,6 +331,13 @@ def bad_lists(tmp_path: Path) -> dict[str, Path]:
     (["replay", "{garbage}"], 2, "garbage.list:3: not JSON"),
     (["show", "{garbage}"], 2, "garbage.list:3: not JSON"),
     (["replay", "{newer}"], 2, "newer.list:1: list format version 99 is newer"),
+    # A header key only one of them uses is refused by both: one reader checks the header for all.
+    (["replay", "{placed}"], 2, "placed.list:1: placed 7:0: expected \"squashfs\", got 'fiemap'"),
+    (["show", "{placed}"], 2, "placed.list:1: placed 7:0: expected \"squashfs\", got 'fiemap'"),
+    (["replay", "{mounts}"], 2, "mounts.list:1: mounts 8:1: expected an absolute path"),
+    (["show", "{mounts}"], 2, "mounts.list:1: mounts 8:1: expected an absolute path"),
+    (["replay", "{metadata}", "--no-metadata"], 2, "metadata.list:1: metadata: 'sda' is not MAJ:MIN"),
+    (["show", "{metadata}"], 2, "metadata.list:1: metadata: 'sda' is not MAJ:MIN"),
     (["replay", "{binary}"], 2, "binary.list:2: not UTF-8"),
     (["replay", "{empty}"], 2, "empty file"),
     (["replay", "{dir}"], 2, "a directory, not a regular file"),

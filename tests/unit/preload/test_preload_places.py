@@ -70,7 +70,7 @@ def test_show_says_where_each_file_systems_order_comes_from(tmp_path: Path):
     assert [o.to_json() for o in report.order] == [{"device": SQ, "source": "squashfs", "files": 1},
                                                     {"device": EXT, "source": "inode", "files": 1}]
     lines = shown(report)
-    assert f"order on {SQ}: physical, from the squashfs image's inode table (front to back) (1 files)" in lines
+    assert f"order on {SQ}: physical, from the squashfs image's inode table (front to back) (1 file)" in lines
     assert any(line.startswith(f"order on {EXT}: inode number") for line in lines)
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from tests.fakesys import FakeTree
 from tests.tuning_helpers import Tunectl
-from tunectl.units import parse_bytes, parse_kib
+from tunectl.units import counted, parse_bytes, parse_kib
 
 
 @pytest.mark.parametrize("text, size", [("300 MB", 300 * 10**6), ("300MB", 300 * 10**6), ("2 GB", 2 * 10**9),
@@ -38,3 +38,26 @@ def test_a_size_match_that_fails_is_the_reason_given(empty_fake_tree: FakeTree, 
     assert r.code == 0, r.err
     assert "matches it but for its size" in r.text and "at least 1.9 GiB (2000000000 bytes)" in r.text, r.text
     assert "tuned only by a profile that names it" not in r.text and "sets nothing for class" not in r.text, r.text
+
+
+def test_a_count_of_one_takes_the_singular() -> None:
+    assert [counted(n, "file") for n in (0, 1, 2)] == ["0 files", "1 file", "2 files"]
+    assert counted(1, "fragment block") == "1 fragment block" and counted(3, "process", "processes") == "3 processes"
+
+
+def test_outputs_say_1_file_not_1_files(tmp_path) -> None:
+    """Where a count of one read "1 files": `preload show` of a one-file list, its numbers line, a table."""
+    from tunectl.explain import dmtable
+    from tunectl.preload.listing import Entry, parse, render
+    from tunectl.preload.show import show
+    from tunectl.preload.text import numbers, shown
+
+    one = tmp_path / "one"
+    one.write_bytes(b"x" * 10)
+    text = render([Entry(str(one), "8:1", 1, 10, 1, ((0, 10),), None)], "now")
+    lines = shown(show(parse(text, "l"), "l", None))
+    assert "(1 file)" in lines[-2] and lines[-1].startswith("l: 1 file, 10 B, ")
+    assert numbers(10, 1, 1, "WILLNEED call", None, None).startswith("numbers: 10 B, 1 file, 1 WILLNEED call, ")
+    with pytest.raises(dmtable.BadTable, match="1 stripe announced, 0 devices given"):
+        dmtable.parse("0 100 striped 1 128")
+

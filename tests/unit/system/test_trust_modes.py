@@ -118,6 +118,39 @@ def test_a_cache_entry_is_bound_to_the_text_and_the_checker(tmp_path: Path) -> N
     assert cache.get("k", "text-a", "checker-1") is None
 
 
+def test_the_cache_stays_bounded_and_removes_only_its_own_names(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write beyond MAX_ENTRIES removes the oldest written down to KEEP_ENTRIES, and temp files a killed
+    writer left an hour ago; a link among the entries is removed, never its target; other names stay."""
+    import hashlib
+
+    from tunectl.system import cache as cache_module
+
+    monkeypatch.setattr(cache_module, "MAX_ENTRIES", 8)
+    monkeypatch.setattr(cache_module, "KEEP_ENTRIES", 5)
+    cache = cache_module.ValidationCache(tmp_path / "validated")
+    keys = [hashlib.sha256(bytes([i])).hexdigest() for i in range(10)]
+    for age, key in enumerate(keys[:7], start=1):
+        cache.put(key, "text", "checker", {"warnings": []})
+        os.utime(cache.dir / f"{key}.json", ns=(age * 10**9, age * 10**9))
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    (cache.dir / f"{keys[7]}.json").symlink_to(victim)  # the oldest of all
+    os.utime(cache.dir / f"{keys[7]}.json", ns=(0, 0), follow_symlinks=False)
+    stale, fresh = cache.dir / f".{keys[0]}.json.0123456789ab", cache.dir / f".{keys[1]}.json.0123456789ab"
+    stale.write_text("half")
+    fresh.write_text("half")
+    os.utime(stale, (time.time() - 2 * cache_module.STALE_TEMP_SECONDS,) * 2)
+    (cache.dir / "notes.txt").write_text("")
+    (cache.dir / f"{keys[9]}.json.d").mkdir()
+    assert len(os.listdir(cache.dir)) == 12  # 8 entries: none removed yet
+    cache.put(keys[8], "text", "checker", {"warnings": []})  # the 9th
+    assert sorted(os.listdir(cache.dir)) == sorted([f"{k}.json" for k in keys[3:7] + keys[8:9]]
+                                                   + [fresh.name, "notes.txt", f"{keys[9]}.json.d"])
+    assert victim.read_text() == "keep me"
+    assert cache.get(keys[8], "text", "checker") == {"warnings": []}
+
+
 def test_a_relative_or_changed_active_profile_is_refused(tmp_path: Path) -> None:
     from tunectl.errors import UsageError
     from tunectl.profile.resolve import Profile

@@ -57,24 +57,31 @@ sys.exit(code)
 """
 
 
-def test_plan_and_apply_load_neither_the_owners_check_nor_udev_nor_subprocess_nor_shutil(
-        empty_fake_tree: FakeTree, tmp_path) -> None:
-    """Only status and verify show who set a value: plan and a no-op apply do not pay for the owners check's
-    import, and no command that starts no program loads subprocess, nor shutil for argparse's width (#33, it got
-    slower)."""
+def _modules_loaded(tree: FakeTree, tmp_path, scheduler: str):
+    """Two fake loop devices, a profile setting `scheduler` and read_ahead_kb 4096 at tmp_path/p.yaml, and a
+    function running tunectl on them that returns the watched modules (LOADED) the command loaded."""
     import subprocess
     import sys
 
     for i in range(2):
-        empty_fake_tree.add_loop(f"loop{i}", f"/img/{i}.img")
-    (tmp_path / "p.yaml").write_text("name: b\nclasses:\n  loop:\n    scheduler: mq-deadline\n    read_ahead_kb: 4096\n")
-    base = ["--sysfs-root", str(empty_fake_tree.root), "--udev-root", str(empty_fake_tree.udev_root),
-            "--state-dir", str(tmp_path / "state")]
+        tree.add_loop(f"loop{i}", f"/img/{i}.img")
+    (tmp_path / "p.yaml").write_text(f"name: b\nclasses:\n  loop:\n    scheduler: {scheduler}\n    read_ahead_kb: 4096\n")
+    base = ["--sysfs-root", str(tree.root), "--udev-root", str(tree.udev_root), "--state-dir", str(tmp_path / "state")]
 
     def loaded(*argv: str) -> set[str]:
         done = subprocess.run([sys.executable, "-c", LOADED, *base, *argv], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         return set(done.stdout.splitlines()[-1].split()[1:])
+
+    return loaded
+
+
+def test_plan_and_apply_load_neither_the_owners_check_nor_udev_nor_subprocess_nor_shutil(
+        empty_fake_tree: FakeTree, tmp_path) -> None:
+    """Only status and verify show who set a value: plan and a no-op apply do not pay for the owners check's
+    import, and no command that starts no program loads subprocess, nor shutil for argparse's width (#33, it got
+    slower)."""
+    loaded = _modules_loaded(empty_fake_tree, tmp_path, "mq-deadline")
 
     # The first apply checks the profile (jsonschema, PyYAML) before the state directory exists, the first plan
     # checks it again and keeps the verdict there; later runs find it and read the text by the plain reader: no
@@ -98,3 +105,17 @@ def test_plan_and_apply_load_neither_the_owners_check_nor_udev_nor_subprocess_no
                  ("status",)):
         assert "typing" not in loaded(*argv), argv
     assert loaded("plan", "--help") == set()  # argparse's width without shutil (a fake tree's profile loads it)
+
+
+def test_verify_after_an_apply_that_set_every_value_reads_no_other_writer_nor_the_hold(
+        empty_fake_tree: FakeTree, tmp_path) -> None:
+    """Every value verify shows was set by the apply (journalled) and is in sync: tunectl is its owner whatever
+    else writes it, so the other writers' parsers and files stay unread; no bench runs, so its hold's reader is
+    not loaded either (#33, verify's share). A value tunectl did not set (status shows them) still reads them."""
+    loaded = _modules_loaded(empty_fake_tree, tmp_path, "kyber")  # loops attach with mq-deadline: kyber is set
+
+    assert "tunectl.owners" not in loaded("apply", "-p", str(tmp_path / "p.yaml"))  # kyber and 4096: both set
+    skipped = {"tunectl.owners.collect", "tunectl.owners.sources", "tunectl.owners.writers", "tunectl.udev.lines",
+               "tunectl.system.hold"}
+    assert "tunectl.owners.model" in loaded("verify") and not loaded("verify") & skipped
+    assert {"tunectl.owners.collect", "tunectl.owners.sources", "tunectl.owners.writers"} <= loaded("status")
