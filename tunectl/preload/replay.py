@@ -165,10 +165,12 @@ def _own_read_bytes() -> int | None:
 
 
 def _in_flight(sysfs: Sysfs, devices: Iterable[str]) -> int:
+    """Reads the devices have in flight: the first of the two counts in sysfs `inflight` (the second, writes,
+    is others' work on a shared disk, which the replay's wait is not for)."""
     total = 0
     for device in devices:
-        text = sysfs.read_or(f"dev/block/{device}/inflight") or ""
-        total += sum(int(n) for n in text.split() if n.isdigit())
+        reads = (sysfs.read_or(f"dev/block/{device}/inflight") or "").split()[:1]
+        total += int(reads[0]) if reads and reads[0].isdigit() else 0
     return total
 
 

@@ -136,6 +136,20 @@ def test_the_replay_waits_for_the_disks_only_when_it_sent_reads(tmp_path: Path, 
     assert report.settled is (not waits)  # waited until the timeout, and said so; or did not wait at all
 
 
+@pytest.mark.parametrize("inflight, waits", [("0 0\n", False), ("0 17\n", False), ("3 0\n", True), ("2 9\n", True)])
+def test_the_settle_wait_counts_reads_in_flight_not_writes(tmp_path: Path, inflight: str, waits: bool) -> None:
+    """The replay waits until the devices have no reads in flight (README): writes in flight, someone else's
+    on a shared disk, do not hold it."""
+    from tunectl.preload import replay as replay_module
+    from tunectl.system.sysfs import Sysfs
+
+    (tmp_path / "dev" / "block" / "254:0").mkdir(parents=True)
+    (tmp_path / "dev" / "block" / "254:0" / "inflight").write_text(inflight)
+    sysfs = Sysfs(tmp_path)
+    assert replay_module._in_flight(sysfs, ["254:0"]) == int(inflight.split()[0])
+    assert replay_module._settled(sysfs, ["254:0"], 0.01) is (not waits)
+
+
 _MEMORY_FILESYSTEMS = {"tmpfs", "ramfs", "devtmpfs"}
 
 
