@@ -10,9 +10,13 @@ on that. One run of each row and one of the kernel's values per workload, so the
   the HDD model (throughput-performance, hdd-sequential): at least STREAMS_GAIN x the kernel's MB/s (the full
   run's worst single-run pairing was 3.5x);
 - every other profile, whose claim is now "no worse than the kernel's values" on these disks: within NO_WORSE
-  of the kernel's figure. The full run's widest single-run pairing of two runs that should be equal was 1.57x
-  (foreground p99 with a background reader), 0.81x on MB/s; the one loss it found, latency-performance's old
-  `scheduler: none` on the SD card, was 5.4-6.3x.
+  of the kernel's figure. A single run is all the bound can lean on, so it is set from the spread of runs of
+  equal settings, not from the medians: in the full run the six runs of the kernel's values (as `kernel` and as
+  `default`) spanned 17.9-25.5 MB/s on four readers (a pairing as low as 0.70x) and, on the SD card's random
+  reads, 12.2-22.3 ms of p99 (the model's p99 there is bimodal: a pairing as high as 1.83x); the earlier bounds
+  (0.6x, 2x) left 1.17x and 1.09x beyond them. The one loss found, latency-performance's old `scheduler: none`
+  on the SD card, was 5.4-6.3x in every single run: 3x still fails it, so the test still asserts direction.
+  Four boots of this plan gave 0.97-1.31x (MB/s) and 0.91-1.10x (p99) on these rows.
 Each profile is applied once to all its disks and rolled back with `tunectl rollback`, which must restore the
 values the disks booted with.
 """
@@ -28,7 +32,7 @@ from tests.vm import machine
 
 STREAMS_GAIN = 2.0
 GAINS = {("throughput-performance", "hdd", "streams"): STREAMS_GAIN, ("hdd-sequential", "hdd", "streams"): STREAMS_GAIN}
-NO_WORSE = {"higher": 0.6, "lower": 2.0}  # profile / kernel: MB/s at least 0.6x, a p99 at most 2x
+NO_WORSE = {"higher": 0.5, "lower": 3.0}  # profile / kernel: MB/s at least 0.5x, a p99 at most 3x (see above)
 SHIPPED = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "profiles").glob("*.yaml"))
 COMPARED = ("scheduler", "read_ahead_kb", "nr_requests", "iosched")
 
