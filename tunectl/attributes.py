@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+from tunectl.record import record
 
 SCHEDULERS = ("none", "mq-deadline", "bfq", "kyber")
 LEGACY_SCHEDULERS = {"deadline": "mq-deadline", "cfq": "bfq", "noop": "none"}
@@ -21,7 +22,7 @@ SCHEDULER_MODULES = {"mq-deadline": "mq-deadline", "bfq": "bfq", "kyber": "kyber
 _HZ_CANDIDATES = (100, 250, 300, 1000)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Attribute:
     """One queue attribute tunectl manages: its range or choices, unit, and how the kernel rounds it."""
 
@@ -108,7 +109,7 @@ ALL_IOSCHED_KNOBS = sorted({k for knobs in IOSCHED.values() for k in knobs})
 LIMIT_ATTRS = frozenset({"rotational", "add_random", "iostats", "stable_writes", "max_sectors_kb", "write_cache"})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ReadAheadGeneration:
     """How one range of kernel releases derives read_ahead_kb when a device's queue limits are committed
     (at probe, and on every write of a LIMIT_ATTRS attribute): blk_apply_bdi_limits()."""

@@ -10,9 +10,10 @@ when asked; those lines are not partitions and are skipped.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.errors import ExitCode, TunectlError
+from tunectl.record import record
 
 # parted's name for "no partition table here" and for a filesystem on the whole disk.
 NO_TABLE_LABELS = ("unknown", "loop")
@@ -25,7 +26,7 @@ class ParseError(TunectlError):
     code = "partition-table"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PartedPartition:
     number: int
     start: int  # logical sectors
@@ -37,7 +38,7 @@ class PartedPartition:
     flags: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PartedDisk:
     path: str
     size: int  # logical sectors

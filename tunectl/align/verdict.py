@@ -12,12 +12,13 @@ The records (PartitionResult, DiskResult, AlignReport) are what `--json` prints;
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from math import gcd
 
 from tunectl.align.table import PartedDisk
 from tunectl.attributes import io_opt_sanity
 from tunectl.errors import ExitCode
+from tunectl.record import record
 from tunectl.report import Column, Report
 from tunectl.status import Marked, Verdict
 from tunectl.units import format_bytes
@@ -36,7 +37,7 @@ COLUMNS = [  # align's column table: -o, --columns and the cuts
     Column("PARTED", "what `parted align-check optimal N` answers (yes, no)"),
 ]
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Topology:
     """A whole disk's I/O limits as sysfs shows them (bytes)."""
 
@@ -50,7 +51,7 @@ class Topology:
         return asdict(self)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Grain:
     bytes: int
     source: str  # which limit(s) it came from: "boundary_kib", "optimal_io_size", "lcm(boundary_kib, ...)"
@@ -58,7 +59,7 @@ class Grain:
     warnings: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PartedRule:
     """What libparted's optimum alignment demands: start % grain == offset (in logical sectors)."""
 
@@ -163,7 +164,7 @@ def parted_rule(topo: Topology) -> PartedRule:
     return PartedRule(sectors, offset % sectors, why)
 
 
-@dataclass
+@record
 class PartitionResult:
     number: int
     name: str | None
@@ -215,7 +216,7 @@ def judge(number: int, start_sector: int, size_sectors: int, sector_size: int, t
                            parted_ok, "; ".join(notes))
 
 
-@dataclass
+@record
 class DiskResult:
     """One disk's part of `align`'s report (as PartitionResult is a partition's): no command prints it alone, so it
     is not a Report; AlignReport's verdict and exit code are worked out from each disk's `ok`."""
@@ -243,7 +244,7 @@ class DiskResult:
                 "warnings": list(self.warnings), "partitions": [p.to_json() for p in self.partitions]}
 
 
-@dataclass
+@record
 class AlignReport(Report):
     profile: str
     disks: list[DiskResult]

@@ -8,9 +8,8 @@ in practice; a negative delta is reported as zero instead of nonsense).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tunectl.errors import TunectlError
+from tunectl.record import record
 
 # field index -> name, for the fields bench uses
 FIELDS = (
@@ -28,7 +27,7 @@ FIELDS = (
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DiskStat:
     reads: int
     reads_merged: int
@@ -49,7 +48,7 @@ def parse_stat(text: str) -> DiskStat:
                     io_ticks_ms=v[9], time_in_queue_ms=v[10])
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StatDelta:
     """What one device did during one point: the figures iostat shows as r/s, rrqm/s, rareq-sz, r_await."""
 

@@ -9,16 +9,17 @@ random readers and buys nothing measurable.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.bench.diskstat import StatDelta
 from tunectl.bench.sweep import Point
+from tunectl.record import record
 
 WITHIN = 0.05  # "as good as the best": within 5% of its median throughput
 NOISY_PCT = 25.0  # runs that disagree by more than this make a 5% rule a coin toss
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RandomRead:
     """fio's 4 KiB random reads at one point."""
 
@@ -30,7 +31,7 @@ class RandomRead:
         return {"iops": round(self.iops, 1), "mb_s": round(self.mb_s, 2), "mean_latency_us": round(self.mean_latency_us, 1)}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Run:
     """One cold sequential read at one point, and what each device of the stack did meanwhile."""
 
@@ -52,7 +53,7 @@ class Run:
                 "random": self.random.to_json() if self.random else None}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Summary:
     """One (scheduler, read-ahead) over its runs. `stats` are summed over the runs; per-run figures divide by runs."""
 
@@ -98,7 +99,7 @@ def summarise(runs: list[Run]) -> list[Summary]:
     return out
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Recommendation:
     read_ahead_kb: int | None  # None: read-ahead did not change the requests, so nothing is recommended for it
     scheduler: str | None
@@ -116,7 +117,7 @@ class Recommendation:
                 "within_pct": WITHIN * 100, "reason": self.reason, "fragment": self.fragment}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Placement:
     """Where the recommendation goes in a profile: the target's class, and whether the scheduler goes `below:`."""
 

@@ -10,7 +10,7 @@ so a `tunectl apply` started meanwhile waits instead of interleaving.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.attributes import parse_scheduler
 from tunectl.bench.diskstat import DiskStat, delta, read_stats
@@ -20,6 +20,7 @@ from tunectl.bench.sweep import Point
 from tunectl.context import Context
 from tunectl.devices.discover import read_device
 from tunectl.errors import ExitCode, NotPermitted, TunectlError
+from tunectl.record import record
 from tunectl.status import Status
 from tunectl.system.hold import holding
 from tunectl.system.interrupts import interrupts_deferred, sigterm_interrupts
@@ -37,7 +38,7 @@ class BenchError(TunectlError):
     code = "bench"
 
 
-@dataclass
+@record
 class Io:
     """The OS edges a sweep uses; tests swap them for fakes."""
 
@@ -58,7 +59,7 @@ class Io:
         return cls(blockio.read_sequential, blockio.drop_cached, fio)
 
 
-@dataclass
+@record
 class Sweep:
     ctx: Context
     stack: Target

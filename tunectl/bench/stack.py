@@ -9,7 +9,6 @@ is swept, and their /dev nodes.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from tunectl.attributes import modular_schedulers
 from tunectl.context import Context
@@ -18,10 +17,11 @@ from tunectl.devices.model import Device
 from tunectl.devices.resolve import Resolver
 from tunectl.devices.stack import Stack
 from tunectl.errors import UsageError
+from tunectl.record import record
 from tunectl.system import blockio
 
 
-@dataclass
+@record
 class Target:
     target: str  # as named on the command line
     kind: str  # "device" | "file"

@@ -8,10 +8,10 @@ seed is reported so a sweep can be repeated in the same order.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 
 from tunectl.attributes import LEGACY_SCHEDULERS, QUEUE, SCHEDULERS
 from tunectl.errors import UsageError
+from tunectl.record import record
 from tunectl.units import parse_kib
 
 DEFAULT_READ_AHEAD = "4..8192"  # KiB, doubling: 4, 8, 16, ..., 8192
@@ -20,7 +20,7 @@ DEFAULT_SIZE = 32 << 20  # bytes read per point
 DEFAULT_BLOCK = 4 << 10  # bytes per read(2): small, so read-ahead (not the read size) shapes requests
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Point:
     scheduler: str | None  # None: the stack has no scheduler to choose (bio-based devices only)
     read_ahead_kb: int

@@ -6,11 +6,12 @@ CLASS_TABLE, in its order: the first match wins (SPEC §2).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+from tunectl.record import record
 
-@dataclass(frozen=True)
+
+@record(frozen=True)
 class DeviceClass:
     """A device class a profile tunes (nvme, ssd, rotational, loop, ...): the kernel names or rotational flag that match it."""
 

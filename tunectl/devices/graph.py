@@ -9,9 +9,10 @@ a device, and the whole stack around some devices.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.devices.model import Device
+from tunectl.record import record
 from tunectl.system.sysfs import Sysfs
 
 
@@ -20,7 +21,7 @@ def partition_names(sysfs: Sysfs, name: str) -> list[str]:
     return [e for e in sysfs.listdir(f"block/{name}") if e.startswith(name) and sysfs.exists(f"block/{name}/{e}/partition")]
 
 
-@dataclass
+@record
 class DeviceGraph:
     """How the block devices stack: each whole device's slaves and holders, each partition's disk (read once a run)."""
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
+
+from tunectl.record import record
 
 
-@dataclass
+@record
 class Partition:
     """A partition of a whole device, where it starts and how long it is."""
 
@@ -14,7 +16,7 @@ class Partition:
     size: int
 
 
-@dataclass
+@record
 class Device:
     """A tunable whole block device as discovery read it: names, identity, class, and its queue's values."""
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from tunectl.devices.discover import discover
 from tunectl.devices.graph import DeviceGraph
 from tunectl.devices.model import Device
 from tunectl.errors import UsageError
+from tunectl.record import record
 from tunectl.system.roots import under_dev
 from tunectl.system.udevdb import decode
 
@@ -43,7 +43,7 @@ def names_a_device(source: str) -> bool:
     return under_dev(source) is not None or source.partition("=")[0] in TAGS and "=" in source
 
 
-@dataclass
+@record
 class Resolved:
     """The block device a name means, or why there is none."""
 

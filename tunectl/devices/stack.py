@@ -45,10 +45,11 @@ To add a kind of layer, subclass `BlockLayer` and add it to `_BLOCK_KINDS`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.devices.graph import DeviceGraph
 from tunectl.devices.model import Device, Partition
+from tunectl.record import record
 
 TYPE_CHECKING = False  # typing is not imported for an annotation
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ class Layer:
         raise NotImplementedError
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FileLayer(Layer):
     kind = "file"
     path: str
@@ -95,7 +96,7 @@ class FileLayer(Layer):
         return self.path
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MountLayer(Layer):
     kind = "mount"
     target: str
@@ -107,7 +108,7 @@ class MountLayer(Layer):
         return self.target
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PartitionLayer(Layer):
     kind = "partition"
     partition: Partition
@@ -122,7 +123,7 @@ class PartitionLayer(Layer):
         return self.partition.name
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BlockLayer(Layer):
     """A whole block device with a queue of its own."""
 
@@ -167,7 +168,7 @@ def _block_layer(device: Device, lower: Iterable[str]) -> BlockLayer:
     return _BLOCK_KINDS.get(device.cls, DiskLayer)(device, tuple(lower))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Stack:
     layers: tuple[Layer, ...]  # top first
     top: Device

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tunectl.explain.model import ColdRead
+from tunectl.record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LayerRatio:
     device: str
     kind: str
@@ -20,7 +19,7 @@ class LayerRatio:
                 "share": round(self.share, 3)}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Comparison:
     target_mb_s: float
     other_mb_s: float

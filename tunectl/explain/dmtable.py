@@ -7,8 +7,9 @@ kept. Pure: the caller runs `dmsetup table NAME` (or reads it recorded).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from tunectl.record import record
 from tunectl.units import counted
 
 
@@ -16,7 +17,7 @@ class BadTable(ValueError):
     """A line that is not a dm table line of the type it names."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Target:
     start: int  # sectors
     length: int

@@ -32,16 +32,16 @@ copy as it is in the finding's change alone ("4K -> 128K blocks alone").
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from tunectl.bench.diskstat import StatDelta
 from tunectl.explain.model import Case, Trial
+from tunectl.record import record
 from tunectl.units import counted
 
 ESTIMATED, MEASURED = "estimated", "measured"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Effect:
     """The expected speedup of the cold read the finding's change brings (1.0: none expected)."""
 

@@ -25,12 +25,12 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from tunectl.context import Context
 from tunectl.devices.stack import LoopLayer
 from tunectl.errors import UsageError
 from tunectl.explain.model import ColdRead, StackFacts, Trial
+from tunectl.record import record
 from tunectl.system.interrupts import interrupts_deferred, sigterm_interrupts, undoing
 from tunectl.system.trust import Untrusted, check_dir
 
@@ -38,7 +38,7 @@ TRY_SIZES = (131072, 1048576)
 VERITYSETUP = "/usr/sbin/veritysetup"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Verity:
     """The verity the user's image is read through, as its table says: what each scratch copy is built with."""
 
@@ -97,7 +97,7 @@ def root_hash(output: str) -> str:
     return found
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Variant:
     block_size: int
     compressor: str
@@ -112,7 +112,7 @@ class Variant:
                 + (f", verity {self.verity.hash_algorithm}" if self.verity else ""))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Result:
     variant: Variant
     cold: ColdRead
@@ -222,7 +222,7 @@ def _loop(ctx: Context, stack: contextlib.ExitStack, image: str, dio: bool) -> s
     return os.path.basename(node)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HashTree:
     """A scratch copy's verity: its hash file, the root hash veritysetup printed, and how it was built."""
 
@@ -251,7 +251,8 @@ def attached(ctx: Context, image: str, dio: bool, mountpoint: str, tree: HashTre
     """`image` on a new read-only loop device (and, with `tree`, a scratch verity device `dm_name` over it and
     its hash file's own loop device), mounted read-only at `mountpoint`. Yields the kernel names read through,
     top first. Each step's undoing is registered before the next step: whatever stops it (an error, Ctrl-C),
-    what was made is unmade, last first (with Ctrl-C and SIGTERM ignored: a second one would stop it half way)."""
+    what was made is unmade, last first (Ctrl-C, SIGTERM and SIGHUP held back till it is done, then acted on: one
+    would stop it half way, and the run must still stop before the next variant)."""
     with undoing() as stack:
         data = _loop(ctx, stack, image, dio)
         names, source = [data], f"/dev/{data}"

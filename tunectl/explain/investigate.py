@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from tunectl.context import Context
 from tunectl.errors import NotPermitted, UsageError
@@ -12,9 +11,10 @@ from tunectl.explain import measure, rules
 from tunectl.explain.compare import compare
 from tunectl.explain.model import Case, ColdRead, StackFacts
 from tunectl.explain.report import ExplainReport
+from tunectl.record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Request:
     target: str
     cold: bool | None  # None: on for a file, off for anything else

@@ -11,7 +11,7 @@ renders them. Every record has `to_json`; `layer_json` is the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.bench.diskstat import StatDelta
 from tunectl.devices import stack as stacks
@@ -19,11 +19,12 @@ from tunectl.explain.dmtable import Target
 from tunectl.explain.squashfs import Superblock
 from tunectl.explain.trace import Timing
 from tunectl.owners.model import Owner
+from tunectl.record import record
 
 PAGE_SIZE = 4096
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Queue:
     """A block device's queue as sysfs shows it (None: the attribute is not there)."""
 
@@ -42,7 +43,7 @@ class Queue:
                 "queue_depth": self.queue_depth}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FileFacts:
     """A `FileLayer`'s facts (its path and size are the layer's)."""
 
@@ -52,7 +53,7 @@ class FileFacts:
         return {"extents": self.extents}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FilesystemFacts:
     """A `MountLayer`'s facts (its mountpoint, type and source are the layer's)."""
 
@@ -63,7 +64,7 @@ class FilesystemFacts:
         return {"block_size": self.block_size, "squashfs": self.squashfs.to_json() if self.squashfs else None}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LoopFacts:
     backing_file: str | None
     offset: int
@@ -76,7 +77,7 @@ class LoopFacts:
                 "backing_read_ahead_kb": self.backing_read_ahead_kb, "backing_device": self.backing_device}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MdFacts:
     level: str | None
     chunk_kib: int | None
@@ -85,7 +86,7 @@ class MdFacts:
         return {"level": self.level, "chunk_kib": self.chunk_kib}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PartitionFacts:
     """A `PartitionLayer`'s facts (its start is the layer's `Partition`)."""
 
@@ -95,7 +96,7 @@ class PartitionFacts:
         return {"aligned_1mib": self.aligned_1mib}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BlockFacts:
     """A whole device's facts (`LoopLayer`, `DmLayer`, `MdLayer`, `DiskLayer`): its queue and who set it, and
     what its kind adds (a loop's backing file, a dm table, an md level)."""
@@ -158,7 +159,7 @@ def once(layers: list[stacks.Layer] | tuple[stacks.Layer, ...]) -> tuple[stacks.
     return tuple(out)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StackFacts:
     """The layers explain describes, top first: the target's `Stack` layers, each loop's followed by the layers
     of its backing file's stack, each layer once, every one with its `facts` filled (`tunectl.explain.facts`)."""
@@ -199,7 +200,7 @@ class StackFacts:
         return {"target": self.target, "kernel": self.release, "layers": [layer_json(la) for la in self.layers]}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ColdRead:
     """One cold read of the target: the bytes, the time, and what every block layer did meanwhile."""
 
@@ -224,7 +225,7 @@ class ColdRead:
                              if self.seconds > 0 else 0.0} for d in self.devices]}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Trial:
     """One `--try` variant as the rules read it: how the scratch copy was built and how fast it read cold."""
 
@@ -236,7 +237,7 @@ class Trial:
     label: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Case:
     """Everything the rules read."""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.devices import stack as stacks
 from tunectl.explain.compare import Comparison
@@ -10,10 +10,11 @@ from tunectl.explain.experiment import Result
 from tunectl.explain.model import BlockFacts, Case, FileFacts, FilesystemFacts, PartitionFacts, kind, layer_json
 from tunectl.explain.rules import RULES, Finding
 from tunectl.explain.trace import Timing
+from tunectl.record import record
 from tunectl.report import Report, escape_field
 
 
-@dataclass
+@record
 class ExplainReport(Report):
     case: Case
     findings: list[Finding]

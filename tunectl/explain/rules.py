@@ -27,17 +27,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from tunectl.bench.diskstat import StatDelta
 from tunectl.devices.stack import BlockLayer
 from tunectl.explain import effect as effects
 from tunectl.explain.effect import Effect
 from tunectl.explain.model import PAGE_SIZE, Case
+from tunectl.record import record
 from tunectl.units import counted
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Change:
     kind: str  # "profile" (a fragment), "command", "rebuild", "none"
     text: str
@@ -46,7 +46,7 @@ class Change:
         return {"kind": self.kind, "text": self.text}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Finding:
     rule: str
     title: str
@@ -60,7 +60,7 @@ class Finding:
                 "evidence": list(self.evidence), "change": self.change.to_json()}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rule:
     id: str
     name: str

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import struct
 from collections import namedtuple
-from dataclasses import dataclass
 
+from tunectl.record import record
 from tunectl.units import counted
 
 MAGIC = 0x73717368  # "hsqs" read little-endian
@@ -43,7 +43,7 @@ class NotSquashfs(ValueError):
     """The bytes are not a squashfs 4.x superblock (wrong magic, version or size)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Superblock:
     block_size: int  # bytes of one data block (4 KiB .. 1 MiB)
     compressor: str

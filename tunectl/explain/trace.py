@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import re
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from tunectl.record import record
 
 _LINE = re.compile(r"(?P<ts>\d+\.\d+): (?P<event>block_bio_queue|block_bio_remap|block_rq_issue|block_rq_complete): "
                    r"(?P<rest>.*)$")
@@ -33,7 +35,7 @@ _IO = re.compile(r"^(?P<maj>\d+),(?P<min>\d+) (?P<rwbs>\S+) (?:(?P<bytes>\d+) )?
 EVENTS = ("block_bio_queue", "block_bio_remap", "block_rq_issue", "block_rq_complete")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Event:
     time: float  # seconds
     kind: str  # "Q", "A" (remap), "D", "C"
@@ -62,7 +64,7 @@ def parse_events(text: str) -> list[Event]:
     return out
 
 
-@dataclass
+@record
 class _Bio:
     dev: str
     sector: int
@@ -74,7 +76,7 @@ class _Bio:
     done: float | None = None
 
 
-@dataclass
+@record
 class Timing:
     """What btt's per-device lines say, for one device."""
 

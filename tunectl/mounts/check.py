@@ -6,15 +6,16 @@ Pure: takes facts gathered by `operations` and the profile's rules, returns reco
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.mounts import options as opts
 from tunectl.mounts.fstab import Entry
 from tunectl.mounts.rules import Facts, select
+from tunectl.record import record
 from tunectl.system.mountinfo import Mount
 
 
-@dataclass
+@record
 class FsCheck:
     source: str
     target: str

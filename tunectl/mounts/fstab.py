@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.mounts import options as opts
+from tunectl.record import record
 from tunectl.system.mountinfo import escape, unescape
 
 __all__ = ["escape", "unescape"]  # the field escapes fstab shares with mountinfo
@@ -21,7 +22,7 @@ __all__ = ["escape", "unescape"]  # the field escapes fstab shares with mountinf
 _FIELD = re.compile(rb"[^ \t]+")
 
 
-@dataclass
+@record
 class Entry:
     lineno: int  # 1-based
     source: str  # unescaped
@@ -40,7 +41,7 @@ class Entry:
         return any(t in ("bind", "rbind") for t in self.options)
 
 
-@dataclass
+@record
 class Line:
     raw: bytes  # the line as read, with its newline (if any)
     entry: Entry | None = None
@@ -55,7 +56,7 @@ class Line:
         return self.raw[len(self.body):]
 
 
-@dataclass
+@record
 class Fstab:
     lines: list[Line] = field(default_factory=list)
 

@@ -11,7 +11,7 @@ import errno
 import json
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from tunectl.devices.resolve import Resolver, names_a_device
@@ -21,6 +21,7 @@ from tunectl.mounts import options as opts
 from tunectl.mounts.check import FsCheck, evaluate
 from tunectl.mounts.fstab_file import MAX_FSTAB_BYTES
 from tunectl.mounts.rules import Facts
+from tunectl.record import record
 from tunectl.report import Column, Report
 from tunectl.status import Marked, Verdict
 from tunectl.system import mountinfo
@@ -48,7 +49,7 @@ def fstab_path(ctx, given: str | None) -> Path:
     return Path(given or ctx.roots.fstab)
 
 
-@dataclass
+@record
 class CheckReport(Report):
     profile: str
     fstab_path: Path
@@ -98,7 +99,7 @@ class CheckReport(Report):
             out.print(f"fstrim.timer: {self.timer['state']}")
 
 
-@dataclass
+@record
 class Remount:
     target: str
     options: str
@@ -111,7 +112,7 @@ class Remount:
                 "error": self.error}
 
 
-@dataclass
+@record
 class FixReport(Report):
     check_report: CheckReport
     check: bool
@@ -429,7 +430,7 @@ def fix(ctx, profile_ref: str | None, fstab_file: str | None = None, do_remount:
     return result
 
 
-@dataclass
+@record
 class RollbackReport(Report):
     """`mounts rollback`: what was said about the fstab (restored, or nothing to restore) and the backup kept."""
 

@@ -8,8 +8,9 @@ value, so ``noatime,defaults`` equals ``defaults,noatime``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from tunectl.record import record
 from tunectl.system.mountinfo import split_options as split
 
 __all__ = ["split"]  # options fields are split as mountinfo's are
@@ -147,7 +148,7 @@ def lacks(tokens: Sequence[str], name: str) -> bool:
     return not any(name_of(t) == name for t in tokens)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Skip:
     option: str
     reason: str
@@ -156,7 +157,7 @@ class Skip:
         return {"option": self.option, "reason": self.reason}
 
 
-@dataclass
+@record
 class Want:
     """What the rules ask of one filesystem: options present, option names absent, and skips."""
 

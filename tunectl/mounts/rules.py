@@ -10,16 +10,17 @@ tmpfs, bind mounts, swap files) only take rules that name their fstype.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from fnmatch import fnmatchcase
 
 from tunectl.devices.match import matches
 from tunectl.devices.model import Device
+from tunectl.record import record
 
 FS_KEYS = ("fstype", "mountpoint")
 
 
-@dataclass
+@record
 class Facts:
     """What a rule can be matched against for one filesystem."""
 
@@ -35,7 +36,7 @@ def _globs(value: object) -> list[str]:
     return list(value) if isinstance(value, list) else [str(value)]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Outcome:
     index: int
     applies: bool

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.attributes import KNOB_DEFAULTS, default_scheduler, derived_read_ahead_kb, read_ahead_generation
 from tunectl.context import Context
@@ -20,13 +20,14 @@ from tunectl.owners import sources
 from tunectl.owners.model import KernelDefault
 from tunectl.owners.sources import Assignment
 from tunectl.owners.writers import Writer
+from tunectl.record import record
 from tunectl.system import trust
 from tunectl.system.rulesfile import RULES_FILE
 
 MAX_FILE = 4 << 20
 
 
-@dataclass
+@record
 class Machine:
     """Every other writer found, in each service's order, and what could not be read."""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from tunectl.context import Context
@@ -10,11 +10,12 @@ from tunectl.errors import ExitCode
 from tunectl.owners.collect import device_facts, read_machine, writers_of
 from tunectl.owners.writers import Conflict, conflicts
 from tunectl.profile.resolve import Profile
+from tunectl.record import record
 from tunectl.report import Report
 from tunectl.status import Status
 
 
-@dataclass
+@record
 class DoctorReport(Report):
     profile: str
     rules_file: str | None  # tunectl's installed rules, as udev reads them

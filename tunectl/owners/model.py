@@ -9,9 +9,10 @@ default (`KernelDefault`), are in `tunectl.owners.writers`, loaded only when a v
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.attributes import IOSCHED, LEGACY_SCHEDULERS, QUEUE, Attribute, kernel_equivalent
+from tunectl.record import record
 
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ KINDS = ("tunectl", "tunectl-rules", "udev-rule", "tuned", "sysfs.conf", "tmpfil
          "unknown")
 
 
-@dataclass
+@record
 class TunectlMark:
     """What the journal says about one attribute: tunectl changed it (profile, time; via its udev rules)."""
 
@@ -30,7 +31,7 @@ class TunectlMark:
     via: str = ""  # "udev rules" when the installed rules wrote it
 
 
-@dataclass
+@record
 class KernelDefault:
     """The value the kernel would give an attribute by itself, and the rule that says so."""
 
@@ -38,7 +39,7 @@ class KernelDefault:
     rule: str
 
 
-@dataclass
+@record
 class Owner:
     """Who set an attribute's value: tunectl, another writer, or the kernel's default."""
 
@@ -93,7 +94,7 @@ def journalled_owner(mark: TunectlMark | None, in_sync: bool | None) -> Owner | 
     return Owner("tunectl", f"tunectl apply -p {mark.profile} at {mark.at}", profile=mark.profile, at=mark.at)
 
 
-@dataclass
+@record
 class DeviceOwners:
     """The owners of the values shown for one device (attribute -> Owner)."""
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from fnmatch import fnmatchcase
 
+from tunectl.record import record
 from tunectl.udev.lines import logical_lines
 
 # Where each writer runs: at boot, at hot-plug (a udev add/change event), or both.
@@ -32,7 +33,7 @@ TUNED_ACTIVE = "/etc/tuned/active_profile"
 TUNED_DIRS = ("/etc/tuned", "/etc/tuned/profiles", "/usr/lib/tuned", "/usr/lib/tuned/profiles")
 
 
-@dataclass
+@record
 class Target:
     """The devices an assignment reaches: kernel-name globs (empty: any), and conditions not evaluated here.
 
@@ -63,7 +64,7 @@ class Target:
         return ", ".join(parts + [f"{k}{op}{v!r}" for k, op, v in self.needs]) or "every device"
 
 
-@dataclass
+@record
 class Assignment:
     """One line of a file that writes `queue/<attribute>` (attribute as tunectl names it)."""
 
@@ -158,7 +159,7 @@ def _alt_hits(have: str, pattern: str, op: str) -> bool:
     return hit if op == "==" else not hit
 
 
-@dataclass
+@record
 class RulesFile:
     """One file a service reads, in its order; `masked`: an empty file or /dev/null link hides every later one."""
 

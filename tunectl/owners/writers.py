@@ -12,11 +12,11 @@ whether it undoes tunectl at boot or at hot-plug. `tunectl status -v`, `verify`,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from tunectl.attributes import nearest_in_range
 from tunectl.owners.model import KernelDefault, Owner, TunectlMark, journalled_owner, same_value, written_integer
 from tunectl.owners.sources import BOOT, HOTPLUG, Assignment
+from tunectl.record import record
 
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # tuned (a multi-user service). At hot-plug only udev rules run, then tuned (it listens to udev events).
 _BOOT_RANK = {"udev-rule": 0, "tunectl-rules": 0, "tmpfiles": 1, "sysfs.conf": 2, "tuned": 3}
 _HOTPLUG_RANK = {"udev-rule": 0, "tunectl-rules": 0, "tuned": 3}
-@dataclass
+@record
 class Writer:
     """An assignment that reaches one device; `order`: its file's place in its service's order (udev: by name)."""
 
@@ -102,7 +102,7 @@ def owner_of(attribute: str, actual: object, writers: Sequence[Writer], mark: Tu
                  certain=False)
 
 
-@dataclass
+@record
 class Conflict:
     """Another writer of an attribute the profile sets on a device."""
 

@@ -9,13 +9,14 @@ import errno
 import os
 import stat as stat_
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.errors import ExitCode, UsageError
 from tunectl.preload import metadata, order
 from tunectl.preload.listfile import write_list
 from tunectl.preload.listing import Entry
 from tunectl.preload.skip import UNREADABLE, VANISHED, Skip, failed
+from tunectl.record import record
 from tunectl.report import Report
 from tunectl.system import pagecache, trust
 from tunectl.system.trust import Untrusted, open_listed
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from tunectl.system.roots import Roots
 
 
-@dataclass
+@record
 class CollectReport(Report):
     list_path: str
     entries: list[Entry]

@@ -10,13 +10,14 @@ import errno
 import os
 import stat as stat_
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.errors import ExitCode, NotPermitted, UsageError
 from tunectl.preload import order
 from tunectl.preload.collect import CollectReport, describe_file, entry_for, walk
 from tunectl.preload.listfile import write_list
 from tunectl.preload.listing import Entry
+from tunectl.record import record
 from tunectl.system import pagecache
 from tunectl.system.trust import Untrusted, open_listed
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from tunectl.system.roots import Roots
 
 
-@dataclass
+@record
 class RecordReport(CollectReport):
     method: str = "fanotify"
     command: list[str] = field(default_factory=list)

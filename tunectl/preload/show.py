@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.errors import ExitCode
 from tunectl.preload import metadata, order
@@ -13,6 +13,7 @@ from tunectl.preload import stats as stats_
 from tunectl.preload.listing import Entry, PreloadList, metadata_of, placed_of
 from tunectl.preload.skip import CHANGED, UNREADABLE, failed, why_changed
 from tunectl.preload.stats import Floor, HitRate
+from tunectl.record import record
 from tunectl.report import Report
 from tunectl.status import Verdict
 from tunectl.system import pagecache
@@ -20,7 +21,7 @@ from tunectl.system.sysfs import Sysfs
 from tunectl.system.trust import Untrusted, open_listed
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FileResidency:
     path: str
     status: Verdict  # RESIDENCY (resident | partial | cold | unknown) or PRELOAD_SKIPS (vanished | changed | unreadable)
@@ -33,7 +34,7 @@ class FileResidency:
                 "reason": self.reason}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MetadataResidency:
     """A device's recorded metadata ranges and how much of them is cached now (None: cannot tell)."""
 
@@ -50,7 +51,7 @@ class MetadataResidency:
         return {"device": self.device, "ranges": self.ranges, "bytes": self.bytes, "resident_bytes": self.cached}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class OrderSource:
     """Where a replay's order on one file system comes from: fiemap, squashfs (the image's inode table) or inode."""
 
@@ -62,7 +63,7 @@ class OrderSource:
         return {"device": self.device, "source": self.source, "files": self.files}
 
 
-@dataclass
+@record
 class Stats:
     """`show --stats`: what a replay of the list reads and issues, its floor, and the hit rate."""
 
@@ -79,7 +80,7 @@ class Stats:
                 "hit_rate": self.hit.to_json() if self.hit else None}
 
 
-@dataclass
+@record
 class ShowReport(Report):
     list_path: str
     created: str

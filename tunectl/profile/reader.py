@@ -9,7 +9,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from tunectl.record import record
 
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
 if TYPE_CHECKING:
@@ -24,7 +26,7 @@ PathT = tuple  # JSON path as a tuple of keys / indices
 _IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_-]*$"  # compiled at first use (re keeps it): most runs never need it
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Diagnostic:
     """One problem (or warning) in a profile, at file:line:col and the path of the key it is about."""
 
@@ -82,7 +84,7 @@ def short(value: Any, limit: int = 60) -> str:
 _DIAGNOSTIC_FIELDS = frozenset(f.name for f in dataclasses.fields(Diagnostic))
 
 
-@dataclass
+@record
 class Document:
     """One parsed YAML file: its data and where each value and key stands."""
 

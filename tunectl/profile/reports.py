@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from tunectl.errors import ExitCode
 from tunectl.profile.reader import Diagnostic, json_path
 from tunectl.profile.resolve import Profile
+from tunectl.record import record
 from tunectl.report import Report
 from tunectl.units import counted
 
 
-@dataclass
+@record
 class ProfileListReport(Report):
     entries: list[tuple[str, Path, str]]  # name, file, one-line description
 
@@ -30,7 +31,7 @@ class ProfileListReport(Report):
                             keep=("NAME",)))
 
 
-@dataclass
+@record
 class ProfileShowReport(Report):
     profile: Profile
     explain: bool = False
@@ -61,7 +62,7 @@ class ProfileShowReport(Report):
         out.print(render_profile_yaml(profile, explain=self.explain))
 
 
-@dataclass
+@record
 class FileVerdict:
     ref: str
     profile: Profile | None
@@ -77,7 +78,7 @@ class FileVerdict:
                                 for d in self.diagnostics]}
 
 
-@dataclass
+@record
 class ValidateReport(Report):
     files: list[FileVerdict] = field(default_factory=list)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from tunectl.errors import ProfileError
@@ -18,6 +18,7 @@ from tunectl.profile.library import (
 )
 from tunectl.profile.reader import Diagnostic, Document, PathT
 from tunectl.profile.schema import suggest
+from tunectl.record import record
 from tunectl.system import trust
 from tunectl.system.cache import ValidationCache
 from tunectl.system.trust import kind
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from tunectl.profile.library import ProfileRef
 
 
-@dataclass
+@record
 class Profile:
     """A resolved profile: merged data (normalised), the files it came from, where each value came from."""
 

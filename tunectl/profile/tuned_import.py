@@ -14,7 +14,7 @@ import fnmatch
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import reduce
 
 import yaml
@@ -23,6 +23,7 @@ from tunectl.attributes import IOSCHED, QUEUE
 from tunectl.errors import ExitCode, UsageError
 from tunectl.profile import tuned_values as values
 from tunectl.profile.tuned_reader import CONDITIONS, SCRIPTS, Loader, Unit, expand, locate, merge, parse_ini, unresolved
+from tunectl.record import record
 from tunectl.report import Report
 from tunectl.system.roots import SYS, under_dev
 
@@ -41,7 +42,7 @@ _SYSFS_QUEUE = re.compile(re.escape(SYS) + r"/(?:block|class/block)/([^/]+)/queu
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
 
-@dataclass
+@record
 class TunedImport(Report):
     name: str
     profile: dict

@@ -11,9 +11,10 @@ import copy
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.errors import UsageError
+from tunectl.record import record
 from tunectl.system import trust
 
 _VARIABLE = re.compile(r"(?<!\\)\$\{(\w+)\}")
@@ -25,7 +26,7 @@ SCRIPTS = ("script_pre", "script_post")
 _TRUE = ("true", "True", "1")
 
 
-@dataclass
+@record
 class Unit:
     name: str
     type: str
@@ -37,7 +38,7 @@ class Unit:
     extra: dict[str, str] = field(default_factory=dict)  # conditions and scripts
 
 
-@dataclass
+@record
 class Profile:
     name: str
     path: str

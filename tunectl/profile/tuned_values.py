@@ -8,12 +8,13 @@ that collect what cannot be carried over and what changed on the way; None means
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.attributes import IOSCHED, LEGACY_SCHEDULERS, QUEUE, SCHEDULERS, Attribute
+from tunectl.record import record
 
 
-@dataclass
+@record
 class Findings:
     unconverted: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

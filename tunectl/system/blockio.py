@@ -12,14 +12,14 @@ import errno
 import os
 import stat
 import time
-from dataclasses import dataclass
 
 from tunectl.errors import NotPermitted, TunectlError, UsageError
+from tunectl.record import record
 
 BLKFLSBUF = 0x1261  # _IO(0x12, 97): write back and invalidate the block device's buffer cache
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PathInfo:
     path: str
     kind: str  # "block" | "file"

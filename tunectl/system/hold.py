@@ -15,9 +15,9 @@ import contextlib
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
+from tunectl.record import record
 from tunectl.system import trust
 from tunectl.system.state import HOLD, kernel_name
 
@@ -25,7 +25,7 @@ VERSION = 1
 _MAX_BYTES = 1 << 20
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Hold:
     """`command` (pid `pid`, started at `started`: clock ticks since boot) holds values on `devices` (kernel names)."""
 

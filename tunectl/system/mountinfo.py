@@ -11,9 +11,9 @@ import errno
 import os
 import re
 import stat
-from dataclasses import dataclass
 
 from tunectl.errors import TunectlError
+from tunectl.record import record
 from tunectl.system.roots import PROC
 from tunectl.system.trust import open_beneath
 
@@ -47,7 +47,7 @@ def split_options(text: str | None) -> list[str]:
 
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Mount:
     mount_id: int
     devnum: str  # major:minor of the filesystem (0:N for filesystems without a block device)

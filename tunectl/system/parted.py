@@ -9,9 +9,9 @@ are turned into tunectl's once, here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from tunectl.errors import ExitCode, NotPermitted, TunectlError, UsageError
+from tunectl.record import record
 from tunectl.system import runner
 
 JSON, MACHINE = "json", "machine"
@@ -24,7 +24,7 @@ class PartedError(TunectlError):
     code = "parted"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PartedOutput:
     format: str  # JSON or MACHINE
     text: str  # empty when there is no partition table

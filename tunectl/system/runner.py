@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from tunectl.errors import ExitCode, TunectlError
+from tunectl.record import record
 
 
 class CommandError(TunectlError):
@@ -16,7 +16,7 @@ class CommandError(TunectlError):
     code = "command"
 
 
-@dataclass
+@record
 class Completed:
     """A program that ran: its argument vector, exit status and output."""
 

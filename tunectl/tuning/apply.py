@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from tunectl.attributes import (
     IOSCHED,
@@ -26,6 +26,7 @@ from tunectl.attributes import (
 )
 from tunectl.devices.model import Device
 from tunectl.errors import SysfsError
+from tunectl.record import record
 from tunectl.status import Status
 from tunectl.system.sysfs import Sysfs
 from tunectl.tuning import relink
@@ -45,7 +46,7 @@ def denied(code: int) -> bool:
     return code == errno.EPERM or (code == errno.EACCES and os.geteuid() != 0)
 
 
-@dataclass
+@record
 class Outcome:
     """What writing one planned setting did: its status and the value read back."""
 

@@ -22,7 +22,7 @@ A full rollback clears the record (``{"applied": false}``: `clear`).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from tunectl.context import Context
 from tunectl.digests import sha256
@@ -30,6 +30,7 @@ from tunectl.errors import UsageError
 from tunectl.profile.library import DEFAULT_PROFILE, looks_like_path
 from tunectl.profile.reader import MAX_PROFILE_BYTES
 from tunectl.profile.resolve import Profile, load_profile
+from tunectl.record import record
 from tunectl.system import trust
 from tunectl.system.state import ACTIVE, StateStore
 
@@ -62,7 +63,7 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rules:
     """The udev rules `udev install` wrote: their file, the profile rendered, its text's hash, the rules' digest."""
 
@@ -103,7 +104,7 @@ class Rules:
         return self.name or self.ref
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Intent:
     """The record of intent: the profile the last apply used (its reference, files, digest), its scope and rules."""
 
@@ -241,7 +242,7 @@ def current(ctx: Context) -> Intent | None:
     return load(ctx.state) if ctx.state.exists() else None
 
 
-@dataclass
+@record
 class Choice:
     """The profile a command acts on, where it came from, and what to tell the user about that."""
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from tunectl.record import record
 from tunectl.system.state import JOURNAL, StateStore, kernel_name
 
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
@@ -57,7 +58,7 @@ def _knobs(data: object, identity: str, what: str) -> dict[str, Value]:
     return dict(data)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ChangedBy:
     """Who set a value: the profile (its recorded reference), tunectl's version, when, and `via` (udev rules, or
     the attribute whose write changed this one too)."""
@@ -82,7 +83,7 @@ class ChangedBy:
             and (not self.via or self.via == other.via)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LoopProof:
     """A loop device's identity that no rename or unlink changes: its backing file's device and inode
     (``maj:min:inode``) and its own device number (``maj:min``)."""
@@ -91,7 +92,7 @@ class LoopProof:
     devnum: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class JournalEntry:
     """One device's originals: the attributes' and each scheduler's knobs' values before tunectl, and who set each."""
 
@@ -163,7 +164,7 @@ class JournalEntry:
                    LoopProof(loop["backing"], loop["devnum"]) if loop is not None else None)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Journal:
     """Every device's originals, by stable identity: what rollback restores."""
 

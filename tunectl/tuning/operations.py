@@ -9,7 +9,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from tunectl import __version__
 from tunectl.attributes import modular_schedulers
@@ -22,6 +22,7 @@ from tunectl.devices.model import Device
 from tunectl.devices.resolve import Resolver
 from tunectl.errors import ExitCode, StateError, UsageError
 from tunectl.profile.resolve import Profile
+from tunectl.record import record
 from tunectl.report import Report
 from tunectl.status import Status
 from tunectl.system import rulesfile
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 OwnersOf = Callable[..., dict]
 
 
-@dataclass
+@record
 class Scope:
     """The devices a command was limited to: named on its command line, or those of the last apply.
 
@@ -69,7 +70,7 @@ class Scope:
         return said + (f"; not present: {', '.join(self.absent)}" if self.absent else "")
 
 
-@dataclass
+@record
 class PlanReport(Report):
     """The report of status, plan and verify: the devices, the planned settings, warnings and owners."""
 
@@ -136,7 +137,7 @@ class PlanReport(Report):
             text.print_plan(self, out)
 
 
-@dataclass
+@record
 class NothingAppliedReport(Report):
     """`verify` without -p when no profile is recorded: nothing to compare with, so in sync (exit 0)."""
 
@@ -159,7 +160,7 @@ def _owner_json(owner: Owner | None) -> dict | None:
     return owner.to_json() if owner is not None else None
 
 
-@dataclass
+@record
 class ApplyReport(Report):
     """The report of apply and rollback: what each write did."""
 
@@ -378,7 +379,7 @@ def apply(ctx: Context, choice: intent.Choice, dev_refs: list[str] | None = None
     return result
 
 
-@dataclass
+@record
 class Originals:
     """The journal after the originals-first step (saved), as it was before this run's own originals were
     added (`before`: what a write that never happened goes back to), and the devices adopted from udev rules."""

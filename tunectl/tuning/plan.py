@@ -8,13 +8,14 @@ means in sync.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.attributes import IOSCHED, QUEUE, is_range, side_effects, wanted_value, wanted_value_in_sync, write_order
 from tunectl.devices.graph import DeviceGraph
 from tunectl.devices.match import matches
 from tunectl.devices.model import Device
 from tunectl.profile.resolve import Profile
+from tunectl.record import record
 from tunectl.status import Status
 
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 # Statuses of a planned setting.
 
 
-@dataclass
+@record
 class Setting:
     """One planned change of one attribute on one device: before, after, and whether it is needed."""
 
@@ -48,7 +49,7 @@ class Setting:
                 "status": self.status, "reason": self.reason}
 
 
-@dataclass
+@record
 class Wanted:
     """Attribute -> (value, source) for one device, built up layer by layer."""
 

@@ -7,10 +7,11 @@ kernel facts live in `tunectl.attributes` (kernel_read_ahead_kb, io_opt_doubt).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tunectl.attributes import derived_from_doubtful_io_opt
 from tunectl.devices.model import Device
+from tunectl.record import record
 from tunectl.status import Status
 from tunectl.tuning.plan import Setting
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 BOGUS_IO_OPT_READ_AHEAD = "read-ahead-from-bogus-io-opt"
 
 
-@dataclass
+@record
 class DeviceWarning:
     """A warning about one device's reported topology (a bogus optimal I/O size, ...), with the facts behind it."""
 

@@ -13,13 +13,14 @@ import difflib
 import os
 import re
 import shutil
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 
 from tunectl.attributes import modular_schedulers
 from tunectl.errors import ExitCode, NotPermitted, UsageError
 from tunectl.profile.library import find_profile
 from tunectl.profile.resolve import Profile, load_profile
+from tunectl.record import record
 from tunectl.report import Report
 from tunectl.status import Status
 from tunectl.system import rulesfile, trust
@@ -75,7 +76,7 @@ def load_for_rules(ctx, ref: str | None) -> tuple[Profile, intent.Choice]:
     return load_profile(os.path.abspath(path) if path is not None else active.ref, ctx.search_path), active
 
 
-@dataclass
+@record
 class RenderReport(Report):
     profile: Profile
     rendered: Rendered
@@ -108,7 +109,7 @@ def render(ctx, ref: str | None, everything: bool = False, pure: bool = False) -
                                               identities=scope, capture=not pure), active, scope)
 
 
-@dataclass
+@record
 class InstallReport(Report):
     render: RenderReport
     path: Path
@@ -149,7 +150,7 @@ class InstallReport(Report):
                     f"change events sent to the devices in scope ({', '.join(sent) or 'none present'}); udev settled")
 
 
-@dataclass
+@record
 class RemoveReport(Report):
     path: Path
     removed: bool
@@ -177,7 +178,7 @@ class RemoveReport(Report):
                     "installed before they kept originals, keeps the rules' value (see tunectl(8), ROLLBACK)")
 
 
-@dataclass
+@record
 class RulesCheckReport(Report):
     render: RenderReport
     path: Path

@@ -7,8 +7,8 @@ mistakes silently (a missing comma), so the rendered text is checked here.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from tunectl.record import record
 from tunectl.system.rulesfile import ORIG_PREFIX
 from tunectl.udev.lines import logical_lines
 
@@ -33,7 +33,7 @@ KNOWN_KEYS: dict[str, tuple[frozenset, str]] = {
 _TOKEN = r'\s*([A-Z_]+)(?:\{([^{}"]*)\})?\s*(==|!=|\+=|-=|:=|=)\s*"([^"\\]*(?:\\.[^"\\]*)*)"\s*'
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LintProblem:
     """One problem in a rules text, at its line."""
 
@@ -44,7 +44,7 @@ class LintProblem:
         return f"line {self.line}: {self.message}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Token:
     """One key of a rule: KEY{attr} op "value"."""
 

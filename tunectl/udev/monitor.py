@@ -14,10 +14,11 @@ from __future__ import annotations
 import contextlib
 import datetime
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from tunectl.errors import ExitCode, TunectlError, UsageError
+from tunectl.record import record
 from tunectl.report import Report, painted
 from tunectl.status import Status
 from tunectl.tuning.plan import Setting
@@ -26,14 +27,14 @@ from tunectl.units import counted
 ACTIONS = ("add", "change")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BlockEvent:
     action: str
     device: str  # kernel name of a whole disk
     sequence: int | None = None
 
 
-@dataclass
+@record
 class EventReport(Report):
     """One event as the monitor judged it, a report of the stream `udev monitor` prints (one line or one JSON
     line each): its verdict IN_SYNC, DRIFT, NOT_TUNED or VANISHED, from the one vocabulary (tunectl.status);

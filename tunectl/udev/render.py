@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from tunectl.attributes import SCHEDULERS, is_range
@@ -47,6 +47,7 @@ from tunectl.digests import sha256
 from tunectl.errors import ExitCode, UsageError
 from tunectl.profile.checks import glob_problem
 from tunectl.profile.resolve import Profile
+from tunectl.record import record
 from tunectl.system.rulesfile import RULES_FILE
 from tunectl.udev.match import (
     RuleWriter,
@@ -71,7 +72,7 @@ class RenderError(UsageError):
     code = "render"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rendered:
     text: str
     digest: str
