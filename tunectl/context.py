@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from tunectl.system.modules import KernelModules
-from tunectl.system.roots import UDEV_DATA, Roots, check_trusted
+from tunectl.system.roots import UDEV_DATA, Roots, check_trusted, resolved_path
 from tunectl.system.state import StateStore
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.udevdb import UdevDb
@@ -70,7 +70,7 @@ class Context:
         # alone by then (check_trusted), so no other user decides what the journal holds.
         if roots.uses_real_state() and env.get("TUNECTL_TREE_IS_THIS_MACHINE") != "1":
             state.fake_roots = [path for _, path in roots.fakes()]
-        udev = UdevDb(roots.udev_data, confined=os.path.realpath(roots.udev_data) != os.path.realpath(UDEV_DATA))
+        udev = UdevDb(roots.udev_data, confined=resolved_path(roots.udev_data) != resolved_path(UDEV_DATA))
         return cls(Sysfs(roots.sys, confined=not roots.real), udev, state, None, env, modules, roots)
 
     @property

@@ -119,7 +119,7 @@ def run(ctx, args, out) -> int:
         from tunectl.bench.report import BenchReport
 
         return out.show(BenchReport(stack, sweep, seed, schedulers, interrupted=True,
-                                    terminated=isinstance(e, Terminated), active=active))
+                                    stop_signal=e.signum if isinstance(e, Terminated) else None, active=active))
     except BaseException:
         bar.close()
         report_restore(sweep, out, "stopped by an error")

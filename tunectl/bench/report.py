@@ -21,8 +21,8 @@ class BenchReport(Report):
     sweep: Sweep
     seed: int | None
     schedulers: list
-    interrupted: bool = False  # Ctrl-C or SIGTERM ended the sweep: no recommendation, no table (what ran is in JSON)
-    terminated: bool = False  # by SIGTERM (exit 143), not Ctrl-C (130)
+    interrupted: bool = False  # Ctrl-C, SIGTERM or SIGHUP ended the sweep: no recommendation, no table (what ran is in JSON)
+    stop_signal: int | None = None  # SIGTERM or SIGHUP ended it (exit 128 + its number: 143, 129); None: Ctrl-C (130)
     active: dict | None = None  # what the record of intent's profile sets on these devices (`active_wants`)
     summaries: list[Summary] = field(init=False)
     recommendation: Recommendation | None = field(init=False)
@@ -36,8 +36,8 @@ class BenchReport(Report):
 
     @property
     def exit_code(self) -> int:
-        if self.interrupted:  # as a shell reports a process a signal ended: 128 + SIGTERM or SIGINT
-            return 143 if self.terminated else ExitCode.INTERRUPTED
+        if self.interrupted:  # as a shell reports a process a signal ended: 128 + SIGTERM, SIGHUP or SIGINT
+            return 128 + self.stop_signal if self.stop_signal else ExitCode.INTERRUPTED
         return ExitCode.PARTIAL if self.sweep.restore_failures or self.export_failed else ExitCode.OK
 
     def to_json(self) -> dict:

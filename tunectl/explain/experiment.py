@@ -251,7 +251,8 @@ def attached(ctx: Context, image: str, dio: bool, mountpoint: str, tree: HashTre
     """`image` on a new read-only loop device (and, with `tree`, a scratch verity device `dm_name` over it and
     its hash file's own loop device), mounted read-only at `mountpoint`. Yields the kernel names read through,
     top first. Each step's undoing is registered before the next step: whatever stops it (an error, Ctrl-C),
-    what was made is unmade, last first (with Ctrl-C and SIGTERM ignored: a second one would stop it half way)."""
+    what was made is unmade, last first (Ctrl-C, SIGTERM and SIGHUP held back till it is done, then acted on: one
+    would stop it half way, and the run must still stop before the next variant)."""
     with undoing() as stack:
         data = _loop(ctx, stack, image, dio)
         names, source = [data], f"/dev/{data}"

@@ -3,9 +3,10 @@
 Python's default for SIGTERM ends the process at once: no `finally` runs. A command
 that made something it must unmake (bench's changed settings, `explain --try`'s loop
 devices, verity devices and mounts) turns SIGTERM (a service stop, `timeout`) into
-`Terminated`, a KeyboardInterrupt, while it holds them; its undoing runs with Ctrl-C and
-SIGTERM ignored (a second Ctrl-C would stop it half way; programs it starts then ignore
-them too), and the command exits 143 (129 for SIGHUP) as a shell reports a process the signal ended.
+`Terminated`, a KeyboardInterrupt, while it holds them; its undoing runs with Ctrl-C,
+SIGTERM and SIGHUP held back (a second Ctrl-C would stop it half way): one that comes then
+is recorded and acted on once the undoing is done, so the command still stops. It exits
+143 (129 for SIGHUP, 130 for Ctrl-C) as a shell reports a process the signal ended.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterator
 
 # SIGHUP too: the terminal went away (an ssh session dropped) and Python's default would end the process as abruptly.
 _ENDING = (signal.SIGTERM, signal.SIGHUP)
+_STOPS = (signal.SIGINT, *_ENDING)
 
 
 class Terminated(KeyboardInterrupt):
@@ -33,19 +35,51 @@ def _raise_terminated(signum: int, frame: object) -> None:
     raise Terminated(signum)
 
 
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _swap(sig: int, handler: Callable | int | None) -> None:
+    """signal.signal(sig, handler), done even when the handler of a signal already come, which signal.signal runs
+    first, raises (the exception is raised after the swap)."""
+    if handler is None:  # a handler not set from Python: nothing to give back
+        return
+    try:
+        signal.signal(sig, handler)
+    except KeyboardInterrupt:
+        signal.signal(sig, handler)  # that signal has been handled: this time nothing runs first
+        raise
+
+
+def _swap_all(handlers: dict[int, Callable | int | None]) -> list[KeyboardInterrupt]:
+    """Every handler of `handlers` set, whatever a signal's handler raised on the way: what they raised. (Else a
+    SIGTERM's Terminated while SIGHUP's handler is given back would leave the block's handler behind.)"""
+    raised = []
+    for sig, handler in handlers.items():
+        try:
+            _swap(sig, handler)
+        except KeyboardInterrupt as e:
+            raised.append(e)
+    return raised
+
+
 @contextlib.contextmanager
 def _handling(handlers: dict[int, Callable | int]) -> Iterator[None]:
     """`handlers` in place inside the block, the old ones given back after; in the main thread only (elsewhere
     nothing changes: only the main thread may set a handler)."""
-    if threading.current_thread() is not threading.main_thread():
+    if not _in_main_thread():
         yield
         return
-    old = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()}
+    old = {sig: signal.getsignal(sig) for sig in handlers}
     try:
+        raised = _swap_all(handlers)
+        if raised:
+            raise raised[0]
         yield
     finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
+        raised = _swap_all(old)
+        if raised:
+            raise raised[0]
 
 
 def sigterm_interrupts() -> contextlib.AbstractContextManager[None]:
@@ -54,15 +88,51 @@ def sigterm_interrupts() -> contextlib.AbstractContextManager[None]:
     return _handling({sig: _raise_terminated for sig in _ENDING if signal.getsignal(sig) is not signal.SIG_IGN})
 
 
-def interrupts_deferred() -> contextlib.AbstractContextManager[None]:
-    """Ctrl-C, SIGTERM and SIGHUP are ignored inside the block: an undoing stopped half way is the one outcome to
-    avoid."""
-    return _handling({sig: signal.SIG_IGN for sig in (signal.SIGINT, *_ENDING)})
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP wait for the end of the block: an undoing stopped half way is the one outcome
+    to avoid, and a stop asked for meanwhile must not be lost either.
+
+    Inside, their handler only records them; after it (the old handlers given back) each one recorded is raised
+    again, so it acts as if it came then: Terminated, KeyboardInterrupt, or the default's end of the process.
+    They are also blocked in the main thread's signal mask, so the programs the block starts (umount, losetup)
+    inherit them blocked: a Ctrl-C at the terminal reaches its whole process group, and must not cut those
+    short either. Blocked here, one sent to the process goes to another thread if there is one; its handler
+    still runs in the main thread, at Python's next check, and as the recorder whatever call that check falls
+    in (the recorder is in place before the mask is set and until after it is taken back). A signal ignored
+    from the start stays ignored (`nohup`). In the main thread only; elsewhere nothing changes."""
+    if not _in_main_thread():
+        yield
+        return
+    came: list[int] = []
+
+    def record(signum: int, frame: object) -> None:
+        if signum not in came:
+            came.append(signum)
+
+    # None: a handler set outside Python, which it cannot give back
+    old = {sig: signal.getsignal(sig) for sig in _STOPS if signal.getsignal(sig) not in (signal.SIG_IGN, None)}
+    held = list(old)
+    try:
+        for e in _swap_all({sig: record for sig in held}):  # one that came just before: deferred as well
+            record(getattr(e, "signum", signal.SIGINT), None)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # reads it
+        try:
+            signal.pthread_sigmask(signal.SIG_BLOCK, held)
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one held meanwhile is delivered (recorded) here
+    finally:
+        for e in _swap_all(old):
+            record(getattr(e, "signum", signal.SIGINT), None)
+        for sig in came:  # to the usual handler now: raised (or the process ended) as if it came now
+            signal.raise_signal(sig)
 
 
 @contextlib.contextmanager
 def undoing() -> Iterator[contextlib.ExitStack]:
-    """An ExitStack for undo steps, unwound (last first) with Ctrl-C and SIGTERM ignored, whatever ended the block."""
+    """An ExitStack for undo steps, unwound (last first) with Ctrl-C, SIGTERM and SIGHUP deferred to its end,
+    whatever ended the block."""
     stack = contextlib.ExitStack()
     try:
         yield stack

@@ -30,9 +30,19 @@ def under_dev(ref: str) -> str | None:
     return ref[len(DEV) + 1:] if ref.startswith(DEV + "/") else None
 
 
+def resolved_path(path: str | os.PathLike[str]) -> str:
+    """os.path.realpath, but a link removed while it is read (FileNotFoundError from readlink inside realpath,
+    which another user's loop can cause on a path through /tmp) leaves the path as it is: such a path is then
+    no real root, and the trust checks that follow refuse it."""
+    try:
+        return os.path.realpath(path)
+    except OSError:
+        return os.path.abspath(path)
+
+
 def is_real_sysfs(root: str | os.PathLike[str]) -> bool:
     """The sysfs root is the running kernel's ``/sys``: the one test of "is this the real machine?"."""
-    return os.path.realpath(root) == SYS
+    return resolved_path(root) == SYS
 
 
 def self_proc(*parts: str) -> str:
@@ -81,13 +91,13 @@ class Roots(namedtuple("Roots", "real sys udev_data dev proc fstab modules state
                                        ("TUNECTL_DEV_ROOT", self.dev, DEV), ("TUNECTL_PROC_ROOT", self.proc, PROC),
                                        ("TUNECTL_MODULES_ROOT", self.modules, MODULES)):
             # both resolved: /lib/modules is /usr/lib/modules on a merged-/usr system
-            if path is not None and os.path.realpath(path) != os.path.realpath(real_path):
+            if path is not None and resolved_path(path) != resolved_path(real_path):
                 found.append((label, path))
         return found
 
     def uses_real_state(self) -> bool:
         """The state directory is the real machine's (its journal holds this machine's originals)."""
-        return os.path.realpath(self.state) == os.path.realpath(STATE)
+        return resolved_path(self.state) == resolved_path(STATE)
 
     def node(self, name: str) -> str | None:
         """The device node of kernel name `name`, or None when this run may not open device nodes."""
@@ -102,7 +112,7 @@ def check_trusted(roots: Roots) -> None:
     asks for a remount. Such a root is refused (UsageError) before anything in it is read.
     """
     checked = roots.fakes()
-    if roots.config is not None and os.path.realpath(roots.config) != "/":
+    if roots.config is not None and resolved_path(roots.config) != "/":
         # read only (other writers' files, for who set a value), but read as root: a link in a tree another
         # user owns would show a line of any file root can read (a 0600 file's "writes 777")
         checked.append(("TUNECTL_CONFIG_ROOT", roots.config))

@@ -175,20 +175,42 @@ def ensure_dir(path: str | os.PathLike, mode: int = 0o755) -> Path:
     while not os.path.lexists(probe):
         missing.append(probe)
         probe = probe.parent
-    check_dir(probe, final=not missing)
-    for directory in reversed(missing):
-        try:
-            os.mkdir(directory, mode)
-        except FileExistsError:
-            pass
-        else:
-            # chmod(follow_symlinks=False) goes through /proc in glibc: absent in a chroot, it is NotImplementedError.
-            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            try:
-                os.fchmod(fd, mode)
-            finally:
-                os.close(fd)
+    parent = check_dir(probe, final=not missing)
+    if missing:
+        _make_below(parent, [d.name for d in reversed(missing)], mode)
     return check_dir(path)
+
+
+def _make_below(parent: Path, names: list[str], mode: int) -> None:
+    """The directories `names` (each inside the one before) made below `parent` (as check_dir resolved it), each
+    through a descriptor of the one above, opened without following a link: a name another user turned into a
+    link since it was seen missing is refused (Untrusted), never created through; one that appeared meanwhile
+    must pass `problem` before anything is made in it."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = _open_dir(parent)
+    try:
+        for name in names:
+            try:
+                os.mkdir(name, mode, dir_fd=fd)
+                made = True
+            except FileExistsError:
+                made = False
+            try:
+                nxt = os.open(name, flags, dir_fd=fd)
+            except OSError as e:
+                if e.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
+                    raise Untrusted(parent / name, "changed while tunectl created it (a link or a file took its place)",
+                                    "run again; if it recurs, find who changes it") from None
+                raise
+            os.close(fd)
+            fd = nxt
+            if made:
+                os.fchmod(fd, mode)  # whatever the umask
+            elif why := problem(os.fstat(fd), final=False):
+                raise Untrusted(parent / name, why, _hint_fix(parent / name))
+            parent = parent / name
+    finally:
+        os.close(fd)
 
 
 def _open_dir(resolved: Path) -> int:

@@ -101,8 +101,11 @@ def _say_adopted(names: list[str], out) -> None:
                  "(tuned by the rules before tunectl saw them)")
 
 
-def _owners_of():
-    """The owners check, loaded by the commands that show who set a value (status, verify), not by plan or apply."""
+def _owners_of(out):
+    """The owners check, for status and verify when their output shows who set a value (`text.shows_owners`);
+    loaded then only, never by plan or apply. Else `_journal_only`: no owner is found, none is shown."""
+    if not text.shows_owners(out):
+        return _journal_only
     from tunectl.owners import find_owners
 
     return find_owners
@@ -128,13 +131,23 @@ def _adopt_seen(ctx, devices) -> list[str]:
     return changes.adopt_seen(ctx, devices)
 
 
+def _journal_only(ctx, devices, settings=(), attributes=None, rules_path=None) -> dict:
+    """No owners, but the journal read as finding them reads it: a journal that cannot be read fails status and
+    verify whatever they show, as before their plain text stopped looking for owners."""
+    from tunectl.tuning import journal
+
+    if devices and ctx.state.exists():
+        journal.load(ctx.state)
+    return {}
+
+
 def _cmd_status(ctx, args, out) -> int:
     from tunectl.tuning import intent
     from tunectl.tuning import operations as tuning
 
     active = intent.choose(ctx, args.profile, "status")
     _notes_first(active, out)
-    report = tuning.status(ctx, active.profile, _owners_of(), args.devices, scoped=not args.all)
+    report = tuning.status(ctx, active.profile, _owners_of(out), args.devices, scoped=not args.all)
     _warn_profile(report, out)
     _say_adopted(_adopt_seen(ctx, report.devices), out)
     report.notes, report.applied = active.notes, active.intent is not None
@@ -152,7 +165,7 @@ def _cmd_plan(ctx, args, out, verify: bool = False) -> int:
     _notes_first(active, out)
     scoped = (verify or active.from_record) and not args.all
     report = tuning.plan(ctx, None, args.devices, profile=active.profile, scoped=scoped, verify=verify,
-                         owners_of=_owners_of() if verify else None, relinked_of=_relinked_of() if verify else None)
+                         owners_of=_owners_of(out) if verify else None, relinked_of=_relinked_of() if verify else None)
     _warn_profile(report, out)
     _say_adopted(_adopt_seen(ctx, report.devices), out)
     report.notes = active.notes

@@ -146,6 +146,12 @@ def print_status(report, out) -> None:
         print_owners(report, out)
 
 
+def shows_owners(out) -> bool:
+    """Whether status's or verify's output shows who set a value: --json, -v (status's owner lines, verify's OWNER
+    column), or -o (which may name OWNER). Their plain text shows none, so it need not find any."""
+    return bool(out.json or out.verbose or out.columns is not None)
+
+
 def print_owners(report, out) -> None:
     """Who set each value shown (-v): one line per device and attribute."""
     from tunectl.owners import current_value

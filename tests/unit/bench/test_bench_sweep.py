@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import signal
 import sys
 
 import pytest
@@ -256,6 +257,35 @@ def test_a_hangup_restores_every_setting_too(ctx, tree):
     assert snapshot_all(tree) == before and sweep.interrupted
 
 
+def test_a_hangup_during_the_restore_ends_the_run_once_every_setting_is_back(ctx, tree, monkeypatch):
+    """The restore runs with the stops held back, not ignored: a SIGHUP then waits for it to end, then ends the
+    run with 129 (before, it was lost and bench went on as if nothing came)."""
+    from tunectl.bench import runner
+    from tunectl.system.interrupts import Terminated
+
+    before = snapshot_all(tree)
+    real_restore = runner.restore
+    restored: list[bool] = []
+
+    def restore(*args):
+        os.kill(os.getpid(), signal.SIGHUP)
+        done = real_restore(*args)
+        restored.append(True)
+        return done
+
+    monkeypatch.setattr(runner, "restore", restore)
+    reached: list[int] = []  # stands in for the default (the process would end), so the test can say so
+    handler = signal.signal(signal.SIGHUP, lambda signum, frame: reached.append(signum))
+    try:
+        stack, fake, sweep = _sweep(ctx, tree, "sda", [16, 256], ["none"])
+        with pytest.raises(Terminated) as stopped:
+            sweep.run()
+    finally:
+        signal.signal(signal.SIGHUP, handler)
+    assert restored == [True] and snapshot_all(tree) == before and len(sweep.runs) == len(sweep.points)
+    assert reached == [] and stopped.value.exit_code == 129
+
+
 def test_a_hangup_ignored_from_the_start_stays_ignored(ctx, tree):
     """`nohup tunectl bench`: the sweep outlives its terminal, as the user asked; it runs to its end."""
     import signal
@@ -297,8 +327,9 @@ def test_bench_names_what_the_applied_profile_sets_on_the_swept_devices(ctx, tre
     assert active_wants(ctx, stack) is None
 
 
-@pytest.mark.parametrize("terminated, code", [(False, 130), (True, 143)])
-def test_an_interrupted_sweep_is_a_report_whose_exit_code_says_the_signal(ctx, tree, terminated, code):
+@pytest.mark.parametrize("stop_signal, code", [(None, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_an_interrupted_sweep_is_a_report_whose_exit_code_says_the_signal(ctx, tree, stop_signal, code):
+    """The report's exit code is the process's: 128 + the signal, as a shell shows it (SIGHUP said 143 before)."""
     import io
     import json
 
@@ -309,7 +340,7 @@ def test_an_interrupted_sweep_is_a_report_whose_exit_code_says_the_signal(ctx, t
     stack, _, sweep = _sweep(ctx, tree, "sda", [16, 256], ["none"], fail_at=3, error=KeyboardInterrupt())
     with pytest.raises(KeyboardInterrupt):
         sweep.run()
-    report = BenchReport(stack, sweep, 3, ["none"], interrupted=True, terminated=terminated)
+    report = BenchReport(stack, sweep, 3, ["none"], interrupted=True, stop_signal=stop_signal)
     assert report.exit_code == code and report.recommendation is None
     for as_json in (False, True):
         stdout = io.StringIO()

@@ -7,10 +7,12 @@ the VM tier's explain group runs them for real on Debian's 6.1 kernel.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
 import tempfile
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -235,6 +237,38 @@ def test_a_second_interrupt_while_undoing_does_not_stop_the_undoing(scratch_pare
                        compressors=(), veritysetup=VS)
     assert machine.left() == (set(), set(), set())
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+@pytest.mark.parametrize("bystander", [False, True], ids=["alone", "another-thread-alive"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["INT", "TERM", "HUP"])
+def test_a_stop_while_a_variant_is_unmade_stops_the_run_once_it_is_unmade(scratch_parent, sigterm_default, sig,
+                                                                          bystander):
+    """Ctrl-C, a service stop's SIGTERM or a hangup while the first variant's mount is being undone: the undoing
+    runs to its end, then the run stops as that signal asks (before, it was ignored and lost: the run went on
+    to the next variant, and a SIGKILL after the stop's timeout would leave that one's mount and devices)."""
+    machine = _Signalled(sig, "umount")
+    reads: list = []
+    with contextlib.ExitStack() as alive:
+        if bystander:  # one sent to the process may be delivered to this thread instead
+            done = threading.Event()
+            thread = threading.Thread(target=done.wait, name="bystander")
+            thread.start()
+            alive.callback(thread.join)
+            alive.callback(done.set)
+        with pytest.raises(KeyboardInterrupt) as stopped:
+            experiment.run(SimpleNamespace(run=machine.run), stacks.browser().stack, reader(reads), compressors=(),
+                           veritysetup=VS)
+    assert len(reads) == 1 and len([c for c in machine.calls if c[0] == "mount"]) == 1  # no further variant
+    tail = [c[0] if c[0] != VS else f"veritysetup {c[1]}" for c in machine.calls[-4:]]
+    assert tail == ["umount", "veritysetup close", "losetup", "losetup"]  # the undoing ran to its end
+    assert machine.left() == (set(), set(), set())
+    assert not list(scratch_parent.glob(".tunectl-explain-*"))
+    if sig == signal.SIGINT:
+        assert type(stopped.value) is KeyboardInterrupt  # exit 130
+    else:
+        assert isinstance(stopped.value, Terminated) and stopped.value.exit_code == 128 + sig
+    assert sigterm_default == []
+    assert not {signal.SIGINT, signal.SIGTERM, signal.SIGHUP} & signal.pthread_sigmask(signal.SIG_BLOCK, ())
+
+
 def test_an_image_without_salt_gets_copies_without_salt():
     """The table prints "-" for no salt; veritysetup format takes "--salt=-" for none (without --salt it would
     draw a random one): `veritysetup format --salt=- --format=0 data hash` printed "Salt: -" (2.6.1)."""

@@ -77,6 +77,29 @@ def test_verify_names_the_writer_that_undid_tunectl(machine) -> None:
     assert "systemd-tmpfiles /etc/tmpfiles.d/ra.conf:1 writes 4096" in human.out
 
 
+def test_plain_text_finds_no_owner_but_every_output_that_shows_one_does(machine) -> None:
+    """status and verify show owners in --json, with -v, and in verify's OWNER column when -o names it; their
+    plain text shows none and finds none (#33), yet reads the journal as finding them does: a journal that
+    cannot be read fails plain status as it fails status --json."""
+    t, config = machine
+    assert t("apply", "-p", "loops", "loop0", "--json").code == 0
+    _write(config, "/etc/tmpfiles.d/ra.conf", "w /sys/block/loop0/queue/read_ahead_kb - - - - 4096\n")
+    t.tree.sysfs.write("block/loop0/queue/read_ahead_kb", "4096")
+    tmpfiles = "systemd-tmpfiles /etc/tmpfiles.d/ra.conf:1 writes 4096"
+    picked = t("verify", "-o", "device,attribute,owner")
+    assert picked.code == 1 and tmpfiles in picked.out
+    plain = t("verify")
+    assert plain.code == 1 and "loop0" in plain.out and "tmpfiles" not in plain.out  # OWNER is hidden
+    assert tmpfiles in t("status", "-v").out and "tmpfiles" not in t("status").out
+
+    state = t.ctx.state.dir
+    for path in state.glob("journal.json*"):
+        path.write_text("{")
+    damaged = [t(*argv) for argv in (("status",), ("status", "--json"), ("verify",))]
+    assert [r.code for r in damaged] == [5, 5, 5], [r.err for r in damaged]
+    assert "journal.json" in damaged[0].err
+
+
 def test_a_same_named_file_in_etc_hides_the_vendor_rule_and_dev_null_masks_it(machine) -> None:
     t, config = machine
     rule = 'KERNEL=="loop3", ATTR{queue/read_ahead_kb}="256"\n'

@@ -94,7 +94,8 @@ def test_plan_and_apply_load_neither_the_owners_check_nor_udev_nor_subprocess_no
     assert loaded("plan", "-p", str(tmp_path / "p.yaml")) - cached <= {"shutil"}
     assert loaded("plan", "-p", str(tmp_path / "p.yaml")) <= {"shutil"}
     assert loaded("apply", "-p", str(tmp_path / "p.yaml")) <= {"shutil", journal}  # a no-op now
-    assert "tunectl.owners" in loaded("verify") and "tunectl.owners" in loaded("status")  # they show owners
+    assert "tunectl.owners" in loaded("verify", "--json") and "tunectl.owners" in loaded("status", "-v")  # owners
+    assert not {m for m in loaded("verify") | loaded("status") if m.startswith("tunectl.owners")}  # shown: none
     # Devices named, not paths: no Stack is built, no mount table read and no blkid run, so their modules (each
     # a few frozen dataclasses to create at import) stay unloaded; only verify and status read bench's hold.
     for argv in (("plan", "-p", str(tmp_path / "p.yaml")), ("apply", "-p", str(tmp_path / "p.yaml")), ("verify",)):
@@ -111,7 +112,7 @@ def test_plan_and_apply_load_neither_the_owners_check_nor_udev_nor_subprocess_no
 
 def test_verify_after_an_apply_that_set_every_value_reads_no_other_writer_nor_the_hold(
         empty_fake_tree: FakeTree, tmp_path) -> None:
-    """Every value verify shows was set by the apply (journalled) and is in sync: tunectl is its owner whatever
+    """Every value verify --json shows was set by the apply (journalled) and is in sync: tunectl owns it whatever
     else writes it, so the other writers' parsers and files stay unread; no bench runs, so its hold's reader is
     not loaded either (#33, verify's share). A value tunectl did not set (status shows them) still reads them."""
     loaded = _modules_loaded(empty_fake_tree, tmp_path, "kyber")  # loops attach with mq-deadline: kyber is set
@@ -119,5 +120,5 @@ def test_verify_after_an_apply_that_set_every_value_reads_no_other_writer_nor_th
     assert "tunectl.owners" not in loaded("apply", "-p", str(tmp_path / "p.yaml"))  # kyber and 4096: both set
     skipped = {"tunectl.owners.collect", "tunectl.owners.sources", "tunectl.owners.writers", "tunectl.udev.lines",
                "tunectl.system.hold"}
-    assert "tunectl.owners.model" in loaded("verify") and not loaded("verify") & skipped
-    assert {"tunectl.owners.collect", "tunectl.owners.sources", "tunectl.owners.writers"} <= loaded("status")
+    assert "tunectl.owners.model" in loaded("verify", "--json") and not loaded("verify", "--json") & skipped
+    assert {"tunectl.owners.collect", "tunectl.owners.sources", "tunectl.owners.writers"} <= loaded("status", "--json")

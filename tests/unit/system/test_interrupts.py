@@ -1,0 +1,167 @@
+"""A stop (Ctrl-C, SIGTERM, SIGHUP) asked for while an undoing runs waits for the undoing's end, then acts: it is
+neither lost (the run went on before) nor allowed to cut the undoing short; and it survives other threads being
+alive, where a signal sent to the process may be delivered to one of them."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tunectl.system import interrupts
+from tunectl.system.interrupts import Terminated, interrupts_deferred, sigterm_interrupts
+
+STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+NAMES = [signal.Signals(sig).name for sig in STOPS]
+
+
+@contextlib.contextmanager
+def another_thread() -> Iterator[threading.Thread]:
+    """A non-daemon thread alive for the block (signals not blocked in it: one sent to the process may go there)."""
+    done = threading.Event()
+    thread = threading.Thread(target=done.wait, name="bystander")
+    thread.start()
+    try:
+        yield thread
+    finally:
+        done.set()
+        thread.join()
+
+
+@pytest.fixture
+def handlers():
+    """The test's handlers for SIGTERM and SIGHUP are given back whatever happens (sigterm_interrupts changes them)."""
+    old = {sig: signal.getsignal(sig) for sig in STOPS}
+    yield
+    for sig, handler in old.items():
+        signal.signal(sig, handler)
+
+
+def blocked() -> set[int]:
+    return set(signal.pthread_sigmask(signal.SIG_BLOCK, ()))
+
+
+def child_sets(field: str) -> set[int]:
+    """The signals a program started now has in `field` of /proc/self/status (SigBlk: blocked, SigIgn: ignored)."""
+    status = subprocess.run(["cat", "/proc/self/status"], capture_output=True, text=True, check=True).stdout
+    bits = int(next(line.split()[1] for line in status.splitlines() if line.startswith(field + ":")), 16)
+    return {sig for sig in STOPS if bits & (1 << (sig - 1))}
+
+
+@pytest.mark.parametrize("bystander", [False, True], ids=["alone", "another-thread-alive"])
+@pytest.mark.parametrize("sig", STOPS, ids=NAMES)
+def test_a_stop_during_the_undoing_acts_once_it_is_done(handlers, sig, bystander):
+    steps: list[str] = []
+    with contextlib.ExitStack() as threads:
+        if bystander:
+            assert threads.enter_context(another_thread()).is_alive()
+        with pytest.raises(KeyboardInterrupt) as stopped, sigterm_interrupts():
+            with interrupts_deferred():
+                steps.append("umount")
+                os.kill(os.getpid(), sig)
+                steps.extend(["veritysetup close", "losetup --detach"])  # the rest of the undoing still runs
+            steps.append("next variant")  # the stop acts here: this never runs
+    assert steps == ["umount", "veritysetup close", "losetup --detach"]
+    if sig == signal.SIGINT:
+        assert type(stopped.value) is KeyboardInterrupt
+    else:
+        assert isinstance(stopped.value, Terminated) and stopped.value.exit_code == 128 + sig
+    assert signal.SIGINT not in blocked() and signal.SIGTERM not in blocked()
+
+
+def test_handlers_and_mask_are_given_back_and_nothing_is_raised_when_no_stop_came(handlers):
+    before = {sig: signal.getsignal(sig) for sig in STOPS}
+    mask = blocked()
+    with interrupts_deferred():
+        assert set(STOPS) <= blocked()
+        assert all(signal.getsignal(sig) is not before[sig] for sig in STOPS)
+    assert {sig: signal.getsignal(sig) for sig in STOPS} == before and blocked() == mask
+
+
+def test_programs_started_in_the_undoing_hold_the_stops_too(handlers):
+    """A Ctrl-C at the terminal reaches the whole process group, umount and losetup included: started in the
+    undoing, they get the stops blocked (they used to inherit them ignored) and run to their end."""
+    assert child_sets("SigBlk") == set()
+    with interrupts_deferred():
+        assert child_sets("SigBlk") == set(STOPS)
+    assert child_sets("SigBlk") == set()
+
+
+def test_a_hangup_ignored_from_the_start_stays_ignored(handlers):
+    """`nohup`: a SIGHUP in the undoing is not recorded (nothing raised after it), and programs started there
+    inherit it ignored as before."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    with sigterm_interrupts(), interrupts_deferred():
+        os.kill(os.getpid(), signal.SIGHUP)
+        assert child_sets("SigIgn") == {signal.SIGHUP}
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+
+
+def test_a_stop_in_a_nested_undoing_waits_for_the_outer_one(handlers):
+    steps: list[str] = []
+    with pytest.raises(Terminated), sigterm_interrupts():
+        with interrupts_deferred():
+            with interrupts_deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                steps.append("inner")
+            steps.append("outer")
+        steps.append("after")
+    assert steps == ["inner", "outer"]
+
+
+def test_a_stop_that_came_just_before_the_undoing_does_not_skip_it(handlers, monkeypatch):
+    """signal.signal first runs the handlers of signals already come: a SIGTERM's Terminated raised while the
+    undoing sets its recorder must not skip the undoing (nor leave a recorder behind); it acts after it."""
+    before = {sig: signal.getsignal(sig) for sig in STOPS}
+    real = signal.signal
+    pending = [signal.SIGTERM]
+
+    def set_handler(sig, handler):
+        if pending:
+            raise Terminated(pending.pop())  # as the SIGTERM handler run first by signal.signal would
+        return real(sig, handler)
+
+    steps: list[str] = []
+    with pytest.raises(Terminated) as stopped, sigterm_interrupts():
+        monkeypatch.setattr(signal, "signal", set_handler)
+        with interrupts_deferred():
+            steps.append("undone")
+        steps.append("after")
+    assert steps == ["undone"] and stopped.value.exit_code == 143
+    monkeypatch.undo()
+    assert {sig: signal.getsignal(sig) for sig in STOPS} == before
+
+
+PROGRAM = """
+import os, signal, sys, threading
+from tunectl.system.interrupts import interrupts_deferred
+sig = int(sys.argv[1])
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+done = threading.Event()
+bystander = threading.Thread(target=done.wait)  # not a daemon: the process waits for it at exit
+bystander.start()
+try:
+    with interrupts_deferred():
+        os.kill(os.getpid(), sig)
+        print("undone", flush=True)
+    print("went on", flush=True)
+finally:
+    done.set()
+"""
+
+
+@pytest.mark.parametrize("sig", STOPS, ids=NAMES)
+def test_a_process_whose_default_ends_it_ends_by_the_signal_after_the_undoing(sig):
+    """With the default handler (no sigterm_interrupts), the process ends as the signal ends it (a shell shows
+    128 + its number) once the undoing is done, another thread alive or not."""
+    root = str(Path(interrupts.__file__).parents[2])
+    done = subprocess.run([sys.executable, "-c", PROGRAM, str(int(sig))], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": root}, cwd=root)
+    assert (done.returncode, done.stdout) == (-sig, "undone\n"), done.stderr
