@@ -63,6 +63,42 @@ def fake_tree(empty_fake_tree: FakeTree) -> FakeTree:
     return empty_fake_tree
 
 
+# Paths a test names because they do not exist, and this machine's own tunectl paths: no test may create one
+# (a unit test once wrote root-owned state into /nonexistent). Checked at the session's end against its start.
+GUARD_ROOT = Path(os.environ.get("TUNECTL_TEST_GUARD_ROOT", "/"))  # another root only for the guard's own test
+_MACHINE_PATHS = ("var/lib/tunectl", "etc/tunectl", "run/tunectl")
+_NOT_THERE = ("nonexistent", "no-such", "nosuch")
+
+
+def stray_paths(root: Path) -> set[str]:
+    """The guarded paths under `root` that exist: its entries named like a path that does not exist, and
+    tunectl's own paths on this machine (a few stats and one listing)."""
+    try:
+        named = {str(root / n) for n in os.listdir(root) if n.lower().startswith(_NOT_THERE)}
+    except OSError:
+        named = set()
+    return named | {str(root / p) for p in _MACHINE_PATHS if os.path.lexists(root / p)}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_STRAY_BEFORE] = stray_paths(GUARD_ROOT)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    before = session.config.stash.get(_STRAY_BEFORE, None)
+    if before is None:
+        return
+    made = sorted(stray_paths(GUARD_ROOT) - before)
+    if made:
+        session.config.get_terminal_writer().line(
+            "tests created paths outside their temporary directories (remove them, and find the test that made "
+            "them: use tmp_path): " + ", ".join(made), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_STRAY_BEFORE = pytest.StashKey[set]()
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--slow", action="store_true", default=os.environ.get("TUNECTL_SLOW") == "1",
                      help="also run the tests marked slow or ansible (fuzzers, property sweeps, playbook runs); "

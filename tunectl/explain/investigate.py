@@ -34,10 +34,21 @@ def resolve(ctx: Context, target: str):
     return resolver, resolver.filesystem_stack(target) if os.path.isdir(target) else resolver.stack(target)
 
 
-def _require_root(what: str) -> None:
+def _require_root(what: str, leave: str) -> None:
+    """NotPermitted unless root; `leave`: what to change in the command for the facts alone (named: --no-cold
+    may be given already)."""
     if os.geteuid() != 0:
         raise NotPermitted(f"{what} needs root (it drops cached pages of block devices)",
-                           hint="run as root, or leave it out: --no-cold shows the facts only")
+                           hint=f"run as root, or {leave}: the facts and findings alone need no root")
+
+
+def _leave_out(req: Request) -> str:
+    """The options of `req` that read cold, in words: what a user without root leaves out."""
+    asked = [o for o, on in (("--cold", req.cold), ("--trace", req.trace), ("--compare", req.compare),
+                             ("--try", req.experiments)) if on]
+    if req.cold is None:  # the default cold read of a file
+        return "add --no-cold" + (f" and leave out {' and '.join(asked)}" if asked else "")
+    return f"leave out {' and '.join(asked)}"
 
 
 def _cold(ctx: Context, facts: StackFacts, path: str, req: Request) -> ColdRead:
@@ -71,7 +82,7 @@ def investigate(ctx: Context, req: Request, on_step=lambda text: None) -> Explai
     measured = None
     timings = None
     if cold or req.trace or req.compare:
-        _require_root("the cold read")
+        _require_root("the cold read", _leave_out(req))
         on_step("cold read")
         if req.trace:
             measured, timings = measure.traced(ctx, facts, lambda: _cold(ctx, facts, req.target, req))
@@ -86,7 +97,7 @@ def investigate(ctx: Context, req: Request, on_step=lambda text: None) -> Explai
         comparison = compare(measured, kinds, facts.disks[0].name, other_cold, other.disks[0].name)
     results = []
     if req.experiments:
-        _require_root("--try")
+        _require_root("--try", "leave out --try")
         from tunectl.explain import experiment
 
         def read(path: str, names: list[str], files: list[str]) -> ColdRead:

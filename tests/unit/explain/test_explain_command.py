@@ -125,3 +125,26 @@ def test_ctrl_c_and_sigterm_end_a_command_with_the_shells_numbers(tun, monkeypat
     monkeypatch.setattr(investigate, "investigate", stopped)
     r = tun("explain", "dm-1")
     assert (r.code, r.err.strip()) == (code, f"tunectl: {said}")
+
+
+
+@pytest.mark.parametrize("options, leave", [
+    ({}, "add --no-cold"),
+    ({"cold": False, "trace": True}, "leave out --trace"),
+    ({"compare": "/srv/other", "experiments": True}, "add --no-cold and leave out --compare and --try"),
+    ({"cold": True}, "leave out --cold"),
+])
+def test_without_root_the_hint_names_what_to_leave_out(monkeypatch, options, leave):
+    """The hint said "leave it out: --no-cold shows the facts only", also to a command that had --no-cold already
+    (`explain --no-cold --try FILE`, `--no-cold --trace`): it names the options of the command as given."""
+    import os
+
+    from tunectl.errors import NotPermitted
+    from tunectl.explain import investigate
+
+    req = investigate.Request("/srv/file", options.pop("cold", None), 4096, 1 << 20, **options)
+    assert investigate._leave_out(req) == leave
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(NotPermitted) as refused:
+        investigate._require_root("--try", "leave out --try")
+    assert refused.value.hint == "run as root, or leave out --try: the facts and findings alone need no root"
