@@ -54,7 +54,7 @@ def resolve(path: str | os.PathLike) -> Path:
 def read_current(real: Path) -> bytes | None:
     """The fstab's bytes now (None when absent), read without blocking: a named pipe there is refused."""
     try:
-        return read_regular(real, MAX_FSTAB_BYTES)
+        return read_regular(real, MAX_FSTAB_BYTES, resolved=True)  # `real` came from resolve(): through no link now
     except FileNotFoundError:
         return None
     except Untrusted as e:

@@ -171,10 +171,13 @@ def _read_fstab(path: Path) -> tuple[bytes, list[str]]:
     from tunectl.system import trust
 
     try:
-        data = trust.read_regular(resolve(path), MAX_FSTAB_BYTES)
+        # opened through no link: a directory on the way swapped for another user's link since resolve() is refused
+        data = trust.read_regular(resolve(path), MAX_FSTAB_BYTES, resolved=True)
     except FileNotFoundError:
         return b"", [f"{path} does not exist; only live mounts are checked"]
     except trust.Untrusted as e:
+        if e.found.startswith("changed while"):
+            raise UsageError(f"{path}: {e.found}", hint=e.hint) from None
         raise UsageError(f"{path} is {e.found.replace(', not a regular file', '')}, not an fstab file",
                          hint="give --fstab FILE") from None
     except OSError as e:

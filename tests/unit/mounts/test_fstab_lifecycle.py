@@ -199,3 +199,40 @@ def test_libmount_checks_the_bytes_tunectl_wrote_not_what_a_name_in_the_director
     code, out, err = m.fix("noatime")
     assert seen and not any("s3cr3t" in s for s in seen) and "s3cr3t" not in out + err
     assert code == 0, err
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a link another user owns is made with lchown (root)")
+def test_an_fstab_directory_swapped_for_a_link_after_the_look_is_refused_not_read_through(
+        m: Machine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """resolve() judged the path's links, then the fstab was opened by name, following any link on the way: a
+    directory another user swapped for a link to a root-only one in between had root check (and print) that
+    directory's fstab. The file is now opened through no link."""
+    from tunectl.mounts import fstab_file
+
+    hidden = tmp_path / "root-only"
+    hidden.mkdir(mode=0o700)
+    (hidden / "fstab").write_text("s3cr3t-source /x ext4 defaults 0 0\n")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    (theirs / "d").mkdir()
+    (theirs / "d" / "fstab").write_text(FSTAB)
+    real_resolve = fstab_file.resolve
+
+    def then_swapped(path):  # the other user's loop, right after the look
+        found = real_resolve(path)
+        if (theirs / "d").is_dir() and not (theirs / "d").is_symlink():
+            os.rename(theirs / "d", theirs / "d.real")
+            os.symlink(hidden, theirs / "d")
+            os.lchown(theirs / "d", 65534, 65534)
+        return found
+
+    monkeypatch.setattr(fstab_file, "resolve", then_swapped)
+    for argv in (["check"], ["fix"]):
+        code, out, err = m("mounts", *argv, "-p", str(m.base / "noatime.yaml"), "--fstab", str(theirs / "d" / "fstab"))
+        assert "s3cr3t" not in out + err and code == 2, (argv, out, err)
+        # check reads right after its one look; fix looks again (the sweep, then the read) and meets the link
+        assert ("changed while tunectl looked at it" if argv == ["check"] else "owned by nobody") in err, err
+        (theirs / "d").unlink()
+        os.rename(theirs / "d.real", theirs / "d")
+    assert (hidden / "fstab").read_text().startswith("s3cr3t") and sorted(os.listdir(hidden)) == ["fstab"]
