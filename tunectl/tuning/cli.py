@@ -203,7 +203,7 @@ def _show_apply(report, args, out) -> int:
 
 
 def _cmd_rollback(ctx, args, out) -> int:
-    from tunectl.tuning import changes as tuning
+    from tunectl.tuning import rollback as tuning
 
     printing = args.print_script and not out.json  # --print-script: a shell script instead of the report's text
     report = tuning.rollback(ctx, args.devices, check=args.check or args.print_script, remove_rules=args.remove_rules)
