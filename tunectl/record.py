@@ -3,11 +3,12 @@ once here instead of generated for each class.
 
 Python 3.11's dataclasses compile every generated method with its own exec() when the module loads
 (~0.1–0.3 ms each); every command declares some 25–40 records on its way, and their generated
-`__repr__`, `__eq__` and `__hash__` alone cost ~5 ms of each start. The methods below do what the
-generated ones do, reading the fields when called: the same text, the same comparisons (same class,
-the fields with `compare=True`), the same hash (the fields `hash`/`compare` select), `__hash__` None
-for a mutable record. `__init__`, frozenness, `field()`, `fields()`, `replace()` and `asdict()` stay
-the dataclass's own.
+`__repr__`, `__eq__`, `__hash__` (and a frozen one's `__setattr__`, `__delattr__`) cost ~5-8 ms of
+each start. The methods below do what the generated ones do, reading the fields when called: the same
+text, the same comparisons (same class, the fields with `compare=True`), the same hash (the fields
+`hash`/`compare` select), `__hash__` None for a mutable record, FrozenInstanceError on assigning or
+deleting a field of a frozen one (see `_freeze`). `__init__`, `field()`, `fields()`, `replace()` and
+`asdict()` stay the dataclass's own.
 
     @record
     class Setting: ...
@@ -19,7 +20,7 @@ the dataclass's own.
 from __future__ import annotations
 
 import reprlib
-from dataclasses import dataclass, fields
+from dataclasses import FrozenInstanceError, dataclass, fields
 
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
 if TYPE_CHECKING:
@@ -52,6 +53,31 @@ def _hash(self: object) -> int:
                       if (f.compare if f.hash is None else f.hash)))
 
 
+def _freeze(cls: type) -> None:
+    """A frozen record's __setattr__ and __delattr__, as dataclass's refuse: any field, and any name on the
+    record's own class (a plain subclass may add attributes). One difference makes __init__ work: it is
+    generated as a mutable record's (`self.name = value`), so a field not set yet may be set, once; every
+    field is set by __init__ (a record has no `field(init=False)` without a default), so afterwards none can be."""
+    for name in ("__setattr__", "__delattr__"):
+        if name in cls.__dict__:
+            raise TypeError(f"Cannot overwrite attribute {name} in class {cls.__name__}")
+    names = frozenset(f.name for f in fields(cls))
+
+    def __setattr__(self: object, name: str, value: object) -> None:
+        if (type(self) is cls or name in names) and not (name in names and name not in self.__dict__):
+            raise FrozenInstanceError(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)  # type: ignore[misc]
+
+    def __delattr__(self: object, name: str) -> None:
+        if type(self) is cls or name in names:
+            raise FrozenInstanceError(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)  # type: ignore[misc]
+
+    for method in (__setattr__, __delattr__):
+        method.__qualname__ = f"{cls.__qualname__}.{method.__name__}"
+        setattr(cls, method.__name__, method)
+
+
 def _declare(cls: type[T], frozen: bool) -> type[T]:
     own = cls.__dict__
     if "__repr__" not in own:
@@ -62,7 +88,10 @@ def _declare(cls: type[T], frozen: bool) -> type[T]:
         cls.__hash__ = _hash if frozen else None  # type: ignore[assignment,method-assign]
     if "__eq__" not in own:
         cls.__eq__ = _eq  # type: ignore[assignment,method-assign]
-    return dataclass(cls, repr=False, eq=False, frozen=frozen)
+    declared = dataclass(cls, repr=False, eq=False)  # frozen below: dataclass would exec two more methods
+    if frozen:
+        _freeze(declared)
+    return declared
 
 
 @dataclass_transform()

@@ -78,3 +78,39 @@ def test_record_repr_of_a_record_holding_itself() -> None:
     node = Node([])
     node.items.append(node)
     assert repr(node) == "test_record_repr_of_a_record_holding_itself.<locals>.Node(items=[...])"
+
+
+def test_a_frozen_record_refuses_what_a_frozen_dataclass_refuses() -> None:
+    generated, written = pair(frozen=True)
+    for cls in (generated, written):
+        thing = cls("a", [1])
+        for change in (lambda t: setattr(t, "name", "b"), lambda t: setattr(t, "hidden", 1),
+                       lambda t: setattr(t, "new", 1), lambda t: delattr(t, "name"), lambda t: delattr(t, "new")):
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                change(thing)
+        assert (thing.name, thing.items, thing.hidden) == ("a", [1], 0)  # set by __init__, then fixed
+        assert dataclasses.replace(thing, name="b").name == "b"
+
+        class Plain(cls):  # a plain subclass may add attributes, not change fields
+            pass
+
+        sub = Plain("a")
+        sub.extra = 1
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            sub.name = "b"
+
+    @record(frozen=True)
+    class Fixed:
+        path: object
+
+        def __post_init__(self) -> None:  # as profile.reader.Diagnostic mends a field
+            object.__setattr__(self, "path", str(self.path))
+
+    assert Fixed(3).path == "3"
+    with pytest.raises(TypeError, match="Cannot overwrite attribute __setattr__"):
+        @record(frozen=True)
+        class Own:
+            x: int
+
+            def __setattr__(self, name: str, value: object) -> None:
+                pass
