@@ -24,7 +24,8 @@ from dataclasses import FrozenInstanceError, dataclass, fields
 
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
 if TYPE_CHECKING:
-    from typing import Any, TypeVar, dataclass_transform
+    # Read by type checkers only, never imported at run time, so the 3.9 floor holds (novermin: it is 3.11's).
+    from typing import Any, TypeVar, dataclass_transform  # novermin
 
     T = TypeVar("T")
 else:
