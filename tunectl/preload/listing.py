@@ -46,7 +46,7 @@ FORMAT = "tunectl-preload"
 VERSION = 1
 FIELDS = ("path", "device", "inode", "size", "mtime_ns", "ranges", "physical")
 _DEVICE = re.compile(r"\A[0-9]{1,10}:[0-9]{1,10}\Z")  # ASCII digits: "²".isdigit() is true, int("²") fails
-MAX_DEVICE_PART = 0xFFFFFFFF  # dev_t holds a 32-bit major and minor
+MAX_DEVICE_PART = 0x7FFFFFFF  # os.makedev takes a C int each (dev_t holds 32 bits; Linux uses 12 and 20)
 
 
 class ListError(UsageError):
@@ -281,8 +281,10 @@ def parse_lines(lines: list[str], numbers: Sequence[int], source: str) -> list[E
         for n, line in zip(numbers, lines):
             try:
                 rows.append(json.loads(line))
-            except ValueError as e:
+            except json.JSONDecodeError as e:
                 raise ListError.at(n, f"{source}:{n}: not JSON: {e.msg} (column {e.colno})") from None
+            except ValueError:  # a number of more than 4300 digits (Python's limit): no field holds one
+                raise ListError.at(n, f"{source}:{n}: not an entry: a number far too long") from None
             except RecursionError:
                 raise ListError.at(n, f"{source}:{n}: not an entry: nested too deeply") from None
     return _entries(rows, numbers, source)

@@ -214,22 +214,16 @@ def _make_below(parent: Path, names: list[str], mode: int) -> None:
 
 
 def _open_dir(resolved: Path) -> int:
-    """A descriptor on the directory `check_dir` resolved, opened one component at a time without following
-    a link: a component swapped for a link since the check makes this fail instead of going elsewhere."""
+    """A descriptor on the directory `check_dir` resolved, opened through no link (`_walk_no_link`): a component
+    swapped for a link since the check makes this fail instead of going elsewhere."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open("/", flags)
     try:
-        for part in resolved.parts[1:]:
-            nxt = os.open(part, flags, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
+        return _walk_no_link(str(resolved), flags, flags)
     except OSError as e:
-        os.close(fd)
         if e.errno in (errno.ELOOP, errno.ENOTDIR):
             raise Untrusted(resolved, "changed while tunectl looked at it (a part became a link)",
                             "run again; if it recurs, find who changes it") from None
         raise
-    return fd
 
 
 def open_dir(path: str | os.PathLike, shared: bool = False) -> tuple[Path, int]:
@@ -318,7 +312,7 @@ def open_listed(path: str, flags: int = _READ, checked: bool = False, links: boo
                 if not stat.S_ISREG(found.st_mode) and not stat.S_ISLNK(found.st_mode):
                     raise Untrusted(path, f"{kind(found.st_mode)}, not a regular file", f"move {path} aside", True)
             if not links:
-                return _open_through_no_link(path, flags)
+                return _walk_no_link(path, flags)
             return _openat2(_AT_FDCWD, path, flags, _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
         except OSError as e:
             if e.errno == errno.ENOSYS:
@@ -331,13 +325,17 @@ def open_listed(path: str, flags: int = _READ, checked: bool = False, links: boo
     return _walk_open(path, flags, links)
 
 
-def _open_through_no_link(path: str, flags: int) -> int:
+_PATH_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _walk_no_link(path: str, flags: int, dir_flags: int = _PATH_DIR) -> int:
     """The absolute `path` opened as openat2 with RESOLVE_NO_SYMLINKS opens it, without loading ctypes (~3 ms of
     CPU at every start that reads a profile): each directory is opened relative to the one before it with
-    O_NOFOLLOW, so a link anywhere on the way fails the open (ELOOP, as openat2 says) instead of being followed,
-    whatever is swapped in between two steps; the last component is opened with the caller's O_NOFOLLOW."""
+    `dir_flags` (O_NOFOLLOW), so a link anywhere on the way fails the open (ELOOP, as openat2 says) instead of
+    being followed, whatever is swapped in between two steps; the last component is opened with `flags` (the
+    caller's O_NOFOLLOW). The one walk of both a file (O_PATH on the way) and a directory (`_open_dir`: its own
+    flags all the way down, "/" itself when `flags` has O_DIRECTORY). An error names the whole `path`."""
     parts = [part for part in path.split("/") if part]
-    dir_flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open("/", dir_flags)
     try:
         for i, part in enumerate(parts):
@@ -351,6 +349,8 @@ def _open_through_no_link(path: str, flags: int) -> int:
                 raise
             os.close(fd)
             fd = nxt
+        if flags & os.O_DIRECTORY:
+            return os.open("/", flags)
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     except OSError as e:
         if e.filename == path:

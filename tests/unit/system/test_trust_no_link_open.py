@@ -41,3 +41,28 @@ def test_reading_a_profile_does_not_load_ctypes(tmp_path: Path) -> None:
             "print(raw == b'name: p\\n', diags, 'ctypes' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["True", "[]", "False"]
+
+
+def test_a_directory_is_opened_by_the_same_walk_its_errors_name_the_whole_path(tmp_path: Path) -> None:
+    """open_dir's descriptor comes from the walk a file takes (directory flags all the way down): the same
+    refusal of a link on the way or at the end, and an error that names the whole path, not one component."""
+    (tmp_path / "real" / "sub").mkdir(parents=True)
+    (tmp_path / "via").symlink_to("real")
+    (tmp_path / "real" / "last").symlink_to("sub")
+    fd = trust._open_dir(tmp_path / "real" / "sub")
+    try:
+        assert os.path.samestat(os.fstat(fd), os.stat(tmp_path / "real" / "sub"))
+        assert os.listdir(fd) == []  # O_RDONLY, not O_PATH: its entries can be listed
+    finally:
+        os.close(fd)
+    fd = trust._open_dir(Path("/"))
+    try:
+        assert os.path.samestat(os.fstat(fd), os.stat("/"))
+    finally:
+        os.close(fd)
+    for linked in (tmp_path / "via" / "sub", tmp_path / "real" / "last"):
+        with pytest.raises(trust.Untrusted, match=r"changed while tunectl looked at it \(a part became a link\)"):
+            trust._open_dir(linked)
+    with pytest.raises(FileNotFoundError) as missing:
+        trust._open_dir(tmp_path / "real" / "gone" / "deeper")
+    assert missing.value.filename == str(tmp_path / "real" / "gone" / "deeper")
