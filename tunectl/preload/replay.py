@@ -410,11 +410,16 @@ class _Disks:
 
 
 def _check_inodes(checker: _Checker, how: str, entries: Sequence[Entry], threads: int | None,
-                  use_io_uring: bool) -> str:
-    """The inode pass of one batch (or none: each file checked as it is opened); how the inodes were read."""
+                  use_io_uring: bool, metadata_read: bool = False) -> str:
+    """The inode pass of one batch (or none: each file checked as it is opened); how the inodes were read.
+    `metadata_read`: the metadata pass has read the batch's inodes and directories (metadata.replay's wait),
+    so there is nothing left for an inode pass to bring in."""
     if not order.inode_pass(how):
         checker.trust_all()
         return "inodes read at open"
+    if metadata_read:
+        checker.trust_all()
+        return "inodes and directories read by the metadata pass, waited for; each file checked at open"
     checker.run(max(1, threads) if threads is not None else None, use_io_uring)
     if checker.deferred:
         from tunectl.units import counted
@@ -454,8 +459,10 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
             disks.stack(d)
         from tunectl.preload import metadata as metadata_pass
 
+        # on a disk that seeks the pass is waited for: the data pass then needs no inode pass (_check_inodes)
         report.metadata = metadata_pass.replay(metadata, {d: s.window for d, s in disks.stacks.items()}, sysfs,
-                                               dev_root)
+                                               dev_root, wait=[d for d, s in disks.stacks.items()
+                                                               if order.inode_pass(order.method(s.rotational, False))])
     guard = PressureGuard(pressure, started) if pressure is not None else None
     for entries in ([plist.entries] if isinstance(plist, PreloadList) else plist):
         if entries and _replay_batch(report, disks, entries, orders, progress, guard, threads, use_io_uring,
@@ -487,7 +494,8 @@ def _replay_batch(report: ReplayReport, disks: _Disks, entries: Sequence[Entry],
     from _thread import allocate_lock  # threading.Lock without importing threading (a boot replay's start-up)
 
     checker = _Checker(entries, disks.devnums, progress, allocate_lock())
-    inodes = _check_inodes(checker, how, entries, threads, use_io_uring)
+    read = report.metadata.waited if report.metadata else set()
+    inodes = _check_inodes(checker, how, entries, threads, use_io_uring, devices <= read)
     report.inode_pass_files += len(entries) - checker.deferred
     for d in devices:
         report.methods[d] = f"{disks.stacks[d].describe(how)}; {inodes}"
