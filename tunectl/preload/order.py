@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import compress, repeat
-from operator import is_, is_not, itemgetter
+from operator import is_, is_not, itemgetter, le
 
 from tunectl.preload.listing import Entry
 
@@ -57,6 +57,15 @@ def physical_indices(entries: Sequence[Entry]) -> list[int]:
     known = list(compress(range(len(physical)), map(is_not, physical, repeat(None))))
     unknown = list(compress(range(len(physical)), map(is_, physical, repeat(None))))
     return sorted(known, key=pairs.__getitem__) + sorted(unknown, key=inodes.__getitem__)
+
+
+def in_physical_order(entries: Sequence[Entry], after: tuple | None = None) -> tuple[bool, tuple | None]:
+    """Whether `entries` are already in physical_order, and after the key `after` (the previous chunk's last);
+    and the last key. A list `collect` wrote is: a streamed replay then reads it as it comes, no sort."""
+    keys = list(map(_physical_key, entries))
+    if after is not None:
+        keys.insert(0, after)
+    return all(map(le, keys, keys[1:])), (keys[-1] if keys else after)
 
 
 def inode_indices(entries: Sequence[Entry]) -> list[int]:

@@ -139,8 +139,8 @@ def _checker_digest() -> bytes:
     from tunectl import __version__, attributes, units
     from tunectl.profile import checks, plain_yaml, reader, schema, yaml_events
 
-    # jsonschema's version too: an upgrade can change a verdict (a keyword's meaning, a meta-schema).
-    digest = sha256(f"{__version__}\0{_jsonschema_version()}\0".encode())
+    # jsonschema's and referencing's versions too: an upgrade can change a verdict (a keyword, a meta-schema, a $ref).
+    digest = sha256(f"{__version__}\0{_validator_versions()}\0".encode())
     # The readers too: a cache hit's data comes from plain_yaml or yaml_events, whose reading the verdict trusts.
     for source in (reader.__file__, yaml_events.__file__, plain_yaml.__file__, checks.__file__, schema.__file__,
                    attributes.__file__, units.__file__, schema.SCHEMA_PATH):
@@ -149,8 +149,13 @@ def _checker_digest() -> bytes:
     return digest.digest()
 
 
-def _jsonschema_version() -> str:
-    """The installed jsonschema's version, read without importing it (a cache hit must not pay for that).
+def _validator_versions() -> str:
+    """The installed jsonschema's and referencing's versions (jsonschema resolves ``$ref`` through referencing)."""
+    return f"{_installed_version('jsonschema')} {_installed_version('referencing')}"
+
+
+def _installed_version(package: str) -> str:
+    """An installed package's version, read without importing it (a cache hit must not pay for that).
 
     The metadata directories beside the package import would find (``jsonschema-4.26.0.dist-info``,
     ``jsonschema_specifications-....dist-info``; a Debian ``.egg-info``) name the versions: one stat per
@@ -158,9 +163,9 @@ def _jsonschema_version() -> str:
     """
     for entry in sys.path:
         where = entry or "."
-        if os.path.isfile(os.path.join(where, "jsonschema", "__init__.py")):
+        if os.path.isfile(os.path.join(where, package, "__init__.py")):
             with contextlib.suppress(OSError):
-                names = sorted(n for n in os.listdir(where) if n.lower().startswith(("jsonschema-", "jsonschema_"))
+                names = sorted(n for n in os.listdir(where) if n.lower().startswith((f"{package}-", f"{package}_"))
                                and n.endswith((".dist-info", ".egg-info")))
                 if names:
                     return " ".join(names)
@@ -168,7 +173,7 @@ def _jsonschema_version() -> str:
     from importlib import metadata
 
     try:
-        return metadata.version("jsonschema")
+        return metadata.version(package)
     except metadata.PackageNotFoundError:
         return "none"
 

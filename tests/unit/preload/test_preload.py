@@ -71,6 +71,8 @@ GOOD_ROW = '["/a","8:1",1,10,0,[[0,10]],4096]'
     ([GOOD_HEADER, GOOD_ROW.replace("4096]", '"far"]')], 2, "physical"),
     ([GOOD_HEADER, GOOD_ROW.replace('"/a"', '"/a\\u0000b"')], 2, "NUL byte"),
     ([GOOD_HEADER, GOOD_ROW.replace('"/a"', '"/\\ud800"')], 2, "system can encode"),
+    # more digits than Python converts (4300): a plain ValueError, not a JSONDecodeError (it exited 70)
+    ([GOOD_HEADER, GOOD_ROW, GOOD_ROW.replace(",1,10,", "," + "1" * 5000 + ",10,")], 3, "a number far too long"),
 ])
 def test_garbage_is_an_error_at_file_and_line(lines: list[str], where: int, words: str) -> None:
     with pytest.raises(ListError) as e:

@@ -643,39 +643,42 @@ def test_cache_keeps_positions_and_warnings_and_never_hides_errors(tmp_path: Pat
     assert any("unknown scheduler 'nope'" in str(d) for d in diags)
 
 
-def test_a_verdict_cached_under_one_jsonschema_is_not_used_under_another(tmp_path: Path,
+@pytest.mark.parametrize("package", ["jsonschema", "referencing"])
+def test_a_verdict_cached_under_one_jsonschema_is_not_used_under_another(tmp_path: Path, package: str,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """An upgrade of jsonschema can change a verdict: its version (read from the metadata beside the package
-    import would find, without importing it) is part of the checker's digest, so the text is checked again."""
-    import jsonschema  # noqa: F401 -- the real one stays imported; the fake packages below only name a version
+    """An upgrade of jsonschema, or of referencing (through which it resolves `$ref`), can change a verdict: its
+    version (read from the metadata beside the package import would find, without importing it) is part of the
+    checker's digest, so the text is checked again."""
+    import jsonschema  # noqa: F401 -- the real ones stay imported; the fake packages below only name a version
+    import referencing  # noqa: F401
 
     from tunectl.profile import library
 
     def installed(version: str | None) -> str:
         site = tmp_path / f"site-{version}"
-        (site / "jsonschema").mkdir(parents=True)
-        (site / "jsonschema" / "__init__.py").write_text("")
+        (site / package).mkdir(parents=True)
+        (site / package / "__init__.py").write_text("")
         if version is not None:
-            (site / f"jsonschema-{version}.dist-info").mkdir()
+            (site / f"{package}-{version}.dist-info").mkdir()
         monkeypatch.setattr(sys, "path", [str(site), *sys.path])
         library._checker_digest.cache_clear()
-        return library._jsonschema_version()
+        return library._installed_version(package)
 
     monkeypatch.setattr(sys, "path", list(sys.path))
     try:
         cache = ValidationCache(tmp_path / "state" / "validated")
         profile = tmp_path / "p.yaml"
         profile.write_text(VALID)
-        assert installed("4.0.0") == "jsonschema-4.0.0.dist-info"
+        assert installed("4.0.0") == f"{package}-4.0.0.dist-info"
         load_profile(profile, [], cache)
         load_profile(profile, [], cache)
         assert len(list(cache.dir.iterdir())) == 1  # checked once, then a hit
-        assert installed("5.0.0") == "jsonschema-5.0.0.dist-info"
+        assert installed("5.0.0") == f"{package}-5.0.0.dist-info"
         load_profile(profile, [], cache)
         assert len(list(cache.dir.iterdir())) == 2  # checked again under the new version
         # No metadata beside the package: importlib.metadata answers (slower, still the version).
         from importlib import metadata
-        assert installed(None) == metadata.version("jsonschema")
+        assert installed(None) == metadata.version(package)
     finally:
         library._checker_digest.cache_clear()
 
