@@ -36,6 +36,7 @@ SAMPLE = 1024  # the inode pass's first files, timed: do the inode reads wait fo
 # seeks answers about a hundred inode-table or directory reads a second (~16 inodes each): ~2,000/s.
 FAST_STATS = 10_000
 METADATA_READ = "inodes and directories read by the metadata pass, waited for; each file checked at open"
+MAX_THREADS = 256  # --threads beyond this: Python threads only pass the GIL around, io_uring gains nothing past 32
 FIRST_CHUNK = 512  # a streamed list's first entries: checked (their inodes timed where the disk may seek) first
 STREAM_CHUNK = 4096  # then entries checked at a time, each chunk's files read as soon as it is checked
 
@@ -265,7 +266,7 @@ class _Checker:
             from tunectl.system.iouring import StatxRing  # ctypes: paid only when there is something to stat
 
             try:
-                ring = StatxRing.open(workers=parallel or 32)
+                ring = StatxRing.open(workers=min(parallel or 32, MAX_THREADS))
             except OSError:  # no io_uring here (old kernel, io_uring_disabled, seccomp): threads do it
                 ring = None
         try:
@@ -288,20 +289,28 @@ class _Checker:
         """Judge `indices` through `ring`, or from threads when there is none or it fails part way (then the
         threads finish what it left). Returns the ring if it is still usable."""
         if ring is not None:
-            self.how, self.parallel = "io_uring", parallel or 32
+            self.how, self.parallel = "io_uring", min(parallel or 32, MAX_THREADS)
             try:
                 self._from_ring(ring, indices)
                 return ring
             except OSError:  # the ring failed part way (it should not): threads finish the pass
                 ring.close()
-        self.how, self.parallel = "threads", parallel or 8
         import threading  # only where io_uring is refused: not at start-up
 
-        todo = iter([i for i in indices if not self.decided[i]])
-        workers = [threading.Thread(target=self._from_thread, args=(todo,), name=f"preload-inodes-{i}",
-                                    daemon=True) for i in range(self.parallel - 1)]
-        for w in workers:
-            w.start()
+        left = [i for i in indices if not self.decided[i]]
+        if not left and self.how == "threads":  # nothing after the sample: the threads that judged it are said
+            return None
+        self.how, self.parallel = "threads", min(parallel or 8, MAX_THREADS)
+        todo = iter(left)
+        workers = []  # no more than files to judge (--threads 100000000 built that many: out of memory, exit 70)
+        for i in range(min(self.parallel, len(left)) - 1):
+            w = threading.Thread(target=self._from_thread, args=(todo,), name=f"preload-inodes-{i}", daemon=True)
+            try:
+                w.start()
+            except RuntimeError:  # "can't start new thread": a task limit (ulimit -u, a unit's TasksMax)
+                self.parallel = len(workers) + 1
+                break
+            workers.append(w)
         self._from_thread(todo)
         for w in workers:
             w.join()
