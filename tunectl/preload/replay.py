@@ -35,6 +35,8 @@ SAMPLE = 1024  # the inode pass's first files, timed: do the inode reads wait fo
 # on a direct-I/O loop over this project's virtio disk, 27,000-83,000/s; warm, 150,000/s. A disk that
 # seeks answers about a hundred inode-table or directory reads a second (~16 inodes each): ~2,000/s.
 FAST_STATS = 10_000
+METADATA_READ = "inodes and directories read by the metadata pass, waited for; each file checked at open"
+MAX_THREADS = 256  # --threads beyond this: Python threads only pass the GIL around, io_uring gains nothing past 32
 FIRST_CHUNK = 512  # a streamed list's first entries: checked (their inodes timed where the disk may seek) first
 STREAM_CHUNK = 4096  # then entries checked at a time, each chunk's files read as soon as it is checked
 
@@ -264,7 +266,7 @@ class _Checker:
             from tunectl.system.iouring import StatxRing  # ctypes: paid only when there is something to stat
 
             try:
-                ring = StatxRing.open(workers=parallel or 32)
+                ring = StatxRing.open(workers=min(parallel or 32, MAX_THREADS))
             except OSError:  # no io_uring here (old kernel, io_uring_disabled, seccomp): threads do it
                 ring = None
         try:
@@ -287,20 +289,28 @@ class _Checker:
         """Judge `indices` through `ring`, or from threads when there is none or it fails part way (then the
         threads finish what it left). Returns the ring if it is still usable."""
         if ring is not None:
-            self.how, self.parallel = "io_uring", parallel or 32
+            self.how, self.parallel = "io_uring", min(parallel or 32, MAX_THREADS)
             try:
                 self._from_ring(ring, indices)
                 return ring
             except OSError:  # the ring failed part way (it should not): threads finish the pass
                 ring.close()
-        self.how, self.parallel = "threads", parallel or 8
         import threading  # only where io_uring is refused: not at start-up
 
-        todo = iter([i for i in indices if not self.decided[i]])
-        workers = [threading.Thread(target=self._from_thread, args=(todo,), name=f"preload-inodes-{i}",
-                                    daemon=True) for i in range(self.parallel - 1)]
-        for w in workers:
-            w.start()
+        left = [i for i in indices if not self.decided[i]]
+        if not left and self.how == "threads":  # nothing after the sample: the threads that judged it are said
+            return None
+        self.how, self.parallel = "threads", min(parallel or 8, MAX_THREADS)
+        todo = iter(left)
+        workers = []  # no more than files to judge (--threads 100000000 built that many: out of memory, exit 70)
+        for i in range(min(self.parallel, len(left)) - 1):
+            w = threading.Thread(target=self._from_thread, args=(todo,), name=f"preload-inodes-{i}", daemon=True)
+            try:
+                w.start()
+            except RuntimeError:  # "can't start new thread": a task limit (ulimit -u, a unit's TasksMax)
+                self.parallel = len(workers) + 1
+                break
+            workers.append(w)
         self._from_thread(todo)
         for w in workers:
             w.join()
@@ -466,11 +476,16 @@ class _Disks:
 
 
 def _check_inodes(checker: _Checker, how: str, entries: Sequence[Entry], threads: int | None,
-                  use_io_uring: bool) -> str:
-    """The inode pass of one batch (or none: each file checked as it is opened); how the inodes were read."""
+                  use_io_uring: bool, metadata_read: bool = False) -> str:
+    """The inode pass of one batch (or none: each file checked as it is opened); how the inodes were read.
+    `metadata_read`: the metadata pass has read the batch's inodes and directories (metadata.replay's wait),
+    so there is nothing left for an inode pass to bring in."""
     if not order.inode_pass(how):
         checker.trust_all()
         return "inodes read at open"
+    if metadata_read:
+        checker.trust_all()
+        return METADATA_READ
     checker.run(max(1, threads) if threads is not None else None, use_io_uring)
     if checker.deferred:
         from tunectl.units import counted
@@ -513,8 +528,10 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
                 disks.stack(d)
             from tunectl.preload import metadata as metadata_pass
 
-            report.metadata = metadata_pass.replay(metadata, {d: s.window for d, s in disks.stacks.items()}, sysfs,
-                                                   dev_root)
+            # on a disk that seeks the pass is waited for: the data pass then needs no inode pass (_check_inodes)
+            report.metadata = metadata_pass.replay(
+                metadata, {d: s.window for d, s in disks.stacks.items()}, sysfs, dev_root,
+                wait=[d for d, s in disks.stacks.items() if order.inode_pass(order.method(s.rotational, False))])
 
     guard = PressureGuard(pressure, started) if pressure is not None else None
     parts: Iterable[Sequence[Entry]] | None = [plist.entries] if isinstance(plist, PreloadList) else plist
@@ -551,7 +568,8 @@ def _replay_batch(report: ReplayReport, disks: _Disks, entries: Sequence[Entry],
     from _thread import allocate_lock  # threading.Lock without importing threading (a boot replay's start-up)
 
     checker = _Checker(entries, disks.devnums, progress, allocate_lock())
-    inodes = _check_inodes(checker, how, entries, threads, use_io_uring)
+    read = report.metadata.waited if report.metadata else set()
+    inodes = _check_inodes(checker, how, entries, threads, use_io_uring, devices <= read)
     report.inode_pass_files += len(entries) - checker.deferred
     for d in devices:
         report.methods[d] = f"{disks.stacks[d].describe(how)}; {inodes}"
@@ -605,7 +623,14 @@ def _streamed(report: ReplayReport, disks: _Disks, source: ListSource, orders: s
         in_order, last_key = order.in_physical_order(first)
         if not in_order:
             why = "its entries are not in disk order: sorted as a whole first"
+    metadata_read = ""
     if how != "list" and not why:
+        # the metadata pass first: on a disk that seeks it is waited for, and then the inodes are in the cache
+        # with no sample to time (a sample sent before it would read inode tables in inode order, cold)
+        metadata_first()
+        if devices <= (report.metadata.waited if report.metadata else set()):
+            metadata_read = METADATA_READ
+    if how != "list" and not why and not metadata_read:
         sample = _Checker(first, disks.devnums, None, allocate_lock())
         sample.run(max(1, threads) if threads is not None else None, use_io_uring)
         if sample.sample_rate < FAST_STATS:
@@ -619,7 +644,7 @@ def _streamed(report: ReplayReport, disks: _Disks, source: ListSource, orders: s
     report.list_why = (f"read as it was checked: the first {counted(len(first), 'entry', 'entries')}, then "
                        f"{STREAM_CHUNK} at a time, each chunk's files read as soon as all of it passed the checks")
     metadata_first()
-    fast_inodes = "" if sample is None else (
+    fast_inodes = metadata_read if sample is None else (
         f"inode pass stopped after {counted(len(first), 'file')}: {sample.sample_rate:,.0f} stats/s, the inode "
         "tables answer from a cache; the rest read at open")
     pending: list[Entry] = []  # the time bin being filled
@@ -689,9 +714,13 @@ def _streamed(report: ReplayReport, disks: _Disks, source: ListSource, orders: s
             try:
                 chunk = next(source.chunks, None)
             except ListError as e:
+                if pending:  # the bin being filled: checked and counted, read like every entry before the bad one
+                    issue(pending, order.physical_indices(pending), pending_listed)
                 raise ListError(e.message + report.already_read(), hint=e.hint) from None
             if chunk is not None and not source.take(chunk):
                 source.close()
+                if pending:  # counted within the cap before this chunk: read, as the chunks before it were
+                    issue(pending, order.physical_indices(pending), pending_listed)
                 raise source.over_cap(source.files, source.bytes, report.already_read())
         if pending:
             issue(pending, order.physical_indices(pending), pending_listed)
