@@ -210,3 +210,25 @@ def test_a_bad_entry_in_a_time_ordered_list_reads_the_unfilled_bin_before_it(mon
     r = run_cli("preload", "replay", str(lst), "--max-bytes", str(1000 * SIZE))
     assert r.code == 2 and "before it, 512 files" in r.err, r.err
     assert sorted(read) == sorted(e.inode for e in files[:512])
+
+
+def test_a_list_swapped_for_a_bigger_one_after_its_survey_is_not_read_past_it(monkeypatch, tmp_path: Path,
+                                                                               files) -> None:
+    # A list checked whole (no total in its header, or a seeking disk) and too long to keep is read again after
+    # the survey checked it against the cap: a bigger list renamed over it in between was read whole, past the cap.
+    from tunectl.preload import listfile
+
+    read = disk(monkeypatch, rotational=False)
+    lst = listed(tmp_path / "l.list", files[:100], header=lambda h: h.pop("bytes"))
+    real = listfile.survey
+
+    def then_swapped(path: str, size: int = listfile.BATCH, keep: int = listfile.KEEP):  # noqa: ANN202
+        found = real(path, size, keep=0)  # not kept: the replay reads the list again
+        listed(tmp_path / "l.list", files, header=lambda h: h.pop("bytes"))  # whoever owns it swaps a bigger one in
+        return found
+
+    monkeypatch.setattr(listfile, "survey", then_swapped)
+    r = run_cli("preload", "replay", str(lst), "--max-bytes", str(100 * SIZE))
+    assert r.code == 2 and f"{lst}: changed while it was replayed: read again, it holds more than the 100 files, " \
+        f"{format_bytes(100 * SIZE)} it held when it was checked" in r.err, r.err
+    assert read == []  # its one batch passes what the survey found: none of it is read
