@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import check_documents
+from tests.harness import check_documents, run_process
 from tests.loopdev import remount_cold
 from tests.preload_helpers import GOOD_HEADER, tunectl
 from tunectl.preload import order
@@ -150,3 +150,19 @@ def test_on_a_disk_that_seeks_the_metadata_pass_is_waited_for_and_replaces_the_i
     assert "read by the metadata pass, waited for" in doc["methods"][devnum], doc["methods"]
     assert doc["methods"][devnum].startswith("physical (rotational"), doc["methods"]
     assert _mincore(dev, devnum, ranges) >= 1.0 - before  # no polling: read before the replay went on
+
+
+def test_a_replay_with_a_metadata_pass_imports_only_what_it_uses(tmp_path: Path, ext4_tree) -> None:
+    """The lean start-up (tests/unit/preload/test_preload_fastpath.py) with what only root on ext4 has: the
+    metadata pass (tunectl.preload.metadata, tunectl.system.pagecache) and, on a disk that seeks, no inode pass:
+    neither typing nor the io_uring edge is imported before the data pass."""
+    dev, devnum, mnt = ext4_tree
+    lst = tmp_path / "tree.list"
+    assert tunectl("preload", "collect", str(mnt), "-o", str(lst)).code == 0
+    Path(f"/sys/block/{os.path.basename(dev)}/queue/rotational").write_text("1")
+    remount_cold(dev, mnt, "-t", "ext4")
+    r = run_process("-q", "preload", "replay", str(lst), env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert r.code == 0, r.err
+    loaded = {line.rsplit("|", 1)[1].strip() for line in r.err.splitlines() if line.startswith("import time:")}
+    assert "tunectl.preload.metadata" in loaded  # the metadata pass did run
+    assert not loaded & {"typing", "threading", "pathlib", "tunectl.system.iouring"}, loaded
