@@ -161,9 +161,9 @@ def _limit(args) -> int:
 
 def _parts(found, path: str):
     """The surveyed list's batches: the entries kept by the survey, or the list read again batch by batch."""
-    from tunectl.preload.listfile import batches
+    from tunectl.preload.listfile import reread
 
-    return [found.entries] if found.entries is not None else (b for _, b in batches(path))
+    return [found.entries] if found.entries is not None else reread(path, found)
 
 
 def _cap_words(args, limit: int) -> str:

@@ -218,6 +218,25 @@ def survey(path: str, size: int = BATCH, keep: int = KEEP) -> Survey:
     return found
 
 
+def reread(path: str, found: Survey, size: int = BATCH) -> Iterator[list[Entry]]:
+    """The batches of a list `survey` did not keep, read again: each is counted first, and entries that add up
+    to more than the survey found stop the stream (ListError) before that batch is read. Whoever may replace
+    the list (its owner, or the owner of its directory) could otherwise swap a larger one in between, past
+    the cap the survey was checked against."""
+    from tunectl.units import format_bytes
+
+    files = total = 0
+    for _, entries in batches(path, size):
+        files += len(entries)
+        total += sum(map(_BYTES, entries))
+        if files > found.files or total > found.bytes:
+            raise ListError(f"{path}: changed while it was replayed: read again, it holds more than the "
+                            f"{found.files} files, {format_bytes(found.bytes)} it held when it was checked; "
+                            "the rest of it was not read",
+                            hint="replace a list with a rename of a complete file, never while it is replayed")
+        yield entries
+
+
 def read_list(path: str) -> PreloadList:
     """The whole list at once (`preload show` and tests; a replay streams it with `batches`)."""
     entries: list[Entry] = []

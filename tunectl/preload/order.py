@@ -62,10 +62,16 @@ def physical_indices(entries: Sequence[Entry]) -> list[int]:
 def in_physical_order(entries: Sequence[Entry], after: tuple | None = None) -> tuple[bool, tuple | None]:
     """Whether `entries` are already in physical_order, and after the key `after` (the previous chunk's last);
     and the last key. A list `collect` wrote is: a streamed replay then reads it as it comes, no sort."""
+    if not entries:
+        return True, after
+    last = _physical_key(entries[-1])
+    physical = list(map(itemgetter(_PHYSICAL), entries))
+    if None not in physical and _one_device(entries):  # the common list: (offset, inode) pairs at C speed
+        pairs = list(zip(physical, map(itemgetter(_INODE), entries)))
+        first = _physical_key(entries[0])
+        return (after is None or after <= first) and all(map(le, pairs, pairs[1:])), last
     keys = list(map(_physical_key, entries))
-    if after is not None:
-        keys.insert(0, after)
-    return all(map(le, keys, keys[1:])), (keys[-1] if keys else after)
+    return (after is None or after <= keys[0]) and all(map(le, keys, keys[1:])), last
 
 
 def inode_indices(entries: Sequence[Entry]) -> list[int]:

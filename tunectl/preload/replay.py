@@ -703,9 +703,13 @@ def _streamed(report: ReplayReport, disks: _Disks, source: ListSource, orders: s
             try:
                 chunk = next(source.chunks, None)
             except ListError as e:
+                if pending:  # the bin being filled: checked and counted, read like every entry before the bad one
+                    issue(pending, order.physical_indices(pending), pending_listed)
                 raise ListError(e.message + report.already_read(), hint=e.hint) from None
             if chunk is not None and not source.take(chunk):
                 source.close()
+                if pending:  # counted within the cap before this chunk: read, as the chunks before it were
+                    issue(pending, order.physical_indices(pending), pending_listed)
                 raise source.over_cap(source.files, source.bytes, report.already_read())
         if pending:
             issue(pending, order.physical_indices(pending), pending_listed)
