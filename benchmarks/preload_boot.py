@@ -7,8 +7,10 @@ Run: .venv/bin/python benchmarks/preload_boot.py [--files 3000]
 tests/vm/test_boot_preload.py with 400 files).
 
 The boot workload is a service reading every file of a tree on the model HDD in directory order
-(tests/vm/guest/bootload.py). Boot 1 runs it cold, then the collect unit's command; boot 2 starts the
-replay unit's command, does not wait for it, and runs the workload beside it. systemd does not run the
+(tests/vm/guest/bootload.py). Boot 1 runs it cold and alone, then the collect unit's command; boot 2 starts the
+replay unit's command, does not wait for it, and runs the workload beside it under `preload record` (for the
+hit rate), then 2b: cold again, the workload alone at a gate opened the instant the replay starts (judged:
+workload alone against workload beside the replay, both at a boot). systemd does not run the
 units (no systemd as PID 1 in virtme-ng's guest): the guest runs their ExecStart lines as the unit files
 give them, with Nice= and IOSchedulingClass=.
 
@@ -59,6 +61,8 @@ def main() -> None:
     print(f"  ratio cold/at once {ratio:.2f} (target {TARGET}): {'met' if ratio >= TARGET else 'NOT met'}; "
           f"with the replay's head start {cold[1] / replayed[1]:.2f} (mostly the replay's own reads); "
           f"replay exit {two['replay']['code']}, {two['replay_together']['code']}")
+    if "timeline" in two["together"]:
+        print("  " + race(two["together"]["timeline"], two["together"]["seconds"], tree["bytes"]))
     hit = two["stats"]["doc"]["stats"]["hit_rate"] if isinstance(two["stats"]["doc"], dict) else None
     if hit:
         print(f"  hit rate after boot 2: used {hit['used']:.1%} of the list ({hit['shared_bytes']} of "
@@ -68,6 +72,29 @@ def main() -> None:
         print(f"  hit rate: not available ({two['stats']})")
     if "startup" in two:
         print_startup(two["startup"], measured)
+
+
+def race(samples: list, workload_seconds: float, tree_bytes: int) -> str:
+    """The gated round's race in the guest's wall seconds, from [seconds, replay bytes, workload bytes] samples
+    (bytes each had sent to the disk to read): when the replay's reads began against how far the workload
+    had got, and how much the workload had to read itself."""
+    replay = [(t, r) for t, r, _ in samples if r is not None]
+    work = [(t, w) for t, _, w in samples if w is not None]
+    if not replay or not work:
+        return f"race: too few samples ({len(samples)})"
+    total = replay[-1][1]
+    first = next((t for t, r in replay if r), None)
+
+    def at(share: float) -> str:
+        t = next((t for t, r in replay if total and r >= share * total), None)
+        return "never" if t is None else f"{t:.1f} s"
+
+    before = max((w for t, w in work if first is not None and t <= first), default=0)
+    return (f"race (guest wall s, TCG): the replay's first read at {'never' if first is None else f'{first:.1f} s'}, "
+            f"the workload had read {before / 1e6:.1f} MB by then; the replay's reads half out {at(0.5)}, "
+            f"all {at(1.0)} ({total / 1e6:.1f} MB, metadata included); the workload read "
+            f"{work[-1][1] / 1e6:.1f} MB of the tree's {tree_bytes / 1e6:.1f} MB itself and ended at "
+            f"{workload_seconds:.1f} s")
 
 
 def print_startup(got: dict, modelled: tuple[int, float] | None) -> None:

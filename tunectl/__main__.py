@@ -1,5 +1,9 @@
 import sys
 
-from tunectl.cli import main
+try:
+    from tunectl.cli import main
+except KeyboardInterrupt:  # a Ctrl-C while Python loads tunectl's first modules: no traceback (main says the rest)
+    sys.stderr.write("tunectl: interrupted\n")
+    sys.exit(130)
 
 sys.exit(main(sys.argv[1:]))

@@ -397,6 +397,17 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
          stdout: TextIO | None = None, stderr: TextIO | None = None, context=None) -> int:
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
+    try:
+        return _main(argv, env, stdout, stderr, context)
+    except KeyboardInterrupt as e:  # Ctrl-C while the parser or a command's modules load, before a command runs
+        from tunectl.errors import ExitCode
+
+        stderr.write("tunectl: interrupted\n")
+        return int(getattr(e, "exit_code", ExitCode.INTERRUPTED))
+
+
+def _main(argv: Sequence[str] | None, env: Mapping[str, str] | None, stdout: TextIO, stderr: TextIO,
+          context) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and {"-V", "--version"} & set(argv) and set(argv) <= {"-V", "--version", "--json"}:
         return _version(argv, stdout)  # needs no parser: answered before importing one

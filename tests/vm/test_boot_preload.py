@@ -3,7 +3,9 @@
 Two boots of the 6.1 guest on the same disk images (guest groups `bootpair1`, `bootpair2`,
 tests/vm/guest/bootpair.py). The model HDD holds the booted machine's file system: a tree of
 400 files (shuffled write order) and the preload state. The boot workload is a service that
-reads the whole tree in directory order (tests/vm/guest/bootload.py).
+reads the whole tree in directory order (tests/vm/guest/bootload.py). Boot 1's cold round and boot 2's
+gated round run it alone (workload alone against workload beside the replay, both at a boot); only the
+head-start round runs it under `preload record`, for the hit rate.
 
 systemd did not run the units: virtme-ng's guest has no systemd as PID 1 here. The guest runs the
 units' own ExecStart lines, read from udev/tunectl-preload-{collect,replay}.service at run time

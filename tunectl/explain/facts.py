@@ -12,7 +12,7 @@ import stat
 from tunectl.context import Context
 from tunectl.devices import stack as stacks
 from tunectl.devices.model import Device
-from tunectl.errors import TunectlError
+from tunectl.errors import TunectlError, UsageError
 from tunectl.explain import dmtable, squashfs
 from tunectl.explain.model import (
     BlockFacts,
@@ -60,11 +60,12 @@ def _queue(ctx: Context, dev: Device) -> Queue:
                  dev.logical_block_size, depth)
 
 
-def extent_count(path: str) -> int | None:
+def extent_count(path: str, opened: int | None = None) -> int | None:
+    """How many extents the file at `path` has (`opened`: a descriptor on it, used instead of the name)."""
     from tunectl.system import pagecache
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC) if opened is None else opened
     except OSError:
         return None
     try:
@@ -72,8 +73,41 @@ def extent_count(path: str) -> int | None:
     except OSError:
         return None
     finally:
-        os.close(fd)
+        if opened is None:
+            os.close(fd)
     return None if extents is None else len(extents)
+
+
+def open_file(resolver, stack: stacks.Stack, strict: bool) -> int | None:
+    """A descriptor on the file `stack` was resolved for (None: the stack is of no file), through which explain
+    reads its extents and times its cold read: a user's file named to root cannot be swapped for another.
+
+    Its links are resolved first, each root's or the user's (another user's link is refused, not followed),
+    then it is opened through no link at all, and it must be the file the stack was read from (the same
+    filesystem device and size): a directory on the way swapped for a link since, or a file swapped in, is
+    refused (UsageError), never measured. `strict`: a file that cannot be opened is an error (a cold read
+    follows); otherwise None, and the facts go without its extents.
+    """
+    from tunectl.system import trust
+
+    file = stack.file
+    if file is None:
+        return None
+    try:
+        fd = trust.open_listed(str(trust.resolve_own_links(file.path)), links=False)
+    except trust.Untrusted as e:
+        raise UsageError(e.message, hint=e.hint) from None
+    except OSError as e:
+        if strict:
+            raise UsageError(f"cannot open {file.path}: {e.strerror}") from None
+        return None
+    st = os.fstat(fd)
+    names = {stack.top.name, *([stack.partition.name] if stack.partition else [])}
+    if st.st_size != file.size or resolver.name_of_devnum(f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}") not in names:
+        os.close(fd)
+        raise UsageError(f"{file.path}: changed while tunectl looked at it (not the file its stack was read from)",
+                         hint="run again; if it recurs, find who changes it")
+    return fd
 
 
 def read_superblock(node: str | None) -> squashfs.Superblock | None:
@@ -135,24 +169,26 @@ def owners(ctx: Context, devices: list[Device], queues: dict[str, Queue]) -> dic
     return {name: dict(found[name].owners) for name in found}
 
 
-def read(ctx: Context, resolver, stack: stacks.Stack, target: str, release: str | None = None) -> StackFacts:
+def read(ctx: Context, resolver, stack: stacks.Stack, target: str, release: str | None = None,
+         opened: int | None = None) -> StackFacts:
     """Every layer of `stack` with its facts, top first (the same layers, their `facts` filled).
 
     A loop device's backing file is not in sysfs' slaves/: the stack under it (the
-    file, its filesystem, partition and disk) follows the loop layer.
+    file, its filesystem, partition and disk) follows the loop layer. `opened`: the
+    target file's descriptor (`open_file`), its extents read through it.
     """
     release = release or os.uname().release
-    return StackFacts(target, kernel_version(release), release, once(_layers(ctx, resolver, stack, set())))
+    return StackFacts(target, kernel_version(release), release, once(_layers(ctx, resolver, stack, set(), opened)))
 
 
-def _layers(ctx: Context, resolver, stack, seen: set[str]) -> list[stacks.Layer]:
+def _layers(ctx: Context, resolver, stack, seen: set[str], opened: int | None = None) -> list[stacks.Layer]:
     """`stack`'s layers with their facts filled, each loop followed by the layers under its backing file."""
     queues = {dev.name: _queue(ctx, dev) for dev in stack.devices}
     owned = owners(ctx, stack.devices, queues)
     layers: list[stacks.Layer] = []
     for layer in stack.layers:
         if isinstance(layer, stacks.FileLayer):
-            layers.append(layer.with_facts(FileFacts(extent_count(layer.path))))
+            layers.append(layer.with_facts(FileFacts(extent_count(layer.path, opened))))
         elif isinstance(layer, stacks.MountLayer):
             holder = stack.partition.name if stack.partition else stack.top.name
             sb = read_superblock(ctx.roots.node(holder)) if layer.fstype == "squashfs" else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from tunectl.context import Context
@@ -51,48 +52,67 @@ def _leave_out(req: Request) -> str:
     return f"leave out {' and '.join(asked)}"
 
 
-def _cold(ctx: Context, facts: StackFacts, path: str, req: Request) -> ColdRead:
+def _cold(ctx: Context, facts: StackFacts, path: str, req: Request, fd: int | None) -> ColdRead:
     return measure.cold_read(ctx, [la.name for la in facts.blocks], measure.cold_files(facts, path), path,
-                             req.read_size, req.limit)
+                             req.read_size, req.limit, fd)
 
 
-def _other_file(ctx: Context, path: str) -> StackFacts:
-    """--compare's file and its stack; a UsageError that names --compare when it is none."""
+def _open(resolver, stack, strict: bool, opened: contextlib.ExitStack) -> int | None:
+    """The target file of `stack` opened once (`facts.open_file`), closed when `opened` ends; None: no file."""
+    fd = reading.open_file(resolver, stack, strict)
+    if fd is not None:
+        opened.callback(os.close, fd)
+    return fd
+
+
+def _other_file(ctx: Context, path: str, opened: contextlib.ExitStack) -> tuple[StackFacts, int | None]:
+    """--compare's file and its stack, and the file opened; a UsageError that names --compare when it is none."""
     hint = "compare with the same file elsewhere (the same binary on ext4)"
     try:
         other_resolver, other_stack = resolve(ctx, path)
+        fd = _open(other_resolver, other_stack, os.geteuid() == 0, opened)
     except UsageError as e:
         raise UsageError(f"--compare: {e.message}", hint=e.hint or hint, code=e.code, where="--compare") from None
-    other = reading.read(ctx, other_resolver, other_stack, path)
+    other = reading.read(ctx, other_resolver, other_stack, path, opened=fd)
     if other.file is None:
         raise UsageError(f"--compare: {path} is not a file", hint=hint, where="--compare")
-    return other
+    return other, fd
 
 
 def investigate(ctx: Context, req: Request, on_step=lambda text: None) -> ExplainReport:
+    """The report on `req.target`. A file is opened once, before anything is read of it (`facts.open_file`):
+    its extents and its cold read go through that descriptor, never by its name again."""
+    with contextlib.ExitStack() as opened:
+        return _investigate(ctx, req, on_step, opened)
+
+
+def _investigate(ctx: Context, req: Request, on_step, opened: contextlib.ExitStack) -> ExplainReport:
     resolver, stack = resolve(ctx, req.target)
-    facts = reading.read(ctx, resolver, stack, req.target)
-    is_file = facts.file is not None  # the target itself, not a loop's backing file further down
+    is_file = stack.file is not None  # the target itself, not a loop's backing file further down
     cold = is_file if req.cold is None else req.cold
+    reads = bool(cold or req.trace or req.compare or req.experiments)
+    fd = _open(resolver, stack, reads and os.geteuid() == 0, opened)
+    facts = reading.read(ctx, resolver, stack, req.target, opened=fd)
     notes: list[str] = []
-    if (cold or req.trace or req.compare or req.experiments) and not is_file:
+    if reads and not is_file:
         raise UsageError(f"{req.target} is not a file: --cold, --trace, --compare and --try read a file",
                          hint="name a file on the stack (explain /usr/lib/chromium/chromium)")
-    other = _other_file(ctx, req.compare) if req.compare else None  # refused before the target is read
+    # refused before the target is read
+    other, other_fd = _other_file(ctx, req.compare, opened) if req.compare else (None, None)
     measured = None
     timings = None
     if cold or req.trace or req.compare:
         _require_root("the cold read", _leave_out(req))
         on_step("cold read")
         if req.trace:
-            measured, timings = measure.traced(ctx, facts, lambda: _cold(ctx, facts, req.target, req))
+            measured, timings = measure.traced(ctx, facts, lambda: _cold(ctx, facts, req.target, req, fd))
         else:
-            measured = _cold(ctx, facts, req.target, req)
+            measured = _cold(ctx, facts, req.target, req, fd)
     case = Case(facts, measured, timings)
     comparison = None
     if req.compare:
         on_step(f"cold read of {req.compare}")
-        other_cold = _cold(ctx, other, req.compare, req)
+        other_cold = _cold(ctx, other, req.compare, req, other_fd)
         kinds = {la.name: la.kind for la in facts.blocks}
         comparison = compare(measured, kinds, facts.disks[0].name, other_cold, other.disks[0].name)
     results = []

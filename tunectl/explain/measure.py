@@ -26,9 +26,14 @@ def cold_files(facts: StackFacts, path: str) -> list[str]:
     return [path, *(la.facts.loop.backing_file for la in facts.all("loop") if la.facts.loop and la.facts.loop.backing_file)]
 
 
-def cold_read(ctx: Context, names: list[str], files: list[str], path: str, read_size: int, limit: int) -> ColdRead:
-    """Drop `files`' and block devices `names`' cached pages, then read `path` with /sys/block/*/stat around it."""
+def cold_read(ctx: Context, names: list[str], files: list[str], path: str, read_size: int, limit: int,
+              fd: int | None = None) -> ColdRead:
+    """Drop `files`' and block devices `names`' cached pages, then read `path` with /sys/block/*/stat around it.
+    `fd`: `path` opened already (`facts.open_file`): its pages are dropped and it is read through it, not by name."""
     kept = []
+    if fd is not None:
+        blockio.drop_cached_of(fd, path)
+        files = [f for f in files if f != path]
     blockio.drop_cached(files, [])
     for name in names:
         node = ctx.roots.node(name)
@@ -38,7 +43,7 @@ def cold_read(ctx: Context, names: list[str], files: list[str], path: str, read_
         except NotPermitted:
             kept.append(name)  # a device this run may not open (a VM's root disk): its pages stay
     before = read_stats(ctx.sysfs, names)
-    n, seconds = blockio.read_sequential(path, limit, read_size)
+    n, seconds = blockio.read_sequential(path, limit, read_size, fd)
     after = read_stats(ctx.sysfs, names)
     return ColdRead(path, read_size, n, seconds, tuple(delta(name, before[name], after[name]) for name in names),
                     tuple(kept))

@@ -3,12 +3,14 @@ of each device that decide which of them reach it and what the kernel's default 
 
 Every path is under `Context.roots.config` (``/`` on the real machine, ``TUNECTL_CONFIG_ROOT`` for a tree
 that describes another; none for a fake sysfs tree without it), the kernel command line under the proc root.
-Files are opened without following a final symbolic link (a link to /dev/null masks a rules file).
+A link inside the configuration tree is resolved inside it (`trust.open_in_root`), an absolute one too, as udev
+running in that tree would; a link to /dev/null masks a rules file.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import field
 
@@ -43,51 +45,84 @@ def _under(ctx: Context, path: str) -> str | None:
     return None if root is None else os.path.join(root, path.lstrip("/"))
 
 
-def _listing(real: str) -> list[str]:
+def _root(ctx: Context) -> str:
+    assert ctx.roots is not None and ctx.roots.config is not None  # read_machine returns before, without one
+    return ctx.roots.config
+
+
+def _directory(root: str, directory: str) -> tuple[tuple[int, int], list[str], list[str]] | None:
+    """The drop-in `directory` of the tree `root`, opened in it: its identity, its names in order and those masked
+    (a link to /dev/null or an empty file, as udev and systemd mask); None when it is not a directory there."""
     try:
-        return sorted(os.listdir(real))
+        fd = trust.open_in_root(root, directory, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
-        return []
-
-
-def _masked(real: str) -> bool:
+        return None
     try:
-        if os.path.islink(real):
-            return os.readlink(real) == "/dev/null"
-        return os.stat(real).st_size == 0
+        st = os.fstat(fd)
+        names = sorted(os.listdir(fd))
+        return (st.st_dev, st.st_ino), names, [n for n in names if _masked(root, f"{directory}/{n}", fd, n)]
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _masked(root: str, path: str, dir_fd: int, name: str) -> bool:
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            if os.readlink(name, dir_fd=dir_fd) == "/dev/null":
+                return True
+            fd = trust.open_in_root(root, path, os.O_PATH)  # a link to an empty file in the tree masks it too
+            try:
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
+        return st.st_size == 0
     except OSError:
         return False
 
 
-def _read(real: str, shown: str, unread: list[str]) -> str | None:
-    target = real
-    if os.path.islink(real):  # a vendor link to a file elsewhere: read what udev would read
-        target = os.path.realpath(real)
+def _exists(root: str, path: str) -> bool:
     try:
-        return trust.read_regular(target, MAX_FILE).decode("utf-8", errors="replace")
+        os.close(trust.open_in_root(root, path, os.O_PATH))
+        return True
+    except OSError:
+        return False
+
+
+def _read(read: Callable[[], bytes], shown: str, unread: list[str]) -> str | None:
+    try:
+        return read().decode("utf-8", errors="replace")
     except (OSError, trust.Untrusted) as e:
         if not (isinstance(e, OSError) and e.errno == 2):
-            unread.append(f"{shown}: {getattr(e, 'strerror', None) or e}")
+            unread.append(f"{shown}: {e.found if isinstance(e, trust.Untrusted) else e.strerror or e}")
         return None
+
+
+def _read_config(ctx: Context, path: str, unread: list[str]) -> str | None:
+    """The file `path` of the configuration tree, its links (a vendor link to a file elsewhere) resolved in the
+    tree: what udev or systemd running there would read, never this machine's file of that name."""
+    return _read(lambda: trust.read_in_root(_root(ctx), path, MAX_FILE), path, unread)
 
 
 def _dropins(ctx: Context, dirs: Sequence[str], suffix: str, machine: Machine,
              parse: Callable[[str, str], list[Assignment]]) -> list[sources.RulesFile]:
     listings: dict[str, list[str]] = {}
     masked = []
-    seen_real: set[str] = set()
+    seen: set[tuple[int, int]] = set()
     for directory in dirs:
-        real = _under(ctx, directory)
-        if real is None or not os.path.isdir(real) or os.path.realpath(real) in seen_real:
+        found = _directory(_root(ctx), directory)
+        if found is None or found[0] in seen:
             continue  # /lib -> /usr/lib on merged-/usr systems: one directory read once
-        seen_real.add(os.path.realpath(real))
-        listings[directory] = _listing(real)
-        masked += [f"{directory}/{n}" for n in listings[directory] if _masked(os.path.join(real, n))]
+        seen.add(found[0])
+        listings[directory] = found[1]
+        masked += [f"{directory}/{n}" for n in found[2]]
     files = sources.dropin_order(listings, dirs, suffix, masked)
     for order, f in enumerate(files):
         if f.masked:
             continue
-        text = _read(_under(ctx, f.path) or f.path, f.path, machine.unread)
+        text = _read_config(ctx, f.path, machine.unread)
         if text is not None:
             machine.assignments += [(order, a) for a in parse(f.path, text)]
     return files
@@ -112,30 +147,31 @@ def read_machine(ctx: Context, rules_path: str | None = None) -> Machine:
     _sysfs_conf(ctx, machine)
     _tuned(ctx, machine)
     if ctx.roots.proc is not None:
-        text = _read(os.path.join(ctx.roots.proc, "cmdline"), "/proc/cmdline", machine.unread)
+        cmdline = os.path.join(ctx.roots.proc, "cmdline")
+        text = _read(lambda: trust.read_regular(cmdline, MAX_FILE), "/proc/cmdline", machine.unread)
         machine.assignments += [(0, a) for a in sources.parse_cmdline("/proc/cmdline", text or "")]
     return machine
 
 
 def _sysfs_conf(ctx: Context, machine: Machine) -> None:
     paths = [sources.SYSFS_CONF]
-    real_d = _under(ctx, sources.SYSFS_D)
-    if real_d and os.path.isdir(real_d):
-        paths += [f"{sources.SYSFS_D}/{n}" for n in _listing(real_d) if n.endswith(".conf")]
+    found = _directory(_root(ctx), sources.SYSFS_D)
+    if found is not None:
+        paths += [f"{sources.SYSFS_D}/{n}" for n in found[1] if n.endswith(".conf")]
     for order, path in enumerate(paths):
-        text = _read(_under(ctx, path) or path, path, machine.unread)
+        text = _read_config(ctx, path, machine.unread)
         if text is not None:
             machine.assignments += [(order, a) for a in sources.parse_sysfs_conf(path, text)]
 
 
 def _tuned(ctx: Context, machine: Machine) -> None:
     """tuned's active profile, read as `profile import-tuned` reads it: its disk and sysfs units become writers."""
-    text = _read(_under(ctx, sources.TUNED_ACTIVE) or "", sources.TUNED_ACTIVE, machine.unread)
+    text = _read_config(ctx, sources.TUNED_ACTIVE, machine.unread)
     names = (text or "").split()
     if not names:
         return
     machine.tuned_profile = " ".join(names)
-    running = os.path.exists(_under(ctx, "/run/tuned/tuned.pid") or "")
+    running = _exists(_root(ctx), "/run/tuned/tuned.pid")
     dirs = [d for d in (_under(ctx, d) for d in sources.TUNED_DIRS) if d and os.path.isdir(d)]
     for name in names:
         try:

@@ -35,7 +35,9 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     r.add_argument("--scope", action="append", default=[], metavar="DIR",
                    help="only files below DIR (repeatable; default / for fanotify, /usr and /etc for diff)")
     r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command and its arguments")
-    y = add_action(sub, "replay", "bring a list into the page cache in disk order, as fast as the device allows")
+    y = add_action(sub, "replay", "bring a list into the page cache in disk order, as fast as the device allows; "
+                                  "the list is read as it is checked, so a bad entry stops the replay at that entry "
+                                  "(the files before it are then in the page cache: nothing on disk changes)")
     y.add_argument("list", metavar="LIST", help="a list made by `preload collect` or `preload record`")
     y.add_argument("--threads", type=int, default=None, metavar="N",
                    help="stats at once in the inode pass before the data reads: io_uring kernel workers "
@@ -46,8 +48,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
                    help="wait at most S seconds for the queued reads to finish (default 10)")
     y.add_argument("--max-bytes", metavar="SIZE", default=None,
                    help=f"refuse a list that would read more than SIZE (e.g. 2G; default: {RAM_SHARE_PERCENT}%% of "
-                        "the machine's memory, as what does not fit evicts what the machine uses); the total is "
-                        "found before anything is read")
+                        "the machine's memory, as what does not fit evicts what the machine uses); a list whose "
+                        "header gives its total is refused from it before any file is read, then read as it is "
+                        "checked: entries that add up to more stop the replay there (what it had read stays in the "
+                        "page cache, which changes nothing on disk); an older list is counted whole first")
     y.add_argument("--no-metadata", action="store_true",
                    help="leave out the metadata pass (the file system's blocks the list recorded, read first)")
     s = add_action(sub, "show", "what a list holds and how much of it is in the page cache now")
@@ -78,9 +82,8 @@ def run(ctx, args, out) -> int:
         report = record(cmd, args.output, method=args.method, scope=args.scope,
                         stdout_to_stderr=out.json, roots=ctx.roots)
     elif verb == "replay":
-        from tunectl.preload.listfile import header
-        from tunectl.preload.listing import metadata_of
-        from tunectl.preload.replay import replay
+        from tunectl.preload.listing import metadata_of, total_of
+        from tunectl.preload.replay import FIRST_CHUNK, STREAM_CHUNK, ListSource, replay
 
         if (args.threads or 0) < 0 or not args.settle_timeout >= 0:  # nan too: a wait it bounds would never end
             raise UsageError("--threads and --settle-timeout must not be negative (nor --settle-timeout nan)")
@@ -89,12 +92,32 @@ def run(ctx, args, out) -> int:
         gc.disable()
         head = header(args.list)
         metadata = {} if args.no_metadata else metadata_of(head, args.list)
-        found = _surveyed(args, out, sum(n for r in metadata.values() for _, n in r))
-        parts = [found.entries] if found.entries is not None else (b for _, b in batches(args.list))
-        with out.progress(2 * found.files, "preload (inodes, then data)") as bar:
+        meta_bytes = sum(n for r in metadata.values() for _, n in r)
+        limit = _limit(args)
+        total = total_of(head, args.list)
+        source = None
+        if total is None:  # a list made before its header gave the total: all of it checked and counted first
+            found = _surveyed(args, out, meta_bytes, limit)
+            files, parts = found.files, _parts(found, args.list)
+        else:  # refused from its header before any read; then read as it is checked, counted against the cap
+            files, parts = total[0], None
+            _check_total(args, out, total[0], total[1] + meta_bytes, meta_bytes, limit)
+
+            def over_cap(n: int, nbytes: int, already: str) -> UsageError:
+                return _over_cap(args, total, n, nbytes + meta_bytes, limit, already)
+
+            source = ListSource((b for _, b in batches(args.list, STREAM_CHUNK, first=FIRST_CHUNK)),
+                                limit - meta_bytes,
+                                lambda: _parts(_surveyed(args, out, meta_bytes, limit, announce=False), args.list),
+                                over_cap)
+        with out.progress(2 * files, "preload (inodes, then data)") as bar:
             report = replay(ctx.sysfs, parts, args.list, progress=bar, threads=args.threads,
                             settle_timeout=args.settle_timeout, use_io_uring=not args.no_io_uring,
-                            metadata=metadata, dev_root=ctx.roots.dev, time_order=head.get("order") == "time")
+                            metadata=metadata, dev_root=ctx.roots.dev, time_order=head.get("order") == "time",
+                            source=source)
+        if total is None:
+            report.list_why = "every entry checked before the first read: the list's header does not give its " \
+                              "total (made by an older tunectl; collect it again to have it read as it is checked)"
         if out.verbose:  # the floor costs a 32 MiB direct read of each disk: only when asked to explain
             from tunectl.preload.show import measure_floor
 
@@ -122,29 +145,64 @@ def run(ctx, args, out) -> int:
     return out.show(report)
 
 
-def _surveyed(args, out, metadata_bytes: int = 0):
-    """One streaming pass over the list: every line checked and the total known before anything is read."""
+def _limit(args) -> int:
+    """The most a replay may read: --max-bytes, or RAM_SHARE_PERCENT of the machine's memory."""
     import os
 
     from tunectl.errors import UsageError
-    from tunectl.preload.listfile import survey
-    from tunectl.units import counted, format_bytes, parse_bytes
+    from tunectl.units import parse_bytes
 
     try:
-        limit = parse_bytes(args.max_bytes) if args.max_bytes is not None else \
+        return parse_bytes(args.max_bytes) if args.max_bytes is not None else \
             os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") * RAM_SHARE_PERCENT // 100
     except (ValueError, TypeError) as e:
         raise UsageError(f"--max-bytes: {e}") from None
-    found = survey(args.list)
-    total = found.bytes + metadata_bytes
+
+
+def _parts(found, path: str):
+    """The surveyed list's batches: the entries kept by the survey, or the list read again batch by batch."""
+    from tunectl.preload.listfile import reread
+
+    return [found.entries] if found.entries is not None else reread(path, found)
+
+
+def _cap_words(args, limit: int) -> str:
+    from tunectl.units import format_bytes
+
+    return f"more than --max-bytes {format_bytes(limit)}" + ("" if args.max_bytes else f" ({RAM_SHARE_PERCENT}% of memory)")
+
+
+def _check_total(args, out, files: int, total: int, metadata_bytes: int, limit: int, announce: bool = True) -> None:
+    """Refuse a list over the cap before any of its files is read; else say what will be read (stderr)."""
+    from tunectl.errors import UsageError
+    from tunectl.units import counted, format_bytes
+
     if total > limit:
         meta = f" and {format_bytes(metadata_bytes)} of metadata" if metadata_bytes else ""
-        raise UsageError(f"{args.list}: {counted(found.files, 'file')}{meta}, "
-                         f"{format_bytes(total)} to read: more than --max-bytes {format_bytes(limit)}"
-                         + ("" if args.max_bytes else f" ({RAM_SHARE_PERCENT}% of memory)") + "; nothing was read",
+        raise UsageError(f"{args.list}: {counted(files, 'file')}{meta}, {format_bytes(total)} to read: "
+                         f"{_cap_words(args, limit)}; no file of it was read",
                          hint="pass a larger --max-bytes, or make a smaller list")
-    if not (out.quiet or out.json):  # stays: said on stderr before the reading starts, not part of the report
-        out.warn(f"tunectl: {args.list}: {counted(found.files, 'file')}, {format_bytes(total)} to read")
+    if announce and not (out.quiet or out.json):  # said on stderr before the reading starts, not part of the report
+        out.warn(f"tunectl: {args.list}: {counted(files, 'file')}, {format_bytes(total)} to read")
+
+
+def _over_cap(args, total: tuple[int, int], files: int, nbytes: int, limit: int, already: str):
+    """The error when a streamed list's entries add up to more than its header said, and past the cap."""
+    from tunectl.errors import UsageError
+    from tunectl.units import counted, format_bytes
+
+    return UsageError(f"{args.list}: {_cap_words(args, limit)} to read: its header says {counted(total[0], 'file')}, "
+                      f"{format_bytes(total[1])}, but its first {counted(files, 'file')} come to "
+                      f"{format_bytes(nbytes)}{already}",
+                      hint="collect the list again (its header does not match its entries), or pass a larger "
+                           "--max-bytes")
+
+
+def _surveyed(args, out, metadata_bytes: int = 0, limit: int | None = None, announce: bool = True):
+    """One streaming pass over the list: every line checked and the total known before any file is read."""
+    from tunectl.preload.listfile import survey
+
+    limit = _limit(args) if limit is None else limit
+    found = survey(args.list)
+    _check_total(args, out, found.files, found.bytes + metadata_bytes, metadata_bytes, limit, announce)
     return found
-
-

@@ -43,11 +43,11 @@ def _open(path: str):
 
 def _text(raw: bytes, path: str, n: int) -> str:
     if len(raw) > MAX_LINE:
-        raise ListError(f"{path}:{n}: longer than {MAX_LINE} bytes, not a list entry")
+        raise ListError.at(n, f"{path}:{n}: longer than {MAX_LINE} bytes, not a list entry")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise ListError(f"{path}:{n}: not UTF-8 text") from None
+        raise ListError.at(n, f"{path}:{n}: not UTF-8 text") from None
 
 
 def mounts_trusted(f) -> bool:
@@ -79,55 +79,95 @@ def moved_devices(head: dict, path: str, trusted: bool = True) -> dict[str, str]
     return moved
 
 
-def batches(path: str, size: int = BATCH) -> Iterator[tuple[str, list[Entry]]]:
-    """(created, entries) for every `size` entries of the list at `path`, in file order, on the device
-    numbers of this boot (`moved_devices`).
+def batches(path: str, size: int = BATCH, first: int | None = None) -> Iterator[tuple[str, list[Entry]]]:
+    """(created, entries) for every `size` entries of the list at `path` (the first batch `first` entries,
+    when given: read and checked in a few ms, so a streamed replay starts its reads at once), in file
+    order, on the device numbers of this boot (`moved_devices`).
 
     Every line is checked as it is read: a bad one stops the stream with ListError
     at path:line, so a caller that consumes the whole stream before acting acts
-    on a list that is good throughout. Lines are read and decoded a few MiB at a
+    on a list that is good throughout. With `first` (a streamed replay, which reads
+    each batch as it comes), the entries before a bad one are yielded first, as a
+    batch of their own: the replay reads every entry before the bad one and none
+    after it. Lines are read and decoded a few MiB at a
     time, one call each (a boot-time replay decodes tens of thousands); a chunk with
     anything unusual in it (a long line, bad UTF-8, a blank line) goes line by line.
     """
     with _open(path) as f:
-        first = f.readline(MAX_LINE + 1)
-        if not first.strip():
+        top = f.readline(MAX_LINE + 1)
+        if not top.strip():
             raise ListError(f"{path}:1: empty file, not a preload list",
                             hint="make one with `tunectl preload collect PATHS -o LIST`")
-        head = parse_header(_text(first, path, 1), path)
+        head = parse_header(_text(top, path, 1), path)
         created = str(head.get("created", ""))
         moved = moved_devices(head, path, mounts_trusted(f))
         lines: list[str] = []
         numbers: list[int] = []
-        n = 1
-        yielded = False
-        tail = b""  # a line not yet ended
-        while True:
-            block = f.read(CHUNK)
-            if block:
-                data = tail + block
-                cut = data.rfind(b"\n")
-                if cut < 0:
-                    if len(data) > MAX_LINE:
-                        raise ListError(f"{path}:{n + 1}: longer than {MAX_LINE} bytes, not a list entry")
-                    tail = data
-                    continue
-                raw, tail = data[:cut].split(b"\n"), data[cut + 1:]
-            elif tail:
-                raw, tail = [tail], b""
-            else:
-                break
-            _decode(raw, n, path, lines, numbers)
-            n += len(raw)
-            while len(lines) >= size:
-                yield created, renumber(parse_lines(lines[:size], numbers[:size], path), moved)
-                yielded = True
-                del lines[:size], numbers[:size]
-        if lines or not yielded:
-            yield created, renumber(parse_lines(lines, numbers, path), moved)
+        want = first or size
+        read = FIRST_READ if first else CHUNK  # doubled up to CHUNK: the first batch does not wait for 4 MiB
+        try:
+            yield from _batches(f, path, created, moved, lines, numbers, want, size, read)
+        except ListError as e:
+            if first is None or e.line is None:
+                raise
+            good, error = _before(lines, numbers, path, e)
+            if good:
+                yield created, renumber(good, moved)
+            raise error from None
+
+
+def _before(lines: list[str], numbers: list[int], path: str, error: ListError) -> tuple[list[Entry], ListError]:
+    """The entries of the pending lines before `error`'s line, and the first error among them (else `error`)."""
+    from bisect import bisect_left
+
+    while True:
+        k = bisect_left(numbers, error.line)
+        lines, numbers = lines[:k], numbers[:k]
+        try:
+            return parse_lines(lines, numbers, path), error
+        except ListError as e:
+            if e.line is None:
+                raise
+            error = e
+
+
+def _batches(f, path: str, created: str, moved: dict[str, str], lines: list[str], numbers: list[int], want: int,
+             size: int, read: int) -> Iterator[tuple[str, list[Entry]]]:
+    """`batches` after the header: `lines` and `numbers` hold what is decoded and not yet yielded."""
+    n = 1
+    yielded = False
+    tail = b""  # a line not yet ended
+    while True:
+        block = f.read(read)
+        read = min(CHUNK, 2 * read)
+        if block:
+            data = tail + block
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                if len(data) > MAX_LINE:
+                    raise ListError.at(n + 1, f"{path}:{n + 1}: longer than {MAX_LINE} bytes, not a list entry")
+                tail = data
+                continue
+            raw, tail = data[:cut].split(b"\n"), data[cut + 1:]
+        elif tail:
+            raw, tail = [tail], b""
+        else:
+            break
+        _decode(raw, n, path, lines, numbers)
+        n += len(raw)
+        while len(lines) >= want:
+            yield created, renumber(parse_lines(lines[:want], numbers[:want], path), moved)
+            yielded = True
+            del lines[:want], numbers[:want]
+            want = size
+    if lines or not yielded:
+        batch = renumber(parse_lines(lines, numbers, path), moved)
+        del lines[:], numbers[:]
+        yield created, batch
 
 
 CHUNK = 4 << 20  # bytes of whole lines read and decoded at once
+FIRST_READ = 64 << 10  # a streamed list's first read (about 400 entries of /usr/share), doubled up to CHUNK
 
 
 def _decode(raw: list[bytes], n: int, path: str, lines: list[str], numbers: list[int]) -> None:
@@ -176,6 +216,25 @@ def survey(path: str, size: int = BATCH, keep: int = KEEP) -> Survey:
         else:
             found.entries = None
     return found
+
+
+def reread(path: str, found: Survey, size: int = BATCH) -> Iterator[list[Entry]]:
+    """The batches of a list `survey` did not keep, read again: each is counted first, and entries that add up
+    to more than the survey found stop the stream (ListError) before that batch is read. Whoever may replace
+    the list (its owner, or the owner of its directory) could otherwise swap a larger one in between, past
+    the cap the survey was checked against."""
+    from tunectl.units import format_bytes
+
+    files = total = 0
+    for _, entries in batches(path, size):
+        files += len(entries)
+        total += sum(map(_BYTES, entries))
+        if files > found.files or total > found.bytes:
+            raise ListError(f"{path}: changed while it was replayed: read again, it holds more than the "
+                            f"{found.files} files, {format_bytes(found.bytes)} it held when it was checked; "
+                            "the rest of it was not read",
+                            hint="replace a list with a rename of a complete file, never while it is replayed")
+        yield entries
 
 
 def read_list(path: str) -> PreloadList:

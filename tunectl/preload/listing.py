@@ -4,7 +4,7 @@ Format version 1. The first line is a header object; every further line is one
 file, a JSON array in the order the header's "fields" names:
 
     {"format": "tunectl-preload", "version": 1, "created": "2026-11-23T09:00:00Z", "files": 2,
-     "fields": ["path", "device", "inode", "size", "mtime_ns", "ranges", "physical"]}
+     "bytes": 6831737, "fields": ["path", "device", "inode", "size", "mtime_ns", "ranges", "physical"]}
     ["/usr/bin/python3.11", "254:0", 1234, 6831736, 1700000000000000000, [[0, 6831736]], 811597824]
 
 `device` is the file system's MAJ:MIN, `ranges` are [offset, length] byte
@@ -16,6 +16,10 @@ skips a file whose device, inode, size or mtime_ns differ from the list.
 On squashfs `physical` is the image byte offset of the first range's data,
 from the image's inode table; the header's optional "placed" (MAJ:MIN ->
 "squashfs") says which devices' offsets came from there.
+The header's "files" and "bytes" (optional: lists made before they were written
+lack "bytes") are the entries' count and the sum of their ranges' lengths: a
+replay refuses a list over its memory cap from them before reading any file,
+and then reads the entries as they are checked (`total_of`).
 The header's optional "mounts" (MAJ:MIN -> where that file system was mounted
 when the list was made) lets a reader follow a file system whose device number
 changed at the next boot (disks probed in another order): `renumber`.
@@ -42,7 +46,7 @@ FORMAT = "tunectl-preload"
 VERSION = 1
 FIELDS = ("path", "device", "inode", "size", "mtime_ns", "ranges", "physical")
 _DEVICE = re.compile(r"\A[0-9]{1,10}:[0-9]{1,10}\Z")  # ASCII digits: "²".isdigit() is true, int("²") fails
-MAX_DEVICE_PART = 0xFFFFFFFF  # dev_t holds a 32-bit major and minor
+MAX_DEVICE_PART = 0x7FFFFFFF  # os.makedev takes a C int each (dev_t holds 32 bits; Linux uses 12 and 20)
 
 
 class ListError(UsageError):
@@ -50,6 +54,13 @@ class ListError(UsageError):
 
     exit_code = ExitCode.USAGE
     code = "preload-list"
+    line: int | None = None  # the entry's line when one entry is at fault (a streamed replay reads those before it)
+
+    @classmethod
+    def at(cls, line: int, message: str) -> ListError:
+        error = cls(message)
+        error.line = line
+        return error
 
 
 class Entry(namedtuple("Entry", FIELDS)):
@@ -91,7 +102,8 @@ def render(entries: Iterable[Entry], created: str, metadata: Mapping[str, Iterab
     `placed`: MAJ:MIN -> where `physical` came from when not FIEMAP ("squashfs": the image's inode table).
     All are header keys a version-1 reader ignores."""
     entries = list(entries)
-    header = {"format": FORMAT, "version": VERSION, "created": created, "files": len(entries), "fields": list(FIELDS)}
+    header = {"format": FORMAT, "version": VERSION, "created": created, "files": len(entries),
+              "bytes": sum(e.bytes for e in entries), "fields": list(FIELDS)}
     if time_order:
         header["order"] = "time"
     if metadata:
@@ -157,7 +169,7 @@ def _entries(rows: list, numbers: Sequence[int], source: str) -> list[Entry]:
             continue
         problem = _problem(row)
         if problem:
-            raise ListError(f"{source}:{n}: {problem}")
+            raise ListError.at(n, f"{source}:{n}: {problem}")
         devices.add(row[1])
         entries.append(Entry(path, device, inode, size, mtime_ns, tuple((r[0], r[1]) for r in ranges), physical))
     return entries
@@ -181,9 +193,23 @@ def parse_header(line: str, source: str) -> dict:
     # The optional keys are checked here, for every reader: `show` and `replay` refuse the same lists (a
     # replay, which has no use for "placed", once took a list `show` refused), whatever the options.
     metadata_of(header, source)
+    total_of(header, source)
     mounts_of(header, source)
     placed_of(header, source)
     return header
+
+
+def total_of(header: dict, source: str) -> tuple[int, int] | None:
+    """(files, bytes) the header says the list holds, or None when it does not say (a list made before
+    "bytes" was written, or one whose "files" is not a count); ListError at `source:1` for a "bytes" that is
+    not a byte count. A replay that trusts these to refuse before reading still counts the entries as it reads."""
+    if "bytes" not in header:
+        return None
+    total = header["bytes"]
+    if not _int(total):
+        raise ListError(f"{source}:1: bytes: expected a non-negative integer, got {total!r:.40}")
+    files = header.get("files")
+    return (files, total) if _int(files) else None
 
 
 def _check_device(device: str, source: str, key: str) -> None:
@@ -255,10 +281,12 @@ def parse_lines(lines: list[str], numbers: Sequence[int], source: str) -> list[E
         for n, line in zip(numbers, lines):
             try:
                 rows.append(json.loads(line))
-            except ValueError as e:
-                raise ListError(f"{source}:{n}: not JSON: {e.msg} (column {e.colno})") from None
+            except json.JSONDecodeError as e:
+                raise ListError.at(n, f"{source}:{n}: not JSON: {e.msg} (column {e.colno})") from None
+            except ValueError:  # a number of more than 4300 digits (Python's limit): no field holds one
+                raise ListError.at(n, f"{source}:{n}: not an entry: a number far too long") from None
             except RecursionError:
-                raise ListError(f"{source}:{n}: not an entry: nested too deeply") from None
+                raise ListError.at(n, f"{source}:{n}: not an entry: nested too deeply") from None
     return _entries(rows, numbers, source)
 
 

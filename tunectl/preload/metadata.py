@@ -34,6 +34,7 @@ class MetadataPass:
         self.bytes = 0
         self.requests = 0
         self.devices: list[str] = []
+        self.waited: set[str] = set()  # devices whose ranges were read in full before the replay went on
         self.notes: list[str] = []
 
     def to_json(self) -> dict:
@@ -118,9 +119,14 @@ def collect(devices: Iterable[str], sysfs: Sysfs, dev_root: str | None, proc_roo
 
 
 def replay(metadata: Mapping[str, Iterable[tuple[int, int]]], windows: Mapping[str, int], sysfs: Sysfs,
-           dev_root: str | None) -> MetadataPass:
-    """WILLNEED the recorded device ranges, sorted and coalesced, in read-ahead-window calls."""
+           dev_root: str | None, wait: Iterable[str] = ()) -> MetadataPass:
+    """WILLNEED the recorded device ranges, sorted and coalesced, in read-ahead-window calls. On the devices in
+    `wait` (disks that seek) then wait until they are read: one byte of each call's last page, in disk order,
+    read back (a page already on its way is waited for, not read again). The inodes and directories are then in
+    the cache, and a data pass that opens files in disk order sends only data reads: none of its own interleave
+    with the metadata sweep, and no stat of every file is needed first to wait for them."""
     done = MetadataPass()
+    wait = set(wait)
     for devnum, ranges in sorted(metadata.items()):
         if dev_root is None:
             done.notes.append(f"metadata of {devnum} skipped: no device nodes in this root")
@@ -133,11 +139,16 @@ def replay(metadata: Mapping[str, Iterable[tuple[int, int]]], windows: Mapping[s
         try:
             size = os.lseek(fd, 0, os.SEEK_END)
             window = windows.get(devnum) or order.window_bytes(None, None)
-            for offset, length in order.chunks(order.coalesce(ranges, GAP), size, window):
+            calls = list(order.chunks(order.coalesce(ranges, GAP), size, window))
+            for offset, length in calls:
                 os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
                 done.bytes += length
                 done.requests += 1
             done.devices.append(devnum)
+            if devnum in wait:
+                for offset, length in calls:
+                    os.pread(fd, 1, (offset + length - 1) // order.PAGE * order.PAGE)
+                done.waited.add(devnum)
         except OSError as e:
             done.notes.append(f"metadata of {devnum} stopped: {os.strerror(e.errno or errno.EIO)}")
         finally:

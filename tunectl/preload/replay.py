@@ -17,7 +17,7 @@ from stat import S_ISREG
 
 from tunectl.errors import ExitCode
 from tunectl.preload import order
-from tunectl.preload.listing import Entry, PreloadList
+from tunectl.preload.listing import Entry, ListError, PreloadList
 from tunectl.preload.pressure import PressureGuard
 from tunectl.preload.skip import CHANGED, UNREADABLE, Skip, failed, why_changed, why_differs
 from tunectl.report import Report
@@ -35,6 +35,10 @@ SAMPLE = 1024  # the inode pass's first files, timed: do the inode reads wait fo
 # on a direct-I/O loop over this project's virtio disk, 27,000-83,000/s; warm, 150,000/s. A disk that
 # seeks answers about a hundred inode-table or directory reads a second (~16 inodes each): ~2,000/s.
 FAST_STATS = 10_000
+METADATA_READ = "inodes and directories read by the metadata pass, waited for; each file checked at open"
+MAX_THREADS = 256  # --threads beyond this: Python threads only pass the GIL around, io_uring gains nothing past 32
+FIRST_CHUNK = 512  # a streamed list's first entries: checked (their inodes timed where the disk may seek) first
+STREAM_CHUNK = 4096  # then entries checked at a time, each chunk's files read as soon as it is checked
 
 
 class ReplayReport(Report):
@@ -61,6 +65,8 @@ class ReplayReport(Report):
         self.pressure_share = 0.0  # the largest memory stall share seen between two checks
         self.floor: Floor | None = None  # measured under -v: the bytes over the disk's sequential rate
         self.moved: dict[str, str] = {}  # under -v: the list's devices renumbered at this boot, was -> now
+        self.list_read = "whole"  # streamed: each chunk read as soon as it was checked; whole: all checked first
+        self.list_why = ""  # why the list was read that way (-v)
 
     @property
     def throughput(self) -> float:
@@ -90,7 +96,59 @@ class ReplayReport(Report):
                 "skipped_by_status": dict(sorted(self.skip_counts.items())),
                 "methods": dict(sorted(self.methods.items())), "requests": self.requests,
                 "metadata": self.metadata.to_json() if self.metadata else None, "stopped": self.stopped or None,
-                "floor": self.floor.to_json() if self.floor else None}
+                "floor": self.floor.to_json() if self.floor else None, "list_read": self.list_read}
+
+    def add_issued(self, files: int, issued: int, skipped: list[Skip], guard: PressureGuard | None,
+                   stopped: bool) -> bool:
+        """A data pass's files, bytes and skips counted; `stopped` (memory pressure) said; returns `stopped`."""
+        self.files, self.bytes = self.files + files, self.bytes + issued
+        self.add_skips(skipped)
+        if guard is not None:
+            self.pressure_share = max(self.pressure_share, guard.share)
+        if stopped and guard is not None:
+            self.stopped = (f"memory pressure: tasks stalled on memory {100 * guard.share:.0f}% of the time "
+                            f"(limit {100 * guard.limit:.0f}%); the rest of the list was not read")
+        return stopped
+
+    def already_read(self) -> str:
+        """What a replay that stops part way had read, for its error: the files whose reads it had issued."""
+        meta = self.metadata.bytes if self.metadata else 0
+        if not self.files and not meta:
+            return "; no file of the list was read"
+        from tunectl.units import counted, format_bytes
+
+        what = f"{counted(self.files, 'file')} ({format_bytes(self.bytes)})" if self.files else ""
+        if meta:
+            what += (" and " if what else "") + f"{format_bytes(meta)} of file system metadata"
+        return (f"; before it, {what} had been read into the page cache (which changes nothing on disk), "
+                "the rest of the list was not read")
+
+
+class ListSource:
+    """A list replayed as it is read: its checked chunks in file order (the first small), the bytes its entries
+    may add up to (the memory cap, the metadata pass deducted), and the way back to the whole-list survey
+    (`surveyed`: every entry checked and the total known before the first read) for a disk that needs it.
+    `over_cap(files, bytes, already)`: the error when the entries checked so far add up to more than `limit`."""
+
+    def __init__(self, chunks: Iterator[Sequence[Entry]], limit: int,
+                 surveyed: Callable[[], Iterable[Sequence[Entry]]], over_cap: Callable[[int, int, str], Exception]
+                 ) -> None:
+        self.chunks, self.limit, self.surveyed, self.over_cap = chunks, limit, surveyed, over_cap
+        self.files = self.bytes = 0  # what the chunks checked so far hold
+
+    def take(self, entries: Sequence[Entry]) -> bool:
+        """Count a checked chunk before any of it is read; False when the count passes the cap."""
+        self.files += len(entries)
+        self.bytes += sum(map(_BYTES, entries))
+        return self.bytes <= self.limit
+
+    def close(self) -> None:
+        close = getattr(self.chunks, "close", None)
+        if close is not None:
+            close()
+
+
+_BYTES = Entry.bytes.fget
 
 
 class Stack:
@@ -208,7 +266,7 @@ class _Checker:
             from tunectl.system.iouring import StatxRing  # ctypes: paid only when there is something to stat
 
             try:
-                ring = StatxRing.open(workers=parallel or 32)
+                ring = StatxRing.open(workers=min(parallel or 32, MAX_THREADS))
             except OSError:  # no io_uring here (old kernel, io_uring_disabled, seccomp): threads do it
                 ring = None
         try:
@@ -231,20 +289,28 @@ class _Checker:
         """Judge `indices` through `ring`, or from threads when there is none or it fails part way (then the
         threads finish what it left). Returns the ring if it is still usable."""
         if ring is not None:
-            self.how, self.parallel = "io_uring", parallel or 32
+            self.how, self.parallel = "io_uring", min(parallel or 32, MAX_THREADS)
             try:
                 self._from_ring(ring, indices)
                 return ring
             except OSError:  # the ring failed part way (it should not): threads finish the pass
                 ring.close()
-        self.how, self.parallel = "threads", parallel or 8
         import threading  # only where io_uring is refused: not at start-up
 
-        todo = iter([i for i in indices if not self.decided[i]])
-        workers = [threading.Thread(target=self._from_thread, args=(todo,), name=f"preload-inodes-{i}",
-                                    daemon=True) for i in range(self.parallel - 1)]
-        for w in workers:
-            w.start()
+        left = [i for i in indices if not self.decided[i]]
+        if not left and self.how == "threads":  # nothing after the sample: the threads that judged it are said
+            return None
+        self.how, self.parallel = "threads", min(parallel or 8, MAX_THREADS)
+        todo = iter(left)
+        workers = []  # no more than files to judge (--threads 100000000 built that many: out of memory, exit 70)
+        for i in range(min(self.parallel, len(left)) - 1):
+            w = threading.Thread(target=self._from_thread, args=(todo,), name=f"preload-inodes-{i}", daemon=True)
+            try:
+                w.start()
+            except RuntimeError:  # "can't start new thread": a task limit (ulimit -u, a unit's TasksMax)
+                self.parallel = len(workers) + 1
+                break
+            workers.append(w)
         self._from_thread(todo)
         for w in workers:
             w.join()
@@ -410,11 +476,16 @@ class _Disks:
 
 
 def _check_inodes(checker: _Checker, how: str, entries: Sequence[Entry], threads: int | None,
-                  use_io_uring: bool) -> str:
-    """The inode pass of one batch (or none: each file checked as it is opened); how the inodes were read."""
+                  use_io_uring: bool, metadata_read: bool = False) -> str:
+    """The inode pass of one batch (or none: each file checked as it is opened); how the inodes were read.
+    `metadata_read`: the metadata pass has read the batch's inodes and directories (metadata.replay's wait),
+    so there is nothing left for an inode pass to bring in."""
     if not order.inode_pass(how):
         checker.trust_all()
         return "inodes read at open"
+    if metadata_read:
+        checker.trust_all()
+        return METADATA_READ
     checker.run(max(1, threads) if threads is not None else None, use_io_uring)
     if checker.deferred:
         from tunectl.units import counted
@@ -437,7 +508,8 @@ def _settled(sysfs: Sysfs, devices: list[str], timeout: float) -> bool:
 def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_path: str, progress=None,
            threads: int | None = None, settle_timeout: float = 10.0, use_io_uring: bool = True,
            metadata: Mapping[str, Sequence[tuple[int, int]]] | None = None, dev_root: str | None = None,
-           time_order: bool = False, pressure: Callable[[], str | None] | None = _memory_pressure) -> ReplayReport:
+           time_order: bool = False, pressure: Callable[[], str | None] | None = _memory_pressure,
+           source: ListSource | None = None) -> ReplayReport:
     """The metadata pass first (the device ranges `metadata` names, from `dev_root`'s nodes), then two
     passes over each batch of the list (a PreloadList is one batch): inodes, `threads` at a time
     (io_uring workers, or Python threads where io_uring is refused), checking each file is the listed one;
@@ -449,18 +521,29 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
     report = ReplayReport(list_path)
     disks = _Disks(sysfs)
     orders: set[str] = set()
-    if metadata:
-        for d in metadata:
-            disks.stack(d)
-        from tunectl.preload import metadata as metadata_pass
 
-        report.metadata = metadata_pass.replay(metadata, {d: s.window for d, s in disks.stacks.items()}, sysfs,
-                                               dev_root)
+    def metadata_first() -> None:
+        if metadata and report.metadata is None:
+            for d in metadata:
+                disks.stack(d)
+            from tunectl.preload import metadata as metadata_pass
+
+            # on a disk that seeks the pass is waited for: the data pass then needs no inode pass (_check_inodes)
+            report.metadata = metadata_pass.replay(
+                metadata, {d: s.window for d, s in disks.stacks.items()}, sysfs, dev_root,
+                wait=[d for d, s in disks.stacks.items() if order.inode_pass(order.method(s.rotational, False))])
+
     guard = PressureGuard(pressure, started) if pressure is not None else None
-    for entries in ([plist.entries] if isinstance(plist, PreloadList) else plist):
-        if entries and _replay_batch(report, disks, entries, orders, progress, guard, threads, use_io_uring,
-                                     time_order):
-            break
+    parts: Iterable[Sequence[Entry]] | None = [plist.entries] if isinstance(plist, PreloadList) else plist
+    if source is not None:
+        parts = _streamed(report, disks, source, orders, progress, guard, threads, use_io_uring, time_order,
+                          metadata_first)
+    if parts is not None:
+        metadata_first()
+        for entries in parts:
+            if entries and _replay_batch(report, disks, entries, orders, progress, guard, threads, use_io_uring,
+                                         time_order):
+                break
     report.order = orders.pop() if len(orders) == 1 else "mixed" if orders else "physical"
     report.skipped.sort(key=lambda s: s.path)
     report.issue_seconds = time.monotonic() - started
@@ -480,25 +563,167 @@ def _replay_batch(report: ReplayReport, disks: _Disks, entries: Sequence[Entry],
     stopped it (the rest of the list is not read)."""
     devices = {e.device for e in entries}
     disks.add(devices)
-    # one method for the batch: the slowest kind of disk it touches decides (a seek costs the most)
-    kinds = {disks.stacks[d].rotational for d in devices}
-    how = order.method(False if kinds == {False} else True if True in kinds else None, time_order)
+    how = _how(disks, devices, time_order)
     orders.add(how if how != "physical" else order.order_name(entries))
     from _thread import allocate_lock  # threading.Lock without importing threading (a boot replay's start-up)
 
     checker = _Checker(entries, disks.devnums, progress, allocate_lock())
-    inodes = _check_inodes(checker, how, entries, threads, use_io_uring)
+    read = report.metadata.waited if report.metadata else set()
+    inodes = _check_inodes(checker, how, entries, threads, use_io_uring, devices <= read)
     report.inode_pass_files += len(entries) - checker.deferred
     for d in devices:
         report.methods[d] = f"{disks.stacks[d].describe(how)}; {inodes}"
     report.inode_pass, report.threads = checker.how, checker.parallel
     files, issued, stopped = _issue(entries, order.indices_for(how, entries), checker.listed, disks.windows,
                                     disks.devnums, progress, checker.skipped, guard)
-    report.files, report.bytes = report.files + files, report.bytes + issued
-    report.add_skips(checker.skipped)
-    if guard is not None:
-        report.pressure_share = max(report.pressure_share, guard.share)
-    if stopped:
-        report.stopped = (f"memory pressure: tasks stalled on memory {100 * guard.share:.0f}% of the time "
-                          f"(limit {100 * guard.limit:.0f}%); the rest of the list was not read")
-    return stopped
+    return report.add_issued(files, issued, checker.skipped, guard, stopped)
+
+
+def _how(disks: _Disks, devices: set[str], time_order: bool) -> str:
+    """One method for a batch: the slowest kind of disk it touches decides (a seek costs the most)."""
+    kinds = {disks.stacks[d].rotational for d in devices}
+    return order.method(False if kinds == {False} else True if True in kinds else None, time_order)
+
+
+def _streamed(report: ReplayReport, disks: _Disks, source: ListSource, orders: set[str], progress,
+              guard: PressureGuard | None, threads: int | None, use_io_uring: bool, time_order: bool,
+              metadata_first: Callable[[], None]) -> Iterable[Sequence[Entry]] | None:
+    """The list replayed as it is read, chunk by chunk, each chunk's files read as soon as every entry of it
+    is checked and counted against the cap; or, when the disk needs the whole list first, the whole-list
+    survey's batches to replay as before (returned; nothing has been read then).
+
+    Streaming keeps the order a whole-list replay uses: on flash the list's own; on a disk that may seek,
+    only while the list is in physical order (as `collect` writes it) or, for a list in time order, bin by
+    bin (a bin is a run of the list); and only when the first chunk's inodes answer from a cache (the inode
+    pass would stop after its sample anyway). Where they wait for the disk, every inode is read ahead in
+    inode order before the data, so the whole list is surveyed first, as before."""
+    from _thread import allocate_lock
+
+    from tunectl.units import counted
+
+    first = next(source.chunks, [])  # a bad entry here: nothing is read, the error is as it always was
+    if not source.take(first):
+        source.close()
+        raise source.over_cap(source.files, source.bytes, "; no file of the list was read")
+    if len(first) < FIRST_CHUNK:  # the end of the list, or a bad entry after these (raised now, before any read)
+        more = next(source.chunks, None)
+        if more is None:  # the whole list, checked: one batch, as before
+            report.list_why = f"every entry checked before the first read: it has fewer than {FIRST_CHUNK} entries"
+            return [first]
+        from itertools import chain
+
+        source.chunks = chain([more], source.chunks)
+    devices = {e.device for e in first}
+    disks.add(devices)
+    how = _how(disks, devices, time_order)
+    sample = None
+    last_key = None
+    why = ""
+    if how == "physical":
+        in_order, last_key = order.in_physical_order(first)
+        if not in_order:
+            why = "its entries are not in disk order: sorted as a whole first"
+    metadata_read = ""
+    if how != "list" and not why:
+        # the metadata pass first: on a disk that seeks it is waited for, and then the inodes are in the cache
+        # with no sample to time (a sample sent before it would read inode tables in inode order, cold)
+        metadata_first()
+        if devices <= (report.metadata.waited if report.metadata else set()):
+            metadata_read = METADATA_READ
+    if how != "list" and not why and not metadata_read:
+        sample = _Checker(first, disks.devnums, None, allocate_lock())
+        sample.run(max(1, threads) if threads is not None else None, use_io_uring)
+        if sample.sample_rate < FAST_STATS:
+            why = (f"its first {counted(len(first), 'inode')} came at {sample.sample_rate:,.0f} stats/s, below "
+                   f"{FAST_STATS:,}/s: the disk seeks, so every inode is read ahead, in inode order, first")
+    if why:
+        source.close()
+        report.list_why = f"every entry checked before the first read: {why}"
+        return source.surveyed()
+    report.list_read = "streamed"
+    report.list_why = (f"read as it was checked: the first {counted(len(first), 'entry', 'entries')}, then "
+                       f"{STREAM_CHUNK} at a time, each chunk's files read as soon as all of it passed the checks")
+    metadata_first()
+    fast_inodes = metadata_read if sample is None else (
+        f"inode pass stopped after {counted(len(first), 'file')}: {sample.sample_rate:,.0f} stats/s, the inode "
+        "tables answer from a cache; the rest read at open")
+    pending: list[Entry] = []  # the time bin being filled
+    pending_listed = bytearray()
+    filled = 0
+    unsorted = False
+    lock = allocate_lock()
+
+    def issue(entries: Sequence[Entry], indices: Sequence[int], listed: bytearray) -> bool:
+        skipped: list[Skip] = []
+        files, issued, stopped = _issue_with(opener.open, entries, indices, listed, disks.windows, disks.devnums,
+                                             progress, skipped, guard)
+        return report.add_issued(files, issued, skipped, guard, stopped)
+
+    chunk: Sequence[Entry] | None = first
+    checker = sample
+    with ListedOpener() as opener:
+        while chunk is not None:
+            if chunk:
+                devices = {e.device for e in chunk}
+                disks.add(devices)
+                how = _how(disks, devices, time_order)
+                orders.add(how if how != "physical" else order.order_name(chunk))
+                if checker is not None:  # the first chunk: judged by the sample
+                    inodes = fast_inodes
+                    if progress is not None:
+                        progress.advance(len(chunk))
+                else:
+                    checker = _Checker(chunk, disks.devnums, progress, lock)
+                    if how == "list" or fast_inodes:
+                        checker.trust_all()
+                        inodes = fast_inodes if how != "list" else "inodes read at open"
+                    else:  # a chunk on a disk that may seek, after a first one on flash: sampled on its own
+                        inodes = _check_inodes(checker, how, chunk, threads, use_io_uring)
+                        if checker.deferred:
+                            fast_inodes = inodes
+                if checker.how != "none" or not report.inode_pass:
+                    report.inode_pass, report.threads = checker.how, checker.parallel
+                report.inode_pass_files += len(chunk) - checker.deferred
+                report.add_skips(checker.skipped)
+                for d in devices:
+                    report.methods[d] = f"{disks.stacks[d].describe(how)}; {inodes}"
+                if how == "time-bins":  # a bin is a run of the list: read when it is full, in physical order
+                    listed = checker.listed
+                    for i, e in enumerate(chunk):
+                        pending.append(e)
+                        pending_listed.append(listed[i])
+                        filled += e.bytes
+                        if filled >= order.BIN_BYTES:
+                            if issue(pending, order.physical_indices(pending), pending_listed):
+                                return None
+                            pending, pending_listed, filled = [], bytearray(), 0
+                else:
+                    if pending:
+                        if issue(pending, order.physical_indices(pending), pending_listed):
+                            return None
+                        pending, pending_listed, filled = [], bytearray(), 0
+                    indices: Sequence[int] = range(len(chunk))
+                    if how == "physical" and chunk is not first:  # the first was looked at before streaming
+                        in_order, last_key = order.in_physical_order(chunk, last_key)
+                        if not in_order:  # a list edited by hand: each chunk from here sorted on its own
+                            indices, unsorted = order.physical_indices(chunk), True
+                            last_key = None
+                    if issue(chunk, indices, checker.listed):
+                        return None
+            checker = None
+            try:
+                chunk = next(source.chunks, None)
+            except ListError as e:
+                if pending:  # the bin being filled: checked and counted, read like every entry before the bad one
+                    issue(pending, order.physical_indices(pending), pending_listed)
+                raise ListError(e.message + report.already_read(), hint=e.hint) from None
+            if chunk is not None and not source.take(chunk):
+                source.close()
+                if pending:  # counted within the cap before this chunk: read, as the chunks before it were
+                    issue(pending, order.physical_indices(pending), pending_listed)
+                raise source.over_cap(source.files, source.bytes, report.already_read())
+        if pending:
+            issue(pending, order.physical_indices(pending), pending_listed)
+    if unsorted:
+        report.list_why += "; part of the list was not in disk order: those chunks were each sorted on their own"
+    return None

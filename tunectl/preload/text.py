@@ -50,6 +50,8 @@ def replayed(report, paint: bool = False) -> list[str]:
     lines = [*moved_devices(report.moved), *skips(report.skipped, report.verbose, paint)]
     if report.verbose:
         lines += [f"method on {device}: {how}" for device, how in sorted(report.methods.items())]
+        if report.list_why:
+            lines.append(f"list {'streamed' if report.list_read == 'streamed' else 'read whole'}: {report.list_why}")
         meta = report.metadata
         if meta is not None:
             lines.append(f"metadata pass: {format_bytes(meta.bytes)} in {counted(meta.requests, 'call')} on "

@@ -70,12 +70,15 @@ def check_readable(path: str) -> None:
         os.close(fd)
 
 
-def read_sequential(path: str, limit: int, block: int) -> tuple[int, float]:
-    """Read `path` from the start with buffered read(2)s of `block` bytes, up to `limit` bytes: (bytes, seconds)."""
+def read_sequential(path: str, limit: int, block: int, fd: int | None = None) -> tuple[int, float]:
+    """Read `path` from the start with buffered read(2)s of `block` bytes, up to `limit` bytes: (bytes, seconds).
+    `fd`: a descriptor already open on it (the caller's to close), read from its start instead."""
     buf = bytearray(block)
     view = memoryview(buf)
+    own = fd is None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC) if fd is None else fd
+        os.lseek(fd, 0, os.SEEK_SET)
     except OSError as e:
         raise _os_error(e, path, "open") from None
     total = 0
@@ -90,24 +93,31 @@ def read_sequential(path: str, limit: int, block: int) -> tuple[int, float]:
     except OSError as e:
         raise _os_error(e, path, "read") from None
     finally:
-        os.close(fd)
+        if own:
+            os.close(fd)
     return total, seconds
 
 
 def drop_cached(files: list[str], block_devices: list[str]) -> None:
     """Evict the clean cached pages of these files and block devices, nothing else."""
-    import fcntl
-
     for path in [*files, *block_devices]:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as e:
             raise _os_error(e, path, "open") from None
         try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            if path in block_devices:
-                fcntl.ioctl(fd, BLKFLSBUF)
-        except OSError as e:
-            raise _os_error(e, path, "drop the cached pages of") from None
+            drop_cached_of(fd, path, path in block_devices)
         finally:
             os.close(fd)
+
+
+def drop_cached_of(fd: int, path: str, block_device: bool = False) -> None:
+    """Evict the clean cached pages of the file (or block device) open at `fd`; `path` names it in an error."""
+    import fcntl
+
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        if block_device:
+            fcntl.ioctl(fd, BLKFLSBUF)
+    except OSError as e:
+        raise _os_error(e, path, "drop the cached pages of") from None

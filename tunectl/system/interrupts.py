@@ -7,11 +7,14 @@ devices, verity devices and mounts) turns SIGTERM (a service stop, `timeout`) in
 SIGTERM and SIGHUP held back (a second Ctrl-C would stop it half way): one that comes then
 is recorded and acted on once the undoing is done, so the command still stops. It exits
 143 (129 for SIGHUP, 130 for Ctrl-C) as a shell reports a process the signal ended.
+A program the undoing starts (umount, losetup) runs in a process group of its own, out of
+reach of the terminal's Ctrl-C, with the signal mask and dispositions any program gets.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -19,6 +22,7 @@ from collections.abc import Callable, Iterator
 # SIGHUP too: the terminal went away (an ssh session dropped) and Python's default would end the process as abruptly.
 _ENDING = (signal.SIGTERM, signal.SIGHUP)
 _STOPS = (signal.SIGINT, *_ENDING)
+_MASKS: list[set[int]] = []  # the main thread's signal mask before each undoing still running, the outermost first
 
 
 class Terminated(KeyboardInterrupt):
@@ -95,9 +99,10 @@ def interrupts_deferred() -> Iterator[None]:
 
     Inside, their handler only records them; after it (the old handlers given back) each one recorded is raised
     again, so it acts as if it came then: Terminated, KeyboardInterrupt, or the default's end of the process.
-    They are also blocked in the main thread's signal mask, so the programs the block starts (umount, losetup)
-    inherit them blocked: a Ctrl-C at the terminal reaches its whole process group, and must not cut those
-    short either. Blocked here, one sent to the process goes to another thread if there is one; its handler
+    They are also blocked in the main thread's signal mask. A program the block starts (umount, losetup) would
+    inherit that mask: it is started by `child_start` instead, with the mask from before the block and in a
+    process group of its own (a Ctrl-C at the terminal reaches tunectl's whole group, and must not cut those
+    short). Blocked here, one sent to the process goes to another thread if there is one; its handler
     still runs in the main thread, at Python's next check, and as the recorder whatever call that check falls
     in (the recorder is in place before the mask is set and until after it is taken back). A signal ignored
     from the start stays ignored (`nohup`). In the main thread only; elsewhere nothing changes."""
@@ -117,16 +122,38 @@ def interrupts_deferred() -> Iterator[None]:
         for e in _swap_all({sig: record for sig in held}):  # one that came just before: deferred as well
             record(getattr(e, "signum", signal.SIGINT), None)
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # reads it
+        _MASKS.append(mask)
         try:
             signal.pthread_sigmask(signal.SIG_BLOCK, held)
             yield
         finally:
+            _MASKS.pop()
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one held meanwhile is delivered (recorded) here
     finally:
         for e in _swap_all(old):
             record(getattr(e, "signum", signal.SIGINT), None)
         for sig in came:  # to the usual handler now: raised (or the process ended) as if it came now
             signal.raise_signal(sig)
+
+
+def child_start() -> Callable[[], None] | None:
+    """What a program started now runs before it is executed (subprocess's `preexec_fn`), or None: nothing to do.
+
+    Inside `interrupts_deferred` (in the main thread, where the stops are blocked) a program would start with
+    Ctrl-C, SIGTERM and SIGHUP blocked, and keep them blocked: a SIGTERM sent to it (a service stop, `timeout`)
+    would do nothing. It takes back the mask from before the undoing (its dispositions are the defaults, or
+    ignored as tunectl's were from the start: `nohup`), and a process group of its own, so that a Ctrl-C at the
+    terminal, sent to tunectl's whole group, still does not cut it short half way.
+    """
+    if not _MASKS or not _in_main_thread():
+        return None
+    mask = _MASKS[0]
+
+    def start() -> None:
+        os.setpgid(0, 0)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+    return start
 
 
 @contextlib.contextmanager

@@ -31,13 +31,18 @@ def run(argv: Sequence[str], timeout: float = 60, check: bool = True, input_text
     import shutil
     import subprocess
 
+    from tunectl.system.interrupts import child_start
+
     exe = shutil.which(argv[0], path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
     if exe is None:
         raise CommandError(f"{argv[0]} not found", hint=f"install the package that provides {argv[0]}")
     env = dict(os.environ, LC_ALL="C", LANG="C")
+    start = child_start()  # in an undoing: its own mask and process group, not the undoing's blocked stops
+    # (out of the terminal's group, it reads no terminal: stdin is /dev/null unless it is given input)
+    stdin = {"stdin": subprocess.DEVNULL} if start is not None and input_text is None else {}
     try:
         proc = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, errors="replace", timeout=timeout,
-                              env=env, input=input_text, check=False)
+                              env=env, input=input_text, check=False, preexec_fn=start, **stdin)
     except subprocess.TimeoutExpired:
         raise CommandError(f"{' '.join(argv)} did not finish within {timeout:.0f} s") from None
     except OSError as e:

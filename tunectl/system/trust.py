@@ -214,22 +214,16 @@ def _make_below(parent: Path, names: list[str], mode: int) -> None:
 
 
 def _open_dir(resolved: Path) -> int:
-    """A descriptor on the directory `check_dir` resolved, opened one component at a time without following
-    a link: a component swapped for a link since the check makes this fail instead of going elsewhere."""
+    """A descriptor on the directory `check_dir` resolved, opened through no link (`_walk_no_link`): a component
+    swapped for a link since the check makes this fail instead of going elsewhere."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open("/", flags)
     try:
-        for part in resolved.parts[1:]:
-            nxt = os.open(part, flags, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
+        return _walk_no_link(str(resolved), flags, flags)
     except OSError as e:
-        os.close(fd)
         if e.errno in (errno.ELOOP, errno.ENOTDIR):
             raise Untrusted(resolved, "changed while tunectl looked at it (a part became a link)",
                             "run again; if it recurs, find who changes it") from None
         raise
-    return fd
 
 
 def open_dir(path: str | os.PathLike, shared: bool = False) -> tuple[Path, int]:
@@ -244,7 +238,7 @@ def open_dir(path: str | os.PathLike, shared: bool = False) -> tuple[Path, int]:
     return resolved, fd
 
 
-_RESOLVE_NO_MAGICLINKS, _RESOLVE_NO_SYMLINKS, _RESOLVE_BENEATH = 0x02, 0x04, 0x08
+_RESOLVE_NO_MAGICLINKS, _RESOLVE_NO_SYMLINKS, _RESOLVE_BENEATH, _RESOLVE_IN_ROOT = 0x02, 0x04, 0x08, 0x10
 _AT_FDCWD = -100
 _SYS_OPENAT2 = 437  # the same number on every architecture (new system calls share one table since 5.1)
 _openat2_missing = False
@@ -267,6 +261,24 @@ def _openat2(dir_fd: int, rel: str, flags: int, resolve: int) -> int:
     return fd
 
 
+def _below(root: str | os.PathLike, rel: str, flags: int, resolve: int,
+           by_hand: Callable[[str | os.PathLike, str, int], int]) -> int:
+    """`rel` opened below `root` by openat2 with `resolve`; before Linux 5.6, by `by_hand(root, rel, flags)`."""
+    global _openat2_missing
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        if not _openat2_missing:
+            try:
+                return _openat2(root_fd, rel, flags, resolve | _RESOLVE_NO_MAGICLINKS)
+            except OSError as e:
+                if e.errno != errno.ENOSYS:
+                    raise
+                _openat2_missing = True
+        return by_hand(root, rel, flags)
+    finally:
+        os.close(root_fd)
+
+
 def open_beneath(root: str | os.PathLike, rel: str, flags: int) -> int:
     """`rel` opened below the directory `root`, never anywhere else, its last component never a link.
 
@@ -275,24 +287,74 @@ def open_beneath(root: str | os.PathLike, rel: str, flags: int) -> int:
     one or a `..` above the root fails with EXDEV. Without openat2 (before 5.6) the path
     is resolved in user space and refused when it leaves the root.
     """
-    global _openat2_missing
-    flags |= os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
-    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    return _below(root, rel, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY, _RESOLVE_BENEATH, _beneath_by_hand)
+
+
+def _beneath_by_hand(root: str | os.PathLike, rel: str, flags: int) -> int:
+    base = os.path.realpath(root)
+    parent = os.path.realpath(os.path.join(base, os.path.dirname(rel)))
+    if os.path.commonpath([base, parent]) != base:
+        raise OSError(errno.EXDEV, "leaves the root through a link", rel)
+    return os.open(os.path.join(parent, os.path.basename(rel)), flags)
+
+
+def open_in_root(root: str | os.PathLike, rel: str, flags: int) -> int:
+    """`rel` opened as a program whose "/" is `root` opens it: every link on the way, the last one too, resolved
+    inside the tree, an absolute one from `root` and a `..` stopping there (openat2 with RESOLVE_IN_ROOT), so a
+    tree's ``x.rules -> /usr/lib/udev/rules.d/x.rules`` is read from the tree, never from this machine.
+
+    For a tree the caller trusts (a configuration root check_trusted passed). Without openat2 (before 5.6)
+    the path is resolved in user space, relative links and `..` as the kernel would; an absolute link
+    then fails with EXDEV and says why: the host's file is never read in its place.
+    """
+    flags |= os.O_CLOEXEC | os.O_NOCTTY
+    if os.path.samestat(os.stat(root), os.stat("/")):  # this machine's own tree: no ctypes to load for a status
+        return os.open(os.path.join("/", rel), flags)
+    return _below(root, rel, flags, _RESOLVE_IN_ROOT, _in_root_by_hand)
+
+
+def _in_root_by_hand(root: str | os.PathLike, rel: str, flags: int) -> int:
+    stack: list[str] = []
+    parts = _parts(rel)
+    links = 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            if stack:
+                stack.pop()
+            continue
+        here = os.path.join(root, *stack, part)
+        try:
+            st = os.lstat(here)
+        except OSError:
+            stack.append(part)  # missing, or not a directory on the way: the open below says which
+            continue
+        if not stat.S_ISLNK(st.st_mode):
+            stack.append(part)
+            continue
+        target = os.readlink(here)
+        links += 1
+        if target.startswith("/"):
+            raise OSError(errno.EXDEV, f"a symbolic link to {target} (an absolute one): this kernel has no openat2 "
+                          f"(Linux 5.6) to resolve it inside {root}, and tunectl does not read this machine's file "
+                          "in its place", rel)
+        if links > _MAX_LINKS:
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), rel)
+        parts = _parts(target) + parts
+    return os.open(os.path.join(root, *stack), flags | os.O_NOFOLLOW)
+
+
+def read_in_root(root: str | os.PathLike, rel: str, limit: int) -> bytes:
+    """At most `limit` + 1 bytes of the regular file `rel` of the tree `root`, opened by `open_in_root` without
+    blocking: anything else (a named pipe, a directory) is refused (Untrusted naming `rel`), never waited on."""
+    fd = open_in_root(root, rel, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        if not _openat2_missing:
-            try:
-                return _openat2(root_fd, rel, flags, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
-            except OSError as e:
-                if e.errno != errno.ENOSYS:
-                    raise
-                _openat2_missing = True
-        base = os.path.realpath(root)
-        parent = os.path.realpath(os.path.join(base, os.path.dirname(rel)))
-        if os.path.commonpath([base, parent]) != base:
-            raise OSError(errno.EXDEV, "leaves the root through a link", rel)
-        return os.open(os.path.join(parent, os.path.basename(rel)), flags)
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise Untrusted(rel, f"{kind(mode)}, not a regular file", f"name a regular file; move {rel} aside", True)
+        return _read_up_to(fd, limit)
     finally:
-        os.close(root_fd)
+        os.close(fd)
 
 
 def open_listed(path: str, flags: int = _READ, checked: bool = False, links: bool = True) -> int:
@@ -318,7 +380,7 @@ def open_listed(path: str, flags: int = _READ, checked: bool = False, links: boo
                 if not stat.S_ISREG(found.st_mode) and not stat.S_ISLNK(found.st_mode):
                     raise Untrusted(path, f"{kind(found.st_mode)}, not a regular file", f"move {path} aside", True)
             if not links:
-                return _open_through_no_link(path, flags)
+                return _walk_no_link(path, flags)
             return _openat2(_AT_FDCWD, path, flags, _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
         except OSError as e:
             if e.errno == errno.ENOSYS:
@@ -331,13 +393,17 @@ def open_listed(path: str, flags: int = _READ, checked: bool = False, links: boo
     return _walk_open(path, flags, links)
 
 
-def _open_through_no_link(path: str, flags: int) -> int:
+_PATH_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _walk_no_link(path: str, flags: int, dir_flags: int = _PATH_DIR) -> int:
     """The absolute `path` opened as openat2 with RESOLVE_NO_SYMLINKS opens it, without loading ctypes (~3 ms of
     CPU at every start that reads a profile): each directory is opened relative to the one before it with
-    O_NOFOLLOW, so a link anywhere on the way fails the open (ELOOP, as openat2 says) instead of being followed,
-    whatever is swapped in between two steps; the last component is opened with the caller's O_NOFOLLOW."""
+    `dir_flags` (O_NOFOLLOW), so a link anywhere on the way fails the open (ELOOP, as openat2 says) instead of
+    being followed, whatever is swapped in between two steps; the last component is opened with `flags` (the
+    caller's O_NOFOLLOW). The one walk of both a file (O_PATH on the way) and a directory (`_open_dir`: its own
+    flags all the way down, "/" itself when `flags` has O_DIRECTORY). An error names the whole `path`."""
     parts = [part for part in path.split("/") if part]
-    dir_flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open("/", dir_flags)
     try:
         for i, part in enumerate(parts):
@@ -351,6 +417,8 @@ def _open_through_no_link(path: str, flags: int) -> int:
                 raise
             os.close(fd)
             fd = nxt
+        if flags & os.O_DIRECTORY:
+            return os.open("/", flags)
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     except OSError as e:
         if e.filename == path:
@@ -507,16 +575,20 @@ def read_regular(path: str | os.PathLike, limit: int, trusted: bool = False, res
     """At most `limit` + 1 bytes of the regular file at `path` (see `open_regular`)."""
     fd, _ = open_regular(path, trusted, resolved=resolved)
     try:
-        chunks, left = [], limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+        return _read_up_to(fd, limit)
     finally:
         os.close(fd)
+
+
+def _read_up_to(fd: int, limit: int) -> bytes:
+    chunks, left = [], limit + 1
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None = None,

@@ -143,3 +143,95 @@ def test_directory_and_device_targets(stack):
     assert r.doc["cold"] is None
     r = run_cli("explain", f"/dev/{stack['loops'][0]}", "--json", env=stack["env"])
     assert r.code == 0 and r.doc["layers"][0]["loop"]["direct_io"] is True
+
+
+NOBODY = 65534
+
+
+@pytest.fixture
+def swap_arena(stack):
+    """In the ext4 of `stack`: a root-only directory holding a file, and a directory of nobody's beside it."""
+    import shutil
+
+    secret, home = stack["ext4"] / "t6-secret", stack["ext4"] / "t6-home"
+    secret.mkdir(mode=0o700)
+    home.mkdir()
+    os.chown(home, NOBODY, NOBODY)
+    (secret / "f").write_bytes(b"s" * (1 << 20))
+    (secret / "f").chmod(0o600)
+    (home / "real").mkdir()
+    (home / "real" / "f").write_bytes(b"n" * (1 << 20))  # the same size: only the walk can tell them apart
+    for p in (home / "real", home / "real" / "f"):
+        os.chown(p, NOBODY, NOBODY)
+    try:
+        yield secret, home
+    finally:
+        shutil.rmtree(secret)
+        shutil.rmtree(home)
+
+
+def _nobodys_link(at: Path, to: Path) -> None:
+    at.symlink_to(to)
+    os.lchown(at, NOBODY, NOBODY)
+
+
+@pytest.mark.parametrize("options", [[], ["--no-cold"]], ids=["cold", "no-cold"])
+def test_a_link_another_user_placed_on_the_way_is_refused_not_timed(stack, swap_arena, options):
+    """`explain FILE` as root: a directory of nobody's that is a link to a root-only directory made root time the
+    file there (its cold read, size and extents). Another user's link is now refused, not followed; root's own
+    link on the way (as /lib on merged-/usr) still is."""
+    secret, home = swap_arena
+    _nobodys_link(home / "d", secret)
+    r = run_cli("explain", str(home / "d" / "f"), *options, "--json", env=stack["env"])
+    assert r.code == 2 and r.doc["ok"] is False and "layers" not in r.doc, (r.code, r.out[:300])
+    assert f"{home / 'd'}: a symbolic link owned by nobody (uid {NOBODY})" in r.doc["error"]["message"], r.doc
+    own = stack["ext4"] / "t6-root-link"
+    own.symlink_to("src")
+    try:
+        r = run_cli("explain", str(own / "chrome"), *options, "--json", env=stack["env"])
+    finally:
+        own.unlink()
+    assert r.code == 0, r.err
+    assert r.doc["layers"][0]["file"]["extents"] >= 1
+    assert (r.doc["cold"] or {}).get("bytes", SIZE) == SIZE
+
+
+@pytest.mark.parametrize("when", ["after-the-stack", "after-the-links"])
+def test_a_directory_swapped_for_a_link_after_explain_looked_is_refused_not_timed(stack, swap_arena, monkeypatch,
+                                                                                   when):
+    """The swap a racing nobody would make, made at a fixed point instead of raced: after explain resolved the
+    file's stack by its name, or after its links were judged, nobody's directory becomes a link to the root-only
+    one. The file is opened once, through no link, and checked against its stack: refused, never read."""
+    from tunectl.explain import investigate
+    from tunectl.system import trust
+
+    secret, home = swap_arena
+    assert run_cli("explain", str(home / "real" / "f"), "--no-cold", env=stack["env"]).code == 0  # as it is: read
+
+    def swap() -> None:
+        (home / "real").rename(home / "was-real")
+        _nobodys_link(home / "real", secret)
+
+    if when == "after-the-stack":
+        resolve = investigate.resolve
+
+        def resolve_then_swap(ctx, target):
+            found = resolve(ctx, target)
+            swap()
+            return found
+
+        monkeypatch.setattr(investigate, "resolve", resolve_then_swap)
+    else:
+        judged = trust.resolve_own_links
+
+        def judge_then_swap(path):
+            found = judged(path)
+            swap()
+            return found
+
+        monkeypatch.setattr(trust, "resolve_own_links", judge_then_swap)
+    r = run_cli("explain", str(home / "real" / "f"), "--json", env=stack["env"])
+    assert r.code == 2 and r.doc["ok"] is False and "layers" not in r.doc, (r.code, r.out[:300])
+    said = {"after-the-stack": f"{home / 'real'}: a symbolic link owned by nobody",
+            "after-the-links": f"{home / 'real' / 'f'}: changed while tunectl looked at it"}[when]
+    assert said in r.doc["error"]["message"], r.doc

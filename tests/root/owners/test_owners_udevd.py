@@ -1,11 +1,12 @@
 """Owners on real loop devices with a real udevd (root only): one tuned by tunectl, one by a foreign udev rule in
-/run/udev/rules.d, one by a sysfs.conf line (under a configuration root whose /run and /usr are the machine's),
+/run/udev/rules.d, one by a sysfs.conf line (under a configuration root holding a copy of the machine's rules),
 one left at the kernel's default after a queue-limit write re-derived its read-ahead on this kernel."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -20,14 +21,18 @@ PROFILE = "name: owners-it\nclasses:\n  loop: {read_ahead_kb: 1024}\n"
 
 
 def _config_root(tmp_path):
-    """/etc of our own (sysfs.conf), the machine's udev rules directories, /run and /usr."""
+    """/etc of our own (sysfs.conf); the machine's udev rules directories are copied in by `_take_rules`."""
     root = tmp_path / "config"
     (root / "etc" / "udev").mkdir(parents=True)
-    for d in ("run", "usr"):
-        (root / d).symlink_to(f"/{d}")
-    if os.path.isdir("/etc/udev/rules.d"):
-        (root / "etc" / "udev" / "rules.d").symlink_to("/etc/udev/rules.d")
     return root
+
+
+def _take_rules(root) -> None:
+    """The machine's udev rules directories (/run's with this test's rule in it) copied into the tree as they are
+    now, links kept: a link in a configuration root is resolved inside it, so the tree cannot link to the machine's."""
+    for d in ("/etc/udev/rules.d", "/run/udev/rules.d", "/usr/lib/udev/rules.d"):
+        if os.path.isdir(d):
+            shutil.copytree(d, root / d.lstrip("/"), symlinks=True, dirs_exist_ok=True)
 
 
 def test_status_verify_and_doctor_name_each_owner(tmp_path, rules) -> None:
@@ -42,6 +47,7 @@ def test_status_verify_and_doctor_name_each_owner(tmp_path, rules) -> None:
         assert sysfs_read(foreign, "queue/read_ahead_kb") == "512"
         (config / "etc" / "sysfs.conf").write_text(f"# sysfsutils\nblock/{conf}/queue/read_ahead_kb = 256\n")
         sysfs_write(conf, "queue/read_ahead_kb", "256")  # what sysfsutils wrote at boot
+        _take_rules(config)
         # The kernel's own rule: a queue-limit write derives read-ahead again (6.17+: raises a smaller value).
         sysfs_write(kernel, "queue/read_ahead_kb", "4")
         sysfs_write(kernel, "queue/rotational", sysfs_read(kernel, "queue/rotational"))

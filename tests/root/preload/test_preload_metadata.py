@@ -128,3 +128,25 @@ def test_show_lists_the_metadata_and_its_residency(tmp_path: Path, ext4_tree) ->
     doc = check_documents(r.out, r.code)[0]
     assert doc["metadata"][0]["device"] == devnum and doc["stats"]["metadata_bytes"] == doc["metadata"][0]["bytes"]
     assert doc["stats"]["floor"]["sequential_mb_s"] > 0  # measured with a direct read of the loop device
+
+
+def test_on_a_disk_that_seeks_the_metadata_pass_is_waited_for_and_replaces_the_inode_pass(
+        tmp_path: Path, ext4_tree) -> None:
+    dev, devnum, mnt = ext4_tree
+    lst = tmp_path / "tree.list"
+    assert tunectl("preload", "collect", str(mnt), "-o", str(lst)).code == 0
+    ranges = [tuple(x) for x in json.loads(lst.read_text().splitlines()[0])["metadata"][devnum]]
+    rotational = Path(f"/sys/block/{os.path.basename(dev)}/queue/rotational")
+    rotational.write_text("1")  # the loop now says it seeks: physical order, as on a hard disk
+    remount_cold(dev, mnt, "-t", "ext4")
+    before = _cached(dev, devnum, ranges)  # the pages ext4 keeps pinned (see the first test)
+    # --settle-timeout 0: the replay does not wait for its data reads, so what is resident when it returns is
+    # what the metadata pass itself waited for
+    r = tunectl("--json", "preload", "replay", "--settle-timeout", "0", str(lst))
+    doc = check_documents(r.out, r.code)[0]
+    assert r.code == 0 and doc["files"] == 300 and not doc["skipped"], r.out + r.err
+    assert doc["metadata"]["devices"] == [devnum], doc["metadata"]
+    assert doc["inode_pass"] == "none" and doc["inode_pass_files"] == 0, doc
+    assert "read by the metadata pass, waited for" in doc["methods"][devnum], doc["methods"]
+    assert doc["methods"][devnum].startswith("physical (rotational"), doc["methods"]
+    assert _mincore(dev, devnum, ranges) >= 1.0 - before  # no polling: read before the replay went on

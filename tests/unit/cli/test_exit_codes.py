@@ -41,3 +41,45 @@ def test_an_internal_error_exits_70_with_one_plain_message(monkeypatch: pytest.M
     assert "Traceback" not in err.getvalue()
     with pytest.raises(KeyError):
         main(["--propagate", "status"], env={"TUNECTL_STATE_DIR": str(tmp_path / "state")}, stdout=out, stderr=err)
+
+
+def test_a_ctrl_c_before_the_command_runs_exits_130_without_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A Ctrl-C in the first tens of ms (Python importing argparse or a command's modules) came out of main as a
+    # KeyboardInterrupt: a traceback and exit 1 (seen in 1 of 24 `preload replay` runs interrupted at random).
+    from tunectl import cli
+
+    def interrupted(argv):  # noqa: ANN001, ANN202
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        code = main(["status"], stdout=out, stderr=err)
+    except KeyboardInterrupt:  # caught here: escaping, it would stop the whole test session
+        pytest.fail("a KeyboardInterrupt escaped main")
+    assert code == ExitCode.INTERRUPTED == 130
+    assert err.getvalue() == "tunectl: interrupted\n" and out.getvalue() == ""
+
+
+def test_a_ctrl_c_while_python_loads_tunectl_exits_130_without_a_traceback(monkeypatch: pytest.MonkeyPatch,
+                                                                           capsys: pytest.CaptureFixture) -> None:
+    # `python -m tunectl` interrupted while it imported tunectl.cli printed a traceback (1 of 24 random SIGINTs)
+    import importlib.abc
+    import runpy
+    import sys
+
+    class Interrupted(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):  # noqa: ANN001, ANN201
+            if name == "tunectl.cli":
+                raise KeyboardInterrupt
+            return None
+
+    monkeypatch.delitem(sys.modules, "tunectl.cli")
+    monkeypatch.setattr(sys, "meta_path", [Interrupted(), *sys.meta_path])
+    monkeypatch.setattr(sys, "argv", ["tunectl", "status"])
+    try:
+        with pytest.raises(SystemExit) as e:
+            runpy.run_module("tunectl", run_name="__main__")
+    except KeyboardInterrupt:  # caught here: escaping, it would stop the whole test session
+        pytest.fail("a KeyboardInterrupt escaped python -m tunectl")
+    assert e.value.code == ExitCode.INTERRUPTED and capsys.readouterr().err == "tunectl: interrupted\n"

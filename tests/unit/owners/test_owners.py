@@ -337,13 +337,14 @@ def test_doctor_on_devices_the_profile_skips_says_why_not_on_no_device(machine) 
 
 def test_a_configuration_root_others_can_write_is_refused_before_a_link_in_it_is_read(machine, tmp_path) -> None:
     """TUNECTL_CONFIG_ROOT was the one root check_trusted left out: a link another user put in it made root read
-    any file (here a 0600 one) and print its lines as a udev rule's ("writes 777")."""
+    any file (here a 0600 one) and print its lines as a udev rule's ("writes 777"). (The link is an absolute one,
+    resolved in the tree: /secret is the tree's.)"""
     t, config = machine
-    secret = tmp_path / "secret"
+    secret = config / "secret"
     secret.write_text('KERNEL=="loop1", ATTR{queue/read_ahead_kb}="777"\n')
     secret.chmod(0o600)
     (config / "etc" / "udev" / "rules.d").mkdir(parents=True)
-    (config / "etc" / "udev" / "rules.d" / "50-x.rules").symlink_to(secret)
+    (config / "etc" / "udev" / "rules.d" / "50-x.rules").symlink_to("/secret")
     t.tree.sysfs.write("block/loop1/queue/read_ahead_kb", "777")
     env = {"TUNECTL_SYSFS_ROOT": str(t.tree.root), "TUNECTL_UDEV_ROOT": str(t.tree.udev_root),
            "TUNECTL_STATE_DIR": str(tmp_path / "state"), "TUNECTL_CONFIG_ROOT": str(config)}
@@ -354,3 +355,33 @@ def test_a_configuration_root_others_can_write_is_refused_before_a_link_in_it_is
     assert theirs.code == 2 and "writes 777" not in theirs.out + theirs.err
     assert f"the root {config} (TUNECTL_CONFIG_ROOT) cannot be trusted" in theirs.err
     assert "writable by others" in theirs.err
+
+
+def test_an_absolute_link_in_the_configuration_root_is_read_from_the_tree_not_this_machine(machine, tmp_path) -> None:
+    """A tree's rules file that is an absolute link (``x.rules -> /usr/lib/udev/rules.d/x.rules``, as a vendor
+    package makes it) names the tree's file, as udev running in that tree reads it: it was read from this
+    machine's path of that name (realpath), here a host file that says 777 where the tree's says 256. A link to a
+    path the tree lacks reads nothing, even where this machine has that file; a directory that is an absolute link
+    (``/lib -> /usr/lib``) is listed in the tree too."""
+    t, config = machine
+    host = tmp_path / "host" / "udev"  # "this machine's" copy, at the path the link names
+    host.mkdir(parents=True)
+    (host / "70-vendor.rules").write_text('KERNEL=="loop1", ATTR{queue/read_ahead_kb}="777"\n')
+    (host / "71-only-here.rules").write_text('KERNEL=="loop2", ATTR{queue/read_ahead_kb}="778"\n')
+    _write(config, f"{host}/70-vendor.rules", 'KERNEL=="loop1", ATTR{queue/read_ahead_kb}="256"\n')
+    rules = config / "etc" / "udev" / "rules.d"
+    rules.mkdir(parents=True)
+    (rules / "70-vendor.rules").symlink_to(host / "70-vendor.rules")
+    (rules / "71-only-here.rules").symlink_to(host / "71-only-here.rules")
+    _write(config, "/usr/lib/udev/rules.d/72-merged.rules", 'KERNEL=="loop3", ATTR{queue/read_ahead_kb}="512"\n')
+    (config / "lib").symlink_to("/usr/lib")  # resolved in the tree: this machine's /lib is not listed
+    for dev, value in (("loop1", "256"), ("loop2", "778"), ("loop3", "512")):
+        t.tree.sysfs.write(f"block/{dev}/queue/read_ahead_kb", value)
+    doc = t("status", "--all", "--json").doc
+    owners = {dev: _owners(doc, dev)["read_ahead_kb"] for dev in ("loop1", "loop2", "loop3")}
+    assert owners["loop1"]["kind"] == "udev-rule", owners
+    assert owners["loop1"]["where"] == "/etc/udev/rules.d/70-vendor.rules:1"
+    assert owners["loop2"]["kind"] != "udev-rule", owners  # 71-only-here names no file in the tree
+    assert owners["loop3"]["kind"] == "udev-rule" and owners["loop3"]["where"].endswith("/72-merged.rules:1")
+    text = t("status", "--all", "-v").out
+    assert "70-vendor.rules:1 writes 256" in text and "777" not in text and "778" not in text, text

@@ -71,6 +71,8 @@ GOOD_ROW = '["/a","8:1",1,10,0,[[0,10]],4096]'
     ([GOOD_HEADER, GOOD_ROW.replace("4096]", '"far"]')], 2, "physical"),
     ([GOOD_HEADER, GOOD_ROW.replace('"/a"', '"/a\\u0000b"')], 2, "NUL byte"),
     ([GOOD_HEADER, GOOD_ROW.replace('"/a"', '"/\\ud800"')], 2, "system can encode"),
+    # more digits than Python converts (4300): a plain ValueError, not a JSONDecodeError (it exited 70)
+    ([GOOD_HEADER, GOOD_ROW, GOOD_ROW.replace(",1,10,", "," + "1" * 5000 + ",10,")], 3, "a number far too long"),
 ])
 def test_garbage_is_an_error_at_file_and_line(lines: list[str], where: int, words: str) -> None:
     with pytest.raises(ListError) as e:
@@ -398,3 +400,58 @@ def test_boot_units_pass_systemd_analyze() -> None:
     problems = [line for line in proc.stderr.splitlines()
                 if "is not executable" not in line and "man tunectl-preload(8)" not in line]
     assert problems == [], proc.stderr
+
+
+def _checker_for(corpus: list[Path]):  # noqa: ANN202
+    from _thread import allocate_lock
+
+    from tunectl.preload.replay import _Checker
+
+    entries = read_list_of(corpus)
+    return _Checker(entries, {e.device: os.makedev(*map(int, e.device.split(":"))) for e in entries}, None,
+                    allocate_lock())
+
+
+def read_list_of(paths: list[Path]) -> list[Entry]:
+    from tunectl.preload.collect import describe_file
+
+    return [describe_file(str(p))[0] for p in paths if p.stat().st_size]
+
+
+def test_the_thread_pass_starts_no_more_threads_than_files(corpus: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    # --threads 100000000 --no-io-uring built a list of that many Thread objects: MemoryError, exit 70
+    import threading
+
+    from tunectl.preload.replay import MAX_THREADS
+
+    real, started = threading.Thread.start, []
+
+    def counted(self: threading.Thread) -> None:
+        started.append(self)
+        real(self)
+
+    monkeypatch.setattr(threading.Thread, "start", counted)
+    checker = _checker_for(corpus)
+    checker.run(5000, use_io_uring=False)
+    assert checker.how == "threads" and checker.parallel == MAX_THREADS
+    assert len(started) == len(checker.entries) - 1  # the calling thread is the last one
+    assert all(checker.decided) and all(v == 1 for v in checker.listed)
+
+
+def test_a_thread_the_task_limit_refuses_leaves_the_pass_to_those_started(corpus: list[Path],
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # ulimit -u or a unit's TasksMax: Thread.start raises RuntimeError("can't start new thread"), which exited 70
+    import threading
+
+    real, started = threading.Thread.start, []
+
+    def limited(self: threading.Thread) -> None:
+        if len(started) >= 2:
+            raise RuntimeError("can't start new thread")
+        started.append(self)
+        real(self)
+
+    monkeypatch.setattr(threading.Thread, "start", limited)
+    checker = _checker_for(corpus)
+    checker.run(8, use_io_uring=False)
+    assert checker.parallel == 3 and all(checker.decided) and all(v == 1 for v in checker.listed)

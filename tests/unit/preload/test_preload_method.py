@@ -211,3 +211,24 @@ def test_hit_rate_by_page_and_by_file_identity() -> None:
     assert hit.recollect  # used below 70% and missed above 20%
     assert not stats.hit_rate(listed, listed).recollect
     assert stats.hit_rate([], []).used == 1.0 and stats.hit_rate([], []).missed == 0.0
+
+
+def test_in_physical_order_agrees_with_the_sort_on_every_shape() -> None:
+    import random
+
+    rng = random.Random(7)
+    for devices in (["8:1"], ["8:1", "8:2"]):
+        for unknown in (0.0, 0.3):
+            entries = [entry(f"/f{i}", None if rng.random() < unknown else rng.randrange(50) * 4096,
+                             inode=rng.randrange(20), device=rng.choice(devices)) for i in range(60)]
+            ordered = order.physical_order(entries)
+            assert order.in_physical_order(ordered)[0]
+            head, tail = ordered[:30], ordered[30:]
+            ok, last = order.in_physical_order(head)
+            assert ok and order.in_physical_order(tail, last)[0]
+            assert not order.in_physical_order(head, order._physical_key(tail[-1]))[0] \
+                or order._physical_key(tail[-1]) == order._physical_key(head[0])
+            shuffled = ordered[:]
+            while shuffled == ordered or order.physical_order(shuffled) == shuffled:
+                rng.shuffle(shuffled)
+            assert not order.in_physical_order(shuffled)[0]

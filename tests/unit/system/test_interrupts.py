@@ -85,13 +85,37 @@ def test_handlers_and_mask_are_given_back_and_nothing_is_raised_when_no_stop_cam
     assert {sig: signal.getsignal(sig) for sig in STOPS} == before and blocked() == mask
 
 
-def test_programs_started_in_the_undoing_hold_the_stops_too(handlers):
-    """A Ctrl-C at the terminal reaches the whole process group, umount and losetup included: started in the
-    undoing, they get the stops blocked (they used to inherit them ignored) and run to their end."""
-    assert child_sets("SigBlk") == set()
-    with interrupts_deferred():
-        assert child_sets("SigBlk") == set(STOPS)
-    assert child_sets("SigBlk") == set()
+def started_status() -> dict[str, int]:
+    """A program started by tunectl's runner now, as /proc/self/status and stat show it: its blocked, ignored and
+    caught signals (SigBlk, SigIgn, SigCgt, as bits) and its process group."""
+    from tunectl.system.runner import run
+
+    status = run(["sh", "-c", "echo $$; exec cat /proc/self/status /proc/self/stat"]).stdout
+    fields = {line.split(":")[0]: line.split()[1] for line in status.splitlines() if line.startswith("Sig")}
+    lines = status.strip().splitlines()
+    pid, pgrp = int(lines[0]), int(lines[-1].rpartition(")")[2].split()[2])
+    return {**{k: int(v, 16) for k, v in fields.items() if k in ("SigBlk", "SigIgn", "SigCgt")},
+            "own_group": pgrp == pid and pgrp != os.getpgrp()}
+
+
+def test_programs_started_in_the_undoing_get_the_default_stops_in_a_group_of_their_own(handlers):
+    """A program started in the undoing (umount, losetup) inherited Ctrl-C, SIGTERM and SIGHUP blocked, and kept
+    them blocked whatever it ran: now it starts with SIGTERM's default disposition and an empty blocked mask,
+    as outside, and in a process group of its own, so the terminal's Ctrl-C to tunectl's group still cannot
+    cut it short half way."""
+    term = 1 << (signal.SIGTERM - 1)
+    outside = started_status()
+    assert outside["SigBlk"] == 0 and not outside["own_group"]
+    with sigterm_interrupts(), interrupts_deferred():
+        assert set(STOPS) <= blocked()  # the undoing itself still holds them
+        inside = started_status()
+        with interrupts_deferred():  # nested: the mask from before the outermost one
+            nested = started_status()
+    for child in (inside, nested):
+        assert child["SigBlk"] == 0, hex(child["SigBlk"])
+        assert not (child["SigIgn"] | child["SigCgt"]) & term  # SIGTERM: the default, it ends the program
+        assert child["own_group"]
+    assert started_status() == outside
 
 
 def test_a_hangup_ignored_from_the_start_stays_ignored(handlers):

@@ -41,3 +41,64 @@ def test_reading_a_profile_does_not_load_ctypes(tmp_path: Path) -> None:
             "print(raw == b'name: p\\n', diags, 'ctypes' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["True", "[]", "False"]
+
+
+def test_a_directory_is_opened_by_the_same_walk_its_errors_name_the_whole_path(tmp_path: Path) -> None:
+    """open_dir's descriptor comes from the walk a file takes (directory flags all the way down): the same
+    refusal of a link on the way or at the end, and an error that names the whole path, not one component."""
+    (tmp_path / "real" / "sub").mkdir(parents=True)
+    (tmp_path / "via").symlink_to("real")
+    (tmp_path / "real" / "last").symlink_to("sub")
+    fd = trust._open_dir(tmp_path / "real" / "sub")
+    try:
+        assert os.path.samestat(os.fstat(fd), os.stat(tmp_path / "real" / "sub"))
+        assert os.listdir(fd) == []  # O_RDONLY, not O_PATH: its entries can be listed
+    finally:
+        os.close(fd)
+    fd = trust._open_dir(Path("/"))
+    try:
+        assert os.path.samestat(os.fstat(fd), os.stat("/"))
+    finally:
+        os.close(fd)
+    for linked in (tmp_path / "via" / "sub", tmp_path / "real" / "last"):
+        with pytest.raises(trust.Untrusted, match=r"changed while tunectl looked at it \(a part became a link\)"):
+            trust._open_dir(linked)
+    with pytest.raises(FileNotFoundError) as missing:
+        trust._open_dir(tmp_path / "real" / "gone" / "deeper")
+    assert missing.value.filename == str(tmp_path / "real" / "gone" / "deeper")
+
+
+@pytest.mark.parametrize("openat2", [True, False], ids=["openat2", "before-5.6"])
+def test_a_file_of_a_tree_is_read_as_from_inside_the_tree_never_from_this_machine(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, openat2: bool) -> None:
+    """open_in_root: links resolved inside the tree, `..` stopping at its root. An absolute link names the tree's
+    file (openat2 RESOLVE_IN_ROOT); without openat2 it is refused, saying why, and this machine's file of that
+    name (here one that says "host") is never read in its place."""
+    monkeypatch.setattr(trust, "_openat2_missing", not openat2)
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "f").write_text("host\n")
+    tree = tmp_path / "tree"
+    (tree / "etc").mkdir(parents=True)
+    (tree / str(host).lstrip("/")).mkdir(parents=True)
+    (tree / str(host).lstrip("/") / "f").write_text("tree\n")
+    (tree / "etc" / "plain").write_text("plain\n")
+    (tree / "etc" / "rel").symlink_to("../../../etc/plain")  # `..` above the root stays at the root
+    (tree / "etc" / "abs").symlink_to(host / "f")
+    (tree / "etc" / "fifo").symlink_to("plain2")
+    os.mkfifo(tree / "etc" / "plain2")
+    assert trust.read_in_root(str(tree), "/etc/plain", 100) == b"plain\n"
+    assert trust.read_in_root(str(tree), "etc/rel", 100) == b"plain\n"
+    with pytest.raises(trust.Untrusted, match="a named pipe, not a regular file"):  # opened without blocking
+        trust.read_in_root(str(tree), "/etc/fifo", 100)
+    with pytest.raises(FileNotFoundError):
+        trust.read_in_root(str(tree), "/etc/gone", 100)
+    if openat2:
+        assert trust.read_in_root(str(tree), "/etc/abs", 100) == b"tree\n"
+        return
+    with pytest.raises(OSError) as refused:
+        trust.read_in_root(str(tree), "/etc/abs", 100)
+    assert refused.value.errno == errno.EXDEV
+    assert f"a symbolic link to {host / 'f'} (an absolute one)" in refused.value.strerror
+    assert "no openat2 (Linux 5.6)" in refused.value.strerror and "does not read this machine's file" in (
+        refused.value.strerror)

@@ -3,8 +3,10 @@
 The model HDD (serial tcmhdd01) holds an ext4 that stands for the root file system of the booted
 machine: a tree of files below usr/ (shuffled write order, tests/vm/guest/preload.py) and the state
 directory var/lib/tunectl/preload. The boot workload (tests/vm/guest/bootload.py) is a service that
-reads every file of the tree in directory order, run under `tunectl preload record` (fanotify) in both
-boots, so both pay the same and boot 2's record is what that boot read: the `--against` list.
+reads every file of the tree in directory order. The judged rounds (boot 1 cold, boot 2 gated) run it alone,
+as at a boot: `preload record` is a measuring instrument whose fanotify reader would take the emulated CPU
+from the replay. Only boot 2's head-start round runs under it: its record is what that boot read, the
+`--against` list of the hit rate.
 
 systemd does not run the units here: the guest's PID 1 is virtme-ng's init. The units' own lines are
 run instead, read from udev/tunectl-preload-*.service at run time: ConditionPathExists, StateDirectory,
@@ -16,7 +18,9 @@ Boot 1 (cold, no list): the workload runs and is timed (step `workload`); then t
 command collects the list (step `collect`). Boot 2: the replay unit's command starts first and is not
 waited for (Type=exec), the same workload starts right after it and is timed (step `workload`, from the
 replay's start to the workload's end), then the replay is waited for and `preload show --stats LIST
---against` what boot 2 read gives the hit rate.
+--against` what boot 2 read gives the hit rate. Then the gated round (step `together`): cold again, the
+workload waits at a FIFO gate that opens the instant the replay starts; a thread samples both processes'
+read bytes (/proc/PID/io) every 0.1 s, the race's timeline.
 """
 
 from __future__ import annotations
@@ -91,21 +95,27 @@ def env() -> dict:
     return tunectl_env("/tmp/tunectl-state")
 
 
-def workload(name: str, gate: str | None = None) -> tuple[list[str], str]:
-    """The workload's command under `preload record` (what it read: /tmp/read-<name>.list) and its result file."""
+def workload(name: str, gate: str | None = None, record: bool = False) -> tuple[list[str], str]:
+    """The workload's command, alone or under `preload record` (what it read: /tmp/read-<name>.list), and its
+    result file."""
     out = f"/tmp/workload-{name}.json"
     roots = [f"{ROOT}/usr", f"{ROOT}/etc"]
     opts = [f"--mark={SHARED / 'mhdd.requests'}", *([f"--gate={gate}"] if gate else [])]
-    cmd = [str(REPO / ".venv" / "bin" / "tunectl"), "-q", "preload", "record", "-o", f"/tmp/read-{name}.list",
-           *(f"--scope={r}" for r in roots), "--", sys.executable, str(WORKLOAD), out, *opts, *roots]
+    cmd = [sys.executable, str(WORKLOAD), out, *opts, *roots]
+    if record:
+        cmd = [str(REPO / ".venv" / "bin" / "tunectl"), "-q", "preload", "record", "-o", f"/tmp/read-{name}.list",
+               *(f"--scope={r}" for r in roots), "--", *cmd]
     return cmd, out
 
 
-def run_workload(name: str, release=None) -> dict:  # noqa: ANN001 (a callable)
-    """The workload, timed by itself. With `release`: it waits at a gate until `release()` has run (the replay
-    started at the very moment the workload does, under no head start of record's TCG start-up)."""
+def run_workload(name: str, release=None, record: bool = False, watch=None) -> dict:  # noqa: ANN001 (callables)
+    """The workload, timed by itself; `record`: under `preload record` (a measuring instrument: its fanotify
+    reader takes the emulated CPU's time, which a boot does not spend). With `release`: it waits at a gate until
+    `release()` has run (the replay started at the very moment the workload does). `watch(pid)`, called at the
+    release with the workload's pid, returns a callable that stops watching and returns what it saw."""
     gate = f"/tmp/gate-{name}" if release else None
-    cmd, out = workload(name, gate)
+    cmd, out = workload(name, gate, record)
+    watched = None
     if gate is None:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env(), timeout=900)
         code, err = proc.returncode, proc.stderr
@@ -122,13 +132,59 @@ def run_workload(name: str, release=None) -> dict:  # noqa: ANN001 (a callable)
                     raise RuntimeError(f"the workload never reached its gate: {proc.communicate()[1]}") from None
                 time.sleep(0.01)
         release()
+        stop = watch(proc.pid) if watch else None
         os.close(writer)
         _, err = proc.communicate(timeout=900)
         code = proc.returncode
+        if stop is not None:
+            watched = stop()
     if code != 0:
-        raise RuntimeError(f"the workload under record exited {code}: {err.strip()}")
+        raise RuntimeError(f"the workload exited {code}: {err.strip()}")
     with open(out) as f:
-        return json.load(f)
+        result = json.load(f)
+    return result if watched is None else {**result, "timeline": watched}
+
+
+def read_bytes(pid: int) -> int | None:
+    """Bytes process `pid` has sent to the disks to read (/proc/PID/io read_bytes), None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            for line in f:
+                if line.startswith("read_bytes:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def watcher(replay_pid, every: float = 0.1):  # noqa: ANN001, ANN201 (callables)
+    """watch(pid) for run_workload: every `every` s (guest wall), the bytes the replay and the workload have sent
+    to the disk to read, as [seconds since the release, replay bytes, workload bytes]: when the replay's reads
+    began against how far the workload had got. `replay_pid()` names the replay, started by the release. A thread
+    reading two small /proc files: little CPU."""
+    import threading
+
+    def watch(workload_pid: int):  # noqa: ANN202
+        samples: list = []
+        done = threading.Event()
+        t0, replay = time.monotonic(), replay_pid()
+
+        def run() -> None:
+            while not done.is_set():
+                samples.append([round(time.monotonic() - t0, 3), read_bytes(replay), read_bytes(workload_pid)])
+                done.wait(every)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+
+        def stop() -> list:
+            done.set()
+            thread.join()
+            return samples
+
+        return stop
+
+    return watch
 
 
 def first(rec: Recorder, args: list[str]) -> None:
@@ -202,7 +258,7 @@ def second(rec: Recorder, args: list[str]) -> None:
     if not rec["replay_condition"]:
         return
     # As at a boot: the replay unit starts first, the workload (a later service) after it.
-    marked(rec, "workload", lambda: {"replay_started": start_replay("boot"), **run_workload("boot")})
+    marked(rec, "workload", lambda: {"replay_started": start_replay("boot"), **run_workload("boot", record=True)})
     rec["replay"] = wait_replay("boot")
     list_path = rooted(shlex.split(replay["ExecStart"][0])[-1])
     code, doc, err = tunectl(f"preload show --stats {list_path} --against /tmp/read-boot.list", env())
@@ -214,7 +270,9 @@ def second(rec: Recorder, args: list[str]) -> None:
     def release() -> None:
         started["at"] = start_replay("together")
 
-    marked(rec, "together", lambda: {**run_workload("together", release), "replay_started": started.get("at")})
+    watch = watcher(lambda: replays["together"].pid)
+    marked(rec, "together", lambda: {**run_workload("together", release, watch=watch),
+                                     "replay_started": started.get("at")})
     rec["replay_together"] = wait_replay("together")
     if "startup" in args:
         marked(rec, "startup", lambda: measured_startup(replay_cmd, list_path, hdd))

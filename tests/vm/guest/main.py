@@ -7,6 +7,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ["TUNECTL_VM_SHARED"] = sys.argv[2]
+# Every tunectl the guest starts is this checkout's: the venv's editable install names one checkout (often
+# another worktree), and the host's PYTHONPATH does not reach the guest (virtme-ng passes only TERM). The
+# host compiles this checkout's tunectl before the boot (machine.boot): the read-only root gets current .pyc.
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+os.environ["PYTHONPATH"] = CHECKOUT
+sys.path.insert(1, CHECKOUT)
 
 import bootpair  # noqa: E402
 import classify  # noqa: E402
