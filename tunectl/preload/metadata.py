@@ -122,9 +122,9 @@ def replay(metadata: Mapping[str, Iterable[tuple[int, int]]], windows: Mapping[s
            dev_root: str | None, wait: Iterable[str] = ()) -> MetadataPass:
     """WILLNEED the recorded device ranges, sorted and coalesced, in read-ahead-window calls. On the devices in
     `wait` (disks that seek) then wait until they are read: one byte of each call's last page, in disk order,
-    read back (a page already on its way is waited for, not read again). The inodes and directories are then in
-    the cache, and a data pass that opens files in disk order sends only data reads: none of its own interleave
-    with the metadata sweep, and no stat of every file is needed first to wait for them."""
+    read back (a page already on its way is waited for, not read again). The sweep is then over before the
+    inode pass sends its stats: those read only what the ranges did not hold (before Linux 6.5 collect sees
+    the pages ext4 read through buffer heads only by mincore, which misses them), and none waits behind it."""
     done = MetadataPass()
     wait = set(wait)
     for devnum, ranges in sorted(metadata.items()):

@@ -35,7 +35,6 @@ SAMPLE = 1024  # the inode pass's first files, timed: do the inode reads wait fo
 # on a direct-I/O loop over this project's virtio disk, 27,000-83,000/s; warm, 150,000/s. A disk that
 # seeks answers about a hundred inode-table or directory reads a second (~16 inodes each): ~2,000/s.
 FAST_STATS = 10_000
-METADATA_READ = "inodes and directories read by the metadata pass, waited for; each file checked at open"
 MAX_THREADS = 256  # --threads beyond this: Python threads only pass the GIL around, io_uring gains nothing past 32
 FIRST_CHUNK = 512  # a streamed list's first entries: checked (their inodes timed where the disk may seek) first
 STREAM_CHUNK = 4096  # then entries checked at a time, each chunk's files read as soon as it is checked
@@ -476,16 +475,11 @@ class _Disks:
 
 
 def _check_inodes(checker: _Checker, how: str, entries: Sequence[Entry], threads: int | None,
-                  use_io_uring: bool, metadata_read: bool = False) -> str:
-    """The inode pass of one batch (or none: each file checked as it is opened); how the inodes were read.
-    `metadata_read`: the metadata pass has read the batch's inodes and directories (metadata.replay's wait),
-    so there is nothing left for an inode pass to bring in."""
+                  use_io_uring: bool) -> str:
+    """The inode pass of one batch (or none: each file checked as it is opened); how the inodes were read."""
     if not order.inode_pass(how):
         checker.trust_all()
         return "inodes read at open"
-    if metadata_read:
-        checker.trust_all()
-        return METADATA_READ
     checker.run(max(1, threads) if threads is not None else None, use_io_uring)
     if checker.deferred:
         from tunectl.units import counted
@@ -528,7 +522,7 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
                 disks.stack(d)
             from tunectl.preload import metadata as metadata_pass
 
-            # on a disk that seeks the pass is waited for: the data pass then needs no inode pass (_check_inodes)
+            # on a disk that seeks the pass is waited for: the inode pass then reads only what it did not hold
             report.metadata = metadata_pass.replay(
                 metadata, {d: s.window for d, s in disks.stacks.items()}, sysfs, dev_root,
                 wait=[d for d, s in disks.stacks.items() if order.inode_pass(order.method(s.rotational, False))])
@@ -568,8 +562,7 @@ def _replay_batch(report: ReplayReport, disks: _Disks, entries: Sequence[Entry],
     from _thread import allocate_lock  # threading.Lock without importing threading (a boot replay's start-up)
 
     checker = _Checker(entries, disks.devnums, progress, allocate_lock())
-    read = report.metadata.waited if report.metadata else set()
-    inodes = _check_inodes(checker, how, entries, threads, use_io_uring, devices <= read)
+    inodes = _check_inodes(checker, how, entries, threads, use_io_uring)
     report.inode_pass_files += len(entries) - checker.deferred
     for d in devices:
         report.methods[d] = f"{disks.stacks[d].describe(how)}; {inodes}"
@@ -623,14 +616,10 @@ def _streamed(report: ReplayReport, disks: _Disks, source: ListSource, orders: s
         in_order, last_key = order.in_physical_order(first)
         if not in_order:
             why = "its entries are not in disk order: sorted as a whole first"
-    metadata_read = ""
     if how != "list" and not why:
-        # the metadata pass first: on a disk that seeks it is waited for, and then the inodes are in the cache
-        # with no sample to time (a sample sent before it would read inode tables in inode order, cold)
+        # the metadata pass first (on a disk that seeks, waited for): the sample then times what it left to read,
+        # rather than reading the inode tables cold, in inode order, ahead of the metadata sweep
         metadata_first()
-        if devices <= (report.metadata.waited if report.metadata else set()):
-            metadata_read = METADATA_READ
-    if how != "list" and not why and not metadata_read:
         sample = _Checker(first, disks.devnums, None, allocate_lock())
         sample.run(max(1, threads) if threads is not None else None, use_io_uring)
         if sample.sample_rate < FAST_STATS:
@@ -644,7 +633,7 @@ def _streamed(report: ReplayReport, disks: _Disks, source: ListSource, orders: s
     report.list_why = (f"read as it was checked: the first {counted(len(first), 'entry', 'entries')}, then "
                        f"{STREAM_CHUNK} at a time, each chunk's files read as soon as all of it passed the checks")
     metadata_first()
-    fast_inodes = metadata_read if sample is None else (
+    fast_inodes = "" if sample is None else (
         f"inode pass stopped after {counted(len(first), 'file')}: {sample.sample_rate:,.0f} stats/s, the inode "
         "tables answer from a cache; the rest read at open")
     pending: list[Entry] = []  # the time bin being filled

@@ -7,7 +7,20 @@ from __future__ import annotations
 import errno
 import os
 import struct
-from typing import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+
+    class _Fields(NamedTuple):
+        logical: int
+        physical: int
+        length: int
+        flags: int
+else:  # typing is one of the largest modules a boot replay would import before its first read (metadata.py)
+    from collections import namedtuple
+
+    _Fields = namedtuple("_Fields", "logical physical length flags")
 
 FS_IOC_FIEMAP = 0xC020660B  # _IOWR('f', 11, struct fiemap)
 _FIEMAP_HEADER = struct.Struct("=QQLLLL")  # fm_start, fm_length, fm_flags, fm_mapped_extents, fm_extent_count, reserved
@@ -18,11 +31,10 @@ FIEMAP_EXTENT_DELALLOC = 0x4  # delayed allocation: no block until writeback
 _UNSUPPORTED = {errno.EOPNOTSUPP, errno.ENOTTY, errno.EINVAL, errno.ENOSYS}
 
 
-class Extent(NamedTuple):
-    logical: int
-    physical: int
-    length: int
-    flags: int
+class Extent(_Fields):
+    """One FIEMAP extent: byte offsets and length (ints), and the kernel's flags."""
+
+    __slots__ = ()
 
     @property
     def located(self) -> bool:

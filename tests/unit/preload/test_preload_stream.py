@@ -232,3 +232,34 @@ def test_a_list_swapped_for_a_bigger_one_after_its_survey_is_not_read_past_it(mo
     assert r.code == 2 and f"{lst}: changed while it was replayed: read again, it holds more than the 100 files, " \
         f"{format_bytes(100 * SIZE)} it held when it was checked" in r.err, r.err
     assert read == []  # its one batch passes what the survey found: none of it is read
+
+
+@pytest.mark.parametrize("header, parsed", [(None, 512), (lambda h: h.pop("bytes"), FILES)])
+def test_the_first_read_comes_after_the_first_chunk_is_parsed_not_the_whole_list(monkeypatch, tmp_path: Path, files,
+                                                                                 header, parsed: int) -> None:
+    # The direction of #30's gain, structurally (no timing): a streamed replay issues its first read when it has
+    # decoded 512 of the 1500 entries; a list without its total is decoded whole first, as before.
+    from tunectl.preload import listfile
+
+    read = disk(monkeypatch, rotational=False)
+    lst = listed(tmp_path / "l.list", files, header=header)
+    decoded: list[int] = []
+    at_first_read: list[int] = []
+    real_parse = listfile.parse_lines
+
+    def parse_lines(lines, numbers, path):  # noqa: ANN001, ANN202
+        decoded.append(len(lines))
+        return real_parse(lines, numbers, path)
+
+    real_issue = replay_module._issue_with
+
+    def issue_with(*args):  # noqa: ANN002, ANN202
+        if not at_first_read:
+            at_first_read.append(sum(decoded))
+        return real_issue(*args)
+
+    monkeypatch.setattr(listfile, "parse_lines", parse_lines)
+    monkeypatch.setattr(replay_module, "_issue_with", issue_with)
+    r = run_cli("preload", "replay", str(lst))
+    assert r.code == 0 and len(read) == FILES and sum(decoded) >= FILES, r.err
+    assert at_first_read == [parsed]
