@@ -33,7 +33,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
                    help="fanotify (needs CAP_SYS_ADMIN), a before/after residency diff, "
                         "or auto: fanotify where permitted, else diff")
     r.add_argument("--scope", action="append", default=[], metavar="DIR",
-                   help="only files below DIR (repeatable; default / for fanotify, /usr and /etc for diff)")
+                   help="only files below DIR (repeatable; default / for fanotify, /usr and /etc for diff); "
+                        "fanotify watches DIR's own file system: name one mounted below it (/home, /boot) too")
     r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command and its arguments")
     y = add_action(sub, "replay", "bring a list into the page cache in disk order, as fast as the device allows; "
                                   "the list is read as it is checked, so a bad entry stops the replay at that entry "
