@@ -33,7 +33,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
                    help="fanotify (needs CAP_SYS_ADMIN), a before/after residency diff, "
                         "or auto: fanotify where permitted, else diff")
     r.add_argument("--scope", action="append", default=[], metavar="DIR",
-                   help="only files below DIR (repeatable; default / for fanotify, /usr and /etc for diff)")
+                   help="only files below DIR (repeatable; default / for fanotify, /usr and /etc for diff); "
+                        "fanotify watches DIR's own file system: name one mounted below it (/home, /boot) too")
     r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command and its arguments")
     y = add_action(sub, "replay", "bring a list into the page cache in disk order, as fast as the device allows; "
                                   "the list is read as it is checked, so a bad entry stops the replay at that entry "
@@ -166,10 +167,16 @@ def _parts(found, path: str):
     return [found.entries] if found.entries is not None else reread(path, found)
 
 
-def _cap_words(args, limit: int) -> str:
+def _cap_words(args, limit: int, over: int) -> str:
+    return f"more than --max-bytes {_apart(limit, over)}" + ("" if args.max_bytes else f" ({RAM_SHARE_PERCENT}% of memory)")
+
+
+def _apart(n: int, other: int) -> str:
+    """`n` as format_bytes writes it, or in bytes when `other` would read the same (15000 B over 14999 B, not
+    "14.6 KiB to read: more than --max-bytes 14.6 KiB")."""
     from tunectl.units import format_bytes
 
-    return f"more than --max-bytes {format_bytes(limit)}" + ("" if args.max_bytes else f" ({RAM_SHARE_PERCENT}% of memory)")
+    return f"{n} B" if format_bytes(n) == format_bytes(other) else format_bytes(n)
 
 
 def _check_total(args, out, files: int, total: int, metadata_bytes: int, limit: int, announce: bool = True) -> None:
@@ -179,8 +186,8 @@ def _check_total(args, out, files: int, total: int, metadata_bytes: int, limit: 
 
     if total > limit:
         meta = f" and {format_bytes(metadata_bytes)} of metadata" if metadata_bytes else ""
-        raise UsageError(f"{args.list}: {counted(files, 'file')}{meta}, {format_bytes(total)} to read: "
-                         f"{_cap_words(args, limit)}; no file of it was read",
+        raise UsageError(f"{args.list}: {counted(files, 'file')}{meta}, {_apart(total, limit)} to read: "
+                         f"{_cap_words(args, limit, total)}; no file of it was read",
                          hint="pass a larger --max-bytes, or make a smaller list")
     if announce and not (out.quiet or out.json):  # said on stderr before the reading starts, not part of the report
         out.warn(f"tunectl: {args.list}: {counted(files, 'file')}, {format_bytes(total)} to read")
@@ -191,9 +198,9 @@ def _over_cap(args, total: tuple[int, int], files: int, nbytes: int, limit: int,
     from tunectl.errors import UsageError
     from tunectl.units import counted, format_bytes
 
-    return UsageError(f"{args.list}: {_cap_words(args, limit)} to read: its header says {counted(total[0], 'file')}, "
-                      f"{format_bytes(total[1])}, but its first {counted(files, 'file')} come to "
-                      f"{format_bytes(nbytes)}{already}",
+    return UsageError(f"{args.list}: {_cap_words(args, limit, nbytes)} to read: its header says "
+                      f"{counted(total[0], 'file')}, {format_bytes(total[1])}, but its first {counted(files, 'file')} "
+                      f"come to {_apart(nbytes, limit)}{already}",
                       hint="collect the list again (its header does not match its entries), or pass a larger "
                            "--max-bytes")
 

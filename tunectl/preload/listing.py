@@ -196,6 +196,10 @@ def parse_header(line: str, source: str) -> dict:
     total_of(header, source)
     mounts_of(header, source)
     placed_of(header, source)
+    if "fields" in header and header["fields"] != list(FIELDS):  # rows are read by position: say so, never guess
+        raise ListError(f"{source}:1: fields: expected {json.dumps(list(FIELDS))}, the order every entry is read in, "
+                        f"got {json.dumps(header['fields'])[:120]}",
+                        hint="collect the list again with this tunectl")
     return header
 
 

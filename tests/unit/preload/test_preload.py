@@ -73,6 +73,9 @@ GOOD_ROW = '["/a","8:1",1,10,0,[[0,10]],4096]'
     ([GOOD_HEADER, GOOD_ROW.replace('"/a"', '"/\\ud800"')], 2, "system can encode"),
     # more digits than Python converts (4300): a plain ValueError, not a JSONDecodeError (it exited 70)
     ([GOOD_HEADER, GOOD_ROW, GOOD_ROW.replace(",1,10,", "," + "1" * 5000 + ",10,")], 3, "a number far too long"),
+    # a header naming the fields in another order: its rows were read by position, the device taken for the path
+    ([GOOD_HEADER[:-1] + ', "fields": ["device", "path", "inode", "size", "mtime_ns", "ranges", "physical"]}',
+      GOOD_ROW], 1, 'fields: expected ["path", "device", "inode"'),
 ])
 def test_garbage_is_an_error_at_file_and_line(lines: list[str], where: int, words: str) -> None:
     with pytest.raises(ListError) as e:
