@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -195,74 +196,73 @@ def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str, floor: str | 
         else:
             evict(files)
 
-    data = sum(s for _, s in files)
     pages = unique_pages(files)
+    replay, listed, paths_file = collect_list(corpus, tmp)
+    floor_argv = [floor, str(paths_file), "8", *disks_of({e.device for e in listed})] if floor else []
+    methods = corpus_methods(corpus, files, replay, disks_of({e.device for e in listed}),
+                             lambda: pages / fio_throughput(seq_file), floor_argv, compare)
+    times, replay_only = timed_rounds(methods, runs, cold, replay)
+    share, warm_pass = after_one_replay(files, cold, replay)
+    return {"corpus": corpus, "cold": cold_how, "compare": compare,
+            "files": len(files), "bytes": sum(s for _, s in files), "page_bytes": pages, "runs": runs,
+            "seconds": {k: v for k, v in times.items()}, "median": {k: statistics.median(v) for k, v in times.items()},
+            "replay_only_median": statistics.median(replay_only), "replay_only": replay_only,
+            "resident_after_replay": share, "warm_read_pass": warm_pass,
+            "seq_mb_s": pages / statistics.median(times["e"]) / 1e6}
+
+
+def collect_list(corpus: str, tmp: Path) -> tuple[list[str], list, Path]:
+    """`preload collect` of `corpus`: the replay's command line, the list's entries in its own order (physical,
+    as the replay reads) and a file of their sizes and paths (for the C floor, f)."""
     lst = tmp / (corpus.strip("/").replace("/", "_") + ".list")
     run_quiet(tunectl_argv() + ["preload", "collect", corpus, "-o", str(lst)])
-    replay = tunectl_argv() + ["preload", "replay", str(lst), "-q"]
-    listed = read_list(str(lst)).entries  # in the list's own order: physical, as the replay reads
+    listed = read_list(str(lst)).entries
     paths_file = lst.with_suffix(".paths")
     paths_file.write_text("".join(f"{e.size} {e.path}\n" for e in listed))
-    floor_argv = [floor, str(paths_file), "8", *disks_of({e.device for e in listed})] if floor else []
+    return tunectl_argv() + ["preload", "replay", str(lst), "-q"], listed, paths_file
 
-    def a() -> float:
-        t = time.perf_counter()
-        plain_reads(files)
-        return time.perf_counter() - t
 
-    def b() -> float:
-        t = time.perf_counter()
-        run_quiet(["vmtouch", "-qt", corpus])
-        return time.perf_counter() - t
+def corpus_methods(corpus: str, files: list[tuple[str, int]], replay: list[str], disks: list[str], e: Callable[[], float],
+                   floor_argv: list[str], compare: str | None) -> dict[str, Callable[[], float]]:
+    """Each method by its letter: seconds from cold to every file read (e: the fio bound; f: with a floor only;
+    g: with `compare` only)."""
+    def timed(step: Callable[[], object], then_read: bool = True) -> Callable[[], float]:
+        def run() -> float:
+            t = time.perf_counter()
+            step()
+            if then_read:
+                read_pass(files)
+            return time.perf_counter() - t
+        return run
 
-    def c() -> float:
-        t = time.perf_counter()
-        willneed_walk_order(files)
-        read_pass(files)
-        return time.perf_counter() - t
+    inflight = [f"/sys/block/{disk}/inflight" for disk in disks]
 
-    def d() -> float:
-        t = time.perf_counter()
-        run_quiet(replay)
-        read_pass(files)
-        return time.perf_counter() - t
-
-    def e() -> float:
-        return pages / fio_throughput(seq_file)
-
-    inflight = [f"/sys/block/{disk}/inflight" for disk in disks_of({e.device for e in listed})]
-
-    def i() -> float:
-        t = time.perf_counter()
+    def willneed_then_wait() -> None:
         willneed_walk_order(files)
         while any(int(Path(f).read_text().split()[0]) for f in inflight):  # (d)'s wait (reads in flight), at its pace
             time.sleep(0.002)
-        read_pass(files)
-        return time.perf_counter() - t
 
-    def h() -> float:
-        t = time.perf_counter()
-        run_quiet([*replay, "--settle-timeout", "0"])
-        read_pass(files)
-        return time.perf_counter() - t
-
-    def g() -> float:
-        t = time.perf_counter()
+    def replay_from_compare() -> None:
         proc = subprocess.run(replay, capture_output=True, text=True, cwd=REPO,  # the same launcher as (d)
                               env={**os.environ, "PYTHONPATH": compare})
         if proc.returncode != 0:
             raise SystemExit(f"the replay from {compare} failed ({proc.returncode}): {proc.stderr.strip()}")
-        read_pass(files)
-        return time.perf_counter() - t
 
-    def f() -> float:
-        t = time.perf_counter()
-        run_quiet(floor_argv)
-        read_pass(files)
-        return time.perf_counter() - t
+    return {"a": timed(lambda: plain_reads(files), then_read=False),
+            "b": timed(lambda: run_quiet(["vmtouch", "-qt", corpus]), then_read=False),
+            "c": timed(lambda: willneed_walk_order(files)),
+            "d": timed(lambda: run_quiet(replay)),
+            "h": timed(lambda: run_quiet([*replay, "--settle-timeout", "0"])),
+            "i": timed(willneed_then_wait),
+            "e": e,
+            **({"f": timed(lambda: run_quiet(floor_argv))} if floor_argv else {}),
+            **({"g": timed(replay_from_compare)} if compare else {})}
 
-    methods = {"a": a, "b": b, "c": c, "d": d, "h": h, "i": i, "e": e, **({"f": f} if floor else {}),
-               **({"g": g} if compare else {})}
+
+def timed_rounds(methods: dict[str, Callable[[], float]], runs: int, cold: Callable[[], None],
+                 replay: list[str]) -> tuple[dict[str, list[float]], list[float]]:
+    """`runs` rounds of every method from cold, the order rotating each round, and (d)'s process alone after each
+    round, for the record: the process until its reads have drained."""
     times: dict[str, list[float]] = {k: [] for k in methods}
     replay_only: list[float] = []
     for r in range(runs):
@@ -271,22 +271,21 @@ def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str, floor: str | 
         for k in keys:
             cold()
             times[k].append(methods[k]())
-        cold()  # (d) alone, for the record: the process until its reads have drained
+        cold()
         t = time.perf_counter()
         run_quiet(replay)
         replay_only.append(time.perf_counter() - t)
+    return times, replay_only
+
+
+def after_one_replay(files: list[tuple[str, int]], cold: Callable[[], None], replay: list[str]) -> tuple[float, float]:
+    """From cold, one replay: the share of the files then resident, and the seconds of a read pass after it."""
     cold()
     run_quiet(replay)
     share = resident_share(files)  # at once: this VM's host reclaims idle pages within seconds
     t = time.perf_counter()
     read_pass(files)
-    warm_pass = time.perf_counter() - t
-    return {"corpus": corpus, "cold": cold_how, "compare": compare,
-            "files": len(files), "bytes": data, "page_bytes": pages, "runs": runs,
-            "seconds": {k: v for k, v in times.items()}, "median": {k: statistics.median(v) for k, v in times.items()},
-            "replay_only_median": statistics.median(replay_only), "replay_only": replay_only,
-            "resident_after_replay": share, "warm_read_pass": warm_pass,
-            "seq_mb_s": pages / statistics.median(times["e"]) / 1e6}
+    return share, time.perf_counter() - t
 
 
 def report(res: dict) -> None:

@@ -39,7 +39,9 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     y = add_action(sub, "replay", "bring a list into the page cache in disk order, as fast as the device allows; "
                                   "the list is read as it is checked, so a bad entry stops the replay at that entry "
                                   "(the files before it are then in the page cache: nothing on disk changes)")
-    y.add_argument("list", metavar="LIST", help="a list made by `preload collect` or `preload record`")
+    y.add_argument("list", metavar="LIST", help="a list made by `preload collect` or `preload record`; as root, "
+                                                 "root's own and writable by no one else (another user's list would "
+                                                 "choose what root reads: run it as its owner, `sudo -u OWNER`)")
     y.add_argument("--threads", type=int, default=None, metavar="N",
                    help="stats at once in the inode pass before the data reads: io_uring kernel workers "
                         "(default 32), or Python threads where io_uring is refused (default 8); 0 or 1: one at a time")
@@ -140,7 +142,7 @@ def run(ctx, args, out) -> int:
         if args.against and not args.stats:
             raise UsageError("--against compares with what a boot read: it goes with --stats",
                              hint="tunectl preload show --stats LIST --against READ_LIST")
-        report = show(read_list(args.list), args.list, header(args.list), ctx.roots.dev, ctx.sysfs,
+        report = show(read_list(args.list), args.list, header(args.list, replayed=False), ctx.roots.dev, ctx.sysfs,
                       stats=args.stats, against=read_list(args.against) if args.against else None)
     report.verbose = out.verbose
     return out.show(report)
@@ -167,10 +169,16 @@ def _parts(found, path: str):
     return [found.entries] if found.entries is not None else reread(path, found)
 
 
-def _cap_words(args, limit: int) -> str:
+def _cap_words(args, limit: int, over: int) -> str:
+    return f"more than --max-bytes {_apart(limit, over)}" + ("" if args.max_bytes else f" ({RAM_SHARE_PERCENT}% of memory)")
+
+
+def _apart(n: int, other: int) -> str:
+    """`n` as format_bytes writes it, or in bytes when `other` would read the same (15000 B over 14999 B, not
+    "14.6 KiB to read: more than --max-bytes 14.6 KiB")."""
     from tunectl.units import format_bytes
 
-    return f"more than --max-bytes {format_bytes(limit)}" + ("" if args.max_bytes else f" ({RAM_SHARE_PERCENT}% of memory)")
+    return f"{n} B" if format_bytes(n) == format_bytes(other) else format_bytes(n)
 
 
 def _check_total(args, out, files: int, total: int, metadata_bytes: int, limit: int, announce: bool = True) -> None:
@@ -180,8 +188,8 @@ def _check_total(args, out, files: int, total: int, metadata_bytes: int, limit: 
 
     if total > limit:
         meta = f" and {format_bytes(metadata_bytes)} of metadata" if metadata_bytes else ""
-        raise UsageError(f"{args.list}: {counted(files, 'file')}{meta}, {format_bytes(total)} to read: "
-                         f"{_cap_words(args, limit)}; no file of it was read",
+        raise UsageError(f"{args.list}: {counted(files, 'file')}{meta}, {_apart(total, limit)} to read: "
+                         f"{_cap_words(args, limit, total)}; no file of it was read",
                          hint="pass a larger --max-bytes, or make a smaller list")
     if announce and not (out.quiet or out.json):  # said on stderr before the reading starts, not part of the report
         out.warn(f"tunectl: {args.list}: {counted(files, 'file')}, {format_bytes(total)} to read")
@@ -192,9 +200,9 @@ def _over_cap(args, total: tuple[int, int], files: int, nbytes: int, limit: int,
     from tunectl.errors import UsageError
     from tunectl.units import counted, format_bytes
 
-    return UsageError(f"{args.list}: {_cap_words(args, limit)} to read: its header says {counted(total[0], 'file')}, "
-                      f"{format_bytes(total[1])}, but its first {counted(files, 'file')} come to "
-                      f"{format_bytes(nbytes)}{already}",
+    return UsageError(f"{args.list}: {_cap_words(args, limit, nbytes)} to read: its header says "
+                      f"{counted(total[0], 'file')}, {format_bytes(total[1])}, but its first {counted(files, 'file')} "
+                      f"come to {_apart(nbytes, limit)}{already}",
                       hint="collect the list again (its header does not match its entries), or pass a larger "
                            "--max-bytes")
 

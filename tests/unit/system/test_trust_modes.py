@@ -51,6 +51,8 @@ def test_replay_announces_what_it_will_read_and_refuses_more_than_max_bytes(tmp_
     assert r.code == 2 and "5 files, 4.9 KiB to read: more than --max-bytes 3.9 KiB; no file of it was read" in r.err, r.err
     r = run_cli("preload", "replay", str(lst), "--max-bytes", "5000")
     assert r.code == 0 and r.err.startswith(f"tunectl: {lst}: 5 files, 4.9 KiB to read\n"), r.err
+    r = run_cli("preload", "replay", str(lst), "--max-bytes", "4999")  # both 4.9 KiB rounded: said in bytes
+    assert r.code == 2 and "5 files, 5000 B to read: more than --max-bytes 4999 B; no file of it was read" in r.err, r.err
 
 
 @pytest.mark.slow
