@@ -593,22 +593,59 @@ def _streamed(report: ReplayReport, disks: _Disks, source: ListSource, orders: s
     bin (a bin is a run of the list); and only when the first chunk's inodes answer from a cache (the inode
     pass would stop after its sample anyway). Where they wait for the disk, every inode is read ahead in
     inode order before the data, so the whole list is surveyed first, as before."""
-    from _thread import allocate_lock
-
     from tunectl.units import counted
 
+    first, whole = _first_chunk(source)
+    if whole:  # the whole list, checked: one batch, as before
+        report.list_why = f"every entry checked before the first read: it has fewer than {FIRST_CHUNK} entries"
+        return [first]
+    why, sample, last_key = _why_not_streamed(disks, first, threads, use_io_uring, time_order, metadata_first)
+    if why:
+        source.close()
+        report.list_why = f"every entry checked before the first read: {why}"
+        return source.surveyed()
+    report.list_read = "streamed"
+    report.list_why = (f"read as it was checked: the first {counted(len(first), 'entry', 'entries')}, then "
+                       f"{STREAM_CHUNK} at a time, each chunk's files read as soon as all of it passed the checks")
+    metadata_first()
+    fast_inodes = "" if sample is None else (
+        f"inode pass stopped after {counted(len(first), 'file')}: {sample.sample_rate:,.0f} stats/s, the inode "
+        "tables answer from a cache; the rest read at open")
+    with ListedOpener() as opener:
+        stream = _Stream(report, disks, orders, progress, guard, threads, use_io_uring, time_order, opener,
+                         last_key, fast_inodes)
+        if stream.run(source, first, sample):
+            return None
+    if stream.unsorted:
+        report.list_why += "; part of the list was not in disk order: those chunks were each sorted on their own"
+    return None
+
+
+def _first_chunk(source: ListSource) -> tuple[list[Entry], bool]:
+    """The list's first chunk, checked and counted against the cap, and whether it is the whole list."""
     first = next(source.chunks, [])  # a bad entry here: nothing is read, the error is as it always was
     if not source.take(first):
         source.close()
         raise source.over_cap(source.files, source.bytes, "; no file of the list was read")
     if len(first) < FIRST_CHUNK:  # the end of the list, or a bad entry after these (raised now, before any read)
         more = next(source.chunks, None)
-        if more is None:  # the whole list, checked: one batch, as before
-            report.list_why = f"every entry checked before the first read: it has fewer than {FIRST_CHUNK} entries"
-            return [first]
+        if more is None:
+            return first, True
         from itertools import chain
 
         source.chunks = chain([more], source.chunks)
+    return first, False
+
+
+def _why_not_streamed(disks: _Disks, first: Sequence[Entry], threads: int | None, use_io_uring: bool,
+                      time_order: bool, metadata_first: Callable[[], None]) -> tuple[str, _Checker | None, object]:
+    """Why the list must be surveyed whole before its first read ("" to stream it), judged by its first chunk:
+    its order on a disk that seeks, and how fast its inodes come (the sample, returned with the chunk's last
+    physical key)."""
+    from _thread import allocate_lock
+
+    from tunectl.units import counted
+
     devices = {e.device for e in first}
     disks.add(devices)
     how = _how(disks, devices, time_order)
@@ -628,94 +665,121 @@ def _streamed(report: ReplayReport, disks: _Disks, source: ListSource, orders: s
         if sample.sample_rate < FAST_STATS:
             why = (f"its first {counted(len(first), 'inode')} came at {sample.sample_rate:,.0f} stats/s, below "
                    f"{FAST_STATS:,}/s: the disk seeks, so every inode is read ahead, in inode order, first")
-    if why:
-        source.close()
-        report.list_why = f"every entry checked before the first read: {why}"
-        return source.surveyed()
-    report.list_read = "streamed"
-    report.list_why = (f"read as it was checked: the first {counted(len(first), 'entry', 'entries')}, then "
-                       f"{STREAM_CHUNK} at a time, each chunk's files read as soon as all of it passed the checks")
-    metadata_first()
-    fast_inodes = "" if sample is None else (
-        f"inode pass stopped after {counted(len(first), 'file')}: {sample.sample_rate:,.0f} stats/s, the inode "
-        "tables answer from a cache; the rest read at open")
-    pending: list[Entry] = []  # the time bin being filled
-    pending_listed = bytearray()
-    filled = 0
-    unsorted = False
-    lock = allocate_lock()
+    return why, sample, last_key
 
-    def issue(entries: Sequence[Entry], indices: Sequence[int], listed: bytearray) -> bool:
-        skipped: list[Skip] = []
-        files, issued, stopped = _issue_with(opener.open, entries, indices, listed, disks.windows, disks.devnums,
-                                             progress, skipped, guard)
-        return report.add_issued(files, issued, skipped, guard, stopped)
 
-    chunk: Sequence[Entry] | None = first
-    checker = sample
-    with ListedOpener() as opener:
+class _Stream:
+    """The chunk loop of a streamed replay: each chunk checked, counted in the report and read, and what runs
+    from chunk to chunk (the time bin being filled, the last physical key, whether inodes answer fast)."""
+
+    def __init__(self, report: ReplayReport, disks: _Disks, orders: set[str], progress, guard: PressureGuard | None,
+                 threads: int | None, use_io_uring: bool, time_order: bool, opener: ListedOpener, last_key: object,
+                 fast_inodes: str) -> None:
+        from _thread import allocate_lock
+
+        self.report, self.disks, self.orders, self.progress, self.guard = report, disks, orders, progress, guard
+        self.threads, self.use_io_uring, self.time_order, self.opener = threads, use_io_uring, time_order, opener
+        self.last_key, self.fast_inodes = last_key, fast_inodes
+        self.pending: list[Entry] = []  # the time bin being filled
+        self.pending_listed = bytearray()
+        self.filled = 0
+        self.unsorted = False
+        self.lock = allocate_lock()
+
+    def run(self, source: ListSource, first: Sequence[Entry], sample: _Checker | None) -> bool:
+        """Every chunk from `first` on (checked by `sample`, when given); True when memory pressure stopped it."""
+        chunk: Sequence[Entry] | None = first
+        checker = sample
         while chunk is not None:
-            if chunk:
-                devices = {e.device for e in chunk}
-                disks.add(devices)
-                how = _how(disks, devices, time_order)
-                orders.add(how if how != "physical" else order.order_name(chunk))
-                if checker is not None:  # the first chunk: judged by the sample
-                    inodes = fast_inodes
-                    if progress is not None:
-                        progress.advance(len(chunk))
-                else:
-                    checker = _Checker(chunk, disks.devnums, progress, lock)
-                    if how == "list" or fast_inodes:
-                        checker.trust_all()
-                        inodes = fast_inodes if how != "list" else "inodes read at open"
-                    else:  # a chunk on a disk that may seek, after a first one on flash: sampled on its own
-                        inodes = _check_inodes(checker, how, chunk, threads, use_io_uring)
-                        if checker.deferred:
-                            fast_inodes = inodes
-                if checker.how != "none" or not report.inode_pass:
-                    report.inode_pass, report.threads = checker.how, checker.parallel
-                report.inode_pass_files += len(chunk) - checker.deferred
-                report.add_skips(checker.skipped)
-                for d in devices:
-                    report.methods[d] = f"{disks.stacks[d].describe(how)}; {inodes}"
-                if how == "time-bins":  # a bin is a run of the list: read when it is full, in physical order
-                    listed = checker.listed
-                    for i, e in enumerate(chunk):
-                        pending.append(e)
-                        pending_listed.append(listed[i])
-                        filled += e.bytes
-                        if filled >= order.BIN_BYTES:
-                            if issue(pending, order.physical_indices(pending), pending_listed):
-                                return None
-                            pending, pending_listed, filled = [], bytearray(), 0
-                else:
-                    if pending:
-                        if issue(pending, order.physical_indices(pending), pending_listed):
-                            return None
-                        pending, pending_listed, filled = [], bytearray(), 0
-                    indices: Sequence[int] = range(len(chunk))
-                    if how == "physical" and chunk is not first:  # the first was looked at before streaming
-                        in_order, last_key = order.in_physical_order(chunk, last_key)
-                        if not in_order:  # a list edited by hand: each chunk from here sorted on its own
-                            indices, unsorted = order.physical_indices(chunk), True
-                            last_key = None
-                    if issue(chunk, indices, checker.listed):
-                        return None
+            if chunk and self._chunk(chunk, checker, chunk is first):
+                return True
             checker = None
-            try:
-                chunk = next(source.chunks, None)
-            except ListError as e:
-                if pending:  # the bin being filled: checked and counted, read like every entry before the bad one
-                    issue(pending, order.physical_indices(pending), pending_listed)
-                raise ListError(e.message + report.already_read(), hint=e.hint) from None
-            if chunk is not None and not source.take(chunk):
-                source.close()
-                if pending:  # counted within the cap before this chunk: read, as the chunks before it were
-                    issue(pending, order.physical_indices(pending), pending_listed)
-                raise source.over_cap(source.files, source.bytes, report.already_read())
-        if pending:
-            issue(pending, order.physical_indices(pending), pending_listed)
-    if unsorted:
-        report.list_why += "; part of the list was not in disk order: those chunks were each sorted on their own"
-    return None
+            chunk = self._next(source)
+        if self.pending:
+            self._flush()
+        return False
+
+    def _issue(self, entries: Sequence[Entry], indices: Sequence[int], listed: bytearray) -> bool:
+        skipped: list[Skip] = []
+        files, issued, stopped = _issue_with(self.opener.open, entries, indices, listed, self.disks.windows,
+                                             self.disks.devnums, self.progress, skipped, self.guard)
+        return self.report.add_issued(files, issued, skipped, self.guard, stopped)
+
+    def _flush(self) -> bool:
+        """The time bin being filled, read in physical order; True when memory pressure stopped it."""
+        stopped = self._issue(self.pending, order.physical_indices(self.pending), self.pending_listed)
+        self.pending, self.pending_listed, self.filled = [], bytearray(), 0
+        return stopped
+
+    def _next(self, source: ListSource) -> Sequence[Entry] | None:
+        """The next chunk, checked and counted against the cap; a bad entry or the cap reads the bin being filled
+        (checked and counted, as every entry before) and stops the replay with the error."""
+        try:
+            chunk = next(source.chunks, None)
+        except ListError as e:
+            if self.pending:
+                self._flush()
+            raise ListError(e.message + self.report.already_read(), hint=e.hint) from None
+        if chunk is not None and not source.take(chunk):
+            source.close()
+            if self.pending:
+                self._flush()
+            raise source.over_cap(source.files, source.bytes, self.report.already_read())
+        return chunk
+
+    def _chunk(self, chunk: Sequence[Entry], checker: _Checker | None, first: bool) -> bool:
+        """One chunk checked (the first one by the sample), counted in the report and read; True when memory
+        pressure stopped it."""
+        devices = {e.device for e in chunk}
+        self.disks.add(devices)
+        how = _how(self.disks, devices, self.time_order)
+        self.orders.add(how if how != "physical" else order.order_name(chunk))
+        checker, inodes = self._check(chunk, checker, how)
+        report = self.report
+        if checker.how != "none" or not report.inode_pass:
+            report.inode_pass, report.threads = checker.how, checker.parallel
+        report.inode_pass_files += len(chunk) - checker.deferred
+        report.add_skips(checker.skipped)
+        for d in devices:
+            report.methods[d] = f"{self.disks.stacks[d].describe(how)}; {inodes}"
+        return self._read(chunk, how, checker.listed, first)
+
+    def _check(self, chunk: Sequence[Entry], checker: _Checker | None, how: str) -> tuple[_Checker, str]:
+        """The chunk's checker and what its inode pass was: the first chunk's is the sample's, already run."""
+        if checker is not None:
+            if self.progress is not None:
+                self.progress.advance(len(chunk))
+            return checker, self.fast_inodes
+        checker = _Checker(chunk, self.disks.devnums, self.progress, self.lock)
+        if how == "list" or self.fast_inodes:
+            checker.trust_all()
+            return checker, self.fast_inodes if how != "list" else "inodes read at open"
+        # a chunk on a disk that may seek, after a first one on flash: sampled on its own
+        inodes = _check_inodes(checker, how, chunk, self.threads, self.use_io_uring)
+        if checker.deferred:
+            self.fast_inodes = inodes
+        return checker, inodes
+
+    def _read(self, chunk: Sequence[Entry], how: str, listed: bytearray, first: bool) -> bool:
+        """The chunk's files read in the order `how` says; True when memory pressure stopped it."""
+        if how == "time-bins":  # a bin is a run of the list: read when it is full, in physical order
+            pending, pending_listed, filled = self.pending, self.pending_listed, self.filled  # locals: per entry
+            for i, e in enumerate(chunk):
+                pending.append(e)
+                pending_listed.append(listed[i])
+                filled += e.bytes
+                if filled >= order.BIN_BYTES:
+                    if self._flush():
+                        return True
+                    pending, pending_listed, filled = self.pending, self.pending_listed, 0
+            self.filled = filled
+            return False
+        if self.pending and self._flush():
+            return True
+        indices: Sequence[int] = range(len(chunk))
+        if how == "physical" and not first:  # the first was looked at before streaming
+            in_order, self.last_key = order.in_physical_order(chunk, self.last_key)
+            if not in_order:  # a list edited by hand: each chunk from here sorted on its own
+                indices, self.unsorted = order.physical_indices(chunk), True
+                self.last_key = None
+        return self._issue(chunk, indices, listed)
