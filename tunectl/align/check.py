@@ -94,6 +94,8 @@ def _read_tables(parted: Parted, nodes: dict[str, str | None], named: bool,
     """
     from concurrent.futures import ThreadPoolExecutor
 
+    from tunectl.system.interrupts import threads_without_stops
+
     names = list(nodes)
 
     def one(name: str) -> PartedDisk | None | TunectlError:
@@ -119,7 +121,9 @@ def _read_tables(parted: Parted, nodes: dict[str, str | None], named: bool,
         found = {name: one(name) for name in names}
     else:
         with ThreadPoolExecutor(max_workers=min(workers, len(names))) as pool:
-            found = dict(zip(names, pool.map(one, names)))
+            with threads_without_stops():  # map starts them all now
+                tables = pool.map(one, names)
+            found = dict(zip(names, tables))
     failed = [t for t in found.values() if isinstance(t, CommandError)]
     if failed and len(failed) == len(found):
         raise failed[0]  # parted itself is missing or broken: not a verdict on any disk

@@ -201,7 +201,9 @@ def read_device(sysfs: Sysfs, udev: UdevDb, name: str, queue_attrs: Iterable[str
     _read_stacking(sysfs, dev, graph)
     dev.identity = _identity(dev, props, sysfs, loops)
     if cls == "loop" and is_real_sysfs(sysfs.root):  # a fake tree's loop devices are not on this machine
-        dev.backing = backing_inode(name, devnum.strip(), (sysfs.read_or(f"{base}/loop/backing_file") or "").strip())
+        known = loops.get(name) if loops is not None else None  # the backing file read once by loop_backings
+        backing = known[0] if known else sysfs.read_or(f"{base}/loop/backing_file")
+        dev.backing = backing_inode(name, devnum.strip(), (backing or "").strip())
     return dev
 
 

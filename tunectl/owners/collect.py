@@ -40,11 +40,6 @@ class Machine:
     tuned_profile: str | None = None
 
 
-def _under(ctx: Context, path: str) -> str | None:
-    root = ctx.roots.config if ctx.roots is not None else None
-    return None if root is None else os.path.join(root, path.lstrip("/"))
-
-
 def _root(ctx: Context) -> str:
     assert ctx.roots is not None and ctx.roots.config is not None  # read_machine returns before, without one
     return ctx.roots.config
@@ -171,18 +166,19 @@ def _tuned(ctx: Context, machine: Machine) -> None:
     if not names:
         return
     machine.tuned_profile = " ".join(names)
+    from tunectl.profile.tuned_import import import_tuned
+    from tunectl.profile.tuned_reader import TreeFiles
+
     running = _exists(_root(ctx), "/run/tuned/tuned.pid")
-    dirs = [d for d in (_under(ctx, d) for d in sources.TUNED_DIRS) if d and os.path.isdir(d)]
+    files = TreeFiles(_root(ctx))  # the tree's directories and files, links resolved in it, as tuned there reads them
+    dirs = [d for d in sources.TUNED_DIRS if files.is_dir(d)]
     for name in names:
         try:
-            from tunectl.profile.tuned_import import import_tuned
-
-            imported = import_tuned(name, dirs)
-        except (TunectlError, OSError) as e:
+            imported = import_tuned(name, dirs, files)
+        except (TunectlError, OSError, trust.Untrusted) as e:
             machine.unread.append(f"tuned profile {name}: {e}")
             continue
-        path = imported.sources[-1] if imported.sources else sources.TUNED_ACTIVE  # the profile itself (last merged)
-        shown = "/" + os.path.relpath(path, ctx.roots.config or "/") if ctx.roots and ctx.roots.config else path
+        shown = imported.sources[-1] if imported.sources else sources.TUNED_ACTIVE  # the profile (last merged)
         note = f"tuned profile {name}" + ("" if running else " (tuned is not running now: it applies when it starts)")
         machine.assignments += [(0, a) for a in _tuned_assignments(imported.profile, shown, note)]
 

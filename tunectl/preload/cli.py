@@ -39,7 +39,9 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     y = add_action(sub, "replay", "bring a list into the page cache in disk order, as fast as the device allows; "
                                   "the list is read as it is checked, so a bad entry stops the replay at that entry "
                                   "(the files before it are then in the page cache: nothing on disk changes)")
-    y.add_argument("list", metavar="LIST", help="a list made by `preload collect` or `preload record`")
+    y.add_argument("list", metavar="LIST", help="a list made by `preload collect` or `preload record`; as root, "
+                                                 "root's own and writable by no one else (another user's list would "
+                                                 "choose what root reads: run it as its owner, `sudo -u OWNER`)")
     y.add_argument("--threads", type=int, default=None, metavar="N",
                    help="stats at once in the inode pass before the data reads: io_uring kernel workers "
                         "(default 32), or Python threads where io_uring is refused (default 8); 0 or 1: one at a time")
@@ -140,7 +142,7 @@ def run(ctx, args, out) -> int:
         if args.against and not args.stats:
             raise UsageError("--against compares with what a boot read: it goes with --stats",
                              hint="tunectl preload show --stats LIST --against READ_LIST")
-        report = show(read_list(args.list), args.list, header(args.list), ctx.roots.dev, ctx.sysfs,
+        report = show(read_list(args.list), args.list, header(args.list, replayed=False), ctx.roots.dev, ctx.sysfs,
                       stats=args.stats, against=read_list(args.against) if args.against else None)
     report.verbose = out.verbose
     return out.show(report)

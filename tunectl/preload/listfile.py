@@ -25,9 +25,10 @@ KEEP = 1 << 18  # a list up to this long is kept from the survey and replayed as
 MAX_LINE = 16 << 20  # one entry: a path and its ranges
 
 
-def _open(path: str):
+def _open(path: str, replayed: bool = True):
+    """The list opened for reading; `replayed`: it will choose what this process reads (`check_replayable`)."""
     try:
-        fd, _ = trust.open_regular(path)
+        fd, st = trust.open_regular(path)
     except trust.Untrusted as e:
         raise ListError(e.message, hint="name a list made by `tunectl preload collect` or `preload record`") from None
     except OSError as e:
@@ -37,8 +38,39 @@ def _open(path: str):
                                hint="run as the user who wrote it, or as root") from None
         raise UsageError(f"{path}: cannot read the preload list: {os.strerror(code)}",
                          hint="make one with `tunectl preload collect PATHS -o LIST`") from None
+    if replayed:
+        try:
+            check_replayable(st, path)
+        except UsageError:
+            os.close(fd)
+            raise
     os.set_blocking(fd, True)
     return os.fdopen(fd, "rb")
+
+
+def check_replayable(st: os.stat_result, path: str) -> None:
+    """Root replays only a list no other user can have chosen (UsageError otherwise): the list names the files a
+    replay reads, and as root it reads any file into the page cache (/etc/shadow too), so a list owned by another
+    user, or one others may write, is refused before any file is read. Checked on the open list's descriptor
+    (`st`), at every open a replay makes of it. Another user's list is theirs to replay: the page cache is shared."""
+    if os.geteuid() != 0 or (st.st_uid == 0 and not st.st_mode & 0o022):
+        return
+    if st.st_uid != 0:
+        try:
+            import pwd
+
+            name = pwd.getpwuid(st.st_uid).pw_name
+            owner = f"{name} (uid {st.st_uid})"
+        except (KeyError, ImportError):
+            name, owner = f"#{st.st_uid}", f"uid {st.st_uid}"
+        raise UsageError(f"{path}: owned by {owner}, not root: root does not replay another user's list "
+                         "(the list would choose which files root reads); nothing was read",
+                         hint=f"the page cache is shared: run it as its owner (e.g. `sudo -u {name} tunectl preload "
+                              f"replay {path}`), or review it and `chown root {path}` it")
+    mode = st.st_mode & 0o7777
+    raise UsageError(f"{path}: mode {mode:04o}: writable by {'others' if mode & 0o002 else 'its group'}: root does "
+                     "not replay a list another user may write (it would choose which files root reads); "
+                     "nothing was read", hint=f"review it, then `chmod go-w {path}`")
 
 
 def _text(raw: bytes, path: str, n: int) -> str:
@@ -79,7 +111,8 @@ def moved_devices(head: dict, path: str, trusted: bool = True) -> dict[str, str]
     return moved
 
 
-def batches(path: str, size: int = BATCH, first: int | None = None) -> Iterator[tuple[str, list[Entry]]]:
+def batches(path: str, size: int = BATCH, first: int | None = None,
+            replayed: bool = True) -> Iterator[tuple[str, list[Entry]]]:
     """(created, entries) for every `size` entries of the list at `path` (the first batch `first` entries,
     when given: read and checked in a few ms, so a streamed replay starts its reads at once), in file
     order, on the device numbers of this boot (`moved_devices`).
@@ -92,8 +125,10 @@ def batches(path: str, size: int = BATCH, first: int | None = None) -> Iterator[
     after it. Lines are read and decoded a few MiB at a
     time, one call each (a boot-time replay decodes tens of thousands); a chunk with
     anything unusual in it (a long line, bad UTF-8, a blank line) goes line by line.
+    `replayed` (the default): the entries will be read, so root refuses a list another user may have chosen
+    (`check_replayable`); False for a reader that only shows the list.
     """
-    with _open(path) as f:
+    with _open(path, replayed) as f:
         top = f.readline(MAX_LINE + 1)
         if not top.strip():
             raise ListError(f"{path}:1: empty file, not a preload list",
@@ -238,18 +273,19 @@ def reread(path: str, found: Survey, size: int = BATCH) -> Iterator[list[Entry]]
 
 
 def read_list(path: str) -> PreloadList:
-    """The whole list at once (`preload show` and tests; a replay streams it with `batches`)."""
+    """The whole list at once, to show it (`preload show` and tests; a replay streams it with `batches`)."""
     entries: list[Entry] = []
     made = ""
-    for made, batch in batches(path):  # noqa: B007 (every batch carries the header's date)
+    for made, batch in batches(path, replayed=False):  # noqa: B007 (every batch carries the header's date)
         entries.extend(batch)
     return PreloadList(entries, made)
 
 
-def header(path: str) -> dict:
+def header(path: str, replayed: bool = True) -> dict:
     """The list's header line alone, checked (the metadata ranges and the order travel in it); the metadata
-    ranges on this boot's device numbers, as `batches` gives the entries, and "moved": what was renumbered."""
-    with _open(path) as f:
+    ranges on this boot's device numbers, as `batches` gives the entries, and "moved": what was renumbered.
+    `replayed`: as for `batches` (root refuses another user's list before anything is read)."""
+    with _open(path, replayed) as f:
         first = f.readline(MAX_LINE + 1)
         trusted = mounts_trusted(f)
     if not first.strip():
@@ -263,7 +299,7 @@ def header(path: str) -> dict:
         head["metadata"], head["metadata_dropped"] = moved_metadata(head["metadata"], moved)
     head["moved"] = moved
     # A metadata range is read from the device as it is, not checked like a file: a list someone else may have
-    # written (another user's, replayed by root) would choose which bytes of any disk root reads into memory.
+    # written would choose which bytes of a disk are read into memory (root refuses such a list outright).
     head["metadata_ignored"] = not trusted and bool(head.get("metadata"))
     if head["metadata_ignored"]:
         head["metadata"] = {}

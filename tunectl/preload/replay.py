@@ -296,6 +296,8 @@ class _Checker:
                 ring.close()
         import threading  # only where io_uring is refused: not at start-up
 
+        from tunectl.system.interrupts import threads_without_stops
+
         left = [i for i in indices if not self.decided[i]]
         if not left and self.how == "threads":  # nothing after the sample: the threads that judged it are said
             return None
@@ -305,7 +307,8 @@ class _Checker:
         for i in range(min(self.parallel, len(left)) - 1):
             w = threading.Thread(target=self._from_thread, args=(todo,), name=f"preload-inodes-{i}", daemon=True)
             try:
-                w.start()
+                with threads_without_stops():
+                    w.start()
             except RuntimeError:  # "can't start new thread": a task limit (ulimit -u, a unit's TasksMax)
                 self.parallel = len(workers) + 1
                 break

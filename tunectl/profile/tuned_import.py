@@ -22,7 +22,19 @@ import yaml
 from tunectl.attributes import IOSCHED, QUEUE
 from tunectl.errors import ExitCode, UsageError
 from tunectl.profile import tuned_values as values
-from tunectl.profile.tuned_reader import CONDITIONS, SCRIPTS, Loader, Unit, expand, locate, merge, parse_ini, unresolved
+from tunectl.profile.tuned_reader import (
+    CONDITIONS,
+    HOST,
+    SCRIPTS,
+    Files,
+    Loader,
+    Unit,
+    expand,
+    locate,
+    merge,
+    parse_ini,
+    unresolved,
+)
 from tunectl.record import record
 from tunectl.report import Report
 from tunectl.system.roots import SYS, under_dev
@@ -63,8 +75,9 @@ class TunedImport(Report):
 
 
 class _Converter(values.Findings):
-    def __init__(self, unconverted: list[str], notes: list[str]) -> None:
+    def __init__(self, unconverted: list[str], notes: list[str], files: Files) -> None:
         super().__init__(unconverted, notes)
+        self.files = files
         self.classes: dict[str, dict] = {}
         self.devices: dict[str, dict] = {}
         self.claimed: list[str] = []  # disk globs already owned by a disk-plugin unit
@@ -90,11 +103,10 @@ class _Converter(values.Findings):
 
     def _variable_file(self, path: str, variables: dict[str, str]) -> None:
         # tuned logs and carries on when a variables file is missing or broken.
-        from tunectl.profile.tuned_reader import read_text
         from tunectl.system.trust import Untrusted
 
         try:
-            parser = parse_ini("[variables]\n" + read_text(path), path)
+            parser = parse_ini("[variables]\n" + self.files.read(path), path)
         except (OSError, UnicodeDecodeError, UsageError, Untrusted) as e:
             self.note(f"[variables] include={path}: cannot be read ({e}); its variables stay undefined")
             return
@@ -304,9 +316,10 @@ def _priority(unit: Unit) -> int:
         return 0
 
 
-def import_tuned(ref: str, search_dirs: Sequence[str] = DEFAULT_SEARCH_DIRS) -> TunedImport:
-    """Read tuned profile `ref` (name, tuned.conf path or profile directory) as a tunectl profile."""
-    name, path = locate(ref, search_dirs)
+def import_tuned(ref: str, search_dirs: Sequence[str] = DEFAULT_SEARCH_DIRS, files: Files = HOST) -> TunedImport:
+    """Read tuned profile `ref` (name, tuned.conf path or profile directory) as a tunectl profile; `files`: where
+    its paths are read (this machine's, or a configuration tree's: `TreeFiles`)."""
+    name, path = locate(ref, search_dirs, files)
     unconverted: list[str] = []
     notes: list[str] = []
     # Includes are names looked up in search_dirs, then next to the imported profile.
@@ -314,11 +327,11 @@ def import_tuned(ref: str, search_dirs: Sequence[str] = DEFAULT_SEARCH_DIRS) -> 
     sibling_dir = os.path.dirname(os.path.dirname(os.path.abspath(path)))
     if sibling_dir not in dirs:
         dirs.append(sibling_dir)
-    loader = Loader(dirs, unconverted)
+    loader = Loader(dirs, unconverted, files)
     loader.load(name, path, [])
     merged = reduce(merge, copy.deepcopy(loader.loaded))
 
-    converter = _Converter(unconverted, notes)
+    converter = _Converter(unconverted, notes, files)
     variables = converter.variables(merged.units.pop("variables", None))
     for key, value in merged.main.items():
         if key not in ("summary", "description"):

@@ -10,6 +10,7 @@ import configparser
 import copy
 import os
 import re
+import stat
 from collections.abc import Sequence
 from dataclasses import field
 
@@ -79,9 +80,9 @@ def merge(base: Profile, over: Profile) -> Profile:
     return base
 
 
-def _read(path: str, what: str, chain: str) -> str:
+def _read(path: str, what: str, chain: str, files: Files) -> str:
     try:  # a regular file only, read without waiting on a pipe
-        return read_text(path)
+        return files.read(path)
     except trust.Untrusted as e:
         raise UsageError(f"cannot read {what} {path}: {e.found}{chain}", e.hint) from None
     except (OSError, UnicodeDecodeError) as e:
@@ -97,6 +98,61 @@ def read_text(path: str) -> str:
     owns them, never another user's (root would print a line of any file it can read in the parse error), and
     the resolved path is opened through no link, so a directory swapped for one meanwhile is refused."""
     return trust.read_regular(trust.resolve_own_links(path), MAX_TUNED_BYTES, resolved=True).decode("utf-8")
+
+
+class Files:
+    """How tuned's files are reached: this machine's paths, links followed only when root's or the user's own
+    (`read_text`). `TreeFiles` reaches those of a configuration tree instead."""
+
+    def is_file(self, path: str) -> bool:
+        return os.path.isfile(path)
+
+    def is_dir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def identity(self, path: str) -> object:
+        """What tells two paths to one file apart from two files (an include cycle, a profile loaded twice)."""
+        return os.path.realpath(path)
+
+    def read(self, path: str) -> str:
+        return read_text(path)
+
+
+HOST = Files()
+
+
+class TreeFiles(Files):
+    """The files of the configuration tree `root`, as tuned running in that tree sees them: every path is the
+    tree's, and every link on the way, an absolute one too, is resolved inside it (`trust.open_in_root`), so a
+    tree's ``/etc/tuned/x -> /usr/lib/tuned/x`` is never this machine's directory of that name."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def _stat(self, path: str) -> os.stat_result | None:
+        try:
+            fd = trust.open_in_root(self.root, path, os.O_PATH)
+        except OSError:
+            return None
+        try:
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
+
+    def is_file(self, path: str) -> bool:
+        st = self._stat(path)
+        return st is not None and stat.S_ISREG(st.st_mode)
+
+    def is_dir(self, path: str) -> bool:
+        st = self._stat(path)
+        return st is not None and stat.S_ISDIR(st.st_mode)
+
+    def identity(self, path: str) -> object:
+        st = self._stat(path)
+        return path if st is None else (st.st_dev, st.st_ino)
+
+    def read(self, path: str) -> str:
+        return trust.read_in_root(self.root, path, MAX_TUNED_BYTES).decode("utf-8")
 
 
 def parse_ini(text: str, path: str, chain: str = "") -> configparser.ConfigParser:
@@ -118,8 +174,8 @@ def parse_ini(text: str, path: str, chain: str = "") -> configparser.ConfigParse
     return parser
 
 
-def _parse_profile(name: str, path: str, chain: str) -> Profile:
-    parser = parse_ini(_read(path, "tuned profile", chain), path, chain)
+def _parse_profile(name: str, path: str, chain: str, files: Files) -> Profile:
+    parser = parse_ini(_read(path, "tuned profile", chain, files), path, chain)
     profile_dir = os.path.dirname(path)
     sections: dict[str, dict[str, str]] = {}
     for section in parser.sections():
@@ -143,16 +199,17 @@ def _chain(stack: Sequence[tuple[str, str]], last: str | None = None) -> str:
 class Loader:
     """Loads a profile and its includes depth-first, in tuned's merge order."""
 
-    def __init__(self, dirs: Sequence[str], unconverted: list[str]) -> None:
+    def __init__(self, dirs: Sequence[str], unconverted: list[str], files: Files = HOST) -> None:
         self.dirs = list(dirs)
         self.unconverted = unconverted
+        self.files = files
         self.loaded: list[Profile] = []
-        self.seen: set[str] = set()
+        self.seen: set[object] = set()
 
     def load(self, name: str, path: str, stack: list[tuple[str, str]]) -> None:
         stack = stack + [(name, path)]
-        self.seen.add(os.path.realpath(path))
-        profile = _parse_profile(name, path, _chain(stack))
+        self.seen.add(self.files.identity(path))
+        profile = _parse_profile(name, path, _chain(stack), self.files)
         include = profile.main.pop("include", "").strip()
         if "${" in include:
             self.unconverted.append(
@@ -170,19 +227,19 @@ class Loader:
         self.loaded.append(profile)
 
     def _resolve(self, name: str, optional: bool, stack: list[tuple[str, str]]) -> str | None:
-        on_stack = {os.path.realpath(p): n for n, p in stack}
+        on_stack = {self.files.identity(p): n for n, p in stack}
         skipped = None
         for candidate in _candidates(name, self.dirs):
-            if not os.path.isfile(candidate):
+            if not self.files.is_file(candidate):
                 continue
             # Like tuned, a file already loaded is passed over and the next directory is
             # tried: that is how /etc/tuned/foo can say include=foo to extend the system foo.
-            if os.path.realpath(candidate) in self.seen:
+            if self.files.identity(candidate) in self.seen:
                 skipped = skipped or candidate
                 continue
             return candidate
         if skipped is not None:
-            if os.path.realpath(skipped) in on_stack:
+            if self.files.identity(skipped) in on_stack:
                 raise UsageError(
                     "tuned include cycle: " + " -> ".join([n for n, _ in stack] + [name]),
                     "files: " + " -> ".join(p for _, p in stack) + f" -> {skipped}",
@@ -196,22 +253,22 @@ class Loader:
         )
 
 
-def locate(ref: str, dirs: Sequence[str]) -> tuple[str, str]:
+def locate(ref: str, dirs: Sequence[str], files: Files = HOST) -> tuple[str, str]:
     """The profile name and tuned.conf path that `ref` (name, file or directory) means."""
-    if os.sep in ref or os.path.isfile(ref):
-        path = os.path.join(ref, "tuned.conf") if os.path.isdir(ref) else ref
+    if os.sep in ref or files.is_file(ref):
+        path = os.path.join(ref, "tuned.conf") if files.is_dir(ref) else ref
     else:
-        found = [c for c in _candidates(ref, dirs) if os.path.isfile(c)]
+        found = [c for c in _candidates(ref, dirs) if files.is_file(c)]
         if found:
             return ref, found[0]
-        if not os.path.isdir(ref):
+        if not files.is_dir(ref):
             raise UsageError(
                 f"tuned profile '{ref}' not found",
                 "searched " + ", ".join(_candidates(ref, dirs)) + "; or give the path of a tuned.conf or profile directory",
             )
         path = os.path.join(ref, "tuned.conf")
-    if not os.path.isfile(path):
-        found = "not found" if not os.path.lexists(path) else "not a regular file"
+    if not files.is_file(path):
+        found = "not a regular file" if files is HOST and os.path.lexists(path) else "not found"
         raise UsageError(f"tuned profile file {path}: {found}", "give a tuned.conf, a directory holding one, or a profile name")
     path = os.path.normpath(path)
     if os.path.basename(path) == "tuned.conf":

@@ -102,9 +102,12 @@ def interrupts_deferred() -> Iterator[None]:
     They are also blocked in the main thread's signal mask. A program the block starts (umount, losetup) would
     inherit that mask: it is started by `child_start` instead, with the mask from before the block and in a
     process group of its own (a Ctrl-C at the terminal reaches tunectl's whole group, and must not cut those
-    short). Blocked here, one sent to the process goes to another thread if there is one; its handler
-    still runs in the main thread, at Python's next check, and as the recorder whatever call that check falls
-    in (the recorder is in place before the mask is set and until after it is taken back). A signal ignored
+    short). Every thread tunectl starts blocks them too, for its whole life (`threads_without_stops`): one sent
+    meanwhile stays pending in the process until the mask is taken back here, and is delivered to this thread
+    in that very call, whose return runs the recorder. (Were another thread to take it, the kernel hands it
+    over before that thread's C handler has noted it: preempted there, it would note it after the old handler,
+    the default, is back, and Python drops such a signal, "ignored due to race condition": the stop lost.)
+    A thread tunectl did not start (none in its processes) would still reopen that window. A signal ignored
     from the start stays ignored (`nohup`). In the main thread only; elsewhere nothing changes."""
     if not _in_main_thread():
         yield
@@ -134,6 +137,20 @@ def interrupts_deferred() -> Iterator[None]:
             record(getattr(e, "signum", signal.SIGINT), None)
         for sig in came:  # to the usual handler now: raised (or the process ended) as if it came now
             signal.raise_signal(sig)
+
+
+@contextlib.contextmanager
+def threads_without_stops() -> Iterator[None]:
+    """Threads started inside the block (`Thread.start`, an executor's `submit` or `map`) have Ctrl-C, SIGTERM and
+    SIGHUP blocked for their whole life: a new thread inherits the mask of the one starting it, blocked here for
+    the block's time only (keep it to the starts). Only the main thread (Python runs handlers there alone) then
+    takes a stop sent to the process, so one held by `interrupts_deferred` cannot be taken by a thread that
+    notes it too late (see there). One sent during the block itself waits for its end and acts then."""
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def child_start() -> Callable[[], None] | None:

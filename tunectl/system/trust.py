@@ -307,7 +307,8 @@ def open_in_root(root: str | os.PathLike, rel: str, flags: int) -> int:
     the path is resolved in user space, relative links and `..` as the kernel would; an absolute link
     then fails with EXDEV and says why: the host's file is never read in its place.
     """
-    flags |= os.O_CLOEXEC | os.O_NOCTTY
+    # openat2 refuses a flag O_PATH ignores (EINVAL): O_NOCTTY only on a real open
+    flags |= os.O_CLOEXEC | (0 if flags & os.O_PATH else os.O_NOCTTY)
     if os.path.samestat(os.stat(root), os.stat("/")):  # this machine's own tree: no ctypes to load for a status
         return os.open(os.path.join("/", rel), flags)
     return _below(root, rel, flags, _RESOLVE_IN_ROOT, _in_root_by_hand)

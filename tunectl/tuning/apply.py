@@ -139,8 +139,12 @@ def apply_settings(sysfs: Sysfs, plan: list[Setting], workers: int = 16) -> list
     if switching > 1 and workers > 1:
         from concurrent.futures import ThreadPoolExecutor
 
+        from tunectl.system.interrupts import threads_without_stops
+
         with ThreadPoolExecutor(max_workers=min(workers, len(groups))) as pool:
-            results = list(pool.map(lambda g: _apply_device(sysfs, g), groups))
+            with threads_without_stops():  # map starts them all now
+                written = pool.map(lambda g: _apply_device(sysfs, g), groups)
+            results = list(written)
     else:
         results = [_apply_device(sysfs, g) for g in groups]
     return [o for r in results for o in r]

@@ -385,3 +385,32 @@ def test_an_absolute_link_in_the_configuration_root_is_read_from_the_tree_not_th
     assert owners["loop3"]["kind"] == "udev-rule" and owners["loop3"]["where"].endswith("/72-merged.rules:1")
     text = t("status", "--all", "-v").out
     assert "70-vendor.rules:1 writes 256" in text and "777" not in text and "778" not in text, text
+
+
+def test_tuned_profiles_are_read_from_the_tree_through_its_absolute_links(machine, tmp_path) -> None:
+    """Probe 6, item 2: tuned's directories were found with this machine's isdir and its profile files read through
+    this machine's links, so a tree's ``/etc/tuned/mine -> /usr/lib/tuned/mine`` (an absolute link) was read from
+    the host's path of that name: here one that sets loop2 where the tree's sets loop1 (through its variables file,
+    read beside it). Now tuned's files are the tree's, as tuned running there reads them. A pid file in the tree
+    says tuned runs (its O_PATH probe failed with EINVAL on every tree before, so it never did)."""
+    t, config = machine
+    host = tmp_path / "host" / "tuned"  # "this machine's" copy, at the path the link names
+    conf = "[main]\nsummary=s\n\n[variables]\ninclude=${i:PROFILE_DIR}/vars.conf\n\n[disk]\ndevices=${DISKS}\nreadahead=%s\n"
+    _write(host, "mine/tuned.conf", conf % 777)
+    _write(host, "mine/vars.conf", "DISKS=loop2\n")
+    _write(config, f"{host}/mine/tuned.conf", conf % 256)
+    _write(config, f"{host}/mine/vars.conf", "DISKS=loop1\n")
+    _write(config, "/etc/tuned/active_profile", "mine\n")
+    (config / "etc" / "tuned" / "mine").symlink_to(host / "mine")
+    _write(config, "/run/tuned/tuned.pid", "1\n")
+    t.tree.sysfs.write("block/loop1/queue/read_ahead_kb", "256")
+    t.tree.sysfs.write("block/loop2/queue/read_ahead_kb", "777")
+    doc = t("status", "--all", "--json").doc
+    owner = _owners(doc, "loop1")["read_ahead_kb"]
+    assert owner["kind"] == "tuned" and owner["where"] == "/etc/tuned/mine/tuned.conf", owner
+    assert "writes 256" in owner["detail"], owner
+    assert _owners(doc, "loop2")["read_ahead_kb"]["kind"] != "tuned"
+    assert "writes 777" not in t("status", "--all", "-v").out
+    assert t("apply", "-p", "loops", "loop1", "--json").code == 0
+    (w,) = t("doctor", "--json").doc["writers"]
+    assert w["writer"]["kind"] == "tuned" and "not running" not in w["writer"]["note"], w

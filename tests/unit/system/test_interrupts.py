@@ -1,6 +1,7 @@
 """A stop (Ctrl-C, SIGTERM, SIGHUP) asked for while an undoing runs waits for the undoing's end, then acts: it is
 neither lost (the run went on before) nor allowed to cut the undoing short; and it survives other threads being
-alive, where a signal sent to the process may be delivered to one of them."""
+alive: tunectl's threads block the stops for their whole life, so one held by the undoing stays pending until the
+main thread takes it (taken by another thread, it could be noted after the default handler is back, and lost)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from tunectl.status import Status
 from tunectl.system import interrupts
-from tunectl.system.interrupts import Terminated, interrupts_deferred, sigterm_interrupts
+from tunectl.system.interrupts import Terminated, interrupts_deferred, sigterm_interrupts, threads_without_stops
 
 STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 NAMES = [signal.Signals(sig).name for sig in STOPS]
@@ -24,10 +27,14 @@ NAMES = [signal.Signals(sig).name for sig in STOPS]
 
 @contextlib.contextmanager
 def another_thread() -> Iterator[threading.Thread]:
-    """A non-daemon thread alive for the block (signals not blocked in it: one sent to the process may go there)."""
+    """A non-daemon thread alive for the block, as tunectl starts one (apply's writers, align's parted readers,
+    preload's inode workers): with the stops blocked for its whole life. (A thread that takes a stop held by the
+    undoing can note it only after the default handler is back: Python drops it, the stop is lost. tunectl's
+    processes run no thread it did not start.)"""
     done = threading.Event()
     thread = threading.Thread(target=done.wait, name="bystander")
-    thread.start()
+    with threads_without_stops():
+        thread.start()
     try:
         yield thread
     finally:
@@ -165,12 +172,13 @@ def test_a_stop_that_came_just_before_the_undoing_does_not_skip_it(handlers, mon
 
 PROGRAM = """
 import os, signal, sys, threading
-from tunectl.system.interrupts import interrupts_deferred
+from tunectl.system.interrupts import interrupts_deferred, threads_without_stops
 sig = int(sys.argv[1])
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 done = threading.Event()
 bystander = threading.Thread(target=done.wait)  # not a daemon: the process waits for it at exit
-bystander.start()
+with threads_without_stops():  # as tunectl starts its threads
+    bystander.start()
 try:
     with interrupts_deferred():
         os.kill(os.getpid(), sig)
@@ -189,3 +197,65 @@ def test_a_process_whose_default_ends_it_ends_by_the_signal_after_the_undoing(si
     done = subprocess.run([sys.executable, "-c", PROGRAM, str(int(sig))], capture_output=True, text=True,
                           timeout=60, env={**os.environ, "PYTHONPATH": root}, cwd=root)
     assert (done.returncode, done.stdout) == (-sig, "undone\n"), done.stderr
+
+
+def task_sets(tid: int, field: str) -> set[int]:
+    """The stops in `field` of this process's thread `tid` (SigBlk: blocked) or of the process (ShdPnd: pending)."""
+    status = Path(f"/proc/self/task/{tid}/status").read_text()
+    bits = int(next(line.split()[1] for line in status.splitlines() if line.startswith(field + ":")), 16)
+    return {sig for sig in STOPS if bits & (1 << (sig - 1))}
+
+
+def test_a_thread_tunectl_starts_blocks_the_stops_for_its_whole_life():
+    mask = blocked()
+    with another_thread() as thread:
+        assert blocked() == mask  # the starting thread's mask is given back
+        assert task_sets(thread.native_id, "SigBlk") == set(STOPS)
+
+
+def test_a_stop_held_by_the_undoing_stays_pending_in_the_process_not_taken_by_another_thread(handlers):
+    """Taken by the bystander, it could be noted too late (after the default handler is back) and lost: held
+    pending, it is delivered to the main thread as the undoing takes its mask back. The bystander answers a
+    ping after the kill: back in user space, it would have taken the signal by then if it could."""
+    ping, pong, done = threading.Event(), threading.Event(), threading.Event()
+
+    def answer() -> None:
+        ping.wait()
+        pong.set()
+        done.wait()
+
+    bystander = threading.Thread(target=answer, name="bystander")
+    with threads_without_stops():
+        bystander.start()
+    try:
+        with pytest.raises(Terminated), sigterm_interrupts():
+            with interrupts_deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                ping.set()
+                answered = pong.wait(30)
+                pending = task_sets(threading.get_native_id(), "ShdPnd")  # asserted after: the stop would win
+            pytest.fail("the stop did not act after the undoing")
+    finally:
+        ping.set()
+        done.set()
+        bystander.join()
+    assert answered and pending == {signal.SIGTERM}
+    assert task_sets(threading.get_native_id(), "ShdPnd") == set()
+
+
+def test_the_threads_of_a_parallel_apply_and_align_block_the_stops(monkeypatch):
+    from tunectl.align import check
+    from tunectl.tuning import apply
+
+    seen: list[set[int]] = []
+    monkeypatch.setattr(apply, "_apply_device", lambda sysfs, settings: seen.append(blocked()) or [])
+    plan = [SimpleNamespace(device=d, attribute="scheduler", status=Status.CHANGE) for d in ("sda", "sdb", "sdc")]
+    apply.apply_settings(None, plan, workers=3)  # type: ignore[arg-type]
+
+    class Parted:
+        def print_table(self, node):
+            seen.append(blocked())
+            return SimpleNamespace(has_table=False)
+
+    check._read_tables(Parted(), {"sda": "/dev/sda", "sdb": "/dev/sdb"}, named=False, workers=2)  # type: ignore[arg-type]
+    assert len(seen) == 5 and all(set(STOPS) <= mask for mask in seen), seen
