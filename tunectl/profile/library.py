@@ -170,12 +170,25 @@ def _installed_version(package: str) -> str:
                 if names:
                     return " ".join(names)
             break
+    else:
+        # Not a directory on sys.path: ask the finders import would ask. Absent (Debian 12's jsonschema 4.10 does
+        # not use referencing) is a version of its own, found without importing importlib.metadata.
+        if not any(_finds(finder, package) for finder in sys.meta_path):
+            return "none"
     from importlib import metadata
 
     try:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
         return "none"
+
+
+def _finds(finder: object, package: str) -> bool:
+    find_spec = getattr(finder, "find_spec", None)
+    try:
+        return find_spec is not None and find_spec(package, None) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _sha256(*parts: bytes) -> str:
