@@ -95,7 +95,11 @@ def run(ctx, args, out) -> int:
         gc.disable()
         head = header(args.list)
         metadata = {} if args.no_metadata else metadata_of(head, args.list)
-        meta_bytes = sum(n for r in metadata.values() for _, n in r)
+        meta_bytes = 0
+        if metadata:  # counted as the metadata pass reads them (holes read through, whole pages)
+            from tunectl.preload.metadata import bytes_to_read
+
+            meta_bytes = bytes_to_read(metadata)
         limit = _limit(args)
         total = total_of(head, args.list)
         source = None
