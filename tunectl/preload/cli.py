@@ -115,7 +115,8 @@ def run(ctx, args, out) -> int:
 
             source = ListSource((b for _, b in batches(args.list, STREAM_CHUNK, first=FIRST_CHUNK)),
                                 limit - meta_bytes,
-                                lambda: _parts(_surveyed(args, out, meta_bytes, limit, announce=False), args.list),
+                                lambda checked: _parts(_surveyed(args, out, meta_bytes, limit, False, checked),
+                                                       args.list),
                                 over_cap)
         with out.progress(2 * files, "preload (inodes, then data)") as bar:
             report = replay(ctx.sysfs, parts, args.list, progress=bar, threads=args.threads,
@@ -213,11 +214,12 @@ def _over_cap(args, total: tuple[int, int], files: int, nbytes: int, limit: int,
                            "--max-bytes")
 
 
-def _surveyed(args, out, metadata_bytes: int = 0, limit: int | None = None, announce: bool = True):
-    """One streaming pass over the list: every line checked and the total known before any file is read."""
-    from tunectl.preload.listfile import survey
+def _surveyed(args, out, metadata_bytes: int = 0, limit: int | None = None, announce: bool = True, checked=None):
+    """One streaming pass over the list: every line checked and the total known before any file is read.
+    `checked`: the list's batches as a streamed replay has begun reading them (its open file, continued)."""
+    from tunectl.preload.listfile import survey, tally
 
     limit = _limit(args) if limit is None else limit
-    found = survey(args.list)
+    found = survey(args.list) if checked is None else tally(checked)
     _check_total(args, out, found.files, found.bytes + metadata_bytes, metadata_bytes, limit, announce)
     return found
