@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from stat import S_ISREG
 
 from tunectl.errors import ExitCode
+from tunectl.output import Report
 from tunectl.preload import order
 from tunectl.preload.listing import Entry, ListError, PreloadList
 from tunectl.preload.pressure import PressureGuard
 from tunectl.preload.skip import CHANGED, UNREADABLE, Skip, failed, why_changed, why_differs
-from tunectl.report import Report
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.trust import ListedOpener, Untrusted, kind
 
@@ -41,7 +41,8 @@ STREAM_CHUNK = 4096  # then entries checked at a time, each chunk's files read a
 
 
 class ReplayReport(Report):
-    """What a replay did (a plain class: a boot-time replay does not pay for importing dataclasses)."""
+    """What a replay did (a plain class: a boot-time replay does not pay for importing dataclasses; its base comes
+    from tunectl.output, not tunectl.report's tables)."""
 
     def __init__(self, list_path: str) -> None:
         self.list_path = list_path
