@@ -85,7 +85,7 @@ def run(ctx, args, out) -> int:
         report = record(cmd, args.output, method=args.method, scope=args.scope,
                         stdout_to_stderr=out.json, roots=ctx.roots)
     elif verb == "replay":
-        from tunectl.preload.listing import metadata_of, total_of
+        from tunectl.preload.listing import metadata_of, time_ordered, total_of
         from tunectl.preload.replay import FIRST_CHUNK, STREAM_CHUNK, ListSource, replay
 
         if (args.threads or 0) < 0 or not args.settle_timeout >= 0:  # nan too: a wait it bounds would never end
@@ -95,7 +95,11 @@ def run(ctx, args, out) -> int:
         gc.disable()
         head = header(args.list)
         metadata = {} if args.no_metadata else metadata_of(head, args.list)
-        meta_bytes = sum(n for r in metadata.values() for _, n in r)
+        meta_bytes = 0
+        if metadata:  # counted as the metadata pass reads them (holes read through, whole pages)
+            from tunectl.preload.metadata import bytes_to_read
+
+            meta_bytes = bytes_to_read(metadata)
         limit = _limit(args)
         total = total_of(head, args.list)
         source = None
@@ -116,7 +120,7 @@ def run(ctx, args, out) -> int:
         with out.progress(2 * files, "preload (inodes, then data)") as bar:
             report = replay(ctx.sysfs, parts, args.list, progress=bar, threads=args.threads,
                             settle_timeout=args.settle_timeout, use_io_uring=not args.no_io_uring,
-                            metadata=metadata, dev_root=ctx.roots.dev, time_order=head.get("order") == "time",
+                            metadata=metadata, dev_root=ctx.roots.dev, time_order=time_ordered(head, args.list),
                             source=source)
         if total is None:
             report.list_why = "every entry checked before the first read: the list's header does not give its " \

@@ -53,7 +53,7 @@ def check_replayable(st: os.stat_result, path: str) -> None:
     replay reads, and as root it reads any file into the page cache (/etc/shadow too), so a list owned by another
     user, or one others may write, is refused before any file is read. Checked on the open list's descriptor
     (`st`), at every open a replay makes of it. Another user's list is theirs to replay: the page cache is shared."""
-    if os.geteuid() != 0 or chosen_by_no_other(st):
+    if os.geteuid() != 0 or trust.chosen_by_no_other(st):
         return
     if st.st_uid != 0:
         try:
@@ -86,13 +86,7 @@ def mounts_trusted(f) -> bool:
     """Whether the list's header "mounts" may be followed: the list (its open descriptor) is owned by root or by
     whoever replays it, and writable by no one else. Otherwise a user's list would make root stat paths it names
     (an autofs or NFS path can mount or hang a boot-time replay) and choose where the entries move."""
-    return chosen_by_no_other(os.fstat(f.fileno()))
-
-
-def chosen_by_no_other(st: os.stat_result) -> bool:
-    """The one rule for a list that decides what this process does: owned by root or by this process's user,
-    and writable by no one else (`mounts_trusted` for its header, `check_replayable` for root's reads)."""
-    return st.st_uid in (0, os.geteuid()) and not st.st_mode & 0o022
+    return trust.chosen_by_no_other(os.fstat(f.fileno()))
 
 
 def moved_devices(head: dict, path: str, trusted: bool = True) -> dict[str, str]:

@@ -23,6 +23,8 @@ and then reads the entries as they are checked (`total_of`).
 The header's optional "mounts" (MAJ:MIN -> where that file system was mounted
 when the list was made) lets a reader follow a file system whose device number
 changed at the next boot (disks probed in another order): `renumber`.
+The header's optional "order" is "time" in a recorded list (entries in the order
+they were read, kept bin by bin on a disk that seeks); any other value is refused.
 Arrays, not objects: a boot-time replay decodes tens of thousands of lines.
 A reader refuses a list from a newer version; a line it cannot read is an
 error with file:line, never guessed at.
@@ -194,6 +196,7 @@ def parse_header(line: str, source: str) -> dict:
     # replay, which has no use for "placed", once took a list `show` refused), whatever the options.
     metadata_of(header, source)
     total_of(header, source)
+    time_ordered(header, source)
     mounts_of(header, source)
     placed_of(header, source)
     if "fields" in header and header["fields"] != list(FIELDS):  # rows are read by position: say so, never guess
@@ -214,6 +217,17 @@ def total_of(header: dict, source: str) -> tuple[int, int] | None:
         raise ListError(f"{source}:1: bytes: expected a non-negative integer, got {total!r:.40}")
     files = header.get("files")
     return (files, total) if _int(files) else None
+
+
+def time_ordered(header: dict, source: str) -> bool:
+    """Whether the header says its entries are in the order they were read ("order": "time", written by `record`
+    only); ListError at `source:1` for any other value (a replay would otherwise take it for physical order)."""
+    if "order" not in header:
+        return False
+    if header["order"] != "time":
+        raise ListError(f"{source}:1: order: expected \"time\" (the order the files were read) or no key, "
+                        f"got {header['order']!r:.40}", hint="collect or record the list again with this tunectl")
+    return True
 
 
 def _check_device(device: str, source: str, key: str) -> None:

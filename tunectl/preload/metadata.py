@@ -118,6 +118,17 @@ def collect(devices: Iterable[str], sysfs: Sysfs, dev_root: str | None, proc_roo
     return found, notes
 
 
+def bytes_to_read(metadata: Mapping[str, Iterable[tuple[int, int]]]) -> int:
+    """What `replay` will read of these ranges, for the memory cap: coalesced as it coalesces them (holes up to
+    GAP read through), each run out to whole pages (WILLNEED reads pages). The ranges' own sum understates it:
+    ranges of one byte 64 KiB apart add up to a few bytes and read the whole span."""
+    total = 0
+    for ranges in metadata.values():
+        for start, length in order.coalesce(ranges, GAP):
+            total += -(-(start + length) // order.PAGE) * order.PAGE - start // order.PAGE * order.PAGE
+    return total
+
+
 def replay(metadata: Mapping[str, Iterable[tuple[int, int]]], windows: Mapping[str, int], sysfs: Sysfs,
            dev_root: str | None, wait: Iterable[str] = ()) -> MetadataPass:
     """WILLNEED the recorded device ranges, sorted and coalesced, in read-ahead-window calls. On the devices in

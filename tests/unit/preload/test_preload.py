@@ -76,6 +76,9 @@ GOOD_ROW = '["/a","8:1",1,10,0,[[0,10]],4096]'
     # a header naming the fields in another order: its rows were read by position, the device taken for the path
     ([GOOD_HEADER[:-1] + ', "fields": ["device", "path", "inode", "size", "mtime_ns", "ranges", "physical"]}',
       GOOD_ROW], 1, 'fields: expected ["path", "device", "inode"'),
+    # an "order" other than record's "time" was taken for physical order, as if the key were absent
+    ([GOOD_HEADER[:-1] + ', "order": "physical"}', GOOD_ROW], 1, "order: expected \"time\""),
+    ([GOOD_HEADER[:-1] + ', "order": null}', GOOD_ROW], 1, "order: expected \"time\""),
 ])
 def test_garbage_is_an_error_at_file_and_line(lines: list[str], where: int, words: str) -> None:
     with pytest.raises(ListError) as e:
@@ -324,7 +327,8 @@ def bad_lists(tmp_path: Path) -> dict[str, Path]:
     empty.write_text("")
     lists = {"garbage": garbage, "newer": newer, "binary": binary, "empty": empty, "dir": tmp_path,
              "missing": tmp_path / "nope.list"}
-    for key, bad in (("placed", {"7:0": "fiemap"}), ("mounts", {"8:1": "relative"}), ("metadata", {"sda": []})):
+    for key, bad in (("placed", {"7:0": "fiemap"}), ("mounts", {"8:1": "relative"}), ("metadata", {"sda": []}),
+                     ("order", "TIME")):
         lists[key] = tmp_path / f"{key}.list"
         lists[key].write_text(json.dumps({**json.loads(GOOD_HEADER), key: bad}) + "\n" + GOOD_ROW + "\n")
     return lists
@@ -343,6 +347,9 @@ def bad_lists(tmp_path: Path) -> dict[str, Path]:
     (["show", "{mounts}"], 2, "mounts.list:1: mounts 8:1: expected an absolute path"),
     (["replay", "{metadata}", "--no-metadata"], 2, "metadata.list:1: metadata: 'sda' is not MAJ:MIN"),
     (["show", "{metadata}"], 2, "metadata.list:1: metadata: 'sda' is not MAJ:MIN"),
+    (["replay", "{order}"], 2, "order.list:1: order: expected \"time\" (the order the files were read) or no key, "
+                               "got 'TIME'"),
+    (["show", "{order}"], 2, "order.list:1: order: expected \"time\""),
     (["replay", "{binary}"], 2, "binary.list:2: not UTF-8"),
     (["replay", "{empty}"], 2, "empty file"),
     (["replay", "{dir}"], 2, "a directory, not a regular file"),

@@ -69,13 +69,16 @@ def test_the_last_component_is_never_followed(tmp_path: Path) -> None:
         with pytest.raises(OSError) as raised:
             opener.open(str(tmp_path / "link"))
         assert raised.value.errno == errno.ELOOP
-        with pytest.raises(Untrusted, match="a symbolic link"):
+        with pytest.raises(OSError) as raised:  # a directory only this user writes: opened (O_NOFOLLOW), not looked at
             opener.open(str(tmp_path / "link"), checked=False)
+        assert raised.value.errno == errno.ELOOP
+    os.chmod(tmp_path, 0o775)
+    with ListedOpener() as opener, pytest.raises(Untrusted, match="a symbolic link"):
+        opener.open(str(tmp_path / "link"), checked=False)
 
 
-def test_unchecked_a_named_pipe_is_refused_before_it_is_opened(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    os.mkfifo(tmp_path / "pipe")
+def spied_opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names os.open is asked to open from now on."""
     opened: list[str] = []
     real_open = os.open
 
@@ -84,9 +87,70 @@ def test_unchecked_a_named_pipe_is_refused_before_it_is_opened(tmp_path: Path,
         return real_open(path, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", spy)
+    return opened
+
+
+@pytest.mark.parametrize("mode", [0o775, 0o757, 0o1777], ids=["group-writable", "world-writable", "sticky-like-tmp"])
+def test_unchecked_a_named_pipe_is_refused_before_it_is_opened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              mode: int) -> None:
+    """In a directory another user may write, a name not checked is looked at first: a named pipe (or a device
+    node) swapped in by that user is never opened."""
+    os.mkfifo(tmp_path / "pipe")
+    os.chmod(tmp_path, mode)
+    opened = spied_opens(monkeypatch)
     with ListedOpener() as opener, pytest.raises(Untrusted, match="a named pipe, not a regular file"):
         opener.open(str(tmp_path / "pipe"), checked=False)
     assert "pipe" not in opened
+
+
+def test_on_an_unnamed_device_the_look_stays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tmpfs (like devtmpfs, /proc, /sys) has major 0: even a directory only this user writes keeps the look."""
+    if not os.path.isdir("/dev/shm") or os.major(os.stat("/dev/shm").st_dev) != 0:
+        pytest.skip("no tmpfs at /dev/shm")
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as d:
+        os.mkfifo(os.path.join(d, "pipe"))
+        opened = spied_opens(monkeypatch)
+        with ListedOpener() as opener, pytest.raises(Untrusted, match="a named pipe, not a regular file"):
+            opener.open(os.path.join(d, "pipe"), checked=False)
+        assert "pipe" not in opened
+
+
+def _pipe_swapped_in(tmp_path: Path, mode: int, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int, list, list[str]]:
+    """A listed regular file replaced by a named pipe after the list was read; the data pass over it, its name
+    not checked (as a streamed list has it): (files, bytes, skips, names opened)."""
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 100)
+    st = os.stat(path)
+    dev = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    entry = Entry(str(path), dev, st.st_ino, 100, st.st_mtime_ns, ((0, 100),), None)
+    path.unlink()
+    os.mkfifo(path)
+    os.chmod(tmp_path, mode)
+    opened = spied_opens(monkeypatch)
+    skipped: list = []
+    with ListedOpener() as opener:
+        files, issued, stopped = replay_module._issue_with(opener, [entry], [0], bytearray([2]), {dev: 1 << 20},
+                                                           {dev: st.st_dev}, None, skipped, None)
+    assert not stopped
+    return files, issued, skipped, opened
+
+
+def test_a_pipe_swapped_in_where_others_write_is_never_opened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    files, issued, skipped, opened = _pipe_swapped_in(tmp_path, 0o775, monkeypatch)
+    assert (files, issued) == (0, 0) and "f" not in opened
+    assert [(s.status, s.reason) for s in skipped] == [("changed", "now a named pipe, not a regular file")]
+
+
+def test_a_pipe_in_a_directory_only_root_writes_is_refused_by_the_fstat(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No look where no other user can have put it: opened without blocking, judged by fstat, never read."""
+    if os.major(os.stat(tmp_path).st_dev) == 0:
+        pytest.skip("the test directory is on an unnamed device (tmpfs): the look stays there")
+    files, issued, skipped, opened = _pipe_swapped_in(tmp_path, 0o755, monkeypatch)
+    assert (files, issued) == (0, 0) and "f" in opened
+    assert [(s.status, s.reason) for s in skipped] == [("changed", "now a named pipe, not a regular file")]
 
 
 def test_the_inode_pass_runs_only_ahead_of_disk_order() -> None:

@@ -214,3 +214,17 @@ def test_an_output_through_the_users_own_link_is_written_at_its_target_never_ove
     (tmp_path / "stdout").symlink_to(tmp_path / "pipe")  # as /dev/stdout -> /proc/self/fd/1 -> a pipe or tty
     assert "a named pipe, not a regular file" in write_output(str(tmp_path / "stdout"), b"a,b\n")
     assert (tmp_path / "stdout").is_symlink()
+
+
+def test_the_metadata_counted_against_max_bytes_is_what_the_metadata_pass_reads(tmp_path: Path) -> None:
+    # The pass reads holes of up to 64 KiB through and whole pages: 100 one-byte ranges 64 KiB apart are one
+    # read of 6.2 MiB. Summed as listed they came to 100 B, and the replay passed a 1 MiB cap.
+    lst = tmp_path / "l.list"
+    head = json.loads(HEADER)
+    head.update(files=1, bytes=1000, metadata={"8:1": [[i * 65536, 1] for i in range(100)]})
+    lst.write_text(json.dumps(head) + "\n" + json.dumps(["/nonexistent/0", "8:1", 1, 1000, 0, [[0, 1000]], None]) + "\n")
+    r = run_cli("preload", "replay", str(lst), "--max-bytes", "1M")
+    assert r.code == 2 and "1 file and 6.2 MiB of metadata, 6.2 MiB to read: more than --max-bytes 1 MiB; " \
+                           "no file of it was read" in r.err, r.err
+    r = run_cli("preload", "replay", str(lst), "--max-bytes", "1M", "--no-metadata")
+    assert r.code == 0, r.err
