@@ -403,8 +403,20 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     except KeyboardInterrupt as e:  # Ctrl-C while the parser or a command's modules load, before a command runs
         from tunectl.errors import ExitCode
 
-        stderr.write("tunectl: interrupted\n")
-        return int(getattr(e, "exit_code", ExitCode.INTERRUPTED))
+        code = int(getattr(e, "exit_code", ExitCode.INTERRUPTED))
+        return _interrupted(stdout, stderr, _wants_json(list(sys.argv[1:] if argv is None else argv)), code)
+
+
+def _interrupted(stdout: TextIO, stderr: TextIO, json: bool, code: int, said: str = "interrupted") -> int:
+    """A command cut short (Ctrl-C, or SIGTERM where a command turns it into an interruption): said on stderr
+    and, under --json, as the one document --json promises (`tunectl-error`), so a caller reading stdout finds
+    one document, not none."""
+    if json:
+        from tunectl.report import emit_json, error_document
+
+        emit_json("error", error_document(said, f"{said}: the command stopped part way", None, None, code), stdout)
+    stderr.write(f"tunectl: {said}\n")
+    return code
 
 
 def _main(argv: Sequence[str] | None, env: Mapping[str, str] | None, stdout: TextIO, stderr: TextIO,
@@ -466,10 +478,8 @@ def _main(argv: Sequence[str] | None, env: Mapping[str, str] | None, stdout: Tex
         from tunectl.system.interrupts import Terminated
 
         if isinstance(e, Terminated):  # SIGTERM, SIGHUP, where a command turns them into an interruption (bench, --try)
-            out.warn("tunectl: terminated")
-            return e.exit_code
-        out.warn("tunectl: interrupted")
-        return ExitCode.INTERRUPTED
+            return _interrupted(out.stdout, out.stderr, out.json, e.exit_code, "terminated")
+        return _interrupted(out.stdout, out.stderr, out.json, ExitCode.INTERRUPTED)
     except BrokenPipeError:
         return ExitCode.OK
     except Exception as e:  # a TunectlError is a message for people; anything else is a bug, said plainly

@@ -110,8 +110,9 @@ class ReplayReport(Report):
                             f"(limit {100 * guard.limit:.0f}%); the rest of the list was not read")
         return stopped
 
-    def already_read(self) -> str:
-        """What a replay that stops part way had read, for its error: the files whose reads it had issued."""
+    def already_read(self, settled: bool) -> str:
+        """What a replay that stops part way had read, for its error: the files whose reads it had issued;
+        `settled`: the disks finished those reads (else some were still in flight when it stopped waiting)."""
         meta = self.metadata.bytes if self.metadata else 0
         if not self.files and not meta:
             return "; no file of the list was read"
@@ -120,8 +121,9 @@ class ReplayReport(Report):
         what = f"{counted(self.files, 'file')} ({format_bytes(self.bytes)})" if self.files else ""
         if meta:
             what += (" and " if what else "") + f"{format_bytes(meta)} of file system metadata"
-        return (f"; before it, {what} had been read into the page cache (which changes nothing on disk), "
-                "the rest of the list was not read")
+        done = "had been read into the page cache" if settled else \
+            "had been sent to the disk to read into the page cache, some still in flight at the settle timeout"
+        return f"; before it, {what} {done} (which changes nothing on disk), the rest of the list was not read"
 
 
 class ListSource:
@@ -556,8 +558,12 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
     guard = PressureGuard(pressure, started) if pressure is not None else None
     parts: Iterable[Sequence[Entry]] | None = [plist.entries] if isinstance(plist, PreloadList) else plist
     if source is not None:
-        parts = _streamed(report, disks, source, orders, progress, guard, threads, use_io_uring, time_order,
-                          metadata_first)
+        try:
+            parts = _streamed(report, disks, source, orders, progress, guard, threads, use_io_uring, time_order,
+                              metadata_first)
+        except _Stopped as stop:  # what was sent before it is waited for as at the end, so its count is true
+            settled = _settle(sysfs, disks, read_before, settle_timeout)
+            raise stop.error(report.already_read(settled)) from None
     if parts is not None:
         metadata_first()
         for entries in parts:
@@ -567,14 +573,29 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
     report.order = orders.pop() if len(orders) == 1 else "mixed" if orders else "physical"
     report.skipped.sort(key=lambda s: s.path)
     report.issue_seconds = time.monotonic() - started
-    read_after = _own_read_bytes() if read_before is not None else None
-    # Nothing of ours to wait for when the replay sent no read to a disk (a resident list): the devices may
-    # still be busy with others' reads, which are not this replay's to wait for.
-    if read_after is None or read_after > read_before:
-        report.settled = _settled(sysfs, sorted(disks.windows), settle_timeout)
+    report.settled = _settle(sysfs, disks, read_before, settle_timeout)
     report.seconds = time.monotonic() - started
     report.requests = _requests_since(sysfs, disks.baseline)
     return report
+
+
+def _settle(sysfs: Sysfs, disks: _Disks, read_before: int | None, timeout: float) -> bool:
+    """Wait, at most `timeout` seconds, until the disks have no reads in flight; False when some still were.
+    Nothing of ours to wait for when the replay sent no read to a disk (a resident list): the devices may
+    still be busy with others' reads, which are not this replay's to wait for."""
+    read_after = _own_read_bytes() if read_before is not None else None
+    if read_after is None or read_after > read_before:
+        return _settled(sysfs, sorted(disks.windows), timeout)
+    return True
+
+
+class _Stopped(Exception):
+    """A streamed replay stopped part way (a bad entry, the cap passed): `error(already)` is the error to raise,
+    `already` saying what had been read before it, once the reads sent are waited for."""
+
+    def __init__(self, error: Callable[[str], Exception]) -> None:
+        super().__init__()
+        self.error = error
 
 
 def _replay_batch(report: ReplayReport, disks: _Disks, entries: Sequence[Entry], orders: set[str], progress,
@@ -742,12 +763,14 @@ class _Stream:
         except ListError as e:
             if self.pending:
                 self._flush()
-            raise ListError(e.message + self.report.already_read(), hint=e.hint) from None
+            message, hint = e.message, e.hint
+            raise _Stopped(lambda already: ListError(message + already, hint=hint)) from None
         if chunk is not None and not source.take(chunk):
             source.close()
             if self.pending:
                 self._flush()
-            raise source.over_cap(source.files, source.bytes, self.report.already_read())
+            files, nbytes = source.files, source.bytes
+            raise _Stopped(lambda already: source.over_cap(files, nbytes, already))
         return chunk
 
     def _chunk(self, chunk: Sequence[Entry], checker: _Checker | None, first: bool) -> bool:

@@ -83,3 +83,27 @@ def test_a_ctrl_c_while_python_loads_tunectl_exits_130_without_a_traceback(monke
     except KeyboardInterrupt:  # caught here: escaping, it would stop the whole test session
         pytest.fail("a KeyboardInterrupt escaped python -m tunectl")
     assert e.value.code == ExitCode.INTERRUPTED and capsys.readouterr().err == "tunectl: interrupted\n"
+
+
+@pytest.mark.parametrize("when", ["while the command runs", "before it runs"])
+def test_a_ctrl_c_under_json_still_prints_the_one_document(monkeypatch: pytest.MonkeyPatch, when: str) -> None:
+    # --json promises one document on stdout; an interrupted command printed none (a caller's json.loads("")
+    # failed), only "tunectl: interrupted" on stderr.
+    import json
+
+    from tunectl import cli
+    from tunectl.preload import cli as preload_cli
+
+    def interrupted(*args):  # noqa: ANN002, ANN202
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(preload_cli if when == "while the command runs" else cli,
+                        "run" if when == "while the command runs" else "build_parser", interrupted)
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["--json", "preload", "show", "/nonexistent.list"], stdout=out, stderr=err)
+    assert code == ExitCode.INTERRUPTED and err.getvalue() == "tunectl: interrupted\n"
+    doc = json.loads(out.getvalue())
+    assert doc["format"] == "tunectl-error" and doc["error"]["code"] == "interrupted"
+    assert doc["error"]["exit_code"] == 130
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["preload", "show", "/nonexistent.list"], stdout=out, stderr=err) == 130 and out.getvalue() == ""

@@ -8,6 +8,7 @@ The disk is a stand-in (`read_stack`), and every WILLNEED the replay issues is r
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
@@ -108,6 +109,45 @@ def test_a_bad_entry_later_in_the_list_stops_the_replay_there_after_reading_ever
     assert error(r.err) == error(whole.err) + f"; before it, {at} files ({format_bytes(at * SIZE)}) had been read " \
         "into the page cache (which changes nothing on disk), the rest of the list was not read", r.err
     assert read == [e.inode for e in files[:at]]  # every entry before the bad one, none after
+
+
+def sent_reads(monkeypatch: pytest.MonkeyPatch, read: list[int], busy: int) -> list[int]:
+    """The replay's reads stand in as sent to the disk (its read bytes grow) and in flight for `busy` looks at
+    the disk; the files read (WILLNEEDs issued) at each look."""
+    sent = itertools.count(0, 4096)
+    monkeypatch.setattr(replay_module, "_own_read_bytes", lambda: next(sent))
+    looks: list[int] = []
+
+    def in_flight(sysfs, devices) -> int:  # noqa: ANN001
+        looks.append(len(read))
+        return 3 if len(looks) <= busy else 0
+
+    monkeypatch.setattr(replay_module, "_in_flight", in_flight)
+    return looks
+
+
+def test_a_bad_entry_later_in_the_list_waits_for_the_reads_before_it_as_the_end_does(
+        monkeypatch, tmp_path: Path, files) -> None:
+    # It exited at once, its reads still in flight, and said they "had been read into the page cache".
+    lst = listed(tmp_path / "l.list", files, bad_inode(700))
+    read = disk(monkeypatch, rotational=False)
+    looks = sent_reads(monkeypatch, read, busy=2)
+    r = run_cli("preload", "replay", str(lst))
+    assert r.code == 2 and looks == [700, 700, 700], (r.err, looks)  # after the last read, until none in flight
+    assert error(r.err).endswith(f"; before it, 700 files ({format_bytes(700 * SIZE)}) had been read into the page "
+                                 "cache (which changes nothing on disk), the rest of the list was not read"), r.err
+
+
+def test_a_bad_entry_whose_reads_are_still_in_flight_at_the_settle_timeout_says_so(monkeypatch, tmp_path: Path,
+                                                                                    files) -> None:
+    lst = listed(tmp_path / "l.list", files, header=lambda h: h.update(bytes=1))  # the cap passed mid-list too
+    read = disk(monkeypatch, rotational=False)
+    looks = sent_reads(monkeypatch, read, busy=10 ** 9)
+    r = run_cli("preload", "replay", str(lst), "--settle-timeout", "0", "--max-bytes", str(1000 * SIZE))
+    assert r.code == 2 and looks and set(looks) == {512}, (r.err, looks)
+    assert error(r.err).endswith("; before it, 512 files (50 KiB) had been sent to the disk to read into the page "
+                                 "cache, some still in flight at the settle timeout (which changes nothing on disk), "
+                                 "the rest of the list was not read"), r.err
 
 
 def test_a_bad_entry_in_the_first_chunk_reads_nothing_and_says_what_it_always_said(monkeypatch, tmp_path: Path,
