@@ -118,7 +118,7 @@ def test_a_replay_imports_only_what_it_uses(tmp_path: Path, files: int) -> None:
     # disk each module costs tenths of a second before the first read (#30's boot pair).
     before_output = order[:order.index("tunectl.preload.text")] if "tunectl.preload.text" in order else order
     heavy = set(before_output) & {"tunectl.report", "contextlib"}
-    assert not heavy, f"imported before the replay's reads were sent: {sorted(heavy)}"
+    assert not heavy, f"imported before the replay's reads were sent: {sorted(heavy)}; in order: {before_output}"
 
 
 # ---------------------------------------------------------------- the settle wait: only for reads of our own
