@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import repeat
 
 from tunectl.errors import NotPermitted, UsageError
@@ -232,7 +232,6 @@ class Survey:
     def __init__(self) -> None:
         self.files = 0
         self.bytes = 0
-        self.created = ""
         self.entries: list[Entry] | None = []  # kept while the list has at most `keep` entries
 
 
@@ -240,9 +239,15 @@ _BYTES = Entry.bytes.fget
 
 
 def survey(path: str, size: int = BATCH, keep: int = KEEP) -> Survey:
+    """The list at `path` read once through, every entry checked (`tally`)."""
+    return tally((entries for _, entries in batches(path, size)), keep)
+
+
+def tally(parts: Iterable[Sequence[Entry]], keep: int = KEEP) -> Survey:
+    """The files and bytes of a list's checked batches, all of them, and the entries while there are at most
+    `keep` (a replay then reads them as one batch, decoded once)."""
     found = Survey()
-    for created, entries in batches(path, size):
-        found.created = created
+    for entries in parts:
         found.files += len(entries)
         found.bytes += sum(map(_BYTES, entries))  # the property's getter mapped: no generator frame per entry
         if found.entries is not None and found.files <= keep:

@@ -129,12 +129,13 @@ class ReplayReport(Report):
 class ListSource:
     """A list replayed as it is read: its checked chunks in file order (the first small), the bytes its entries
     may add up to (the memory cap, the metadata pass deducted), and the way back to the whole-list survey
-    (`surveyed`: every entry checked and the total known before the first read) for a disk that needs it.
+    (`surveyed(checked)`: every entry checked and the total known before the first read, the chunks already
+    decoded given back as `checked`, the rest read on from the same open list) for a disk that needs it.
     `over_cap(files, bytes, already)`: the error when the entries checked so far add up to more than `limit`."""
 
     def __init__(self, chunks: Iterator[Sequence[Entry]], limit: int,
-                 surveyed: Callable[[], Iterable[Sequence[Entry]]], over_cap: Callable[[int, int, str], Exception]
-                 ) -> None:
+                 surveyed: Callable[[Iterable[Sequence[Entry]]], Iterable[Sequence[Entry]]],
+                 over_cap: Callable[[int, int, str], Exception]) -> None:
         self.chunks, self.limit, self.surveyed, self.over_cap = chunks, limit, surveyed, over_cap
         self.files = self.bytes = 0  # what the chunks checked so far hold
 
@@ -645,9 +646,13 @@ def _streamed(report: ReplayReport, disks: _Disks, source: ListSource, orders: s
         return [first]
     why, sample, last_key = _why_not_streamed(disks, first, threads, use_io_uring, time_order, metadata_first)
     if why:
-        source.close()
         report.list_why = f"every entry checked before the first read: {why}"
-        return source.surveyed()
+        from itertools import chain
+
+        try:  # the first chunk kept, the rest read on from the same open list: decoded once
+            return source.surveyed(chain([first], source.chunks))
+        finally:
+            source.close()
     report.list_read = "streamed"
     report.list_why = (f"read as it was checked: the first {counted(len(first), 'entry', 'entries')}, then "
                        f"{STREAM_CHUNK} at a time, each chunk's files read as soon as all of it passed the checks")

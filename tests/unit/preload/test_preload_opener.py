@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -117,16 +118,23 @@ def test_on_an_unnamed_device_the_look_stays(monkeypatch: pytest.MonkeyPatch) ->
         assert "pipe" not in opened
 
 
-def _pipe_swapped_in(tmp_path: Path, mode: int, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int, list, list[str]]:
-    """A listed regular file replaced by a named pipe after the list was read; the data pass over it, its name
-    not checked (as a streamed list has it): (files, bytes, skips, names opened)."""
+def _swapped_in(tmp_path: Path, mode: int, monkeypatch: pytest.MonkeyPatch, node: str = "pipe"
+                ) -> tuple[int, int, list, list[str]]:
+    """A listed regular file replaced by a named pipe (or a character device like /dev/null) after the list was
+    read; the data pass over it, its name not checked (as a streamed list has it): (files, bytes, skips, names
+    opened)."""
     path = tmp_path / "f"
     path.write_bytes(b"x" * 100)
     st = os.stat(path)
     dev = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
     entry = Entry(str(path), dev, st.st_ino, 100, st.st_mtime_ns, ((0, 100),), None)
     path.unlink()
-    os.mkfifo(path)
+    if node == "pipe":
+        os.mkfifo(path)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("making a device node takes root")
+        os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
     os.chmod(tmp_path, mode)
     opened = spied_opens(monkeypatch)
     skipped: list = []
@@ -137,20 +145,27 @@ def _pipe_swapped_in(tmp_path: Path, mode: int, monkeypatch: pytest.MonkeyPatch)
     return files, issued, skipped, opened
 
 
-def test_a_pipe_swapped_in_where_others_write_is_never_opened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    files, issued, skipped, opened = _pipe_swapped_in(tmp_path, 0o775, monkeypatch)
+NODES = {"pipe": "a named pipe", "device": "a character device"}
+
+
+@pytest.mark.parametrize("node", NODES)
+def test_a_node_swapped_in_where_others_write_is_never_opened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              node: str) -> None:
+    files, issued, skipped, opened = _swapped_in(tmp_path, 0o775, monkeypatch, node)
     assert (files, issued) == (0, 0) and "f" not in opened
-    assert [(s.status, s.reason) for s in skipped] == [("changed", "now a named pipe, not a regular file")]
+    assert [(s.status, s.reason) for s in skipped] == [("changed", f"now {NODES[node]}, not a regular file")]
 
 
-def test_a_pipe_in_a_directory_only_root_writes_is_refused_by_the_fstat(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("node", NODES)
+def test_a_node_in_a_directory_only_root_writes_is_refused_by_the_fstat(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                        node: str) -> None:
     """No look where no other user can have put it: opened without blocking, judged by fstat, never read."""
     if os.major(os.stat(tmp_path).st_dev) == 0:
         pytest.skip("the test directory is on an unnamed device (tmpfs): the look stays there")
-    files, issued, skipped, opened = _pipe_swapped_in(tmp_path, 0o755, monkeypatch)
+    files, issued, skipped, opened = _swapped_in(tmp_path, 0o755, monkeypatch, node)
     assert (files, issued) == (0, 0) and "f" in opened
-    assert [(s.status, s.reason) for s in skipped] == [("changed", "now a named pipe, not a regular file")]
+    assert [(s.status, s.reason) for s in skipped] == [("changed", f"now {NODES[node]}, not a regular file")]
 
 
 def test_the_inode_pass_runs_only_ahead_of_disk_order() -> None:

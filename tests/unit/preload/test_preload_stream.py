@@ -305,3 +305,45 @@ def test_the_first_read_comes_after_the_first_chunk_is_parsed_not_the_whole_list
     r = run_cli("preload", "replay", str(lst))
     assert r.code == 0 and len(read) == FILES and sum(decoded) >= FILES, r.err
     assert at_first_read == [parsed]
+
+
+def test_a_list_refused_streaming_after_its_first_chunk_is_decoded_once(monkeypatch, tmp_path: Path, files) -> None:
+    # A seeking disk whose first inodes wait: the list is checked whole first. It was opened again and decoded
+    # from the top, the first 512 entries twice; the first chunk is kept and the same open list read on.
+    from tunectl.preload import listfile
+
+    read = disk(monkeypatch, rotational=True, inodes_cached=False)
+    lst = listed(tmp_path / "l.list", files)
+    decoded: list[int] = []
+    real_parse = listfile.parse_lines
+
+    def parse_lines(lines, numbers, path):  # noqa: ANN001, ANN202
+        decoded.append(len(lines))
+        return real_parse(lines, numbers, path)
+
+    monkeypatch.setattr(listfile, "parse_lines", parse_lines)
+    r = run_cli("preload", "replay", str(lst), "--json")
+    assert r.code == 0 and r.doc["list_read"] == "whole" and read == [e.inode for e in files], r.err
+    assert sum(decoded) == FILES, decoded
+
+
+def test_a_list_refused_streaming_and_swapped_for_a_bigger_one_after_its_survey_is_not_read_past_it(
+        monkeypatch, tmp_path: Path, files) -> None:
+    # The same guarantee as for a list without its total: a list too long to keep is read again after the survey,
+    # and a bigger one renamed over it in between is stopped before any of it is read.
+    from tunectl.preload import listfile
+
+    read = disk(monkeypatch, rotational=True, inodes_cached=False)
+    lst = listed(tmp_path / "l.list", files[:1000])
+    real = listfile.tally
+
+    def then_swapped(parts, keep: int = listfile.KEEP):  # noqa: ANN001, ANN202
+        found = real(parts, keep=0)  # not kept: the replay reads the list again
+        listed(tmp_path / "l.list", files)  # whoever owns it swaps a bigger one in
+        return found
+
+    monkeypatch.setattr(listfile, "tally", then_swapped)
+    r = run_cli("preload", "replay", str(lst), "--max-bytes", str(1000 * SIZE))
+    assert r.code == 2 and f"{lst}: changed while it was replayed: read again, it holds more than the 1000 files, " \
+        f"{format_bytes(1000 * SIZE)} it held when it was checked" in r.err, r.err
+    assert read == []
