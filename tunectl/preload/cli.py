@@ -111,7 +111,7 @@ def run(ctx, args, out) -> int:
             _check_total(args, out, total[0], total[1] + meta_bytes, meta_bytes, limit)
 
             def over_cap(n: int, nbytes: int, already: str) -> UsageError:
-                return _over_cap(args, total, n, nbytes + meta_bytes, limit, already)
+                return _over_cap(args, total, n, nbytes + meta_bytes, limit, already, meta_bytes)
 
             source = ListSource((b for _, b in batches(args.list, STREAM_CHUNK, first=FIRST_CHUNK)),
                                 limit - meta_bytes,
@@ -200,14 +200,16 @@ def _check_total(args, out, files: int, total: int, metadata_bytes: int, limit: 
         out.warn(f"tunectl: {args.list}: {counted(files, 'file')}, {format_bytes(total)} to read")
 
 
-def _over_cap(args, total: tuple[int, int], files: int, nbytes: int, limit: int, already: str):
-    """The error when a streamed list's entries add up to more than its header said, and past the cap."""
+def _over_cap(args, total: tuple[int, int], files: int, nbytes: int, limit: int, already: str, meta_bytes: int = 0):
+    """The error when a streamed list's entries add up to more than its header said, and past the cap; `nbytes`
+    counts the metadata pass's `meta_bytes` too, and says so."""
     from tunectl.errors import UsageError
     from tunectl.units import counted, format_bytes
 
+    meta = f" with {format_bytes(meta_bytes)} of metadata" if meta_bytes else ""
     return UsageError(f"{args.list}: {_cap_words(args, limit, nbytes)} to read: its header says "
                       f"{counted(total[0], 'file')}, {format_bytes(total[1])}, but its first {counted(files, 'file')} "
-                      f"come to {_apart(nbytes, limit)}{already}",
+                      f"come to {_apart(nbytes, limit)}{meta}{already}",
                       hint="collect the list again (its header does not match its entries), or pass a larger "
                            "--max-bytes")
 

@@ -20,7 +20,7 @@ def some_total_us(text: str | None) -> int | None:
             for field in line.split():
                 if field.startswith("total="):
                     value = field[len("total="):]
-                    return int(value) if value.isdigit() else None
+                    return int(value) if value.isascii() and value.isdigit() else None  # "²" is a digit to isdigit
     return None
 
 

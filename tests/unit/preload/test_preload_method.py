@@ -191,6 +191,8 @@ PSI = "some avg10=0.00 avg60=0.00 avg300=0.00 total={}\nfull avg10=0.00 avg60=0.
 def test_pressure_total_is_read_from_the_some_line() -> None:
     assert some_total_us(PSI.format(12345)) == 12345
     assert some_total_us(None) is None and some_total_us("garbage") is None
+    # str.isdigit takes "²", which int() refuses: a ValueError out of the guard (exit 70); the kernel writes ASCII
+    assert some_total_us(PSI.format("\u00b2")) is None and some_total_us(PSI.format("\u0661")) is None
 
 
 def test_the_guard_stops_when_the_stall_share_passes_the_limit() -> None:

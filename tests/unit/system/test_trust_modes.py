@@ -228,3 +228,15 @@ def test_the_metadata_counted_against_max_bytes_is_what_the_metadata_pass_reads(
                            "no file of it was read" in r.err, r.err
     r = run_cli("preload", "replay", str(lst), "--max-bytes", "1M", "--no-metadata")
     assert r.code == 0, r.err
+
+
+def test_a_streamed_list_past_the_cap_says_its_total_counts_the_metadata(tmp_path: Path) -> None:
+    # "its first 5 files come to 8.9 KiB": 4.9 KiB of files, the rest the metadata pass, which it did not say.
+    lst = tmp_path / "l.list"
+    head = json.loads(HEADER)
+    head.update(files=5, bytes=1, metadata={"8:1": [[0, 4096]]})  # a header that understates its entries
+    rows = [json.dumps([f"/nonexistent/{i}", "8:1", i, 1000, 0, [[0, 1000]], None]) for i in range(5)]
+    lst.write_text(json.dumps(head) + "\n" + "".join(r + "\n" for r in rows))
+    r = run_cli("preload", "replay", str(lst), "--max-bytes", "8000")
+    assert r.code == 2 and "its header says 5 files, 1 B, but its first 5 files come to 8.9 KiB with 4 KiB of " \
+                           "metadata; no file of the list was read" in r.err, r.err
