@@ -39,6 +39,27 @@ def test_a_large_file_closes_its_bin() -> None:
     assert [entries[i].path for i in order.binned_indices(entries, 32 * MiB)] == ["big", "y", "x"]
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_a_list_cut_into_chunks_is_binned_as_the_whole_list(seed: int) -> None:
+    # One bin cutter serves the whole-list order and the streamed replay, which cuts bins chunk by chunk
+    # carrying the unended bin's bytes: the same bins, and binned_indices is the sort by (bin, physical key).
+    import random
+
+    rng = random.Random(seed)
+    entries = [entry(f"/f{i}", rng.choice([None, rng.randrange(10_000)]), size=rng.randrange(1, 9000),
+                     inode=rng.randrange(50), device=rng.choice(["8:1", "8:1", "8:2"])) for i in range(400)]
+    whole, _ = order.bin_ends(entries, 20_000)
+    cuts = sorted({0, len(entries), *rng.sample(range(1, len(entries)), 7)})
+    streamed, filled = [], 0
+    for start, end in zip(cuts, cuts[1:]):
+        ends, filled = order.bin_ends(entries[start:end], 20_000, filled)
+        streamed += [start + n for n in ends]
+    assert streamed == whole and len(whole) > 20
+    bins = [sum(1 for end in whole if end <= i) for i in range(len(entries))]
+    keys = [(bins[i], *order._physical_key(e)) for i, e in enumerate(entries)]
+    assert order.binned_indices(entries, 20_000) == sorted(range(len(entries)), key=keys.__getitem__)
+
+
 @pytest.mark.parametrize("rotational, time_order, expected", [
     (True, False, "physical"), (True, True, "time-bins"), (None, False, "physical"), (None, True, "time-bins"),
     (False, False, "list"), (False, True, "list"),
