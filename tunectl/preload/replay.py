@@ -813,16 +813,17 @@ class _Stream:
 
     def _read(self, chunk: Sequence[Entry], how: str, listed: bytearray, first: bool) -> bool:
         """The chunk's files read in the order `how` says; True when memory pressure stopped it."""
-        if how == "time-bins":  # a bin is a run of the list: read when it is full, in physical order
-            pending, pending_listed, filled = self.pending, self.pending_listed, self.filled  # locals: per entry
-            for i, e in enumerate(chunk):
-                pending.append(e)
-                pending_listed.append(listed[i])
-                filled += e.bytes
-                if filled >= order.BIN_BYTES:
-                    if self._flush():
-                        return True
-                    pending, pending_listed, filled = self.pending, self.pending_listed, 0
+        if how == "time-bins":  # a bin is a run of the list, cut as the whole list's: read when full, in physical order
+            ends, filled = order.bin_ends(chunk, order.BIN_BYTES, self.filled)
+            start = 0
+            for end in ends:
+                self.pending += chunk[start:end]
+                self.pending_listed += listed[start:end]
+                if self._flush():
+                    return True
+                start = end
+            self.pending += chunk[start:]
+            self.pending_listed += listed[start:]
             self.filled = filled
             return False
         if self.pending and self._flush():
