@@ -32,6 +32,7 @@ def physical_order(entries: Iterable[Entry]) -> list[Entry]:
 
 
 _DEVICE, _INODE, _PHYSICAL = (Entry._fields.index(f) for f in ("device", "inode", "physical"))
+_BYTES = Entry.bytes.fget
 
 
 def _one_device(entries: Sequence[Entry]) -> bool:
@@ -176,18 +177,30 @@ def coalesce(ranges: Iterable[tuple[int, int]], gap: int) -> list[tuple[int, int
     return out
 
 
-def binned_indices(entries: Sequence[Entry], bin_bytes: int) -> list[int]:
-    """Positions in `entries` (in recorded, time order) cut into bins of about `bin_bytes` each, physical
-    order within a bin: what boot reads first comes first, and each bin is one sweep of the disk's head
-    (systemd-readahead's order on rotational disks)."""
-    keys: list[tuple] = []
-    filled = current = 0
-    for e in entries:
-        keys.append((current, *_physical_key(e)))
-        filled += e.bytes
+def bin_ends(entries: Sequence[Entry], bin_bytes: int, filled: int = 0) -> tuple[list[int], int]:
+    """Where the time bins of `entries` (in recorded order) end: the position after each bin's last entry, a
+    bin ending at the entry that brings it to `bin_bytes`; the first bin already `filled` bytes full (a list
+    cut into chunks, as a streamed replay reads it, is binned as the whole list). Also: how full the last,
+    unended bin is."""
+    ends = []
+    for n, size in enumerate(map(_BYTES, entries), start=1):
+        filled += size
         if filled >= bin_bytes:
-            current, filled = current + 1, 0
-    return sorted(range(len(keys)), key=keys.__getitem__)
+            ends.append(n)
+            filled = 0
+    return ends, filled
+
+
+def binned_indices(entries: Sequence[Entry], bin_bytes: int) -> list[int]:
+    """Positions in `entries` (in recorded, time order) cut into bins of about `bin_bytes` each (`bin_ends`),
+    physical order within a bin: what boot reads first comes first, and each bin is one sweep of the disk's
+    head (systemd-readahead's order on rotational disks)."""
+    out: list[int] = []
+    start = 0
+    for end in [*bin_ends(entries, bin_bytes)[0], len(entries)]:
+        out += [start + i for i in physical_indices(entries[start:end])]
+        start = end
+    return out
 
 
 def overlap_bytes(a: Iterable[tuple[int, int]], b: Iterable[tuple[int, int]]) -> int:

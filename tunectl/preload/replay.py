@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from stat import S_ISREG
 
 from tunectl.errors import ExitCode
+from tunectl.output import Report
 from tunectl.preload import order
 from tunectl.preload.listing import Entry, ListError, PreloadList
 from tunectl.preload.pressure import PressureGuard
 from tunectl.preload.skip import CHANGED, UNREADABLE, Skip, failed, why_changed, why_differs
-from tunectl.report import Report
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.trust import LISTED_READ, ListedOpener, Untrusted, kind, open_listed
 
@@ -41,7 +41,8 @@ STREAM_CHUNK = 4096  # then entries checked at a time, each chunk's files read a
 
 
 class ReplayReport(Report):
-    """What a replay did (a plain class: a boot-time replay does not pay for importing dataclasses)."""
+    """What a replay did (a plain class: a boot-time replay does not pay for importing dataclasses; its base comes
+    from tunectl.output, not tunectl.report's tables)."""
 
     def __init__(self, list_path: str) -> None:
         self.list_path = list_path
@@ -826,16 +827,17 @@ class _Stream:
 
     def _read(self, chunk: Sequence[Entry], how: str, listed: bytearray, first: bool) -> bool:
         """The chunk's files read in the order `how` says; True when memory pressure stopped it."""
-        if how == "time-bins":  # a bin is a run of the list: read when it is full, in physical order
-            pending, pending_listed, filled = self.pending, self.pending_listed, self.filled  # locals: per entry
-            for i, e in enumerate(chunk):
-                pending.append(e)
-                pending_listed.append(listed[i])
-                filled += e.bytes
-                if filled >= order.BIN_BYTES:
-                    if self._flush():
-                        return True
-                    pending, pending_listed, filled = self.pending, self.pending_listed, 0
+        if how == "time-bins":  # a bin is a run of the list, cut as the whole list's: read when full, in physical order
+            ends, filled = order.bin_ends(chunk, order.BIN_BYTES, self.filled)
+            start = 0
+            for end in ends:
+                self.pending += chunk[start:end]
+                self.pending_listed += listed[start:end]
+                if self._flush():
+                    return True
+                start = end
+            self.pending += chunk[start:]
+            self.pending_listed += listed[start:]
             self.filled = filled
             return False
         if self.pending and self._flush():

@@ -14,7 +14,6 @@ for a profile or a list).
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
@@ -639,6 +638,7 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None =
     `tmp_prefix`: the temp file's name before its random part (default ``.NAME.``), so a
     sweep after a killed writer can tell its own files.
     """
+    import contextlib  # here, as pathlib: a replay at boot imports this module and writes nothing
     import secrets
     from pathlib import Path  # here: a replay at boot does not import pathlib
 

@@ -39,6 +39,27 @@ def test_a_large_file_closes_its_bin() -> None:
     assert [entries[i].path for i in order.binned_indices(entries, 32 * MiB)] == ["big", "y", "x"]
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_a_list_cut_into_chunks_is_binned_as_the_whole_list(seed: int) -> None:
+    # One bin cutter serves the whole-list order and the streamed replay, which cuts bins chunk by chunk
+    # carrying the unended bin's bytes: the same bins, and binned_indices is the sort by (bin, physical key).
+    import random
+
+    rng = random.Random(seed)
+    entries = [entry(f"/f{i}", rng.choice([None, rng.randrange(10_000)]), size=rng.randrange(1, 9000),
+                     inode=rng.randrange(50), device=rng.choice(["8:1", "8:1", "8:2"])) for i in range(400)]
+    whole, _ = order.bin_ends(entries, 20_000)
+    cuts = sorted({0, len(entries), *rng.sample(range(1, len(entries)), 7)})
+    streamed, filled = [], 0
+    for start, end in zip(cuts, cuts[1:]):
+        ends, filled = order.bin_ends(entries[start:end], 20_000, filled)
+        streamed += [start + n for n in ends]
+    assert streamed == whole and len(whole) > 20
+    bins = [sum(1 for end in whole if end <= i) for i in range(len(entries))]
+    keys = [(bins[i], *order._physical_key(e)) for i, e in enumerate(entries)]
+    assert order.binned_indices(entries, 20_000) == sorted(range(len(entries)), key=keys.__getitem__)
+
+
 @pytest.mark.parametrize("rotational, time_order, expected", [
     (True, False, "physical"), (True, True, "time-bins"), (None, False, "physical"), (None, True, "time-bins"),
     (False, False, "list"), (False, True, "list"),
@@ -235,3 +256,13 @@ def test_in_physical_order_agrees_with_the_sort_on_every_shape() -> None:
             while shuffled == ordered or order.physical_order(shuffled) == shuffled:
                 rng.shuffle(shuffled)
             assert not order.in_physical_order(shuffled)[0]
+
+
+def test_the_metadata_planned_is_what_the_pass_reads_coalesced_once() -> None:
+    from tunectl.preload.metadata import GAP, planned
+
+    ranges = [(i * 65536, 1) for i in range(100)] + [(10 << 20, 4096), (10 << 20, 100)]  # a hole < GAP each; a dup
+    runs, total = planned({"8:1": ranges})
+    assert runs == {"8:1": [(0, 99 * 65536 + 1), (10 << 20, 4096)]}
+    assert order.coalesce(runs["8:1"], GAP) == runs["8:1"]  # the pass, given these, joins nothing more
+    assert total == 1585 * 4096 + 4096  # whole pages: 6488065 bytes are 1585 pages
