@@ -459,12 +459,24 @@ class ListedOpener:
     never takes a terminal (O_NOCTTY), and the caller's fstat refuses anything but the listed
     regular file before any read. Owner and mode alone are not enough: a container's root is
     uid 0 too, and may make device nodes in a volume it shares with the host (a watchdog
-    node, opened, arms the watchdog), so on a mount that allows devices the look stays.
+    node, opened, arms the watchdog), so on a mount that allows devices the look stays,
+    but in a directory unchanged since the list's making began (`since`, CLOCK_REALTIME ns,
+    the list's header "since"; None: never skip by this rule): its ctime (fstat on its
+    descriptor) strictly older than `since`, and the directory chosen by no other as above.
+    A name can only be re-pointed (create, unlink, rename, link) by changing its directory,
+    which sets the directory's ctime to now, and ctime cannot be set back by utimes (only by
+    setting the clock); so in such a directory every listed name still names the inode the
+    list was made from, a regular file (a file's type never changes). Equal is "changed"
+    (timestamps are coarse). A bind mount over a name needs root in the host's mount
+    namespace. The caller passes `since` only from a list no other user chose: the list's
+    owner could forge it, but the list's owner already chooses what is read. The fstat
+    after the open still refuses anything but the listed file.
     """
 
-    def __init__(self, keep: int = 512) -> None:
+    def __init__(self, keep: int = 512, since: int | None = None) -> None:
         self.dirs: dict[str, tuple[int, bool]] = {}  # directory -> (O_PATH descriptor or -1, look before opening)
         self._keep = keep
+        self._since = since
 
     def directory(self, directory: str) -> tuple[int, bool]:
         """`directory` opened (kept): its descriptor, -1 to open its files one by one (`open_listed`), and whether
@@ -487,7 +499,9 @@ class ListedOpener:
                     raise  # the directory is gone or not one: every file in it fails the same way
         if fd >= 0:
             # the directory opened, not the name: a swap after the open changes nothing
-            look = not os.fstatvfs(fd).f_flag & os.ST_NODEV or not chosen_by_no_other(os.fstat(fd))
+            st = os.fstat(fd)
+            unchanged = self._since is not None and st.st_ctime_ns < self._since
+            look = not chosen_by_no_other(st) or not (unchanged or os.fstatvfs(fd).f_flag & os.ST_NODEV)
         if len(self.dirs) >= self._keep:
             self.close()
         self.dirs[directory] = found = (fd, look)
@@ -495,9 +509,10 @@ class ListedOpener:
 
     def open(self, path: str, checked: bool = True) -> int:
         """The file at the absolute `path`; `checked`: the caller already judged the name a regular file, else
-        it is looked at (not followed) first and anything else refused unopened, but in a directory on a nodev
-        mount no other user can have written (see the class). The caller checks the descriptor (fstat) before use,
-        before any read. Raises Untrusted or OSError as open_listed does. (The replay's data pass inlines this.)"""
+        it is looked at (not followed) first and anything else refused unopened, but in a directory no other user
+        can have written on a nodev mount or unchanged since the list's making began (see the class). The caller
+        checks the descriptor (fstat) before use, before any read. Raises Untrusted or OSError as open_listed does.
+        (The replay's data pass inlines this.)"""
         directory, _, name = path.rpartition("/")
         fd, look = self.directory(directory or "/")
         if fd < 0:
