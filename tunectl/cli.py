@@ -19,7 +19,8 @@ if TYPE_CHECKING:  # start-up is budgeted: `tunectl --version` imports nothing e
     from collections.abc import Mapping, Sequence
     from typing import TextIO
 
-    from tunectl.report import Column, Progress, Report
+    from tunectl.output import Progress
+    from tunectl.report import Column, Report
 
 # command -> (the module that adds its arguments and runs it, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -126,7 +127,7 @@ class Output:
 
     def progress(self, total: int, label: str) -> Progress:
         """A progress bar on stderr when it is a terminal; silent under --json, -q or a pipe."""
-        from tunectl.report import Progress
+        from tunectl.output import Progress
 
         shown = not (self.json or self.quiet) and getattr(self.stderr, "isatty", lambda: False)()
         return Progress(self.stderr, total, label, enabled=shown)

@@ -96,10 +96,10 @@ def run(ctx, args, out) -> int:
         head = header(args.list)
         metadata = {} if args.no_metadata else metadata_of(head, args.list)
         meta_bytes = 0
-        if metadata:  # counted as the metadata pass reads them (holes read through, whole pages)
-            from tunectl.preload.metadata import bytes_to_read
+        if metadata:  # coalesced once, here, and counted as the metadata pass reads them (holes read through)
+            from tunectl.preload.metadata import planned
 
-            meta_bytes = bytes_to_read(metadata)
+            metadata, meta_bytes = planned(metadata)
         limit = _limit(args)
         total = total_of(head, args.list)
         source = None

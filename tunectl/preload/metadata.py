@@ -118,15 +118,16 @@ def collect(devices: Iterable[str], sysfs: Sysfs, dev_root: str | None, proc_roo
     return found, notes
 
 
-def bytes_to_read(metadata: Mapping[str, Iterable[tuple[int, int]]]) -> int:
-    """What `replay` will read of these ranges, for the memory cap: coalesced as it coalesces them (holes up to
-    GAP read through), each run out to whole pages (WILLNEED reads pages). The ranges' own sum understates it:
-    ranges of one byte 64 KiB apart add up to a few bytes and read the whole span."""
-    total = 0
-    for ranges in metadata.values():
-        for start, length in order.coalesce(ranges, GAP):
-            total += -(-(start + length) // order.PAGE) * order.PAGE - start // order.PAGE * order.PAGE
-    return total
+def planned(metadata: Mapping[str, Iterable[tuple[int, int]]]) -> tuple[dict[str, list[tuple[int, int]]], int]:
+    """The ranges as `replay` will read them, coalesced as it coalesces them (holes up to GAP read through; given
+    these, its own coalescing finds nothing more to join), and the bytes that reads, each run out to whole pages
+    (WILLNEED reads pages): what the memory cap counts. The ranges' own sum understates it: ranges of one byte
+    64 KiB apart add up to a few bytes and read the whole span."""
+    runs = {device: order.coalesce(ranges, GAP) for device, ranges in metadata.items()}
+    page = order.PAGE
+    total = sum(-(-(start + length) // page) * page - start // page * page
+                for ranges in runs.values() for start, length in ranges)
+    return runs, total
 
 
 def replay(metadata: Mapping[str, Iterable[tuple[int, int]]], windows: Mapping[str, int], sysfs: Sysfs,

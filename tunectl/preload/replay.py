@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from stat import S_ISREG
 
 from tunectl.errors import ExitCode
+from tunectl.output import Report
 from tunectl.preload import order
 from tunectl.preload.listing import Entry, ListError, PreloadList
 from tunectl.preload.pressure import PressureGuard
 from tunectl.preload.skip import CHANGED, UNREADABLE, Skip, failed, why_changed, why_differs
-from tunectl.report import Report
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.trust import LISTED_READ, ListedOpener, Untrusted, kind, open_listed
 
@@ -41,7 +41,8 @@ STREAM_CHUNK = 4096  # then entries checked at a time, each chunk's files read a
 
 
 class ReplayReport(Report):
-    """What a replay did (a plain class: a boot-time replay does not pay for importing dataclasses)."""
+    """What a replay did (a plain class: a boot-time replay does not pay for importing dataclasses; its base comes
+    from tunectl.output, not tunectl.report's tables)."""
 
     def __init__(self, list_path: str) -> None:
         self.list_path = list_path
@@ -408,12 +409,26 @@ def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, w
         return _issue_with(opener, entries, order_, listed, windows, devnums, progress, skipped, guard)
 
 
+def _not_opened(path: str, code: int, name: str, dir_fd: int, looked: bool) -> Skip:
+    """Why a listed file did not open. A name opened without a look (a nodev mount, where a device node refuses
+    its open with EACCES) is looked at now: a device there is "changed", as a look before would have said."""
+    if code == errno.EACCES and not looked and dir_fd >= 0:
+        try:
+            mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+        except OSError:
+            pass
+        else:
+            if not S_ISREG(mode):
+                return Skip(path, CHANGED, f"now {kind(mode)}, not a regular file")
+    return failed(path, code)
+
+
 def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums, progress, skipped, guard
                 ) -> tuple[int, int, bool]:
     # The hot loop: ~54,000 files a second on /usr/share, so ListedOpener.open is inlined (a call, a split and a
     # dict look-up a file less), the directory and the device are looked up once per run of files, and an entry is
-    # unpacked once instead of loading its fields one by one. Per file: open (a look first only for a name not
-    # checked in a directory others may write), fstat, fadvise, close.
+    # unpacked once instead of loading its fields one by one. Per file: open (a look first for a name not checked,
+    # but in a directory on a nodev mount no other user can write: ListedOpener), fstat, fadvise, close.
     close, fadvise, willneed, fstat, open_, lstat = os.close, os.posix_fadvise, os.POSIX_FADV_WILLNEED, os.fstat, \
         os.open, os.stat
     directory_of, flags, regular = opener.directory, LISTED_READ, S_ISREG
@@ -450,7 +465,7 @@ def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums,
             continue
         except OSError as e:
             skipped.append(Skip(path, CHANGED, "now a symbolic link") if e.errno == errno.ELOOP
-                           else failed(path, e.errno or errno.EIO))
+                           else _not_opened(path, e.errno or errno.EIO, name, dir_fd, look or checked == 1))
             continue
         if device != last_device:
             devnum, window, last_device = devnums[device], windows[device], device

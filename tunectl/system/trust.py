@@ -14,7 +14,6 @@ for a profile or a list).
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
@@ -450,17 +449,17 @@ class ListedOpener:
     At most `keep` directories stay open (a list in disk order visits them in runs).
 
     A name not `checked` is looked at (not followed) before it is opened, so that a device
-    node or a named pipe another user put in its place is refused unopened, except in a
-    directory no other user can have written (`chosen_by_no_other` on the directory itself,
-    through its descriptor: owned by root or this user, writable by no group and no other;
-    not on an unnamed device, major 0: devtmpfs, tmpfs, proc, sysfs, and btrfs and overlayfs
-    keep the look too). What such a directory holds under a listed name was put there by
-    root or this user, and the list was chosen by no other user either (root replays only
-    its own lists; a user's replay opens only what that user may open): no other user chooses
-    what is opened. The open itself never blocks (O_NONBLOCK: a named pipe opens at once) and
+    node or a named pipe put in its place is refused unopened, except in a directory on a
+    file system mounted nodev that no other user can have written (`chosen_by_no_other` on
+    the directory itself, through its descriptor: owned by root or this user, writable by no
+    group and no other). On a nodev mount no device node can be opened at all (the kernel
+    refuses it before any driver sees it), so the one thing the open can reach besides a
+    regular file is a named pipe or a socket, which only root or this user can have put
+    there: the open never blocks (O_NONBLOCK: a named pipe opens at once, a socket fails),
     never takes a terminal (O_NOCTTY), and the caller's fstat refuses anything but the listed
-    regular file before any read. The look was one of five system calls per file, and the costliest
-    (a lookup by name and a stat result built in Python): measured, the data pass's CPU fell by a fifth.
+    regular file before any read. Owner and mode alone are not enough: a container's root is
+    uid 0 too, and may make device nodes in a volume it shares with the host (a watchdog
+    node, opened, arms the watchdog), so on a mount that allows devices the look stays.
     """
 
     def __init__(self, keep: int = 512) -> None:
@@ -487,8 +486,8 @@ class ListedOpener:
                 elif e.errno != errno.ELOOP:
                     raise  # the directory is gone or not one: every file in it fails the same way
         if fd >= 0:
-            st = os.fstat(fd)  # the directory opened, not the name: a swap after the open changes nothing
-            look = not chosen_by_no_other(st) or not os.major(st.st_dev)
+            # the directory opened, not the name: a swap after the open changes nothing
+            look = not os.fstatvfs(fd).f_flag & os.ST_NODEV or not chosen_by_no_other(os.fstat(fd))
         if len(self.dirs) >= self._keep:
             self.close()
         self.dirs[directory] = found = (fd, look)
@@ -496,9 +495,9 @@ class ListedOpener:
 
     def open(self, path: str, checked: bool = True) -> int:
         """The file at the absolute `path`; `checked`: the caller already judged the name a regular file, else
-        it is looked at (not followed) first and anything else refused unopened, but in a directory no other
-        user can have written (see the class). The caller checks the descriptor (fstat) before use, before any
-        read. Raises Untrusted or OSError as open_listed does. (The replay's data pass inlines this.)"""
+        it is looked at (not followed) first and anything else refused unopened, but in a directory on a nodev
+        mount no other user can have written (see the class). The caller checks the descriptor (fstat) before use,
+        before any read. Raises Untrusted or OSError as open_listed does. (The replay's data pass inlines this.)"""
         directory, _, name = path.rpartition("/")
         fd, look = self.directory(directory or "/")
         if fd < 0:
@@ -639,6 +638,7 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None =
     `tmp_prefix`: the temp file's name before its random part (default ``.NAME.``), so a
     sweep after a killed writer can tell its own files.
     """
+    import contextlib  # here, as pathlib: a replay at boot imports this module and writes nothing
     import secrets
     from pathlib import Path  # here: a replay at boot does not import pathlib
 

@@ -21,11 +21,11 @@ import pytest
 
 from tests.harness import REPO
 from tests.preload_helpers import GOOD_HEADER, assert_clean, evict, fincore, make_files, replay_resident, tunectl
+from tunectl.output import Progress
 from tunectl.preload import order
 from tunectl.preload.listfile import read_list
 from tunectl.preload.listing import FIELDS, VERSION, Entry, ListError, parse, render
 from tunectl.preload.replay import replay
-from tunectl.report import Progress
 from tunectl.system.sysfs import Sysfs
 
 

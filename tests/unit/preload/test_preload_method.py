@@ -256,3 +256,13 @@ def test_in_physical_order_agrees_with_the_sort_on_every_shape() -> None:
             while shuffled == ordered or order.physical_order(shuffled) == shuffled:
                 rng.shuffle(shuffled)
             assert not order.in_physical_order(shuffled)[0]
+
+
+def test_the_metadata_planned_is_what_the_pass_reads_coalesced_once() -> None:
+    from tunectl.preload.metadata import GAP, planned
+
+    ranges = [(i * 65536, 1) for i in range(100)] + [(10 << 20, 4096), (10 << 20, 100)]  # a hole < GAP each; a dup
+    runs, total = planned({"8:1": ranges})
+    assert runs == {"8:1": [(0, 99 * 65536 + 1), (10 << 20, 4096)]}
+    assert order.coalesce(runs["8:1"], GAP) == runs["8:1"]  # the pass, given these, joins nothing more
+    assert total == 1585 * 4096 + 4096  # whole pages: 6488065 bytes are 1585 pages

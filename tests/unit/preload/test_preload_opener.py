@@ -63,16 +63,30 @@ def test_a_path_through_a_linked_directory_opens_as_show_opens_it_not_vanished(t
                 os.close(fd)
 
 
-def test_the_last_component_is_never_followed(tmp_path: Path) -> None:
+def as_nodev(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every file system says it is mounted nodev (no device node on it can be opened)."""
+    real = os.fstatvfs
+
+    class Flags:
+        def __init__(self, fd: int) -> None:
+            self.f_flag = real(fd).f_flag | os.ST_NODEV
+
+    monkeypatch.setattr(os, "fstatvfs", Flags)
+
+
+def test_the_last_component_is_never_followed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "target").write_bytes(b"x")
     (tmp_path / "link").symlink_to(tmp_path / "target")
     with ListedOpener() as opener:
         with pytest.raises(OSError) as raised:
             opener.open(str(tmp_path / "link"))
         assert raised.value.errno == errno.ELOOP
-        with pytest.raises(OSError) as raised:  # a directory only this user writes: opened (O_NOFOLLOW), not looked at
+        with pytest.raises(Untrusted, match="a symbolic link"):
             opener.open(str(tmp_path / "link"), checked=False)
-        assert raised.value.errno == errno.ELOOP
+    as_nodev(monkeypatch)
+    with ListedOpener() as opener, pytest.raises(OSError) as raised:  # no look there: opened O_NOFOLLOW, refused
+        opener.open(str(tmp_path / "link"), checked=False)
+    assert raised.value.errno == errno.ELOOP
     os.chmod(tmp_path, 0o775)
     with ListedOpener() as opener, pytest.raises(Untrusted, match="a symbolic link"):
         opener.open(str(tmp_path / "link"), checked=False)
@@ -157,15 +171,44 @@ def test_a_node_swapped_in_where_others_write_is_never_opened(tmp_path: Path, mo
 
 
 @pytest.mark.parametrize("node", NODES)
-def test_a_node_in_a_directory_only_root_writes_is_refused_by_the_fstat(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch,
-                                                                        node: str) -> None:
-    """No look where no other user can have put it: opened without blocking, judged by fstat, never read."""
-    if os.major(os.stat(tmp_path).st_dev) == 0:
-        pytest.skip("the test directory is on an unnamed device (tmpfs): the look stays there")
+def test_a_node_where_devices_open_is_never_opened_even_if_only_root_writes(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch,
+                                                                           node: str) -> None:
+    """uid 0 is not one principal (a container's root writes a shared volume as uid 0 and may make device nodes):
+    on a mount that allows devices the look stays in every directory."""
+    if os.statvfs(tmp_path).f_flag & os.ST_NODEV:
+        pytest.skip("the test directory is mounted nodev")
     files, issued, skipped, opened = _swapped_in(tmp_path, 0o755, monkeypatch, node)
-    assert (files, issued) == (0, 0) and "f" in opened
+    assert (files, issued) == (0, 0) and "f" not in opened
     assert [(s.status, s.reason) for s in skipped] == [("changed", f"now {NODES[node]}, not a regular file")]
+
+
+def test_a_pipe_on_a_nodev_mount_only_root_writes_is_refused_by_the_fstat(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """No look where no device can open and no other user can have put a named pipe: opened without blocking,
+    judged by fstat, never read."""
+    as_nodev(monkeypatch)
+    files, issued, skipped, opened = _swapped_in(tmp_path, 0o755, monkeypatch)
+    assert (files, issued) == (0, 0) and "f" in opened
+    assert [(s.status, s.reason) for s in skipped] == [("changed", "now a named pipe, not a regular file")]
+
+
+def test_a_device_on_a_nodev_mount_is_said_changed_not_unreadable(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a nodev mount the kernel refuses a device node's open (EACCES) before its driver sees it; the replay then
+    looks, and says "changed" as the look before the open would have, not "unreadable" (exit 0, not partial)."""
+    as_nodev(monkeypatch)
+    real_open = os.open
+
+    def nodev_open(path, flags, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if path == "f":
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", nodev_open)
+    files, issued, skipped, _ = _swapped_in(tmp_path, 0o755, monkeypatch, "device")
+    assert (files, issued) == (0, 0)
+    assert [(s.status, s.reason) for s in skipped] == [("changed", "now a character device, not a regular file")]
 
 
 def test_the_inode_pass_runs_only_ahead_of_disk_order() -> None:
