@@ -662,7 +662,7 @@ def _streamed(report: ReplayReport, disks: _Disks, source: ListSource, orders: s
     if whole:  # the whole list, checked: one batch, as before
         report.list_why = f"every entry checked before the first read: it has fewer than {FIRST_CHUNK} entries"
         return [first]
-    why, sample, last_key = _why_not_streamed(disks, first, threads, use_io_uring, time_order, metadata_first)
+    why, sample = _why_not_streamed(disks, first, threads, use_io_uring, time_order, metadata_first)
     if why:
         report.list_why = f"every entry checked before the first read: {why}"
         from itertools import chain
@@ -675,13 +675,9 @@ def _streamed(report: ReplayReport, disks: _Disks, source: ListSource, orders: s
     report.list_why = (f"read as it was checked: the first {counted(len(first), 'entry', 'entries')}, then "
                        f"{STREAM_CHUNK} at a time, each chunk's files read as soon as all of it passed the checks")
     metadata_first()
-    fast_inodes = "" if sample is None else (
-        f"inode pass stopped after {counted(len(first), 'file')}: {sample.sample_rate:,.0f} stats/s, the inode "
-        "tables answer from a cache; the rest read at open")
     with ListedOpener(since=since) as opener:
-        stream = _Stream(report, disks, orders, progress, guard, threads, use_io_uring, time_order, opener,
-                         last_key, fast_inodes)
-        if stream.run(source, first, sample):
+        stream = _Stream(report, disks, orders, progress, guard, threads, use_io_uring, time_order, opener, sample)
+        if stream.run(source, first):
             return None
     if stream.unsorted:
         report.list_why += "; part of the list was not in disk order: those chunks were each sorted on their own"
@@ -705,10 +701,9 @@ def _first_chunk(source: ListSource) -> tuple[list[Entry], bool]:
 
 
 def _why_not_streamed(disks: _Disks, first: Sequence[Entry], threads: int | None, use_io_uring: bool,
-                      time_order: bool, metadata_first: Callable[[], None]) -> tuple[str, _Checker | None, object]:
+                      time_order: bool, metadata_first: Callable[[], None]) -> tuple[str, _Checker | None]:
     """Why the list must be surveyed whole before its first read ("" to stream it), judged by its first chunk:
-    its order on a disk that seeks, and how fast its inodes come (the sample, returned with the chunk's last
-    physical key)."""
+    its order on a disk that seeks, and how fast its inodes come (the sample, returned: it checked the chunk)."""
     from _thread import allocate_lock
 
     from tunectl.units import counted
@@ -717,12 +712,9 @@ def _why_not_streamed(disks: _Disks, first: Sequence[Entry], threads: int | None
     disks.add(devices)
     how = _how(disks, devices, time_order)
     sample = None
-    last_key = None
     why = ""
-    if how == "physical":
-        in_order, last_key = order.in_physical_order(first)
-        if not in_order:
-            why = "its entries are not in disk order: sorted as a whole first"
+    if how == "physical" and not order.in_physical_order(first)[0]:
+        why = "its entries are not in disk order: sorted as a whole first"
     if how != "list" and not why:
         # the metadata pass first (on a disk that seeks, waited for): the sample then times what it left to read,
         # rather than reading the inode tables cold, in inode order, ahead of the metadata sweep
@@ -732,35 +724,40 @@ def _why_not_streamed(disks: _Disks, first: Sequence[Entry], threads: int | None
         if sample.sample_rate < FAST_STATS:
             why = (f"its first {counted(len(first), 'inode')} came at {sample.sample_rate:,.0f} stats/s, below "
                    f"{FAST_STATS:,}/s: the disk seeks, so every inode is read ahead, in inode order, first")
-    return why, sample, last_key
+    return why, sample
 
 
 class _Stream:
     """The chunk loop of a streamed replay: each chunk checked, counted in the report and read, and what runs
-    from chunk to chunk (the time bin being filled, the last physical key, whether inodes answer fast)."""
+    from chunk to chunk (the time bin being filled, the last physical key, whether inodes answer fast).
+    `sample`: the inode sample that checked the first chunk (None: the first chunk is on flash)."""
 
     def __init__(self, report: ReplayReport, disks: _Disks, orders: set[str], progress, guard: PressureGuard | None,
-                 threads: int | None, use_io_uring: bool, time_order: bool, opener: ListedOpener, last_key: object,
-                 fast_inodes: str) -> None:
+                 threads: int | None, use_io_uring: bool, time_order: bool, opener: ListedOpener,
+                 sample: _Checker | None) -> None:
         from _thread import allocate_lock
+
+        from tunectl.units import counted
 
         self.report, self.disks, self.orders, self.progress, self.guard = report, disks, orders, progress, guard
         self.threads, self.use_io_uring, self.time_order, self.opener = threads, use_io_uring, time_order, opener
-        self.last_key, self.fast_inodes = last_key, fast_inodes
+        self.sample = sample  # used by the first chunk, then None
+        self.fast_inodes = "" if sample is None else (
+            f"inode pass stopped after {counted(len(sample.entries), 'file')}: {sample.sample_rate:,.0f} stats/s, "
+            "the inode tables answer from a cache; the rest read at open")
+        self.last_key: tuple | None = None
         self.pending: list[Entry] = []  # the time bin being filled
         self.pending_listed = bytearray()
         self.filled = 0
         self.unsorted = False
         self.lock = allocate_lock()
 
-    def run(self, source: ListSource, first: Sequence[Entry], sample: _Checker | None) -> bool:
-        """Every chunk from `first` on (checked by `sample`, when given); True when memory pressure stopped it."""
+    def run(self, source: ListSource, first: Sequence[Entry]) -> bool:
+        """Every chunk from `first` on; True when memory pressure stopped it."""
         chunk: Sequence[Entry] | None = first
-        checker = sample
         while chunk is not None:
-            if chunk and self._chunk(chunk, checker, chunk is first):
+            if chunk and self._chunk(chunk):
                 return True
-            checker = None
             chunk = self._next(source)
         if self.pending:
             self._flush()
@@ -796,14 +793,14 @@ class _Stream:
             raise _Stopped(lambda already: source.over_cap(files, nbytes, already))
         return chunk
 
-    def _chunk(self, chunk: Sequence[Entry], checker: _Checker | None, first: bool) -> bool:
+    def _chunk(self, chunk: Sequence[Entry]) -> bool:
         """One chunk checked (the first one by the sample), counted in the report and read; True when memory
         pressure stopped it."""
         devices = {e.device for e in chunk}
         self.disks.add(devices)
         how = _how(self.disks, devices, self.time_order)
         self.orders.add(how if how != "physical" else order.order_name(chunk))
-        checker, inodes = self._check(chunk, checker, how)
+        checker, inodes = self._check(chunk, how)
         report = self.report
         if checker.how != "none" or not report.inode_pass:
             report.inode_pass, report.threads = checker.how, checker.parallel
@@ -811,10 +808,11 @@ class _Stream:
         report.add_skips(checker.skipped)
         for d in devices:
             report.methods[d] = f"{self.disks.stacks[d].describe(how)}; {inodes}"
-        return self._read(chunk, how, checker.listed, first)
+        return self._read(chunk, how, checker.listed)
 
-    def _check(self, chunk: Sequence[Entry], checker: _Checker | None, how: str) -> tuple[_Checker, str]:
+    def _check(self, chunk: Sequence[Entry], how: str) -> tuple[_Checker, str]:
         """The chunk's checker and what its inode pass was: the first chunk's is the sample's, already run."""
+        checker, self.sample = self.sample, None
         if checker is not None:
             if self.progress is not None:
                 self.progress.advance(len(chunk))
@@ -829,7 +827,7 @@ class _Stream:
             self.fast_inodes = inodes
         return checker, inodes
 
-    def _read(self, chunk: Sequence[Entry], how: str, listed: bytearray, first: bool) -> bool:
+    def _read(self, chunk: Sequence[Entry], how: str, listed: bytearray) -> bool:
         """The chunk's files read in the order `how` says; True when memory pressure stopped it."""
         if how == "time-bins":  # a bin is a run of the list, cut as the whole list's: read when full, in physical order
             ends, filled = order.bin_ends(chunk, order.BIN_BYTES, self.filled)
@@ -847,7 +845,7 @@ class _Stream:
         if self.pending and self._flush():
             return True
         indices: Sequence[int] = range(len(chunk))
-        if how == "physical" and not first:  # the first was looked at before streaming
+        if how == "physical":  # the first chunk is (streaming needs it), the rest may not be
             in_order, self.last_key = order.in_physical_order(chunk, self.last_key)
             if not in_order:  # a list edited by hand: each chunk from here sorted on its own
                 indices, self.unsorted = order.physical_indices(chunk), True
