@@ -470,13 +470,17 @@ class ListedOpener:
     (timestamps are coarse). A bind mount over a name needs root in the host's mount
     namespace. The caller passes `since` only from a list no other user chose: the list's
     owner could forge it, but the list's owner already chooses what is read. The fstat
-    after the open still refuses anything but the listed file.
+    after the open still refuses anything but the listed file. Every directory above it,
+    up to /, must be unchanged too (each looked at once a replay): a whole tree made before
+    the list, device node and all, and renamed in over an ancestor after it would bring an
+    old directory into the listed place, and the rename changed that ancestor's parent.
     """
 
     def __init__(self, keep: int = 512, since: int | None = None) -> None:
         self.dirs: dict[str, tuple[int, bool]] = {}  # directory -> (O_PATH descriptor or -1, look before opening)
         self._keep = keep
         self._since = since
+        self._unchanged_above: dict[str, bool] = {}  # directory -> it and every directory above it unchanged
 
     def directory(self, directory: str) -> tuple[int, bool]:
         """`directory` opened (kept): its descriptor, -1 to open its files one by one (`open_listed`), and whether
@@ -500,12 +504,27 @@ class ListedOpener:
         if fd >= 0:
             # the directory opened, not the name: a swap after the open changes nothing
             st = os.fstat(fd)
-            unchanged = self._since is not None and st.st_ctime_ns < self._since
+            unchanged = self._since is not None and st.st_ctime_ns < self._since \
+                and self._unchanged_from_root(directory.rpartition("/")[0] or "/")
             look = not chosen_by_no_other(st) or not (unchanged or os.fstatvfs(fd).f_flag & os.ST_NODEV)
         if len(self.dirs) >= self._keep:
             self.close()
         self.dirs[directory] = found = (fd, look)
         return found
+
+    def _unchanged_from_root(self, directory: str) -> bool:
+        """`directory` and every directory above it have a ctime strictly older than `since` (by name, not
+        following its last part; the directory below was opened without following any link)."""
+        known = self._unchanged_above.get(directory)
+        if known is None:
+            try:
+                known = os.stat(directory, follow_symlinks=False).st_ctime_ns < self._since  # type: ignore[operator]
+            except OSError:
+                known = False
+            if known and directory != "/":
+                known = self._unchanged_from_root(directory.rpartition("/")[0] or "/")
+            self._unchanged_above[directory] = known
+        return known
 
     def open(self, path: str, checked: bool = True) -> int:
         """The file at the absolute `path`; `checked`: the caller already judged the name a regular file, else

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -231,11 +232,35 @@ def test_a_directory_unchanged_since_the_lists_making_began_opens_without_a_look
     (tmp_path / "f").write_bytes(b"data")
     os.chmod(tmp_path, 0o755)
     ctime = os.stat(tmp_path).st_ctime_ns
-    assert _looks(tmp_path, monkeypatch, ctime + 1) == 0
+    later = time.time_ns() + 3600 * 10**9  # after every directory above too (/tmp changes whenever others write)
+    assert _looks(tmp_path, monkeypatch, later) == 0
     assert _looks(tmp_path, monkeypatch, None) == 1
     assert _looks(tmp_path, monkeypatch, ctime) == 1
     os.chmod(tmp_path, 0o775)
-    assert _looks(tmp_path, monkeypatch, os.stat(tmp_path).st_ctime_ns + 1) == 1
+    assert _looks(tmp_path, monkeypatch, later) == 1
+
+
+def test_a_tree_made_before_the_list_and_renamed_in_over_an_ancestor_keeps_the_look(tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch
+                                                                                  ) -> None:
+    """The directory itself is older than "since" (made before the list, whatever it holds), but it reached the
+    listed place by a rename of a directory above it afterwards: that changed the directory above, so the look stays."""
+    if os.statvfs(tmp_path).f_flag & os.ST_NODEV:
+        pytest.skip("the test directory is mounted nodev")
+    staged = tmp_path / "staged" / "b"
+    staged.mkdir(parents=True)
+    (staged / "f").write_bytes(b"data")
+    os.chmod(staged, 0o755)
+    since = os.stat(staged).st_ctime_ns + 1  # the list's making began after the tree was made
+    placed = tmp_path / "a" / "b"
+    assert _looks(staged, monkeypatch, time.time_ns() + 3600 * 10**9) == 0  # unchanged everywhere: no look
+    os.rename(tmp_path / "staged", tmp_path / "a")
+    deadline = time.monotonic() + 5
+    while os.stat(tmp_path).st_ctime_ns < since:  # a coarse clock may stamp the rename no later than the tree
+        assert time.monotonic() < deadline, "the clock did not move in 5 s"
+        os.chmod(tmp_path, 0o700 if os.stat(tmp_path).st_mode & 0o077 else 0o755)
+    assert os.stat(placed).st_ctime_ns < since
+    assert _looks(placed, monkeypatch, since) == 1
 
 
 def test_a_list_says_when_its_making_began_and_only_a_list_no_other_chose_is_believed(tmp_path: Path) -> None:
