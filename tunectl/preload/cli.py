@@ -122,7 +122,7 @@ def run(ctx, args, out) -> int:
             report = replay(ctx.sysfs, parts, args.list, progress=bar, threads=args.threads,
                             settle_timeout=args.settle_timeout, use_io_uring=not args.no_io_uring,
                             metadata=metadata, dev_root=ctx.roots.dev, time_order=time_ordered(head, args.list),
-                            source=source, since=head["since_trusted"])
+                            source=source)
         if total is None:
             report.list_why = "every entry checked before the first read: the list's header does not give its " \
                               "total (made by an older tunectl; collect it again to have it read as it is checked)"

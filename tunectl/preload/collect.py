@@ -13,7 +13,7 @@ from dataclasses import field
 
 from tunectl.errors import ExitCode, UsageError
 from tunectl.preload import metadata, order
-from tunectl.preload.listfile import making_began, write_list
+from tunectl.preload.listfile import write_list
 from tunectl.preload.listing import Entry
 from tunectl.preload.skip import UNREADABLE, VANISHED, Skip, failed
 from tunectl.record import record
@@ -163,7 +163,6 @@ def _not_listable(path: str) -> Skip | None:
 def collect(paths: Sequence[str], list_path: str, resident: bool = False, roots: Roots | None = None) -> CollectReport:
     """The files below `paths` (whole, or with `resident` only their cached pages) and, with `roots`,
     the metadata pass: the device pages holding their inodes, directories and extent blocks (ext4)."""
-    since = making_began()  # before the first file is looked at: the list's "since" (listing.since_of)
     for p in paths:
         if not os.path.lexists(p):
             raise UsageError(f"{p}: no such file or directory", hint="collect takes existing files and directories")
@@ -179,7 +178,7 @@ def collect(paths: Sequence[str], list_path: str, resident: bool = False, roots:
             report.entries.append(entry)
     report.record_metadata(roots)  # after the walk: the metadata it read (or boot read) is cached now
     report.place(roots)  # after the metadata: reading a squashfs image's tables caches its device pages
-    write_list(list_path, report.entries, report.metadata, mounts=report.mounts, placed=report.placed, since=since)
+    write_list(list_path, report.entries, report.metadata, mounts=report.mounts, placed=report.placed)
     return report
 
 

@@ -16,7 +16,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import repeat
 
 from tunectl.errors import NotPermitted, UsageError
-from tunectl.preload import listing
 from tunectl.preload.listing import Entry, ListError, PreloadList, mounts_of, parse_header, parse_lines, render, renumber
 from tunectl.preload.order import physical_order
 from tunectl.system import trust
@@ -298,8 +297,6 @@ def header(path: str, replayed: bool = True) -> dict:
                         hint="make one with `tunectl preload collect PATHS -o LIST`")
     head = parse_header(_text(first, path, 1), path)
     moved = moved_devices(head, path, trusted)
-    # "since" lets a replay open listed names without a look first: honoured only from a list no other user chose
-    head["since_trusted"] = listing.since_of(head, path) if trusted else None
     head["mounts_ignored"] = not trusted and bool(head.get("mounts"))
     head["metadata_dropped"] = []
     if moved and isinstance(head.get("metadata"), dict):
@@ -328,31 +325,20 @@ def moved_metadata(metadata: dict, moved: Mapping[str, str]) -> tuple[dict, list
     return {now: r for d, r in metadata.items() if (now := moved.get(d, d)) not in dropped}, dropped
 
 
-SINCE_MARGIN = 2_000_000_000  # ns: the coarsest file timestamps Linux keeps (FAT's 2 s), and the kernel's coarse clock
-
-
-def making_began() -> int:
-    """A list's "since", taken before its first file is looked at: the wall clock, less `SINCE_MARGIN`. A file
-    system stamps a change with a coarse clock truncated to its timestamp granularity, so a directory changed just
-    after this moment may carry a ctime a little before it; with the margin it is never older than "since"."""
-    return time.time_ns() - SINCE_MARGIN
-
-
 def write_list(path: str, entries: Sequence[Entry], metadata: Mapping[str, Sequence[tuple[int, int]]] | None = None,
                time_order: bool = False, mounts: Mapping[str, str] | None = None,
-               placed: Mapping[str, str] | None = None, since: int | None = None) -> None:
+               placed: Mapping[str, str] | None = None) -> None:
     """The list, atomically. Entries in physical order (a replay's sort is then one pass over sorted keys),
     unless `time_order`: a record keeps the order the files were opened in, for time bins on rotational disks.
     `mounts`: where each device's file system is mounted (a later boot finds it there if its number moved);
-    `placed`: the devices whose offsets came from a squashfs inode table; `since`: `making_began()` taken before
-    the first file was looked at (a replay then skips its look before each open in a directory unchanged since)."""
+    `placed`: the devices whose offsets came from a squashfs inode table."""
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     from pathlib import Path  # writing only: a replay does not import pathlib
 
     target = Path(path)
     try:
         text = render(entries if time_order else physical_order(entries), created, metadata, time_order, mounts,
-                      placed, since)
+                      placed)
         trust.atomic_write(target, text.encode(), shared_dir=True)
     except trust.Untrusted as e:
         raise UsageError(f"{path}: cannot write the preload list: {e.message}", hint=e.hint) from None

@@ -97,12 +97,11 @@ class PreloadList(namedtuple("PreloadList", "entries created", defaults=("",))):
 
 def render(entries: Iterable[Entry], created: str, metadata: Mapping[str, Iterable[tuple[int, int]]] | None = None,
            time_order: bool = False, mounts: Mapping[str, str] | None = None,
-           placed: Mapping[str, str] | None = None, since: int | None = None) -> str:
+           placed: Mapping[str, str] | None = None) -> str:
     """The list's text. `metadata`: MAJ:MIN -> byte ranges of the block device to read first (the file
     system's own blocks); `time_order`: the entries are in the order they were read (a record), which a
     replay on a rotational disk keeps bin by bin; `mounts`: MAJ:MIN -> the file system's mount point;
-    `placed`: MAJ:MIN -> where `physical` came from when not FIEMAP ("squashfs": the image's inode table);
-    `since`: the wall clock (ns) when the list's making began, before its first file was looked at (`since_of`).
+    `placed`: MAJ:MIN -> where `physical` came from when not FIEMAP ("squashfs": the image's inode table).
     All are header keys a version-1 reader ignores."""
     entries = list(entries)
     header = {"format": FORMAT, "version": VERSION, "created": created, "files": len(entries),
@@ -115,8 +114,6 @@ def render(entries: Iterable[Entry], created: str, metadata: Mapping[str, Iterab
         header["mounts"] = dict(sorted(mounts.items()))
     if placed:
         header["placed"] = dict(sorted(placed.items()))
-    if since is not None:
-        header["since"] = since
     lines = [json.dumps(header)]
     lines += [json.dumps(e.to_row(), separators=(",", ":")) for e in entries]
     return "\n".join(lines) + "\n"
@@ -202,7 +199,6 @@ def parse_header(line: str, source: str) -> dict:
     time_ordered(header, source)
     mounts_of(header, source)
     placed_of(header, source)
-    since_of(header, source)
     if "fields" in header and header["fields"] != list(FIELDS):  # rows are read by position: say so, never guess
         raise ListError(f"{source}:1: fields: expected {json.dumps(list(FIELDS))}, the order every entry is read in, "
                         f"got {json.dumps(header['fields'])[:120]}",
@@ -232,20 +228,6 @@ def time_ordered(header: dict, source: str) -> bool:
         raise ListError(f"{source}:1: order: expected \"time\" (the order the files were read) or no key, "
                         f"got {header['order']!r:.40}", hint="collect or record the list again with this tunectl")
     return True
-
-
-def since_of(header: dict, source: str) -> int | None:
-    """When the list's making began ("since": CLOCK_REALTIME ns, taken by `collect` and `record` before the first
-    file was looked at), None when the header does not say (a list made before the key was written); ListError at
-    `source:1` for anything but a non-negative integer. A replay opens a listed name without looking at it first
-    in a directory unchanged since then (`ListedOpener`), so a wrong value is refused, never guessed at."""
-    if "since" not in header:
-        return None
-    since = header["since"]
-    if not _int(since):
-        raise ListError(f"{source}:1: since: expected a non-negative integer (ns since the epoch), got {since!r:.40}",
-                        hint="collect or record the list again with this tunectl")
-    return since
 
 
 def _check_device(device: str, source: str, key: str) -> None:

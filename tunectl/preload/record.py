@@ -15,7 +15,7 @@ from dataclasses import field
 from tunectl.errors import ExitCode, NotPermitted, UsageError
 from tunectl.preload import order
 from tunectl.preload.collect import CollectReport, describe_file, entry_for, walk
-from tunectl.preload.listfile import making_began, write_list
+from tunectl.preload.listfile import write_list
 from tunectl.preload.listing import Entry
 from tunectl.record import record
 from tunectl.system import pagecache
@@ -154,7 +154,6 @@ def record(command: Sequence[str], list_path: str, method: str = "auto", scope: 
            stdout_to_stderr: bool = False, roots: Roots | None = None) -> RecordReport:
     """Run `command` and list what it opened: by fanotify in the order it opened the files (a replay on a
     rotational disk keeps that order bin by bin), else by a residency diff; with `roots`, the metadata too."""
-    since = making_began()  # before the command starts: the list's "since" (listing.since_of)
     if not command:
         raise UsageError("record needs a command after --", hint="tunectl preload record -o LIST -- CMD ARGS...")
     scope = [os.path.abspath(s) for s in scope]
@@ -178,7 +177,7 @@ def record(command: Sequence[str], list_path: str, method: str = "auto", scope: 
     report.record_metadata(roots)
     report.place(roots)
     write_list(list_path, report.entries, report.metadata, time_order=report.method == "fanotify",
-               mounts=report.mounts, placed=report.placed, since=since)
+               mounts=report.mounts, placed=report.placed)
     return report
 
 

@@ -395,8 +395,8 @@ def _why_opened_differs(entry: Entry, st: os.stat_result, devnum: int, checked: 
 
 
 def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, windows: dict[str, int],
-           devnums: dict[str, int], progress, skipped: list[Skip], guard: PressureGuard | None = None,
-           since: int | None = None) -> tuple[int, int, bool]:
+           devnums: dict[str, int], progress, skipped: list[Skip], guard: PressureGuard | None = None
+           ) -> tuple[int, int, bool]:
     """The data pass: WILLNEED over the listed files in physical order, one thread, back to back.
 
     Issued without pause, neighbouring files' reads queue together and the
@@ -405,7 +405,7 @@ def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, w
     contend for the queue lock. Every 256 files `guard` is asked whether memory
     pressure rose: then the pass stops. Returns (files, bytes issued, stopped).
     """
-    with ListedOpener(since=since) as opener:
+    with ListedOpener() as opener:
         return _issue_with(opener, entries, order_, listed, windows, devnums, progress, skipped, guard)
 
 
@@ -428,8 +428,7 @@ def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums,
     # The hot loop: ~54,000 files a second on /usr/share, so ListedOpener.open is inlined (a call, a split and a
     # dict look-up a file less), the directory and the device are looked up once per run of files, and an entry is
     # unpacked once instead of loading its fields one by one. Per file: open (a look first for a name not checked,
-    # but in a directory no other user can write on a nodev mount or unchanged since the list's making began:
-    # ListedOpener), fstat, fadvise, close.
+    # but in a directory on a nodev mount no other user can write: ListedOpener), fstat, fadvise, close.
     close, fadvise, willneed, fstat, open_, lstat = os.close, os.posix_fadvise, os.POSIX_FADV_WILLNEED, os.fstat, \
         os.open, os.stat
     directory_of, flags, regular = opener.directory, LISTED_READ, S_ISREG
@@ -547,15 +546,13 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
            threads: int | None = None, settle_timeout: float = 10.0, use_io_uring: bool = True,
            metadata: Mapping[str, Sequence[tuple[int, int]]] | None = None, dev_root: str | None = None,
            time_order: bool = False, pressure: Callable[[], str | None] | None = _memory_pressure,
-           source: ListSource | None = None, since: int | None = None) -> ReplayReport:
+           source: ListSource | None = None) -> ReplayReport:
     """The metadata pass first (the device ranges `metadata` names, from `dev_root`'s nodes), then two
     passes over each batch of the list (a PreloadList is one batch): inodes, `threads` at a time
     (io_uring workers, or Python threads where io_uring is refused), checking each file is the listed one;
     then the data reads from one thread, ordered by what the disk is (`order.method`: physical, time bins
     of a `time_order` list, or the list's order on flash), stopping if memory pressure rises; then wait
-    for the reads. `progress` counts every file twice. `since`: when the list's making began, from a list no other
-    user chose (`listfile.header`'s "since_trusted"): a name in a directory unchanged since then is opened without a
-    look first (`ListedOpener`); None keeps the look."""
+    for the reads. `progress` counts every file twice."""
     started = time.monotonic()
     read_before = _own_read_bytes()
     report = ReplayReport(list_path)
@@ -578,7 +575,7 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
     if source is not None:
         try:
             parts = _streamed(report, disks, source, orders, progress, guard, threads, use_io_uring, time_order,
-                              metadata_first, since)
+                              metadata_first)
         except _Stopped as stop:  # what was sent before it is waited for as at the end, so its count is true
             settled = _settle(sysfs, disks, read_before, settle_timeout)
             raise stop.error(report.already_read(settled)) from None
@@ -586,7 +583,7 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
         metadata_first()
         for entries in parts:
             if entries and _replay_batch(report, disks, entries, orders, progress, guard, threads, use_io_uring,
-                                         time_order, since):
+                                         time_order):
                 break
     report.order = orders.pop() if len(orders) == 1 else "mixed" if orders else "physical"
     report.skipped.sort(key=lambda s: s.path)
@@ -617,8 +614,7 @@ class _Stopped(Exception):
 
 
 def _replay_batch(report: ReplayReport, disks: _Disks, entries: Sequence[Entry], orders: set[str], progress,
-                  guard: PressureGuard | None, threads: int | None, use_io_uring: bool, time_order: bool,
-                  since: int | None = None) -> bool:
+                  guard: PressureGuard | None, threads: int | None, use_io_uring: bool, time_order: bool) -> bool:
     """One batch: its order, its inode pass, its data reads, counted in `report`; True when memory pressure
     stopped it (the rest of the list is not read)."""
     devices = {e.device for e in entries}
@@ -634,7 +630,7 @@ def _replay_batch(report: ReplayReport, disks: _Disks, entries: Sequence[Entry],
         report.methods[d] = f"{disks.stacks[d].describe(how)}; {inodes}"
     report.inode_pass, report.threads = checker.how, checker.parallel
     files, issued, stopped = _issue(entries, order.indices_for(how, entries), checker.listed, disks.windows,
-                                    disks.devnums, progress, checker.skipped, guard, since)
+                                    disks.devnums, progress, checker.skipped, guard)
     return report.add_issued(files, issued, checker.skipped, guard, stopped)
 
 
@@ -646,7 +642,7 @@ def _how(disks: _Disks, devices: set[str], time_order: bool) -> str:
 
 def _streamed(report: ReplayReport, disks: _Disks, source: ListSource, orders: set[str], progress,
               guard: PressureGuard | None, threads: int | None, use_io_uring: bool, time_order: bool,
-              metadata_first: Callable[[], None], since: int | None = None) -> Iterable[Sequence[Entry]] | None:
+              metadata_first: Callable[[], None]) -> Iterable[Sequence[Entry]] | None:
     """The list replayed as it is read, chunk by chunk, each chunk's files read as soon as every entry of it
     is checked and counted against the cap; or, when the disk needs the whole list first, the whole-list
     survey's batches to replay as before (returned; nothing has been read then).
@@ -675,7 +671,7 @@ def _streamed(report: ReplayReport, disks: _Disks, source: ListSource, orders: s
     report.list_why = (f"read as it was checked: the first {counted(len(first), 'entry', 'entries')}, then "
                        f"{STREAM_CHUNK} at a time, each chunk's files read as soon as all of it passed the checks")
     metadata_first()
-    with ListedOpener(since=since) as opener:
+    with ListedOpener() as opener:
         stream = _Stream(report, disks, orders, progress, guard, threads, use_io_uring, time_order, opener, sample)
         if stream.run(source, first):
             return None

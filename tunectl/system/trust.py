@@ -459,28 +459,12 @@ class ListedOpener:
     never takes a terminal (O_NOCTTY), and the caller's fstat refuses anything but the listed
     regular file before any read. Owner and mode alone are not enough: a container's root is
     uid 0 too, and may make device nodes in a volume it shares with the host (a watchdog
-    node, opened, arms the watchdog), so on a mount that allows devices the look stays,
-    but in a directory unchanged since the list's making began (`since`, CLOCK_REALTIME ns,
-    the list's header "since"; None: never skip by this rule): its ctime (fstat on its
-    descriptor) strictly older than `since`, and the directory chosen by no other as above.
-    A name can only be re-pointed (create, unlink, rename, link) by changing its directory,
-    which sets the directory's ctime to now, and ctime cannot be set back by utimes (only by
-    setting the clock); so in such a directory every listed name still names the inode the
-    list was made from, a regular file (a file's type never changes). Equal is "changed"
-    (timestamps are coarse). A bind mount over a name needs root in the host's mount
-    namespace. The caller passes `since` only from a list no other user chose: the list's
-    owner could forge it, but the list's owner already chooses what is read. The fstat
-    after the open still refuses anything but the listed file. Every directory above it,
-    up to /, must be unchanged too (each looked at once a replay): a whole tree made before
-    the list, device node and all, and renamed in over an ancestor after it would bring an
-    old directory into the listed place, and the rename changed that ancestor's parent.
+    node, opened, arms the watchdog), so on a mount that allows devices the look stays.
     """
 
-    def __init__(self, keep: int = 512, since: int | None = None) -> None:
+    def __init__(self, keep: int = 512) -> None:
         self.dirs: dict[str, tuple[int, bool]] = {}  # directory -> (O_PATH descriptor or -1, look before opening)
         self._keep = keep
-        self._since = since
-        self._unchanged_above: dict[str, bool] = {}  # directory -> it and every directory above it unchanged
 
     def directory(self, directory: str) -> tuple[int, bool]:
         """`directory` opened (kept): its descriptor, -1 to open its files one by one (`open_listed`), and whether
@@ -503,35 +487,17 @@ class ListedOpener:
                     raise  # the directory is gone or not one: every file in it fails the same way
         if fd >= 0:
             # the directory opened, not the name: a swap after the open changes nothing
-            st = os.fstat(fd)
-            unchanged = self._since is not None and st.st_ctime_ns < self._since \
-                and self._unchanged_from_root(directory.rpartition("/")[0] or "/")
-            look = not chosen_by_no_other(st) or not (unchanged or os.fstatvfs(fd).f_flag & os.ST_NODEV)
+            look = not os.fstatvfs(fd).f_flag & os.ST_NODEV or not chosen_by_no_other(os.fstat(fd))
         if len(self.dirs) >= self._keep:
             self.close()
         self.dirs[directory] = found = (fd, look)
         return found
 
-    def _unchanged_from_root(self, directory: str) -> bool:
-        """`directory` and every directory above it have a ctime strictly older than `since` (by name, not
-        following its last part; the directory below was opened without following any link)."""
-        known = self._unchanged_above.get(directory)
-        if known is None:
-            try:
-                known = os.stat(directory, follow_symlinks=False).st_ctime_ns < self._since  # type: ignore[operator]
-            except OSError:
-                known = False
-            if known and directory != "/":
-                known = self._unchanged_from_root(directory.rpartition("/")[0] or "/")
-            self._unchanged_above[directory] = known
-        return known
-
     def open(self, path: str, checked: bool = True) -> int:
         """The file at the absolute `path`; `checked`: the caller already judged the name a regular file, else
-        it is looked at (not followed) first and anything else refused unopened, but in a directory no other user
-        can have written on a nodev mount or unchanged since the list's making began (see the class). The caller
-        checks the descriptor (fstat) before use, before any read. Raises Untrusted or OSError as open_listed does.
-        (The replay's data pass inlines this.)"""
+        it is looked at (not followed) first and anything else refused unopened, but in a directory on a nodev
+        mount no other user can have written (see the class). The caller checks the descriptor (fstat) before use,
+        before any read. Raises Untrusted or OSError as open_listed does. (The replay's data pass inlines this.)"""
         directory, _, name = path.rpartition("/")
         fd, look = self.directory(directory or "/")
         if fd < 0:

@@ -79,10 +79,6 @@ GOOD_ROW = '["/a","8:1",1,10,0,[[0,10]],4096]'
     # an "order" other than record's "time" was taken for physical order, as if the key were absent
     ([GOOD_HEADER[:-1] + ', "order": "physical"}', GOOD_ROW], 1, "order: expected \"time\""),
     ([GOOD_HEADER[:-1] + ', "order": null}', GOOD_ROW], 1, "order: expected \"time\""),
-    # a "since" lets a replay skip its look before each open: anything but a count of ns is refused, never guessed
-    ([GOOD_HEADER[:-1] + ', "since": "2026-11-27"}', GOOD_ROW], 1, "since: expected a non-negative integer"),
-    ([GOOD_HEADER[:-1] + ', "since": -1}', GOOD_ROW], 1, "since: expected a non-negative integer"),
-    ([GOOD_HEADER[:-1] + ', "since": 1.5e18}', GOOD_ROW], 1, "since: expected a non-negative integer"),
 ])
 def test_garbage_is_an_error_at_file_and_line(lines: list[str], where: int, words: str) -> None:
     with pytest.raises(ListError) as e:
@@ -332,7 +328,7 @@ def bad_lists(tmp_path: Path) -> dict[str, Path]:
     lists = {"garbage": garbage, "newer": newer, "binary": binary, "empty": empty, "dir": tmp_path,
              "missing": tmp_path / "nope.list"}
     for key, bad in (("placed", {"7:0": "fiemap"}), ("mounts", {"8:1": "relative"}), ("metadata", {"sda": []}),
-                     ("order", "TIME"), ("since", True)):
+                     ("order", "TIME")):
         lists[key] = tmp_path / f"{key}.list"
         lists[key].write_text(json.dumps({**json.loads(GOOD_HEADER), key: bad}) + "\n" + GOOD_ROW + "\n")
     return lists
@@ -354,8 +350,6 @@ def bad_lists(tmp_path: Path) -> dict[str, Path]:
     (["replay", "{order}"], 2, "order.list:1: order: expected \"time\" (the order the files were read) or no key, "
                                "got 'TIME'"),
     (["show", "{order}"], 2, "order.list:1: order: expected \"time\""),
-    (["replay", "{since}"], 2, "since.list:1: since: expected a non-negative integer (ns since the epoch), got True"),
-    (["show", "{since}"], 2, "since.list:1: since: expected a non-negative integer"),
     (["replay", "{binary}"], 2, "binary.list:2: not UTF-8"),
     (["replay", "{empty}"], 2, "empty file"),
     (["replay", "{dir}"], 2, "a directory, not a regular file"),

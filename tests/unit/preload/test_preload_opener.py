@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import time
 from pathlib import Path
 
 import pytest
@@ -133,20 +132,16 @@ def test_on_an_unnamed_device_the_look_stays(monkeypatch: pytest.MonkeyPatch) ->
         assert "pipe" not in opened
 
 
-def _swapped_in(tmp_path: Path, mode: int, monkeypatch: pytest.MonkeyPatch, node: str = "pipe",
-                since: str | None = None) -> tuple[int, int, list, list[str]]:
+def _swapped_in(tmp_path: Path, mode: int, monkeypatch: pytest.MonkeyPatch, node: str = "pipe"
+                ) -> tuple[int, int, list, list[str]]:
     """A listed regular file replaced by a named pipe (or a character device like /dev/null) after the list was
     read; the data pass over it, its name not checked (as a streamed list has it): (files, bytes, skips, names
-    opened). `since`: the list's "since" taken "before" the file was made (the list's making began before it) or
-    "during" the making (after the file was listed, before the swap); None: a list without one."""
-    began = listfile.making_began() if since == "before" else None
+    opened)."""
     path = tmp_path / "f"
     path.write_bytes(b"x" * 100)
     st = os.stat(path)
     dev = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
     entry = Entry(str(path), dev, st.st_ino, 100, st.st_mtime_ns, ((0, 100),), None)
-    if since == "during":
-        began = listfile.making_began()
     path.unlink()
     if node == "pipe":
         os.mkfifo(path)
@@ -157,7 +152,7 @@ def _swapped_in(tmp_path: Path, mode: int, monkeypatch: pytest.MonkeyPatch, node
     os.chmod(tmp_path, mode)
     opened = spied_opens(monkeypatch)
     skipped: list = []
-    with ListedOpener(since=began) as opener:
+    with ListedOpener() as opener:
         files, issued, stopped = replay_module._issue_with(opener, [entry], [0], bytearray([2]), {dev: 1 << 20},
                                                            {dev: st.st_dev}, None, skipped, None)
     assert not stopped
@@ -186,97 +181,6 @@ def test_a_node_where_devices_open_is_never_opened_even_if_only_root_writes(tmp_
     files, issued, skipped, opened = _swapped_in(tmp_path, 0o755, monkeypatch, node)
     assert (files, issued) == (0, 0) and "f" not in opened
     assert [(s.status, s.reason) for s in skipped] == [("changed", f"now {NODES[node]}, not a regular file")]
-
-
-@pytest.mark.parametrize("since", ["before", "during"])
-@pytest.mark.parametrize("node", NODES)
-def test_a_node_swapped_in_after_the_lists_making_began_is_never_opened(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch,
-                                                                        node: str, since: str) -> None:
-    """A directory only root writes, on a mount that allows devices, with a list that says when its making began:
-    the swap changed the directory after that (its ctime is newer), so the look stays and the node is never
-    opened, whether the list's making began before the file was made or while it was listed."""
-    if os.statvfs(tmp_path).f_flag & os.ST_NODEV:
-        pytest.skip("the test directory is mounted nodev")
-    files, issued, skipped, opened = _swapped_in(tmp_path, 0o755, monkeypatch, node, since)
-    assert (files, issued) == (0, 0) and "f" not in opened
-    assert [(s.status, s.reason) for s in skipped] == [("changed", f"now {NODES[node]}, not a regular file")]
-
-
-def _looks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, since: int | None) -> int:
-    """How many times opening the regular file tmp_path/f (not checked) looks at its name first; it opens."""
-    real_stat, looked = os.stat, []
-
-    def counted(path, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-        looked.append(path)
-        return real_stat(path, *args, **kwargs)
-
-    monkeypatch.setattr(os, "stat", counted)
-    try:
-        with ListedOpener(since=since) as opener:
-            fd = opener.open(str(tmp_path / "f"), checked=False)
-            assert os.read(fd, 10) == b"data"
-            os.close(fd)
-    finally:
-        monkeypatch.setattr(os, "stat", real_stat)
-    return looked.count("f")
-
-
-def test_a_directory_unchanged_since_the_lists_making_began_opens_without_a_look(tmp_path: Path,
-                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """The look is left out only where the directory's ctime is strictly older than "since", the directory chosen
-    by no other; a list without "since" (None), an equal ctime (coarse timestamps) or a group-writable directory
-    keep it."""
-    if os.statvfs(tmp_path).f_flag & os.ST_NODEV:
-        pytest.skip("the test directory is mounted nodev")
-    (tmp_path / "f").write_bytes(b"data")
-    os.chmod(tmp_path, 0o755)
-    ctime = os.stat(tmp_path).st_ctime_ns
-    later = time.time_ns() + 3600 * 10**9  # after every directory above too (/tmp changes whenever others write)
-    assert _looks(tmp_path, monkeypatch, later) == 0
-    assert _looks(tmp_path, monkeypatch, None) == 1
-    assert _looks(tmp_path, monkeypatch, ctime) == 1
-    os.chmod(tmp_path, 0o775)
-    assert _looks(tmp_path, monkeypatch, later) == 1
-
-
-def test_a_tree_made_before_the_list_and_renamed_in_over_an_ancestor_keeps_the_look(tmp_path: Path,
-                                                                                  monkeypatch: pytest.MonkeyPatch
-                                                                                  ) -> None:
-    """The directory itself is older than "since" (made before the list, whatever it holds), but it reached the
-    listed place by a rename of a directory above it afterwards: that changed the directory above, so the look stays."""
-    if os.statvfs(tmp_path).f_flag & os.ST_NODEV:
-        pytest.skip("the test directory is mounted nodev")
-    staged = tmp_path / "staged" / "b"
-    staged.mkdir(parents=True)
-    (staged / "f").write_bytes(b"data")
-    os.chmod(staged, 0o755)
-    since = os.stat(staged).st_ctime_ns + 1  # the list's making began after the tree was made
-    placed = tmp_path / "a" / "b"
-    assert _looks(staged, monkeypatch, time.time_ns() + 3600 * 10**9) == 0  # unchanged everywhere: no look
-    os.rename(tmp_path / "staged", tmp_path / "a")
-    deadline = time.monotonic() + 5
-    while os.stat(tmp_path).st_ctime_ns < since:  # a coarse clock may stamp the rename no later than the tree
-        assert time.monotonic() < deadline, "the clock did not move in 5 s"
-        os.chmod(tmp_path, 0o700 if os.stat(tmp_path).st_mode & 0o077 else 0o755)
-    assert os.stat(placed).st_ctime_ns < since
-    assert _looks(placed, monkeypatch, since) == 1
-
-
-def test_a_list_says_when_its_making_began_and_only_a_list_no_other_chose_is_believed(tmp_path: Path) -> None:
-    """collect writes "since" a margin before it looked at the first file; `header` passes it on ("since_trusted")
-    only from a list owned by root or the reader and writable by no one else; a list without it gives None."""
-    make_files(tmp_path / "data", {"a": 10})
-    lst = tmp_path / "l.list"
-    before = listfile.making_began()
-    assert tunectl("preload", "collect", str(tmp_path / "data"), "-o", str(lst)).code == 0
-    since = listfile.header(str(lst), replayed=False)["since_trusted"]
-    assert before <= since <= listfile.making_began()
-    os.chmod(lst, 0o664)
-    assert listfile.header(str(lst), replayed=False)["since_trusted"] is None
-    lst.write_text(render([], "2026-01-01T00:00:00Z"))
-    os.chmod(lst, 0o644)
-    assert listfile.header(str(lst), replayed=False)["since_trusted"] is None
 
 
 def test_a_pipe_on_a_nodev_mount_only_root_writes_is_refused_by_the_fstat(tmp_path: Path,
