@@ -22,7 +22,7 @@ from tunectl.preload.listing import Entry, ListError, PreloadList
 from tunectl.preload.pressure import PressureGuard
 from tunectl.preload.skip import CHANGED, UNREADABLE, Skip, failed, why_changed, why_differs
 from tunectl.system.sysfs import Sysfs
-from tunectl.system.trust import LISTED_READ, ListedOpener, Untrusted, kind, open_listed
+from tunectl.system.trust import LISTED_READ, ListedOpener, Untrusted, kind, not_regular, open_listed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -419,7 +419,7 @@ def _not_opened(path: str, code: int, name: str, dir_fd: int, looked: bool) -> S
             pass
         else:
             if not S_ISREG(mode):
-                return Skip(path, CHANGED, f"now {kind(mode)}, not a regular file")
+                return Skip(path, CHANGED, f"now {not_regular(path, mode).found}")  # what a look would have said
     return failed(path, code)
 
 
@@ -458,7 +458,7 @@ def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums,
                 if look and checked != 1:  # a device node or a named pipe another user put there is never opened
                     mode = lstat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
                     if not regular(mode):
-                        raise Untrusted(path, f"{kind(mode)}, not a regular file", f"move {path} aside", True)
+                        raise not_regular(path, mode)
                 fd = open_(name, flags, dir_fd=dir_fd)
         except Untrusted as e:
             skipped.append(Skip(path, CHANGED, f"now {e.found}"))

@@ -42,6 +42,12 @@ def kind(mode: int) -> str:
     return _KIND.get(stat.S_IFMT(mode), "not a regular file")
 
 
+def not_regular(path: str, mode: int) -> Untrusted:
+    """The refusal of a listed name that a look (not followed) found to be no regular file: a device node or a
+    named pipe put in its place is never opened."""
+    return Untrusted(path, f"{kind(mode)}, not a regular file", f"move {path} aside", True)
+
+
 def trusted_uids() -> frozenset[int]:
     """Root, and the user tunectl runs as (the same when run as root)."""
     return frozenset({0, os.geteuid()})
@@ -378,7 +384,7 @@ def open_listed(path: str, flags: int = _READ, checked: bool = False, links: boo
             if not checked:
                 found = os.lstat(path)
                 if not stat.S_ISREG(found.st_mode) and not stat.S_ISLNK(found.st_mode):
-                    raise Untrusted(path, f"{kind(found.st_mode)}, not a regular file", f"move {path} aside", True)
+                    raise not_regular(path, found.st_mode)
             if not links:
                 return _walk_no_link(path, flags)
             return _openat2(_AT_FDCWD, path, flags, _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
@@ -505,7 +511,7 @@ class ListedOpener:
         if look and not checked:
             mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
             if not stat.S_ISREG(mode):
-                raise Untrusted(path, f"{kind(mode)}, not a regular file", f"move {path} aside", True)
+                raise not_regular(path, mode)
         return os.open(name, LISTED_READ, dir_fd=fd)
 
     def close(self) -> None:
@@ -557,7 +563,7 @@ def _walk_open(path: str, flags: int, links: bool = True) -> int:
                 fd = nxt
                 continue
             if not stat.S_ISREG(st.st_mode):
-                raise Untrusted(path, f"{kind(st.st_mode)}, not a regular file", f"move {path} aside", True)
+                raise not_regular(path, st.st_mode)
             opened = os.open(part, flags, dir_fd=fd)
             now = os.fstat(opened)
             if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
