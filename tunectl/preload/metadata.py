@@ -25,6 +25,7 @@ from tunectl.system.sysfs import Sysfs
 
 FILESYSTEMS = ("ext4", "ext3", "ext2")  # block-device-cached metadata; the rest: statx in inode order
 GAP = 64 << 10  # holes up to this are read through: one request instead of two, at most 16 extra pages
+_NO_END = 1 << 63  # the device's size, unknown when the cap is counted: `order.page_bytes` cuts nothing
 
 
 class MetadataPass:
@@ -124,10 +125,7 @@ def planned(metadata: Mapping[str, Iterable[tuple[int, int]]]) -> tuple[dict[str
     (WILLNEED reads pages): what the memory cap counts. The ranges' own sum understates it: ranges of one byte
     64 KiB apart add up to a few bytes and read the whole span."""
     runs = {device: order.coalesce(ranges, GAP) for device, ranges in metadata.items()}
-    page = order.PAGE
-    total = sum(-(-(start + length) // page) * page - start // page * page
-                for ranges in runs.values() for start, length in ranges)
-    return runs, total
+    return runs, sum(order.page_bytes(ranges, _NO_END) for ranges in runs.values())
 
 
 def replay(metadata: Mapping[str, Iterable[tuple[int, int]]], windows: Mapping[str, int], sysfs: Sysfs,
