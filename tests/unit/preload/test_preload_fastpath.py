@@ -119,7 +119,8 @@ def test_a_replay_imports_only_what_it_uses(tmp_path: Path, files: int) -> None:
     # From tunectl's first module on: a system Python's site may import contextlib itself, for its .pth files.
     end = order.index("tunectl.preload.text") if "tunectl.preload.text" in order else len(order)
     before_output = order[order.index("tunectl"):end]
-    heavy = set(before_output) & {"tunectl.report", "contextlib"}
+    # Nor json and re (with re's five modules, enum's patterns): the list is decoded by json's C scanner directly.
+    heavy = set(before_output) & {"tunectl.report", "contextlib", "json", "json.decoder", "re", "re._compiler"}
     assert not heavy, f"imported before the replay's reads were sent: {sorted(heavy)}; in order: {before_output}"
 
 
@@ -276,3 +277,39 @@ def test_the_kernel_counts_the_reads_a_willneed_sends(tmp_path: Path) -> None:
         os.close(fd)
     assert sent is not None and again is not None
     assert sent > before and again == sent
+
+
+# ---------------------------------------------------------------- the list decoded without importing json
+
+def _outcome(decode, text):  # noqa: ANN001, ANN202
+    try:
+        return "value", repr(decode(text))
+    except (ValueError, RecursionError) as e:  # json.JSONDecodeError is a ValueError
+        return type(e).__name__, str(e), getattr(e, "pos", None)
+
+
+def test_the_lists_decoder_gives_what_json_loads_gives() -> None:
+    """jsonscan.loads (json's C scanner called directly, for a boot replay's start-up) returns the value
+    json.loads returns and raises the error it raises, on list lines and on random damage to them."""
+    import random
+
+    from tunectl.preload.jsonscan import loads
+
+    good = ['{"format": "tunectl-preload", "version": 1, "files": 2, "mounts": {"8:1": "/"}}',
+            '["/usr/lib/a b.py","8:1",12,4096,1700000000000000000,[[0,4096]],[123456]]',
+            '["/x/\\u00e9\\ud800","8:1",1,0,-5,[],null]', "[1.5e3, -0.0, NaN, Infinity, -Infinity, true, false]",
+            "[" + ",".join(["[1,2]"] * 50) + "]", "9" * 5000, "[" * 3000 + "]" * 3000]
+    texts = [*good, "", " ", "\ufeff[]", "[] []", " [1] \n", "\t{}\r\n", "[1,]", '"\x01"', '"abc', "nul", "01"]
+    rng = random.Random(30)
+    chars = ' \t\n\r[]{},:"\\0123456789-+.eEnulltrueNaN\ufeff\x00\u00e9'
+    for _ in range(3000):
+        text = list(rng.choice(good[:5]))
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(len(text) + 1)
+            if rng.random() < 0.5 and at < len(text):
+                del text[at]
+            else:
+                text.insert(at, rng.choice(chars))
+        texts.append("".join(text))
+    for text in texts:
+        assert _outcome(loads, text) == _outcome(json.loads, text), text[:80]
