@@ -204,8 +204,8 @@ def _requests_since(sysfs: Sysfs, baseline: Mapping[str | None, int | None]) -> 
 
 def _memory_pressure() -> str | None:
     try:
-        with open("/proc/pressure/memory", encoding="ascii") as f:  # the kernel's, not a file anyone writes
-            return f.read()
+        with open("/proc/pressure/memory", "rb") as f:  # the kernel's, not a file anyone writes
+            return f.read().decode("ascii")  # bytes.decode: no codec module to import before the first read
     except OSError:
         return None
 
