@@ -169,6 +169,76 @@ def test_the_settle_wait_counts_reads_in_flight_not_writes(tmp_path: Path, infli
     assert replay_module._settled(sysfs, ["254:0"], 0.01) is (not waits)
 
 
+def _never_drains(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The replay's reads stand in as sent (its read bytes grow) and the disk as never done with them; the
+    instants it looked at the disk."""
+    from tunectl.preload import replay as replay_module
+
+    sent = iter(range(0, 1 << 40, 4096))
+    monkeypatch.setattr(replay_module, "_own_read_bytes", lambda: next(sent))
+    looks: list[float] = []
+
+    def in_flight(sysfs, devices) -> int:  # noqa: ANN001
+        import time
+
+        looks.append(time.monotonic())
+        return 5
+
+    monkeypatch.setattr(replay_module, "_in_flight", in_flight)
+    return looks
+
+
+def test_by_default_the_replay_returns_once_its_reads_are_sent_and_says_so(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """As posix_fadvise(WILLNEED) does: one look at the disk, no wait; the text says the reads were sent to the
+    disk (never that they were read) and how to wait for them; --json says it did not settle and was told 0."""
+    lst = _list_of(tmp_path)
+    looks = _never_drains(monkeypatch)
+    r = run_cli("preload", "replay", str(lst), env={})
+    assert r.code == 0 and len(looks) == 1, (r.out, r.err, looks)
+    assert f"{lst}: sent 2 files (73.2 KiB) to the disk in " in r.out, r.out
+    assert r.out.rstrip().endswith("; pass --settle-timeout S to wait for them") and " read" not in r.out, r.out
+    looks.clear()
+    doc = run_cli("preload", "replay", str(lst), "--json", env={}).doc
+    assert (doc["settled"], doc["settle_timeout"], len(looks)) == (False, 0.0, 1), doc
+
+
+def test_with_a_settle_timeout_the_replay_waits_for_its_reads_and_says_they_were_still_in_flight(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lst = _list_of(tmp_path)
+    looks = _never_drains(monkeypatch)
+    r = run_cli("preload", "replay", str(lst), "--settle-timeout", "0.2", "--json", env={})
+    assert r.code == 0 and (r.doc["settled"], r.doc["settle_timeout"]) == (False, 0.2), r.doc
+    assert len(looks) > 1 and looks[-1] - looks[0] >= 0.2 and r.doc["seconds"] >= 0.2, (looks, r.doc)
+    human = run_cli("preload", "replay", str(lst), "--settle-timeout", "0.2", env={})
+    assert human.code == 0 and "(reads still in flight at the timeout)" in human.out and " sent " not in human.out
+
+
+def test_a_replay_whose_disk_is_done_at_its_one_look_says_it_read_the_files(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from tunectl.preload import replay as replay_module
+
+    lst = _list_of(tmp_path)
+    _never_drains(monkeypatch)
+    monkeypatch.setattr(replay_module, "_in_flight", lambda sysfs, devices: 0)
+    r = run_cli("preload", "replay", str(lst), env={})
+    assert r.code == 0 and f"{lst}: 2 files, 73.2 KiB in " in r.out and "sent" not in r.out, r.out
+
+
+@pytest.mark.parametrize("done", [True, False])
+def test_the_seconds_are_set_against_the_floor_only_when_the_reads_were_done(done: bool) -> None:
+    from tunectl.preload.stats import Floor
+    from tunectl.preload.text import numbers
+
+    line = numbers(100 << 20, 10, 40, "disk request", 0.5, Floor(200e6, 100 << 20), done=done)
+    assert "floor 0.52 s at 200 MB/s sequential" in line, line
+    if done:
+        assert "40 disk requests, 0.50 s," in line and "(1.0x the floor)" in line, line
+    else:
+        assert "40 disk requests done by then, 0.50 s to send the reads, some still in flight," in line, line
+        assert "x the floor" not in line, line
+
+
 _MEMORY_FILESYSTEMS = {"tmpfs", "ramfs", "devtmpfs"}
 
 
