@@ -15,18 +15,19 @@ timed until all the data is resident:
   (a) plain reads, directory (walk) order, one thread
   (b) vmtouch -t CORPUS
   (c) posix_fadvise(WILLNEED) in directory order, one thread, in read-ahead-window chunks
-  (d) tunectl preload replay LIST, the whole process (start-up and list decoding included)
+  (d) tunectl preload replay LIST, the whole process (start-up and list decoding included); by default it
+      returns once its reads are sent, as (c) does, and the read pass overlaps the disk's tail
   (e) the bound: the corpus' bytes (whole pages, hard-linked files once) over the
       sequential throughput of one large file, read cold with fio O_DIRECT
-  (h) (d) with --settle-timeout 0: the replay returns once its reads are issued, as (c) does, and the
-      read pass waits for them; (d) waits for the devices to drain first, then reads a warm cache
-  (i) (c) and then, as (d) does, wait until the corpus' disks have no reads in flight: the like-for-like of (d)
-      (c/h compares two that return once their reads are queued, i/d two that wait for them)
+  (h) (d) with --settle-timeout 10: the replay waits for the devices to have no reads in flight before it
+      exits (the default before #30's last change), then the read pass reads a warm cache
+  (i) (c) and then, as (h) does, wait until the corpus' disks have no reads in flight: the like-for-like of (h)
+      (c/d compares two that return once their reads are queued, i/h two that wait for them)
   (g) with --compare DIR: (d) run from the tunectl checkout at DIR (before/after in one run)
   (f) where a C compiler is present: the floor of (d)'s design, its two passes in C
       (benchmarks/preload_floor.c: pthreads stat() every file, then one thread
       WILLNEEDs them in physical order), with no Python, no start-up and no list to read
-WILLNEED returns before the reads are done, so (c), (d) and (f) are each charged
+WILLNEED returns before the reads are done, so (c), (d), (h) and (f) are each charged
 for a full read pass after them (sendfile to /dev/null, directory order), the same
 pass for all. Medians of --runs rounds; targets on the first corpus (issue #30): (d) at
 least 4x faster than (a), 3x faster than (b), never slower than (c) (c/d >= 0.95: within
@@ -55,6 +56,7 @@ from tunectl.preload.listfile import read_list  # noqa: E402
 
 CORPORA = ["/usr/share", "/usr/lib/x86_64-linux-gnu"]
 WINDOW = 8 << 20
+SETTLE = 10  # (h)'s --settle-timeout: the replay waits for its reads, as it did by default before
 
 
 def drop_caches() -> None:
@@ -201,8 +203,9 @@ def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str, floor: str | 
     floor_argv = [floor, str(paths_file), "8", *disks_of({e.device for e in listed})] if floor else []
     methods = corpus_methods(corpus, files, replay, disks_of({e.device for e in listed}),
                              lambda: pages / fio_throughput(seq_file), floor_argv, compare)
-    times, replay_only = timed_rounds(methods, runs, cold, replay)
-    share, warm_pass = after_one_replay(files, cold, replay)
+    waiting = [*replay, "--settle-timeout", str(SETTLE)]  # (h): the process until its reads are done
+    times, replay_only = timed_rounds(methods, runs, cold, waiting)
+    share, warm_pass = after_one_replay(files, cold, waiting)
     return {"corpus": corpus, "cold": cold_how, "compare": compare,
             "files": len(files), "bytes": sum(s for _, s in files), "page_bytes": pages, "runs": runs,
             "seconds": {k: v for k, v in times.items()}, "median": {k: statistics.median(v) for k, v in times.items()},
@@ -239,7 +242,7 @@ def corpus_methods(corpus: str, files: list[tuple[str, int]], replay: list[str],
 
     def willneed_then_wait() -> None:
         willneed_walk_order(files)
-        while any(int(Path(f).read_text().split()[0]) for f in inflight):  # (d)'s wait (reads in flight), at its pace
+        while any(int(Path(f).read_text().split()[0]) for f in inflight):  # (h)'s wait (reads in flight), at its pace
             time.sleep(0.002)
 
     def replay_from_compare() -> None:
@@ -252,7 +255,7 @@ def corpus_methods(corpus: str, files: list[tuple[str, int]], replay: list[str],
             "b": timed(lambda: run_quiet(["vmtouch", "-qt", corpus]), then_read=False),
             "c": timed(lambda: willneed_walk_order(files)),
             "d": timed(lambda: run_quiet(replay)),
-            "h": timed(lambda: run_quiet([*replay, "--settle-timeout", "0"])),
+            "h": timed(lambda: run_quiet([*replay, "--settle-timeout", str(SETTLE)])),
             "i": timed(willneed_then_wait),
             "e": e,
             **({"f": timed(lambda: run_quiet(floor_argv))} if floor_argv else {}),
@@ -261,8 +264,8 @@ def corpus_methods(corpus: str, files: list[tuple[str, int]], replay: list[str],
 
 def timed_rounds(methods: dict[str, Callable[[], float]], runs: int, cold: Callable[[], None],
                  replay: list[str]) -> tuple[dict[str, list[float]], list[float]]:
-    """`runs` rounds of every method from cold, the order rotating each round, and (d)'s process alone after each
-    round, for the record: the process until its reads have drained."""
+    """`runs` rounds of every method from cold, the order rotating each round, and the `replay` process alone after
+    each round, for the record (given (h)'s line: the process until its reads have drained)."""
     times: dict[str, list[float]] = {k: [] for k in methods}
     replay_only: list[float] = []
     for r in range(runs):
@@ -291,8 +294,8 @@ def after_one_replay(files: list[tuple[str, int]], cold: Callable[[], None], rep
 def report(res: dict) -> None:
     m = res["median"]
     names = {"a": "(a) plain reads, walk order", "b": "(b) vmtouch -t", "c": "(c) WILLNEED walk order + read pass",
-             "d": "(d) tunectl preload replay + read pass", "h": "(h) (d) with --settle-timeout 0",
-             "i": "(i) (c), waiting for the disks as (d) does",
+             "d": "(d) tunectl preload replay + read pass", "h": f"(h) (d) with --settle-timeout {SETTLE}",
+             "i": "(i) (c), waiting for the disks as (h) does",
              "e": "(e) bound: bytes / fio O_DIRECT seq",
              "f": "(f) (d)'s two passes in C + read pass", "g": f"(g) (d) from {res.get('compare')}"}
     names = {k: v for k, v in names.items() if k in m}
@@ -302,7 +305,7 @@ def report(res: dict) -> None:
     for k, label in names.items():
         runs = " ".join(f"{s:.2f}" for s in res["seconds"][k])
         print(f"  {label:<42} {m[k]:6.2f} s   (runs: {runs})")
-    print(f"  {'tunectl preload replay alone (process)':<42} {res['replay_only_median']:6.2f} s   "
+    print(f"  {'(h) tunectl preload replay alone (process)':<42} {res['replay_only_median']:6.2f} s   "
           f"(runs: {' '.join(f'{s:.2f}' for s in res['replay_only'])})")
     print(f"  sequential throughput (fio O_DIRECT, 1 MiB, QD16): {res['seq_mb_s']:.0f} MB/s; "
           f"read pass on a warm cache: {res['warm_read_pass']:.2f} s; "
@@ -310,7 +313,7 @@ def report(res: dict) -> None:
     print(f"  ratios: a/d {m['a'] / m['d']:.2f}  b/d {m['b'] / m['d']:.2f}  c/d {m['c'] / m['d']:.2f}  "
           f"d/e {m['d'] / m['e']:.2f}" + (f"  f/e {m['f'] / m['e']:.2f}  d/f {m['d'] / m['f']:.2f}" if "f" in m else
                                           "  (no C compiler: (f) not measured)")
-          + f"  c/h {m['c'] / m['h']:.2f}  a/h {m['a'] / m['h']:.2f}  i/d {m['i'] / m['d']:.2f}"
+          + f"  c/h {m['c'] / m['h']:.2f}  a/h {m['a'] / m['h']:.2f}  i/h {m['i'] / m['h']:.2f}"
           + (f"  c/g {m['c'] / m['g']:.2f}  a/g {m['a'] / m['g']:.2f}  g/d {m['g'] / m['d']:.2f}" if "g" in m else ""))
 
 
@@ -347,7 +350,8 @@ def main() -> None:
           f"{'met' if m['b'] / m['d'] >= 3 else 'NOT met'}; within 2x of (e): {m['d'] / m['e']:.2f}x "
           f"{'met' if m['d'] / m['e'] <= 2 else 'NOT met'}")
     alone = results[0]["replay_only_median"]
-    print(f"the same with (d) as the replay process alone (it returns once the device has no reads in flight; "
+    print(f"the same with (d) as the replay process alone with --settle-timeout {SETTLE} (it returns once the "
+          f"device has no reads in flight; "
           f"resident right after it: {100 * results[0]['resident_after_replay']:.1f}%): "
           f"a/d {m['a'] / alone:.2f}x, b/d {m['b'] / alone:.2f}x, d/e {alone / m['e']:.2f}x")
     print(f"load average at end: {os.getloadavg()[0]:.1f}")

@@ -41,10 +41,11 @@ def fincore(*paths: Path) -> dict[str, int]:
 
 
 def replay_resident(lst: Path, *paths: Path, options: tuple[str, ...] = ()) -> tuple[CliResult, dict[str, int]]:
-    """Replay, then fincore at once; up to 3 tries, because another process on this shared
-    machine may drop every cache (`echo 3 > drop_caches`) between the two."""
+    """Replay, waiting for its reads (by default it returns once they are sent, as WILLNEED does), then fincore at
+    once; up to 3 tries, because another process on this shared machine may drop every cache
+    (`echo 3 > drop_caches`) between the two."""
     for _ in range(3):
-        r = tunectl("preload", "replay", str(lst), "--json", *options)
+        r = tunectl("preload", "replay", str(lst), "--json", "--settle-timeout", "10", *options)
         resident = fincore(*paths)
         if r.code != 0 or all(resident[str(p)] >= p.stat().st_size for p in paths):
             break

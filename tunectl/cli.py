@@ -458,26 +458,18 @@ def _main(argv: Sequence[str] | None, env: Mapping[str, str] | None, stdout: Tex
 
         logging.basicConfig(stream=stderr, format="tunectl: %(levelname)s: %(message)s", level=logging.DEBUG)
     try:
-        ctx = context or _context(args, env)
-        out.width = None if args.verbose else _terminal_width(stdout, ctx.env)
-        is_tty = getattr(stdout, "isatty", lambda: False)()
-        # TERM=dumb: a terminal that cannot draw escape sequences (Emacs shell, some serial consoles)
-        out.colour = args.color == "always" or (args.color == "auto" and is_tty and not ctx.env.get("NO_COLOR")
-                                                and ctx.env.get("TERM") != "dumb")
-        if ctx.state is not None:  # None: a replay's own context (tunectl.preload.fastpath), no journal, no lock
-            ctx.state.forget_reads()  # a Context may serve several commands (tests): each reads the state afresh
-            ctx.state.command = f"tunectl {args.command}" + (
-                f" {getattr(args, args.command + '_command', '')}" if hasattr(args, args.command + "_command") else "")
-            ctx.state.wait_seconds = getattr(args, "wait", None)
-            ctx.state.on_wait = out.warn
-        module = COMMANDS[args.command][0]
-        __import__(module)  # importlib.import_module without importing importlib (a boot replay's start-up)
-        group = sys.modules[module]
-        return int(group.run(ctx, args, out))
+        if not out.json:  # a SIGTERM ends the command by the default action, as for any program
+            return _command(args, out, env, stdout, context)
+        from tunectl.system.interrupts import sigterm_interrupts
+
+        # --json promises one document on stdout: SIGTERM (a service stop, `timeout`) and SIGHUP end the command
+        # as Ctrl-C does, with the tunectl-error document (code terminated, exit 143, 129 for SIGHUP)
+        with sigterm_interrupts():
+            return _command(args, out, env, stdout, context)
     except KeyboardInterrupt as e:
         from tunectl.system.interrupts import Terminated
 
-        if isinstance(e, Terminated):  # SIGTERM, SIGHUP, where a command turns them into an interruption (bench, --try)
+        if isinstance(e, Terminated):  # SIGTERM, SIGHUP: under --json, or where a command stops on them (bench, --try)
             return _interrupted(out.stdout, out.stderr, out.json, e.exit_code, "terminated")
         return _interrupted(out.stdout, out.stderr, out.json, ExitCode.INTERRUPTED)
     except BrokenPipeError:
@@ -486,6 +478,26 @@ def _main(argv: Sequence[str] | None, env: Mapping[str, str] | None, stdout: Tex
         if args.propagate and not isinstance(e, ProfileError):
             raise
         return _fail(out, e)
+
+
+def _command(args: argparse.Namespace, out: Output, env: Mapping[str, str] | None, stdout: TextIO, context) -> int:
+    """The command `args` names, run with its context."""
+    ctx = context or _context(args, env)
+    out.width = None if args.verbose else _terminal_width(stdout, ctx.env)
+    is_tty = getattr(stdout, "isatty", lambda: False)()
+    # TERM=dumb: a terminal that cannot draw escape sequences (Emacs shell, some serial consoles)
+    out.colour = args.color == "always" or (args.color == "auto" and is_tty and not ctx.env.get("NO_COLOR")
+                                            and ctx.env.get("TERM") != "dumb")
+    if ctx.state is not None:  # None: a replay's own context (tunectl.preload.fastpath), no journal, no lock
+        ctx.state.forget_reads()  # a Context may serve several commands (tests): each reads the state afresh
+        ctx.state.command = f"tunectl {args.command}" + (
+            f" {getattr(args, args.command + '_command', '')}" if hasattr(args, args.command + "_command") else "")
+        ctx.state.wait_seconds = getattr(args, "wait", None)
+        ctx.state.on_wait = out.warn
+    module = COMMANDS[args.command][0]
+    __import__(module)  # importlib.import_module without importing importlib (a boot replay's start-up)
+    group = sys.modules[module]
+    return int(group.run(ctx, args, out))
 
 
 def main_entry() -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from tunectl.errors import UsageError
 
 # As dd(1) counts: K, M, G, T and KiB... are powers of 1024; KB, MB, GB, TB are SI, powers of 1000, as disk
@@ -25,6 +23,8 @@ def parse_bytes(value: int | str, default_unit: str = "") -> int:
         raise ValueError(f"not a size: {value!r}")
     if isinstance(value, int):
         return value * _FACTORS[default_unit.lower()]
+    import re  # here: a boot-time replay counts and formats sizes but parses none
+
     m = re.match(_SIZE_RE, str(value))
     if not m or m.group(2).lower() not in _FACTORS:
         raise ValueError(f"not a size: {value!r} (write e.g. 4096 or \"4 MiB\")")
@@ -36,6 +36,8 @@ def parse_kib(value: int | str) -> int:
     """A size in KiB: a bare number is KiB already; ``"4 MiB"`` -> 4096."""
     size = parse_bytes(value, "kib")
     if size % 1024:
+        import re
+
         m = re.match(_SIZE_RE, str(value))
         unit = m.group(2) if m else ""
         if unit.lower() in ("kb", "mb", "gb", "tb"):

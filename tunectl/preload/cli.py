@@ -47,8 +47,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
                         "(default 32), or Python threads where io_uring is refused (default 8); 0 or 1: one at a time")
     y.add_argument("--no-io-uring", action="store_true",
                    help="stat from Python threads even where the kernel offers io_uring")
-    y.add_argument("--settle-timeout", type=float, default=10.0, metavar="S",
-                   help="wait at most S seconds for the queued reads to finish (default 10)")
+    y.add_argument("--settle-timeout", type=float, default=0.0, metavar="S",
+                   help="wait at most S seconds for the reads it sent to finish before returning (default 0: return "
+                        "once they are sent, as WILLNEED does, so a program started next overlaps the disk's tail; "
+                        "then it says the reads were sent, not read)")
     y.add_argument("--max-bytes", metavar="SIZE", default=None,
                    help=f"refuse a list that would read more than SIZE (e.g. 2G; default: {RAM_SHARE_PERCENT}%% of "
                         "the machine's memory, as what does not fit evicts what the machine uses); a list whose "
@@ -88,8 +90,10 @@ def run(ctx, args, out) -> int:
         from tunectl.preload.listing import metadata_of, time_ordered, total_of
         from tunectl.preload.replay import FIRST_CHUNK, STREAM_CHUNK, ListSource, replay
 
-        if (args.threads or 0) < 0 or not args.settle_timeout >= 0:  # nan too: a wait it bounds would never end
-            raise UsageError("--threads and --settle-timeout must not be negative (nor --settle-timeout nan)")
+        # nan too: a wait it bounds would never end; inf: the --json document has no number for it
+        if (args.threads or 0) < 0 or not 0 <= args.settle_timeout < float("inf"):
+            raise UsageError("--threads and --settle-timeout must not be negative (nor --settle-timeout nan or inf: "
+                             "give the most seconds to wait)")
         # A replay is short-lived and allocates only its list: the cyclic collector would walk those
         # tens of thousands of tuples again and again for nothing (about 60 ms per 47k-file list).
         gc.disable()

@@ -37,7 +37,7 @@ class ReplayArgs:
         self.json = self.quiet = self.no_metadata = self.no_io_uring = False
         self.verbose = 0
         self.threads: int | None = None
-        self.settle_timeout = 10.0
+        self.settle_timeout = 0.0
         self.max_bytes: str | None = None
 
 

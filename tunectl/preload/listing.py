@@ -32,15 +32,14 @@ error with file:line, never guessed at.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from collections import namedtuple
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain
 from operator import itemgetter
 
 from tunectl.errors import ExitCode, UsageError
+from tunectl.preload.jsonscan import loads
 
 TYPE_CHECKING = False  # typing costs a boot-time replay's start-up; Any is for checkers only
 if TYPE_CHECKING:
@@ -49,9 +48,16 @@ if TYPE_CHECKING:
 FORMAT = "tunectl-preload"
 VERSION = 1
 FIELDS = ("path", "device", "inode", "size", "mtime_ns", "ranges", "physical")
-_DEVICE = re.compile(r"\A[0-9]{1,10}:[0-9]{1,10}\Z")  # ASCII digits: "²".isdigit() is true, int("²") fails
 MAX_DEVICE_PART = 0x7FFFFFFF  # os.makedev takes a C int each (dev_t holds 32 bits; Linux uses 12 and 20)
 MIN_MTIME_NS = -(2**63)  # the least mtime_ns a file can have (a signed 64-bit count of nanoseconds)
+
+
+def _is_device(device: str) -> bool:
+    """MAJ:MIN, each 1-10 ASCII digits ("²".isdigit() is true, int("²") fails) up to MAX_DEVICE_PART; no `re`
+    (a boot-time replay's start-up: tunectl.preload.jsonscan)."""
+    parts = device.split(":")
+    return len(parts) == 2 and all(0 < len(p) <= 10 and p.isascii() and p.isdigit() and int(p) <= MAX_DEVICE_PART
+                                   for p in parts)
 
 
 class ListError(UsageError):
@@ -126,6 +132,8 @@ def render(entries: Iterable[Entry], created: str, metadata: Mapping[str, Iterab
         header["mounts"] = dict(sorted(mounts.items()))
     if placed:
         header["placed"] = dict(sorted(placed.items()))
+    import json  # writing only: a replay decodes its list without json's imports (tunectl.preload.jsonscan)
+
     lines = [json.dumps(header)]
     lines += [json.dumps(e.to_row(), separators=(",", ":")) for e in entries]
     return "\n".join(lines) + "\n"
@@ -148,8 +156,7 @@ def _problem(row: Any) -> str:
         os.fsencode(path)
     except UnicodeEncodeError:  # a lone surrogate such as "\ud800": no file has that name
         return "path: not a file name this system can encode"
-    if not isinstance(device, str) or not _DEVICE.match(device) \
-            or any(int(n) > MAX_DEVICE_PART for n in device.split(":")):
+    if not isinstance(device, str) or not _is_device(device):
         return f"device: expected MAJ:MIN, each a decimal number up to {MAX_DEVICE_PART}"
     if not _int(inode) or not _int(size):
         return "inode, size: expected non-negative integers"
@@ -193,7 +200,7 @@ def _entries(rows: list, numbers: Sequence[int], source: str) -> list[Entry]:
 def parse_header(line: str, source: str) -> dict:
     """The header line of a list, its optional keys checked; ListError unless it is a list this tunectl reads."""
     try:
-        header = json.loads(line)
+        header = loads(line)
     except (ValueError, RecursionError):
         header = None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
@@ -213,6 +220,8 @@ def parse_header(line: str, source: str) -> dict:
     mounts_of(header, source)
     placed_of(header, source)
     if "fields" in header and header["fields"] != list(FIELDS):  # rows are read by position: say so, never guess
+        import json
+
         raise ListError(f"{source}:1: fields: expected {json.dumps(list(FIELDS))}, the order every entry is read in, "
                         f"got {json.dumps(header['fields'])[:120]}",
                         hint="collect the list again with this tunectl")
@@ -245,7 +254,7 @@ def time_ordered(header: dict, source: str) -> bool:
 
 def _check_device(device: str, source: str, key: str) -> None:
     """A header key's MAJ:MIN, checked; ListError at `source:1` naming `key`."""
-    if not _DEVICE.match(device) or any(int(n) > MAX_DEVICE_PART for n in device.split(":")):
+    if not _is_device(device):
         raise ListError(f"{source}:1: {key}: {device!r:.40} is not MAJ:MIN")
 
 
@@ -304,10 +313,12 @@ def parse_rows(body: list[tuple[int, str]], source: str) -> list[Entry]:
 def parse_lines(lines: list[str], numbers: Sequence[int], source: str) -> list[Entry]:
     """Entries of non-blank lines, `numbers` their line numbers; ListError at `source:line`."""
     try:  # one C-speed decode for the common case; line by line only to place an error
-        rows = json.loads("[" + ",".join(lines) + "]")
+        rows = loads("[" + ",".join(lines) + "]")
     except (ValueError, RecursionError):
         rows = None
     if rows is None or len(rows) != len(lines):  # bad JSON, or two values on one line
+        import json  # to place the error: a good list never comes here
+
         rows = []
         for n, line in zip(numbers, lines):
             try:

@@ -3,8 +3,10 @@
 Two passes. First stat() every file, many at once, through io_uring (or from
 Python threads where io_uring is refused): the metadata reads run in parallel,
 and each file is checked against the list. Then fadvise(WILLNEED) the listed
-files in physical order from one thread, in read-ahead-window chunks, and wait
-until the devices have no reads in flight.
+files in physical order from one thread, in read-ahead-window chunks, and return
+once the reads are sent, as WILLNEED itself does (a program started next overlaps
+the disk's tail); with a settle timeout, wait until then for the devices to have
+no reads in flight.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class ReplayReport(Report):
         self.seconds = 0.0
         self.issue_seconds = 0.0
         self.settled = True
+        self.settle_timeout = 0.0  # how long it was told to wait for its reads (0: it returned once they were sent)
         self.order = "physical"
         self.threads = 0
         self.inode_pass = ""  # io_uring | threads | none
@@ -91,6 +94,7 @@ class ReplayReport(Report):
         return {"list": self.list_path, "files": self.files, "bytes": self.bytes, "order": self.order,
                 "skipped": [s.to_json() for s in self.skipped], "seconds": round(self.seconds, 4),
                 "issue_seconds": round(self.issue_seconds, 4), "settled": self.settled,
+                "settle_timeout": self.settle_timeout,
                 "throughput_mb_s": round(self.throughput / 1e6, 1), "threads": self.threads,
                 "inode_pass": self.inode_pass, "inode_pass_files": self.inode_pass_files,
                 "skipped_by_status": dict(sorted(self.skip_counts.items())),
@@ -112,7 +116,8 @@ class ReplayReport(Report):
 
     def already_read(self, settled: bool) -> str:
         """What a replay that stops part way had read, for its error: the files whose reads it had issued;
-        `settled`: the disks finished those reads (else some were still in flight when it stopped waiting)."""
+        `settled`: the disks finished those reads (else some were still in flight when it returned: not waited
+        for, or still at the settle timeout)."""
         meta = self.metadata.bytes if self.metadata else 0
         if not self.files and not meta:
             return "; no file of the list was read"
@@ -122,7 +127,8 @@ class ReplayReport(Report):
         if meta:
             what += (" and " if what else "") + f"{format_bytes(meta)} of file system metadata"
         done = "had been read into the page cache" if settled else \
-            "had been sent to the disk to read into the page cache, some still in flight at the settle timeout"
+            "had been sent to the disk to read into the page cache, some still in flight at the settle timeout" \
+            if self.settle_timeout else "had been sent to the disk to read into the page cache, not waited for"
         return f"; before it, {what} {done} (which changes nothing on disk), the rest of the list was not read"
 
 
@@ -201,8 +207,8 @@ def _requests_since(sysfs: Sysfs, baseline: Mapping[str | None, int | None]) -> 
 
 def _memory_pressure() -> str | None:
     try:
-        with open("/proc/pressure/memory", encoding="ascii") as f:  # the kernel's, not a file anyone writes
-            return f.read()
+        with open("/proc/pressure/memory", "rb") as f:  # the kernel's, not a file anyone writes
+            return f.read().decode("ascii")  # bytes.decode: no codec module to import before the first read
     except OSError:
         return None
 
@@ -530,7 +536,8 @@ def _check_inodes(checker: _Checker, how: str, entries: Sequence[Entry], threads
 
 
 def _settled(sysfs: Sysfs, devices: list[str], timeout: float) -> bool:
-    """WILLNEED returns once the reads are queued: wait until the devices have nothing in flight."""
+    """WILLNEED returns once the reads are queued: wait, at most `timeout` seconds, until the devices have no
+    reads in flight (0: one look, no wait)."""
     deadline = time.monotonic() + timeout
     while _in_flight(sysfs, devices):
         if time.monotonic() > deadline:
@@ -540,7 +547,7 @@ def _settled(sysfs: Sysfs, devices: list[str], timeout: float) -> bool:
 
 
 def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_path: str, progress=None,
-           threads: int | None = None, settle_timeout: float = 10.0, use_io_uring: bool = True,
+           threads: int | None = None, settle_timeout: float = 0.0, use_io_uring: bool = True,
            metadata: Mapping[str, Sequence[tuple[int, int]]] | None = None, dev_root: str | None = None,
            time_order: bool = False, pressure: Callable[[], str | None] | None = _memory_pressure,
            source: ListSource | None = None) -> ReplayReport:
@@ -553,6 +560,7 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
     started = time.monotonic()
     read_before = _own_read_bytes()
     report = ReplayReport(list_path)
+    report.settle_timeout = settle_timeout
     disks = _Disks(sysfs)
     orders: set[str] = set()
 
@@ -592,7 +600,8 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
 
 
 def _settle(sysfs: Sysfs, disks: _Disks, read_before: int | None, timeout: float) -> bool:
-    """Wait, at most `timeout` seconds, until the disks have no reads in flight; False when some still were.
+    """Wait, at most `timeout` seconds (0: not at all, one look), until the disks have no reads in flight; False
+    when some still were.
     Nothing of ours to wait for when the replay sent no read to a disk (a resident list): the devices may
     still be busy with others' reads, which are not this replay's to wait for."""
     read_after = _own_read_bytes() if read_before is not None else None

@@ -13,9 +13,9 @@ def print_report(report, out, lines) -> None:
 
 
 def skips(skipped, verbose: int, paint: bool = False) -> list[str]:
-    from tunectl.report import table
-
     if skipped and (verbose or len(skipped) <= 20):
+        from tunectl.report import table  # only for a table: a boot replay with nothing skipped does not import it
+
         return [table(["skipped", "status", "reason"], [(s.path, s.status, s.reason) for s in skipped], paint=paint)]
     if skipped:
         counts: dict[str, int] = {}
@@ -46,7 +46,6 @@ def moved_devices(moved: dict[str, str]) -> list[str]:
 def replayed(report, paint: bool = False) -> list[str]:
     from tunectl.units import counted, format_bytes
 
-    settled = "" if report.settled else " (reads still in flight at the timeout)"
     lines = [*moved_devices(report.moved), *skips(report.skipped, report.verbose, paint)]
     if report.verbose:
         lines += [f"method on {device}: {how}" for device, how in sorted(report.methods.items())]
@@ -59,13 +58,19 @@ def replayed(report, paint: bool = False) -> list[str]:
             lines += [f"metadata pass: {note}" for note in meta.notes]
     if report.stopped:
         lines.append(f"stopped early: {report.stopped}")
-    lines.append(f"{report.list_path}: {counted(report.files, 'file')}, {format_bytes(report.bytes)} in {report.seconds:.2f} s "
-                 f"({report.throughput / 1e6:.0f} MB/s, {report.order} order, "
-                 f"{'inodes checked at open' if report.inode_pass == 'none' else 'inodes via ' + report.inode_pass})"
-                 f"{settled}")
+    how = f"{report.order} order, " + \
+        ("inodes checked at open" if report.inode_pass == "none" else "inodes via " + report.inode_pass)
+    files = counted(report.files, "file")
+    if report.settled or report.settle_timeout:  # the disks done with its reads, or waited for as long as told
+        lines.append(f"{report.list_path}: {files}, {format_bytes(report.bytes)} in {report.seconds:.2f} s "
+                     f"({report.throughput / 1e6:.0f} MB/s, {how})"
+                     + ("" if report.settled else " (reads still in flight at the timeout)"))
+    else:  # returned once they were sent, as WILLNEED does: not a time to read them in
+        lines.append(f"{report.list_path}: sent {files} ({format_bytes(report.bytes)}) to the disk in "
+                     f"{report.seconds:.2f} s ({how}); pass --settle-timeout S to wait for them")
     if report.verbose:
         lines.append(numbers(report.bytes + (report.metadata.bytes if report.metadata else 0), report.files,
-                              report.requests, "disk request", report.seconds, report.floor))
+                              report.requests, "disk request", report.seconds, report.floor, done=report.settled))
     return lines
 
 
@@ -77,18 +82,21 @@ def floor_unknown(as_root: bool) -> str:
             "refused O_DIRECT, or is under 64 MiB)")
 
 
-def numbers(nbytes: int, files: int, requests: int | None, what: str, seconds: float | None, floor) -> str:
+def numbers(nbytes: int, files: int, requests: int | None, what: str, seconds: float | None, floor,
+            done: bool = True) -> str:
     """The closing line of `replay -v` and `show --stats`: bytes, files, requests (`what`: their noun, singular),
-    seconds, the floor."""
+    seconds, the floor. `done`: the reads were over in `seconds` (else it is the time to send them, some still
+    in flight: not set against the floor)."""
     from tunectl.units import counted, format_bytes
 
     parts = [f"{format_bytes(nbytes)}", counted(files, "file"),
-             counted(requests, what) if requests is not None else f"{what}s unknown"]
+             (counted(requests, what) + ("" if done else " done by then")) if requests is not None
+             else f"{what}s unknown"]
     if seconds is not None:
-        parts.append(f"{seconds:.2f} s")
+        parts.append(f"{seconds:.2f} s" if done else f"{seconds:.2f} s to send the reads, some still in flight")
     if floor is not None and floor.seconds is not None:
         parts.append(f"floor {floor.seconds:.2f} s at {floor.rate / 1e6:.0f} MB/s sequential"
-                     + (f" ({seconds / floor.seconds:.1f}x the floor)" if seconds and floor.seconds else ""))
+                     + (f" ({seconds / floor.seconds:.1f}x the floor)" if seconds and floor.seconds and done else ""))
     else:
         import os
 

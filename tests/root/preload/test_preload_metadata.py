@@ -100,7 +100,7 @@ def test_the_metadata_pass_brings_back_the_device_pages_collect_recorded(tmp_pat
     # the metadata alone: a list of no files, so nothing but the metadata pass reads
     only = tmp_path / "meta-only.list"
     only.write_text(json.dumps({**json.loads(GOOD_HEADER), "metadata": head["metadata"]}) + "\n")
-    r = tunectl("--json", "preload", "replay", str(only))
+    r = tunectl("--json", "preload", "replay", "--settle-timeout", "10", str(only))  # its reads waited for
     assert r.code == 0, r.err
     meta = check_documents(r.out, r.code)[0]["metadata"]
     assert meta["devices"] == [devnum] and meta["bytes"] >= sum(n for _, n in ranges) and meta["requests"] >= 1

@@ -107,3 +107,38 @@ def test_a_ctrl_c_under_json_still_prints_the_one_document(monkeypatch: pytest.M
     assert doc["error"]["exit_code"] == 130
     out, err = io.StringIO(), io.StringIO()
     assert main(["preload", "show", "/nonexistent.list"], stdout=out, stderr=err) == 130 and out.getvalue() == ""
+
+
+@pytest.mark.parametrize("command", [["preload", "replay", "/nonexistent.list"], ["status"]])
+def test_a_sigterm_under_json_prints_the_one_document_and_exits_143(tmp_path, command: list[str]) -> None:
+    # A replay killed by SIGTERM (a service stop, `timeout`) died by Python's default action: no document on
+    # stdout, though --json promises one. Only bench and explain --try turned SIGTERM into a stop. Run in a
+    # child (the signal, were it not handled, ends that process, not the test session); the command itself is
+    # replaced by one that sends itself SIGTERM and waits, so nothing here depends on timing.
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    child = f"""
+import os, signal, sys, time
+from tunectl import cli
+from tunectl.preload import cli as preload_cli
+from tunectl.tuning import cli as tuning_cli
+
+def killed(ctx, args, out):
+    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(600):  # the handler runs between two of these; unhandled, the process is gone
+        time.sleep(0.05)
+    return 0
+
+preload_cli.run = tuning_cli.run = killed
+sys.exit(cli.main(["--json", *{command!r}]))
+"""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "TUNECTL_STATE_DIR": str(tmp_path / "state")}
+    proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM == 143, (proc.returncode, proc.stderr)
+    doc = json.loads(proc.stdout)
+    assert doc["format"] == "tunectl-error" and doc["error"]["code"] == "terminated"
+    assert doc["error"]["exit_code"] == 143 and proc.stderr == "tunectl: terminated\n"

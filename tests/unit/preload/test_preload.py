@@ -356,6 +356,7 @@ def bad_lists(tmp_path: Path) -> dict[str, Path]:
     (["replay", "{garbage}", "--threads", "-1"], 2, "must not be negative"),
     (["replay", "{garbage}", "--settle-timeout", "nan"], 2, "nor --settle-timeout nan"),  # no deadline passes nan
     (["replay", "--settle-timeout", "NaN", "{garbage}"], 2, "nor --settle-timeout nan"),
+    (["replay", "{garbage}", "--settle-timeout", "inf"], 2, "nor --settle-timeout nan or inf"),  # no JSON number
     (["collect", "{missing}", "-o", "{dir}/out.list"], 2, "no such file or directory"),
     (["collect", "{dir}", "-o", "{missing}/sub/out.list"], 2, "cannot write the preload list"),
     (["record", "-o", "{dir}/r.list"], 2, "needs a command"),

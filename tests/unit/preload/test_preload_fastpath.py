@@ -119,8 +119,13 @@ def test_a_replay_imports_only_what_it_uses(tmp_path: Path, files: int) -> None:
     # From tunectl's first module on: a system Python's site may import contextlib itself, for its .pth files.
     end = order.index("tunectl.preload.text") if "tunectl.preload.text" in order else len(order)
     before_output = order[order.index("tunectl"):end]
-    heavy = set(before_output) & {"tunectl.report", "contextlib"}
+    # Nor json and re (with re's five modules, enum's patterns): the list is decoded by json's C scanner directly.
+    heavy = set(before_output) & {"tunectl.report", "contextlib", "json", "json.decoder", "re", "re._compiler"}
     assert not heavy, f"imported before the replay's reads were sent: {sorted(heavy)}; in order: {before_output}"
+    # Nor after: with nothing skipped the report is a line, drawn without the tables (nor, under -q, printed); and
+    # the pressure file is decoded without a codec module.
+    late = set(order[order.index("tunectl"):]) & {"tunectl.report", "json", "re", "encodings.ascii"}
+    assert not late, f"imported by a replay that skipped nothing: {sorted(late)}"
 
 
 # ---------------------------------------------------------------- the settle wait: only for reads of our own
@@ -162,6 +167,76 @@ def test_the_settle_wait_counts_reads_in_flight_not_writes(tmp_path: Path, infli
     sysfs = Sysfs(tmp_path)
     assert replay_module._in_flight(sysfs, ["254:0"]) == int(inflight.split()[0])
     assert replay_module._settled(sysfs, ["254:0"], 0.01) is (not waits)
+
+
+def _never_drains(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The replay's reads stand in as sent (its read bytes grow) and the disk as never done with them; the
+    instants it looked at the disk."""
+    from tunectl.preload import replay as replay_module
+
+    sent = iter(range(0, 1 << 40, 4096))
+    monkeypatch.setattr(replay_module, "_own_read_bytes", lambda: next(sent))
+    looks: list[float] = []
+
+    def in_flight(sysfs, devices) -> int:  # noqa: ANN001
+        import time
+
+        looks.append(time.monotonic())
+        return 5
+
+    monkeypatch.setattr(replay_module, "_in_flight", in_flight)
+    return looks
+
+
+def test_by_default_the_replay_returns_once_its_reads_are_sent_and_says_so(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """As posix_fadvise(WILLNEED) does: one look at the disk, no wait; the text says the reads were sent to the
+    disk (never that they were read) and how to wait for them; --json says it did not settle and was told 0."""
+    lst = _list_of(tmp_path)
+    looks = _never_drains(monkeypatch)
+    r = run_cli("preload", "replay", str(lst), env={})
+    assert r.code == 0 and len(looks) == 1, (r.out, r.err, looks)
+    assert f"{lst}: sent 2 files (73.2 KiB) to the disk in " in r.out, r.out
+    assert r.out.rstrip().endswith("; pass --settle-timeout S to wait for them") and " read" not in r.out, r.out
+    looks.clear()
+    doc = run_cli("preload", "replay", str(lst), "--json", env={}).doc
+    assert (doc["settled"], doc["settle_timeout"], len(looks)) == (False, 0.0, 1), doc
+
+
+def test_with_a_settle_timeout_the_replay_waits_for_its_reads_and_says_they_were_still_in_flight(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lst = _list_of(tmp_path)
+    looks = _never_drains(monkeypatch)
+    r = run_cli("preload", "replay", str(lst), "--settle-timeout", "0.2", "--json", env={})
+    assert r.code == 0 and (r.doc["settled"], r.doc["settle_timeout"]) == (False, 0.2), r.doc
+    assert len(looks) > 1 and looks[-1] - looks[0] >= 0.2 and r.doc["seconds"] >= 0.2, (looks, r.doc)
+    human = run_cli("preload", "replay", str(lst), "--settle-timeout", "0.2", env={})
+    assert human.code == 0 and "(reads still in flight at the timeout)" in human.out and " sent " not in human.out
+
+
+def test_a_replay_whose_disk_is_done_at_its_one_look_says_it_read_the_files(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from tunectl.preload import replay as replay_module
+
+    lst = _list_of(tmp_path)
+    _never_drains(monkeypatch)
+    monkeypatch.setattr(replay_module, "_in_flight", lambda sysfs, devices: 0)
+    r = run_cli("preload", "replay", str(lst), env={})
+    assert r.code == 0 and f"{lst}: 2 files, 73.2 KiB in " in r.out and "sent" not in r.out, r.out
+
+
+@pytest.mark.parametrize("done", [True, False])
+def test_the_seconds_are_set_against_the_floor_only_when_the_reads_were_done(done: bool) -> None:
+    from tunectl.preload.stats import Floor
+    from tunectl.preload.text import numbers
+
+    line = numbers(100 << 20, 10, 40, "disk request", 0.5, Floor(200e6, 100 << 20), done=done)
+    assert "floor 0.52 s at 200 MB/s sequential" in line, line
+    if done:
+        assert "40 disk requests, 0.50 s," in line and "(1.0x the floor)" in line, line
+    else:
+        assert "40 disk requests done by then, 0.50 s to send the reads, some still in flight," in line, line
+        assert "x the floor" not in line, line
 
 
 _MEMORY_FILESYSTEMS = {"tmpfs", "ramfs", "devtmpfs"}
@@ -206,3 +281,39 @@ def test_the_kernel_counts_the_reads_a_willneed_sends(tmp_path: Path) -> None:
         os.close(fd)
     assert sent is not None and again is not None
     assert sent > before and again == sent
+
+
+# ---------------------------------------------------------------- the list decoded without importing json
+
+def _outcome(decode, text):  # noqa: ANN001, ANN202
+    try:
+        return "value", repr(decode(text))
+    except (ValueError, RecursionError) as e:  # json.JSONDecodeError is a ValueError
+        return type(e).__name__, str(e), getattr(e, "pos", None)
+
+
+def test_the_lists_decoder_gives_what_json_loads_gives() -> None:
+    """jsonscan.loads (json's C scanner called directly, for a boot replay's start-up) returns the value
+    json.loads returns and raises the error it raises, on list lines and on random damage to them."""
+    import random
+
+    from tunectl.preload.jsonscan import loads
+
+    good = ['{"format": "tunectl-preload", "version": 1, "files": 2, "mounts": {"8:1": "/"}}',
+            '["/usr/lib/a b.py","8:1",12,4096,1700000000000000000,[[0,4096]],[123456]]',
+            '["/x/\\u00e9\\ud800","8:1",1,0,-5,[],null]', "[1.5e3, -0.0, NaN, Infinity, -Infinity, true, false]",
+            "[" + ",".join(["[1,2]"] * 50) + "]", "9" * 5000, "[" * 3000 + "]" * 3000]
+    texts = [*good, "", " ", "\ufeff[]", "[] []", " [1] \n", "\t{}\r\n", "[1,]", '"\x01"', '"abc', "nul", "01"]
+    rng = random.Random(30)
+    chars = ' \t\n\r[]{},:"\\0123456789-+.eEnulltrueNaN\ufeff\x00\u00e9'
+    for _ in range(3000):
+        text = list(rng.choice(good[:5]))
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(len(text) + 1)
+            if rng.random() < 0.5 and at < len(text):
+                del text[at]
+            else:
+                text.insert(at, rng.choice(chars))
+        texts.append("".join(text))
+    for text in texts:
+        assert _outcome(loads, text) == _outcome(json.loads, text), text[:80]

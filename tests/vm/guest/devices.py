@@ -166,7 +166,7 @@ def preload(env: dict) -> dict:
 
     sh("echo 3 > /proc/sys/vm/drop_caches", check=True)
     out["resident_before"] = fincore()
-    code, doc, err = tunectl(f"preload replay {lst}", env)
+    code, doc, err = tunectl(f"preload replay --settle-timeout 10 {lst}", env)  # waited for: fincore at once
     out["replay"] = {"code": code, "stderr": err, "doc": doc}
     out["resident_after"] = fincore()
     return out

@@ -110,7 +110,9 @@ def run(rec: Recorder, args: list[str]) -> None:
     rec["collect"] = {"code": code, "doc": doc, "stderr": err}
 
     def replay(*extra: str):  # noqa: ANN202
-        return lambda: tunectl(f"-v preload replay /tmp/ptree.list {' '.join(extra)}", env)[:2]
+        # waits for its reads (by default it returns once they are sent), so the reads after it find them done and
+        # the model sees the replay's order alone: as when tests/vm/test_preload_model.py's thresholds were set
+        return lambda: tunectl(f"-v preload replay --settle-timeout 10 /tmp/ptree.list {' '.join(extra)}", env)[:2]
 
     for name, before in (("asis", None), ("willneed", willneed), ("tunectl", replay()),
                          ("tunectl_nometa", replay("--no-metadata"))):
