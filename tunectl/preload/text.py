@@ -13,9 +13,9 @@ def print_report(report, out, lines) -> None:
 
 
 def skips(skipped, verbose: int, paint: bool = False) -> list[str]:
-    from tunectl.report import table
-
     if skipped and (verbose or len(skipped) <= 20):
+        from tunectl.report import table  # only for a table: a boot replay with nothing skipped does not import it
+
         return [table(["skipped", "status", "reason"], [(s.path, s.status, s.reason) for s in skipped], paint=paint)]
     if skipped:
         counts: dict[str, int] = {}

@@ -122,6 +122,10 @@ def test_a_replay_imports_only_what_it_uses(tmp_path: Path, files: int) -> None:
     # Nor json and re (with re's five modules, enum's patterns): the list is decoded by json's C scanner directly.
     heavy = set(before_output) & {"tunectl.report", "contextlib", "json", "json.decoder", "re", "re._compiler"}
     assert not heavy, f"imported before the replay's reads were sent: {sorted(heavy)}; in order: {before_output}"
+    # Nor after: with nothing skipped the report is a line, drawn without the tables (nor, under -q, printed); and
+    # the pressure file is decoded without a codec module.
+    late = set(order[order.index("tunectl"):]) & {"tunectl.report", "json", "re", "encodings.ascii"}
+    assert not late, f"imported by a replay that skipped nothing: {sorted(late)}"
 
 
 # ---------------------------------------------------------------- the settle wait: only for reads of our own
