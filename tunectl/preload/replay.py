@@ -20,7 +20,7 @@ from stat import S_ISREG
 from tunectl.errors import ExitCode, UsageError
 from tunectl.output import Report
 from tunectl.preload import order
-from tunectl.preload.listing import Entry, ListError, PreloadList
+from tunectl.preload.listing import Entry, ListError, PreloadList, total_bytes
 from tunectl.preload.pressure import PressureGuard
 from tunectl.preload.skip import CHANGED, UNREADABLE, Skip, failed, why_changed, why_differs
 from tunectl.system.sysfs import Sysfs
@@ -148,16 +148,13 @@ class ListSource:
     def take(self, entries: Sequence[Entry]) -> bool:
         """Count a checked chunk before any of it is read; False when the count passes the cap."""
         self.files += len(entries)
-        self.bytes += sum(map(_BYTES, entries))
+        self.bytes += total_bytes(entries)
         return self.bytes <= self.limit
 
     def close(self) -> None:
         close = getattr(self.chunks, "close", None)
         if close is not None:
             close()
-
-
-_BYTES = Entry.bytes.fget
 
 
 class Stack:
@@ -210,8 +207,8 @@ def _requests_since(sysfs: Sysfs, baseline: Mapping[str | None, int | None]) -> 
 
 def _memory_pressure() -> str | None:
     try:
-        with open("/proc/pressure/memory", encoding="ascii") as f:  # the kernel's, not a file anyone writes
-            return f.read()
+        with open("/proc/pressure/memory", "rb") as f:  # the kernel's, not a file anyone writes
+            return f.read().decode("ascii")  # bytes.decode: no codec module to import before the first read
     except OSError:
         return None
 
