@@ -16,7 +16,17 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import repeat
 
 from tunectl.errors import NotPermitted, UsageError
-from tunectl.preload.listing import Entry, ListError, PreloadList, mounts_of, parse_header, parse_lines, render, renumber
+from tunectl.preload.listing import (
+    Entry,
+    ListError,
+    PreloadList,
+    mounts_of,
+    parse_header,
+    parse_lines,
+    render,
+    renumber,
+    total_bytes,
+)
 from tunectl.preload.order import physical_order
 from tunectl.system import trust
 
@@ -182,13 +192,12 @@ def _batches(f, path: str, created: str, moved: dict[str, str], lines: list[str]
                     raise ListError.at(n + 1, f"{path}:{n + 1}: longer than {MAX_LINE} bytes, not a list entry")
                 tail = data
                 continue
-            raw, tail = data[:cut].split(b"\n"), data[cut + 1:]
+            body, tail = data[:cut], data[cut + 1:]
         elif tail:
-            raw, tail = [tail], b""
+            body, tail = tail, b""
         else:
             break
-        _decode(raw, n, path, lines, numbers)
-        n += len(raw)
+        n = _decode(body, n, path, lines, numbers)
         while len(lines) >= want:
             yield created, renumber(parse_lines(lines[:want], numbers[:want], path), moved)
             yielded = True
@@ -204,23 +213,30 @@ CHUNK = 4 << 20  # bytes of whole lines read and decoded at once
 FIRST_READ = 64 << 10  # a streamed list's first read (about 400 entries of /usr/share), doubled up to CHUNK
 
 
-def _decode(raw: list[bytes], n: int, path: str, lines: list[str], numbers: list[int]) -> None:
-    """The non-blank lines of `raw` (lines n+1, n+2, ..., without their newlines) onto `lines`, their
-    numbers onto `numbers`."""
-    if max(map(len, raw)) <= MAX_LINE:
+def _decode(body: bytes, n: int, path: str, lines: list[str], numbers: list[int]) -> int:
+    """The non-blank lines of `body` (whole lines n+1, n+2, ..., the last without its newline) onto `lines`,
+    their numbers onto `numbers`; returns the number of the last line."""
+    raw = None  # split into lines only where a line may be too long, or something is unusual
+    if len(body) > MAX_LINE:
+        raw = body.split(b"\n")
+    if raw is None or max(map(len, raw)) <= MAX_LINE:
         try:
-            text = b"\n".join(raw).decode("utf-8").split("\n")
+            text = body.decode("utf-8")  # UTF-8 never puts a newline byte inside a character: lines split alike
         except UnicodeDecodeError:
             text = None
-        if text is not None and len(text) == len(raw) and all(map(str.startswith, text, repeat("["))):
-            lines += text  # no blank line, nothing unusual: the common case
-            numbers += range(n + 1, n + 1 + len(text))
-            return
+        found = text.split("\n") if text is not None else []
+        if found and all(map(str.startswith, found, repeat("["))):  # each line an entry, no blank line
+            lines += found  # nothing unusual: the common case
+            numbers += range(n + 1, n + 1 + len(found))
+            return n + len(found)
+    if raw is None:
+        raw = body.split(b"\n")
     for k, one in enumerate(raw, start=n + 1):  # line by line: the bad one is named, blank ones left out
         line = _text(one, path, k)
         if line.strip():
             lines.append(line)
             numbers.append(k)
+    return n + len(raw)
 
 
 class Survey:
@@ -235,9 +251,6 @@ class Survey:
         self.entries: list[Entry] | None = []  # kept while the list has at most `keep` entries
 
 
-_BYTES = Entry.bytes.fget
-
-
 def survey(path: str, size: int = BATCH, keep: int = KEEP) -> Survey:
     """The list at `path` read once through, every entry checked (`tally`)."""
     return tally((entries for _, entries in batches(path, size)), keep)
@@ -249,7 +262,7 @@ def tally(parts: Iterable[Sequence[Entry]], keep: int = KEEP) -> Survey:
     found = Survey()
     for entries in parts:
         found.files += len(entries)
-        found.bytes += sum(map(_BYTES, entries))  # the property's getter mapped: no generator frame per entry
+        found.bytes += total_bytes(entries)
         if found.entries is not None and found.files <= keep:
             found.entries.extend(entries)
         else:
@@ -267,7 +280,7 @@ def reread(path: str, found: Survey, size: int = BATCH) -> Iterator[list[Entry]]
     files = total = 0
     for _, entries in batches(path, size):
         files += len(entries)
-        total += sum(map(_BYTES, entries))
+        total += total_bytes(entries)
         if files > found.files or total > found.bytes:
             raise ListError(f"{path}: changed while it was replayed: read again, it holds more than the "
                             f"{found.files} files, {format_bytes(found.bytes)} it held when it was checked; "

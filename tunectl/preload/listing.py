@@ -35,6 +35,8 @@ from __future__ import annotations
 import os
 from collections import namedtuple
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
+from operator import itemgetter
 
 from tunectl.errors import ExitCode, UsageError
 from tunectl.preload.jsonscan import loads
@@ -47,6 +49,7 @@ FORMAT = "tunectl-preload"
 VERSION = 1
 FIELDS = ("path", "device", "inode", "size", "mtime_ns", "ranges", "physical")
 MAX_DEVICE_PART = 0x7FFFFFFF  # os.makedev takes a C int each (dev_t holds 32 bits; Linux uses 12 and 20)
+MIN_MTIME_NS = -(2**63)  # the least mtime_ns a file can have (a signed 64-bit count of nanoseconds)
 
 
 def _is_device(device: str) -> bool:
@@ -91,6 +94,15 @@ class Entry(namedtuple("Entry", FIELDS)):
                 self.physical]
 
 
+_RANGES, _LENGTH = itemgetter(FIELDS.index("ranges")), itemgetter(1)
+
+
+def total_bytes(entries: Iterable[Entry]) -> int:
+    """The sum of `Entry.bytes` over `entries`, at C speed (no Python frame per entry: a replay counts every
+    chunk of tens of thousands against its cap)."""
+    return sum(map(_LENGTH, chain.from_iterable(map(_RANGES, entries))))
+
+
 class PreloadList(namedtuple("PreloadList", "entries created", defaults=("",))):
     """entries: list[Entry]; created: str, the header's date."""
 
@@ -98,7 +110,7 @@ class PreloadList(namedtuple("PreloadList", "entries created", defaults=("",))):
 
     @property
     def bytes(self) -> int:
-        return sum(e.bytes for e in self.entries)
+        return total_bytes(self.entries)
 
 
 def render(entries: Iterable[Entry], created: str, metadata: Mapping[str, Iterable[tuple[int, int]]] | None = None,
@@ -111,7 +123,7 @@ def render(entries: Iterable[Entry], created: str, metadata: Mapping[str, Iterab
     All are header keys a version-1 reader ignores."""
     entries = list(entries)
     header = {"format": FORMAT, "version": VERSION, "created": created, "files": len(entries),
-              "bytes": sum(e.bytes for e in entries), "fields": list(FIELDS)}
+              "bytes": total_bytes(entries), "fields": list(FIELDS)}
     if time_order:
         header["order"] = "time"
     if metadata:
@@ -148,7 +160,7 @@ def _problem(row: Any) -> str:
         return f"device: expected MAJ:MIN, each a decimal number up to {MAX_DEVICE_PART}"
     if not _int(inode) or not _int(size):
         return "inode, size: expected non-negative integers"
-    if not _int(mtime_ns, minimum=-(2**63)):
+    if not _int(mtime_ns, minimum=MIN_MTIME_NS):
         return "mtime_ns: expected an integer (nanoseconds since the epoch)"
     if not isinstance(ranges, list) or not all(
             isinstance(r, list) and len(r) == 2 and _int(r[0]) and _int(r[1], 1) for r in ranges):
@@ -160,7 +172,8 @@ def _problem(row: Any) -> str:
 
 def _entries(rows: list, numbers: Sequence[int], source: str) -> list[Entry]:
     """Entries from decoded rows; the common whole-file row costs a few type checks."""
-    entries = []
+    entries: list[Entry] = []
+    append = entries.append
     devices: set[str] = set()
     make = tuple.__new__  # Entry(...) goes through a Python-level __new__: 4x slower per row
     for n, row in zip(numbers, rows):
@@ -169,18 +182,18 @@ def _entries(rows: list, numbers: Sequence[int], source: str) -> list[Entry]:
             fast = (type(path) is str and path[:1] == "/" and path.isascii() and "\0" not in path
                     and device in devices and type(inode) is int
                     and type(size) is int and type(mtime_ns) is int and inode >= 0 and size > 0
-                    and (physical is None or type(physical) is int and physical >= 0)
+                    and mtime_ns >= MIN_MTIME_NS and (physical is None or type(physical) is int and physical >= 0)
                     and type(ranges) is list and len(ranges) == 1 and ranges[0] == [0, size])
         except (TypeError, ValueError):
             fast = False
         if fast:
-            entries.append(make(Entry, (path, device, inode, size, mtime_ns, ((0, size),), physical)))
+            append(make(Entry, (path, device, inode, size, mtime_ns, ((0, size),), physical)))
             continue
         problem = _problem(row)
         if problem:
             raise ListError.at(n, f"{source}:{n}: {problem}")
         devices.add(row[1])
-        entries.append(Entry(path, device, inode, size, mtime_ns, tuple((r[0], r[1]) for r in ranges), physical))
+        append(Entry(path, device, inode, size, mtime_ns, tuple((r[0], r[1]) for r in ranges), physical))
     return entries
 
 

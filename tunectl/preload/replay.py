@@ -17,10 +17,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from stat import S_ISREG
 
-from tunectl.errors import ExitCode
+from tunectl.errors import ExitCode, UsageError
 from tunectl.output import Report
 from tunectl.preload import order
-from tunectl.preload.listing import Entry, ListError, PreloadList
+from tunectl.preload.listing import Entry, ListError, PreloadList, total_bytes
 from tunectl.preload.pressure import PressureGuard
 from tunectl.preload.skip import CHANGED, UNREADABLE, Skip, failed, why_changed, why_differs
 from tunectl.system.sysfs import Sysfs
@@ -148,16 +148,13 @@ class ListSource:
     def take(self, entries: Sequence[Entry]) -> bool:
         """Count a checked chunk before any of it is read; False when the count passes the cap."""
         self.files += len(entries)
-        self.bytes += sum(map(_BYTES, entries))
+        self.bytes += total_bytes(entries)
         return self.bytes <= self.limit
 
     def close(self) -> None:
         close = getattr(self.chunks, "close", None)
         if close is not None:
             close()
-
-
-_BYTES = Entry.bytes.fget
 
 
 class Stack:
@@ -674,6 +671,11 @@ def _streamed(report: ReplayReport, disks: _Disks, source: ListSource, orders: s
 
         try:  # the first chunk kept, the rest read on from the same open list: decoded once
             return source.surveyed(chain([first], source.chunks))
+        except UsageError as e:  # a bad entry, or more than the cap: no file read, but the metadata pass may have run
+            if report.metadata is None or not report.metadata.bytes:
+                raise
+            kind_, message, hint = type(e), e.message, e.hint  # (the sample that chose the survey needed it)
+            raise _Stopped(lambda already: kind_(message + already, hint=hint)) from None
         finally:
             source.close()
     report.list_read = "streamed"
