@@ -70,7 +70,9 @@ def replayed(report, paint: bool = False) -> list[str]:
                      f"{report.seconds:.2f} s ({how}); pass --settle-timeout S to wait for them")
     if report.verbose:
         lines.append(numbers(report.bytes + (report.metadata.bytes if report.metadata else 0), report.files,
-                              report.requests, "disk request", report.seconds, report.floor, done=report.settled))
+                              report.requests, "disk request", report.seconds, report.floor,
+                              unfinished="" if report.settled else ", reads still in flight at the timeout"
+                              if report.settle_timeout else " to send the reads, some still in flight"))
     return lines
 
 
@@ -83,20 +85,20 @@ def floor_unknown(as_root: bool) -> str:
 
 
 def numbers(nbytes: int, files: int, requests: int | None, what: str, seconds: float | None, floor,
-            done: bool = True) -> str:
+            unfinished: str = "") -> str:
     """The closing line of `replay -v` and `show --stats`: bytes, files, requests (`what`: their noun, singular),
-    seconds, the floor. `done`: the reads were over in `seconds` (else it is the time to send them, some still
-    in flight: not set against the floor)."""
+    seconds, the floor. `unfinished`: said after the seconds when the reads were not all over by then (they are
+    then not set against the floor); "": they were."""
     from tunectl.units import counted, format_bytes
 
     parts = [f"{format_bytes(nbytes)}", counted(files, "file"),
-             (counted(requests, what) + ("" if done else " done by then")) if requests is not None
+             (counted(requests, what) + (" done by then" if unfinished else "")) if requests is not None
              else f"{what}s unknown"]
     if seconds is not None:
-        parts.append(f"{seconds:.2f} s" if done else f"{seconds:.2f} s to send the reads, some still in flight")
+        parts.append(f"{seconds:.2f} s{unfinished}")
     if floor is not None and floor.seconds is not None:
         parts.append(f"floor {floor.seconds:.2f} s at {floor.rate / 1e6:.0f} MB/s sequential"
-                     + (f" ({seconds / floor.seconds:.1f}x the floor)" if seconds and floor.seconds and done else ""))
+                     + (f" ({seconds / floor.seconds:.1f}x the floor)" if seconds and floor.seconds and not unfinished else ""))
     else:
         import os
 

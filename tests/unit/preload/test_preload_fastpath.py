@@ -124,7 +124,9 @@ def test_a_replay_imports_only_what_it_uses(tmp_path: Path, files: int) -> None:
     assert not heavy, f"imported before the replay's reads were sent: {sorted(heavy)}; in order: {before_output}"
     # Nor after: with nothing skipped the report is a line, drawn without the tables (nor, under -q, printed); and
     # the pressure file is decoded without a codec module.
-    late = set(order[order.index("tunectl"):]) & {"tunectl.report", "json", "re", "encodings.ascii"}
+    # The exit codes and verdict words are tunectl.named's constants: no enum (nor functools) at all.
+    late = set(order[order.index("tunectl"):]) & {"tunectl.report", "json", "re", "encodings.ascii", "enum",
+                                                  "functools"}
     assert not late, f"imported by a replay that skipped nothing: {sorted(late)}"
 
 
@@ -225,18 +227,23 @@ def test_a_replay_whose_disk_is_done_at_its_one_look_says_it_read_the_files(tmp_
     assert r.code == 0 and f"{lst}: 2 files, 73.2 KiB in " in r.out and "sent" not in r.out, r.out
 
 
-@pytest.mark.parametrize("done", [True, False])
-def test_the_seconds_are_set_against_the_floor_only_when_the_reads_were_done(done: bool) -> None:
+@pytest.mark.parametrize("settled, timeout, said", [
+    (True, 0.0, "40 disk requests, 0.50 s, floor 0.52 s at 200 MB/s sequential (1.0x the floor)"),
+    (False, 0.0, "40 disk requests done by then, 0.50 s to send the reads, some still in flight, floor 0.52 s at "
+                 "200 MB/s sequential"),
+    (False, 0.4, "40 disk requests done by then, 0.50 s, reads still in flight at the timeout, floor 0.52 s at "
+                 "200 MB/s sequential")])
+def test_the_seconds_are_set_against_the_floor_only_when_the_reads_were_done(settled: bool, timeout: float,
+                                                                             said: str) -> None:
+    from tunectl.preload.replay import ReplayReport
     from tunectl.preload.stats import Floor
-    from tunectl.preload.text import numbers
+    from tunectl.preload.text import replayed
 
-    line = numbers(100 << 20, 10, 40, "disk request", 0.5, Floor(200e6, 100 << 20), done=done)
-    assert "floor 0.52 s at 200 MB/s sequential" in line, line
-    if done:
-        assert "40 disk requests, 0.50 s," in line and "(1.0x the floor)" in line, line
-    else:
-        assert "40 disk requests done by then, 0.50 s to send the reads, some still in flight," in line, line
-        assert "x the floor" not in line, line
+    report = ReplayReport("l.list")
+    report.verbose, report.files, report.bytes, report.seconds, report.requests = 1, 10, 100 << 20, 0.5, 40
+    report.settled, report.settle_timeout, report.floor = settled, timeout, Floor(200e6, 100 << 20)
+    line = replayed(report)[-1]
+    assert line == f"numbers: 100 MiB, 10 files, {said}", line
 
 
 _MEMORY_FILESYSTEMS = {"tmpfs", "ramfs", "devtmpfs"}
