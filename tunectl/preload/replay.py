@@ -208,9 +208,12 @@ def _requests_since(sysfs: Sysfs, baseline: Mapping[str | None, int | None]) -> 
 def _memory_pressure() -> str | None:
     try:
         with open("/proc/pressure/memory", "rb") as f:  # the kernel's, not a file anyone writes
-            return f.read().decode("ascii")  # bytes.decode: no codec module to import before the first read
+            data = f.read()
     except OSError:
         return None
+    # bytes.decode: no codec module to import before the first read. Not ASCII, it is not the kernel's (a file
+    # mounted over it): its total then reads as no number, as a total in other digits does
+    return data.decode("ascii", "replace")
 
 
 def _own_read_bytes() -> int | None:

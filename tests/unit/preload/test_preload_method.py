@@ -195,6 +195,20 @@ def test_pressure_total_is_read_from_the_some_line() -> None:
     assert some_total_us(PSI.format("\u00b2")) is None and some_total_us(PSI.format("\u0661")) is None
 
 
+def test_a_pressure_file_that_is_not_ascii_is_no_total(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A file mounted over /proc/pressure/memory holding "total=\u00b2" in UTF-8: the replay's read of it raised
+    # UnicodeDecodeError out of the guard, exit 70 ("internal error") after the first chunk.
+    import io
+
+    from tunectl.preload import replay as replay_module
+
+    monkeypatch.setattr(replay_module, "open", lambda path, mode: io.BytesIO(PSI.format("\u00b2").encode()),
+                        raising=False)
+    assert some_total_us(replay_module._memory_pressure()) is None
+    guard = PressureGuard(replay_module._memory_pressure, now=0.0)
+    assert not guard.stop(1.0)
+
+
 def test_the_guard_stops_when_the_stall_share_passes_the_limit() -> None:
     totals = iter([0, 50_000, 100_000, 400_000])  # microseconds stalled, read at t=0, 1, 2, 3 s
     guard = PressureGuard(lambda: PSI.format(next(totals)), now=0.0, limit=0.10)
