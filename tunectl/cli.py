@@ -147,7 +147,7 @@ def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
                    help="udev database directory (default /run/udev/data, env TUNECTL_UDEV_ROOT)")
     g.add_argument("--state-dir", metavar="DIR", default=default,
                    help="journal and lock directory (default /var/lib/tunectl, env TUNECTL_STATE_DIR)")
-    g.add_argument("--wait", metavar="SECONDS", type=float, default=default,
+    g.add_argument("--wait", metavar="SECONDS", type=_seconds, default=default,
                    help="wait at most this long for another tunectl run's lock (default: as long as it takes)")
     g.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS if suppress else 0,
                    help="show in-sync and skipped settings too; -vv logs debug detail")
@@ -298,6 +298,19 @@ def _context(args: argparse.Namespace, env: Mapping[str, str] | None):
 
     return Context.create(getattr(args, "sysfs_root", None), getattr(args, "state_dir", None),
                           getattr(args, "udev_root", None), env)
+
+
+def _seconds(text: str) -> float:
+    """--wait: a number of seconds, 0 or more (inf: as long as it takes); nan or a negative bound means nothing."""
+    import argparse
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not seconds >= 0:  # nan too
+        raise argparse.ArgumentTypeError(f"{text!r}: give 0 or more seconds (0: do not wait)")
+    return seconds
 
 
 def _document_name(args: argparse.Namespace) -> str:

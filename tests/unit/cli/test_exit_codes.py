@@ -177,3 +177,13 @@ def test_a_reader_gone_away_is_still_not_an_error(tmp_path) -> None:
     assert main(["profile", "show", "balanced"], env={"TUNECTL_STATE_DIR": str(tmp_path / "state")}, stdout=Gone(),
                 stderr=err) == ExitCode.OK
     assert err.getvalue() == ""
+
+
+@pytest.mark.parametrize("seconds", ["nan", "-1", "-inf"])
+def test_a_wait_that_bounds_nothing_is_a_usage_error(seconds: str, tmp_path) -> None:
+    # `--wait nan` waited forever and `--wait -1` gave up at once, both said as "(at most nan s, --wait)".
+    err = io.StringIO()
+    code = main([f"--wait={seconds}", "profile", "show", "balanced"],
+                env={"TUNECTL_STATE_DIR": str(tmp_path / "state")}, stdout=io.StringIO(), stderr=err)
+    assert code == ExitCode.USAGE
+    assert f"argument --wait: '{seconds}': give 0 or more seconds" in err.getvalue()
