@@ -147,7 +147,7 @@ def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
                    help="udev database directory (default /run/udev/data, env TUNECTL_UDEV_ROOT)")
     g.add_argument("--state-dir", metavar="DIR", default=default,
                    help="journal and lock directory (default /var/lib/tunectl, env TUNECTL_STATE_DIR)")
-    g.add_argument("--wait", metavar="SECONDS", type=float, default=default,
+    g.add_argument("--wait", metavar="SECONDS", type=_seconds, default=default,
                    help="wait at most this long for another tunectl run's lock (default: as long as it takes)")
     g.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS if suppress else 0,
                    help="show in-sync and skipped settings too; -vv logs debug detail")
@@ -300,6 +300,19 @@ def _context(args: argparse.Namespace, env: Mapping[str, str] | None):
                           getattr(args, "udev_root", None), env)
 
 
+def _seconds(text: str) -> float:
+    """--wait: a number of seconds, 0 or more (inf: as long as it takes); nan or a negative bound means nothing."""
+    import argparse
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not seconds >= 0:  # nan too
+        raise argparse.ArgumentTypeError(f"{text!r}: give 0 or more seconds (0: do not wait)")
+    return seconds
+
+
 def _document_name(args: argparse.Namespace) -> str:
     """`status`, `mounts-check`, `udev-monitor`: the command and its action, the name of its --json format."""
     action = getattr(args, f"{args.command}_command".replace("-", "_"), None)
@@ -396,15 +409,61 @@ def _columns(args: argparse.Namespace, out: Output) -> bool:
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None,
          stdout: TextIO | None = None, stderr: TextIO | None = None, context=None) -> int:
-    stdout = stdout or sys.stdout
+    stdout = _Stdout(stdout or sys.stdout)
     stderr = stderr or sys.stderr
     try:
-        return _main(argv, env, stdout, stderr, context)
+        code = _main(argv, env, stdout, stderr, context)
+        try:
+            stdout.flush()  # what is still buffered fails here, not unseen as Python exits
+        except BrokenPipeError:
+            return code  # the reader has what it wanted (`| head`): the verdict stands
+        return code
+    except OutputLost as e:  # the result cannot reach the caller: said on stderr, never as a bug
+        from tunectl.errors import ExitCode
+
+        stderr.write(f"tunectl: error: {e}\nhint: check where standard output goes (a full disk, a device error)\n")
+        return ExitCode.USAGE
     except KeyboardInterrupt as e:  # Ctrl-C while the parser or a command's modules load, before a command runs
         from tunectl.errors import ExitCode
 
         code = int(getattr(e, "exit_code", ExitCode.INTERRUPTED))
         return _interrupted(stdout, stderr, _wants_json(list(sys.argv[1:] if argv is None else argv)), code)
+
+
+class OutputLost(Exception):
+    """Standard output could not be written (a full disk, an I/O error): the result never reached the caller.
+
+    Not a TunectlError, so no per-device or per-event handler takes it for one item's failure and carries on."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(f"cannot write to standard output: {error.strerror or error}")
+
+
+class _Stdout:
+    """The stream a command's result goes to: a write or flush the system refuses (ENOSPC, EIO) is `OutputLost`,
+    not an OSError taken for a bug; a reader gone away stays BrokenPipeError (`tunectl ... | head`)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise OutputLost(e) from e
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise OutputLost(e) from e
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 def _interrupted(stdout: TextIO, stderr: TextIO, json: bool, code: int, said: str = "interrupted") -> int:
@@ -474,6 +533,8 @@ def _main(argv: Sequence[str] | None, env: Mapping[str, str] | None, stdout: Tex
         return _interrupted(out.stdout, out.stderr, out.json, ExitCode.INTERRUPTED)
     except BrokenPipeError:
         return ExitCode.OK
+    except OutputLost:
+        raise  # main says it: stdout cannot carry an error document either
     except Exception as e:  # a TunectlError is a message for people; anything else is a bug, said plainly
         if args.propagate and not isinstance(e, ProfileError):
             raise

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import enum
+from tunectl.named import Member, Named
 
 
-class ExitCode(enum.IntEnum):
+class ExitCode(Member, int, metaclass=Named):
     OK = 0
     DRIFT = 1  # verify/align/mounts check found differences
     USAGE = 2  # bad arguments or a bad profile

@@ -8,10 +8,10 @@ so: the one place the two vocabularies meet.
 
 from __future__ import annotations
 
-import enum
+from tunectl.named import Member, Named
 
 
-class Verdict(str, enum.Enum):
+class Verdict(Member, str, metaclass=Named):
     # a planned setting
     CHANGE = "change"  # differs; apply writes it
     IN_SYNC = "ok"  # already as wanted (kernel rounding allowed); an event, a mount, a partition as wanted
@@ -35,12 +35,6 @@ class Verdict(str, enum.Enum):
     PARTIAL = "partial"
     COLD = "cold"
     UNKNOWN = "unknown"
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-    def __format__(self, spec: str) -> str:
-        return format(str(self.value), spec)
 
     @property
     def colour(self) -> str | None:

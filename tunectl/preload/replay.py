@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from stat import S_ISREG
 
-from tunectl.errors import ExitCode
+from tunectl.errors import ExitCode, UsageError
 from tunectl.output import Report
 from tunectl.preload import order
 from tunectl.preload.listing import Entry, ListError, PreloadList, total_bytes
@@ -671,6 +671,11 @@ def _streamed(report: ReplayReport, disks: _Disks, source: ListSource, orders: s
 
         try:  # the first chunk kept, the rest read on from the same open list: decoded once
             return source.surveyed(chain([first], source.chunks))
+        except UsageError as e:  # a bad entry, or more than the cap: no file read, but the metadata pass may have run
+            if report.metadata is None or not report.metadata.bytes:
+                raise
+            kind_, message, hint = type(e), e.message, e.hint  # (the sample that chose the survey needed it)
+            raise _Stopped(lambda already: kind_(message + already, hint=hint)) from None
         finally:
             source.close()
     report.list_read = "streamed"

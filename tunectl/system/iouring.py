@@ -34,6 +34,8 @@ import mmap
 import os
 import struct
 from collections.abc import Iterator, Sequence
+from itertools import accumulate, repeat
+from operator import add
 
 # The io_uring syscalls have one number on every architecture but alpha.
 _SETUP, _ENTER, _REGISTER = 425, 426, 427
@@ -97,12 +99,13 @@ class StatxRing:
         self._cq = mmap.mmap(fd, cq.cqes + params.cq_entries * _CQE.size, offset=_OFF_CQ_RING)
         self._sqes = mmap.mmap(fd, params.sq_entries * _SQE.size, offset=_OFF_SQES)
         sqv, self._cqv = memoryview(self._sq).cast("I"), memoryview(self._cq).cast("I")
+        self._cqb = memoryview(self._cq)  # the completions as bytes: unpacked a run at a time
         self._sqv = sqv
         for i in range(params.sq_entries):  # slot i of the index array names entry i, for good
             sqv[sq.array // 4 + i] = i
-        self._sq_tail, self._sq_mask = sq.tail // 4, sqv[sq.ring_mask // 4]
+        self._sq_head, self._sq_tail, self._sq_mask = sq.head // 4, sq.tail // 4, sqv[sq.ring_mask // 4]
         self._cq_head, self._cq_tail, self._cq_mask = cq.head // 4, cq.tail // 4, self._cqv[cq.ring_mask // 4]
-        self._cqes = cq.cqes
+        self._cqes, self._cq_entries = cq.cqes, params.cq_entries
         # Results land in a small circle of struct statx buffers: at most `entries` are in flight.
         self._results = ctypes.create_string_buffer(_STATX_SIZE * self.entries)
         self._results_addr = ctypes.addressof(self._results)
@@ -113,9 +116,9 @@ class StatxRing:
     def _settle(self) -> None:
         """Take back the entries the kernel has not read and wait for those it has: until then an
         io-wq worker may still write into self._results (and read self._paths)."""
-        if self._unsubmitted:
-            self._sqv[self._sq_tail] = (self._sqv[self._sq_tail] - self._unsubmitted) & 0xFFFFFFFF
-            self._unsubmitted = 0
+        sqv = self._sqv  # the kernel's own head: exact, whichever statement an interrupt came between
+        sqv[self._sq_tail] = sqv[self._sq_head]
+        self._unsubmitted = 0
         try:
             while self._in_flight:
                 self._enter(0, 1)
@@ -162,7 +165,7 @@ class StatxRing:
             self._settle()  # the buffers were kept; closing cancels what has not started
         except OSError:
             pass
-        for m in (self._sqv, self._cqv):
+        for m in (self._sqv, self._cqv, self._cqb):
             m.release()
         for m in (self._sq, self._cq, self._sqes):
             m.close()
@@ -185,15 +188,21 @@ class StatxRing:
             raise OSError(err, f"io_uring_enter: {os.strerror(err)}")
         return done
 
-    def _reap(self) -> list[tuple[int, int]]:
-        """(user_data, res) of every completion posted so far, consumed at once (the head moves on)."""
-        cqv, head, tail = self._cqv, self._cqv[self._cq_head], self._cqv[self._cq_tail]
-        done = []
-        while head != tail:
-            user_data, res, _ = _CQE.unpack_from(self._cq, self._cqes + (head & self._cq_mask) * _CQE.size)
-            head = (head + 1) & 0xFFFFFFFF
-            done.append((user_data, res))
-        cqv[self._cq_head] = head
+    def _reap(self) -> list[tuple[int, int, int]]:
+        """(user_data, res, flags) of every completion posted so far, consumed at once (the head moves on):
+        unpacked by struct a contiguous run of the ring at a time, not one call per completion."""
+        cqv = self._cqv
+        head, tail = cqv[self._cq_head], cqv[self._cq_tail]
+        count = (tail - head) & 0xFFFFFFFF
+        if not count:
+            return []
+        start = head & self._cq_mask
+        run = min(count, self._cq_entries - start)  # up to the end of the ring, then from its start
+        at = self._cqes + start * _CQE.size
+        done = list(_CQE.iter_unpack(self._cqb[at:at + run * _CQE.size]))
+        if run < count:
+            done += _CQE.iter_unpack(self._cqb[self._cqes:self._cqes + (count - run) * _CQE.size])
+        cqv[self._cq_head] = tail
         return done
 
     def statx_all(self, paths: Sequence[bytes]) -> Iterator[tuple[int, StatxResult]]:
@@ -203,34 +212,34 @@ class StatxRing:
         self._busy = True
         try:
             buf = self._paths = ctypes.create_string_buffer(b"\0".join(paths) + b"\0")  # NUL-terminated
-            base, results, results_addr = ctypes.addressof(buf), self._results, self._results_addr
-            sqes, pack, mask, slots = self._sqes, _SQE.pack_into, self._sq_mask, self.entries
-            tail, offset, nxt = self._sqv[self._sq_tail], 0, 0
+            names = list(accumulate(map(add, map(len, paths), repeat(1)), initial=ctypes.addressof(buf)))
+            results, results_addr, unpack = self._results, self._results_addr, _STATX.unpack_from
+            sqes, pack, mask, slots, size = self._sqes, _SQE.pack_into, self._sq_mask, self.entries, _SQE.size
+            tail, nxt, total = self._sqv[self._sq_tail], 0, len(paths)
             free = list(range(slots))  # result buffers not in use; user_data carries (index << 16) | slot
-            while nxt < len(paths) or len(free) < slots:
-                while nxt < len(paths) and free:
+            while nxt < total or len(free) < slots:
+                first = nxt
+                while nxt < total and free:
                     slot = free.pop()
-                    pack(sqes, (tail & mask) * _SQE.size, _OP_STATX, 0, 0, _AT_FDCWD,
-                         results_addr + slot * _STATX_SIZE, base + offset, _STATX_BASIC_STATS, _AT_SYMLINK_NOFOLLOW,
-                         nxt << 16 | slot,
-                         0, 0, 0, 0, 0)
-                    offset += len(paths[nxt]) + 1
+                    pack(sqes, (tail & mask) * size, _OP_STATX, 0, 0, _AT_FDCWD, results_addr + slot * _STATX_SIZE,
+                         names[nxt], _STATX_BASIC_STATS, _AT_SYMLINK_NOFOLLOW, nxt << 16 | slot, 0, 0, 0, 0, 0)
                     tail = (tail + 1) & 0xFFFFFFFF
-                    nxt, self._unsubmitted = nxt + 1, self._unsubmitted + 1
+                    nxt += 1
                 self._sqv[self._sq_tail] = tail
+                self._unsubmitted += nxt - first
                 submitted = self._enter(self._unsubmitted, 1)
                 self._unsubmitted -= submitted
                 reaped = self._reap()
                 self._in_flight += submitted - len(reaped)
-                for user_data, res in reaped:
-                    index, slot = user_data >> 16, user_data & 0xFFFF
+                for user_data, res, _ in reaped:
+                    slot = user_data & 0xFFFF
                     if res < 0:
                         free.append(slot)
-                        yield index, res
+                        yield user_data >> 16, res
                         continue
-                    mode, ino, size, sec, nsec, major, minor = _STATX.unpack_from(results, slot * _STATX_SIZE)
-                    free.append(slot)
-                    yield index, (ino, size, sec * 1_000_000_000 + nsec, (major, minor), mode)
+                    mode, ino, size_, sec, nsec, major, minor = unpack(results, slot * _STATX_SIZE)
+                    free.append(slot)  # read: the slot may take the next request
+                    yield user_data >> 16, (ino, size_, sec * 1_000_000_000 + nsec, (major, minor), mode)
         finally:
             self._busy = False
             if self.fd >= 0:

@@ -142,3 +142,48 @@ sys.exit(cli.main(["--json", *{command!r}]))
     doc = json.loads(proc.stdout)
     assert doc["format"] == "tunectl-error" and doc["error"]["code"] == "terminated"
     assert doc["error"]["exit_code"] == 143 and proc.stderr == "tunectl: terminated\n"
+
+
+class _FullDisk(io.StringIO):
+    """stdout on a full disk (`> /dev/full`): every write and flush fails with ENOSPC."""
+
+    def write(self, text: str) -> int:
+        import errno
+
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    flush = write  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("argv", [["profile", "show", "balanced"], ["profile", "show", "balanced", "--json"],
+                                  ["--version"], ["--help"], ["profile", "show", "no-such-profile", "--json"]])
+def test_stdout_that_cannot_be_written_is_said_on_stderr_not_called_a_bug(argv: list[str], tmp_path) -> None:
+    # `tunectl status > /dev/full` said "internal error: OSError ... this is a bug" (exit 70); with --json the error
+    # document's own write failed again and Python printed two tracebacks (exit 1).
+    err = io.StringIO()
+    code = main(argv, env={"TUNECTL_STATE_DIR": str(tmp_path / "state")}, stdout=_FullDisk(), stderr=err)
+    assert code == ExitCode.USAGE
+    assert err.getvalue().endswith("tunectl: error: cannot write to standard output: No space left on device\n"
+                                   "hint: check where standard output goes (a full disk, a device error)\n")
+    assert "internal error" not in err.getvalue()
+
+
+def test_a_reader_gone_away_is_still_not_an_error(tmp_path) -> None:
+    class Gone(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError
+
+    err = io.StringIO()
+    assert main(["profile", "show", "balanced"], env={"TUNECTL_STATE_DIR": str(tmp_path / "state")}, stdout=Gone(),
+                stderr=err) == ExitCode.OK
+    assert err.getvalue() == ""
+
+
+@pytest.mark.parametrize("seconds", ["nan", "-1", "-inf"])
+def test_a_wait_that_bounds_nothing_is_a_usage_error(seconds: str, tmp_path) -> None:
+    # `--wait nan` waited forever and `--wait -1` gave up at once, both said as "(at most nan s, --wait)".
+    err = io.StringIO()
+    code = main([f"--wait={seconds}", "profile", "show", "balanced"],
+                env={"TUNECTL_STATE_DIR": str(tmp_path / "state")}, stdout=io.StringIO(), stderr=err)
+    assert code == ExitCode.USAGE
+    assert f"argument --wait: '{seconds}': give 0 or more seconds" in err.getvalue()

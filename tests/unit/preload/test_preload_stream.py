@@ -362,3 +362,37 @@ def test_a_list_refused_streaming_and_swapped_for_a_bigger_one_after_its_survey_
     assert r.code == 2 and f"{lst}: changed while it was replayed: read again, it holds more than the 1000 files, " \
         f"{format_bytes(1000 * SIZE)} it held when it was checked" in r.err, r.err
     assert read == []
+
+
+@pytest.mark.parametrize("refused", ["a bad entry", "over the cap"])
+def test_a_list_refused_by_the_survey_after_the_metadata_pass_says_the_metadata_was_read(
+        monkeypatch, tmp_path: Path, files, refused: str) -> None:
+    # On a disk that seeks the metadata pass runs before the inode sample that decides the whole-list survey;
+    # the survey's refusal then said only "no file of it was read", silent on the device pages the pass had read.
+    from tunectl.preload import metadata as metadata_module
+
+    read = disk(monkeypatch, rotational=True, inodes_cached=False)
+    swept: list[str] = []
+
+    def sweep(metadata, windows, sysfs, dev_root, wait=()):  # noqa: ANN001, ANN202
+        done = metadata_module.MetadataPass()
+        done.bytes, done.devices = 64 << 10, sorted(metadata)
+        swept.extend(metadata)
+        return done
+
+    monkeypatch.setattr(metadata_module, "replay", sweep)
+    device = files[0].device
+
+    def header(h: dict) -> None:
+        h["metadata"] = {device: [[0, 64 << 10]]}
+        if refused == "over the cap":
+            h["bytes"] = 1  # understated: the survey finds the entries over the cap
+
+    lst = listed(tmp_path / "l.list", files, bad_inode(1400) if refused == "a bad entry" else None, header=header)
+    cap = ("--max-bytes", str(FILES * SIZE // 2 + (64 << 10))) if refused == "over the cap" else ()
+    r = run_cli("preload", "replay", str(lst), *cap)
+    assert r.code == 2 and swept == [device] and read == [], r.err  # no file read: only the metadata pass ran
+    said = error(r.err)
+    assert "; before it, 64 KiB of file system metadata had been " in said, said
+    assert said.endswith("(which changes nothing on disk), the rest of the list was not read"), said
+    assert (f"{lst}:1402: inode" in said) if refused == "a bad entry" else ("no file of it was read" in said), said

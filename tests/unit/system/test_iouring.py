@@ -71,3 +71,28 @@ def test_a_pass_abandoned_part_way_waits_for_its_requests_and_the_ring_stays_usa
             next(both)
             next(ring.statx_all(paths))
     ring.close()  # a second close does nothing (and closes no one else's descriptor)
+
+
+def test_a_pass_whose_submit_fails_part_way_takes_back_what_the_kernel_did_not_read(tmp_path: Path) -> None:
+    """Entries written to the ring but never submitted (io_uring_enter failed) are taken back from the kernel's
+    own head: the next pass on the ring submits only its own, and each of its answers is right."""
+    paths = [os.fsencode(p) for p in tree(tmp_path, 300)]
+    ring = ring_or_skip(entries=8, workers=4)
+    with ring:
+        real, calls = ring._enter, []
+
+        def enter(to_submit: int, min_complete: int) -> int:
+            calls.append(to_submit)
+            if len(calls) == 3:  # the third round's entries are published, then the submit fails
+                raise OSError(errno.EBUSY, "io_uring_enter: Device or resource busy")
+            return real(to_submit, min_complete)
+
+        ring._enter = enter
+        failed = ring.statx_all(paths)
+        with pytest.raises(OSError):
+            list(failed)
+        ring._enter = real
+        assert ring._sqv[ring._sq_tail] == ring._sqv[ring._sq_head]  # nothing left for the kernel to read
+        second = dict(ring.statx_all(paths[:40]))
+        assert sorted(second) == list(range(40))
+        assert all(second[i][0] == os.lstat(paths[i]).st_ino for i in range(40))

@@ -111,6 +111,13 @@ def test_a_group_writable_directory_or_a_linked_one_is_not_trusted(tmp_path: Pat
             trust.check_dir(sticky)
 
 
+def test_a_regular_file_named_as_a_directory_is_called_one(tmp_path: Path) -> None:
+    # `udev install --rules-dir FILE` said "FILE: not a regular file, not a directory" of a regular file.
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(NotADirectoryError, match=r"^\[Errno 20\] a regular file, not a directory: "):
+        trust.check_dir(tmp_path / "file")
+
+
 def test_a_cache_entry_is_bound_to_the_text_and_the_checker(tmp_path: Path) -> None:
     from tunectl.system.cache import ValidationCache
 
