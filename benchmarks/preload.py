@@ -350,10 +350,10 @@ def main() -> None:
           f"{'met' if m['b'] / m['d'] >= 3 else 'NOT met'}; within 2x of (e): {m['d'] / m['e']:.2f}x "
           f"{'met' if m['d'] / m['e'] <= 2 else 'NOT met'}")
     alone = results[0]["replay_only_median"]
-    print(f"the same with (d) as the replay process alone with --settle-timeout {SETTLE} (it returns once the "
-          f"device has no reads in flight; "
-          f"resident right after it: {100 * results[0]['resident_after_replay']:.1f}%): "
-          f"a/d {m['a'] / alone:.2f}x, b/d {m['b'] / alone:.2f}x, d/e {alone / m['e']:.2f}x")
+    print(f"the same with (h)'s replay process alone, no read pass after it (--settle-timeout {SETTLE}: it returns "
+          f"once the device has no reads in flight; resident right after it: "
+          f"{100 * results[0]['resident_after_replay']:.1f}%): "
+          f"a/h {m['a'] / alone:.2f}x, b/h {m['b'] / alone:.2f}x, h/e {alone / m['e']:.2f}x")
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")

@@ -37,6 +37,7 @@ SAMPLE = 1024  # the inode pass's first files, timed: do the inode reads wait fo
 # on a direct-I/O loop over this project's virtio disk, 27,000-83,000/s; warm, 150,000/s. A disk that
 # seeks answers about a hundred inode-table or directory reads a second (~16 inodes each): ~2,000/s.
 FAST_STATS = 10_000
+DIRS_AT_ONCE = 256  # the inode pass holds at most this many directories open (O_PATH) while it stats their files
 MAX_THREADS = 256  # --threads beyond this: Python threads only pass the GIL around, io_uring gains nothing past 32
 FIRST_CHUNK = 512  # a streamed list's first entries: checked (their inodes timed where the disk may seek) first
 STREAM_CHUNK = 4096  # then entries checked at a time, each chunk's files read as soon as it is checked
@@ -295,12 +296,44 @@ class _Checker:
                 ring.close()
 
     def _stat(self, indices: list[int], ring, parallel: int | None):  # noqa: ANN001, ANN202 (ctypes stays lazy)
-        """Judge `indices` through `ring`, or from threads when there is none or it fails part way (then the
-        threads finish what it left). Returns the ring if it is still usable."""
+        """Judge `indices` (in their order), each name stat'd relative to its directory, opened (O_PATH) without
+        following any link on the way (`ListedOpener.directory`), so root never looks a name up through another
+        user's directory link (into an automount point, a mount triggered as root). A directory with a link on its
+        way is left to the data pass, whose open walks it following only root's or the user's links. At most
+        DIRS_AT_ONCE directories are held open: `indices` are judged in runs. Returns the ring if still usable."""
+        run: list[int] = []
+        names: list[str] = []
+        fds: list[int] = []
+        with ListedOpener(keep=DIRS_AT_ONCE + 1) as opener:
+            directory_of, dirs, entries, listed = opener.directory, opener.dirs, self.entries, self.listed
+            for i in indices:
+                directory, _, name = entries[i].path.rpartition("/")
+                if directory not in dirs and len(dirs) >= DIRS_AT_ONCE:
+                    ring = self._stat_run(run, names, fds, ring, parallel)
+                    opener.close()
+                    run, names, fds = [], [], []
+                try:
+                    fd = directory_of(directory or "/")[0]
+                except OSError as e:  # the directory is gone, or not one: every file in it fails the same way
+                    self._failed(i, e.errno or errno.EIO)
+                    continue
+                if fd < 0:  # a link on the way (or no openat2): looked at as it is opened, never followed here
+                    listed[i], self.decided[i] = 2, 1
+                    continue
+                run.append(i)
+                names.append(name)
+                fds.append(fd)
+            return self._stat_run(run, names, fds, ring, parallel) if run else ring
+
+    def _stat_run(self, indices: list[int], names: list[str], fds: list[int], ring, parallel: int | None
+                  ):  # noqa: ANN001, ANN202 (ctypes stays lazy)
+        """Judge `indices` (the name of each relative to its directory's descriptor) through `ring`, or from
+        threads when there is none or it fails part way (then the threads finish what it left). Returns the ring
+        if it is still usable."""
         if ring is not None:
             self.how, self.parallel = "io_uring", min(parallel or 32, MAX_THREADS)
             try:
-                self._from_ring(ring, indices)
+                self._from_ring(ring, indices, names, fds)
                 return ring
             except OSError:  # the ring failed part way (it should not): threads finish the pass
                 ring.close()
@@ -308,11 +341,11 @@ class _Checker:
 
         from tunectl.system.interrupts import threads_without_stops
 
-        left = [i for i in indices if not self.decided[i]]
+        left = [j for j, i in enumerate(indices) if not self.decided[i]]
         if not left and self.how == "threads":  # nothing after the sample: the threads that judged it are said
             return None
         self.how, self.parallel = "threads", min(parallel or 8, MAX_THREADS)
-        todo = iter(left)
+        todo = iter([(indices[j], names[j], fds[j]) for j in left])
         workers = []  # no more than files to judge (--threads 100000000 built that many: out of memory, exit 70)
         for i in range(min(self.parallel, len(left)) - 1):
             w = threading.Thread(target=self._from_thread, args=(todo,), name=f"preload-inodes-{i}", daemon=True)
@@ -356,11 +389,11 @@ class _Checker:
             with self.lock:
                 self.progress.advance(n)
 
-    def _from_ring(self, ring, by_inode: list[int]) -> None:
-        """Judge the entries at `by_inode` (in inode order: the inode tables' order) through io_uring."""
+    def _from_ring(self, ring, by_inode: list[int], names: list[str], fds: list[int]) -> None:
+        """Judge the entries at `by_inode` (in inode order: the inode tables' order) through io_uring, each by its
+        name in `names` relative to the directory descriptor in `fds`."""
         judge, makedev, seen = self._judge, os.makedev, 0
-        entries = self.entries
-        results = ring.statx_all([os.fsencode(entries[i].path) for i in by_inode])
+        results = ring.statx_all([os.fsencode(name) for name in names], fds)
         try:
             for j, result in results:
                 i = by_inode[j]
@@ -376,15 +409,15 @@ class _Checker:
             results.close()
             self._advance(seen % 256)
 
-    def _from_thread(self, todo: Iterator[int]) -> None:
-        stat, entries, judge, seen = os.lstat, self.entries, self._judge, 0
+    def _from_thread(self, todo: Iterator[tuple[int, str, int]]) -> None:
+        stat, judge, seen = os.stat, self._judge, 0
         try:
-            for i in todo:  # a shared list iterator: each index goes to one thread
+            for i, name, dir_fd in todo:  # a shared list iterator: each entry goes to one thread
                 seen += 1
                 if not seen % 256:
                     self._advance(256)
                 try:
-                    st = stat(entries[i].path)
+                    st = stat(name, dir_fd=dir_fd, follow_symlinks=False)
                 except OSError as e:
                     self._failed(i, e.errno or errno.EIO)
                 else:

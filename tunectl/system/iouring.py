@@ -205,8 +205,10 @@ class StatxRing:
         cqv[self._cq_head] = tail
         return done
 
-    def statx_all(self, paths: Sequence[bytes]) -> Iterator[tuple[int, StatxResult]]:
-        """(position in `paths`, result) for every path, in completion order; one pass at a time."""
+    def statx_all(self, paths: Sequence[bytes], dir_fds: Sequence[int] | None = None
+                  ) -> Iterator[tuple[int, StatxResult]]:
+        """(position in `paths`, result) for every path, in completion order; one pass at a time. `dir_fds`: the
+        directory each path is relative to (held open by the caller till the pass is over); None: the cwd."""
         if self._busy or self.fd < 0:
             raise RuntimeError("statx_all: one pass at a time, on an open ring")
         self._busy = True
@@ -221,8 +223,9 @@ class StatxRing:
                 first = nxt
                 while nxt < total and free:
                     slot = free.pop()
-                    pack(sqes, (tail & mask) * size, _OP_STATX, 0, 0, _AT_FDCWD, results_addr + slot * _STATX_SIZE,
-                         names[nxt], _STATX_BASIC_STATS, _AT_SYMLINK_NOFOLLOW, nxt << 16 | slot, 0, 0, 0, 0, 0)
+                    pack(sqes, (tail & mask) * size, _OP_STATX, 0, 0, _AT_FDCWD if dir_fds is None else dir_fds[nxt],
+                         results_addr + slot * _STATX_SIZE, names[nxt], _STATX_BASIC_STATS, _AT_SYMLINK_NOFOLLOW,
+                         nxt << 16 | slot, 0, 0, 0, 0, 0)
                     tail = (tail + 1) & 0xFFFFFFFF
                     nxt += 1
                 self._sqv[self._sq_tail] = tail

@@ -382,9 +382,7 @@ def open_listed(path: str, flags: int = _READ, checked: bool = False, links: boo
     if not _openat2_missing or not links:
         try:
             if not checked:
-                found = os.lstat(path)
-                if not stat.S_ISREG(found.st_mode) and not stat.S_ISLNK(found.st_mode):
-                    raise not_regular(path, found.st_mode)
+                return _looked_at_open(path, flags)
             if not links:
                 return _walk_no_link(path, flags)
             return _openat2(_AT_FDCWD, path, flags, _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
@@ -400,6 +398,30 @@ def open_listed(path: str, flags: int = _READ, checked: bool = False, links: boo
 
 
 _PATH_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _looked_at_open(path: str, flags: int) -> int:
+    """The absolute `path` opened after a look at its name (not followed): its directory is opened (O_PATH)
+    without following any link on the way (openat2 RESOLVE_NO_SYMLINKS, or the walk where openat2 is missing),
+    then the name is looked at and opened relative to it. A look by the whole path would resolve the directories
+    on the way, following another user's link (into an automount point: a mount triggered as root) before the
+    open refused it. ELOOP when a link is on the way or is the name; a name not a regular file is refused."""
+    directory, _, name = path.rpartition("/")
+    try:
+        dir_fd = _openat2(_AT_FDCWD, directory or "/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC,
+                          _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS) if not _openat2_missing \
+            else _walk_no_link(directory or "/", _PATH_DIR)
+        try:
+            mode = os.lstat(name, dir_fd=dir_fd).st_mode
+            if not stat.S_ISREG(mode) and not stat.S_ISLNK(mode):  # a link: ELOOP below, as the open says it
+                raise not_regular(path, mode)
+            return os.open(name, flags, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as e:
+        if e.filename == path or e.errno == errno.ENOSYS:
+            raise
+        raise OSError(e.errno, e.strerror, path) from None
 
 
 def _walk_no_link(path: str, flags: int, dir_flags: int = _PATH_DIR) -> int:

@@ -227,8 +227,8 @@ def test_a_ring_that_fails_part_way_leaves_the_rest_to_threads(corpus: list[Path
 
     real = StatxRing.statx_all
 
-    def fails_after_two(self: StatxRing, paths: list[bytes]):
-        results = sorted(real(self, paths), key=lambda r: type(r[1]) is not int)  # the vanished file first
+    def fails_after_two(self: StatxRing, paths: list[bytes], dir_fds=None):  # noqa: ANN001
+        results = sorted(real(self, paths, dir_fds), key=lambda r: type(r[1]) is not int)  # the vanished file first
         yield from results[:2]
         raise OSError(errno.EIO, "io_uring_enter: Input/output error")
 
@@ -466,3 +466,33 @@ def test_a_thread_the_task_limit_refuses_leaves_the_pass_to_those_started(corpus
     checker = _checker_for(corpus)
     checker.run(8, use_io_uring=False)
     assert checker.parallel == 3 and all(checker.decided) and all(v == 1 for v in checker.listed)
+
+
+@pytest.mark.parametrize("io_uring", [True, False])
+def test_the_inode_pass_holds_at_most_dirs_at_once_directories_open_and_judges_every_file(
+        corpus: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, io_uring: bool) -> None:
+    # Each name is stat'd relative to its directory's O_PATH descriptor (never through a link on the way); the
+    # descriptors are held for the pass, so a list over many directories is judged in runs of DIRS_AT_ONCE.
+    from tunectl.preload import replay as replay_module
+    from tunectl.system.trust import ListedOpener
+
+    lst = tmp_path / "set.list"
+    assert tunectl("preload", "collect", *map(str, corpus), "-o", str(lst)).code == 0
+    corpus[0].unlink()  # one vanished, judged in its own run
+    most = []
+
+    class Counted(ListedOpener):
+        def directory(self, directory: str) -> tuple[int, bool]:
+            found = super().directory(directory)
+            if self._keep == replay_module.DIRS_AT_ONCE + 1:  # the inode pass's (the data pass keeps 512)
+                most.append(len(self.dirs))
+            return found
+
+    monkeypatch.setattr(replay_module, "ListedOpener", Counted)
+    monkeypatch.setattr(replay_module, "DIRS_AT_ONCE", 1)
+    monkeypatch.setattr(replay_module, "read_stack", lambda sysfs, d: replay_module.Stack(d, True, 64, 128 << 10, None))
+    r = tunectl("preload", "replay", str(lst), "--json", *([] if io_uring else ["--no-io-uring"]))
+    assert r.code == 0 and r.doc["inode_pass"] in ("io_uring", "threads"), r.err
+    assert r.doc["inode_pass_files"] == len(corpus) and r.doc["files"] == len(corpus) - 1, r.doc
+    assert [s["status"] for s in r.doc["skipped"]] == ["vanished"], r.doc["skipped"]
+    assert max(most) == 1 and len({p.parent for p in corpus}) > 1
