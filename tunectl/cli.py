@@ -235,6 +235,19 @@ def _parser_class() -> type:
     return Parser
 
 
+def _version_action(argv: Sequence[str] | None) -> type:
+    """-V among other options (`tunectl --state-dir X -V --json`): as `_version` answers it alone, --json a
+    document (argparse's own version action printed the text line whatever --json said)."""
+    import argparse
+
+    class Version(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None) -> None:  # noqa: ANN001
+            _version(list(argv or ()), sys.stdout)  # sys.stdout: main's stream while the parser runs
+            parser.exit()
+
+    return Version
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; with `argv` naming a command, only that command is built, with its arguments.
 
@@ -256,7 +269,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                "3 partial failure, 4 not permitted, 5 state directory unusable.\n"
                "`tunectl COMMAND --help` explains a command. See tunectl(8) and tunectl-profile(5).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-V", "--version", action="version", version=f"tunectl {__version__}",
+    parser.add_argument("-V", "--version", action=_version_action(argv), nargs=0,
                         help="print the version and exit (with --json: a tunectl-version document)")
     _global_options(parser, suppress=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

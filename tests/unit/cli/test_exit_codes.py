@@ -187,3 +187,16 @@ def test_a_wait_that_bounds_nothing_is_a_usage_error(seconds: str, tmp_path) -> 
                 env={"TUNECTL_STATE_DIR": str(tmp_path / "state")}, stdout=io.StringIO(), stderr=err)
     assert code == ExitCode.USAGE
     assert f"argument --wait: '{seconds}': give 0 or more seconds" in err.getvalue()
+
+
+@pytest.mark.parametrize("argv", [["--state-dir", "{tmp}", "-V", "--json"], ["-V", "--json", "-q"]])
+def test_version_among_other_options_keeps_its_json_document(argv: list[str], tmp_path) -> None:
+    # Only -V and --json alone got the tunectl-version document; with any other option argparse's own version
+    # action printed "tunectl 0.1.0" under --json.
+    import json
+
+    out = io.StringIO()
+    code = main([a.replace("{tmp}", str(tmp_path)) for a in argv], stdout=out, stderr=io.StringIO())
+    assert code == ExitCode.OK
+    doc = json.loads(out.getvalue())
+    assert doc["format"] == "tunectl-version" and doc["formats"]["tunectl-version"] == 1
