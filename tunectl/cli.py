@@ -406,6 +406,9 @@ def _columns(args: argparse.Namespace, out: Output) -> bool:
 
     names = [c.name for c in args.table_columns]
     if args.list_columns:
+        if out.json:  # the list is for people choosing -o; no --json document has it (one document, or none)
+            raise UsageError("--columns lists the table's columns for -o; it has no --json document",
+                             hint="drop --json: each command's document already names every field", where="--columns")
         for line in column_lines(args.table_columns):
             out.print(line)
         return True

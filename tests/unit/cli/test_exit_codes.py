@@ -200,3 +200,17 @@ def test_version_among_other_options_keeps_its_json_document(argv: list[str], tm
     assert code == ExitCode.OK
     doc = json.loads(out.getvalue())
     assert doc["format"] == "tunectl-version" and doc["formats"]["tunectl-version"] == 1
+
+
+def test_columns_under_json_is_one_error_document_not_text(tmp_path) -> None:
+    # `tunectl status --columns --json` printed the column list as text on stdout: no JSON document at all.
+    import json
+
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["status", "--columns", "--json"], env={"TUNECTL_STATE_DIR": str(tmp_path / "state")}, stdout=out,
+                stderr=err)
+    assert code == ExitCode.USAGE
+    doc = json.loads(out.getvalue())
+    assert doc["format"] == "tunectl-error" and doc["error"]["where"] == "--columns"
+    assert main(["status", "--columns"], env={"TUNECTL_STATE_DIR": str(tmp_path / "state")}, stdout=io.StringIO(),
+                stderr=io.StringIO()) == ExitCode.OK
