@@ -494,3 +494,43 @@ def test_root_refused_by_every_disk_is_told_they_are_off_limits_not_to_run_as_ro
     monkeypatch.setattr(align_check, "_euid", lambda: 1000)
     r = tunectl("align", "sda")
     assert r.code == 4 and "run as root" in r.text, r.text
+
+
+# --- the parted edge: parted runs with read access only, and a refusal is said, not worked around
+
+
+def test_parted_runs_as_nobody_with_read_access_only_and_its_warning_is_not_news():
+    from tunectl.system.parted import Parted
+    from tunectl.system.runner import Completed
+
+    seen = []
+
+    def run(argv, **_kw):
+        seen.append(tuple(argv))
+        return Completed(tuple(argv), 1, "", "Warning: Unable to open /dev/x read-write (Permission denied).  "
+                                             "/dev/x has been opened read-only.\nError: /dev/x: unrecognised disk label\n")
+
+    out = Parted(run=run).print_table("/dev/x")
+    assert out.has_table is False
+    setpriv = seen[0][:seen[0].index("--") + 1]
+    assert setpriv[0] == "setpriv" and "--reuid=65534" in setpriv and "--clear-groups" in setpriv
+    assert "--inh-caps=-all,+dac_read_search" in setpriv and "--ambient-caps=+dac_read_search" in setpriv
+    assert seen[0][len(setpriv):] == ("parted", "-j", "-s", "/dev/x", "unit", "s", "print")
+
+
+def test_refused_setpriv_is_not_permitted_and_parted_is_not_run_the_writing_way():
+    from tunectl.errors import ExitCode, NotPermitted
+    from tunectl.system.parted import Parted
+    from tunectl.system.runner import Completed
+
+    seen = []
+
+    def run(argv, **_kw):
+        seen.append(tuple(argv))
+        return Completed(tuple(argv), 127, "", "setpriv: setresuid failed: Operation not permitted\n")
+
+    with pytest.raises(NotPermitted) as e:
+        Parted(run=run).print_table("/dev/x")
+    assert e.value.exit_code == ExitCode.NOT_PERMITTED
+    assert "cannot run parted read-only for /dev/x: setpriv: setresuid failed" in str(e.value)
+    assert len(seen) == 1 and seen[0][0] == "setpriv"
