@@ -51,6 +51,9 @@ class Output:
         self.columns: list[str] | None = None  # -o
         self.style = "table"  # -r: "raw", -P: "pairs"
         self.headings = True  # -n: False
+        # the exit code of the result being shown, known before its first line is written: the verdict a reader
+        # that goes away part way (`verify | head`, more than a pipe's 64 KiB) does not change
+        self.verdict: int | None = None
 
     def table(self, columns: Sequence[Column] | Sequence[str], rows, **fit) -> str:
         """A table that fits the terminal, with the -o columns, drift and failures coloured on a terminal.
@@ -113,11 +116,14 @@ class Output:
         """A command's result (tunectl.report.Report): its --json document, or its text; then its exit code.
 
         `one_line`: the document on one line, for a stream of reports (`udev monitor`: a JSON line per event)."""
+        code = report.exit_code
+        if not one_line:  # a stream's report is one event's, not the command's verdict
+            self.verdict = code
         if self.json:
             self.emit(report.to_json(), one_line)
         else:
             report.print_text(self)
-        return report.exit_code
+        return code
 
     def emit(self, doc: dict, one_line: bool = False) -> None:
         """This command's --json document: `tunectl-<command>`, its version, then `doc`'s keys."""
@@ -547,8 +553,8 @@ def _main(argv: Sequence[str] | None, env: Mapping[str, str] | None, stdout: Tex
         if isinstance(e, Terminated):  # SIGTERM, SIGHUP: under --json, or where a command stops on them (bench, --try)
             return _interrupted(out.stdout, out.stderr, out.json, e.exit_code, "terminated")
         return _interrupted(out.stdout, out.stderr, out.json, ExitCode.INTERRUPTED)
-    except BrokenPipeError:
-        return ExitCode.OK
+    except BrokenPipeError:  # the reader went away (`| head`): the result's own verdict when it was known, else 0
+        return ExitCode.OK if out.verdict is None else out.verdict
     except OutputLost:
         raise  # main says it: stdout cannot carry an error document either
     except Exception as e:  # a TunectlError is a message for people; anything else is a bug, said plainly
