@@ -214,3 +214,28 @@ def test_columns_under_json_is_one_error_document_not_text(tmp_path) -> None:
     assert doc["format"] == "tunectl-error" and doc["error"]["where"] == "--columns"
     assert main(["status", "--columns"], env={"TUNECTL_STATE_DIR": str(tmp_path / "state")}, stdout=io.StringIO(),
                 stderr=io.StringIO()) == ExitCode.OK
+
+
+@pytest.mark.parametrize("fmt", [[], ["--json"]])
+def test_verify_whose_reader_goes_away_part_way_keeps_its_verdict(fake_tree, tmp_path, fmt):
+    # `verify | head` with more than a pipe's 64 KiB of output exited 0 on drift: the broken pipe replaced the verdict.
+    from tests.tuning_helpers import Tunectl
+
+    tunectl = Tunectl(fake_tree, tmp_path / "state")
+
+    class GoneAfterOneLine(io.StringIO):  # a reader that takes 20 characters, then closes the pipe
+        def write(self, text: str) -> int:
+            super().write(text[:20 - len(self.getvalue())])
+            if len(self.getvalue()) >= 20:
+                raise BrokenPipeError
+            return len(text)
+
+    def verify() -> int:
+        out, err = GoneAfterOneLine(), io.StringIO()
+        code = main(["verify", "-p", "balanced", *fmt], stdout=out, stderr=err, context=tunectl.ctx)
+        assert out.getvalue() and err.getvalue() == "", err.getvalue()
+        return code
+
+    assert verify() == 1  # nothing applied: drift
+    assert tunectl("apply", "-p", "balanced").code == 0
+    assert verify() == 0
