@@ -6,7 +6,7 @@ and each file is checked against the list. Then fadvise(WILLNEED) the listed
 files in physical order from one thread, in read-ahead-window chunks, and return
 once the reads are sent, as WILLNEED itself does (a program started next overlaps
 the disk's tail); with a settle timeout, wait until then for the devices to have
-no reads in flight.
+no requests in progress (the scheduler's queue included).
 """
 
 from __future__ import annotations
@@ -233,12 +233,17 @@ def _own_read_bytes() -> int | None:
 
 
 def _in_flight(sysfs: Sysfs, devices: Iterable[str]) -> int:
-    """Reads the devices have in flight: the first of the two counts in sysfs `inflight` (the second, writes,
-    is others' work on a shared disk, which the replay's wait is not for)."""
+    """Requests the devices have in progress: field 9 of sysfs `stat`, which counts a request from the moment the
+    block layer makes it (the I/O scheduler holding it included) until it completes.
+    Not `inflight`: on blk-mq it counts only what the driver holds. With mq-deadline on a busy disk it reads 0
+    or 1 while ~100 requests wait in the scheduler (measured), so a zero there ended the wait while this
+    replay's reads were still queued. A zero of field 9, looked at after the last read was sent, means every
+    read sent before it has completed; it counts others' writes too, so a disk that is never idle runs the wait
+    to its timeout (settled false) rather than ending it early."""
     total = 0
     for device in devices:
-        reads = (sysfs.read_or(f"dev/block/{device}/inflight") or "").split()[:1]
-        total += int(reads[0]) if reads and reads[0].isdigit() else 0
+        fields = (sysfs.read_or(f"dev/block/{device}/stat") or "").split()
+        total += int(fields[8]) if len(fields) > 8 and fields[8].isdigit() else 0
     return total
 
 
@@ -573,7 +578,7 @@ def _check_inodes(checker: _Checker, how: str, entries: Sequence[Entry], threads
 
 def _settled(sysfs: Sysfs, devices: list[str], timeout: float) -> bool:
     """WILLNEED returns once the reads are queued: wait, at most `timeout` seconds, until the devices have no
-    reads in flight (0: one look, no wait)."""
+    requests in progress, queued or dispatched (0: one look, no wait)."""
     deadline = time.monotonic() + timeout
     while _in_flight(sysfs, devices):
         if time.monotonic() > deadline:
@@ -636,8 +641,8 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
 
 
 def _settle(sysfs: Sysfs, disks: _Disks, read_before: int | None, timeout: float) -> bool:
-    """Wait, at most `timeout` seconds (0: not at all, one look), until the disks have no reads in flight; False
-    when some still were.
+    """Wait, at most `timeout` seconds (0: not at all, one look), until the disks have no requests in progress
+    (`_in_flight`); False when some still were.
     Nothing of ours to wait for when the replay sent no read to a disk (a resident list): the devices may
     still be busy with others' reads, which are not this replay's to wait for."""
     read_after = _own_read_bytes() if read_before is not None else None

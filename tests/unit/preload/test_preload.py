@@ -155,7 +155,9 @@ def test_collect_then_replay_makes_the_set_resident(corpus: list[Path], tmp_path
     for p in corpus:
         assert resident[str(p)] >= p.stat().st_size, (p, resident)
     doc = r.doc
-    assert doc["files"] == len(corpus) and doc["skipped"] == [] and doc["settled"] is True
+    # settled false only when the disk was never idle within 10 s (others' I/O): replay_resident then waited
+    # for the reads to land; settled true with the files not resident fails there
+    assert doc["files"] == len(corpus) and doc["skipped"] == []
     assert doc["bytes"] == sum(p.stat().st_size for p in corpus) and doc["seconds"] > 0
     assert doc["order"] in ("physical", "mixed")  # the empty file has no extent
     s = tunectl("preload", "show", str(lst), "--json")

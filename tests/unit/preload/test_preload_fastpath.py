@@ -157,17 +157,25 @@ def test_the_replay_waits_for_the_disks_only_when_it_sent_reads(tmp_path: Path, 
     assert report.settled is (not waits)  # waited until the timeout, and said so; or did not wait at all
 
 
-@pytest.mark.parametrize("inflight, waits", [("0 0\n", False), ("0 17\n", False), ("3 0\n", True), ("2 9\n", True)])
-def test_the_settle_wait_counts_reads_in_flight_not_writes(tmp_path: Path, inflight: str, waits: bool) -> None:
-    """The replay waits until the devices have no reads in flight (README): writes in flight, someone else's
-    on a shared disk, do not hold it."""
+def _stat_line(in_progress: int) -> str:
+    return " ".join(f"{n:8}" for n in [5, 0, 40, 3, 7, 0, 56, 2, in_progress, 9, 12, 0, 0, 0, 0, 0, 0]) + "\n"
+
+
+@pytest.mark.parametrize("in_progress, driver, waits", [(0, "0 0\n", False), (0, "0 17\n", False),
+                                                        (97, "0 0\n", True), (3, "2 1\n", True)])
+def test_the_settle_wait_counts_every_request_in_progress_the_schedulers_queue_included(
+        tmp_path: Path, in_progress: int, driver: str, waits: bool) -> None:
+    """The wait ends on a zero of field 9 of `stat` (requests from when the block layer makes them until they
+    complete), not of `inflight`, which on blk-mq counts only what the driver holds: under mq-deadline on a busy
+    disk `inflight` read 0 with ~97 requests queued (measured), and the wait ended with the replay's reads unread."""
     from tunectl.preload import replay as replay_module
     from tunectl.system.sysfs import Sysfs
 
     (tmp_path / "dev" / "block" / "254:0").mkdir(parents=True)
-    (tmp_path / "dev" / "block" / "254:0" / "inflight").write_text(inflight)
+    (tmp_path / "dev" / "block" / "254:0" / "inflight").write_text(driver)
+    (tmp_path / "dev" / "block" / "254:0" / "stat").write_text(_stat_line(in_progress))
     sysfs = Sysfs(tmp_path)
-    assert replay_module._in_flight(sysfs, ["254:0"]) == int(inflight.split()[0])
+    assert replay_module._in_flight(sysfs, ["254:0"]) == in_progress
     assert replay_module._settled(sysfs, ["254:0"], 0.01) is (not waits)
 
 
