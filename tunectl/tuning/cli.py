@@ -189,10 +189,20 @@ def _cmd_apply(ctx, args, out) -> int:
         if args.detailed_exitcode:  # its callers read 2 as "changed": every error is 1, a bad profile or state (5) too
             e.exit_code = ExitCode.DRIFT
         raise
-    code = _show_apply(report, args, out)
-    if args.detailed_exitcode:
-        return 1 if code != ExitCode.OK else (2 if report.changed else 0)
-    return code
+    if not args.detailed_exitcode:
+        return _show_apply(report, args, out)
+    try:
+        code = _show_apply(report, args, out)
+    except BrokenPipeError:  # the reader went away part way (`| head`): the verdict stands, in this option's terms
+        if out.verdict is not None:
+            out.verdict = _detailed(out.verdict, report)
+        raise
+    return _detailed(code, report)
+
+
+def _detailed(code: int, report) -> int:
+    """--detailed-exitcode's verdict: 1 for any failure, 2 for a change, 0 for none."""
+    return 1 if code != ExitCode.OK else (2 if report.changed else 0)
 
 
 def _show_apply(report, args, out) -> int:

@@ -239,3 +239,26 @@ def test_verify_whose_reader_goes_away_part_way_keeps_its_verdict(fake_tree, tmp
     assert verify() == 1  # nothing applied: drift
     assert tunectl("apply", "-p", "balanced").code == 0
     assert verify() == 0
+
+
+def test_apply_detailed_exitcode_whose_reader_goes_away_part_way_keeps_its_verdict(fake_tree, tmp_path):
+    # `apply --detailed-exitcode | head`: the broken pipe kept the result's own code (0), not the option's 2
+    from tests.tuning_helpers import Tunectl
+
+    tunectl = Tunectl(fake_tree, tmp_path / "state")
+
+    class GoneAfterOneLine(io.StringIO):  # a reader that takes 20 characters, then closes the pipe
+        def write(self, text: str) -> int:
+            super().write(text[:20 - len(self.getvalue())])
+            if len(self.getvalue()) >= 20:
+                raise BrokenPipeError
+            return len(text)
+
+    def apply() -> int:
+        out, err = GoneAfterOneLine(), io.StringIO()
+        code = main(["apply", "-p", "balanced", "--detailed-exitcode"], stdout=out, stderr=err, context=tunectl.ctx)
+        assert out.getvalue(), err.getvalue()
+        return code
+
+    assert apply() == 2  # changed
+    assert apply() == 0  # nothing left to change
