@@ -158,6 +158,8 @@ def run(rec: Recorder, args: list[str]) -> None:
     # Each event's disk is first moved off its value by hand (no event): only the rules can bring it back.
     for label, moved, cmd in (
             ("parted_print_sda", "hdd", f"parted -s /dev/{disks['hdd']} print"),
+            # align reads the table with parted unable to open anything for writing: no change event of its own
+            # (the moved NVMe stays moved, `after_command`); the change event after it is udev's own
             ("align_nvme", "nvme", f"{env['TUNECTL_EXECUTABLE']} align {disks['nvme']}"),
             ("change_md_member", "sata", f"udevadm trigger --action=change /dev/{disks['sata']}"),
             ("change_sd", "sd", f"udevadm trigger --action=change /dev/{disks['sd']}"),
@@ -166,6 +168,10 @@ def run(rec: Recorder, args: list[str]) -> None:
         events[label] = {"moved": moved, "moved_to": queue_state(disks[moved])["scheduler"]}
         sh(cmd, env=env)
         settle()
+        events[label]["after_command"] = queue_state(disks[moved])["scheduler"]
+        if label == "align_nvme":
+            sh(f"udevadm trigger --action=change /dev/{disks[moved]}", check=True)
+            settle()
         events[label].update(schedulers=schedulers(disks), verify=tunectl(f"verify -p {profile}", env)[0],
                              originals=originals(state), active=read(f"{state}/active.json"))
     rec["events"] = events
