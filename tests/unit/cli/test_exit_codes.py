@@ -216,19 +216,22 @@ def test_columns_under_json_is_one_error_document_not_text(tmp_path) -> None:
                 stderr=io.StringIO()) == ExitCode.OK
 
 
+class GoneAfterOneLine(io.StringIO):
+    """A reader that takes 20 characters, then closes the pipe (`| head`)."""
+
+    def write(self, text: str) -> int:
+        super().write(text[:20 - len(self.getvalue())])
+        if len(self.getvalue()) >= 20:
+            raise BrokenPipeError
+        return len(text)
+
+
 @pytest.mark.parametrize("fmt", [[], ["--json"]])
 def test_verify_whose_reader_goes_away_part_way_keeps_its_verdict(fake_tree, tmp_path, fmt):
     # `verify | head` with more than a pipe's 64 KiB of output exited 0 on drift: the broken pipe replaced the verdict.
     from tests.tuning_helpers import Tunectl
 
     tunectl = Tunectl(fake_tree, tmp_path / "state")
-
-    class GoneAfterOneLine(io.StringIO):  # a reader that takes 20 characters, then closes the pipe
-        def write(self, text: str) -> int:
-            super().write(text[:20 - len(self.getvalue())])
-            if len(self.getvalue()) >= 20:
-                raise BrokenPipeError
-            return len(text)
 
     def verify() -> int:
         out, err = GoneAfterOneLine(), io.StringIO()
@@ -246,13 +249,6 @@ def test_apply_detailed_exitcode_whose_reader_goes_away_part_way_keeps_its_verdi
     from tests.tuning_helpers import Tunectl
 
     tunectl = Tunectl(fake_tree, tmp_path / "state")
-
-    class GoneAfterOneLine(io.StringIO):  # a reader that takes 20 characters, then closes the pipe
-        def write(self, text: str) -> int:
-            super().write(text[:20 - len(self.getvalue())])
-            if len(self.getvalue()) >= 20:
-                raise BrokenPipeError
-            return len(text)
 
     def apply() -> int:
         out, err = GoneAfterOneLine(), io.StringIO()
