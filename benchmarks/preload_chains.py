@@ -67,12 +67,13 @@ class Chains:
         self.unsubmitted += 1
 
     def submit(self, wait: int) -> list[tuple[int, int]]:
-        """Submit what was put, wait for `wait` completions, return every completion posted."""
+        """Submit what was put, wait for `wait` completions, return every completion posted as (user_data, res)
+        (the ring's reaper also gives each completion's flags, not needed here)."""
         self.ring._sqv[self.ring._sq_tail] = self.tail
         done: list[tuple[int, int]] = []
         while self.unsubmitted or len(done) < wait:
             self.unsubmitted -= self.ring._enter(self.unsubmitted, 1 if len(done) < wait else 0)
-            done += self.ring._reap()
+            done += [(user_data, res) for user_data, res, _flags in self.ring._reap()]
         return done
 
     def close(self) -> None:
