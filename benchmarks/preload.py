@@ -28,7 +28,8 @@ timed until all the data is resident:
       (benchmarks/preload_floor.c: pthreads stat() every file, then one thread
       WILLNEEDs them in physical order), with no Python, no start-up and no list to read,
       then the wait of (i)
-  (g) with --compare DIR: (d) run from the tunectl checkout at DIR (before/after in one run)
+  (g) with --compare DIR: (d) run from the tunectl checkout at DIR (before/after in one run); DIR this
+      checkout itself: g/d is the run's own noise, to hold c/d's 5% against
 (printed in this order). The waits of (h), (i) and (f) are one rule, the replay's own
 (tunectl.preload.replay.wait_until_drained): field 9 of /sys/dev/block/MAJ:MIN/stat, requests from when the
 block layer makes them (the I/O scheduler's queue included) until they complete, anyone's reads and writes,
