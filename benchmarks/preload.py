@@ -17,17 +17,25 @@ timed until all the data is resident:
   (c) posix_fadvise(WILLNEED) in directory order, one thread, in read-ahead-window chunks
   (d) tunectl preload replay LIST, the whole process (start-up and list decoding included); by default it
       returns once its reads are sent, as (c) does, and the read pass overlaps the disk's tail
+  (h) (d) with --settle-timeout 10: the replay waits until the list's devices have no requests in progress
+      before it exits (the default before #30's last change), then the read pass reads a warm cache
+  (i) (c) and then, as (h) does, wait (at most 10 s) until the list's devices have no requests in progress:
+      the like-for-like of (h) (c/d compares two that return once their reads are queued, i/h two that wait
+      for them)
   (e) the bound: the corpus' bytes (whole pages, hard-linked files once) over the
       sequential throughput of one large file, read cold with fio O_DIRECT
-  (h) (d) with --settle-timeout 10: the replay waits for the devices to have no reads in flight before it
-      exits (the default before #30's last change), then the read pass reads a warm cache
-  (i) (c) and then, as (h) does, wait until the corpus' disks have no reads in flight: the like-for-like of (h)
-      (c/d compares two that return once their reads are queued, i/h two that wait for them)
-  (g) with --compare DIR: (d) run from the tunectl checkout at DIR (before/after in one run)
   (f) where a C compiler is present: the floor of (d)'s design, its two passes in C
       (benchmarks/preload_floor.c: pthreads stat() every file, then one thread
-      WILLNEEDs them in physical order), with no Python, no start-up and no list to read
-WILLNEED returns before the reads are done, so (c), (d), (h) and (f) are each charged
+      WILLNEEDs them in physical order), with no Python, no start-up and no list to read,
+      then the wait of (i)
+  (g) with --compare DIR: (d) run from the tunectl checkout at DIR (before/after in one run)
+(printed in this order). The waits of (h), (i) and (f) are one rule, the replay's own
+(tunectl.preload.replay.wait_until_drained): field 9 of /sys/dev/block/MAJ:MIN/stat, requests from when the
+block layer makes them (the I/O scheduler's queue included) until they complete, anyone's reads and writes,
+on the devices the list names. Not `inflight`: on blk-mq it counts only what the driver holds and reads 0
+while requests still wait in the scheduler, which stopped a clock early. A wait of (i) or (f) that reaches
+its 10 s (a disk someone else keeps busy) is printed.
+WILLNEED returns before the reads are done, so (c), (d), (h), (i), (f) and (g) are each charged
 for a full read pass after them (sendfile to /dev/null, directory order), the same
 pass for all. Medians of --runs rounds; targets on the first corpus (issue #30): (d) at
 least 4x faster than (a), 3x faster than (b), never slower than (c) (c/d >= 0.95: within
@@ -53,10 +61,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import REPO, tunectl_argv  # noqa: E402
 from tunectl.preload.listfile import read_list  # noqa: E402
+from tunectl.preload.replay import wait_until_drained  # noqa: E402
+from tunectl.system.sysfs import Sysfs  # noqa: E402
 
 CORPORA = ["/usr/share", "/usr/lib/x86_64-linux-gnu"]
 WINDOW = 8 << 20
-SETTLE = 10  # (h)'s --settle-timeout: the replay waits for its reads, as it did by default before
+SETTLE = 10  # (h)'s --settle-timeout: the replay waits for its reads, as it did by default before; (i)'s and (f)'s too
+WAIT_RULE = ("no requests in progress on the list's devices (field 9 of sysfs stat, the I/O scheduler's queue "
+             "included: the replay's own rule, not `inflight`)")
 
 
 def drop_caches() -> None:
@@ -168,13 +180,11 @@ def unique_pages(files: list[tuple[str, int]]) -> int:
     return sum(seen.values())
 
 
-def disks_of(devices: set[str]) -> list[str]:
-    """The whole disks under file systems given as MAJ:MIN (for /sys/block/DISK/inflight)."""
-    disks = set()
-    for dev in devices:
-        node = Path(os.path.realpath(f"/sys/dev/block/{dev}"))
-        disks.add(node.parent.name if (node / "partition").exists() else node.name)
-    return sorted(disks)
+def drained(devices: list[str], timeouts: list[str], who: str) -> None:
+    """Until `devices` (MAJ:MIN) have no requests in progress, by the replay's own rule, at most SETTLE seconds;
+    `who` is noted in `timeouts` when the wait reached them (someone else's I/O kept the disk busy)."""
+    if not wait_until_drained(Sysfs("/sys"), devices, SETTLE):
+        timeouts.append(who)
 
 
 def build_floor(tmp: Path) -> str | None:
@@ -200,9 +210,10 @@ def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str, floor: str | 
 
     pages = unique_pages(files)
     replay, listed, paths_file = collect_list(corpus, tmp)
-    floor_argv = [floor, str(paths_file), "8", *disks_of({e.device for e in listed})] if floor else []
-    methods = corpus_methods(corpus, files, replay, disks_of({e.device for e in listed}),
-                             lambda: pages / fio_throughput(seq_file), floor_argv, compare)
+    floor_argv = [floor, str(paths_file), "8"] if floor else []
+    timeouts: list[str] = []
+    methods = corpus_methods(corpus, files, replay, sorted({e.device for e in listed}),
+                             lambda: pages / fio_throughput(seq_file), floor_argv, compare, timeouts)
     waiting = [*replay, "--settle-timeout", str(SETTLE)]  # (h): the process until its reads are done
     times, replay_only = timed_rounds(methods, runs, cold, waiting)
     share, warm_pass = after_one_replay(files, cold, waiting)
@@ -210,7 +221,7 @@ def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str, floor: str | 
             "files": len(files), "bytes": sum(s for _, s in files), "page_bytes": pages, "runs": runs,
             "seconds": {k: v for k, v in times.items()}, "median": {k: statistics.median(v) for k, v in times.items()},
             "replay_only_median": statistics.median(replay_only), "replay_only": replay_only,
-            "resident_after_replay": share, "warm_read_pass": warm_pass,
+            "resident_after_replay": share, "warm_read_pass": warm_pass, "wait_timeouts": timeouts,
             "seq_mb_s": pages / statistics.median(times["e"]) / 1e6}
 
 
@@ -225,10 +236,12 @@ def collect_list(corpus: str, tmp: Path) -> tuple[list[str], list, Path]:
     return tunectl_argv() + ["preload", "replay", str(lst), "-q"], listed, paths_file
 
 
-def corpus_methods(corpus: str, files: list[tuple[str, int]], replay: list[str], disks: list[str], e: Callable[[], float],
-                   floor_argv: list[str], compare: str | None) -> dict[str, Callable[[], float]]:
+def corpus_methods(corpus: str, files: list[tuple[str, int]], replay: list[str], devices: list[str],
+                   e: Callable[[], float], floor_argv: list[str], compare: str | None,
+                   timeouts: list[str]) -> dict[str, Callable[[], float]]:
     """Each method by its letter: seconds from cold to every file read (e: the fio bound; f: with a floor only;
-    g: with `compare` only)."""
+    g: with `compare` only). (i) and (f) wait for `devices` (the list's, MAJ:MIN) as (h)'s replay does; a wait
+    that timed out is noted in `timeouts`."""
     def timed(step: Callable[[], object], then_read: bool = True) -> Callable[[], float]:
         def run() -> float:
             t = time.perf_counter()
@@ -238,12 +251,13 @@ def corpus_methods(corpus: str, files: list[tuple[str, int]], replay: list[str],
             return time.perf_counter() - t
         return run
 
-    inflight = [f"/sys/block/{disk}/inflight" for disk in disks]
-
     def willneed_then_wait() -> None:
         willneed_walk_order(files)
-        while any(int(Path(f).read_text().split()[0]) for f in inflight):  # (h)'s wait (reads in flight), at its pace
-            time.sleep(0.002)
+        drained(devices, timeouts, "i")  # (h)'s wait, by its own function
+
+    def floor_then_wait() -> None:
+        run_quiet(floor_argv)
+        drained(devices, timeouts, "f")
 
     def replay_from_compare() -> None:
         proc = subprocess.run(replay, capture_output=True, text=True, cwd=REPO,  # the same launcher as (d)
@@ -258,7 +272,7 @@ def corpus_methods(corpus: str, files: list[tuple[str, int]], replay: list[str],
             "h": timed(lambda: run_quiet([*replay, "--settle-timeout", str(SETTLE)])),
             "i": timed(willneed_then_wait),
             "e": e,
-            **({"f": timed(lambda: run_quiet(floor_argv))} if floor_argv else {}),
+            **({"f": timed(floor_then_wait)} if floor_argv else {}),
             **({"g": timed(replay_from_compare)} if compare else {})}
 
 
@@ -297,11 +311,14 @@ def report(res: dict) -> None:
              "d": "(d) tunectl preload replay + read pass", "h": f"(h) (d) with --settle-timeout {SETTLE}",
              "i": "(i) (c), waiting for the disks as (h) does",
              "e": "(e) bound: bytes / fio O_DIRECT seq",
-             "f": "(f) (d)'s two passes in C + read pass", "g": f"(g) (d) from {res.get('compare')}"}
+             "f": "(f) (d)'s passes in C, wait + read pass", "g": f"(g) (d) from {res.get('compare')}"}
     names = {k: v for k, v in names.items() if k in m}
     print(f"\n{res['corpus']}: {res['files']} files, {res['bytes'] / 1e6:.0f} MB data, "
           f"{res['page_bytes'] / 1e6:.0f} MB on disk in whole pages (hard links once); "
           f"median of {res['runs']} cold runs (cold: {res['cold']})")
+    print(f"  (h), (i) and (f) wait until {WAIT_RULE}, at most {SETTLE} s"
+          + (f"; the waits of (i) and (f) that reached it: {' '.join(res['wait_timeouts'])}" if res["wait_timeouts"]
+             else "; no wait of (i) or (f) reached it"))
     for k, label in names.items():
         runs = " ".join(f"{s:.2f}" for s in res["seconds"][k])
         print(f"  {label:<42} {m[k]:6.2f} s   (runs: {runs})")
@@ -351,7 +368,7 @@ def main() -> None:
           f"{'met' if m['d'] / m['e'] <= 2 else 'NOT met'}")
     alone = results[0]["replay_only_median"]
     print(f"the same with (h)'s replay process alone, no read pass after it (--settle-timeout {SETTLE}: it returns "
-          f"once the device has no reads in flight; resident right after it: "
+          f"once the list's devices have no requests in progress; resident right after it: "
           f"{100 * results[0]['resident_after_replay']:.1f}%): "
           f"a/h {m['a'] / alone:.2f}x, b/h {m['b'] / alone:.2f}x, h/e {alone / m['e']:.2f}x")
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
