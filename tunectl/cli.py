@@ -431,6 +431,8 @@ def _columns(args: argparse.Namespace, out: Output) -> bool:
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None,
          stdout: TextIO | None = None, stderr: TextIO | None = None, context=None) -> int:
+    if stdout is None and stderr is None:  # the process's own streams
+        stdout, stderr = _own_streams()
     stdout = _Stdout(stdout or sys.stdout)
     stderr = stderr or sys.stderr
     try:
@@ -443,7 +445,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     except OutputLost as e:  # the result cannot reach the caller: said on stderr, never as a bug
         from tunectl.errors import ExitCode
 
-        stderr.write(f"tunectl: error: {e}\nhint: check where standard output goes (a full disk, a device error)\n")
+        hint = "give the command a standard output (> /dev/null discards it; -q prints only errors)" if e.closed \
+            else "check where standard output goes (a full disk, a device error)"
+        stderr.write(f"tunectl: error: {e}\nhint: {hint}\n")
         return ExitCode.USAGE
     except KeyboardInterrupt as e:  # Ctrl-C (a stop under --json) while the parser or a command's modules load
         return stopped(e, stdout, stderr, wants_json(list(sys.argv[1:] if argv is None else argv)))
@@ -456,6 +460,49 @@ class OutputLost(Exception):
 
     def __init__(self, error: OSError) -> None:
         super().__init__(f"cannot write to standard output: {error.strerror or error}")
+        self.closed = isinstance(error, _ClosedError)
+
+
+def _own_streams() -> tuple[TextIO, TextIO]:
+    """The process's stdout and stderr, also when one started closed (`tunectl status >&-`), which Python gives as
+    None. Its descriptor is taken by /dev/null first, so no file tunectl opens later (the lock, a journal's temp
+    file) becomes descriptor 1 or 2 and receives what a helper (parted, udevadm) prints there. A closed stdout is
+    one whose every write fails, said as for a full disk (exit 2), as coreutils do; a closed stderr discards."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_WRONLY if fd == 2 else os.O_RDONLY)  # the lowest free: fd itself
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            os.set_inheritable(fd, True)  # a helper inherits it as it would have the stream
+    return sys.stdout or _Closed(), sys.stderr or _Closed(discard=True)  # type: ignore[return-value]
+
+
+class _Closed:
+    """A standard stream the process started without: writes fail ("it is closed"), or vanish for stderr."""
+
+    def __init__(self, discard: bool = False) -> None:
+        self._discard = discard
+
+    def write(self, text: str) -> int:
+        if self._discard:
+            return len(text)
+        raise _ClosedError
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+class _ClosedError(OSError):
+    def __init__(self) -> None:
+        import errno
+
+        super().__init__(errno.EBADF, "it is closed")
 
 
 class _Stdout:
