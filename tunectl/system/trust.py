@@ -466,6 +466,19 @@ def chosen_by_no_other(st: os.stat_result) -> bool:
 LISTED_READ = _READ | os.O_NOCTTY  # a listed file opened relative to its directory: no link, never blocks
 
 
+# Out of descriptors: this process's limit (EMFILE, RLIMIT_NOFILE: `ulimit -n`) or the system's file table (ENFILE).
+# The process's problem, never a listed file's.
+NO_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
+
+
+def directories_to_keep(most: int) -> int:
+    """How many directory descriptors to keep open at once: `most`, or a quarter of the descriptors this process
+    may have open (the soft RLIMIT_NOFILE, `ulimit -n`: 64 keeps 16) when that is fewer, at least 1. The rest stays
+    for the file being read, io_uring, the list and whatever the caller holds."""
+    limit = os.sysconf("SC_OPEN_MAX")  # getrlimit(RLIMIT_NOFILE)'s soft limit, without importing resource
+    return most if limit <= 0 else max(1, min(most, limit // 4))
+
+
 class ListedOpener:
     """`open_listed(path, checked=True)` for many files, cheaper: each directory is resolved once.
 
@@ -474,7 +487,8 @@ class ListedOpener:
     alone and O_NOFOLLOW: one C call per file, and nothing swapped into the path after
     the directory was opened is followed. A directory with a link on its way (``/lib``
     on merged-/usr), or a kernel without openat2, falls back to `open_listed` per file.
-    At most `keep` directories stay open (a list in disk order visits them in runs).
+    At most `keep` directories stay open (a list in disk order visits them in runs), fewer under a low
+    `ulimit -n` (`directories_to_keep`); `close` lets them go (out of descriptors: try again after it).
 
     A name not `checked` is looked at (not followed) before it is opened, so that a device
     node or a named pipe put in its place is refused unopened, except in a directory on a
@@ -492,7 +506,7 @@ class ListedOpener:
 
     def __init__(self, keep: int = 512) -> None:
         self.dirs: dict[str, tuple[int, bool]] = {}  # directory -> (O_PATH descriptor or -1, look before opening)
-        self._keep = keep
+        self._keep = directories_to_keep(keep)
 
     def directory(self, directory: str) -> tuple[int, bool]:
         """`directory` opened (kept): its descriptor, -1 to open its files one by one (`open_listed`), and whether
