@@ -17,22 +17,36 @@ timed until all the data is resident:
   (c) posix_fadvise(WILLNEED) in directory order, one thread, in read-ahead-window chunks
   (d) tunectl preload replay LIST, the whole process (start-up and list decoding included); by default it
       returns once its reads are sent, as (c) does, and the read pass overlaps the disk's tail
+  (h) (d) with --settle-timeout 10: the replay waits until the list's devices have no requests in progress
+      before it exits (the default before #30's last change), then the read pass reads a warm cache
+  (i) (c) and then, as (h) does, wait (at most 10 s) until the list's devices have no requests in progress:
+      the like-for-like of (h) (c/d compares two that return once their reads are queued, i/h two that wait
+      for them)
   (e) the bound: the corpus' bytes (whole pages, hard-linked files once) over the
       sequential throughput of one large file, read cold with fio O_DIRECT
-  (h) (d) with --settle-timeout 10: the replay waits for the devices to have no reads in flight before it
-      exits (the default before #30's last change), then the read pass reads a warm cache
-  (i) (c) and then, as (h) does, wait until the corpus' disks have no reads in flight: the like-for-like of (h)
-      (c/d compares two that return once their reads are queued, i/h two that wait for them)
-  (g) with --compare DIR: (d) run from the tunectl checkout at DIR (before/after in one run)
   (f) where a C compiler is present: the floor of (d)'s design, its two passes in C
       (benchmarks/preload_floor.c: pthreads stat() every file, then one thread
-      WILLNEEDs them in physical order), with no Python, no start-up and no list to read
-WILLNEED returns before the reads are done, so (c), (d), (h) and (f) are each charged
+      WILLNEEDs them in physical order), with no Python, no start-up and no list to read,
+      then the wait of (i)
+  (g) with --compare DIR: (d) run from the tunectl checkout at DIR (before/after in one run); DIR this
+      checkout itself: g/d is the run's own noise, to hold c/d's 5% against
+(printed in this order). The waits of (h), (i) and (f) are one rule, the replay's own
+(tunectl.preload.replay.wait_until_drained): field 9 of /sys/dev/block/MAJ:MIN/stat, requests from when the
+block layer makes them (the I/O scheduler's queue included) until they complete, anyone's reads and writes,
+on the devices the list names. Not `inflight`: on blk-mq it counts only what the driver holds and reads 0
+while requests still wait in the scheduler, which stopped a clock early. A wait of (i) or (f) that reaches
+its 10 s (a disk someone else keeps busy) is printed.
+WILLNEED returns before the reads are done, so (c), (d), (h), (i), (f) and (g) are each charged
 for a full read pass after them (sendfile to /dev/null, directory order), the same
-pass for all. Medians of --runs rounds; targets on the first corpus (issue #30): (d) at
-least 4x faster than (a), 3x faster than (b), never slower than (c) (c/d >= 0.95: within
-5%), and within 2x of (e). benchmarks/preload_tree.py measures a tree on a file system of
-its own, cold without dropping the machine's caches, with and without the metadata pass.
+pass for all. Each method's CPU seconds and the read requests the disk completed
+meanwhile (their number and size) are printed too: on a disk that seeks nothing, the
+order of the reads changes how many requests carry them, not how long they take, and
+a preload's CPU is then what sets it apart. Medians of --runs rounds; targets on the
+first corpus (issue #30): (d) at least 4x faster than (a), 3x faster than (b), never
+slower than (c) (c/d >= 0.95: within 5%), and within 2x of (e); the ratios say how far
+a/d can go on the disk measured (a/(e + the read pass on a warm cache)).
+benchmarks/preload_tree.py measures a tree on a file system of its own, cold without
+dropping the machine's caches, with and without the metadata pass.
 """
 
 from __future__ import annotations
@@ -41,6 +55,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -53,10 +68,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import REPO, tunectl_argv  # noqa: E402
 from tunectl.preload.listfile import read_list  # noqa: E402
+from tunectl.preload.replay import wait_until_drained  # noqa: E402
+from tunectl.system.sysfs import Sysfs  # noqa: E402
 
 CORPORA = ["/usr/share", "/usr/lib/x86_64-linux-gnu"]
 WINDOW = 8 << 20
-SETTLE = 10  # (h)'s --settle-timeout: the replay waits for its reads, as it did by default before
+SETTLE = 10  # (h)'s --settle-timeout: the replay waits for its reads, as it did by default before; (i)'s and (f)'s too
+WAIT_RULE = ("no requests in progress on the list's devices (field 9 of sysfs stat, the I/O scheduler's queue "
+             "included: the replay's own rule, not `inflight`)")
 
 
 def drop_caches() -> None:
@@ -168,13 +187,11 @@ def unique_pages(files: list[tuple[str, int]]) -> int:
     return sum(seen.values())
 
 
-def disks_of(devices: set[str]) -> list[str]:
-    """The whole disks under file systems given as MAJ:MIN (for /sys/block/DISK/inflight)."""
-    disks = set()
-    for dev in devices:
-        node = Path(os.path.realpath(f"/sys/dev/block/{dev}"))
-        disks.add(node.parent.name if (node / "partition").exists() else node.name)
-    return sorted(disks)
+def drained(devices: list[str], timeouts: list[str], who: str) -> None:
+    """Until `devices` (MAJ:MIN) have no requests in progress, by the replay's own rule, at most SETTLE seconds;
+    `who` is noted in `timeouts` when the wait reached them (someone else's I/O kept the disk busy)."""
+    if not wait_until_drained(Sysfs("/sys"), devices, SETTLE):
+        timeouts.append(who)
 
 
 def build_floor(tmp: Path) -> str | None:
@@ -200,17 +217,19 @@ def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str, floor: str | 
 
     pages = unique_pages(files)
     replay, listed, paths_file = collect_list(corpus, tmp)
-    floor_argv = [floor, str(paths_file), "8", *disks_of({e.device for e in listed})] if floor else []
-    methods = corpus_methods(corpus, files, replay, disks_of({e.device for e in listed}),
-                             lambda: pages / fio_throughput(seq_file), floor_argv, compare)
+    floor_argv = [floor, str(paths_file), "8"] if floor else []
+    timeouts: list[str] = []
+    devices = sorted({e.device for e in listed})
+    methods = corpus_methods(corpus, files, replay, devices, lambda: pages / fio_throughput(seq_file), floor_argv,
+                             compare, timeouts)
     waiting = [*replay, "--settle-timeout", str(SETTLE)]  # (h): the process until its reads are done
-    times, replay_only = timed_rounds(methods, runs, cold, waiting)
+    times, replay_only, costs = timed_rounds(methods, runs, cold, waiting, devices)
     share, warm_pass = after_one_replay(files, cold, waiting)
     return {"corpus": corpus, "cold": cold_how, "compare": compare,
             "files": len(files), "bytes": sum(s for _, s in files), "page_bytes": pages, "runs": runs,
             "seconds": {k: v for k, v in times.items()}, "median": {k: statistics.median(v) for k, v in times.items()},
             "replay_only_median": statistics.median(replay_only), "replay_only": replay_only,
-            "resident_after_replay": share, "warm_read_pass": warm_pass,
+            "resident_after_replay": share, "warm_read_pass": warm_pass, "wait_timeouts": timeouts, "costs": costs,
             "seq_mb_s": pages / statistics.median(times["e"]) / 1e6}
 
 
@@ -225,10 +244,12 @@ def collect_list(corpus: str, tmp: Path) -> tuple[list[str], list, Path]:
     return tunectl_argv() + ["preload", "replay", str(lst), "-q"], listed, paths_file
 
 
-def corpus_methods(corpus: str, files: list[tuple[str, int]], replay: list[str], disks: list[str], e: Callable[[], float],
-                   floor_argv: list[str], compare: str | None) -> dict[str, Callable[[], float]]:
+def corpus_methods(corpus: str, files: list[tuple[str, int]], replay: list[str], devices: list[str],
+                   e: Callable[[], float], floor_argv: list[str], compare: str | None,
+                   timeouts: list[str]) -> dict[str, Callable[[], float]]:
     """Each method by its letter: seconds from cold to every file read (e: the fio bound; f: with a floor only;
-    g: with `compare` only)."""
+    g: with `compare` only). (i) and (f) wait for `devices` (the list's, MAJ:MIN) as (h)'s replay does; a wait
+    that timed out is noted in `timeouts`."""
     def timed(step: Callable[[], object], then_read: bool = True) -> Callable[[], float]:
         def run() -> float:
             t = time.perf_counter()
@@ -238,12 +259,13 @@ def corpus_methods(corpus: str, files: list[tuple[str, int]], replay: list[str],
             return time.perf_counter() - t
         return run
 
-    inflight = [f"/sys/block/{disk}/inflight" for disk in disks]
-
     def willneed_then_wait() -> None:
         willneed_walk_order(files)
-        while any(int(Path(f).read_text().split()[0]) for f in inflight):  # (h)'s wait (reads in flight), at its pace
-            time.sleep(0.002)
+        drained(devices, timeouts, "i")  # (h)'s wait, by its own function
+
+    def floor_then_wait() -> None:
+        run_quiet(floor_argv)
+        drained(devices, timeouts, "f")
 
     def replay_from_compare() -> None:
         proc = subprocess.run(replay, capture_output=True, text=True, cwd=REPO,  # the same launcher as (d)
@@ -258,27 +280,48 @@ def corpus_methods(corpus: str, files: list[tuple[str, int]], replay: list[str],
             "h": timed(lambda: run_quiet([*replay, "--settle-timeout", str(SETTLE)])),
             "i": timed(willneed_then_wait),
             "e": e,
-            **({"f": timed(lambda: run_quiet(floor_argv))} if floor_argv else {}),
+            **({"f": timed(floor_then_wait)} if floor_argv else {}),
             **({"g": timed(replay_from_compare)} if compare else {})}
 
 
+def cpu_seconds() -> float:
+    """User and system CPU of this process and of the children it has waited for (the replay's process)."""
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
+def disk_reads(devices: list[str]) -> tuple[int, int]:
+    """(read requests completed, bytes they read) on `devices` (MAJ:MIN) since boot: fields 1 and 3 of sysfs stat."""
+    requests = sectors = 0
+    for dev in devices:
+        fields = Path(f"/sys/dev/block/{dev}/stat").read_text().split()
+        requests, sectors = requests + int(fields[0]), sectors + int(fields[2])
+    return requests, sectors * 512
+
+
 def timed_rounds(methods: dict[str, Callable[[], float]], runs: int, cold: Callable[[], None],
-                 replay: list[str]) -> tuple[dict[str, list[float]], list[float]]:
+                 replay: list[str], devices: list[str]
+                 ) -> tuple[dict[str, list[float]], list[float], dict[str, list[tuple[float, int, int]]]]:
     """`runs` rounds of every method from cold, the order rotating each round, and the `replay` process alone after
-    each round, for the record (given (h)'s line: the process until its reads have drained)."""
+    each round, for the record (given (h)'s line: the process until its reads have drained). Also what each run
+    cost: (CPU seconds, read requests, bytes read) on `devices`, its read pass included (anyone's reads)."""
     times: dict[str, list[float]] = {k: [] for k in methods}
+    costs: dict[str, list[tuple[float, int, int]]] = {k: [] for k in methods}
     replay_only: list[float] = []
     for r in range(runs):
         keys = list(methods)
         keys = keys[r % len(keys):] + keys[:r % len(keys)]
         for k in keys:
             cold()
+            cpu, (requests, nbytes) = cpu_seconds(), disk_reads(devices)
             times[k].append(methods[k]())
+            after = disk_reads(devices)
+            costs[k].append((cpu_seconds() - cpu, after[0] - requests, after[1] - nbytes))
         cold()
         t = time.perf_counter()
         run_quiet(replay)
         replay_only.append(time.perf_counter() - t)
-    return times, replay_only
+    return times, replay_only, costs
 
 
 def after_one_replay(files: list[tuple[str, int]], cold: Callable[[], None], replay: list[str]) -> tuple[float, float]:
@@ -297,14 +340,23 @@ def report(res: dict) -> None:
              "d": "(d) tunectl preload replay + read pass", "h": f"(h) (d) with --settle-timeout {SETTLE}",
              "i": "(i) (c), waiting for the disks as (h) does",
              "e": "(e) bound: bytes / fio O_DIRECT seq",
-             "f": "(f) (d)'s two passes in C + read pass", "g": f"(g) (d) from {res.get('compare')}"}
+             "f": "(f) (d)'s passes in C, wait + read pass", "g": f"(g) (d) from {res.get('compare')}"}
     names = {k: v for k, v in names.items() if k in m}
     print(f"\n{res['corpus']}: {res['files']} files, {res['bytes'] / 1e6:.0f} MB data, "
           f"{res['page_bytes'] / 1e6:.0f} MB on disk in whole pages (hard links once); "
           f"median of {res['runs']} cold runs (cold: {res['cold']})")
+    print(f"  (h), (i) and (f) wait until {WAIT_RULE}, at most {SETTLE} s"
+          + (f"; the waits of (i) and (f) that reached it: {' '.join(res['wait_timeouts'])}" if res["wait_timeouts"]
+             else "; no wait of (i) or (f) reached it"))
     for k, label in names.items():
         runs = " ".join(f"{s:.2f}" for s in res["seconds"][k])
         print(f"  {label:<42} {m[k]:6.2f} s   (runs: {runs})")
+    print("  what a run cost, medians (its read pass included; CPU: this process and the children it ran, not the "
+          "kernel's own threads; requests: anyone's reads of the list's devices meanwhile):")
+    for k, label in names.items():
+        cpu, requests, nbytes = (statistics.median(c[i] for c in res["costs"][k]) for i in range(3))
+        print(f"  {label:<42} CPU {cpu:5.2f} s   {requests:7.0f} read requests of "
+              f"{nbytes / max(requests, 1) / 1024:4.0f} KiB")
     print(f"  {'(h) tunectl preload replay alone (process)':<42} {res['replay_only_median']:6.2f} s   "
           f"(runs: {' '.join(f'{s:.2f}' for s in res['replay_only'])})")
     print(f"  sequential throughput (fio O_DIRECT, 1 MiB, QD16): {res['seq_mb_s']:.0f} MB/s; "
@@ -315,6 +367,12 @@ def report(res: dict) -> None:
                                           "  (no C compiler: (f) not measured)")
           + f"  c/h {m['c'] / m['h']:.2f}  a/h {m['a'] / m['h']:.2f}  i/h {m['i'] / m['h']:.2f}"
           + (f"  c/g {m['c'] / m['g']:.2f}  a/g {m['a'] / m['g']:.2f}  g/d {m['g'] / m['d']:.2f}" if "g" in m else ""))
+    # (c), (d) and (f) each end with the read pass, on a warm cache once the reads are in: no preload that returns
+    # before it comes in under the disk's own time plus that pass
+    ceiling = m["a"] / (m["e"] + res["warm_read_pass"])
+    print(f"  a/d's reach here: a/(e + warm read pass) {ceiling:.2f} (the disk's sequential bound, then the read "
+          "pass every preload is charged)" + (f"; the design's C floor reaches a/f {m['a'] / m['f']:.2f}"
+                                              if "f" in m else ""))
 
 
 def main() -> None:
@@ -351,7 +409,7 @@ def main() -> None:
           f"{'met' if m['d'] / m['e'] <= 2 else 'NOT met'}")
     alone = results[0]["replay_only_median"]
     print(f"the same with (h)'s replay process alone, no read pass after it (--settle-timeout {SETTLE}: it returns "
-          f"once the device has no reads in flight; resident right after it: "
+          f"once the list's devices have no requests in progress; resident right after it: "
           f"{100 * results[0]['resident_after_replay']:.1f}%): "
           f"a/h {m['a'] / alone:.2f}x, b/h {m['b'] / alone:.2f}x, h/e {alone / m['e']:.2f}x")
     print(f"load average at end: {os.getloadavg()[0]:.1f}")

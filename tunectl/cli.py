@@ -12,6 +12,7 @@ import os
 import sys
 
 from tunectl import __version__
+from tunectl.system.termination import Terminated, said, stop_with_a_document, stops_with_a_document, wants_json
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (it costs more than the rest of --version)
 if TYPE_CHECKING:  # start-up is budgeted: `tunectl --version` imports nothing else
@@ -129,6 +130,8 @@ class Output:
         """This command's --json document: `tunectl-<command>`, its version, then `doc`'s keys."""
         from tunectl.report import emit_json
 
+        if not one_line:  # a stream's line (`udev monitor`) is not the one document
+            said()
         emit_json(self.document, doc, self.stdout, one_line)
 
     def progress(self, total: int, label: str) -> Progress:
@@ -338,16 +341,12 @@ def _document_name(args: argparse.Namespace) -> str:
     return args.command + (f"-{action}" if action else "")
 
 
-def _wants_json(argv: Sequence[str]) -> bool:
-    own = argv[:argv.index("--")] if "--" in argv else argv  # after --: a recorded command's own arguments
-    return "--json" in own
-
-
 def _version(argv: Sequence[str], stdout: TextIO) -> int:
-    if _wants_json(argv):
+    if wants_json(argv):
         from tunectl.report import emit_json
         from tunectl.schema import VERSIONS
 
+        said()
         emit_json("version", {"tunectl": __version__,
                               "formats": {f"tunectl-{name}": v for name, v in VERSIONS.items()}}, stdout)
     else:
@@ -372,6 +371,7 @@ def _fail(out: Output, error: Exception, usage: str | None = None) -> int:
     # Stays a branch, not a Report: the one renderer of every failure, as plain as it can be (it must work when the
     # failure was in the report machinery), and its document is `tunectl-error`, whatever the command's format.
     if out.json:
+        said()
         emit_json("error", error_document(code, message, hint, where, exit_code, diagnostics), out.stdout)
     if usage and not out.json:
         out.stderr.write(usage)
@@ -431,6 +431,8 @@ def _columns(args: argparse.Namespace, out: Output) -> bool:
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None,
          stdout: TextIO | None = None, stderr: TextIO | None = None, context=None) -> int:
+    if stdout is None and stderr is None:  # the process's own streams
+        stdout, stderr = _own_streams()
     stdout = _Stdout(stdout or sys.stdout)
     stderr = stderr or sys.stderr
     try:
@@ -443,13 +445,12 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     except OutputLost as e:  # the result cannot reach the caller: said on stderr, never as a bug
         from tunectl.errors import ExitCode
 
-        stderr.write(f"tunectl: error: {e}\nhint: check where standard output goes (a full disk, a device error)\n")
+        hint = "give the command a standard output (> /dev/null discards it; -q prints only errors)" if e.closed \
+            else "check where standard output goes (a full disk, a device error)"
+        stderr.write(f"tunectl: error: {e}\nhint: {hint}\n")
         return ExitCode.USAGE
-    except KeyboardInterrupt as e:  # Ctrl-C while the parser or a command's modules load, before a command runs
-        from tunectl.errors import ExitCode
-
-        code = int(getattr(e, "exit_code", ExitCode.INTERRUPTED))
-        return _interrupted(stdout, stderr, _wants_json(list(sys.argv[1:] if argv is None else argv)), code)
+    except KeyboardInterrupt as e:  # Ctrl-C (a stop under --json) while the parser or a command's modules load
+        return stopped(e, stdout, stderr, wants_json(list(sys.argv[1:] if argv is None else argv)))
 
 
 class OutputLost(Exception):
@@ -459,6 +460,49 @@ class OutputLost(Exception):
 
     def __init__(self, error: OSError) -> None:
         super().__init__(f"cannot write to standard output: {error.strerror or error}")
+        self.closed = isinstance(error, _ClosedError)
+
+
+def _own_streams() -> tuple[TextIO, TextIO]:
+    """The process's stdout and stderr, also when one started closed (`tunectl status >&-`), which Python gives as
+    None. Its descriptor is taken by /dev/null first, so no file tunectl opens later (the lock, a journal's temp
+    file) becomes descriptor 1 or 2 and receives what a helper (parted, udevadm) prints there. A closed stdout is
+    one whose every write fails, said as for a full disk (exit 2), as coreutils do; a closed stderr discards."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_WRONLY if fd == 2 else os.O_RDONLY)  # the lowest free: fd itself
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            os.set_inheritable(fd, True)  # a helper inherits it as it would have the stream
+    return sys.stdout or _Closed(), sys.stderr or _Closed(discard=True)  # type: ignore[return-value]
+
+
+class _Closed:
+    """A standard stream the process started without: writes fail ("it is closed"), or vanish for stderr."""
+
+    def __init__(self, discard: bool = False) -> None:
+        self._discard = discard
+
+    def write(self, text: str) -> int:
+        if self._discard:
+            return len(text)
+        raise _ClosedError
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+class _ClosedError(OSError):
+    def __init__(self) -> None:
+        import errno
+
+        super().__init__(errno.EBADF, "it is closed")
 
 
 class _Stdout:
@@ -488,15 +532,18 @@ class _Stdout:
         return getattr(self._stream, name)
 
 
-def _interrupted(stdout: TextIO, stderr: TextIO, json: bool, code: int, said: str = "interrupted") -> int:
-    """A command cut short (Ctrl-C, or SIGTERM where a command turns it into an interruption): said on stderr
-    and, under --json, as the one document --json promises (`tunectl-error`), so a caller reading stdout finds
-    one document, not none."""
+def stopped(stop: KeyboardInterrupt, stdout: TextIO, stderr: TextIO, json: bool) -> int:
+    """A command cut short (Ctrl-C; SIGTERM or SIGHUP under --json or where a command stops on them: Terminated):
+    said on stderr and, under --json, as the one document --json promises (`tunectl-error`), so a caller reading
+    stdout finds one document, not none; its exit code (130, 143, 129)."""
+    word = "terminated" if isinstance(stop, Terminated) else "interrupted"
+    code = stop.exit_code if isinstance(stop, Terminated) else 130
     if json:
+        said()  # a stop that comes while this document is made changes nothing (under the program's handler)
         from tunectl.report import emit_json, error_document
 
-        emit_json("error", error_document(said, f"{said}: the command stopped part way", None, None, code), stdout)
-    stderr.write(f"tunectl: {said}\n")
+        emit_json("error", error_document(word, f"{word}: the command stopped part way", None, None, code), stdout)
+    stderr.write(f"tunectl: {word}\n")
     return code
 
 
@@ -509,7 +556,7 @@ def _main(argv: Sequence[str] | None, env: Mapping[str, str] | None, stdout: Tex
 
     held = next((a for a in argv if "\x00" in a), None)
     if held is not None:  # exec() cannot pass one; a caller of main() can, and no path or value holds one
-        return _fail(Output(stdout, stderr, _wants_json(argv), False, 0, "error"),
+        return _fail(Output(stdout, stderr, wants_json(argv), False, 0, "error"),
                      UsageError(f"an argument holds a NUL byte: {held!r}",
                                 hint="no device, path or value contains one: check how the command line was built"))
     args = _lean_replay(argv)
@@ -524,7 +571,7 @@ def _main(argv: Sequence[str] | None, env: Mapping[str, str] | None, stdout: Tex
         except SystemExit as e:
             return int(e.code or 0) if e.code in (0, None) else ExitCode.USAGE
         except UsageError as e:
-            return _fail(Output(stdout, stderr, _wants_json(argv), False, 0, "error"), e, getattr(e, "usage", None))
+            return _fail(Output(stdout, stderr, wants_json(argv), False, 0, "error"), e, getattr(e, "usage", None))
     out = Output(stdout, stderr, args.json, args.quiet, args.verbose, _document_name(args))
     if getattr(args, "table_columns", None) is not None:
         try:
@@ -539,7 +586,9 @@ def _main(argv: Sequence[str] | None, env: Mapping[str, str] | None, stdout: Tex
 
         logging.basicConfig(stream=stderr, format="tunectl: %(levelname)s: %(message)s", level=logging.DEBUG)
     try:
-        if not out.json:  # a SIGTERM ends the command by the default action, as for any program
+        # Without --json a SIGTERM ends the command by the default action, as for any program. Under the program
+        # (tunectl.program) --json's handler has been in place since its first line.
+        if not out.json or stops_with_a_document():
             return _command(args, out, env, stdout, context)
         from tunectl.system.interrupts import sigterm_interrupts
 
@@ -547,12 +596,8 @@ def _main(argv: Sequence[str] | None, env: Mapping[str, str] | None, stdout: Tex
         # as Ctrl-C does, with the tunectl-error document (code terminated, exit 143, 129 for SIGHUP)
         with sigterm_interrupts():
             return _command(args, out, env, stdout, context)
-    except KeyboardInterrupt as e:
-        from tunectl.system.interrupts import Terminated
-
-        if isinstance(e, Terminated):  # SIGTERM, SIGHUP: under --json, or where a command stops on them (bench, --try)
-            return _interrupted(out.stdout, out.stderr, out.json, e.exit_code, "terminated")
-        return _interrupted(out.stdout, out.stderr, out.json, ExitCode.INTERRUPTED)
+    except KeyboardInterrupt as e:  # Ctrl-C; SIGTERM, SIGHUP under --json or where a command stops on them
+        return stopped(e, out.stdout, out.stderr, out.json)
     except BrokenPipeError:  # the reader went away (`| head`): the result's own verdict when it was known, else 0
         return ExitCode.OK if out.verdict is None else out.verdict
     except OutputLost:
@@ -583,5 +628,19 @@ def _command(args: argparse.Namespace, out: Output, env: Mapping[str, str] | Non
     return int(group.run(ctx, args, out))
 
 
+
 def main_entry() -> None:
-    sys.exit(main())
+    """The program (bin/tunectl, `python -m tunectl`): main on this process's arguments, its code the exit status.
+
+    Under --json the SIGTERM/SIGHUP handler (tunectl.system.termination) is set before main imports anything: a
+    stop while the parser is built or the command's modules load gets the one document too."""
+    argv = sys.argv[1:]
+    json = wants_json(argv)
+    try:
+        if json:
+            stop_with_a_document()
+        code = main(argv)
+        said()  # what main wrote stands: a stop now ends nothing more (not two documents)
+    except KeyboardInterrupt as e:  # a stop in the instants main was entered or left, outside its own handling
+        code = stopped(e, sys.stdout, sys.stderr, json)
+    sys.exit(code)

@@ -16,6 +16,7 @@ ALLOWED = {
     "tests/unit/cli/test_exit_codes.py": "asserts the internal-error path and --propagate's traceback",
     "tests/unit/profile/test_profile_fuzz.py": "--propagate: any exception on fuzzed input must escape to the fuzzer",
     "tests/unit/cli/test_tables.py": "a stdout that claims to be a terminal (colour)",
+    "tests/unit/cli/test_termination.py": "a process signalled at chosen moments (Popen, an import hook)",
     "tests/unit/mounts/test_fstab_lifecycle.py": "a process killed mid-write (Popen)",
     "tests/unit/mounts/test_mounts_crash.py": "a process killed mid-write",
     "tests/unit/system/test_trust_modes.py": "a process whose reads are measured from outside (Popen)",

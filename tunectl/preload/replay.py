@@ -232,14 +232,16 @@ def _own_read_bytes() -> int | None:
     return None
 
 
-def _in_flight(sysfs: Sysfs, devices: Iterable[str]) -> int:
-    """Requests the devices have in progress: field 9 of sysfs `stat`, which counts a request from the moment the
-    block layer makes it (the I/O scheduler holding it included) until it completes.
+def requests_in_progress(sysfs: Sysfs, devices: Iterable[str]) -> int:
+    """Requests the devices (MAJ:MIN, as a list names them) have in progress: field 9 of sysfs `stat`, which
+    counts a request from the moment the block layer makes it (the I/O scheduler holding it included) until it
+    completes. The one rule for "the disk is done": the benchmarks wait by it too.
     Not `inflight`: on blk-mq it counts only what the driver holds. With mq-deadline on a busy disk it reads 0
     or 1 while ~100 requests wait in the scheduler (measured), so a zero there ended the wait while this
     replay's reads were still queued. A zero of field 9, looked at after the last read was sent, means every
     read sent before it has completed; it counts others' writes too, so a disk that is never idle runs the wait
-    to its timeout (settled false) rather than ending it early."""
+    to its timeout (settled false) rather than ending it early. A device whose stat is missing, short or not
+    counts adds 0 (nothing to wait for that can be seen)."""
     total = 0
     for device in devices:
         fields = (sysfs.read_or(f"dev/block/{device}/stat") or "").split()
@@ -576,11 +578,12 @@ def _check_inodes(checker: _Checker, how: str, entries: Sequence[Entry], threads
     return "inodes read ahead, many at once"
 
 
-def _settled(sysfs: Sysfs, devices: list[str], timeout: float) -> bool:
+def wait_until_drained(sysfs: Sysfs, devices: Sequence[str], timeout: float) -> bool:
     """WILLNEED returns once the reads are queued: wait, at most `timeout` seconds, until the devices have no
-    requests in progress, queued or dispatched (0: one look, no wait)."""
+    requests in progress, queued or dispatched (`requests_in_progress`; 0: one look, no wait); False when some
+    still were."""
     deadline = time.monotonic() + timeout
-    while _in_flight(sysfs, devices):
+    while requests_in_progress(sysfs, devices):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.002)
@@ -642,12 +645,12 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
 
 def _settle(sysfs: Sysfs, disks: _Disks, read_before: int | None, timeout: float) -> bool:
     """Wait, at most `timeout` seconds (0: not at all, one look), until the disks have no requests in progress
-    (`_in_flight`); False when some still were.
+    (`requests_in_progress`); False when some still were.
     Nothing of ours to wait for when the replay sent no read to a disk (a resident list): the devices may
     still be busy with others' reads, which are not this replay's to wait for."""
     read_after = _own_read_bytes() if read_before is not None else None
     if read_after is None or read_after > read_before:
-        return _settled(sysfs, sorted(disks.windows), timeout)
+        return wait_until_drained(sysfs, sorted(disks.windows), timeout)
     return True
 
 

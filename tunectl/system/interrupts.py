@@ -19,20 +19,12 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 
+from tunectl.system.termination import Terminated, stops_with_a_document
+
 # SIGHUP too: the terminal went away (an ssh session dropped) and Python's default would end the process as abruptly.
 _ENDING = (signal.SIGTERM, signal.SIGHUP)
 _STOPS = (signal.SIGINT, *_ENDING)
 _MASKS: list[set[int]] = []  # the main thread's signal mask before each undoing still running, the outermost first
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (a service stop, `timeout`) or SIGHUP (the terminal closed): handled like Ctrl-C; exit 128 + the
-    signal's number (143, 129)."""
-
-    def __init__(self, signum: int = signal.SIGTERM) -> None:
-        super().__init__()
-        self.signum = signum
-        self.exit_code = 128 + signum
 
 
 def _raise_terminated(signum: int, frame: object) -> None:
@@ -87,7 +79,11 @@ def _handling(handlers: dict[int, Callable | int]) -> Iterator[None]:
 
 
 def sigterm_interrupts() -> contextlib.AbstractContextManager[None]:
-    """SIGTERM and SIGHUP raise Terminated inside the block (in the main thread; elsewhere nothing changes)."""
+    """SIGTERM and SIGHUP raise Terminated inside the block (in the main thread; elsewhere nothing changes).
+
+    Under the program's own handler (--json: `tunectl.system.termination`) they already do: it stays."""
+    if stops_with_a_document():
+        return _handling({})
     # A signal the process was started ignoring stays ignored: `nohup tunectl bench` must outlive its terminal.
     return _handling({sig: _raise_terminated for sig in _ENDING if signal.getsignal(sig) is not signal.SIG_IGN})
 

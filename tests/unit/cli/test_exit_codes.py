@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import subprocess
 
 import pytest
 
@@ -166,6 +167,55 @@ def test_stdout_that_cannot_be_written_is_said_on_stderr_not_called_a_bug(argv: 
     assert err.getvalue().endswith("tunectl: error: cannot write to standard output: No space left on device\n"
                                    "hint: check where standard output goes (a full disk, a device error)\n")
     assert "internal error" not in err.getvalue()
+
+
+def _started_with_stdout_closed(code: str, tmp_path, closed: str = ">&-") -> subprocess.CompletedProcess[str]:
+    """`code` run by a Python whose stdout (or whatever `closed` closes) was closed before it started."""
+    import os
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "TUNECTL_STATE_DIR": str(tmp_path / "state")}
+    return subprocess.run(["sh", "-c", f'exec "$0" -c "$1" {closed}', sys.executable, code], stderr=subprocess.PIPE,
+                          text=True, env=env, timeout=60)
+
+
+@pytest.mark.parametrize("argv", [["-V"], ["--json", "-V"], ["--help"], ["profile", "show", "balanced"],
+                                  ["--json", "profile", "show", "no-such-profile"]])
+def test_a_stdout_closed_from_the_start_is_said_on_stderr_not_a_traceback(argv: list[str], tmp_path) -> None:
+    # `tunectl status >&-`: Python starts with sys.stdout None, and every command died with "internal error:
+    # AttributeError: 'NoneType' object has no attribute 'write'" (exit 70), --json and --version with a traceback.
+    proc = _started_with_stdout_closed(f"import sys; from tunectl import cli; sys.argv[1:] = {argv!r}; cli.main_entry()",
+                                       tmp_path)
+    assert proc.returncode == ExitCode.USAGE, proc.stderr
+    assert proc.stderr.endswith("tunectl: error: cannot write to standard output: it is closed\nhint: give the "
+                                "command a standard output (> /dev/null discards it; -q prints only errors)\n")
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+
+
+def test_a_stdout_closed_from_the_start_is_no_file_tunectl_opens(tmp_path) -> None:
+    # With descriptor 1 closed, the next file tunectl opened (the state lock, a journal's temp file) took number 1,
+    # and a helper run meanwhile (parted, udevadm) printed into it.
+    opened = tmp_path / "lock"
+    code = f"""
+import os, subprocess, sys
+from tunectl import cli
+from tunectl.tuning import cli as tuning_cli
+
+def run(ctx, args, out):
+    fd = os.open({str(opened)!r}, os.O_WRONLY | os.O_CREAT, 0o600)
+    subprocess.run(["echo", "a helper's output"])
+    os.close(fd)
+    return 0
+
+tuning_cli.run = run
+sys.argv[1:] = ["-q", "status"]
+cli.main_entry()
+"""
+    proc = _started_with_stdout_closed(code, tmp_path)
+    assert proc.returncode == ExitCode.OK, proc.stderr
+    assert opened.read_bytes() == b""
+    proc = _started_with_stdout_closed(code, tmp_path, closed="2>&- >/dev/null")  # stderr closed: nothing to say
+    assert proc.returncode == ExitCode.OK and opened.read_bytes() == b""
 
 
 def test_a_reader_gone_away_is_still_not_an_error(tmp_path) -> None:

@@ -151,7 +151,7 @@ def test_the_replay_waits_for_the_disks_only_when_it_sent_reads(tmp_path: Path, 
     lst = _list_of(tmp_path)
     answers = iter(sent)
     monkeypatch.setattr(replay_module, "_own_read_bytes", lambda: next(answers))
-    monkeypatch.setattr(replay_module, "_in_flight", lambda sysfs, devices: 1)  # someone else's reads, for ever
+    monkeypatch.setattr(replay_module, "requests_in_progress", lambda sysfs, devices: 1)  # someone else's reads, for ever
     report = replay_module.replay(Sysfs("/sys"), read_list(str(lst)), str(lst), settle_timeout=0.01)
     assert report.files == 2
     assert report.settled is (not waits)  # waited until the timeout, and said so; or did not wait at all
@@ -175,8 +175,34 @@ def test_the_settle_wait_counts_every_request_in_progress_the_schedulers_queue_i
     (tmp_path / "dev" / "block" / "254:0" / "inflight").write_text(driver)
     (tmp_path / "dev" / "block" / "254:0" / "stat").write_text(_stat_line(in_progress))
     sysfs = Sysfs(tmp_path)
-    assert replay_module._in_flight(sysfs, ["254:0"]) == in_progress
-    assert replay_module._settled(sysfs, ["254:0"], 0.01) is (not waits)
+    assert replay_module.requests_in_progress(sysfs, ["254:0"]) == in_progress
+    assert replay_module.wait_until_drained(sysfs, ["254:0"], 0.01) is (not waits)
+
+
+@pytest.mark.parametrize("stat, counted", [
+    (_stat_line(0), 0),
+    (_stat_line(97), 97),
+    ("       5        0       40        3        7        0       56        2\n", 0),  # short: 8 fields, no field 9
+    ("5 0 40 3 7 0 56 2 -4 9 12\n", 0),  # field 9 not a count
+    ("5 0 40 3 7 0 56 2 many 9 12\n", 0),
+    ("", 0),
+    (None, 0),  # no stat file at all
+])
+def test_requests_in_progress_reads_field_9_of_each_devices_stat_and_sums_them(tmp_path: Path, stat: str | None,
+                                                                               counted: int) -> None:
+    """The public count the benchmarks wait by (the replay's own rule): a second device with 4 in progress is
+    added; a stat that is missing, short or junk adds nothing rather than failing."""
+    from tunectl.preload.replay import requests_in_progress
+    from tunectl.system.sysfs import Sysfs
+
+    for device, text in (("8:0", stat), ("8:16", _stat_line(4))):
+        (tmp_path / "dev" / "block" / device).mkdir(parents=True)
+        if text is not None:
+            (tmp_path / "dev" / "block" / device / "stat").write_text(text)
+    sysfs = Sysfs(tmp_path)
+    assert requests_in_progress(sysfs, ["8:0"]) == counted
+    assert requests_in_progress(sysfs, ["8:0", "8:16"]) == counted + 4
+    assert requests_in_progress(sysfs, []) == 0
 
 
 def _never_drains(monkeypatch: pytest.MonkeyPatch) -> list[float]:
@@ -194,7 +220,7 @@ def _never_drains(monkeypatch: pytest.MonkeyPatch) -> list[float]:
         looks.append(time.monotonic())
         return 5
 
-    monkeypatch.setattr(replay_module, "_in_flight", in_flight)
+    monkeypatch.setattr(replay_module, "requests_in_progress", in_flight)
     return looks
 
 
@@ -230,7 +256,7 @@ def test_a_replay_whose_disk_is_done_at_its_one_look_says_it_read_the_files(tmp_
 
     lst = _list_of(tmp_path)
     _never_drains(monkeypatch)
-    monkeypatch.setattr(replay_module, "_in_flight", lambda sysfs, devices: 0)
+    monkeypatch.setattr(replay_module, "requests_in_progress", lambda sysfs, devices: 0)
     r = run_cli("preload", "replay", str(lst), env={})
     assert r.code == 0 and f"{lst}: 2 files, 73.2 KiB in " in r.out and "sent" not in r.out, r.out
 

@@ -123,7 +123,7 @@ def sent_reads(monkeypatch: pytest.MonkeyPatch, read: list[int], busy: int) -> l
         looks.append(len(read))
         return 3 if len(looks) <= busy else 0
 
-    monkeypatch.setattr(replay_module, "_in_flight", in_flight)
+    monkeypatch.setattr(replay_module, "requests_in_progress", in_flight)
     return looks
 
 
