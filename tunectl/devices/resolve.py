@@ -27,7 +27,7 @@ from tunectl.devices.model import Device
 from tunectl.errors import UsageError
 from tunectl.record import record
 from tunectl.system import trust
-from tunectl.system.roots import DEV, under_dev
+from tunectl.system.roots import DEV, resolved_path, under_dev
 from tunectl.system.udevdb import decode
 
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
@@ -257,11 +257,11 @@ class Resolver:
                 if found.name or found.code != "unknown-device":
                     return found
             return Resolved(None, path=True)
-        if self.ctx.real:
-            return self._node(ref, name)
-        # A tree that describes another machine: no path outside its dev root is walked, and a /dev name that is
-        # not in it (or when it has none: TUNECTL_DEV_ROOT unset) is looked up in the tree's udev records.
         rel = under_dev(name)
+        if self.ctx.real and (rel is not None or self.dev is not None and resolved_path(self.dev) == DEV):
+            return self._node(ref, name)
+        # A tree that describes another machine (or a dev root that is not /dev): no path outside its dev root is
+        # walked, and a /dev name not in it (or when it has none: TUNECTL_DEV_ROOT unset) is looked up in udev's records.
         if rel is None:
             return Resolved(None, path=True)
         walked = self._node(ref, name) if self.dev is not None else None
