@@ -28,7 +28,8 @@ timed until all the data is resident:
       (benchmarks/preload_floor.c: pthreads stat() every file, then one thread
       WILLNEEDs them in physical order), with no Python, no start-up and no list to read,
       then the wait of (i)
-  (g) with --compare DIR: (d) run from the tunectl checkout at DIR (before/after in one run)
+  (g) with --compare DIR: (d) run from the tunectl checkout at DIR (before/after in one run); DIR this
+      checkout itself: g/d is the run's own noise, to hold c/d's 5% against
 (printed in this order). The waits of (h), (i) and (f) are one rule, the replay's own
 (tunectl.preload.replay.wait_until_drained): field 9 of /sys/dev/block/MAJ:MIN/stat, requests from when the
 block layer makes them (the I/O scheduler's queue included) until they complete, anyone's reads and writes,
@@ -37,10 +38,15 @@ while requests still wait in the scheduler, which stopped a clock early. A wait 
 its 10 s (a disk someone else keeps busy) is printed.
 WILLNEED returns before the reads are done, so (c), (d), (h), (i), (f) and (g) are each charged
 for a full read pass after them (sendfile to /dev/null, directory order), the same
-pass for all. Medians of --runs rounds; targets on the first corpus (issue #30): (d) at
-least 4x faster than (a), 3x faster than (b), never slower than (c) (c/d >= 0.95: within
-5%), and within 2x of (e). benchmarks/preload_tree.py measures a tree on a file system of
-its own, cold without dropping the machine's caches, with and without the metadata pass.
+pass for all. Each method's CPU seconds and the read requests the disk completed
+meanwhile (their number and size) are printed too: on a disk that seeks nothing, the
+order of the reads changes how many requests carry them, not how long they take, and
+a preload's CPU is then what sets it apart. Medians of --runs rounds; targets on the
+first corpus (issue #30): (d) at least 4x faster than (a), 3x faster than (b), never
+slower than (c) (c/d >= 0.95: within 5%), and within 2x of (e); the ratios say how far
+a/d can go on the disk measured (a/(e + the read pass on a warm cache)).
+benchmarks/preload_tree.py measures a tree on a file system of its own, cold without
+dropping the machine's caches, with and without the metadata pass.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -212,16 +219,17 @@ def bench_corpus(corpus: str, runs: int, tmp: Path, seq_file: str, floor: str | 
     replay, listed, paths_file = collect_list(corpus, tmp)
     floor_argv = [floor, str(paths_file), "8"] if floor else []
     timeouts: list[str] = []
-    methods = corpus_methods(corpus, files, replay, sorted({e.device for e in listed}),
-                             lambda: pages / fio_throughput(seq_file), floor_argv, compare, timeouts)
+    devices = sorted({e.device for e in listed})
+    methods = corpus_methods(corpus, files, replay, devices, lambda: pages / fio_throughput(seq_file), floor_argv,
+                             compare, timeouts)
     waiting = [*replay, "--settle-timeout", str(SETTLE)]  # (h): the process until its reads are done
-    times, replay_only = timed_rounds(methods, runs, cold, waiting)
+    times, replay_only, costs = timed_rounds(methods, runs, cold, waiting, devices)
     share, warm_pass = after_one_replay(files, cold, waiting)
     return {"corpus": corpus, "cold": cold_how, "compare": compare,
             "files": len(files), "bytes": sum(s for _, s in files), "page_bytes": pages, "runs": runs,
             "seconds": {k: v for k, v in times.items()}, "median": {k: statistics.median(v) for k, v in times.items()},
             "replay_only_median": statistics.median(replay_only), "replay_only": replay_only,
-            "resident_after_replay": share, "warm_read_pass": warm_pass, "wait_timeouts": timeouts,
+            "resident_after_replay": share, "warm_read_pass": warm_pass, "wait_timeouts": timeouts, "costs": costs,
             "seq_mb_s": pages / statistics.median(times["e"]) / 1e6}
 
 
@@ -276,23 +284,44 @@ def corpus_methods(corpus: str, files: list[tuple[str, int]], replay: list[str],
             **({"g": timed(replay_from_compare)} if compare else {})}
 
 
+def cpu_seconds() -> float:
+    """User and system CPU of this process and of the children it has waited for (the replay's process)."""
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
+def disk_reads(devices: list[str]) -> tuple[int, int]:
+    """(read requests completed, bytes they read) on `devices` (MAJ:MIN) since boot: fields 1 and 3 of sysfs stat."""
+    requests = sectors = 0
+    for dev in devices:
+        fields = Path(f"/sys/dev/block/{dev}/stat").read_text().split()
+        requests, sectors = requests + int(fields[0]), sectors + int(fields[2])
+    return requests, sectors * 512
+
+
 def timed_rounds(methods: dict[str, Callable[[], float]], runs: int, cold: Callable[[], None],
-                 replay: list[str]) -> tuple[dict[str, list[float]], list[float]]:
+                 replay: list[str], devices: list[str]
+                 ) -> tuple[dict[str, list[float]], list[float], dict[str, list[tuple[float, int, int]]]]:
     """`runs` rounds of every method from cold, the order rotating each round, and the `replay` process alone after
-    each round, for the record (given (h)'s line: the process until its reads have drained)."""
+    each round, for the record (given (h)'s line: the process until its reads have drained). Also what each run
+    cost: (CPU seconds, read requests, bytes read) on `devices`, its read pass included (anyone's reads)."""
     times: dict[str, list[float]] = {k: [] for k in methods}
+    costs: dict[str, list[tuple[float, int, int]]] = {k: [] for k in methods}
     replay_only: list[float] = []
     for r in range(runs):
         keys = list(methods)
         keys = keys[r % len(keys):] + keys[:r % len(keys)]
         for k in keys:
             cold()
+            cpu, (requests, nbytes) = cpu_seconds(), disk_reads(devices)
             times[k].append(methods[k]())
+            after = disk_reads(devices)
+            costs[k].append((cpu_seconds() - cpu, after[0] - requests, after[1] - nbytes))
         cold()
         t = time.perf_counter()
         run_quiet(replay)
         replay_only.append(time.perf_counter() - t)
-    return times, replay_only
+    return times, replay_only, costs
 
 
 def after_one_replay(files: list[tuple[str, int]], cold: Callable[[], None], replay: list[str]) -> tuple[float, float]:
@@ -322,6 +351,12 @@ def report(res: dict) -> None:
     for k, label in names.items():
         runs = " ".join(f"{s:.2f}" for s in res["seconds"][k])
         print(f"  {label:<42} {m[k]:6.2f} s   (runs: {runs})")
+    print("  what a run cost, medians (its read pass included; CPU: this process and the children it ran, not the "
+          "kernel's own threads; requests: anyone's reads of the list's devices meanwhile):")
+    for k, label in names.items():
+        cpu, requests, nbytes = (statistics.median(c[i] for c in res["costs"][k]) for i in range(3))
+        print(f"  {label:<42} CPU {cpu:5.2f} s   {requests:7.0f} read requests of "
+              f"{nbytes / max(requests, 1) / 1024:4.0f} KiB")
     print(f"  {'(h) tunectl preload replay alone (process)':<42} {res['replay_only_median']:6.2f} s   "
           f"(runs: {' '.join(f'{s:.2f}' for s in res['replay_only'])})")
     print(f"  sequential throughput (fio O_DIRECT, 1 MiB, QD16): {res['seq_mb_s']:.0f} MB/s; "
@@ -332,6 +367,12 @@ def report(res: dict) -> None:
                                           "  (no C compiler: (f) not measured)")
           + f"  c/h {m['c'] / m['h']:.2f}  a/h {m['a'] / m['h']:.2f}  i/h {m['i'] / m['h']:.2f}"
           + (f"  c/g {m['c'] / m['g']:.2f}  a/g {m['a'] / m['g']:.2f}  g/d {m['g'] / m['d']:.2f}" if "g" in m else ""))
+    # (c), (d) and (f) each end with the read pass, on a warm cache once the reads are in: no preload that returns
+    # before it comes in under the disk's own time plus that pass
+    ceiling = m["a"] / (m["e"] + res["warm_read_pass"])
+    print(f"  a/d's reach here: a/(e + warm read pass) {ceiling:.2f} (the disk's sequential bound, then the read "
+          "pass every preload is charged)" + (f"; the design's C floor reaches a/f {m['a'] / m['f']:.2f}"
+                                              if "f" in m else ""))
 
 
 def main() -> None:

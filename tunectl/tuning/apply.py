@@ -86,6 +86,18 @@ def _apply_device(sysfs: Sysfs, settings: list[Setting]) -> list[Outcome]:
             continue
         rel = f"block/{s.device}/queue/{s.attribute}"
         try:
+            if s.rewritten and s.bounds is None:
+                # Rewritten by the kernel when an earlier write of this device landed (mq-deadline resets
+                # async_depth on an nr_requests write, to the new depth on 6.18, to 3/4 of it before; a switch
+                # resets nr_requests): already the wanted value, it is not written. Either way it is said
+                # changed only when it differs from its value before this run.
+                if scheduler is None and s.attribute.startswith("iosched/"):
+                    scheduler, _ = parse_scheduler(sysfs.read_or(f"block/{s.device}/queue/scheduler", "") or "")
+                spec = _spec(s.attribute, scheduler)
+                live = parse_value(spec, sysfs.read(rel)) if spec else None
+                if spec is not None and _same(spec, live, s.after):
+                    out.append(Outcome(s, _changed(spec, s), live))
+                    continue
             if s.bounds is not None:
                 # A range is decided on the live value: after a scheduler switch the kernel has just set the
                 # knob to its default, and a reset (nr_requests, read-ahead after a limit) may land inside too.
@@ -121,7 +133,8 @@ def _apply_device(sysfs: Sysfs, settings: list[Setting]) -> list[Outcome]:
             readback = parse_value(spec, text) if spec else text
             ok = spec is not None and wanted_value_in_sync(spec, s.bounds or s.after, readback)
         if ok:
-            out.append(Outcome(s, Status.CHANGED, readback))
+            out.append(Outcome(s, _changed(_spec(s.attribute, scheduler), s) if s.rewritten else Status.CHANGED,
+                               readback))
         else:
             out.append(Outcome(s, Status.FAILED, readback, f"wrote {s.after}, kernel reads back {readback}"))
             if s.attribute == "scheduler":
@@ -148,6 +161,12 @@ def apply_settings(sysfs: Sysfs, plan: list[Setting], workers: int = 16) -> list
     else:
         results = [_apply_device(sysfs, g) for g in groups]
     return [o for r in results for o in r]
+
+
+def _changed(spec, s: Setting) -> Status:  # noqa: ANN001 (an Attribute, or None)
+    """A rewritten setting now at its wanted value: changed, or in sync when it had that value before the run
+    (the kernel's reset and tunectl's write in between changed nothing a reader can see)."""
+    return Status.IN_SYNC if s.before is not None and _same(spec, s.before, s.after) else Status.CHANGED
 
 
 def writable(sysfs: Sysfs, plan: list[Setting]) -> list[Setting]:
@@ -229,11 +248,19 @@ def _current(dev: Device, attr: str) -> Any:
     return dev.queue.get(attr)
 
 
-def _restorer(out: list[Setting], dev: Device, scheduler: str | None) -> Callable[[str, Any, Any], None]:
-    def add(attr: str, before: Any, original: Any) -> None:
-        spec = _spec(attr, scheduler)
-        same = before == original or (spec is not None and before is not None and kernel_equivalent(spec, original, before))
-        out.append(Setting(dev.name, dev.identity, attr, before, original, "journal", Status.IN_SYNC if same else Status.CHANGE))
+def _same(spec, value: Any, wanted: Any) -> bool:  # noqa: ANN001 (an Attribute, or None: not in the catalogue)
+    """`value` is `wanted`, as the kernel keeps it (whole jiffies, a multiple of the block size)."""
+    return value == wanted or (spec is not None and value is not None and kernel_equivalent(spec, wanted, value))
+
+
+def _restorer(out: list[Setting], dev: Device, scheduler: str | None) -> Callable[[str, Any, Any, bool], Status]:
+    def add(attr: str, before: Any, original: Any, rewritten: bool) -> Status:
+        """One restore; a `rewritten` one is written whatever its value now (apply decides on its value then)."""
+        status = Status.CHANGE if rewritten or not _same(_spec(attr, scheduler), before, original) else Status.IN_SYNC
+        reason = "an earlier write of this rollback makes the kernel reset it" if rewritten and before is not None else ""
+        out.append(Setting(dev.name, dev.identity, attr, before, original, "journal", status, reason,
+                           rewritten=rewritten))
+        return status
 
     return add
 
@@ -269,17 +296,20 @@ def rollback_plan(journal: Journal, devices: list[Device], chosen: Callable[[Dev
         restore.update({a: v for a, v in attrs.items() if a != "scheduler" and not a.startswith("iosched/")
                         and v is not None})
         restore.update(entry.original_knobs(original_sched))
-        # The kernel rewrites these as a side effect of earlier restores: write them regardless.
-        disturbed = {e for a in restore if a != "scheduler" or switching for e in side_effects(a)}
+        # What the kernel rewrites when an earlier restore of this device is written (a switch resets nr_requests,
+        # an nr_requests write mq-deadline's async_depth): written again, decided on the value found then. Only
+        # writes that happen count: an nr_requests already at its original leaves async_depth where it is.
+        disturbed = set(side_effects("scheduler")) if switching else set()
         add = _restorer(out, dev, original_sched)
         for attr in sorted(restore, key=write_order):
             if attr.startswith("iosched/"):
                 if attr.split("/", 1)[1] not in IOSCHED.get(original_sched or "", {}):
                     continue
-                before = None if switching else _current(dev, attr)
+                before = None if switching else _current(dev, attr)  # after a switch: a knob of another scheduler
             elif attr == "scheduler":
                 before = dev.scheduler
             else:
                 before = _current(dev, attr)
-            add(attr, None if attr in disturbed else before, restore[attr])
+            if add(attr, before, restore[attr], attr in disturbed) == Status.CHANGE:
+                disturbed |= side_effects(attr)
     return out

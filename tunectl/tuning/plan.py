@@ -38,6 +38,9 @@ class Setting:
     status: Status
     reason: str = ""
     bounds: dict | None = None  # the wanted range ({min, max}); `after` is then its value nearest `before`
+    # the kernel rewrites it when an earlier write of the plan lands (attributes.side_effects): written again,
+    # decided on its value then; `before` is its value when the plan was made
+    rewritten: bool = False
 
     @property
     def is_drift(self) -> bool:
@@ -107,9 +110,11 @@ def plan_device(dev: Device, wanted: Wanted) -> list[Setting]:
     """Settings for one device, in the order they must be written (attributes.write_order)."""
     out: list[Setting] = []
 
-    def add(attr: str, before: Any, after: Any, source: str, status: Status, reason: str = "") -> None:
+    def add(attr: str, before: Any, after: Any, source: str, status: Status, reason: str = "",
+            rewritten: bool = False) -> None:
         bounds = after if is_range(after) else None
-        out.append(Setting(dev.name, dev.identity, attr, before, wanted_value(after, before), source, status, reason, bounds))
+        out.append(Setting(dev.name, dev.identity, attr, before, wanted_value(after, before), source, status, reason,
+                           bounds, rewritten))
 
     values = wanted.values
     target = dev.scheduler
@@ -157,7 +162,8 @@ def plan_device(dev: Device, wanted: Wanted) -> list[Setting]:
         else:
             add(attr, before, value, source, Status.CHANGE,
                 "an earlier write of this plan makes the kernel reset it" + (
-                    "; kept if the reset value is inside the range" if is_range(value) else "") if attr in disturbed else "")
+                    "; kept if the reset value is inside the range" if is_range(value) else "") if attr in disturbed else "",
+                attr in disturbed)
             disturbed |= side_effects(attr)
     return out
 

@@ -132,3 +132,29 @@ def test_apply_as_another_user_exits_4_and_records_nothing(loops, env):
         assert {n: snapshot(n) for n in loops} == originals
     finally:
         shutil.rmtree(home)
+
+
+@pytest.mark.parametrize("nr_requests_by_hand", [False, True])
+def test_rollback_says_async_depth_changed_only_when_it_differs(tmp_path, nr_requests_by_hand: bool):
+    # The kernel quirk: mq-deadline resets async_depth whenever nr_requests is written (to the new depth on 6.18,
+    # 3/4 of it before). A rollback wrote async_depth again whenever nr_requests was journalled and said
+    # "changed" (- -> 256) though nr_requests was already back and async_depth had not moved.
+    p = tmp_path / "depth.yaml"
+    p.write_text("name: depth\nclasses:\n  loop: {scheduler: mq-deadline, queue: {nr_requests: 32}, "
+                 "iosched: {async_depth: 16}}\n")
+    env = {"TUNECTL_STATE_DIR": str(tmp_path / "state"), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    with loop_devices(tmp_path, [{"rotational": 0, "scheduler": "mq-deadline"}]) as (name,):
+        nr, depth = sysfs_read(name, "queue/nr_requests"), sysfs_read(name, "queue/iosched/async_depth")
+        code, doc = run("apply", "-p", str(p), name, "--json", env=env)
+        assert code == 0 and sysfs_read(name, "queue/iosched/async_depth") == "16", doc
+        if nr_requests_by_hand:
+            sysfs_write(name, "queue/nr_requests", nr)
+            assert sysfs_read(name, "queue/iosched/async_depth") == depth  # reset by the kernel: the original
+        code, doc = run("rollback", name, "--json", env=env)
+        assert code == 0, doc
+        assert (sysfs_read(name, "queue/nr_requests"), sysfs_read(name, "queue/iosched/async_depth")) == (nr, depth)
+        got = {s["attribute"]: s for s in doc["settings"]}
+        assert got["iosched/async_depth"]["status"] == ("ok" if nr_requests_by_hand else "changed"), got
+        assert got["iosched/async_depth"]["before"] == (int(depth) if nr_requests_by_hand else 16)
+        assert [s["attribute"] for s in doc["settings"] if s["status"] == "changed"] == \
+            [s["attribute"] for s in doc["settings"] if s["before"] != s["after"]]

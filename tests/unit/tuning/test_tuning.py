@@ -256,3 +256,34 @@ def test_the_snapshot_sees_every_queue_attribute_tunectl_may_write(empty_fake_tr
     empty_fake_tree.add_disk("nvme0n1", bus="nvme")
     assert set(QUEUE) <= set(snapshot(empty_fake_tree, "nvme0n1"))
 
+
+
+@pytest.mark.parametrize("nr_requests_by_hand", [False, True])
+def test_a_rollback_says_changed_only_where_the_value_differs(tunectl, fake_tree, tmp_path,
+                                                               nr_requests_by_hand: bool) -> None:
+    """mq-deadline resets async_depth when nr_requests is written. A rollback wrote async_depth again whenever
+    nr_requests was in its journal and said "changed" ("- -> 256") even when nr_requests was already back at its
+    original (not written at all) and async_depth had not moved. Now each is decided on its value: in sync, or
+    changed from the value it had when the rollback began."""
+    kernel, q = fake_tree.sysfs, fake_tree.root / "block/sdb/queue"
+    kernel.write("block/sdb/queue/scheduler", "mq-deadline")
+    nr, depth = (q / "nr_requests").read_text().strip(), (q / "iosched/async_depth").read_text().strip()
+    p = tmp_path / "depth.yaml"
+    p.write_text("classes:\n  ssd: {scheduler: mq-deadline, queue: {nr_requests: 32}, iosched: {async_depth: 16}}\n")
+    assert tunectl("apply", "-p", str(p), "sdb").code == 0
+    assert (q / "iosched/async_depth").read_text().strip() == "16"
+    if nr_requests_by_hand:  # the kernel resets async_depth to the depth: the original values, both
+        kernel.write("block/sdb/queue/nr_requests", nr)
+        assert (q / "iosched/async_depth").read_text().strip() == depth
+    r = tunectl("rollback", "sdb", "--json")
+    assert r.code == 0, r.err
+    got = settings_of(r.doc, "sdb")
+    assert (q / "nr_requests").read_text().strip() == nr and (q / "iosched/async_depth").read_text().strip() == depth
+    if nr_requests_by_hand:
+        assert got["nr_requests"]["status"] == got["iosched/async_depth"]["status"] == "ok"
+        assert got["iosched/async_depth"]["before"] == int(depth) and r.doc["changed"] is False
+    else:
+        assert got["nr_requests"]["status"] == got["iosched/async_depth"]["status"] == "changed"
+        assert got["iosched/async_depth"]["before"] == 16 and got["iosched/async_depth"]["after"] == int(depth)
+    assert [s["attribute"] for s in r.doc["settings"] if s["status"] == "changed"] == \
+        [s["attribute"] for s in r.doc["settings"] if s["before"] != s["after"]]
