@@ -60,7 +60,9 @@ def check(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = No
     else:
         names = [d.name for d in devices if d.cls not in OPT_IN_CLASSES and d.size_bytes > 0]
     parted = parted or Parted(ctx.run)
-    tables = _read_tables(parted, {name: ctx.roots.node(name) for name in names}, named, workers)
+    # device-mapper devices: parted cannot read them without CAP_SYS_ADMIN (tunectl/system/parted.py)
+    mapped = {name for name in names if ctx.sysfs.exists(f"block/{name}/dm")}
+    tables = _read_tables(parted, {name: ctx.roots.node(name) for name in names}, named, workers, mapped)
     disks: list[DiskResult] = []
     notes: list[str] = []
     for name in names:
@@ -86,11 +88,12 @@ def check(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = No
     return AlignReport(profile.name, disks, list(profile.warnings), notes)
 
 
-def _read_tables(parted: Parted, nodes: dict[str, str | None], named: bool,
-                 workers: int) -> dict[str, PartedDisk | None | TunectlError]:
+def _read_tables(parted: Parted, nodes: dict[str, str | None], named: bool, workers: int,
+                 mapped: set[str] | None = None) -> dict[str, PartedDisk | None | TunectlError]:
     """parted on every disk, a few at once; an unreadable disk is its error, a missing node skipped unless named.
 
     `nodes`: disk -> its device node, None when the run has no dev root (a tree of another machine).
+    `mapped`: the device-mapper devices among them.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -104,7 +107,7 @@ def _read_tables(parted: Parted, nodes: dict[str, str | None], named: bool,
             if node is None:
                 raise UsageError(f"no device node for {name}: the sysfs tree describes another machine",
                                  hint="set TUNECTL_DEV_ROOT to the device nodes of that machine, or use the real /sys")
-            out = parted.print_table(node)
+            out = parted.print_table(node, mapped=name in (mapped or ()))
             if not out.has_table:
                 return None
             return parse_json(out.text) if out.format == JSON else parse_machine(out.text)

@@ -16,6 +16,8 @@ multiple of the grain: the least common multiple of the profile's
 alignment.boundary_kib (default 1 MiB), optimal_io_size (unless bogus, e.g. a USB
 bridge's 33553920), minimum_io_size and the block sizes. PARTED shows what
 `parted align-check optimal N` answers; a note says why when it differs.
+A device-mapper device (LVM, dm-crypt) is probed with blkid: parted cannot open
+one read-only. See tunectl-align(8), STACKED DEVICES.
 exit: 0 all aligned, 1 a partition misaligned or a named disk without a table,
 2 unknown device, 4 not permitted (parted needs root to open a disk)."""
 
@@ -28,7 +30,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     add_table_options(p, COLUMNS)
     p.add_argument("-p", "--profile", help="profile whose alignment.boundary_kib to use (default: 'default')")
     p.add_argument("devices", nargs="*", metavar="DEV",
-                   help="disk or partition: kernel name, /dev path or /dev/disk/by-id link "
+                   help="disk or partition: kernel name, MAJ:MIN, /sys/block/NAME, /dev path or a link root owns "
+                        "to a device node (/dev/disk/by-id/..., /dev/mapper/NAME) "
                         "(default: every disk with a partition table; loop and zram only when named)")
 
 

@@ -53,7 +53,7 @@ def trusted_uids() -> frozenset[int]:
     return frozenset({0, os.geteuid()})
 
 
-def _owner(uid: int) -> str:
+def owner(uid: int) -> str:
     try:
         import pwd
 
@@ -68,7 +68,7 @@ def problem(st: os.stat_result, final: bool = True) -> str | None:
     `final`: the object itself; above it, a sticky world-writable directory is allowed.
     """
     if st.st_uid not in trusted_uids():
-        return f"owned by {_owner(st.st_uid)}, not root"
+        return f"owned by {owner(st.st_uid)}, not root"
     mode = stat.S_IMODE(st.st_mode)
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
         if not final and stat.S_ISDIR(st.st_mode) and mode & stat.S_ISVTX and st.st_uid == 0:
@@ -144,7 +144,7 @@ def check_root(path: str | os.PathLike) -> Path:
         if not stat.S_ISLNK(st.st_mode):
             return check_dir(probe)
         if st.st_uid not in trusted_uids():
-            raise Untrusted(probe, f"a symbolic link owned by {_owner(st.st_uid)}", _hint_fix(probe))
+            raise Untrusted(probe, f"a symbolic link owned by {owner(st.st_uid)}", _hint_fix(probe))
         check_dir(probe.parent, final=False)
         probe = probe.parent / os.readlink(probe)
     raise Untrusted(path, "a symbolic link loop", "name the directory itself")
@@ -165,7 +165,7 @@ def resolve_own_links(path: str | os.PathLike) -> Path:
         if not stat.S_ISLNK(st.st_mode):
             return path
         if st.st_uid not in trusted_uids():
-            raise Untrusted(path, f"a symbolic link owned by {_owner(st.st_uid)}",
+            raise Untrusted(path, f"a symbolic link owned by {owner(st.st_uid)}",
                             "name the file itself; tunectl follows no link another user owns")
         path = Path(os.path.abspath(parent / os.readlink(path)))
     raise Untrusted(path, "a symbolic link loop", "name the file itself")
@@ -584,7 +584,7 @@ def _walk_open(path: str, flags: int, links: bool = True) -> int:
             if stat.S_ISLNK(st.st_mode):
                 followed += 1
                 if st.st_uid not in trusted_uids() or followed > _MAX_LINKS:
-                    raise Untrusted(path, f"a symbolic link {part!r} owned by {_owner(st.st_uid)} on its way"
+                    raise Untrusted(path, f"a symbolic link {part!r} owned by {owner(st.st_uid)} on its way"
                                     if followed <= _MAX_LINKS else "a symbolic link loop",
                                     "list the file by a path without another user's links", True)
                 target = os.readlink(part, dir_fd=fd)

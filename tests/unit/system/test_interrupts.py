@@ -253,7 +253,7 @@ def test_the_threads_of_a_parallel_apply_and_align_block_the_stops(monkeypatch):
     apply.apply_settings(None, plan, workers=3)  # type: ignore[arg-type]
 
     class Parted:
-        def print_table(self, node):
+        def print_table(self, node, mapped=False):
             seen.append(blocked())
             return SimpleNamespace(has_table=False)
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import time
 from pathlib import Path
 
 from common import Recorder, by_serial, queue_state, read, record, settle, sh, tunectl, tunectl_env, udev_props
@@ -110,6 +112,47 @@ def schedulers(disks: dict[str, str]) -> dict[str, str | None]:
     return {role: queue_state(dev)["scheduler"] for role, dev in disks.items()}
 
 
+def align_on_stacks(disks: dict[str, str], env: dict) -> dict:
+    """`tunectl align` named on every stack and the disk under plain dm-crypt, then on every disk, with the kernel's
+    block events watched; then root's own parted on the same devices (after the watch: it opens them for writing)."""
+    named = [f"/dev/mapper/{n}" for n in ("plainc", "luksc", "vroot", "vgt-lvt")] + ["/dev/md0", f"/dev/{disks['hdd']}"]
+    sentinel = disks["ssd"]  # under no stack: its change events mark where the watch starts and where it ends
+    watch = Path("/tmp/align-events")
+
+    def lines() -> list[str]:
+        return [line for line in watch.read_text().splitlines() if line.startswith("KERNEL[")]
+
+    def mark() -> None:
+        """A change event on the sentinel, seen by the monitor: every event before it was seen too (one netlink
+        socket, in order). Triggered again until seen: the monitor may not listen yet."""
+        seen = sum(line.endswith(f"/{sentinel} (block)") for line in lines())
+        deadline = time.monotonic() + 120
+        while sum(line.endswith(f"/{sentinel} (block)") for line in lines()) == seen:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"udevadm monitor never showed a change event on {sentinel}: {watch.read_text()}")
+            sh(f"udevadm trigger --action=change /dev/{sentinel}", check=True)
+            time.sleep(1)  # the event's way to the monitor; the loop ends on seeing it, not on the sleep
+
+    with open(watch, "w") as log:
+        monitor = subprocess.Popen(["udevadm", "monitor", "--kernel", "--subsystem-match=block"], stdout=log,
+                                   stderr=subprocess.STDOUT)
+    out: dict = {"named_devices": named}
+    try:
+        mark()
+        start = len(lines())
+        code, doc, err = tunectl(f"align {' '.join(named)}", env)
+        out["named"] = {"code": code, "doc": doc, "stderr": err}
+        code, doc, err = tunectl("align", env)
+        out["all"] = {"code": code, "doc": doc, "stderr": err}
+        mark()
+        out["events"] = [line for line in lines()[start:] if not line.endswith(f"/{sentinel} (block)")]
+    finally:
+        monitor.terminate()
+        monitor.wait()
+    out["root_parted"] = {dev: sh(f"parted -m -s {dev} unit s print").stdout.splitlines()[1:2] for dev in named}
+    return out
+
+
 def run(rec: Recorder, args: list[str]) -> None:
     shared = Path(os.environ["TUNECTL_VM_SHARED"])
     settle()
@@ -130,6 +173,7 @@ def run(rec: Recorder, args: list[str]) -> None:
     profile.write_text(PROFILE)
     state = "/tmp/tunectl-state"
     env = tunectl_env(state)
+    rec.step("align", lambda: align_on_stacks(disks, env))
     code, doc, err = tunectl("status --all", env)
     rec["status"] = {"code": code, "stderr": err,
                      "devices": {d["name"]: d for d in doc.get("devices", [])} if isinstance(doc, dict) else doc}
