@@ -7,6 +7,7 @@ model, merged the way tuned merges it; tuned_import turns that into a tunectl pr
 from __future__ import annotations
 
 import configparser
+import contextlib
 import copy
 import os
 import re
@@ -85,8 +86,12 @@ def _read(path: str, what: str, chain: str, files: Files) -> str:
         return files.read(path)
     except trust.Untrusted as e:
         raise UsageError(f"cannot read {what} {path}: {e.found}{chain}", e.hint) from None
-    except (OSError, UnicodeDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+    except UnicodeDecodeError as e:
+        raise UsageError(f"cannot read {what} {path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset "
+                         f"{e.start}){chain}", "tuned reads its files as UTF-8: fix or convert that byte "
+                         "(iconv -f LATIN1 -t UTF-8)") from None
+    except OSError as e:
+        reason = e.strerror or str(e)
         raise UsageError(f"cannot read {what} {path}: {reason}{chain}", "check the path and its permissions") from e
 
 
@@ -170,8 +175,24 @@ def parse_ini(text: str, path: str, chain: str = "") -> configparser.ConfigParse
         parser.read_string(text, source=path)
     except configparser.Error as e:
         hint = "tuned.conf must be INI: [section] then key=value"
-        raise UsageError(f"cannot parse tuned profile {path}: {e}{chain}", hint) from e
+        raise UsageError(f"cannot parse tuned profile {path}: {_ini_problem(e)}{chain}", hint) from None
     return parser
+
+
+def _ini_problem(e: configparser.Error) -> str:
+    """configparser's complaint on one line, with the line it names (its own text spans lines, quoted with \\n)."""
+    if isinstance(e, configparser.MissingSectionHeaderError):
+        return f"line {e.lineno}: {e.line.strip()!r} comes before any [section] header"
+    if isinstance(e, configparser.ParsingError) and e.errors:
+        lineno, line = e.errors[0]
+        if line[:1] in ("'", '"'):  # configparser before 3.13 keeps the line as its repr
+            import ast
+
+            with contextlib.suppress(ValueError, SyntaxError):
+                line = ast.literal_eval(line)
+        more = f" (and {len(e.errors) - 1} more such line(s))" if len(e.errors) > 1 else ""
+        return f"line {lineno}: {line.strip()!r} is neither key=value nor a [section] header{more}"
+    return " ".join(str(e).split())
 
 
 def _parse_profile(name: str, path: str, chain: str, files: Files) -> Profile:

@@ -199,6 +199,26 @@ def test_path_refs_and_unreadable_files(tmp_path: Path) -> None:
         import_tuned(str(bad))
 
 
+@pytest.mark.parametrize(("text", "message", "hint"), [
+    (b"\xff\xfe[disk]\n", "cannot read tuned profile {path}: not UTF-8 text (byte 0xff at offset 0)",
+     "tuned reads its files as UTF-8: fix or convert that byte (iconv -f LATIN1 -t UTF-8)"),
+    (b"[disk\nreadahead=1\n", "cannot parse tuned profile {path}: line 1: '[disk' comes before any [section] header",
+     "tuned.conf must be INI: [section] then key=value"),
+    (b"[disk]\nreadahead=1\n=x\n=y\n", "cannot parse tuned profile {path}: line 3: '=x' is neither key=value nor a "
+     "[section] header (and 1 more such line(s))", "tuned.conf must be INI: [section] then key=value"),
+])
+def test_a_tuned_file_that_cannot_be_read_says_what_and_where_on_one_line(tmp_path: Path, text: bytes, message: str,
+                                                                          hint: str) -> None:
+    # A Latin-1 byte said "'utf-8' codec can't decode byte 0xff in position 0: invalid start byte" with the hint
+    # "check the path and its permissions"; a broken header printed configparser's text, its line breaks as \n.
+    path = tmp_path / "p" / "tuned.conf"
+    path.parent.mkdir()
+    path.write_bytes(text)
+    with pytest.raises(UsageError) as e:
+        import_tuned(str(path))
+    assert e.value.message == message.format(path=path) and e.value.hint == hint
+
+
 def test_variables_and_variable_files(tmp_path: Path) -> None:
     varfile = tmp_path / "vars.conf"
     varfile.write_text("sched=bfq\n")
