@@ -451,6 +451,27 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return ExitCode.USAGE
     except KeyboardInterrupt as e:  # Ctrl-C (a stop under --json) while the parser or a command's modules load
         return stopped(e, stdout, stderr, wants_json(list(sys.argv[1:] if argv is None else argv)))
+    except Exception as e:
+        stop = _stop_within(e)
+        if stop is None:
+            raise
+        return stopped(stop, stdout, stderr, wants_json(list(sys.argv[1:] if argv is None else argv)))
+
+
+def _stop_within(error: BaseException) -> KeyboardInterrupt | None:
+    """The stop (Ctrl-C, Terminated) an error was raised instead of or while handling, or None.
+
+    A stop's handler raises wherever Python is: in a class body's __set_name__ (ipaddress's cached_property, loaded
+    with a command), Python before 3.12 raises "RuntimeError: Error calling __set_name__" with the stop as its
+    cause. That is a stop, not a bug."""
+    seen: set[int] = set()
+    found: BaseException | None = error
+    while found is not None and id(found) not in seen:
+        if isinstance(found, KeyboardInterrupt):
+            return found
+        seen.add(id(found))
+        found = found.__cause__ or found.__context__
+    return None
 
 
 class OutputLost(Exception):
@@ -603,6 +624,9 @@ def _main(argv: Sequence[str] | None, env: Mapping[str, str] | None, stdout: Tex
     except OutputLost:
         raise  # main says it: stdout cannot carry an error document either
     except Exception as e:  # a TunectlError is a message for people; anything else is a bug, said plainly
+        stop = _stop_within(e)
+        if stop is not None:  # a stop Python raised as another error (see there): a stop all the same
+            return stopped(stop, out.stdout, out.stderr, out.json)
         if args.propagate and not isinstance(e, ProfileError):
             raise
         return _fail(out, e)

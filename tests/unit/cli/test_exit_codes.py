@@ -110,6 +110,34 @@ def test_a_ctrl_c_under_json_still_prints_the_one_document(monkeypatch: pytest.M
     assert main(["preload", "show", "/nonexistent.list"], stdout=out, stderr=err) == 130 and out.getvalue() == ""
 
 
+@pytest.mark.parametrize("when", ["while the command runs", "before it runs"])
+def test_a_stop_python_wrapped_in_another_error_is_still_a_stop(monkeypatch: pytest.MonkeyPatch, when: str) -> None:
+    # A SIGTERM under --json that came while Python ran a class body's __set_name__ (ipaddress's cached_property,
+    # loaded with a command) reached main as "RuntimeError: Error calling __set_name__ ...": Python before 3.12
+    # wraps what __set_name__ raises. Said as an internal error, exit 70, in 1 of ~20 runs of the random-moment
+    # SIGTERM test. The stop inside (its cause) is what happened: exit 143 and the terminated document.
+    import json
+
+    from tunectl import cli
+    from tunectl.preload import cli as preload_cli
+    from tunectl.system.termination import Terminated
+
+    class Stops:
+        def __set_name__(self, owner, name):  # noqa: ANN001, ANN204
+            raise Terminated()
+
+    def stopped(*args):  # noqa: ANN002, ANN202
+        type("Loaded", (), {"_": Stops()})  # as a class body in a module being imported
+
+    monkeypatch.setattr(preload_cli if when == "while the command runs" else cli,
+                        "run" if when == "while the command runs" else "build_parser", stopped)
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["--json", "preload", "show", "/nonexistent.list"], stdout=out, stderr=err)
+    assert code == 143 and err.getvalue() == "tunectl: terminated\n"
+    doc = json.loads(out.getvalue())
+    assert doc["error"]["code"] == "terminated" and doc["error"]["exit_code"] == 143
+
+
 @pytest.mark.parametrize("command", [["preload", "replay", "/nonexistent.list"], ["status"]])
 def test_a_sigterm_under_json_prints_the_one_document_and_exits_143(tmp_path, command: list[str]) -> None:
     # A replay killed by SIGTERM (a service stop, `timeout`) died by Python's default action: no document on
