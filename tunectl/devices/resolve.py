@@ -231,7 +231,7 @@ class Resolver:
         from tunectl.system import blockio
 
         file: FileLayer | None = None
-        bare = "/" not in target and self.sysfs.exists(f"class/block/{target}")
+        bare = target != "" and "/" not in target and self.sysfs.exists(f"class/block/{target}")  # "": the directory
         name = target if bare else self.node(target)
         if name is None and (os.path.exists(target) or target.startswith(("/", "."))):
             info = blockio.inspect(target)
