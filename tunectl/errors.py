@@ -56,6 +56,15 @@ class StateError(TunectlError):
     code = "state"
 
 
+class OutOfDescriptors(TunectlError):
+    """The process could not open one more file (EMFILE: its RLIMIT_NOFILE, `ulimit -n`; ENFILE: the system's
+    file table is full) even after letting go of what it kept open: a limit of the process, not a fault of the
+    file it was opening. The command stopped part way."""
+
+    exit_code = ExitCode.PARTIAL
+    code = "out-of-descriptors"
+
+
 class ProfileError(TunectlError):
     """A profile that cannot be used; `diagnostics` holds one line per problem."""
 

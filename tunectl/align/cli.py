@@ -30,7 +30,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     add_table_options(p, COLUMNS)
     p.add_argument("-p", "--profile", help="profile whose alignment.boundary_kib to use (default: 'default')")
     p.add_argument("devices", nargs="*", metavar="DEV",
-                   help="disk or partition: kernel name, /dev path or /dev/disk/by-id link "
+                   help="disk or partition: kernel name, MAJ:MIN, /sys/block/NAME, /dev path or a link root owns "
+                        "to a device node (/dev/disk/by-id/..., /dev/mapper/NAME) "
                         "(default: every disk with a partition table; loop and zram only when named)")
 
 

@@ -22,7 +22,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     from tunectl.bench.sweep import DEFAULT_READ_AHEAD, DEFAULT_RUNS
 
     p.epilog = EPILOG
-    p.add_argument("target", metavar="TARGET", help="block device (sda, /dev/sda, /dev/disk/by-id/...) or a file")
+    p.add_argument("target", metavar="TARGET",
+                   help="block device (sda, 8:0, /dev/sda, /dev/disk/by-id/..., a link root owns) or a file")
     p.add_argument("--read-ahead", metavar="LIST", default=DEFAULT_READ_AHEAD,
                    help=f"read_ahead_kb values: 16,128,1024 or a doubling range (default {DEFAULT_READ_AHEAD})")
     p.add_argument("--schedulers", metavar="LIST",

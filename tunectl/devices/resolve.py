@@ -4,16 +4,21 @@ Kernel names (``sda``, ``sda2``, ``dm-0``); ``/dev`` paths; udev's links
 (``/dev/disk/by-id/...``, ``by-label``, ``/dev/mapper/*``, ``/dev/md/*``, with
 or without ``/dev/``); ``UUID=``, ``LABEL=``, ``PARTUUID=``, ``PARTLABEL=``
 through the udev database (``ID_FS_UUID`` ...) and then the ``/dev/disk/by-*``
-links; ``major:minor``; a mountpoint or any path on a mounted filesystem (the
-whole disks under that filesystem). Links are read from udev's records, dm names
-from sysfs, and a ``/dev`` path is followed in the dev root only when the run has
-one (`tunectl.system.roots`: never the real ``/dev`` for a fake tree).
+links; ``major:minor``; a sysfs directory (``/sys/block/sda``, ``/sys/dev/block/8:0``);
+a mountpoint or any path on a mounted filesystem (the whole disks under that
+filesystem). `Resolver.lookup` is the one reading of a DEV argument: a path is
+walked to its block device node by `tunectl.system.devnode` (links root owns;
+a device only through directories no one else can change) and read by its st_rdev, so any name
+of the node works. A tree that describes another machine has its ``/dev`` only as
+its dev root (`tunectl.system.roots`: never the real ``/dev`` for a fake tree), and
+names udev recorded, dm names from sysfs, when that has none.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterable
 
 from tunectl.devices.discover import discover
@@ -21,7 +26,8 @@ from tunectl.devices.graph import DeviceGraph
 from tunectl.devices.model import Device
 from tunectl.errors import UsageError
 from tunectl.record import record
-from tunectl.system.roots import under_dev
+from tunectl.system import trust
+from tunectl.system.roots import DEV, resolved_path, under_dev
 from tunectl.system.udevdb import decode
 
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
@@ -45,10 +51,19 @@ def names_a_device(source: str) -> bool:
 
 @record
 class Resolved:
-    """The block device a name means, or why there is none."""
+    """The block device a name means, or why there is none (`problem`, `hint`, the error `code`)."""
 
     name: str | None  # kernel name of the block device (a partition, a disk, dm-N, mdN)
     problem: str = ""
+    hint: str = ""
+    code: str = "unknown-device"
+    path: bool = False  # no device: the name is a file or directory (callers that take one: its filesystem's)
+    missing: bool = False  # no device: nothing has that name
+
+
+# /sys/block/NAME, /sys/block/DISK/PART, /sys/class/block/NAME, /sys/dev/block/MAJ:MIN: a sysfs directory as a name
+_SYSFS_NAME = re.compile(r"/sys/(?:block/(?:[^/]+/)?|class/block/|dev/block/)([^/]+)")
+_DEVNUM = re.compile(r"\d+:\d+")
 
 
 class Resolver:
@@ -164,10 +179,10 @@ class Resolver:
             return Resolved(None, f"no device with {tag} {value!r} on this machine (neither udev's database, "
                                   f"/dev/disk/{TAG_DIRS[tag]} nor blkid knows it)" if self.ctx.real
                             else f"no device with {tag} {value!r} on this machine")
-        rel = under_dev(source)
-        if rel is not None:
-            found = self._from_dev_path(under_dev(os.path.normpath(source)) or "")
-            return Resolved(found) if found else Resolved(None, f"{source} is not present on this machine")
+        if under_dev(source) is not None:
+            found = self.lookup(source)
+            return found if found.name or found.code != "unknown-device" or found.path else \
+                Resolved(None, f"{source} is not present on this machine", found.hint)
         if source in self.graph:
             return Resolved(source)
         return Resolved(None, f"{source!r} is not a block device")
@@ -203,21 +218,100 @@ class Resolver:
                              "block device under this sysfs root", hint=found.problem or None)
         return disks
 
+    def lookup(self, ref: str) -> Resolved:
+        """The one reading of a DEV argument: the block device it names (a partition or a whole device), or why
+        none, or `path` (a file or directory: the filesystem under it is for the caller to take or refuse).
+
+        A kernel name (``sda``, ``sda1``), ``major:minor``, a sysfs directory (``/sys/block/sda``), an fstab tag,
+        or a path. A path is walked as `tunectl.system.devnode` says (links root owns; a device node only
+        through directories no one else can change) to a block device node, and its st_rdev is looked up in
+        ``/sys/dev/block``: any name of it works (``/dev/../dev/sda``, ``/dev/mapper/vg-lv``, ``/dev/vg/lv``,
+        a link root made in ``/run``). A run without a dev root (a tree without TUNECTL_DEV_ROOT) reads ``/dev``
+        names from udev's records. A trailing ``/`` is dropped, as a shell's completion of ``/sys/block/sda/``
+        leaves it.
+        """
+        if "\0" in ref or not ref.strip():
+            return Resolved(None, f"{ref!r} is not a device name", "name a block device: sda, /dev/sda, "
+                            "/dev/disk/by-id/..., UUID=..., 8:0")
+        name = ref.rstrip("/") or ref
+        if name in self.graph:
+            return Resolved(name)
+        if "=" in name and name.partition("=")[0] in TAGS:
+            return self.source(name)
+        sys_name = _SYSFS_NAME.fullmatch(name)
+        if _DEVNUM.fullmatch(name) or sys_name and _DEVNUM.fullmatch(sys_name.group(1)):
+            devnum = sys_name.group(1) if sys_name else name
+            found = self.name_of_devnum(devnum)
+            return Resolved(found) if found else Resolved(
+                None, f"no block device {devnum} (major:minor) under {self.sysfs.root}",
+                "`lsblk -o NAME,MAJ:MIN` lists the numbers")
+        if sys_name:
+            found = sys_name.group(1)
+            return Resolved(found) if found in self.graph else Resolved(
+                None, f"no block device {found!r} under {self.sysfs.root}", "`ls /sys/block` lists them")
+        if "/" not in name:
+            return Resolved(None, f"no block device {ref!r} under {self.sysfs.root}")
+        if not name.startswith("/"):
+            if not os.path.lexists(name.split("/")[0]):  # mapper/vg-lv, disk/by-id/...: udev's links without /dev/
+                found = self.lookup(f"{DEV}/{name}")
+                if found.name or found.code != "unknown-device":
+                    return found
+            return Resolved(None, path=True)
+        rel = under_dev(name)
+        if self.ctx.real and (rel is not None or self.dev is not None and resolved_path(self.dev) == DEV):
+            return self._node(ref, name)
+        # A tree that describes another machine (or a dev root that is not /dev): no path outside its dev root is
+        # walked, and a /dev name not in it (or when it has none: TUNECTL_DEV_ROOT unset) is looked up in udev's records.
+        if rel is None:
+            return Resolved(None, path=True)
+        walked = self._node(ref, name) if self.dev is not None else None
+        if walked is not None and not walked.missing:
+            return walked
+        found = self._from_dev_path(os.path.normpath(rel))
+        return Resolved(found) if found else Resolved(None, f"no block device {ref}: not present on this machine",
+                                                      "`lsblk` lists the block devices", path=self.dev is None)
+
+    def _node(self, ref: str, name: str) -> Resolved:
+        from tunectl.system import devnode  # loaded here: only a path argument walks one
+
+        try:
+            landed = devnode.follow(name, self.dev)
+        except devnode.Refused as e:
+            if e.missing and under_dev(name) is None:
+                return Resolved(None, e.message, e.hint, path=True)  # a path that is no device: the caller's to judge
+            return Resolved(None, e.message, e.hint, e.code, missing=e.missing)
+        except OSError as e:
+            return Resolved(None, f"{ref}: {e.strerror or e}", "check the name; `lsblk` lists the block devices")
+        st = landed.st
+        shown = ref if landed.path == ref else f"{ref} (which is {landed.path})"
+        if stat.S_ISBLK(st.st_mode) or not self.ctx.real and stat.S_ISREG(st.st_mode) and under_dev(landed.path):
+            if landed.untrusted:
+                return Resolved(None, f"{shown}: a device reached through a directory another user can change "
+                                f"({landed.untrusted})", "root takes a device node or a link to one only through "
+                                "directories only root can change (a user must not decide what root writes); name "
+                                "the device by its node under /dev or a link udev made there", "untrusted-link")
+            if stat.S_ISBLK(st.st_mode):
+                devnum = f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
+                found = self.name_of_devnum(devnum)
+                return Resolved(found) if found else Resolved(
+                    None, f"{shown} is block device {devnum}, which is not under {self.sysfs.root}",
+                    "a device removed since its node was made? `lsblk` lists the block devices")
+            # a tree's dev root: a regular file stands for the device node of its name (no mknod without root)
+            base = os.path.basename(landed.path)
+            if self.sysfs.exists(f"class/block/{base}"):
+                return Resolved(base)
+            return Resolved(None, f"{shown} is not present on this machine", "`lsblk` lists the block devices")
+        if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+            if under_dev(landed.path) is not None and not stat.S_ISDIR(st.st_mode):
+                return Resolved(None, f"{shown} is {trust.kind(st.st_mode)}, not a block device",
+                                "name a block device: `lsblk` lists them")
+            return Resolved(None, f"{shown} is {trust.kind(st.st_mode)}, not a block device", path=True)
+        return Resolved(None, f"{shown} is {trust.kind(st.st_mode)}, not a block device",
+                        "name a block device (sda, /dev/sda, /dev/disk/by-id/...): `lsblk` lists them")
+
     def node(self, ref: str) -> str | None:
         """A DEV argument naming a block device -> its kernel name (a partition or a whole device), or None."""
-        if "\0" in ref:
-            return None
-        rel = under_dev(ref)
-        name = ref if rel is None else rel
-        if name in self.graph:
-            return name
-        if "=" in ref and ref.partition("=")[0] in TAGS:
-            return self.source(ref).name
-        if rel is not None or ("/" in name and not name.startswith("/")):
-            found = self._from_dev_path(os.path.normpath(name))
-            if found:
-                return found
-        return None
+        return self.lookup(ref).name
 
     def devices_of(self, refs: Iterable[str]) -> list[Device]:
         """DEV arguments -> the tunable whole devices they stand for (see `whole_devices`), each once, in order."""
@@ -231,10 +325,12 @@ class Resolver:
         from tunectl.system import blockio
 
         file: FileLayer | None = None
-        bare = target != "" and "/" not in target and self.sysfs.exists(f"class/block/{target}")  # "": the directory
-        name = target if bare else self.node(target)
-        if name is None and (os.path.exists(target) or target.startswith(("/", "."))):
-            info = blockio.inspect(target)
+        found = self.lookup(target)
+        if found.code != "unknown-device":
+            raise UsageError(found.problem, hint=found.hint, code=found.code, where=target)
+        name = found.name
+        if name is None and found.path and (os.path.exists(target) or target.startswith(("/", "."))):
+            info = blockio.inspect(target)  # a file: its filesystem's device (a device node was the walk's)
             name = self.name_of_devnum(info.devnum)
             if name is None:
                 where = "file's filesystem" if info.kind == "file" else "device"
@@ -291,22 +387,29 @@ class Resolver:
         return MountLayer(found.target, found.fstype, found.source)
 
     def whole_devices(self, refs: Iterable[str]) -> list[str]:
-        """DEV arguments (sda, /dev/sda, /dev/disk/by-id/..., UUID=..., a partition, a mountpoint or any path)
-        -> kernel names of tunable whole devices (a path: the whole disks under its filesystem)."""
+        """DEV arguments (sda, /dev/sda, /dev/disk/by-id/..., UUID=..., 8:0, a partition, a mountpoint or any
+        path) -> kernel names of tunable whole devices (a path: the whole disks under its filesystem)."""
         out: list[str] = []
         for ref in refs:
-            found = self.node(ref)
-            whole = self.whole(found) if found is not None else None
+            found = self.lookup(ref)
+            whole = self.whole(found.name) if found.name is not None else None
             if whole in self.devices:
                 out.append(whole)
                 continue
-            if "/" in ref and under_dev(ref) is None and found is None:
+            if found.path:
                 out.extend(d for d in self.path(ref) if d not in out)
                 continue
             known = ", ".join(sorted(self.devices)) or "none"
-            if "=" in ref and ref.partition("=")[0] in TAGS and found is None:
-                raise UsageError(self.source(ref).problem, hint=f"devices here: {known}; `blkid` lists the "
+            if found.name is not None:
+                on = f"{found.name} is on {whole!r}, which" if whole != found.name else f"{whole!r}"
+                raise UsageError(f"{ref}: {on} is not a tunable block device under {self.sysfs.root}",
+                                 hint=f"devices here: {known}", code="unknown-device", where=ref)
+            if found.code != "unknown-device":
+                raise UsageError(found.problem, hint=found.hint, code=found.code, where=ref)
+            if "=" in ref and ref.partition("=")[0] in TAGS:
+                raise UsageError(found.problem, hint=f"devices here: {known}; `blkid` lists the "
                                  "filesystems and their tags", code="unknown-device", where=ref)
-            raise UsageError(f"no block device {ref!r} under {self.ctx.sysfs.root}", hint=f"devices here: {known}",
+            raise UsageError(found.problem or f"no block device {ref!r} under {self.sysfs.root}",
+                             hint=f"devices here: {known}" + (f"; {found.hint}" if found.hint else ""),
                              code="unknown-device", where=ref)
         return out

@@ -17,14 +17,23 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from stat import S_ISREG
 
-from tunectl.errors import ExitCode, UsageError
+from tunectl.errors import ExitCode, OutOfDescriptors, UsageError
 from tunectl.output import Report
 from tunectl.preload import order
 from tunectl.preload.listing import Entry, ListError, PreloadList, total_bytes
 from tunectl.preload.pressure import PressureGuard
 from tunectl.preload.skip import CHANGED, UNREADABLE, Skip, failed, why_changed, why_differs
 from tunectl.system.sysfs import Sysfs
-from tunectl.system.trust import LISTED_READ, ListedOpener, Untrusted, kind, not_regular, open_listed
+from tunectl.system.trust import (
+    LISTED_READ,
+    NO_DESCRIPTORS,
+    ListedOpener,
+    Untrusted,
+    directories_to_keep,
+    kind,
+    not_regular,
+    open_listed,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,6 +47,7 @@ SAMPLE = 1024  # the inode pass's first files, timed: do the inode reads wait fo
 # seeks answers about a hundred inode-table or directory reads a second (~16 inodes each): ~2,000/s.
 FAST_STATS = 10_000
 DIRS_AT_ONCE = 256  # the inode pass holds at most this many directories open (O_PATH) while it stats their files
+# (fewer under a low `ulimit -n`: trust.directories_to_keep)
 MAX_THREADS = 256  # --threads beyond this: Python threads only pass the GIL around, io_uring gains nothing past 32
 FIRST_CHUNK = 512  # a streamed list's first entries: checked (their inodes timed where the disk may seek) first
 STREAM_CHUNK = 4096  # then entries checked at a time, each chunk's files read as soon as it is checked
@@ -307,22 +317,32 @@ class _Checker:
         following any link on the way (`ListedOpener.directory`), so root never looks a name up through another
         user's directory link (into an automount point, a mount triggered as root). A directory with a link on its
         way is left to the data pass, whose open walks it following only root's or the user's links. At most
-        DIRS_AT_ONCE directories are held open: `indices` are judged in runs. Returns the ring if still usable."""
+        DIRS_AT_ONCE directories (fewer under a low `ulimit -n`) are held open: `indices` are judged in runs.
+        Out of descriptors all the same (the caller holds more than the limit left room for), what is not judged
+        yet is left to the data pass, which looks at each name as it opens it and lets its directories go to open
+        one more. Returns the ring if still usable."""
         run: list[int] = []
         names: list[str] = []
         fds: list[int] = []
-        with ListedOpener(keep=DIRS_AT_ONCE + 1) as opener:
+        keep = directories_to_keep(DIRS_AT_ONCE)
+        with ListedOpener(keep=keep + 1) as opener:
             directory_of, dirs, entries, listed = opener.directory, opener.dirs, self.entries, self.listed
             for i in indices:
                 directory, _, name = entries[i].path.rpartition("/")
-                if directory not in dirs and len(dirs) >= DIRS_AT_ONCE:
+                if directory not in dirs and len(dirs) >= keep:
                     ring = self._stat_run(run, names, fds, ring, parallel)
                     opener.close()
                     run, names, fds = [], [], []
                 try:
                     fd = directory_of(directory or "/")[0]
-                except OSError as e:  # the directory is gone, or not one: every file in it fails the same way
-                    self._failed(i, e.errno or errno.EIO)
+                except OSError as e:
+                    if e.errno in NO_DESCRIPTORS:  # the process's limit (ulimit -n), not the directory's fault
+                        left = [*run, *indices[indices.index(i):]]  # judging the run could need one more fd
+                        for j in left:
+                            listed[j], self.decided[j] = 2, 1
+                        self._advance(len(left))
+                        return ring
+                    self._failed(i, e.errno or errno.EIO)  # gone, or not a directory: its files fail the same way
                     continue
                 if fd < 0:  # a link on the way (or no openat2): looked at as it is opened, never followed here
                     listed[i], self.decided[i] = 2, 1
@@ -469,6 +489,33 @@ def _not_opened(path: str, code: int, name: str, dir_fd: int, looked: bool) -> S
     return failed(path, code)
 
 
+def _open_again(opener: ListedOpener, path: str, checked: bool, skipped: list[Skip], files: int, issued: int) -> int:
+    """`path` opened once more (its directory's descriptors let go): its descriptor, or -1 with why it did not
+    open in `skipped`. Out of descriptors again: _Stopped, counting the `files` and `issued` bytes sent."""
+    try:
+        return opener.open(path, checked=checked)
+    except Untrusted as e:
+        skipped.append(Skip(path, CHANGED, f"now {e.found}"))
+    except OSError as e:
+        if e.errno in NO_DESCRIPTORS:
+            raise _Stopped(_out_of_descriptors(path, e), files, issued) from None
+        skipped.append(Skip(path, CHANGED, "now a symbolic link") if e.errno == errno.ELOOP
+                       else failed(path, e.errno or errno.EIO))
+    return -1
+
+
+def _out_of_descriptors(path: str, e: OSError) -> Callable[[str], Exception]:
+    """The error of a replay that could not open `path` for want of a descriptor, even with every directory it
+    kept let go (`already`: what it had read before)."""
+    limit = os.sysconf("SC_OPEN_MAX")
+    why = "the system's file table is full (ENFILE, fs.file-max)" if e.errno == errno.ENFILE else \
+        f"this process may have at most {limit} files open (ulimit -n)"
+    hint = "free file handles on the system, then replay again" if e.errno == errno.ENFILE else \
+        "raise the limit (ulimit -n 1024; LimitNOFILE= for a unit) and replay again"
+    return lambda already: OutOfDescriptors(f"out of file descriptors at {path}: {why}; the replay stopped{already}",
+                                            hint=hint, where=path)
+
+
 def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums, progress, skipped, guard
                 ) -> tuple[int, int, bool]:
     # The hot loop: ~54,000 files a second on /usr/share, so ListedOpener.open is inlined (a call, a split and a
@@ -510,9 +557,17 @@ def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums,
             skipped.append(Skip(path, CHANGED, f"now {e.found}"))
             continue
         except OSError as e:
-            skipped.append(Skip(path, CHANGED, "now a symbolic link") if e.errno == errno.ELOOP
-                           else _not_opened(path, e.errno or errno.EIO, name, dir_fd, look or checked == 1))
-            continue
+            if e.errno not in NO_DESCRIPTORS:
+                skipped.append(Skip(path, CHANGED, "now a symbolic link") if e.errno == errno.ELOOP
+                               else _not_opened(path, e.errno or errno.EIO, name, dir_fd, look or checked == 1))
+                continue
+            # Out of descriptors (ulimit -n): the process's, not the file's. The directories kept are let go and
+            # the file opened once more; out again, the replay stops (never "unreadable").
+            opener.close()
+            last_dir = None
+            fd = _open_again(opener, path, checked == 1, skipped, files, issued)
+            if fd < 0:
+                continue
         if device != last_device:
             devnum, window, last_device = devnums[device], windows[device], device
         try:
@@ -621,19 +676,20 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
 
     guard = PressureGuard(pressure, started) if pressure is not None else None
     parts: Iterable[Sequence[Entry]] | None = [plist.entries] if isinstance(plist, PreloadList) else plist
-    if source is not None:
-        try:
+    try:
+        if source is not None:
             parts = _streamed(report, disks, source, orders, progress, guard, threads, use_io_uring, time_order,
                               metadata_first)
-        except _Stopped as stop:  # what was sent before it is waited for as at the end, so its count is true
-            settled = _settle(sysfs, disks, read_before, settle_timeout)
-            raise stop.error(report.already_read(settled)) from None
-    if parts is not None:
-        metadata_first()
-        for entries in parts:
-            if entries and _replay_batch(report, disks, entries, orders, progress, guard, threads, use_io_uring,
-                                         time_order):
-                break
+        if parts is not None:
+            metadata_first()
+            for entries in parts:
+                if entries and _replay_batch(report, disks, entries, orders, progress, guard, threads,
+                                             use_io_uring, time_order):
+                    break
+    except _Stopped as stop:  # what was sent before it is waited for as at the end, so its count is true
+        report.files, report.bytes = report.files + stop.files, report.bytes + stop.issued
+        settled = _settle(sysfs, disks, read_before, settle_timeout)
+        raise stop.error(report.already_read(settled)) from None
     report.order = orders.pop() if len(orders) == 1 else "mixed" if orders else "physical"
     report.skipped.sort(key=lambda s: s.path)
     report.issue_seconds = time.monotonic() - started
@@ -655,12 +711,13 @@ def _settle(sysfs: Sysfs, disks: _Disks, read_before: int | None, timeout: float
 
 
 class _Stopped(Exception):
-    """A streamed replay stopped part way (a bad entry, the cap passed): `error(already)` is the error to raise,
-    `already` saying what had been read before it, once the reads sent are waited for."""
+    """A replay stopped part way (a bad entry or the cap passed in a streamed list; out of descriptors):
+    `error(already)` is the error to raise, `already` saying what had been read before it, once the reads sent
+    are waited for; `files` and `issued` bytes: sent by the data pass it stopped, not counted yet."""
 
-    def __init__(self, error: Callable[[str], Exception]) -> None:
+    def __init__(self, error: Callable[[str], Exception], files: int = 0, issued: int = 0) -> None:
         super().__init__()
-        self.error = error
+        self.error, self.files, self.issued = error, files, issued
 
 
 def _replay_batch(report: ReplayReport, disks: _Disks, entries: Sequence[Entry], orders: set[str], progress,

@@ -53,7 +53,7 @@ def trusted_uids() -> frozenset[int]:
     return frozenset({0, os.geteuid()})
 
 
-def _owner(uid: int) -> str:
+def owner(uid: int) -> str:
     try:
         import pwd
 
@@ -68,7 +68,7 @@ def problem(st: os.stat_result, final: bool = True) -> str | None:
     `final`: the object itself; above it, a sticky world-writable directory is allowed.
     """
     if st.st_uid not in trusted_uids():
-        return f"owned by {_owner(st.st_uid)}, not root"
+        return f"owned by {owner(st.st_uid)}, not root"
     mode = stat.S_IMODE(st.st_mode)
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
         if not final and stat.S_ISDIR(st.st_mode) and mode & stat.S_ISVTX and st.st_uid == 0:
@@ -144,7 +144,7 @@ def check_root(path: str | os.PathLike) -> Path:
         if not stat.S_ISLNK(st.st_mode):
             return check_dir(probe)
         if st.st_uid not in trusted_uids():
-            raise Untrusted(probe, f"a symbolic link owned by {_owner(st.st_uid)}", _hint_fix(probe))
+            raise Untrusted(probe, f"a symbolic link owned by {owner(st.st_uid)}", _hint_fix(probe))
         check_dir(probe.parent, final=False)
         probe = probe.parent / os.readlink(probe)
     raise Untrusted(path, "a symbolic link loop", "name the directory itself")
@@ -165,7 +165,7 @@ def resolve_own_links(path: str | os.PathLike) -> Path:
         if not stat.S_ISLNK(st.st_mode):
             return path
         if st.st_uid not in trusted_uids():
-            raise Untrusted(path, f"a symbolic link owned by {_owner(st.st_uid)}",
+            raise Untrusted(path, f"a symbolic link owned by {owner(st.st_uid)}",
                             "name the file itself; tunectl follows no link another user owns")
         path = Path(os.path.abspath(parent / os.readlink(path)))
     raise Untrusted(path, "a symbolic link loop", "name the file itself")
@@ -466,6 +466,19 @@ def chosen_by_no_other(st: os.stat_result) -> bool:
 LISTED_READ = _READ | os.O_NOCTTY  # a listed file opened relative to its directory: no link, never blocks
 
 
+# Out of descriptors: this process's limit (EMFILE, RLIMIT_NOFILE: `ulimit -n`) or the system's file table (ENFILE).
+# The process's problem, never a listed file's.
+NO_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
+
+
+def directories_to_keep(most: int) -> int:
+    """How many directory descriptors to keep open at once: `most`, or a quarter of the descriptors this process
+    may have open (the soft RLIMIT_NOFILE, `ulimit -n`: 64 keeps 16) when that is fewer, at least 1. The rest stays
+    for the file being read, io_uring, the list and whatever the caller holds."""
+    limit = os.sysconf("SC_OPEN_MAX")  # getrlimit(RLIMIT_NOFILE)'s soft limit, without importing resource
+    return most if limit <= 0 else max(1, min(most, limit // 4))
+
+
 class ListedOpener:
     """`open_listed(path, checked=True)` for many files, cheaper: each directory is resolved once.
 
@@ -474,7 +487,8 @@ class ListedOpener:
     alone and O_NOFOLLOW: one C call per file, and nothing swapped into the path after
     the directory was opened is followed. A directory with a link on its way (``/lib``
     on merged-/usr), or a kernel without openat2, falls back to `open_listed` per file.
-    At most `keep` directories stay open (a list in disk order visits them in runs).
+    At most `keep` directories stay open (a list in disk order visits them in runs), fewer under a low
+    `ulimit -n` (`directories_to_keep`); `close` lets them go (out of descriptors: try again after it).
 
     A name not `checked` is looked at (not followed) before it is opened, so that a device
     node or a named pipe put in its place is refused unopened, except in a directory on a
@@ -492,7 +506,7 @@ class ListedOpener:
 
     def __init__(self, keep: int = 512) -> None:
         self.dirs: dict[str, tuple[int, bool]] = {}  # directory -> (O_PATH descriptor or -1, look before opening)
-        self._keep = keep
+        self._keep = directories_to_keep(keep)
 
     def directory(self, directory: str) -> tuple[int, bool]:
         """`directory` opened (kept): its descriptor, -1 to open its files one by one (`open_listed`), and whether
@@ -570,7 +584,7 @@ def _walk_open(path: str, flags: int, links: bool = True) -> int:
             if stat.S_ISLNK(st.st_mode):
                 followed += 1
                 if st.st_uid not in trusted_uids() or followed > _MAX_LINKS:
-                    raise Untrusted(path, f"a symbolic link {part!r} owned by {_owner(st.st_uid)} on its way"
+                    raise Untrusted(path, f"a symbolic link {part!r} owned by {owner(st.st_uid)} on its way"
                                     if followed <= _MAX_LINKS else "a symbolic link loop",
                                     "list the file by a path without another user's links", True)
                 target = os.readlink(part, dir_fd=fd)

@@ -22,8 +22,9 @@ EXAMPLES = {
 }
 
 
-DEV_HELP = ("a device: kernel name (sda), /dev path or link, UUID=, LABEL=, PARTUUID=, PARTLABEL=, a partition "
-            "(its disk), or a mountpoint or any path (the disks under its filesystem)")
+DEV_HELP = ("a device: kernel name (sda), MAJ:MIN (8:0), /sys/block/sda, a /dev path or any link root owns to a "
+            "device node (/dev/mapper/NAME, /dev/VG/LV, /dev/disk/by-id/...), UUID=, LABEL=, PARTUUID=, PARTLABEL=, "
+            "a partition (its disk), or a mountpoint or any path (the disks under its filesystem)")
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:

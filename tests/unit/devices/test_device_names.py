@@ -1,0 +1,144 @@
+"""Every form of a device name a sysadmin types, read by the one resolver, on a fake tree with a fake dev root.
+
+The dev root stands for /dev: a regular file in it stands for the device node of its
+name (no mknod without root); links in it are walked as on the real /dev, root's links
+through directories no one else can change only. tests/root/devices/test_device_names_devices.py
+runs the same forms against a real loop device and a hostile user's link.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.fakesys import FakeTree
+from tests.tuning_helpers import Tunectl
+from tunectl.devices.resolve import Resolver
+from tunectl.errors import ExitCode, UsageError
+from tunectl.system import devnode
+
+
+@pytest.fixture
+def dev(fake_tree: FakeTree, tmp_path: Path) -> Path:
+    """The dev root of the machine `fake_tree` describes: nodes as files, udev's and LVM's links."""
+    root = tmp_path / "dev"
+    for sub in ("mapper", "vg0", "disk/by-id", "md"):
+        (root / sub).mkdir(parents=True)
+    for name in ("sda", "sda1", "sda2", "loop0", "dm-2", "md0", "sdc"):
+        (root / name).write_text("")
+    (root / "notes.txt").write_text("not a device")
+    os.symlink("../dm-2", root / "mapper" / "vg0-data")
+    os.symlink("../dm-2", root / "vg0" / "data")  # LVM's /dev/VG/LV
+    os.symlink("../../sda", root / "disk" / "by-id" / "ata-HDD")
+    os.symlink("../../sda1", root / "disk" / "by-id" / "ata-HDD-part1")
+    os.symlink("/dev/md0", root / "md" / "data")  # an absolute target: resolved in the dev root, not on this machine
+    os.symlink("/etc/passwd", root / "escape")
+    os.symlink("loop-b", root / "loop-a")
+    os.symlink("loop-a", root / "loop-b")
+    return root
+
+
+@pytest.fixture
+def t(fake_tree: FakeTree, dev: Path, tmp_path: Path) -> Tunectl:
+    return Tunectl(fake_tree, tmp_path / "state", None, {"TUNECTL_DEV_ROOT": str(dev)})
+
+
+@pytest.mark.parametrize("ref, name", [
+    ("loop0", "loop0"),
+    ("/dev/loop0", "loop0"),
+    ("/dev/../dev/loop0", "loop0"),
+    ("/dev//./loop0", "loop0"),
+    ("/dev/loop0/", "loop0"),  # a trailing slash is dropped
+    ("loop0/", "loop0"),
+    ("/sys/block/loop0", "loop0"),
+    ("/sys/block/loop0/", "loop0"),  # as a shell completes it
+    ("/sys/class/block/sda1", "sda1"),
+    ("/sys/block/sda/sda1", "sda1"),
+    ("/sys/dev/block/7:0", "loop0"),
+    ("7:0", "loop0"),
+    ("8:1", "sda1"),
+    ("sda1", "sda1"),
+    ("/dev/sda1", "sda1"),
+    ("/dev/mapper/vg0-data", "dm-2"),
+    ("mapper/vg0-data", "dm-2"),
+    ("/dev/vg0/data", "dm-2"),
+    ("/dev/disk/by-id/ata-HDD", "sda"),
+    ("/dev/disk/by-id/ata-HDD-part1", "sda1"),
+    ("/dev/md/data", "md0"),
+])
+def test_each_form_names_its_device(t: Tunectl, ref: str, name: str) -> None:
+    found = Resolver(t.ctx).lookup(ref)
+    assert found.name == name, found
+
+
+@pytest.mark.parametrize("ref, whole", [("/dev/sda1", "sda"), ("8:1", "sda"), ("/sys/block/sda/sda1", "sda"),
+                                        ("/dev/disk/by-id/ata-HDD-part1", "sda"), ("/dev/vg0/data", "dm-2")])
+def test_a_partition_or_a_link_stands_for_its_whole_device(t: Tunectl, ref: str, whole: str) -> None:
+    assert Resolver(t.ctx).whole_devices([ref]) == [whole]
+    r = t("status", "-p", "default", "-o", "device", "-n", ref)
+    assert (r.code, r.out.split()) == (0, [whole]), r.err
+
+
+@pytest.mark.parametrize("ref, words", [
+    ("nosuch", "no block device 'nosuch'"),
+    ("/dev/nosuch", "no block device /dev/nosuch: not present"),
+    ("99:99", "no block device 99:99 (major:minor)"),
+    ("/sys/block/sdz", "no block device 'sdz'"),
+    ("/dev/notes.txt", "not present"),  # a regular file in /dev is no device node
+    ("/dev/loop-a", "symbolic link loop"),
+    ("/dev/escape", "leads outside /dev (/etc)"),  # a tree's link is never followed onto this machine
+    ("", "is not a device name"),
+    ("sda\0", "is not a device name"),
+])
+def test_what_is_no_device_is_refused_with_the_name_and_a_hint(t: Tunectl, ref: str, words: str) -> None:
+    with pytest.raises(UsageError) as e:
+        Resolver(t.ctx).whole_devices([ref])
+    assert words in e.value.message and e.value.hint and e.value.where == ref, (e.value.message, e.value.hint)
+    assert e.value.code == "unknown-device" and e.value.exit_code == ExitCode.USAGE
+
+
+def test_a_link_through_a_directory_others_can_write_is_refused(t: Tunectl, dev: Path) -> None:
+    shared = dev / "shared"
+    shared.mkdir()
+    os.symlink("../sda", shared / "disk")
+    shared.chmod(0o1777)  # even with the sticky bit: what is in it may be another user's choice
+    r = t("status", "-p", "default", "--json", "/dev/shared/disk")
+    assert r.code == ExitCode.USAGE
+    error = r.doc["error"]
+    assert error["code"] == "untrusted-link" and error["where"] == "/dev/shared/disk"
+    assert "/dev/shared: mode 1777: writable by others" in error["message"], error
+    assert "name the device by its node under /dev" in error["hint"]
+    # a node (not a link) in such a directory: a hard link another user made is no better
+    (shared / "node").write_text("")
+    os.rename(shared / "node", shared / "sda")
+    found = Resolver(t.ctx).lookup("/dev/shared/sda")
+    assert (found.name, found.code) == (None, "untrusted-link"), found
+    assert "a device reached through a directory another user can change" in found.problem
+
+
+def test_a_group_writable_directory_on_the_way_is_refused_too(t: Tunectl, dev: Path) -> None:
+    (dev / "vg0").chmod(0o775)
+    found = Resolver(t.ctx).lookup("/dev/vg0/data")
+    assert (found.name, found.code) == (None, "untrusted-link")
+    assert "/dev/vg0: mode 0775: writable by its group" in found.problem
+
+
+def test_the_walk_reports_where_a_name_led(dev: Path) -> None:
+    landed = devnode.follow("/dev/disk/by-id/../by-id/ata-HDD", str(dev))
+    assert (landed.path, landed.untrusted) == ("/dev/sda", "")
+    with pytest.raises(devnode.Refused) as e:
+        devnode.follow("/dev/notes.txt/x", str(dev))
+    assert "/dev/notes.txt is a regular file, not a directory" in e.value.message and not e.value.missing
+    with pytest.raises(devnode.Refused) as e:
+        devnode.follow("/dev/mapper/gone", str(dev))
+    assert e.value.missing and "/dev/mapper/gone: no such file or device node" in e.value.message
+
+
+def test_commands_read_names_the_same_way(t: Tunectl) -> None:
+    for argv in (["plan", "-p", "default"], ["verify", "-p", "default"], ["status", "-p", "default"]):
+        r = t(*argv, "--json", "/dev/../dev/vg0/data", "7:0", "/sys/block/sda/sda1")
+        assert r.code in (0, 1), (argv, r.err)
+        r = t(*argv, "/dev/shared-nowhere/x")
+        assert r.code == ExitCode.USAGE and "no block device /dev/shared-nowhere/x" in r.err, (argv, r.err)

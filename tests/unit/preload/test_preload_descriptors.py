@@ -1,0 +1,99 @@
+"""A replay out of file descriptors (`ulimit -n 64`): the process's problem, never a file's.
+
+The inode pass kept up to 256 directories open and the data pass up to 512: under `ulimit -n 64` every open
+after the limit failed with EMFILE and the file was reported "unreadable: Too many open files" (exit 3). Now
+the directories kept are sized from the limit, let go when the process runs out all the same, and only an open
+that still fails then stops the replay, with an error that says so.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import resource
+from pathlib import Path
+
+import pytest
+
+from tests.harness import run_process
+from tests.preload_helpers import tunectl
+from tunectl.errors import OutOfDescriptors
+from tunectl.preload import replay as replay_module
+from tunectl.preload.listfile import read_list
+from tunectl.preload.replay import Stack, replay
+from tunectl.system import trust
+from tunectl.system.sysfs import Sysfs
+
+DIRS = 300
+
+
+@pytest.fixture
+def many_dirs(tmp_path: Path) -> Path:
+    """DIRS directories of two small files each, and their list."""
+    for d in range(DIRS):
+        (tmp_path / "data" / f"d{d:03}").mkdir(parents=True)
+        for f in range(2):
+            (tmp_path / "data" / f"d{d:03}" / f"f{f}").write_bytes(os.urandom(3000 + f))
+    lst = tmp_path / "set.list"
+    assert tunectl("preload", "collect", str(tmp_path / "data"), "-o", str(lst)).code == 0
+    return lst
+
+
+@pytest.fixture(params=[True, False], ids=["rotational", "flash"])
+def disk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Every disk rotational (an inode pass, then the data pass) or flash (the data pass alone)."""
+    monkeypatch.setattr(replay_module, "read_stack",
+                        lambda sysfs, device: Stack(device, request.param, 64, 128 << 10, None))
+    return request.param
+
+
+def test_a_replay_under_ulimit_n_64_reads_every_file(many_dirs: Path) -> None:
+    r = run_process("preload", "replay", str(many_dirs), "--json", prefix=["prlimit", "--nofile=64:64"])
+    assert r.code == 0, r.err
+    assert r.doc["files"] == 2 * DIRS and r.doc["skipped_by_status"] == {}, r.doc["skipped"][:3]
+
+
+def test_out_of_descriptors_all_the_same_the_directories_kept_are_let_go(
+        many_dirs: Path, disk: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The limit as the kernel enforces it, not sized for: every directory kept, until EMFILE says no more.
+    monkeypatch.setattr(trust, "directories_to_keep", lambda most: most)
+    monkeypatch.setattr(replay_module, "directories_to_keep", lambda most: most)
+    plist = read_list(str(many_dirs))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 40, hard))
+    try:
+        report = replay(Sysfs("/sys"), plist, str(many_dirs), use_io_uring=False)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert report.files == 2 * DIRS and report.skipped == [], report.skipped[:3]
+
+
+@pytest.mark.parametrize("after", [0, 5])
+def test_a_replay_that_cannot_open_one_more_directory_stops_and_says_why(
+        many_dirs: Path, disk: bool, monkeypatch: pytest.MonkeyPatch, after: int) -> None:
+    """Out of descriptors with nothing left to let go (here: every directory after the first `after`): the
+    replay stops with an error that names the limit and what was read before it; no file is called unreadable."""
+    real, opened = trust._openat2, []
+
+    def openat2(dir_fd: int, path: str, flags: int, resolve: int) -> int:
+        if len(opened) >= after and "/data/d" in path:
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE), path)
+        fd = real(dir_fd, path, flags, resolve)
+        opened.append(path) if "/data/d" in path else None
+        return fd
+
+    monkeypatch.setattr(trust, "_openat2", openat2)
+    r = tunectl("preload", "replay", str(many_dirs), "--json")
+    assert r.code == 3, r.err
+    error = r.doc["error"]
+    assert error["code"] == "out-of-descriptors" and error["exit_code"] == 3
+    limit = os.sysconf("SC_OPEN_MAX")
+    assert f": this process may have at most {limit} files open (ulimit -n); the replay stopped" in error["message"]
+    assert error["hint"] == "raise the limit (ulimit -n 1024; LimitNOFILE= for a unit) and replay again"
+    assert "unreadable" not in r.err
+    if after == 0 or disk:  # the inode pass stops before any read
+        assert error["message"].endswith("; no file of the list was read"), error["message"]
+    else:  # the data pass had sent the files of the directories it could open
+        assert f"; before it, {2 * after} files (" in error["message"], error["message"]
+    with pytest.raises(OutOfDescriptors):
+        replay(Sysfs("/sys"), read_list(str(many_dirs)), str(many_dirs))
