@@ -95,6 +95,8 @@ def interrupts_deferred() -> Iterator[None]:
 
     Inside, their handler only records them; after it (the old handlers given back) each one recorded is raised
     again, so it acts as if it came then: Terminated, KeyboardInterrupt, or the default's end of the process.
+    One whose handler already ran as the block began (signal.signal runs it first) is what that handler raised,
+    raised again: the program's --json handler acts only once, and sent to it again the stop would be lost.
     They are also blocked in the main thread's signal mask. A program the block starts (umount, losetup) would
     inherit that mask: it is started by `child_start` instead, with the mask from before the block and in a
     process group of its own (a Ctrl-C at the terminal reaches tunectl's whole group, and must not cut those
@@ -117,8 +119,10 @@ def interrupts_deferred() -> Iterator[None]:
     # None: a handler set outside Python, which it cannot give back
     old = {sig: signal.getsignal(sig) for sig in _STOPS if signal.getsignal(sig) not in (signal.SIG_IGN, None)}
     held = list(old)
+    before: list[KeyboardInterrupt] = []  # what a stop that came just before raised as the recorder was set
     try:
         for e in _swap_all({sig: record for sig in held}):  # one that came just before: deferred as well
+            before.append(e)
             record(getattr(e, "signum", signal.SIGINT), None)
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # reads it
         _MASKS.append(mask)
@@ -131,6 +135,8 @@ def interrupts_deferred() -> Iterator[None]:
     finally:
         for e in _swap_all(old):
             record(getattr(e, "signum", signal.SIGINT), None)
+        if before:  # its handler has acted already: what it raised is raised again, not the signal sent again
+            raise before[0]  # (the program's --json handler acts once: sent again, the stop would be lost)
         for sig in came:  # to the usual handler now: raised (or the process ended) as if it came now
             signal.raise_signal(sig)
 

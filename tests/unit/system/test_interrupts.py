@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -151,23 +151,49 @@ def test_a_stop_that_came_just_before_the_undoing_does_not_skip_it(handlers, mon
     """signal.signal first runs the handlers of signals already come: a SIGTERM's Terminated raised while the
     undoing sets its recorder must not skip the undoing (nor leave a recorder behind); it acts after it."""
     before = {sig: signal.getsignal(sig) for sig in STOPS}
+
+    def comes() -> None:
+        raise Terminated(signal.SIGTERM)  # as the SIGTERM handler run first by signal.signal would
+
+    with sigterm_interrupts():
+        assert undoing_as_a_stop_comes(monkeypatch, comes) == (["undone"], 143)
+    assert {sig: signal.getsignal(sig) for sig in STOPS} == before
+
+
+def undoing_as_a_stop_comes(monkeypatch, comes: Callable[[], None]) -> tuple[list[str], int]:
+    """An undoing whose first signal.signal call (setting its recorder) calls `comes` first, as a stop that came
+    just then: the steps run, and the exit code of the Terminated raised (none raised: the test fails)."""
     real = signal.signal
-    pending = [signal.SIGTERM]
+    pending = [comes]
 
     def set_handler(sig, handler):
         if pending:
-            raise Terminated(pending.pop())  # as the SIGTERM handler run first by signal.signal would
+            pending.pop()()
         return real(sig, handler)
 
     steps: list[str] = []
-    with pytest.raises(Terminated) as stopped, sigterm_interrupts():
+    with pytest.raises(Terminated) as stopped:
         monkeypatch.setattr(signal, "signal", set_handler)
-        with interrupts_deferred():
-            steps.append("undone")
-        steps.append("after")
-    assert steps == ["undone"] and stopped.value.exit_code == 143
-    monkeypatch.undo()
-    assert {sig: signal.getsignal(sig) for sig in STOPS} == before
+        try:
+            with interrupts_deferred():
+                steps.append("undone")
+            steps.append("after")
+        finally:
+            monkeypatch.setattr(signal, "signal", real)
+    return steps, stopped.value.exit_code
+
+
+def test_a_stop_the_programs_handler_raised_just_before_the_undoing_still_acts_after_it(handlers, monkeypatch):
+    """Under --json the program's own handler (tunectl.system.termination) acts once: a SIGTERM it turned into
+    Terminated as the undoing set its recorder must act after the undoing, not be given to that handler again
+    (which, having acted, ignores it: the stop was lost and the command went on)."""
+    from tunectl.system import termination
+
+    monkeypatch.setattr(termination._Said, "done", False)
+    termination.stop_with_a_document()
+    # the SIGTERM comes now: the program's handler runs in os.kill, as signal.signal would run it first
+    assert undoing_as_a_stop_comes(monkeypatch, lambda: os.kill(os.getpid(), signal.SIGTERM)) == (["undone"], 143)
+    assert signal.getsignal(signal.SIGTERM) is termination._stop
 
 
 PROGRAM = """
