@@ -12,19 +12,28 @@ def print_report(report, out, lines) -> None:
         out.print(line)
 
 
-def skips(skipped, verbose: int, paint: bool = False) -> list[str]:
-    if skipped and (verbose or len(skipped) <= 20):
-        from tunectl.report import table  # only for a table: a boot replay with nothing skipped does not import it
-
-        return [table(["skipped", "status", "reason"], [(s.path, s.status, s.reason) for s in skipped], paint=paint)]
-    if skipped:
-        counts: dict[str, int] = {}
+def skips(skipped, verbose: int, paint: bool = False, counts: dict[str, int] | None = None) -> list[str]:
+    """The skipped files: listed (-v, or a few), else counted by status. `counts`: every skip by status, when
+    `skipped` keeps only the first ones (a replay lists at most MAX_SKIPS)."""
+    if counts is None:
+        counts = {}
         for s in skipped:
             counts[s.status] = counts.get(s.status, 0) + 1
+    total = sum(counts.values())
+    unlisted = total - len(skipped)
+    if skipped and (verbose or total <= 20):
+        from tunectl.report import table  # only for a table: a boot replay with nothing skipped does not import it
+
+        more = [f"... and {unlisted} more skipped, not listed (only the first {len(skipped)} are kept)"] \
+            if unlisted > 0 else []
+        return [table(["skipped", "status", "reason"], [(s.path, s.status, s.reason) for s in skipped], paint=paint),
+                *more]
+    if total:
         from tunectl.units import counted
 
-        return [f"skipped {counted(len(skipped), 'file')} ({', '.join(f'{n} {k}' for k, n in sorted(counts.items()))}); "
-                "-v lists them"]
+        listed = f"-v lists the first {len(skipped)}" if unlisted > 0 else "-v lists them"
+        return [f"skipped {counted(total, 'file')} ({', '.join(f'{n} {k}' for k, n in sorted(counts.items()))}); "
+                f"{listed}"]
     return []
 
 
@@ -46,7 +55,7 @@ def moved_devices(moved: dict[str, str]) -> list[str]:
 def replayed(report, paint: bool = False) -> list[str]:
     from tunectl.units import counted, format_bytes
 
-    lines = [*moved_devices(report.moved), *skips(report.skipped, report.verbose, paint)]
+    lines = [*moved_devices(report.moved), *skips(report.skipped, report.verbose, paint, report.skip_counts)]
     if report.verbose:
         lines += [f"method on {device}: {how}" for device, how in sorted(report.methods.items())]
         if report.list_why:

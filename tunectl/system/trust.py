@@ -662,6 +662,15 @@ def _read_up_to(fd: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def _replace_hint(path: Path, mode: int) -> str:
+    """What to do when the path to write is no regular file. A device, pipe or socket (`-o /dev/full`,
+    `--csv /dev/stdout`) is never to be moved aside: the output goes to a file instead."""
+    if stat.S_ISDIR(mode):
+        return f"name a file, not a directory (a new path, or a regular file to replace); or move {path} aside"
+    return ("tunectl writes only regular files, whole (a temp file renamed over the old one): name a new path or a "
+            "regular file")
+
+
 def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None = None,
                  verify: Callable[[Path], None] | None = None, shared_dir: bool = False,
                  tmp_prefix: str | None = None) -> None:
@@ -702,7 +711,7 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None =
         with contextlib.suppress(FileNotFoundError):
             found = os.stat(path.name, dir_fd=dir_fd, follow_symlinks=False)
             if not (stat.S_ISREG(found.st_mode) or stat.S_ISLNK(found.st_mode)):
-                raise Untrusted(path, f"{kind(found.st_mode)}, not a regular file", f"move {path} aside")
+                raise Untrusted(path, f"{kind(found.st_mode)}, not a regular file", _replace_hint(path, found.st_mode))
         tmp = f"{tmp_prefix or f'.{path.name}.'}{secrets.token_hex(6)}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
         try:

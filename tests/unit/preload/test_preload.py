@@ -376,6 +376,23 @@ def test_bad_input(bad_lists: dict[str, Path], argv: list[str], code: int, words
     assert j.code == code and (j.out == "" or json.loads(j.out)["ok"] is False)
 
 
+@pytest.mark.parametrize("output", ["/dev/null", "{dir}"])
+def test_an_output_that_is_no_regular_file_is_never_to_be_moved_aside_when_it_is_a_device(
+        bad_lists: dict[str, Path], output: str) -> None:
+    # `preload collect -o /dev/full` (and `bench --csv /dev/stdout`) said "hint: move /dev/full aside".
+    output = output.format(**bad_lists)
+    r = tunectl("preload", "collect", str(bad_lists["dir"]), "-o", output)
+    assert r.code == 2 and "cannot write the preload list" in r.err, r.err
+    assert_clean(r)
+    if output == "/dev/null":
+        assert "/dev/null: a character device, not a regular file\nhint: tunectl writes only regular files, whole " \
+               "(a temp file renamed over the old one): name a new path or a regular file\n" in r.err
+        assert "aside" not in r.err
+    else:
+        assert f"hint: name a file, not a directory (a new path, or a regular file to replace); or move {output} " \
+               "aside\n" in r.err
+
+
 # ---------------------------------------------------------------- boot units
 
 UNITS = REPO / "udev"

@@ -75,3 +75,25 @@ def test_replay_and_show_colour_a_file_by_its_verdict_and_keep_their_words_and_e
     assert "\x1b[" not in never.out
     by_status = tunectl("preload", "show", str(lst), "--json").doc["by_status"]
     assert by_status["vanished"] == 1 and by_status["unreadable"] == 1
+
+
+def test_a_replay_that_skips_more_than_it_lists_counts_every_skip(tmp_path: Path, monkeypatch) -> None:
+    # A list of 300,000 vanished files said "skipped 10000 files (10000 vanished)": the text counted the skips the
+    # report keeps one by one (MAX_SKIPS), not every skip (--json's skipped_by_status had 300000).
+    from tunectl.preload import replay
+
+    monkeypatch.setattr(replay, "MAX_SKIPS", 25)
+    (anchor,) = make_files(tmp_path, {"anchor": 10})
+    st = anchor.stat()
+    device = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    rows = [[str(tmp_path / f"gone{i}"), device, 10 + i, 10, 0, [[0, 10]], None] for i in range(40)]
+    lst = tmp_path / "gone.list"
+    lst.write_text(GOOD_HEADER + "\n" + "\n".join(json.dumps(r) for r in rows) + "\n")
+    r = tunectl("preload", "replay", str(lst))
+    assert_clean(r)
+    assert r.code == 0 and "skipped 40 files (40 vanished); -v lists the first 25\n" in r.out, r.out
+    listed = tunectl("-v", "preload", "replay", str(lst))
+    assert sum(f"{tmp_path}/gone" in line and "gone.list" not in line for line in listed.out.splitlines()) == 25
+    assert "... and 15 more skipped, not listed (only the first 25 are kept)\n" in listed.out
+    doc = tunectl("preload", "replay", str(lst), "--json").doc
+    assert doc["skipped_by_status"] == {"vanished": 40} and len(doc["skipped"]) == 25
