@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tunectl.errors import StateError
+from tunectl.system.termination import stop_not_said
 
 
 def utc_now() -> str:
@@ -29,6 +30,7 @@ def acquire(fd: int, lock: Path, command: str, wait_seconds: float | None,
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
+        stop_not_said()  # a stop Python dropped on the way here must not wait for the lock
         held_by = os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or "another tunectl run"
         bound = f" (at most {wait_seconds:g} s, --wait)" if wait_seconds is not None else ""
         if on_wait is not None:

@@ -39,14 +39,25 @@ class Terminated(KeyboardInterrupt):
 
 
 class _Said:
-    done = False  # the process's one document is written or being written (or a stop is being said)
+    done = False  # the process's one document is written or being written
+    stop = 0  # the signal the handler raised Terminated for (it acts once), 0: none yet
 
 
 def _stop(signum: int, frame: object) -> None:
-    if _Said.done:  # the document stands: its verdict is the process's
+    if _Said.done or _Said.stop:  # the document stands, or a stop is being said: a second changes nothing
         return
-    _Said.done = True  # a second signal while this one is being said changes nothing
+    _Said.stop = signum
     raise Terminated(signum)
+
+
+def stop_not_said() -> None:
+    """Raise Terminated again for a stop the handler raised that nothing has said: Python swallowed it.
+
+    A handler's exception raised while Python runs a weakref callback or a __del__ is printed ("Exception
+    ignored in: <function _get_module_lock.<locals>.cb>", importlib's module lock) and dropped: the command
+    went on, and as the handler acts once, it then waited for a held lock for good. Called before a wait."""
+    if _Said.stop and not _Said.done:
+        raise Terminated(_Said.stop)
 
 
 def wants_json(argv: Sequence[str]) -> bool:

@@ -190,6 +190,7 @@ def test_a_stop_the_programs_handler_raised_just_before_the_undoing_still_acts_a
     from tunectl.system import termination
 
     monkeypatch.setattr(termination._Said, "done", False)
+    monkeypatch.setattr(termination._Said, "stop", 0)
     termination.stop_with_a_document()
     # the SIGTERM comes now: the program's handler runs in os.kill, as signal.signal would run it first
     assert undoing_as_a_stop_comes(monkeypatch, lambda: os.kill(os.getpid(), signal.SIGTERM)) == (["undone"], 143)
