@@ -331,6 +331,12 @@ class Resolver:
         name = found.name
         if name is None and found.path and (os.path.exists(target) or target.startswith(("/", "."))):
             info = blockio.inspect(target)  # a file: its filesystem's device (a device node was the walk's)
+            if info.kind == "block":
+                # The walk above saw no device node here, but stat (which follows links) finds one now: the name was
+                # swapped between the two looks (a link to /dev/sdX put in place by whoever owns its directory).
+                raise UsageError(f"{target}: changed while it was being looked up (now a block device node)",
+                                 hint="name the block device itself (sda, /dev/sda), or a file no one else can "
+                                      "replace", code="untrusted-link", where=target)
             name = self.name_of_devnum(info.devnum)
             if name is None:
                 where = "file's filesystem" if info.kind == "file" else "device"

@@ -142,3 +142,21 @@ def test_commands_read_names_the_same_way(t: Tunectl) -> None:
         assert r.code in (0, 1), (argv, r.err)
         r = t(*argv, "/dev/shared-nowhere/x")
         assert r.code == ExitCode.USAGE and "no block device /dev/shared-nowhere/x" in r.err, (argv, r.err)
+
+
+def test_a_file_swapped_for_a_device_between_two_looks_is_refused(t: Tunectl, dev: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """`bench FILE`: the walk saw a regular file; if stat (which follows links) then finds a block device, whoever
+    owns the file's directory swapped in a link to a disk between the looks: that disk is not the one named."""
+    from tunectl.system import blockio
+
+    target = str(dev / "notes.txt")
+    monkeypatch.setattr(blockio, "inspect", lambda path: blockio.PathInfo(path, "block", "8:0", 0))
+    with pytest.raises(UsageError) as e:
+        Resolver(t.ctx).stack(target)
+    assert e.value.code == "untrusted-link" and "changed while it was being looked up" in e.value.message
+    monkeypatch.undo()
+    try:  # unswapped, the same file is taken as a file (its filesystem's disk, or why none here)
+        Resolver(t.ctx).stack(target)
+    except UsageError as err:
+        assert "changed while" not in err.message
