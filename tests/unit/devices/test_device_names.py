@@ -160,3 +160,38 @@ def test_a_file_swapped_for_a_device_between_two_looks_is_refused(t: Tunectl, de
         Resolver(t.ctx).stack(target)
     except UsageError as err:
         assert "changed while" not in err.message
+
+
+def _swap_for_link(directory: Path, target: Path) -> None:
+    """`directory` replaced by a link to `target`, as whoever owns the directory above it may do at any moment."""
+    os.rename(directory, directory.with_name(directory.name + ".old"))
+    os.symlink(target, directory)
+
+
+def test_a_directory_swapped_for_a_link_between_two_steps_of_the_walk_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk looks at each component, then goes on from it: a directory replaced by a link between the look and
+    the next step is refused as changed, never followed (a step taken by name would go where the link leads)."""
+    mine, elsewhere = tmp_path / "mine", tmp_path / "elsewhere"
+    for d in (mine, elsewhere):
+        d.mkdir()
+        (d / "f").write_text("")
+    looks = {"stat": os.stat, "lstat": os.lstat}
+    swapped: list[bool] = []
+
+    def look_then_swap(kind: str):
+        def look(path, *args, **kwargs):
+            st = looks[kind](path, *args, **kwargs)
+            if os.fspath(path) in ("mine", str(mine)) and not swapped:
+                swapped.append(True)
+                _swap_for_link(mine, elsewhere)  # just after the walk saw a directory there
+            return st
+        return look
+
+    monkeypatch.setattr(os, "stat", look_then_swap("stat"))
+    monkeypatch.setattr(os, "lstat", look_then_swap("lstat"))
+    with pytest.raises(devnode.Refused) as e:
+        devnode.follow(str(mine / "f"), "/dev")
+    assert e.value.code == "untrusted-link", e.value.message
+    assert f"{mine}: changed while tunectl looked at it" in e.value.message, e.value.message
+
