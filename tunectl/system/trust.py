@@ -442,7 +442,9 @@ def _walk_no_link(path: str, flags: int, dir_flags: int = _PATH_DIR) -> int:
             try:
                 nxt = os.open(part, dir_flags, dir_fd=fd)
             except NotADirectoryError:  # a link, with O_DIRECTORY, says ENOTDIR: say ELOOP, as openat2 does
-                if stat.S_ISLNK(os.lstat(part, dir_fd=fd).st_mode):
+                # A directory there by the look was no directory at the open: a link swapped back (another user's
+                # loop of renames), changed as much as a link seen now. Only a file that stays one is ENOTDIR.
+                if stat.S_IFMT(os.lstat(part, dir_fd=fd).st_mode) in (stat.S_IFLNK, stat.S_IFDIR):
                     raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path) from None
                 raise
             os.close(fd)
