@@ -19,6 +19,8 @@ import os
 import stat
 from collections.abc import Callable
 
+from tunectl.system.termination import stop_not_said
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
@@ -768,6 +770,7 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None =
     `tmp_prefix`: the temp file's name before its random part (default ``.NAME.``), so a
     sweep after a killed writer can tell its own files.
     """
+    stop_not_said()  # a stop Python dropped comes before the file is replaced (a journal, a rules file), not after
     import contextlib  # here, as pathlib: a replay at boot imports this module and writes nothing
     import secrets
     from pathlib import Path  # here: a replay at boot does not import pathlib
