@@ -475,9 +475,16 @@ def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, w
         return _issue_with(opener, entries, order_, listed, windows, devnums, progress, skipped, guard)
 
 
-def _not_opened(path: str, code: int, name: str, dir_fd: int, looked: bool) -> Skip:
-    """Why a listed file did not open. A name opened without a look (a nodev mount, where a device node refuses
-    its open with EACCES) is looked at now: a device there is "changed", as a look before would have said."""
+def _not_opened(path: str, e: Untrusted | OSError, name: str = "", dir_fd: int = -1, looked: bool = True) -> Skip:
+    """Why a listed file did not open (`e`, not for want of a descriptor): refused by its look (Untrusted) or a
+    link in its place (ELOOP), changed; else unreadable. A name opened without a look (a nodev mount, where a
+    device node refuses its open with EACCES) is looked at now: a device there is "changed", as a look before would
+    have said."""
+    if isinstance(e, Untrusted):
+        return Skip(path, CHANGED, f"now {e.found}")
+    code = e.errno or errno.EIO
+    if code == errno.ELOOP:
+        return Skip(path, CHANGED, "now a symbolic link")
     if code == errno.EACCES and not looked and dir_fd >= 0:
         try:
             mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
@@ -494,13 +501,10 @@ def _open_again(opener: ListedOpener, path: str, checked: bool, skipped: list[Sk
     open in `skipped`. Out of descriptors again: _Stopped, counting the `files` and `issued` bytes sent."""
     try:
         return opener.open(path, checked=checked)
-    except Untrusted as e:
-        skipped.append(Skip(path, CHANGED, f"now {e.found}"))
-    except OSError as e:
-        if e.errno in NO_DESCRIPTORS:
+    except (Untrusted, OSError) as e:
+        if isinstance(e, OSError) and e.errno in NO_DESCRIPTORS:
             raise _Stopped(_out_of_descriptors(path, e), files, issued) from None
-        skipped.append(Skip(path, CHANGED, "now a symbolic link") if e.errno == errno.ELOOP
-                       else failed(path, e.errno or errno.EIO))
+        skipped.append(_not_opened(path, e))
     return -1
 
 
@@ -554,12 +558,11 @@ def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums,
                         raise not_regular(path, mode)
                 fd = open_(name, flags, dir_fd=dir_fd)
         except Untrusted as e:
-            skipped.append(Skip(path, CHANGED, f"now {e.found}"))
+            skipped.append(_not_opened(path, e))
             continue
         except OSError as e:
             if e.errno not in NO_DESCRIPTORS:
-                skipped.append(Skip(path, CHANGED, "now a symbolic link") if e.errno == errno.ELOOP
-                               else _not_opened(path, e.errno or errno.EIO, name, dir_fd, look or checked == 1))
+                skipped.append(_not_opened(path, e, name, dir_fd, look or checked == 1))
                 continue
             # Out of descriptors (ulimit -n): the process's, not the file's. The directories kept are let go and
             # the file opened once more; out again, the replay stops (never "unreadable").
