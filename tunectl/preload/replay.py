@@ -29,7 +29,6 @@ from tunectl.system.trust import (
     NO_DESCRIPTORS,
     ListedOpener,
     Untrusted,
-    directories_to_keep,
     kind,
     not_regular,
     open_listed,
@@ -47,7 +46,7 @@ SAMPLE = 1024  # the inode pass's first files, timed: do the inode reads wait fo
 # seeks answers about a hundred inode-table or directory reads a second (~16 inodes each): ~2,000/s.
 FAST_STATS = 10_000
 DIRS_AT_ONCE = 256  # the inode pass holds at most this many directories open (O_PATH) while it stats their files
-# (fewer under a low `ulimit -n`: trust.directories_to_keep)
+# (fewer under a low `ulimit -n`: one fewer than its ListedOpener keeps, see trust.directories_to_keep)
 MAX_THREADS = 256  # --threads beyond this: Python threads only pass the GIL around, io_uring gains nothing past 32
 FIRST_CHUNK = 512  # a streamed list's first entries: checked (their inodes timed where the disk may seek) first
 STREAM_CHUNK = 4096  # then entries checked at a time, each chunk's files read as soon as it is checked
@@ -324,8 +323,10 @@ class _Checker:
         run: list[int] = []
         names: list[str] = []
         fds: list[int] = []
-        keep = directories_to_keep(DIRS_AT_ONCE)
-        with ListedOpener(keep=keep + 1) as opener:
+        with ListedOpener(keep=DIRS_AT_ONCE + 1) as opener:
+            # A run ends one directory before the opener would let them all go (and the run's descriptors with
+            # them): its own cap less one, also where a low limit made that cap smaller (at least 1).
+            keep = max(1, opener.keep - 1)
             directory_of, dirs, entries, listed = opener.directory, opener.dirs, self.entries, self.listed
             for i in indices:
                 directory, _, name = entries[i].path.rpartition("/")
