@@ -449,9 +449,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             else "check where standard output goes (a full disk, a device error)"
         stderr.write(f"tunectl: error: {e}\nhint: {hint}\n")
         return ExitCode.USAGE
-    except KeyboardInterrupt as e:  # Ctrl-C (a stop under --json) while the parser or a command's modules load
-        return stopped(e, stdout, stderr, wants_json(list(sys.argv[1:] if argv is None else argv)))
-    except Exception as e:
+    except (KeyboardInterrupt, Exception) as e:
+        # A stop (Ctrl-C; SIGTERM under --json) while the parser or a command's modules load, or one Python raised
+        # as another error: said as a stop. Any other error is not ours to say here.
         stop = _stop_within(e)
         if stop is None:
             raise
