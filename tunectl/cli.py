@@ -87,7 +87,9 @@ class Output:
         """A line (or lines) for stdout; for people, control characters are escaped, colours kept only when on."""
         if self.quiet and not self.json:
             return
-        if not self.json:
+        from tunectl.output import printable  # a plain line, the common one, printed without tunectl.report
+
+        if not self.json and not printable(text):
             from tunectl.report import escape_keeping_colour
 
             text = escape_keeping_colour(text, self.colour)
@@ -95,9 +97,12 @@ class Output:
 
     def say(self, text: str) -> None:
         """A sentence for people: wrapped at the terminal's width between words, continued indented."""
-        from tunectl.report import escape
+        from tunectl.output import printable
 
-        text = escape(text)
+        if not printable(text):
+            from tunectl.report import escape
+
+            text = escape(text)
         if self.width is None or len(text) <= self.width:
             self.print(text)
             return
@@ -109,9 +114,13 @@ class Output:
 
     def warn(self, text: str) -> None:
         """A line for people on stderr; control characters (a file name, a value read back) escaped."""
-        from tunectl.report import escape
+        from tunectl.output import printable
 
-        self.stderr.write(escape(text) + "\n")
+        if not printable(text):
+            from tunectl.report import escape
+
+            text = escape(text)
+        self.stderr.write(text + "\n")
 
     def show(self, report: Report, one_line: bool = False) -> int:
         """A command's result (tunectl.report.Report): its --json document, or its text; then its exit code.
