@@ -12,7 +12,15 @@ import os
 import sys
 
 from tunectl import __version__
-from tunectl.system.termination import Terminated, said, stop_with_a_document, stops_with_a_document, wants_json
+from tunectl.system.termination import (
+    Terminated,
+    noting_dropped_stops,
+    said,
+    stop_not_said,
+    stop_with_a_document,
+    stops_with_a_document,
+    wants_json,
+)
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (it costs more than the rest of --version)
 if TYPE_CHECKING:  # start-up is budgeted: `tunectl --version` imports nothing else
@@ -139,6 +147,7 @@ class Output:
         """This command's --json document: `tunectl-<command>`, its version, then `doc`'s keys."""
         from tunectl.report import emit_json
 
+        stop_not_said()  # a stop Python dropped while the command ran: its document instead of this one
         if not one_line:  # a stream's line (`udev monitor`) is not the one document
             said()
         emit_json(self.document, doc, self.stdout, one_line)
@@ -672,6 +681,7 @@ def main_entry() -> None:
     try:
         if json:
             stop_with_a_document()
+        noting_dropped_stops()
         code = main(argv)
         said()  # what main wrote stands: a stop now ends nothing more (not two documents)
     except KeyboardInterrupt as e:  # a stop in the instants main was entered or left, outside its own handling
