@@ -95,7 +95,9 @@ class Output:
         """A line (or lines) for stdout; for people, control characters are escaped, colours kept only when on."""
         if self.quiet and not self.json:
             return
-        if not self.json:
+        from tunectl.output import printable  # a plain line, the common one, printed without tunectl.report
+
+        if not self.json and not printable(text):
             from tunectl.report import escape_keeping_colour
 
             text = escape_keeping_colour(text, self.colour)
@@ -103,9 +105,12 @@ class Output:
 
     def say(self, text: str) -> None:
         """A sentence for people: wrapped at the terminal's width between words, continued indented."""
-        from tunectl.report import escape
+        from tunectl.output import printable
 
-        text = escape(text)
+        if not printable(text):
+            from tunectl.report import escape
+
+            text = escape(text)
         if self.width is None or len(text) <= self.width:
             self.print(text)
             return
@@ -117,9 +122,13 @@ class Output:
 
     def warn(self, text: str) -> None:
         """A line for people on stderr; control characters (a file name, a value read back) escaped."""
-        from tunectl.report import escape
+        from tunectl.output import printable
 
-        self.stderr.write(escape(text) + "\n")
+        if not printable(text):
+            from tunectl.report import escape
+
+            text = escape(text)
+        self.stderr.write(text + "\n")
 
     def show(self, report: Report, one_line: bool = False) -> int:
         """A command's result (tunectl.report.Report): its --json document, or its text; then its exit code.
@@ -458,9 +467,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             else "check where standard output goes (a full disk, a device error)"
         stderr.write(f"tunectl: error: {e}\nhint: {hint}\n")
         return ExitCode.USAGE
-    except KeyboardInterrupt as e:  # Ctrl-C (a stop under --json) while the parser or a command's modules load
-        return stopped(e, stdout, stderr, wants_json(list(sys.argv[1:] if argv is None else argv)))
-    except Exception as e:
+    except (KeyboardInterrupt, Exception) as e:
+        # A stop (Ctrl-C; SIGTERM under --json) while the parser or a command's modules load, or one Python raised
+        # as another error: said as a stop. Any other error is not ours to say here.
         stop = _stop_within(e)
         if stop is None:
             raise

@@ -467,7 +467,8 @@ class ListedOpener:
     the directory was opened is followed. A directory with a link on its way (``/lib``
     on merged-/usr), or a kernel without openat2, falls back to `open_listed` per file.
     At most `keep` directories stay open (a list in disk order visits them in runs), fewer under a low
-    `ulimit -n` (`directories_to_keep`); `close` lets them go (out of descriptors: try again after it).
+    `ulimit -n` (`directories_to_keep`; the number kept is its `keep`); `close` lets them go (out of
+    descriptors: try again after it).
 
     A name not `checked` is looked at (not followed) before it is opened, so that a device
     node or a named pipe put in its place is refused unopened, except in a directory on a
@@ -485,7 +486,7 @@ class ListedOpener:
 
     def __init__(self, keep: int = 512) -> None:
         self.dirs: dict[str, tuple[int, bool]] = {}  # directory -> (O_PATH descriptor or -1, look before opening)
-        self._keep = directories_to_keep(keep)
+        self.keep = directories_to_keep(keep)  # at most this many stay open; one more lets them all go
 
     def directory(self, directory: str) -> tuple[int, bool]:
         """`directory` opened (kept): its descriptor, -1 to open its files one by one (`open_listed`), and whether
@@ -509,7 +510,7 @@ class ListedOpener:
         if fd >= 0:
             # the directory opened, not the name: a swap after the open changes nothing
             look = not os.fstatvfs(fd).f_flag & os.ST_NODEV or not chosen_by_no_other(os.fstat(fd))
-        if len(self.dirs) >= self._keep:
+        if len(self.dirs) >= self.keep:
             self.close()
         self.dirs[directory] = found = (fd, look)
         return found
