@@ -283,3 +283,30 @@ def test_a_directory_swapped_after_its_walk_is_taken_where_the_walk_found_it(
     monkeypatch.setattr(Resolver, "name_of_devnum", swap_then_name)
     stack = Resolver(live.ctx).filesystem_stack(str(theirs))
     assert stack.mount is not None and stack.mount.target == "/", stack.layers
+
+
+def test_a_directory_swapped_for_another_directory_between_two_steps_of_the_walk_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk's open of a directory it looked at is compared with the look (device, inode): another directory
+    renamed into its place in between (no link: O_NOFOLLOW alone lets it through) is refused as changed, never
+    walked into."""
+    mine, elsewhere = tmp_path / "mine", tmp_path / "elsewhere"
+    for d in (mine, elsewhere):
+        d.mkdir()
+        (d / "f").write_text("")
+    looked = os.stat
+    swapped: list[bool] = []
+
+    def look_then_swap(path, *args, **kwargs):
+        st = looked(path, *args, **kwargs)
+        if os.fspath(path) == "mine" and not swapped:
+            swapped.append(True)
+            os.rename(mine, tmp_path / "mine.old")
+            os.rename(elsewhere, mine)  # just after the walk saw the first directory there
+        return st
+
+    monkeypatch.setattr(os, "stat", look_then_swap)
+    with pytest.raises(devnode.Refused) as e:
+        devnode.follow(str(mine / "f"), "/dev")
+    assert swapped and e.value.code == "untrusted-link", e.value.message
+    assert f"{mine}: changed while tunectl looked at it" in e.value.message, e.value.message
