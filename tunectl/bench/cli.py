@@ -156,9 +156,9 @@ def _render(stack, sweep, seed, schedulers, out, active: dict | None, files: dic
     report = BenchReport(stack, sweep, seed, schedulers, active=active)
     summaries = report.summaries
     if "--csv" in files:
-        from tunectl.bench.export import runs_csv, write_output
+        from tunectl.bench.export import fill_output, runs_csv
 
-        problem = write_output(files["--csv"], runs_csv(sweep.runs).encode())
+        problem = fill_output(files["--csv"], runs_csv(sweep.runs).encode())
         if problem:
             out.warn(f"tunectl bench: {problem}")
             report.export_failed = True

@@ -56,14 +56,33 @@ def prepare_output(path: str, option: str) -> PendingWrite:
                   where=path) from None
 
 
-def write_output(pending: PendingWrite, data: bytes) -> str | None:
+def fill_output(pending: PendingWrite, data: bytes) -> str | None:
     """Fill an output made ready by `prepare_output` and put it in place; the problem in words, or None."""
     from tunectl.system import trust
 
     try:
         pending.commit(data)
-    except trust.Untrusted as e:
-        return f"cannot write {e.message}; {e.hint}"
-    except OSError as e:
-        return f"cannot write {pending.path}: {e.strerror}"
+    except (trust.Untrusted, OSError) as e:
+        return _problem(str(pending.path), e)
     return None
+
+
+def write_output(path: str, data: bytes) -> str | None:
+    """An output the user named, made ready and filled at once (a new file, or one replaced whole: never written
+    through a link another user owns); the problem in words, or None."""
+    from tunectl.system import trust
+
+    try:
+        pending = trust.PendingWrite(Path(os.path.abspath(path)), 0o644, shared_dir=True)
+    except (trust.Untrusted, OSError) as e:
+        return _problem(path, e)
+    with pending:
+        return fill_output(pending, data)
+
+
+def _problem(path: str, e: Exception) -> str:
+    from tunectl.system import trust
+
+    if isinstance(e, trust.Untrusted):
+        return f"cannot write {path}: {e.message}; {e.hint}"
+    return f"cannot write {path}: {getattr(e, 'strerror', None) or e}"

@@ -46,11 +46,11 @@ def write_png(pending: PendingWrite, summaries: list[Summary], title: str) -> No
         ax.legend()
         import io
 
-        from tunectl.bench.export import write_output
+        from tunectl.bench.export import fill_output
 
         image = io.BytesIO()
         fig.savefig(image, format="png", dpi=100)
-        problem = write_output(pending, image.getvalue())
+        problem = fill_output(pending, image.getvalue())
         if problem:
             raise UsageError(problem)
     finally:

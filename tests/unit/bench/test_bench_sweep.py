@@ -388,20 +388,20 @@ def test_a_sweep_that_does_not_finish_leaves_the_named_output_as_it_was_and_no_t
 
 
 def test_a_prepared_output_is_written_whole_at_a_fixed_mode_and_checked_again_at_commit(tmp_path):
-    from tunectl.bench.export import prepare_output, write_output
+    from tunectl.bench.export import fill_output, prepare_output
 
     target = tmp_path / "out.csv"
     os.umask(old_umask := os.umask(0o077))
     try:
         with prepare_output(str(target), "--csv") as pending:
             assert not target.exists()  # nothing at the path until the data is there
-            assert write_output(pending, b"a,b\n") is None
+            assert fill_output(pending, b"a,b\n") is None
     finally:
         os.umask(old_umask)
     assert target.read_bytes() == b"a,b\n" and stat.S_IMODE(target.stat().st_mode) == 0o644
     with prepare_output(str(target), "--csv") as pending:
         target.unlink()
         target.mkdir()  # what came to stand there during the sweep is refused, not replaced
-        problem = write_output(pending, b"new\n")
+        problem = fill_output(pending, b"new\n")
     assert problem and "a directory, not a regular file" in problem, problem
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.csv"]
