@@ -380,13 +380,24 @@ class Resolver:
 
     def filesystem_stack(self, path: str) -> Stack:
         """The `Stack` of the filesystem holding directory `path` (a mountpoint or any directory on it), with the
-        mount it is on when the run may read live mounts. UsageError when it is on no block device here."""
-        name = self.name_of_path(path)
+        mount it is on when the run may read live mounts. UsageError when it is on no block device here.
+
+        On this machine `path` is walked as a FILE argument is (`lookup`): another user's link on it is refused,
+        and its device and mount are those of where the walk led, never of the name looked up again (whoever owns
+        a directory on the way could swap in a link between two looks and move root to another filesystem's
+        disks)."""
+        found = self.lookup(path if "/" in path else f"./{path}") if self.ctx.real else Resolved(None, path=True)
+        if found.code != "unknown-device":
+            raise UsageError(found.problem, hint=found.hint, code=found.code, where=path)
+        walked = found.walked
+        st = walked.st if walked is not None else None
+        name = self.name_of_devnum(f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}") if st is not None \
+            else self.name_of_path(path)
         if name is None:
             raise UsageError(f"{path}: its filesystem is on no block device under {self.sysfs.root}",
                              hint="this needs a disk-backed filesystem (not tmpfs, overlay or nfs)")
         stack = self.stack(name)
-        mount = self._mount_of(os.path.realpath(path), stack)
+        mount = self._mount_of(walked.path if walked is not None else os.path.realpath(path), stack)
         return stack.over(mount) if mount else stack
 
     def _mount_of(self, path: str, stack: Stack) -> MountLayer | None:

@@ -254,3 +254,32 @@ def test_a_file_swapped_for_another_files_link_after_its_walk_is_refused(
         Resolver(live.ctx).stack(str(target))
     assert e.value.code == "untrusted-link" and "changed while it was being looked up (now another file)" in \
         e.value.message, e.value.message
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a link another user owns is made with lchown (root)")
+def test_a_directory_argument_through_another_users_link_is_refused(live: Tunectl, tmp_path: Path) -> None:
+    """`explain DIR` (the stack of a directory's filesystem) walks DIR as a FILE argument is walked: another user's
+    link on it is refused, not followed to the filesystem it leads to (before, it was looked up by name)."""
+    theirs = tmp_path / "by-nobody"
+    theirs.symlink_to(tmp_path / "other")
+    os.lchown(theirs, 65534, 65534)
+    with pytest.raises(UsageError) as e:
+        Resolver(live.ctx).filesystem_stack(str(theirs))
+    assert e.value.code == "untrusted-link" and f"{theirs}: a symbolic link owned by nobody" in e.value.message, \
+        e.value.message
+
+
+def test_a_directory_swapped_after_its_walk_is_taken_where_the_walk_found_it(
+        live: Tunectl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`explain DIR`: the mount of a directory's filesystem is the one the walk reached, never the name looked up
+    again after a link was swapped in on the way (to a directory on another filesystem)."""
+    theirs = tmp_path / "theirs"
+
+    def swap_then_name(self: Resolver, devnum: str) -> str:  # a fake tree has no real st_dev: / is on sda1
+        if not theirs.is_symlink():
+            _swap_for_link(theirs, tmp_path / "other")  # once the directory's device was found, before its mount
+        return "sda1"
+
+    monkeypatch.setattr(Resolver, "name_of_devnum", swap_then_name)
+    stack = Resolver(live.ctx).filesystem_stack(str(theirs))
+    assert stack.mount is not None and stack.mount.target == "/", stack.layers
