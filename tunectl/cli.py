@@ -12,7 +12,15 @@ import os
 import sys
 
 from tunectl import __version__
-from tunectl.system.termination import Terminated, said, stop_with_a_document, stops_with_a_document, wants_json
+from tunectl.system.termination import (
+    Terminated,
+    noting_dropped_stops,
+    said,
+    stop_not_said,
+    stop_with_a_document,
+    stops_with_a_document,
+    wants_json,
+)
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (it costs more than the rest of --version)
 if TYPE_CHECKING:  # start-up is budgeted: `tunectl --version` imports nothing else
@@ -87,7 +95,9 @@ class Output:
         """A line (or lines) for stdout; for people, control characters are escaped, colours kept only when on."""
         if self.quiet and not self.json:
             return
-        if not self.json:
+        from tunectl.output import printable  # a plain line, the common one, printed without tunectl.report
+
+        if not self.json and not printable(text):
             from tunectl.report import escape_keeping_colour
 
             text = escape_keeping_colour(text, self.colour)
@@ -95,9 +105,12 @@ class Output:
 
     def say(self, text: str) -> None:
         """A sentence for people: wrapped at the terminal's width between words, continued indented."""
-        from tunectl.report import escape
+        from tunectl.output import printable
 
-        text = escape(text)
+        if not printable(text):
+            from tunectl.report import escape
+
+            text = escape(text)
         if self.width is None or len(text) <= self.width:
             self.print(text)
             return
@@ -109,9 +122,13 @@ class Output:
 
     def warn(self, text: str) -> None:
         """A line for people on stderr; control characters (a file name, a value read back) escaped."""
-        from tunectl.report import escape
+        from tunectl.output import printable
 
-        self.stderr.write(escape(text) + "\n")
+        if not printable(text):
+            from tunectl.report import escape
+
+            text = escape(text)
+        self.stderr.write(text + "\n")
 
     def show(self, report: Report, one_line: bool = False) -> int:
         """A command's result (tunectl.report.Report): its --json document, or its text; then its exit code.
@@ -130,6 +147,7 @@ class Output:
         """This command's --json document: `tunectl-<command>`, its version, then `doc`'s keys."""
         from tunectl.report import emit_json
 
+        stop_not_said()  # a stop Python dropped while the command ran: its document instead of this one
         if not one_line:  # a stream's line (`udev monitor`) is not the one document
             said()
         emit_json(self.document, doc, self.stdout, one_line)
@@ -449,9 +467,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             else "check where standard output goes (a full disk, a device error)"
         stderr.write(f"tunectl: error: {e}\nhint: {hint}\n")
         return ExitCode.USAGE
-    except KeyboardInterrupt as e:  # Ctrl-C (a stop under --json) while the parser or a command's modules load
-        return stopped(e, stdout, stderr, wants_json(list(sys.argv[1:] if argv is None else argv)))
-    except Exception as e:
+    except (KeyboardInterrupt, Exception) as e:
+        # A stop (Ctrl-C; SIGTERM under --json) while the parser or a command's modules load, or one Python raised
+        # as another error: said as a stop. Any other error is not ours to say here.
         stop = _stop_within(e)
         if stop is None:
             raise
@@ -663,6 +681,7 @@ def main_entry() -> None:
     try:
         if json:
             stop_with_a_document()
+        noting_dropped_stops()
         code = main(argv)
         said()  # what main wrote stands: a stop now ends nothing more (not two documents)
     except KeyboardInterrupt as e:  # a stop in the instants main was entered or left, outside its own handling

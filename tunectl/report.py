@@ -8,7 +8,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from functools import cache
 
-from tunectl.output import Report  # noqa: F401 (its home is tunectl.output, which a boot replay imports alone)
+# Report's home is tunectl.output, which a boot replay imports alone
+from tunectl.output import Report, printable  # noqa: F401
 
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
 if TYPE_CHECKING:
@@ -241,7 +242,7 @@ def escape(text: str) -> str:
     A newline stays: callers print several lines at once; a name holding one is
     escaped by `escape_field`.
     """
-    if text.isascii() and text.replace("\n", "").replace("\t", "").isprintable():
+    if printable(text):
         return text  # printable ASCII, newlines and tabs: nothing the pattern matches
     return _control().sub(_escaped, text)
 

@@ -59,6 +59,10 @@ class Resolved:
     code: str = "unknown-device"
     path: bool = False  # no device: the name is a file or directory (callers that take one: its filesystem's)
     missing: bool = False  # no device: nothing has that name
+    # a path: where the walk led and what it saw there (`trust.Landed`: the path with its links followed, the look
+    # at it). A later look by name may find something else (whoever owns a directory on the way can swap in a
+    # link between the two): its mount and its device are taken from this. None: not walked (a fake tree's path).
+    walked: trust.Landed | None = None
 
 
 # /sys/block/NAME, /sys/block/DISK/PART, /sys/class/block/NAME, /sys/dev/block/MAJ:MIN: a sysfs directory as a name
@@ -192,21 +196,23 @@ class Resolver:
         name = self.name_of_devnum(m.devnum) if not m.devnum.startswith("0:") else None
         return Resolved(name) if name else self.source(m.source)
 
-    def path(self, path: str) -> list[str]:
+    def path(self, path: str, walked: trust.Landed | None = None) -> list[str]:
         """Kernel names of the whole disks under the filesystem holding `path` (a mountpoint or any path).
 
-        Raises UsageError when the path is on no block-backed filesystem.
+        `walked`: where `lookup`'s walk of `path` led (`Resolved.walked`); its mount is found from that path, with
+        the links the walk followed, never by resolving the name again. Raises UsageError when the path is on no
+        block-backed filesystem.
         """
         from tunectl.system import mountinfo  # loaded here: only a path argument reads the mount table
 
-        exists = os.path.exists(path)
+        exists = walked is not None or os.path.exists(path)
         # Every path lies under `/`, so a typo would name the root disk. A fake tree's mount points may exist only
         # in its mountinfo (so an absolute path stands as written there); a relative one is refused everywhere.
         if not exists and (self.ctx.real or not os.path.isabs(path)):
             raise UsageError(f"{path}: no such file or directory",
                              hint="name a device, or a path on a mounted filesystem")
         mounts, _ = mountinfo.read_mounts(self.ctx.roots.proc)
-        real = os.path.realpath(path) if exists else os.path.normpath(path)
+        real = walked.path if walked is not None else os.path.realpath(path) if exists else os.path.normpath(path)
         mount = mountinfo.containing(mounts, real)
         if mount is None:
             raise UsageError(f"{path}: no mounted filesystem holds this path",
@@ -256,7 +262,7 @@ class Resolver:
                 found = self.lookup(f"{DEV}/{name}")
                 if found.name or found.code != "unknown-device":
                     return found
-            return Resolved(None, path=True)
+            return self._node(ref, name) if self.ctx.real else Resolved(None, path=True)
         rel = under_dev(name)
         if self.ctx.real and (rel is not None or self.dev is not None and resolved_path(self.dev) == DEV):
             return self._node(ref, name)
@@ -305,7 +311,7 @@ class Resolver:
             if under_dev(landed.path) is not None and not stat.S_ISDIR(st.st_mode):
                 return Resolved(None, f"{shown} is {trust.kind(st.st_mode)}, not a block device",
                                 "name a block device: `lsblk` lists them")
-            return Resolved(None, f"{shown} is {trust.kind(st.st_mode)}, not a block device", path=True)
+            return Resolved(None, f"{shown} is {trust.kind(st.st_mode)}, not a block device", path=True, walked=landed)
         return Resolved(None, f"{shown} is {trust.kind(st.st_mode)}, not a block device",
                         "name a block device (sda, /dev/sda, /dev/disk/by-id/...): `lsblk` lists them")
 
@@ -331,10 +337,14 @@ class Resolver:
         name = found.name
         if name is None and found.path and (os.path.exists(target) or target.startswith(("/", "."))):
             info = blockio.inspect(target)  # a file: its filesystem's device (a device node was the walk's)
-            if info.kind == "block":
-                # The walk above saw no device node here, but stat (which follows links) finds one now: the name was
-                # swapped between the two looks (a link to /dev/sdX put in place by whoever owns its directory).
-                raise UsageError(f"{target}: changed while it was being looked up (now a block device node)",
+            seen = found.walked.st if found.walked is not None else None
+            if seen is not None and (info.kind, info.devnum, info.ino) != (
+                    "file", f"{os.major(seen.st_dev)}:{os.minor(seen.st_dev)}", seen.st_ino) or info.kind == "block":
+                # stat (which follows links) finds another file than the walk above saw (or a device node, where a
+                # fake tree's path was not walked): the name was swapped between the two looks (a link to /dev/sdX
+                # or to a file on another disk, put in place by whoever owns its directory).
+                raise UsageError(f"{target}: changed while it was being looked up (now "
+                                 f"{'a block device node' if info.kind == 'block' else 'another file'})",
                                  hint="name the block device itself (sda, /dev/sda), or a file no one else can "
                                       "replace", code="untrusted-link", where=target)
             name = self.name_of_devnum(info.devnum)
@@ -354,7 +364,8 @@ class Resolver:
                              hint=f"devices here: {known}")
         if file is None:
             return stack
-        mount = self._mount_of(file.path, stack)
+        # where the walk led (its links followed), never the name resolved again
+        mount = self._mount_of(found.walked.path if found.walked is not None else os.path.realpath(file.path), stack)
         return stack.over(file, *([mount] if mount else []))
 
     def stack_of(self, name: str) -> Stack | None:
@@ -369,24 +380,35 @@ class Resolver:
 
     def filesystem_stack(self, path: str) -> Stack:
         """The `Stack` of the filesystem holding directory `path` (a mountpoint or any directory on it), with the
-        mount it is on when the run may read live mounts. UsageError when it is on no block device here."""
-        name = self.name_of_path(path)
+        mount it is on when the run may read live mounts. UsageError when it is on no block device here.
+
+        On this machine `path` is walked as a FILE argument is (`lookup`): another user's link on it is refused,
+        and its device and mount are those of where the walk led, never of the name looked up again (whoever owns
+        a directory on the way could swap in a link between two looks and move root to another filesystem's
+        disks)."""
+        found = self.lookup(path if "/" in path else f"./{path}") if self.ctx.real else Resolved(None, path=True)
+        if found.code != "unknown-device":
+            raise UsageError(found.problem, hint=found.hint, code=found.code, where=path)
+        walked = found.walked
+        st = walked.st if walked is not None else None
+        name = self.name_of_devnum(f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}") if st is not None \
+            else self.name_of_path(path)
         if name is None:
             raise UsageError(f"{path}: its filesystem is on no block device under {self.sysfs.root}",
                              hint="this needs a disk-backed filesystem (not tmpfs, overlay or nfs)")
         stack = self.stack(name)
-        mount = self._mount_of(path, stack)
+        mount = self._mount_of(walked.path if walked is not None else os.path.realpath(path), stack)
         return stack.over(mount) if mount else stack
 
     def _mount_of(self, path: str, stack: Stack) -> MountLayer | None:
-        """The live mount holding `path`, when the run may read live mounts and it is on `stack`'s device."""
+        """The live mount holding `path` (its links resolved), when the run may read live mounts and it is on `stack`'s device."""
         if self.ctx.roots.proc is None:
             return None
         from tunectl.devices.stack import MountLayer  # loaded here: plan, apply and verify build no Stack
         from tunectl.system import mountinfo
 
         mounts, _ = mountinfo.read_mounts(self.ctx.roots.proc)
-        found = mountinfo.containing(mounts, os.path.realpath(path))
+        found = mountinfo.containing(mounts, path)
         if found is None or self.name_of_devnum(found.devnum) not in {stack.top.name, *(
                 [stack.partition.name] if stack.partition else [])}:
             return None
@@ -403,7 +425,7 @@ class Resolver:
                 out.append(whole)
                 continue
             if found.path:
-                out.extend(d for d in self.path(ref) if d not in out)
+                out.extend(d for d in self.path(ref, found.walked) if d not in out)
                 continue
             known = ", ".join(sorted(self.devices)) or "none"
             if found.name is not None:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tunectl.errors import ExitCode, NotPermitted, TunectlError, UsageError
-from tunectl.system.trust import Untrusted, atomic_write, read_regular, resolve_own_links
+from tunectl.system.trust import Untrusted, atomic_write, open_dir, read_regular, resolve_own_links
 
 ORIG_SUFFIX = ".tunectl.orig"
 BACKUP_SUFFIX = ".tunectl.bak."
@@ -70,16 +70,29 @@ def tmp_prefix(real: Path) -> str:
     return f".{real.name}{TMP_TAG}"
 
 
+def _open_parent(real: Path) -> int:
+    """The directory `real` (from resolve()) is in, opened through no link: what tunectl lists, reads and removes
+    beside the fstab is named relative to it. By name, each step went through the path again, and the owner of a
+    directory on it (`--fstab` in a user's directory) could swap it for a link to a root-only one in between: root
+    then removed, listed or read (and wrote into that user's fstab) what is there. Untrusted when it changed."""
+    _, fd = open_dir(real.parent, shared=True)
+    return fd
+
+
 def sweep(real: Path) -> list[str]:
     """Remove the temp files a killed tunectl left beside `real` (call under the lock); their names."""
     prefix = tmp_prefix(real)
     gone = []
-    with contextlib.suppress(OSError):
-        for entry in os.listdir(real.parent):
-            if entry.startswith(prefix) and re.fullmatch(r"[0-9a-f]{12}", entry[len(prefix):]):
-                with contextlib.suppress(OSError):
-                    os.unlink(real.parent / entry)
-                    gone.append(entry)
+    with contextlib.suppress(OSError, Untrusted):  # the directory changed: nothing swept, the write refuses it
+        fd = _open_parent(real)
+        try:
+            for entry in os.listdir(fd):
+                if entry.startswith(prefix) and re.fullmatch(r"[0-9a-f]{12}", entry[len(prefix):]):
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry, dir_fd=fd)
+                        gone.append(entry)
+        finally:
+            os.close(fd)
     return gone
 
 
@@ -104,23 +117,23 @@ def _refuse_unless_own(path: Path) -> None:
 
 
 def _read_own(path: Path) -> bytes:
-    """An original or backup, opened without following a symbolic link (FileNotFoundError when absent)."""
+    """An original or backup, opened through no link at all (its directory came from resolve()): a link there, or
+    on the way since, is refused (FileNotFoundError when absent)."""
     _refuse_unless_own(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError as e:
-        if e.errno == errno.ELOOP:  # made a link since the lstat above
-            _refuse_unless_own(path)
-        raise
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            _refuse_unless_own(path)
-        return f.read()
+        return read_regular(path, MAX_FSTAB_BYTES, resolved=True)
+    except Untrusted as e:
+        raise NotReplaced(f"{path} is {e.found}; nothing was replaced",
+                          hint=f"move {path} away if it is not tunectl's, then run the same command again") from None
 
 
 def next_backup(real: Path) -> Path:
     pattern = re.compile(re.escape(real.name + BACKUP_SUFFIX) + r"([0-9]{1,9})\Z")
-    numbers = [int(m.group(1)) for e in os.listdir(real.parent) if (m := pattern.match(e))]
+    fd = _open_parent(real)
+    try:
+        numbers = [int(m.group(1)) for e in os.listdir(fd) if (m := pattern.match(e))]
+    finally:
+        os.close(fd)
     return real.with_name(f"{real.name}{BACKUP_SUFFIX}{max(numbers, default=0) + 1}")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import compress, repeat
-from operator import is_, is_not, itemgetter, le
+from operator import eq, is_, is_not, itemgetter, le
 
 from tunectl.preload.listing import Entry
 
@@ -62,17 +62,31 @@ def physical_indices(entries: Sequence[Entry]) -> list[int]:
 
 def in_physical_order(entries: Sequence[Entry], after: tuple | None = None) -> tuple[bool, tuple | None]:
     """Whether `entries` are already in physical_order, and after the key `after` (the previous chunk's last);
-    and the last key. A list `collect` wrote is: a streamed replay then reads it as it comes, no sort."""
+    and the last key. A list `collect` wrote is: a streamed replay then reads it as it comes, no sort.
+    The common list (one device) is judged by C-level passes over its offsets and inodes, no key built per
+    entry (a streamed replay asks this of every chunk before reading it)."""
     if not entries:
         return True, after
     last = _physical_key(entries[-1])
-    physical = list(map(itemgetter(_PHYSICAL), entries))
-    if None not in physical and _one_device(entries):  # the common list: (offset, inode) pairs at C speed
-        pairs = list(zip(physical, map(itemgetter(_INODE), entries)))
-        first = _physical_key(entries[0])
-        return (after is None or after <= first) and all(map(le, pairs, pairs[1:])), last
-    keys = list(map(_physical_key, entries))
-    return (after is None or after <= keys[0]) and all(map(le, keys, keys[1:])), last
+    if after is not None and after > _physical_key(entries[0]):
+        return False, last
+    if not _one_device(entries):
+        keys = list(map(_physical_key, entries))
+        return all(map(le, keys, keys[1:])), last
+    physical, inodes = list(map(itemgetter(_PHYSICAL), entries)), list(map(itemgetter(_INODE), entries))
+    known = len(physical) - physical.count(None)  # those with an offset come first, then the rest by inode
+    if physical[known:].count(None) != len(physical) - known:
+        return False, last
+    rest = inodes[known:]
+    return _pairs_in_order(physical[:known], inodes[:known]) and all(map(le, rest, rest[1:])), last
+
+
+def _pairs_in_order(first: list[int], then: list[int]) -> bool:
+    """Whether the pairs (first[i], then[i]) are in order, without building them: `first` never decreasing, and
+    `then` not either where `first` repeats."""
+    if not all(map(le, first, first[1:])):
+        return False
+    return all(then[i] <= then[i + 1] for i in compress(range(len(first) - 1), map(eq, first, first[1:])))
 
 
 def inode_indices(entries: Sequence[Entry]) -> list[int]:
@@ -84,7 +98,7 @@ def inode_indices(entries: Sequence[Entry]) -> list[int]:
 
 def order_name(entries: Sequence[Entry]) -> str:
     """How a replay will order these: 'physical', 'inode' (no FIEMAP anywhere) or 'mixed'."""
-    known = sum(1 for e in entries if e.physical is not None)
+    known = len(entries) - list(map(itemgetter(_PHYSICAL), entries)).count(None)
     return "physical" if known == len(entries) else "inode" if known == 0 else "mixed"
 
 

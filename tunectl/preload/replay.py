@@ -29,7 +29,6 @@ from tunectl.system.trust import (
     NO_DESCRIPTORS,
     ListedOpener,
     Untrusted,
-    directories_to_keep,
     kind,
     not_regular,
     open_listed,
@@ -47,7 +46,7 @@ SAMPLE = 1024  # the inode pass's first files, timed: do the inode reads wait fo
 # seeks answers about a hundred inode-table or directory reads a second (~16 inodes each): ~2,000/s.
 FAST_STATS = 10_000
 DIRS_AT_ONCE = 256  # the inode pass holds at most this many directories open (O_PATH) while it stats their files
-# (fewer under a low `ulimit -n`: trust.directories_to_keep)
+# (fewer under a low `ulimit -n`: one fewer than its ListedOpener keeps, see trust.directories_to_keep)
 MAX_THREADS = 256  # --threads beyond this: Python threads only pass the GIL around, io_uring gains nothing past 32
 FIRST_CHUNK = 512  # a streamed list's first entries: checked (their inodes timed where the disk may seek) first
 STREAM_CHUNK = 4096  # then entries checked at a time, each chunk's files read as soon as it is checked
@@ -324,8 +323,10 @@ class _Checker:
         run: list[int] = []
         names: list[str] = []
         fds: list[int] = []
-        keep = directories_to_keep(DIRS_AT_ONCE)
-        with ListedOpener(keep=keep + 1) as opener:
+        with ListedOpener(keep=DIRS_AT_ONCE + 1) as opener:
+            # A run ends one directory before the opener would let them all go (and the run's descriptors with
+            # them): its own cap less one, also where a low limit made that cap smaller (at least 1).
+            keep = max(1, opener.keep - 1)
             directory_of, dirs, entries, listed = opener.directory, opener.dirs, self.entries, self.listed
             for i in indices:
                 directory, _, name = entries[i].path.rpartition("/")
@@ -475,9 +476,16 @@ def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, w
         return _issue_with(opener, entries, order_, listed, windows, devnums, progress, skipped, guard)
 
 
-def _not_opened(path: str, code: int, name: str, dir_fd: int, looked: bool) -> Skip:
-    """Why a listed file did not open. A name opened without a look (a nodev mount, where a device node refuses
-    its open with EACCES) is looked at now: a device there is "changed", as a look before would have said."""
+def _not_opened(path: str, e: Untrusted | OSError, name: str = "", dir_fd: int = -1, looked: bool = True) -> Skip:
+    """Why a listed file did not open (`e`, not for want of a descriptor): refused by its look (Untrusted) or a
+    link in its place (ELOOP), changed; else unreadable. A name opened without a look (a nodev mount, where a
+    device node refuses its open with EACCES) is looked at now: a device there is "changed", as a look before would
+    have said."""
+    if isinstance(e, Untrusted):
+        return Skip(path, CHANGED, f"now {e.found}")
+    code = e.errno or errno.EIO
+    if code == errno.ELOOP:
+        return Skip(path, CHANGED, "now a symbolic link")
     if code == errno.EACCES and not looked and dir_fd >= 0:
         try:
             mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
@@ -494,13 +502,10 @@ def _open_again(opener: ListedOpener, path: str, checked: bool, skipped: list[Sk
     open in `skipped`. Out of descriptors again: _Stopped, counting the `files` and `issued` bytes sent."""
     try:
         return opener.open(path, checked=checked)
-    except Untrusted as e:
-        skipped.append(Skip(path, CHANGED, f"now {e.found}"))
-    except OSError as e:
-        if e.errno in NO_DESCRIPTORS:
+    except (Untrusted, OSError) as e:
+        if isinstance(e, OSError) and e.errno in NO_DESCRIPTORS:
             raise _Stopped(_out_of_descriptors(path, e), files, issued) from None
-        skipped.append(Skip(path, CHANGED, "now a symbolic link") if e.errno == errno.ELOOP
-                       else failed(path, e.errno or errno.EIO))
+        skipped.append(_not_opened(path, e))
     return -1
 
 
@@ -554,12 +559,11 @@ def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums,
                         raise not_regular(path, mode)
                 fd = open_(name, flags, dir_fd=dir_fd)
         except Untrusted as e:
-            skipped.append(Skip(path, CHANGED, f"now {e.found}"))
+            skipped.append(_not_opened(path, e))
             continue
         except OSError as e:
             if e.errno not in NO_DESCRIPTORS:
-                skipped.append(Skip(path, CHANGED, "now a symbolic link") if e.errno == errno.ELOOP
-                               else _not_opened(path, e.errno or errno.EIO, name, dir_fd, look or checked == 1))
+                skipped.append(_not_opened(path, e, name, dir_fd, look or checked == 1))
                 continue
             # Out of descriptors (ulimit -n): the process's, not the file's. The directories kept are let go and
             # the file opened once more; out again, the replay stops (never "unreadable").

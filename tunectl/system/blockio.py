@@ -25,6 +25,7 @@ class PathInfo:
     kind: str  # "block" | "file"
     devnum: str  # "maj:min": the device itself (block) or the one its filesystem is on (file)
     size: int  # bytes (0 for a block device: sysfs knows its size)
+    ino: int = 0  # the inode stat found: which file (or node) this is, to compare with an earlier look
 
 
 def _os_error(e: OSError, path: str, doing: str) -> TunectlError:
@@ -41,9 +42,9 @@ def inspect(path: str) -> PathInfo:
     except OSError as e:
         raise _os_error(e, path, "stat") from None
     if stat.S_ISBLK(st.st_mode):
-        return PathInfo(path, "block", f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}", 0)
+        return PathInfo(path, "block", f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}", 0, st.st_ino)
     if stat.S_ISREG(st.st_mode):
-        return PathInfo(path, "file", f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", st.st_size)
+        return PathInfo(path, "file", f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", st.st_size, st.st_ino)
     raise UsageError(f"{path} is neither a block device nor a regular file",
                      hint="name a block device (sda, /dev/sda) or one regular file on a disk-backed filesystem")
 

@@ -19,7 +19,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 
-from tunectl.system.termination import Terminated, stops_with_a_document
+from tunectl.system.termination import Deferring, Terminated, stops_with_a_document
 
 # SIGHUP too: the terminal went away (an ssh session dropped) and Python's default would end the process as abruptly.
 _ENDING = (signal.SIGTERM, signal.SIGHUP)
@@ -128,7 +128,8 @@ def interrupts_deferred() -> Iterator[None]:
         _MASKS.append(mask)
         try:
             signal.pthread_sigmask(signal.SIG_BLOCK, held)
-            yield
+            with Deferring():  # nor is a stop Python dropped before raised inside (termination.stop_not_said)
+                yield
         finally:
             _MASKS.pop()
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one held meanwhile is delivered (recorded) here
@@ -147,8 +148,10 @@ def threads_without_stops() -> Iterator[None]:
     SIGHUP blocked for their whole life: a new thread inherits the mask of the one starting it, blocked here for
     the block's time only (keep it to the starts). Only the main thread (Python runs handlers there alone) then
     takes a stop sent to the process, so one held by `interrupts_deferred` cannot be taken by a thread that
-    notes it too late (see there). One sent during the block itself waits for its end and acts then."""
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    notes it too late (see there). One sent during the block itself waits for its end and acts then. SIGALRM too:
+    the alarm that bounds a started document's write after a stop (tunectl.system.termination) must interrupt
+    that write, in the main thread."""
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, (*_STOPS, signal.SIGALRM))  # SIGALRM: see termination._look
     try:
         yield
     finally:

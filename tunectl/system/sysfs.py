@@ -13,6 +13,7 @@ import stat
 
 from tunectl.errors import SysfsError
 from tunectl.system import trust
+from tunectl.system.termination import stop_not_said
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -152,6 +153,7 @@ class Sysfs:
 
         O_TRUNC is a no-op on sysfs but keeps plain files in test trees exact.
         """
+        stop_not_said()  # a stop Python dropped comes before the change, not after it
         data = value.encode()
         try:
             fd = self._open(rel, os.O_WRONLY | os.O_TRUNC)

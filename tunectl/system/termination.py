@@ -9,9 +9,21 @@ the parser gets its document too. Only a signal that comes before that line (Pyt
 own start, tens of milliseconds) ends the process by the default action, with no
 document (exit 143 as a shell reports it).
 
-The handler acts once, and not after the one document is being written (`said`):
-a second stop, or a stop after the result was written, changes nothing, and the
-process exits with the document's own exit code. Never two documents, never half of one.
+The handler acts once until the document is being written (`said`): a second stop
+while the first is said changes nothing. Never two documents, never half of one when the
+reader reads: a stop once the document has started lets it finish, and the process exits
+with the document's own code. A reader that does not read (a full pipe, its reader stuck)
+would hold the process in that write for good, so the document's time is bounded: a second
+stop ends the process at once by that signal (exit 143 or 129 as a shell reports it), and so
+does the first if the write has made no progress for `STUCK_SECONDS` since (counted by
+write(2)'s bytes in /proc/self/io). Nothing more is written then: the reader has part of a
+document and the signal's exit status, as from the default action.
+
+A stop the handler raised where Python prints an exception and drops it (a weakref
+callback such as importlib's module lock, a __del__: "Exception ignored in ...") would let
+the command go on as if never stopped. `noting_dropped_stops` notes such a stop instead, and
+`stop_not_said` raises it again before each step a stop must precede: a lock wait, a write
+to sysfs or a state file, the start of the document.
 
 Only `_signal`, the C half of the signal module, is imported: `signal` imports enum,
 which costs a boot replay's start-up more than everything here (#30).
@@ -20,12 +32,15 @@ which costs a boot replay's start-up more than everything here (#30).
 from __future__ import annotations
 
 import _signal
+import sys
 
 TYPE_CHECKING = False  # typing's, without importing typing (nor collections, before the handler is set)
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
 _ENDING = (_signal.SIGTERM, _signal.SIGHUP)
+# A started document whose write has not moved for this long after a stop is cut: its reader is not reading.
+STUCK_SECONDS = 2.0
 
 
 class Terminated(KeyboardInterrupt):
@@ -41,23 +56,99 @@ class Terminated(KeyboardInterrupt):
 class _Said:
     done = False  # the process's one document is written or being written
     stop = 0  # the signal the handler raised Terminated for (it acts once), 0: none yet
+    late = 0  # a stop that came once the document was started: it has STUCK_SECONDS of no progress to finish
+    written = -1  # write(2)'s bytes so far (/proc/self/io wchar) at the last look, while `late`
+    dropped: KeyboardInterrupt | None = None  # a stop Python printed and dropped, not raised again yet
+    deferred = 0  # undoings running (tunectl.system.interrupts): a dropped stop waits for their end too
 
 
 def _stop(signum: int, frame: object) -> None:
-    if _Said.done or _Said.stop:  # the document stands, or a stop is being said: a second changes nothing
+    if _Said.done:  # the document has started: it may finish, in bounded time
+        _stop_late(signum)
+    elif not _Said.stop:  # a stop being said already: a second changes nothing
+        _Said.stop = signum
+        raise Terminated(signum)
+
+
+def _stop_late(signum: int) -> None:
+    if _Said.late:  # a second stop: the caller will not wait
+        _end(signum)
+    _Said.late, _Said.written = signum, _written()
+    _signal.signal(_signal.SIGALRM, _look)
+    _signal.setitimer(_signal.ITIMER_REAL, STUCK_SECONDS)
+
+
+def _look(signum: int, frame: object) -> None:
+    """STUCK_SECONDS after a late stop (or the last look): the document's write moved since, or the process ends.
+
+    The alarm interrupts the blocked write(2) (Python's handlers are set without SA_RESTART): a pipe write returns
+    the bytes it wrote so far, so wchar has counted them; one that wrote nothing since has a reader not reading."""
+    now = _written()
+    if now < 0 or now == _Said.written:
+        _end(_Said.late)
+    _Said.written = now
+    _signal.setitimer(_signal.ITIMER_REAL, STUCK_SECONDS)
+
+
+def _written() -> int:
+    """The bytes this process has passed to write(2) (wchar of /proc/self/io), -1 when unknown."""
+    try:
+        with open("/proc/self/io", "rb") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith(b"wchar:"))
+    except (OSError, ValueError, StopIteration):
+        return -1
+
+
+def _end(signum: int) -> None:
+    """The process ends now by `signum`'s default action: no buffer flushed, nothing more written, the signal's
+    exit status (143, 129), as before the handler was set."""
+    import os
+
+    _signal.setitimer(_signal.ITIMER_REAL, 0)
+    _signal.signal(signum, _signal.SIG_DFL)
+    _signal.pthread_sigmask(_signal.SIG_UNBLOCK, (signum,))
+    os.kill(os.getpid(), signum)
+    os._exit(128 + signum)  # not reached: the signal ended the process as kill returned
+
+
+def noting_dropped_stops() -> None:
+    """From now on a stop (Ctrl-C's KeyboardInterrupt, Terminated) Python would print as "Exception ignored" and
+    drop is kept for `stop_not_said` instead; other such exceptions are printed as before."""
+    before = sys.unraisablehook
+
+    def note(unraisable) -> None:  # sys.UnraisableHookArgs
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            if _Said.dropped is None:
+                _Said.dropped = unraisable.exc_value
+            return
+        before(unraisable)
+
+    if getattr(sys.unraisablehook, "notes_stops", False):
         return
-    _Said.stop = signum
-    raise Terminated(signum)
+    note.notes_stops = True  # type: ignore[attr-defined]
+    sys.unraisablehook = note
 
 
 def stop_not_said() -> None:
-    """Raise Terminated again for a stop the handler raised that nothing has said: Python swallowed it.
+    """Raise again a stop Python dropped (`noting_dropped_stops`), once: called before a step a stop must come
+    before (a lock wait, a write to sysfs or a state file, the document's start). Else nothing.
 
-    A handler's exception raised while Python runs a weakref callback or a __del__ is printed ("Exception
-    ignored in: <function _get_module_lock.<locals>.cb>", importlib's module lock) and dropped: the command
-    went on, and as the handler acts once, it then waited for a held lock for good. Called before a wait."""
-    if _Said.stop and not _Said.done:
-        raise Terminated(_Said.stop)
+    Not inside an undoing (it runs to its end; the next step after raises it), nor once the document started."""
+    stop = _Said.dropped
+    if stop is None or _Said.deferred or _Said.done:
+        return
+    _Said.dropped = None
+    raise Terminated(stop.signum) if isinstance(stop, Terminated) else KeyboardInterrupt()
+
+
+class Deferring:
+    """Inside, `stop_not_said` raises nothing (tunectl.system.interrupts.interrupts_deferred: an undoing)."""
+
+    def __enter__(self) -> None:
+        _Said.deferred += 1
+
+    def __exit__(self, *exc: object) -> None:
+        _Said.deferred -= 1
 
 
 def wants_json(argv: Sequence[str]) -> bool:

@@ -19,6 +19,8 @@ import os
 import stat
 from collections.abc import Callable
 
+from tunectl.system.termination import stop_not_said
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
@@ -82,7 +84,7 @@ def _hint_fix(path: str | os.PathLike) -> str:
 
 
 def check_dir(path: str | os.PathLike, final: bool = True, shared: bool = False) -> Path:
-    """Every directory of `path` from / down, checked; the path with its symlinks above the last one resolved.
+    """Every directory of `path` from / down, checked; the path with its symlinks resolved (`walk`).
 
     The last component must be a directory, not a symbolic link. A symbolic link
     higher up is followed when root or the user owns it, and the walk goes on
@@ -91,29 +93,21 @@ def check_dir(path: str | os.PathLike, final: bool = True, shared: bool = False)
     user owns it, never one another user planted.
     """
     from pathlib import Path  # here: a replay at boot does not import pathlib
-    parts = list(Path(os.path.abspath(path)).parts[1:])
-    current = Path("/")
-    links = 0
-    _check_stat(current, os.stat(current), final=not parts and final, shared=shared)
-    while parts:
-        part = parts.pop(0)
-        nxt = current / part
-        st = os.lstat(nxt)
-        if stat.S_ISLNK(st.st_mode):
-            if not parts and final and not shared:
-                raise Untrusted(nxt, f"a symbolic link (to {os.readlink(nxt)})",
-                                "name the directory itself, not a link to it")
-            links += 1
-            why = problem(st, final=False) if st.st_uid not in trusted_uids() else None
-            if why or links > _MAX_LINKS:
-                raise Untrusted(nxt, f"a symbolic link {why or 'loop'}", _hint_fix(nxt))
-            target = Path(os.readlink(nxt))
-            parts = list((target if target.is_absolute() else current / target).parts[1:]) + parts
-            current = Path("/")
-            continue
-        _check_stat(nxt, st, final=not parts and final, shared=shared)
-        current = nxt
-    return current
+
+    def not_a_link(dir_fd: int, name: str, st: os.stat_result, shown: str) -> None:
+        if stat.S_ISLNK(st.st_mode) and final and not shared:
+            raise Untrusted(shown, f"a symbolic link (to {os.readlink(name, dir_fd=dir_fd)})",
+                            "name the directory itself, not a link to it")
+
+    try:
+        landed = walk(os.fspath(path), last=not_a_link, judge=None if shared else lambda st: problem(st, final=False))
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Untrusted(e.filename, "a symbolic link loop", _hint_fix(e.filename)) from None
+        raise
+    resolved = Path(landed.path)
+    _check_stat(resolved, landed.st, final=final, shared=shared)
+    return resolved
 
 
 def _check_stat(path: Path, st: os.stat_result, final: bool, shared: bool = False) -> None:
@@ -127,48 +121,31 @@ def _check_stat(path: Path, st: os.stat_result, final: bool, shared: bool = Fals
 def check_root(path: str | os.PathLike) -> Path:
     """A root directory tunectl reads a tree below (a fake sysfs, udev database, /proc): checked as `check_dir`.
 
-    A link at its last component is followed when root or the user owns it; a root
-    that does not exist yet is judged by its nearest existing parent, which must then
-    be root's alone: nobody else may create it later.
+    Walked as `walk` goes (a link, at its last component too, followed when root or the user owns it, each
+    directory passed judged as one above a file); a root that does not exist yet is judged by its nearest
+    existing parent, which must then be root's alone: nobody else may create it later.
     """
-    from pathlib import Path  # here: a replay at boot does not import pathlib
-    probe = Path(os.path.abspath(path))
-    for _ in range(_MAX_LINKS):
-        try:
-            st = os.lstat(probe)
-        except FileNotFoundError:
-            if probe.parent == probe:
-                raise
-            probe = probe.parent
-            continue
-        if not stat.S_ISLNK(st.st_mode):
-            return check_dir(probe)
-        if st.st_uid not in trusted_uids():
-            raise Untrusted(probe, f"a symbolic link owned by {owner(st.st_uid)}", _hint_fix(probe))
-        check_dir(probe.parent, final=False)
-        probe = probe.parent / os.readlink(probe)
-    raise Untrusted(path, "a symbolic link loop", "name the directory itself")
+    try:
+        return check_dir(walk(os.fspath(path), judge=lambda st: problem(st, final=False)).path)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Untrusted(path, "a symbolic link loop", "name the directory itself") from None
+        if e.errno != errno.ENOENT or not e.filename:
+            raise
+        return check_dir(os.path.dirname(e.filename))
 
 
 def resolve_own_links(path: str | os.PathLike) -> Path:
-    """`path` with its symbolic links resolved, each one root's or the user's: another user's link anywhere
-    on it is refused (Untrusted), never followed. A path that does not exist (yet) is returned as it is."""
+    """`path` with its symbolic links resolved (`walk`), each one root's or the user's: another user's link anywhere
+    on it is refused (Untrusted), never followed. A path whose last component does not exist (yet) is returned as
+    it is."""
     from pathlib import Path  # here: a replay at boot does not import pathlib
-    path = Path(os.path.abspath(path))
-    for _ in range(_MAX_LINKS):
-        parent = check_dir(path.parent, shared=True)  # a link above: root's or the user's, or refused
-        path = parent / path.name
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            return path
-        if not stat.S_ISLNK(st.st_mode):
-            return path
-        if st.st_uid not in trusted_uids():
-            raise Untrusted(path, f"a symbolic link owned by {owner(st.st_uid)}",
-                            "name the file itself; tunectl follows no link another user owns")
-        path = Path(os.path.abspath(parent / os.readlink(path)))
-    raise Untrusted(path, "a symbolic link loop", "name the file itself")
+    try:
+        return Path(walk(os.fspath(path), missing_ok=True).path)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Untrusted(e.filename, "a symbolic link loop", "name the file itself") from None
+        raise
 
 
 def ensure_dir(path: str | os.PathLike, mode: int = 0o755) -> Path:
@@ -440,7 +417,9 @@ def _walk_no_link(path: str, flags: int, dir_flags: int = _PATH_DIR) -> int:
             try:
                 nxt = os.open(part, dir_flags, dir_fd=fd)
             except NotADirectoryError:  # a link, with O_DIRECTORY, says ENOTDIR: say ELOOP, as openat2 does
-                if stat.S_ISLNK(os.lstat(part, dir_fd=fd).st_mode):
+                # A directory there by the look was no directory at the open: a link swapped back (another user's
+                # loop of renames), changed as much as a link seen now. Only a file that stays one is ENOTDIR.
+                if stat.S_IFMT(os.lstat(part, dir_fd=fd).st_mode) in (stat.S_IFLNK, stat.S_IFDIR):
                     raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path) from None
                 raise
             os.close(fd)
@@ -488,7 +467,8 @@ class ListedOpener:
     the directory was opened is followed. A directory with a link on its way (``/lib``
     on merged-/usr), or a kernel without openat2, falls back to `open_listed` per file.
     At most `keep` directories stay open (a list in disk order visits them in runs), fewer under a low
-    `ulimit -n` (`directories_to_keep`); `close` lets them go (out of descriptors: try again after it).
+    `ulimit -n` (`directories_to_keep`; the number kept is its `keep`); `close` lets them go (out of
+    descriptors: try again after it).
 
     A name not `checked` is looked at (not followed) before it is opened, so that a device
     node or a named pipe put in its place is refused unopened, except in a directory on a
@@ -506,7 +486,7 @@ class ListedOpener:
 
     def __init__(self, keep: int = 512) -> None:
         self.dirs: dict[str, tuple[int, bool]] = {}  # directory -> (O_PATH descriptor or -1, look before opening)
-        self._keep = directories_to_keep(keep)
+        self.keep = directories_to_keep(keep)  # at most this many stay open; one more lets them all go
 
     def directory(self, directory: str) -> tuple[int, bool]:
         """`directory` opened (kept): its descriptor, -1 to open its files one by one (`open_listed`), and whether
@@ -530,7 +510,7 @@ class ListedOpener:
         if fd >= 0:
             # the directory opened, not the name: a swap after the open changes nothing
             look = not os.fstatvfs(fd).f_flag & os.ST_NODEV or not chosen_by_no_other(os.fstat(fd))
-        if len(self.dirs) >= self._keep:
+        if len(self.dirs) >= self.keep:
             self.close()
         self.dirs[directory] = found = (fd, look)
         return found
@@ -568,48 +548,150 @@ def _parts(path: str) -> list[str]:
     return [p for p in path.split("/") if p and p != "."]
 
 
-def _walk_open(path: str, flags: int, links: bool = True) -> int:
-    parts = _parts(os.path.abspath(path))
-    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    followed = 0
+LINK_HINT = ("root follows only links that root owns (a user must not decide what root reads or writes), and tunectl "
+             "follows no link another user owns: name the file or device itself")
+
+
+class Landed:
+    """Where `walk` led: `path` with every link followed (as this machine names it: ``/dev/...`` for a tree's dev
+    root), `st` the look (not followed) at what is there (None: missing, with `missing_ok`), `untrusted` the first
+    directory passed that another user can change (as `problem` says it; empty: none), and `opened` what the
+    caller's `last` made of the last component."""
+
+    __slots__ = ("path", "st", "untrusted", "opened")
+
+    def __init__(self, path: str, st: os.stat_result | None, untrusted: str = "", opened: object = None) -> None:
+        self.path, self.st, self.untrusted, self.opened = path, st, untrusted, opened
+
+
+class OthersLink(Untrusted):
+    """A symbolic link on the way that neither root nor the user owns: `path` is the link."""
+
+
+def walk(path: str, tree: str | None = None, *, links: bool = True, missing_ok: bool = False,
+         last: Callable[[int, str, os.stat_result, str], object] | None = None,
+         judge: Callable[[os.stat_result], str | None] | None = None) -> Landed:
+    """The one walk of a path the way root may follow it: which links root follows, through which directories.
+
+    From ``/`` one component at a time, each looked at (not followed) relative to a descriptor of the directory
+    before it (O_PATH, O_NOFOLLOW: a directory swapped for a link between two steps fails the step, never leads
+    elsewhere). A symbolic link is followed only when root or the user owns it; every directory passed is judged
+    by `problem` and the first that fails is kept (`Landed.untrusted`: the caller decides what it may take
+    through one). `tree`: the dev root of a tree that describes another machine, standing for ``/dev`` (the only
+    part of it the walk sees; `path` is then as the tree names it). `links=False`: any link is refused (ELOOP).
+    `last(dir_fd, name, st, shown)`: called on the last component as looked at (a link too, before it is followed);
+    what it returns ends the walk (`Landed.opened`), None goes on. `judge`: a directory passed (``/`` too) that
+    it finds fault with is refused (Untrusted) instead of kept.
+
+    Raises OthersLink (another user's link); OSError naming the path walked so far: ELOOP (a link loop, or any
+    link with `links=False`), ENOENT (missing: with `missing_ok`, only a missing last component returns, `st`
+    None), ENOTDIR (`strerror`: what is there, "not a directory"), EXDEV (outside a tree's dev root), or as
+    the system says (EACCES).
+    """
+    todo = _parts(os.path.abspath(path) if tree is None else path)
+    at: list[str] = []  # the components reached so far: a path with no link on it
+    fds = [os.open("/", _PATH_DIR) if tree is None else -1]  # a descriptor of each directory of `at`; -1: a tree's /
     try:
-        while parts:
-            part = parts.pop(0)
-            st = os.stat(part, dir_fd=fd, follow_symlinks=False)
-            if stat.S_ISLNK(st.st_mode) and not links:
-                raise Untrusted(path, "changed while tunectl looked at it (a part became a symbolic link)",
-                                "run again; if it recurs, find who changes it", True)
-            if stat.S_ISLNK(st.st_mode) and not parts:
-                raise Untrusted(path, "a symbolic link", "list the file itself, not a link to it", True)
+        st: os.stat_result | None = os.fstat(fds[0]) if tree is None else None
+        why = (judge or problem)(st) if st is not None else None
+        if why and judge:
+            raise Untrusted("/", why, _hint_fix("/"))
+        untrusted = f"/: {why}" if why else ""  # a tree's dev root and the directories above it: `roots.check_trusted`
+        followed = 0
+        part = ""
+        while todo:
+            part = todo.pop(0)
+            if part == "..":
+                if at:
+                    at.pop()
+                    os.close(fds.pop())
+                continue
+            shown = "/" + "/".join(at + [part])
+            if fds[-1] < 0 and part != "dev":
+                raise OSError(errno.EXDEV, "outside the tree's dev root", shown)
+            try:
+                st = os.lstat(tree) if fds[-1] < 0 else os.stat(part, dir_fd=fds[-1], follow_symlinks=False)
+            except FileNotFoundError:
+                if missing_ok and not todo:
+                    return Landed(shown, None, untrusted)
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), shown) from None
+            if not todo and last is not None and (opened := last(fds[-1], part, st, shown)) is not None:
+                return Landed(shown, st, untrusted, opened)
             if stat.S_ISLNK(st.st_mode):
                 followed += 1
-                if st.st_uid not in trusted_uids() or followed > _MAX_LINKS:
-                    raise Untrusted(path, f"a symbolic link {part!r} owned by {owner(st.st_uid)} on its way"
-                                    if followed <= _MAX_LINKS else "a symbolic link loop",
-                                    "list the file by a path without another user's links", True)
-                target = os.readlink(part, dir_fd=fd)
+                if not links or followed > _MAX_LINKS:
+                    raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), shown)
+                if st.st_uid not in trusted_uids():
+                    raise OthersLink(shown, f"a symbolic link owned by {owner(st.st_uid)}, not root", LINK_HINT)
+                target = os.readlink(part, dir_fd=fds[-1])
                 if target.startswith("/"):
-                    os.close(fd)
-                    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-                parts = _parts(target) + parts
+                    at = []
+                    while len(fds) > 1:
+                        os.close(fds.pop())
+                todo = _parts(target) + todo
                 continue
-            if parts:
-                nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
-                os.close(fd)
-                fd = nxt
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                raise not_regular(path, st.st_mode)
-            opened = os.open(part, flags, dir_fd=fd)
-            now = os.fstat(opened)
-            if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-                os.close(opened)
-                raise Untrusted(path, "changed while tunectl opened it", "run again; if it recurs, find who changes it",
-                                True)
-            return opened
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+            if todo:
+                if not stat.S_ISDIR(st.st_mode):
+                    raise NotADirectoryError(errno.ENOTDIR, f"{kind(st.st_mode)}, not a directory", shown)
+                try:  # a directory swapped for a link (ENOTDIR, O_NOFOLLOW) or another one since the look: refused
+                    fds.append(os.open(tree if fds[-1] < 0 else part, _PATH_DIR,
+                                       dir_fd=None if fds[-1] < 0 else fds[-1]))
+                    now = os.fstat(fds[-1])
+                except (NotADirectoryError, FileNotFoundError):
+                    now = None
+                if now is None or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+                    raise Untrusted(shown, "changed while tunectl looked at it (a directory on the way was "
+                                    "replaced)", "run again; if it recurs, find who changes it")
+                why = (judge or problem)(st)
+                if why and judge:
+                    raise Untrusted(shown, why, _hint_fix(shown))
+                if why and not untrusted:
+                    untrusted = f"{shown}: {why}"
+            at.append(part)
+        if part == ".." or st is None:  # ended on a directory left by "..": what is there now, through its descriptor
+            if fds[-1] < 0:
+                raise OSError(errno.EXDEV, "outside the tree's dev root", "/")
+            st = os.fstat(fds[-1])
+        return Landed("/" + "/".join(at), st, untrusted)
     finally:
-        os.close(fd)
+        for fd in fds:
+            if fd >= 0:
+                os.close(fd)
+
+
+def _walk_open(path: str, flags: int, links: bool = True) -> int:
+    def opened(dir_fd: int, name: str, st: os.stat_result, shown: str) -> int:
+        if stat.S_ISLNK(st.st_mode) and links:
+            raise Untrusted(path, "a symbolic link", "list the file itself, not a link to it", True)
+        if stat.S_ISLNK(st.st_mode):
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+        if not stat.S_ISREG(st.st_mode):
+            raise not_regular(path, st.st_mode)
+        fd = os.open(name, flags, dir_fd=dir_fd)
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            os.close(fd)
+            raise Untrusted(path, "changed while tunectl opened it", "run again; if it recurs, find who changes it",
+                            True)
+        return fd
+
+    try:
+        fd = walk(path, links=links, last=opened).opened
+    except OthersLink as e:
+        raise Untrusted(path, f"{e.path} on its way: {e.found}", LINK_HINT, True) from None
+    except OSError as e:
+        if e.errno == errno.ELOOP and not links:
+            raise Untrusted(path, "changed while tunectl looked at it (a part became a symbolic link)",
+                            "run again; if it recurs, find who changes it", True) from None
+        if e.errno == errno.ELOOP:
+            raise Untrusted(path, "a symbolic link loop", "list the file by a path without another user's links",
+                            True) from None
+        if e.filename == path:
+            raise
+        raise OSError(e.errno, e.strerror, path) from None
+    if not isinstance(fd, int):  # "/", or a path ending in ".."
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    return fd
 
 
 def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _READ,
@@ -689,6 +771,7 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None =
     `tmp_prefix`: the temp file's name before its random part (default ``.NAME.``), so a
     sweep after a killed writer can tell its own files.
     """
+    stop_not_said()  # a stop Python dropped comes before the file is replaced (a journal, a rules file), not after
     import contextlib  # here, as pathlib: a replay at boot imports this module and writes nothing
     import secrets
     from pathlib import Path  # here: a replay at boot does not import pathlib

@@ -158,3 +158,68 @@ def test_rollback_says_async_depth_changed_only_when_it_differs(tmp_path, nr_req
         assert got["iosched/async_depth"]["before"] == (int(depth) if nr_requests_by_hand else 16)
         assert [s["attribute"] for s in doc["settings"] if s["status"] == "changed"] == \
             [s["attribute"] for s in doc["settings"] if s["before"] != s["after"]]
+
+
+DEPTH_PROFILE = ("name: depth\nclasses:\n  loop: {scheduler: mq-deadline, queue: {nr_requests: 32}, "
+                 "iosched: {async_depth: 16}}\n")
+
+
+def _queue_writes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The queue attributes tunectl writes from now on (in this process), in order."""
+    from tunectl.system.sysfs import Sysfs
+
+    writes: list[str] = []
+    real = Sysfs.write
+
+    def write(self: Sysfs, rel: str, value: str) -> None:
+        writes.append(rel.split("/queue/", 1)[1])
+        real(self, rel, value)
+
+    monkeypatch.setattr(Sysfs, "write", write)
+    return writes
+
+
+def test_rollback_restores_async_depth_again_only_after_an_nr_requests_write_it_makes(tmp_path, monkeypatch):
+    # Only restores that are written disturb async_depth (mq-deadline resets it on an nr_requests write): with
+    # nr_requests put back by hand, the kernel's reset put async_depth back too, and nothing is left to do.
+    p = tmp_path / "depth.yaml"
+    p.write_text(DEPTH_PROFILE)
+    env = {"TUNECTL_STATE_DIR": str(tmp_path / "state"), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    with loop_devices(tmp_path, [{"rotational": 0, "scheduler": "mq-deadline"}]) as (name,):
+        nr, depth = sysfs_read(name, "queue/nr_requests"), sysfs_read(name, "queue/iosched/async_depth")
+        assert run("apply", "-p", str(p), name, "--json", env=env)[0] == 0
+        sysfs_write(name, "queue/nr_requests", nr)
+        assert sysfs_read(name, "queue/iosched/async_depth") == depth
+        code, doc = run("rollback", name, "--check", "--json", env=env)
+        assert code == 0, doc
+        got = {s["attribute"]: s["status"] for s in doc["settings"]}
+        assert got["nr_requests"] == got["iosched/async_depth"] == "ok" and doc["changed"] is False, doc
+        code, text = run("rollback", name, "--print", env=env)
+        assert code == 0 and "async_depth" not in text, text
+        writes = _queue_writes(monkeypatch)
+        assert run("rollback", name, "--json", env=env)[0] == 0
+        assert writes == []
+
+
+@pytest.mark.parametrize("original", ["the kernel's", "set by hand"])
+def test_rollback_writes_async_depth_only_when_the_kernels_reset_did_not_restore_it(tmp_path, monkeypatch,
+                                                                                    original: str):
+    # The nr_requests restore makes mq-deadline reset async_depth (to the new depth on 6.18, 3/4 of it before):
+    # looked at again just before its own write, async_depth already at its original is not written.
+    p = tmp_path / "depth.yaml"
+    p.write_text(DEPTH_PROFILE)
+    env = {"TUNECTL_STATE_DIR": str(tmp_path / "state"), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    with loop_devices(tmp_path, [{"rotational": 0, "scheduler": "mq-deadline"}]) as (name,):
+        nr, depth = sysfs_read(name, "queue/nr_requests"), sysfs_read(name, "queue/iosched/async_depth")
+        if original == "set by hand":  # not what the reset gives back on this kernel
+            depth = str(int(depth) - 1)
+            sysfs_write(name, "queue/iosched/async_depth", depth)
+            assert sysfs_read(name, "queue/iosched/async_depth") == depth
+        assert run("apply", "-p", str(p), name, "--json", env=env)[0] == 0
+        writes = _queue_writes(monkeypatch)
+        code, doc = run("rollback", name, "--json", env=env)
+        assert code == 0, doc
+        assert (sysfs_read(name, "queue/nr_requests"), sysfs_read(name, "queue/iosched/async_depth")) == (nr, depth)
+        assert writes == ["nr_requests"] + (["iosched/async_depth"] if original == "set by hand" else []), writes
+        got = {s["attribute"]: s for s in doc["settings"]}["iosched/async_depth"]
+        assert (got["status"], got["before"], got["after"]) == ("changed", 16, int(depth)), got

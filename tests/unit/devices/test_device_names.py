@@ -160,3 +160,126 @@ def test_a_file_swapped_for_a_device_between_two_looks_is_refused(t: Tunectl, de
         Resolver(t.ctx).stack(target)
     except UsageError as err:
         assert "changed while" not in err.message
+
+
+def _swap_for_link(directory: Path, target: Path) -> None:
+    """`directory` replaced by a link to `target`, as whoever owns the directory above it may do at any moment."""
+    os.rename(directory, directory.with_name(directory.name + ".old"))
+    os.symlink(target, directory)
+
+
+def test_a_directory_swapped_for_a_link_between_two_steps_of_the_walk_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk looks at each component, then goes on from it: a directory replaced by a link between the look and
+    the next step is refused as changed, never followed (a step taken by name would go where the link leads)."""
+    mine, elsewhere = tmp_path / "mine", tmp_path / "elsewhere"
+    for d in (mine, elsewhere):
+        d.mkdir()
+        (d / "f").write_text("")
+    looks = {"stat": os.stat, "lstat": os.lstat}
+    swapped: list[bool] = []
+
+    def look_then_swap(kind: str):
+        def look(path, *args, **kwargs):
+            st = looks[kind](path, *args, **kwargs)
+            if os.fspath(path) in ("mine", str(mine)) and not swapped:
+                swapped.append(True)
+                _swap_for_link(mine, elsewhere)  # just after the walk saw a directory there
+            return st
+        return look
+
+    monkeypatch.setattr(os, "stat", look_then_swap("stat"))
+    monkeypatch.setattr(os, "lstat", look_then_swap("lstat"))
+    with pytest.raises(devnode.Refused) as e:
+        devnode.follow(str(mine / "f"), "/dev")
+    assert e.value.code == "untrusted-link", e.value.message
+    assert f"{mine}: changed while tunectl looked at it" in e.value.message, e.value.message
+
+
+@pytest.fixture
+def live(t: Tunectl, fake_tree: FakeTree, tmp_path: Path) -> Tunectl:
+    """`t` as on a live machine: paths walked on this one, mounts from a /proc whose mountinfo has / on sda1 and
+    `tmp_path`/other on nvme0n1p1 (another filesystem's disk)."""
+    from tests.fakesys import mountinfo_line
+
+    proc = tmp_path / "proc"
+    (proc / "self").mkdir(parents=True)
+    (proc / "self" / "mountinfo").write_text("\n".join([
+        mountinfo_line(fake_tree, 20, "sda1", "/", "ext4", "/dev/sda1"),
+        mountinfo_line(fake_tree, 21, "nvme0n1p1", str(tmp_path / "other"), "ext4", "/dev/nvme0n1p1")]) + "\n")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "f").write_text("")
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "theirs" / "f").write_text("")
+    t.ctx.roots = t.ctx.roots._replace(real=True, dev="/dev", proc=str(proc))
+    return t
+
+
+def test_a_path_swapped_after_its_walk_is_taken_where_the_walk_found_it(
+        live: Tunectl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A path argument (the disks under its filesystem): its mount is found from where the walk led, never by
+    resolving the name again, which whoever owns a directory on the way could by then have pointed at another
+    filesystem (a link swapped in between the two: root would tune that filesystem's disks)."""
+    theirs = tmp_path / "theirs"
+    assert Resolver(live.ctx).whole_devices([str(theirs)]) == ["sda"]
+    looked_up = Resolver.lookup
+
+    def lookup_then_swap(self: Resolver, ref: str):
+        found = looked_up(self, ref)
+        _swap_for_link(theirs, tmp_path / "other")  # between the walk and the look for its mount
+        return found
+
+    monkeypatch.setattr(Resolver, "lookup", lookup_then_swap)
+    assert Resolver(live.ctx).whole_devices([str(theirs)]) == ["sda"]
+    monkeypatch.undo()
+    assert Resolver(live.ctx).whole_devices([str(theirs)]) == ["nvme0n1"]  # named now, the link is root's own
+
+
+def test_a_file_swapped_for_another_files_link_after_its_walk_is_refused(
+        live: Tunectl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`bench FILE`: the file stat finds (following links) is compared with the one the walk saw; another file, on
+    another filesystem, swapped in between the two is refused as changed, not benched on its disk."""
+    from tunectl.system import blockio
+
+    target = tmp_path / "theirs" / "f"
+    inspected = blockio.inspect
+
+    def swap_then_inspect(path: str) -> blockio.PathInfo:
+        target.unlink()
+        os.symlink(tmp_path / "other" / "f", target)
+        return inspected(path)
+
+    monkeypatch.setattr(blockio, "inspect", swap_then_inspect)
+    with pytest.raises(UsageError) as e:
+        Resolver(live.ctx).stack(str(target))
+    assert e.value.code == "untrusted-link" and "changed while it was being looked up (now another file)" in \
+        e.value.message, e.value.message
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a link another user owns is made with lchown (root)")
+def test_a_directory_argument_through_another_users_link_is_refused(live: Tunectl, tmp_path: Path) -> None:
+    """`explain DIR` (the stack of a directory's filesystem) walks DIR as a FILE argument is walked: another user's
+    link on it is refused, not followed to the filesystem it leads to (before, it was looked up by name)."""
+    theirs = tmp_path / "by-nobody"
+    theirs.symlink_to(tmp_path / "other")
+    os.lchown(theirs, 65534, 65534)
+    with pytest.raises(UsageError) as e:
+        Resolver(live.ctx).filesystem_stack(str(theirs))
+    assert e.value.code == "untrusted-link" and f"{theirs}: a symbolic link owned by nobody" in e.value.message, \
+        e.value.message
+
+
+def test_a_directory_swapped_after_its_walk_is_taken_where_the_walk_found_it(
+        live: Tunectl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`explain DIR`: the mount of a directory's filesystem is the one the walk reached, never the name looked up
+    again after a link was swapped in on the way (to a directory on another filesystem)."""
+    theirs = tmp_path / "theirs"
+
+    def swap_then_name(self: Resolver, devnum: str) -> str:  # a fake tree has no real st_dev: / is on sda1
+        if not theirs.is_symlink():
+            _swap_for_link(theirs, tmp_path / "other")  # once the directory's device was found, before its mount
+        return "sda1"
+
+    monkeypatch.setattr(Resolver, "name_of_devnum", swap_then_name)
+    stack = Resolver(live.ctx).filesystem_stack(str(theirs))
+    assert stack.mount is not None and stack.mount.target == "/", stack.layers

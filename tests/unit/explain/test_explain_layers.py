@@ -29,3 +29,18 @@ def test_the_hash_loop_does_not_repeat_the_filesystem_its_image_shares() -> None
         ("loop", "loop0"), ("file", "/srv/browser.img"), ("filesystem", "/srv"), ("partition", "mmcblk0p1"),
         ("disk", "mmcblk0"), ("loop", "loop1"), ("file", "/srv/browser.hash")]
     assert once(shown) == shown
+
+
+def test_the_extents_of_a_file_named_by_a_pipe_are_unknown_never_waited_for(tmp_path) -> None:
+    """A loop's backing file is opened by name for its extents: its directory's owner may swap a named pipe in
+    after the stack was read. The open blocked until a writer came; now a pipe, a
+    link another user owns or a device there is no file of extents."""
+    import os
+    import subprocess
+    import sys
+
+    pipe = tmp_path / "image"
+    os.mkfifo(pipe)
+    code = f"from tunectl.explain.facts import extent_count; print(extent_count({str(pipe)!r}))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=10)
+    assert done.stdout.split() == ["None"], done.stderr

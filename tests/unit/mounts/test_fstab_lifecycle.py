@@ -236,3 +236,81 @@ def test_an_fstab_directory_swapped_for_a_link_after_the_look_is_refused_not_rea
         (theirs / "d").unlink()
         os.rename(theirs / "d.real", theirs / "d")
     assert (hidden / "fstab").read_text().startswith("s3cr3t") and sorted(os.listdir(hidden)) == ["fstab"]
+
+
+def _theirs_with_root_only_beside(tmp_path: Path) -> tuple[Path, Path]:
+    """A directory a user owns (`--fstab` is any file) holding d/fstab, and a root-only directory holding an
+    original (a 0600 fstab with a password) and a temp file of tunectl's own name."""
+    hidden = tmp_path / "root-only"
+    hidden.mkdir(mode=0o700)
+    (hidden / "fstab.tunectl.orig").write_text("//srv/x /x cifs password=s3cr3t 0 0\n")
+    (hidden / "fstab.tunectl.orig").chmod(0o600)
+    (hidden / ".fstab.tunectl-tmp.0123456789ab").write_text("root's\n")
+    theirs = tmp_path / "theirs"
+    (theirs / "d").mkdir(parents=True)
+    (theirs / "d" / "fstab").write_text(FSTAB)
+    if os.geteuid() == 0:
+        os.chown(theirs, 65534, 65534)
+        os.chown(theirs / "d", 65534, 65534)
+        os.chown(theirs / "d" / "fstab", 65534, 65534)
+    return theirs, hidden
+
+
+def _swap(theirs: Path, hidden: Path, to_link: bool) -> None:
+    """The user's loop of renames: d becomes a link to the root-only directory, or itself again."""
+    d = theirs / "d"
+    if to_link and not d.is_symlink():
+        os.rename(d, theirs / "d.real")
+        os.symlink(hidden, d)
+        if os.geteuid() == 0:
+            os.lchown(d, 65534, 65534)
+    elif not to_link and d.is_symlink():
+        d.unlink()
+        os.rename(theirs / "d.real", d)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a link another user owns is made with lchown (root)")
+def test_the_sweep_after_the_look_never_removes_through_a_directory_swapped_for_a_link(
+        m: Machine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep listed and removed temp files by name, through the path again: a directory on the way swapped for
+    a link after resolve() looked had root remove a file of tunectl's temp name in the directory it pointed at."""
+    from tunectl.mounts import fstab_file
+
+    theirs, hidden = _theirs_with_root_only_beside(tmp_path)
+    real_resolve = fstab_file.resolve
+
+    def then_swapped(path):
+        found = real_resolve(path)
+        _swap(theirs, hidden, True)
+        return found
+
+    monkeypatch.setattr(fstab_file, "resolve", then_swapped)
+    m("mounts", "rollback", "--fstab", str(theirs / "d" / "fstab"))
+    assert (hidden / ".fstab.tunectl-tmp.0123456789ab").read_text() == "root's\n"
+
+
+def test_a_rollback_never_reads_an_original_through_a_directory_swapped_for_a_link(
+        m: Machine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """restore_original opened FSTAB.tunectl.orig by name (O_NOFOLLOW on its last part only): a directory swapped
+    for a link to a root-only one after resolve() looked, and back before the fstab was read again, had root
+    "restore" that directory's original into the user's fstab, owned by the user: a root-only file disclosed."""
+    from tunectl.mounts import fstab_file
+
+    theirs, hidden = _theirs_with_root_only_beside(tmp_path)
+    real_resolve, real_current = fstab_file.resolve, fstab_file.read_current
+
+    def then_swapped(path):
+        found = real_resolve(path)
+        _swap(theirs, hidden, True)
+        return found
+
+    def swapped_back(real):
+        _swap(theirs, hidden, False)
+        return real_current(real)
+
+    monkeypatch.setattr(fstab_file, "resolve", then_swapped)
+    monkeypatch.setattr(fstab_file, "read_current", swapped_back)
+    with pytest.raises(fstab_file.NotReplaced, match="changed while tunectl looked at it"):
+        fstab_file.restore_original(theirs / "d" / "fstab")
+    _swap(theirs, hidden, False)
+    assert sorted(os.listdir(theirs / "d")) == ["fstab"] and (theirs / "d" / "fstab").read_text() == FSTAB

@@ -503,7 +503,7 @@ def test_the_inode_pass_holds_at_most_dirs_at_once_directories_open_and_judges_e
     class Counted(ListedOpener):
         def directory(self, directory: str) -> tuple[int, bool]:
             found = super().directory(directory)
-            if self._keep == replay_module.DIRS_AT_ONCE + 1:  # the inode pass's (the data pass keeps 512)
+            if self.keep == replay_module.DIRS_AT_ONCE + 1:  # the inode pass's (the data pass keeps 512)
                 most.append(len(self.dirs))
             return found
 

@@ -57,7 +57,6 @@ def test_out_of_descriptors_all_the_same_the_directories_kept_are_let_go(
         many_dirs: Path, disk: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     # The limit as the kernel enforces it, not sized for: every directory kept, until EMFILE says no more.
     monkeypatch.setattr(trust, "directories_to_keep", lambda most: most)
-    monkeypatch.setattr(replay_module, "directories_to_keep", lambda most: most)
     plist = read_list(str(many_dirs))
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 40, hard))
@@ -97,3 +96,44 @@ def test_a_replay_that_cannot_open_one_more_directory_stops_and_says_why(
         assert f"; before it, {2 * after} files (" in error["message"], error["message"]
     with pytest.raises(OutOfDescriptors):
         replay(Sysfs("/sys"), read_list(str(many_dirs)), str(many_dirs))
+
+
+def test_under_a_low_limit_the_inode_pass_lets_its_directories_go_one_before_its_opener_would(
+        many_dirs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inode pass holds its directories open while it judges a run of files, and ends the run one directory
+    before its opener would let them go itself (closing the descriptors the run is judged through). Under a low
+    `ulimit -n` the opener keeps fewer (a quarter of the limit): the run is cut one shorter still, not at the
+    opener's own number."""
+    held: list[tuple[int, int]] = []  # (directories open, the opener's cap) as the inode pass opens each one
+    judging = []  # non-empty while the inode pass judges its files
+    stat = replay_module._Checker._stat
+
+    def judged(self, *args):  # noqa: ANN001, ANN202
+        judging.append(True)
+        try:
+            return stat(self, *args)
+        finally:
+            judging.pop()
+
+    class Counted(trust.ListedOpener):
+        def directory(self, directory: str) -> tuple[int, bool]:
+            found = super().directory(directory)
+            if judging:
+                held.append((len(self.dirs), self.keep))
+            return found
+
+    monkeypatch.setattr(replay_module._Checker, "_stat", judged)
+    monkeypatch.setattr(replay_module, "ListedOpener", Counted)
+    monkeypatch.setattr(replay_module, "read_stack", lambda sysfs, device: Stack(device, True, 64, 128 << 10, None))
+    plist = read_list(str(many_dirs))
+    limit = max(64, len(os.listdir("/proc/self/fd")) + 40)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+    try:
+        report = replay(Sysfs("/sys"), plist, str(many_dirs), use_io_uring=False)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert report.files == 2 * DIRS and report.skipped == [], report.skipped[:3]
+    cap = limit // 4
+    assert cap < replay_module.DIRS_AT_ONCE and {keep for _, keep in held} == {cap}, held[:3]
+    assert len(held) > cap and max(n for n, _ in held) == cap - 1, held

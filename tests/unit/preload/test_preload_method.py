@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tunectl.preload import order, stats
 from tunectl.preload.listfile import batches, header
@@ -270,6 +272,27 @@ def test_in_physical_order_agrees_with_the_sort_on_every_shape() -> None:
             while shuffled == ordered or order.physical_order(shuffled) == shuffled:
                 rng.shuffle(shuffled)
             assert not order.in_physical_order(shuffled)[0]
+
+
+ROWS = st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 6)), st.integers(0, 6), st.sampled_from(["8:1", "8:2"])),
+                max_size=12)
+
+
+@settings(max_examples=500, deadline=None)
+@given(ROWS, st.one_of(st.none(), ROWS.filter(bool)), st.booleans())
+def test_in_physical_order_is_the_full_keys_comparison(rows: list, before: list | None, one_device: bool) -> None:
+    """The C-level judgement of a chunk (offsets, then inodes where offsets repeat, then the ones without an
+    offset by inode) says what comparing every entry's full sort key says, ties and a previous chunk included."""
+    def made(found: list) -> list[Entry]:
+        return [entry(f"/f{i}", p, inode=n, device="8:1" if one_device else d) for i, (p, n, d) in enumerate(found)]
+
+    entries = made(rows)
+    after = order._physical_key(made(before)[-1]) if before else None
+    keys = [order._physical_key(e) for e in entries]
+    expected = keys == sorted(keys) and (after is None or not keys or after <= keys[0])
+    assert order.in_physical_order(entries, after) == (expected, keys[-1] if keys else after)
+    assert order.order_name(entries) == ("physical" if all(p is not None for p, _, _ in rows) else
+                                         "inode" if all(p is None for p, _, _ in rows) else "mixed")
 
 
 def test_the_metadata_planned_is_what_the_pass_reads_coalesced_once() -> None:

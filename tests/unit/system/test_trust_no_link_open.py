@@ -102,3 +102,29 @@ def test_a_file_of_a_tree_is_read_as_from_inside_the_tree_never_from_this_machin
     assert f"a symbolic link to {host / 'f'} (an absolute one)" in refused.value.strerror
     assert "no openat2 (Linux 5.6)" in refused.value.strerror and "does not read this machine's file" in (
         refused.value.strerror)
+
+
+def test_a_link_swapped_back_to_a_directory_between_the_open_and_the_look_is_a_change_not_an_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user's loop exchanging a directory on the way with a link (renameat2 RENAME_EXCHANGE): the walk's open
+    met the link (ENOTDIR under O_DIRECTORY) and its look met the directory again, so the ENOTDIR went up as it
+    was and `mounts rollback` ended in "internal error". Either way the path changed: ELOOP, as openat2 says."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f").write_text("x")
+    (tmp_path / "elsewhere").mkdir()
+    os.rename(tmp_path / "d", tmp_path / "d.real")
+    (tmp_path / "d").symlink_to("elsewhere")
+    real_lstat = os.lstat
+
+    def swapped_back(path, *args, **kwargs):  # the loop's next exchange, between the open and the look
+        if path == "d" and os.path.islink(tmp_path / "d"):
+            os.unlink(tmp_path / "d")
+            os.rename(tmp_path / "d.real", tmp_path / "d")
+        return real_lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", swapped_back)
+    with pytest.raises(trust.Untrusted, match="changed while tunectl looked at it"):
+        trust.open_listed(str(tmp_path / "d" / "f"), checked=True, links=False)
+    (tmp_path / "g").write_text("")
+    with pytest.raises(NotADirectoryError):  # a file that stays one is no change
+        trust.open_listed(str(tmp_path / "g" / "f"), checked=True, links=False)

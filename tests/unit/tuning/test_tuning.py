@@ -287,3 +287,66 @@ def test_a_rollback_says_changed_only_where_the_value_differs(tunectl, fake_tree
         assert got["iosched/async_depth"]["before"] == 16 and got["iosched/async_depth"]["after"] == int(depth)
     assert [s["attribute"] for s in r.doc["settings"] if s["status"] == "changed"] == \
         [s["attribute"] for s in r.doc["settings"] if s["before"] != s["after"]]
+
+
+def _mq_deadline_sdb(fake_tree, tmp_path) -> tuple:
+    """sdb on mq-deadline (async_depth: the depth, as 6.18 sets it), its queue directory, its nr_requests and
+    async_depth, and a profile that changes both."""
+    fake_tree.sysfs.write("block/sdb/queue/scheduler", "mq-deadline")
+    q = fake_tree.root / "block/sdb/queue"
+    p = tmp_path / "depth.yaml"
+    p.write_text("classes:\n  ssd: {scheduler: mq-deadline, queue: {nr_requests: 32}, iosched: {async_depth: 16}}\n")
+    return q, (q / "nr_requests").read_text().strip(), (q / "iosched/async_depth").read_text().strip(), p
+
+
+def _writes_of(kernel, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The queue attributes written from now on, in order."""
+    writes: list[str] = []
+    real = kernel.write
+
+    def write(rel: str, value: str) -> None:
+        writes.append(rel.split("/queue/", 1)[1])
+        real(rel, value)
+
+    monkeypatch.setattr(kernel, "write", write)
+    return writes
+
+
+def test_a_rollback_restores_async_depth_again_only_after_an_nr_requests_write_it_makes(
+        tunectl, fake_tree, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a restore that is written disturbs async_depth (mq-deadline resets it on an nr_requests write): with
+    nr_requests already back at its original (by hand, the kernel's reset putting async_depth back too), nothing
+    is to be done; the plan does not list async_depth as one more write "the kernel resets"."""
+    q, nr, depth, p = _mq_deadline_sdb(fake_tree, tmp_path)
+    assert tunectl("apply", "-p", str(p), "sdb").code == 0
+    fake_tree.sysfs.write("block/sdb/queue/nr_requests", nr)
+    assert (q / "iosched/async_depth").read_text().strip() == depth
+    r = tunectl("rollback", "sdb", "--check", "--json")
+    assert r.code == 0, r.err
+    got = settings_of(r.doc, "sdb")
+    assert got["nr_requests"]["status"] == got["iosched/async_depth"]["status"] == "ok", got
+    assert r.doc["changed"] is False
+    r = tunectl("rollback", "sdb", "--print")
+    assert r.code == 0 and "async_depth" not in r.out, r.out
+    writes = _writes_of(fake_tree.sysfs, monkeypatch)
+    assert tunectl("rollback", "sdb").code == 0
+    assert writes == []
+
+
+@pytest.mark.parametrize("original", ["the depth", "3/4 of it"])
+def test_a_rollback_writes_async_depth_only_when_the_kernels_reset_did_not_restore_it(
+        tunectl, fake_tree, tmp_path, monkeypatch: pytest.MonkeyPatch, original: str) -> None:
+    """The nr_requests restore makes mq-deadline reset async_depth (to the depth on 6.18, 3/4 of it before): looked
+    at again just before its own write, async_depth already at its original is not written; else it is, once."""
+    q, nr, depth, p = _mq_deadline_sdb(fake_tree, tmp_path)
+    if original == "3/4 of it":  # as a kernel before 6.18 set it
+        depth = str(3 * int(nr) // 4)
+        fake_tree.sysfs.write("block/sdb/queue/iosched/async_depth", depth)
+    assert tunectl("apply", "-p", str(p), "sdb").code == 0
+    writes = _writes_of(fake_tree.sysfs, monkeypatch)
+    r = tunectl("rollback", "sdb", "--json")
+    assert r.code == 0, r.err
+    assert (q / "nr_requests").read_text().strip() == nr and (q / "iosched/async_depth").read_text().strip() == depth
+    assert writes == ["nr_requests"] + (["iosched/async_depth"] if original == "3/4 of it" else []), writes
+    got = settings_of(r.doc, "sdb")["iosched/async_depth"]
+    assert (got["status"], got["before"], got["after"]) == ("changed", 16, int(depth)), got
