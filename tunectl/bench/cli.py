@@ -7,7 +7,9 @@ import argparse
 EPILOG = """\
 Reads only: the device and the file are opened read-only. Between points only
 the target's cached pages are dropped (fadvise DONTNEED, BLKFLSBUF), never the
-machine's. Every setting the sweep touches (scheduler, its knobs, nr_requests,
+machine's; one unmeasured read first fills what those drops cannot empty
+(squashfs's partial-block cache from 6.5, dm-verity's hash blocks), so every
+point starts alike. Every setting the sweep touches (scheduler, its knobs, nr_requests,
 read_ahead_kb) is restored at the end, also on Ctrl-C (exit 130) and on errors.
 
 examples:

@@ -125,6 +125,21 @@ def test_sweep_measures_and_restores_a_stack(ctx, tree):
     assert runs[0].stats[0].avg_request_kib == 8192 / by_ra[runs[0].point.read_ahead_kb].pop()
 
 
+def test_one_warm_read_before_the_first_point(ctx, tree):
+    """What no drop between points reaches (squashfs's partial-block cache from 6.5, dm-verity's hash blocks) is filled
+    once, unmeasured, before any point: the points' bytes and the deepest read-ahead beyond, under the lock."""
+    stack, fake, sweep = _sweep(ctx, tree, "dm-1", [16, 2048], ["none"], runs=1)
+    seen = []
+
+    def warm(path, limit, block):
+        seen.append((path, limit, block, len(fake.drops), fake.reads, _lock_free(ctx.state.dir)))
+
+    sweep.io.warm = warm
+    sweep.run()
+    assert seen == [(f"{DEV}/dm-1", (8 << 20) + 2048 * 1024, 4096, 0, 0, False)]
+    assert fake.reads == 2  # the points' reads, measured as before
+
+
 @pytest.mark.parametrize("error", [KeyboardInterrupt(), TunectlError("disk went away"), OSError(5, "EIO")])
 def test_restore_on_interrupt_and_error(ctx, tree, error):
     tree.sysfs.write("block/sda/queue/scheduler", "kyber")
