@@ -24,6 +24,15 @@ the inode table), taken in the order the method issues them: the share of moves
 that go forward and the total distance jumped between one file's data and the
 next. This host's loops answer from page-cache speed: read the seconds as
 noise-prone, the order figures and request counts as what a seeking disk would see.
+
+On the sorted layout (c) and (i) read many times the image (384,530 sectors, 197 MB,
+on a 13.3 MB image; (p) 42,270): real reads (the loop's own stat), not a miscount. The
+counts fit squashfs's caching (not traced block by block): squashfs reads its
+blocks with its own bios, not through the loop device's page cache, and keeps only
+CONFIG_SQUASHFS_FRAGMENT_CACHE_SIZE (3 by default) decompressed fragment blocks:
+small files share a fragment block, and files of one block taken far apart in the
+order read that block from the device again for each. The image's order (p) takes
+them one after the other.
 """
 
 from __future__ import annotations

@@ -174,21 +174,40 @@ def test_bench_sweeps_the_schedulers_built_as_modules(run: dict) -> None:
     assert bench["doc"]["scheduled"] == [run["disks"]["sd"]]
 
 
+def keeps_partial_blocks(run: dict) -> bool:
+    """From 6.5 ("squashfs: cache partial compressed blocks") squashfs keeps the device pages a compressed block
+    shares with its neighbours in a page cache of its own when its device block size is the page size, as on this
+    4 KiB dm-verity. Only an unmount or vm.drop_caches empties it: bench's drops between points do not, and after
+    bench's warm read nearly every page a 4 KiB gzip block needs is such a shared page."""
+    major, minor = (int(x) for x in run["kernel"].split(".")[:2])
+    return (major, minor) >= (6, 5)
+
+
 def test_bench_shows_where_requests_merge_on_the_browser_stack(run: dict) -> None:
     """Per device of the stack (verity, the SD card) and per point: reads issued and the share merged."""
     doc = run["bench"]["doc"]
     stats = [d for p in doc["points"] for d in p["devices"]]
     assert {run["dm"]["vroot"], run["disks"]["sd"]} <= {d["device"] for d in stats}, doc["points"][0]
     sd = [d for d in stats if d["device"] == run["disks"]["sd"]]
-    assert all(d["reads"] > 0 and 0 <= d["merged_share"] <= 1 and d["avg_request_kib"] > 0 for d in sd), sd
+    assert all(0 <= d["merged_share"] <= 1 for d in sd), sd
+    if keeps_partial_blocks(run):  # the 2 MiB read needs 512 blocks; squashfs's own cache holds nearly all of them
+        assert all(d["reads"] < 512 // 8 for d in sd), sd
+        assert "squashfs" in doc["recommendation"]["caution"] and "vm.drop_caches" in doc["recommendation"]["caution"]
+    else:
+        assert all(d["reads"] > 0 and d["avg_request_kib"] > 0 for d in sd), sd
+        assert doc["recommendation"]["caution"] is None
     assert not doc["restore_failed"]
 
 
 def test_bench_recommends_no_read_ahead_where_it_changes_nothing(run: dict) -> None:
-    """squashfs reads one 4 KiB-block at a time: the requests below stay the same size at every read-ahead."""
+    """squashfs reads one 4 KiB-block at a time: the requests below stay the same size at every read-ahead. From 6.5
+    nearly none reach the SD card (see keeps_partial_blocks): no read-ahead either, whatever the timings say."""
     doc = run["bench"]["doc"]
     sd = run["disks"]["sd"]
-    sizes = {p["read_ahead_kb"]: d["avg_request_kib"] for p in doc["points"] for d in p["devices"] if d["device"] == sd}
-    assert max(sizes.values()) <= min(sizes.values()) * 1.1, sizes
+    sizes = {p["read_ahead_kb"]: d["avg_request_kib"] for p in doc["points"] for d in p["devices"]
+             if d["device"] == sd and d["reads"]}
+    assert keeps_partial_blocks(run) or len(sizes) == 3, sizes
+    assert not sizes or max(sizes.values()) <= min(sizes.values()) * 1.1, sizes
     rec = doc["recommendation"]
-    assert rec["read_ahead_kb"] is None and "squashfs" in rec["reason"], rec
+    assert rec["read_ahead_kb"] is None, rec
+    assert "squashfs" in rec["reason"] or ("no read reached" in rec["reason"] and keeps_partial_blocks(run)), rec

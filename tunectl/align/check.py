@@ -83,9 +83,18 @@ def check(ctx: Context, profile_ref: str | None, dev_refs: list[str] | None = No
             disks.append(report)
     denied = [t for t in tables.values() if isinstance(t, NotPermitted)]
     if denied and len(denied) == sum(not isinstance(t, UsageError) for t in tables.values()) and _euid() != 0:
-        raise denied[0]  # nothing could be read, and not as root: run as root (exit 4)
+        raise _needs_root(denied[0])  # nothing could be read, and not as root (exit 4)
     # As root and still refused, the disks are off limits here: each is listed as unreadable (exit 1, tunectl-align(8)).
     return AlignReport(profile.name, disks, list(profile.warnings), notes)
+
+
+def _needs_root(first: NotPermitted) -> NotPermitted:
+    """What a user who is not root was refused, said in their terms first; the tool's own words after."""
+    return NotPermitted(f"align needs root: it opens each disk read-only through parted to read its partition "
+                        f"table, and only root can start parted that way ({first.message})",
+                        hint="run as root (sudo tunectl align ...); in a container, root also needs "
+                             "CAP_SETUID, CAP_SETGID and CAP_SETPCAP",
+                        where=first.where)
 
 
 def _read_tables(parted: Parted, nodes: dict[str, str | None], named: bool, workers: int,

@@ -19,7 +19,8 @@ bridge's 33553920), minimum_io_size and the block sizes. PARTED shows what
 A device-mapper device (LVM, dm-crypt) is probed with blkid: parted cannot open
 one read-only. See tunectl-align(8), STACKED DEVICES.
 exit: 0 all aligned, 1 a partition misaligned or a named disk without a table,
-2 unknown device, 4 not permitted (parted needs root to open a disk)."""
+2 unknown device, 4 not root (align needs root: it opens each disk read-only
+through parted, run as an unprivileged reader that only root can start)."""
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:

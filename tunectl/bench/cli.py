@@ -7,7 +7,9 @@ import argparse
 EPILOG = """\
 Reads only: the device and the file are opened read-only. Between points only
 the target's cached pages are dropped (fadvise DONTNEED, BLKFLSBUF), never the
-machine's. Every setting the sweep touches (scheduler, its knobs, nr_requests,
+machine's; one unmeasured read first fills what those drops cannot empty
+(squashfs's partial-block cache from 6.5, dm-verity's hash blocks), so every
+point starts alike. Every setting the sweep touches (scheduler, its knobs, nr_requests,
 read_ahead_kb) is restored at the end, also on Ctrl-C (exit 130) and on errors.
 
 examples:
@@ -36,8 +38,9 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
                    help="bytes per read(2) (default 4 KiB: page-sized reads, so read-ahead shapes the requests)")
     p.add_argument("--random", action="store_true", help="also 4 KiB random reads with fio --readonly at each point")
     p.add_argument("--seed", type=int, metavar="N", help="order of the shuffled points (default: random, reported)")
-    p.add_argument("--csv", metavar="FILE", help="write every run, one row per device, as CSV")
-    p.add_argument("--plot", metavar="FILE.png", help="write the chart as a PNG (needs tunectl[plot]: matplotlib)")
+    p.add_argument("--csv", metavar="FILE", help="write every run, one row per device, as CSV (checked before the sweep)")
+    p.add_argument("--plot", metavar="FILE.png",
+                   help="write the chart as a PNG (needs tunectl[plot]: matplotlib; checked before the sweep)")
 
 
 def _size(text: str, option: str) -> int:
@@ -46,29 +49,14 @@ def _size(text: str, option: str) -> int:
     return size_option(text, option)
 
 
-def _writable(path: str, option: str) -> None:
-    import os
-
-    from tunectl.errors import UsageError
-
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
-        raise UsageError(f"{option}: cannot write {path}: {directory} is not a writable directory")
-
-
 BENCH_HOLDER = "tunectl bench on"
 
 
 def run(ctx, args, out) -> int:
-    import random as random_mod
     import shutil
 
-    from tunectl.bench import stack as stacking
-    from tunectl.bench.report import report_restore
-    from tunectl.bench.runner import Io, Sweep
-    from tunectl.bench.sweep import parse_read_ahead, parse_schedulers, plan_points
+    from tunectl.bench.sweep import parse_read_ahead, parse_schedulers
     from tunectl.errors import UsageError
-    from tunectl.units import counted, format_bytes
 
     read_aheads = parse_read_ahead(args.read_ahead)
     wanted = parse_schedulers(args.schedulers) if args.schedulers else None
@@ -79,11 +67,27 @@ def run(ctx, args, out) -> int:
         from tunectl.bench.plot import require_matplotlib
 
         require_matplotlib()
-        _writable(args.plot, "--plot")
-    if args.csv:
-        _writable(args.csv, "--csv")
     if args.random and shutil.which("fio") is None:
         raise UsageError("--random needs fio, which is not installed", hint="apt install fio")
+    from contextlib import ExitStack
+
+    from tunectl.bench.export import prepare_output
+
+    with ExitStack() as outputs:  # ready before the sweep; left unwritten (no temp file) if it does not finish
+        files = {option: outputs.enter_context(prepare_output(path, option))
+                 for option, path in (("--csv", args.csv), ("--plot", args.plot)) if path}
+        return _sweep(ctx, args, out, read_aheads, wanted, size, block, files)
+
+
+def _sweep(ctx, args, out, read_aheads: list[int], wanted: list[str] | None, size: int, block: int,
+           files: dict) -> int:
+    import random as random_mod
+
+    from tunectl.bench import stack as stacking
+    from tunectl.bench.report import report_restore
+    from tunectl.bench.runner import Io, Sweep
+    from tunectl.bench.sweep import plan_points
+    from tunectl.units import counted, format_bytes
 
     stack = stacking.resolve(ctx, args.target)
     from tunectl.bench.report import active_wants
@@ -126,7 +130,7 @@ def run(ctx, args, out) -> int:
         report_restore(sweep, out, "stopped by an error")
         raise
     bar.close()
-    return _render(ctx, args, stack, sweep, seed, schedulers, out, active)
+    return _render(stack, sweep, seed, schedulers, out, active, files)
 
 
 def _schedulers(stack, wanted: list[str] | None) -> list:
@@ -148,20 +152,20 @@ def _schedulers(stack, wanted: list[str] | None) -> list:
     return wanted
 
 
-def _render(ctx, args, stack, sweep, seed, schedulers, out, active: dict | None = None) -> int:
+def _render(stack, sweep, seed, schedulers, out, active: dict | None, files: dict) -> int:
     from tunectl.bench.report import BenchReport
 
     report = BenchReport(stack, sweep, seed, schedulers, active=active)
     summaries = report.summaries
-    if args.csv:
-        from tunectl.bench.export import runs_csv, write_output
+    if "--csv" in files:
+        from tunectl.bench.export import fill_output, runs_csv
 
-        problem = write_output(args.csv, runs_csv(sweep.runs).encode())
+        problem = fill_output(files["--csv"], runs_csv(sweep.runs).encode())
         if problem:
             out.warn(f"tunectl bench: {problem}")
             report.export_failed = True
-    if args.plot:
+    if "--plot" in files:
         from tunectl.bench.plot import write_png
 
-        write_png(args.plot, summaries, f"tunectl bench {stack.target}")
+        write_png(files["--plot"], summaries, f"tunectl bench {stack.target}")
     return out.show(report)

@@ -5,6 +5,10 @@ from __future__ import annotations
 from tunectl.bench.results import Summary
 from tunectl.errors import UsageError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tunectl.system.trust import PendingWrite
+
 
 def require_matplotlib() -> None:
     try:
@@ -14,7 +18,8 @@ def require_matplotlib() -> None:
                          hint="pip install 'tunectl[plot]' (or apt install python3-matplotlib), or use --csv FILE") from None
 
 
-def write_png(path: str, summaries: list[Summary], title: str) -> None:
+def write_png(pending: PendingWrite, summaries: list[Summary], title: str) -> None:
+    """The chart into an output made ready by `export.prepare_output`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -41,11 +46,11 @@ def write_png(path: str, summaries: list[Summary], title: str) -> None:
         ax.legend()
         import io
 
-        from tunectl.bench.export import write_output
+        from tunectl.bench.export import fill_output
 
         image = io.BytesIO()
         fig.savefig(image, format="png", dpi=100)
-        problem = write_output(path, image.getvalue())
+        problem = fill_output(pending, image.getvalue())
         if problem:
             raise UsageError(problem)
     finally:

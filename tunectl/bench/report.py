@@ -32,7 +32,7 @@ class BenchReport(Report):
         self.summaries = summarise(self.sweep.runs)
         placement = Placement(self.stack.top.name, self.stack.top.cls, self.stack.stacked,
                               tuple(d.name for d in self.stack.scheduled))
-        self.recommendation = None if self.interrupted else recommend(self.summaries, placement)
+        self.recommendation = None if self.interrupted else recommend(self.summaries, placement, self.stack.kept_cache)
 
     @property
     def exit_code(self) -> int:

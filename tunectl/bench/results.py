@@ -127,7 +127,8 @@ class Placement:
     lower: tuple[str, ...] = field(default_factory=tuple)
 
 
-def recommend(summaries: list[Summary], placement: Placement) -> Recommendation | None:
+def recommend(summaries: list[Summary], placement: Placement, kept: str = "") -> Recommendation | None:
+    """`kept`: a cache no drop between points reached (`tunectl.bench.stack.kept_cache`), said in the caution."""
     if not summaries:
         return None
     best = max(summaries, key=lambda s: (s.mb_s, -s.read_ahead_kb))
@@ -142,7 +143,13 @@ def recommend(summaries: list[Summary], placement: Placement) -> Recommendation 
               + f"{best.read_ahead_kb} KiB" + (f" with {best.scheduler}" if best.scheduler else ""))
     inert = read_ahead_inert(summaries)
     read_ahead: int | None = pick.read_ahead_kb
-    if inert is not None:
+    if no_reads_below(summaries):
+        # every byte came from caches the drops between points cannot reach (see tunectl.bench.runner): neither
+        # read-ahead nor a scheduler had a request to shape, whatever the timings say
+        read_ahead, scheduler = None, None
+        reason = ("no read reached the devices at any point: what was read came from caches bench cannot drop; "
+                  "no read_ahead_kb or scheduler recommended")
+    elif inert is not None:
         device, kib = inert
         read_ahead = None
         reason = (f"read-ahead did not change the requests: {device} got {kib:.0f} KiB requests at every read_ahead_kb "
@@ -154,8 +161,14 @@ def recommend(summaries: list[Summary], placement: Placement) -> Recommendation 
     if noisy > NOISY_PCT:
         caution = (f"runs disagree by up to {noisy:.0f}% at these points: a device shared with other I/O, "
                    "or a cache below (a VM host, a disk's own cache); rerun with more --runs on a quiet device")
+    caution = "; ".join(c for c in (caution, kept) if c)
     return Recommendation(read_ahead, scheduler, pick.mb_s, best,
                           profile_fragment(placement, read_ahead, scheduler, reason), reason, caution)
+
+
+def no_reads_below(summaries: list[Summary]) -> bool:
+    """Every point has per-device figures and none of its devices saw a read."""
+    return all(s.stats for s in summaries) and not any(st.reads for s in summaries for st in s.stats)
 
 
 INERT = 0.10  # request sizes within 10% of each other at every read-ahead: read-ahead changed nothing below

@@ -5,6 +5,16 @@ holds), so the restore is `rollback_plan` + `apply_settings`: the same code
 that brings back a scheduler's knobs after a switch (the kernel resets them)
 and nr_requests (a switch resets it too). The state lock is held throughout,
 so a `tunectl apply` started meanwhile waits instead of interleaving.
+
+Before the first point the target is read once, unmeasured (`Io.warm`): what the
+sweep drops between points (the file's pages, each device's buffer cache) is not
+every cache on the way. squashfs keeps partial compressed blocks in a page cache
+of its own from 6.5 on when its device's block size is the page size (a 4 KiB
+dm-verity), and dm-verity keeps the hash blocks it read in dm-bufio; neither
+fadvise nor BLKFLSBUF reaches them (squashfs's empties only on unmount or through
+vm.drop_caches, the whole machine's, never used). Without the warm read the first
+point alone reads them from the disk and no two points compare; with it every
+point starts from the same caches.
 """
 
 from __future__ import annotations
@@ -45,6 +55,7 @@ class Io:
     read: Callable[[str, int, int], tuple[int, float]]
     drop: Callable[[list[str], list[str]], None]
     random: Callable[[str, int], RandomRead] | None = None
+    warm: Callable[[str, int, int], object] | None = None  # the unmeasured read before the first point
 
     @classmethod
     def real(cls, run: Callable[..., Completed], random_seconds: float = 3.0) -> Io:
@@ -56,7 +67,7 @@ class Io:
 
             return parse_fio_json(run(fio_argv(path, size, random_seconds), timeout=random_seconds + 60).stdout)
 
-        return cls(blockio.read_sequential, blockio.drop_cached, fio)
+        return cls(blockio.read_sequential, blockio.drop_cached, fio, blockio.read_sequential)
 
 
 @record
@@ -85,6 +96,7 @@ class Sweep:
                                               [d.name for d in self.stack.devices]), sigterm_interrupts():
             journal = snapshot(self.ctx, self.stack)
             try:
+                self._warm()
                 for i, point in enumerate(self.points, 1):
                     self.on_point(i, point)
                     self._set(point)
@@ -118,6 +130,13 @@ class Sweep:
                 raise NotPermitted(what, hint="run as root")
             raise BenchError(what, hint="the kernel refused a value of the sweep; leave it out of "
                                         "--read-ahead/--schedulers")
+
+    def _warm(self) -> None:
+        """Read once what any point may read (its bytes and the deepest read-ahead beyond), measuring nothing."""
+        if self.io.warm is None or not self.points:
+            return
+        deepest = max(p.read_ahead_kb for p in self.points) * 1024
+        self.io.warm(self.stack.read_path, min(self.size + deepest, self.stack.read_bytes), self.block)
 
     def _stats(self) -> dict[str, DiskStat]:
         return read_stats(self.ctx.sysfs, [dev.name for dev in self.stack.devices])

@@ -15,7 +15,7 @@ from tunectl.context import Context
 from tunectl.devices.discover import discover
 from tunectl.devices.model import Device
 from tunectl.devices.resolve import Resolver
-from tunectl.devices.stack import Stack
+from tunectl.devices.stack import MountLayer, Stack
 from tunectl.errors import UsageError
 from tunectl.record import record
 from tunectl.system import blockio
@@ -30,6 +30,7 @@ class Target:
     stack: Stack  # what lies under it, top first
     scheduled: list[Device]  # where the scheduler is swept: `top`, or the disks below a bio-based top
     nodes: dict[str, str | None]  # device name -> its /dev node (for dropping its cached pages); None: none
+    kept_cache: str = ""  # a cache under the file no drop between points reaches (`kept_cache`); "": none known
 
     @property
     def top(self) -> Device:
@@ -75,7 +76,25 @@ def resolve(ctx: Context, target: str) -> Target:
     else:
         scheduled = [d for d in stack.disks if d is not top and d.has_scheduler]
     nodes = {d.name: ctx.roots.node(d.name) for d in stack.devices}
-    return Target(target, kind, read_path, size, stack, scheduled, nodes)
+    return Target(target, kind, read_path, size, stack, scheduled, nodes, kept_cache(stack, ctx.modules.release))
+
+
+def kept_cache(stack: Stack, release: str) -> str:
+    """What the sweep's drops between points cannot empty under this file, said for the report; "" when none known.
+
+    squashfs from 6.5 on a device of page-sized logical blocks (a 4 KiB dm-verity, a 4Kn disk) keeps the partial
+    compressed blocks it read (tunectl.explain.squashfs): after the warm read every point finds them cached."""
+    from tunectl.explain.facts import kernel_version
+    from tunectl.explain.squashfs import caches_partial_blocks
+
+    mount = next((la for la in stack.layers if isinstance(la, MountLayer)), None)
+    if mount is None or mount.fstype != "squashfs" or \
+            not caches_partial_blocks(kernel_version(release), stack.top.logical_block_size):
+        return ""
+    return (f"squashfs on {stack.top.name} ({stack.top.logical_block_size}-byte blocks, kernel {release}) keeps the "
+            "compressed blocks it read partly in a cache of its own that only an unmount or vm.drop_caches empties: "
+            "every point found them cached (bench reads the file once first), so the disks saw fewer reads than a "
+            "cold start does; bench the device for cold reads")
 
 
 def check_nodes(ctx: Context, stack: Target) -> None:

@@ -33,6 +33,7 @@ from tunectl.devices.stack import BlockLayer
 from tunectl.explain import effect as effects
 from tunectl.explain.effect import Effect
 from tunectl.explain.model import PAGE_SIZE, Case
+from tunectl.explain.squashfs import PARTIAL_CACHE_SINCE, partial_cache_fits
 from tunectl.record import record
 from tunectl.units import counted
 
@@ -267,7 +268,8 @@ def squashfs_partial_cache(case: Case) -> Finding | None:
     if fs is None or fs.facts is None or fs.facts.squashfs is None:
         return None
     under = next((la for la in case.stack.blocks), None)
-    if under is None or under.facts is None or under.facts.queue.logical_block_size in (None, PAGE_SIZE):
+    if under is None or under.facts is None or under.facts.queue.logical_block_size is None or \
+            partial_cache_fits(under.facts.queue.logical_block_size, PAGE_SIZE):
         return None
     change = (Change("command", f"losetup --sector-size {PAGE_SIZE} (when attaching /dev/{under.name})")
               if under.kind == "loop" else Change("none", f"a device with {PAGE_SIZE}-byte logical blocks under squashfs"))
@@ -361,7 +363,7 @@ RULES: tuple[Rule, ...] = (
     Rule("EX005", "squashfs-gzip", ("squashfs.compressor", "squashfs.block_size", "try"), check=squashfs_compressor,
          measure=_xz_alone),
     Rule("EX006", "squashfs-partial-block-cache", ("squashfs", "logical_block_size of the device under it"),
-         since=(6, 5), check=squashfs_partial_cache),
+         since=PARTIAL_CACHE_SINCE, check=squashfs_partial_cache),
     Rule("EX007", "squashfs-no-readahead", ("squashfs", "kernel"), until=(5, 19), check=squashfs_no_readahead),
     Rule("EX008", "crypt-read-workqueue", ("crypt.flags", "disk.rotational", "cold.dm.read_ms",
                                            "cold.below.read_ms"), since=(5, 9), check=crypt_workqueue),

@@ -20,6 +20,24 @@ MAGIC = 0x73717368  # "hsqs" read little-endian
 SIZE = 96
 _LAYOUT = struct.Struct("<IIIIIHHHHHHQQQQQQQQ")
 
+# "squashfs: cache partial compressed blocks" (6.5): the device pages a compressed block shares with its neighbours
+# stay in a page cache of the superblock's own, when the device block size (the larger of 1 KiB and the device's
+# logical block size) is the page size. Nothing reaches it from outside (fadvise, BLKFLSBUF): only an unmount or
+# vm.drop_caches empties it.
+PARTIAL_CACHE_SINCE = (6, 5)
+
+
+def partial_cache_fits(logical_block_size: int, page_size: int = 4096) -> bool:
+    """Whether a device with this logical block size lets squashfs (6.5 on) keep partial compressed blocks."""
+    return max(1024, logical_block_size) == page_size
+
+
+def caches_partial_blocks(kernel: tuple[int, int], logical_block_size: int | None, page_size: int = 4096) -> bool:
+    """Whether squashfs on this kernel, on a device with this logical block size, keeps partial compressed blocks."""
+    return kernel >= PARTIAL_CACHE_SINCE and logical_block_size is not None and \
+        partial_cache_fits(logical_block_size, page_size)
+
+
 # squashfs_fs.h: ZLIB_COMPRESSION 1 .. ZSTD_COMPRESSION 6; mksquashfs calls zlib "gzip".
 COMPRESSORS = {1: "gzip", 2: "lzma", 3: "lzo", 4: "xz", 5: "lz4", 6: "zstd"}
 

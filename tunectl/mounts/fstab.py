@@ -31,6 +31,7 @@ class Entry:
     options: list[str]  # unescaped tokens; [] when the field is missing
     spans: list[tuple[int, int]]  # byte spans of the fields in the line (without the newline)
     has_options: bool = True
+    extra: list[str] = field(default_factory=list)  # fields past the 6th: libmount ignores them (fstab(5) has 6)
 
     @property
     def is_swap(self) -> bool:
@@ -119,7 +120,8 @@ def parse_line(raw: bytes, lineno: int) -> Line:
             line.problem = f"{name} field {fields[i].decode('utf-8', 'replace')!r} is not a number"
             return line
     line.entry = Entry(lineno, unescape(text[0]), unescape(text[1]), unescape(text[2]),
-                       opts.split(unescape(text[3])) if len(text) > 3 else [], spans[:6], has_options=len(text) > 3)
+                       opts.split(unescape(text[3])) if len(text) > 3 else [], spans[:6], has_options=len(text) > 3,
+                       extra=[unescape(f.decode("utf-8", "surrogateescape")) for f in fields[6:]])
     return line
 
 

@@ -59,14 +59,16 @@ class CheckReport(Report):
     warnings: list[str] = field(default_factory=list)
     timer: dict | None = None
     notes: list[str] = field(default_factory=list)  # what chose the profile, said first (as every command says it)
+    errors: list[str] = field(default_factory=list)  # fstab lines to mend (their file:line said); exit 1
 
     @property
     def in_sync(self) -> bool:
-        return not any(fs.drift or fs.unresolved for fs in self.filesystems) and (self.timer is None or self.timer["ok"])
+        return not self.errors and not any(fs.drift or fs.unresolved for fs in self.filesystems) and \
+            (self.timer is None or self.timer["ok"])
 
     def to_json(self) -> dict:
         doc = {"in_sync": self.in_sync, "profile": self.profile, "fstab_path": str(self.fstab_path),
-               "filesystems": [fs.to_json() for fs in self.filesystems], "warnings": self.warnings}
+               "filesystems": [fs.to_json() for fs in self.filesystems], "warnings": self.errors + self.warnings}
         if self.timer is not None:
             doc["fstrim_timer"] = self.timer
         return doc
@@ -79,6 +81,8 @@ class CheckReport(Report):
         """The profile's warnings, a row per filesystem (wanted, live, fstab, drift), the options skipped, the timer."""
         from tunectl.report import escape_field, show
 
+        for e in self.errors:
+            out.warn(printable(f"tunectl: error: {e}"))
         for w in self.warnings:
             out.warn(printable(f"tunectl: warning: {w}"))
         rows = []
@@ -135,11 +139,11 @@ class FixReport(Report):
     def to_json(self) -> dict:
         return {"changed": self.changed, "check": self.check, "fstab": str(self.check_report.fstab_path),
                 "diff": self.diff, "backup": self.backup, "remounts": [r.to_json() for r in self.remounts],
-                "problems": self.problems, "warnings": self.check_report.warnings}
+                "problems": self.problems, "warnings": self.check_report.errors + self.check_report.warnings}
 
     def print_text(self, out) -> None:
         """The profile's warnings, the fstab diff (--diff, --check), what became of the fstab, each remount's result."""
-        for w in self.check_report.warnings:
+        for w in self.check_report.errors + self.check_report.warnings:  # fix mends options, not extra fields
             out.warn(printable(f"tunectl: warning: {w}"))
         if self.diff and (self.show_diff or self.check):
             out.print(self.diff.rstrip("\n"))
@@ -225,7 +229,17 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
     results, live_used = _check_entries(ctx, resolver, profile.mounts, path, table.entries, mounts, warnings)
     results += _check_unlisted_mounts(ctx, resolver, profile.mounts, mounts, live_used)
     timer = _fstrim_timer(ctx, results, warnings)
-    return CheckReport(profile.name, path, table, data, results, warnings, timer=timer, notes=active.notes)
+    return CheckReport(profile.name, path, table, data, results, warnings, timer=timer, notes=active.notes,
+                       errors=_extra_fields(path, table.entries))
+
+
+def _extra_fields(path: Path, entries: list) -> list[str]:
+    """An error per fstab line with more than fstab(5)'s 6 fields. libmount reads the first 6 and drops the rest
+    without a word (findmnt --verify counts no parse error), so what was meant there (a comment after the entry,
+    an option after a space) silently does nothing."""
+    return [f"{path}:{e.lineno}: {6 + len(e.extra)} fields, but fstab(5) has 6 (source, mountpoint, type, options, "
+            f"dump, pass); mount ignores {' '.join(e.extra)!r}: put a comment on a line of its own starting with #, "
+            "write a space inside a field as \\040, or remove the extra fields" for e in entries if e.extra]
 
 
 def _stacked_targets(path: Path, entries: list) -> list[str]:

@@ -24,11 +24,13 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     sub.required = True
     c = add_action(sub, "collect", "record a file set from files and directory trees into a preload list")
     c.add_argument("paths", nargs="+", metavar="PATH", help="files and directories (walked, symlinks not followed)")
-    c.add_argument("-o", "--output", required=True, metavar="LIST", help="the list to write (atomically)")
+    c.add_argument("-o", "--output", required=True, metavar="LIST",
+                   help="the list to write (atomically; a file: '-' is refused, not standard output)")
     c.add_argument("--resident", action="store_true",
                    help="only the pages cached now (mincore); as root, or for files you own")
     r = add_action(sub, "record", "run a command and record the files it opens")
-    r.add_argument("-o", "--output", required=True, metavar="LIST", help="the list to write (atomically)")
+    r.add_argument("-o", "--output", required=True, metavar="LIST",
+                   help="the list to write (atomically; a file: '-' is refused, not standard output)")
     r.add_argument("--method", choices=("auto", "fanotify", "diff"), default="auto",
                    help="fanotify (needs CAP_SYS_ADMIN), a before/after residency diff, "
                         "or auto: fanotify where permitted, else diff")
@@ -76,6 +78,12 @@ def run(ctx, args, out) -> int:
     from tunectl.preload.listfile import batches, header, read_list
 
     verb = args.preload_command
+    if verb in ("collect", "record") and args.output == "-":
+        # replay and show open a list only as a checked regular file, and stdout carries the report
+        raise UsageError(f"preload {verb} -o -: a preload list is written to a file, never to standard output",
+                         hint="replay and show read a list only from a regular file, which is written whole (a temp "
+                              "file renamed over it); name one, e.g. -o app.list (./- for a file named '-')",
+                         where="-")
     if verb == "collect":
         from tunectl.preload.collect import collect
 

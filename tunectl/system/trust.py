@@ -772,47 +772,94 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None =
     sweep after a killed writer can tell its own files.
     """
     stop_not_said()  # a stop Python dropped comes before the file is replaced (a journal, a rules file), not after
-    import contextlib  # here, as pathlib: a replay at boot imports this module and writes nothing
-    import secrets
-    from pathlib import Path  # here: a replay at boot does not import pathlib
+    with PendingWrite(path, mode, like, shared_dir, tmp_prefix) as pending:
+        pending.commit(data, verify)
 
-    path = Path(path)
-    for _ in range(_MAX_LINKS if shared_dir else 0):  # root's or the user's own link: written at its target
+
+class PendingWrite:
+    """`atomic_write` in two steps: every check and the temp file now, the data and the rename at `commit`.
+
+    For an output filled by minutes of work (a bench sweep's CSV): a path that cannot be written is refused
+    before the work starts, not after it. Until `commit`, `path` is untouched; leaving the `with` block without
+    one (an error, Ctrl-C) removes the temp file."""
+
+    def __init__(self, path: Path, mode: int = 0o644, like: Path | None = None, shared_dir: bool = False,
+                 tmp_prefix: str | None = None) -> None:
+        import secrets
+        from pathlib import Path  # here: a replay at boot does not import pathlib
+
+        path = Path(path)
+        for _ in range(_MAX_LINKS if shared_dir else 0):  # root's or the user's own link: written at its target
+            try:
+                link = os.lstat(path)
+            except FileNotFoundError:
+                break
+            if not (stat.S_ISLNK(link.st_mode) and link.st_uid in trusted_uids()):
+                break
+            path = path.parent / os.readlink(path)
+        st = None
+        if like is not None:
+            fd, st = open_regular(like)
+            os.close(fd)
+        self.path = path
+        self.parent, self._dir_fd = open_dir(path.parent, shared=shared_dir)
+        self._fd = -1
         try:
-            link = os.lstat(path)
-        except FileNotFoundError:
-            break
-        if not (stat.S_ISLNK(link.st_mode) and link.st_uid in trusted_uids()):
-            break
-        path = path.parent / os.readlink(path)
-    st = None
-    if like is not None:
-        fd, st = open_regular(like)
-        os.close(fd)
-    parent, dir_fd = open_dir(path.parent, shared=shared_dir)
-    try:
+            self._check_target()
+            self._tmp = f"{tmp_prefix or f'.{path.name}.'}{secrets.token_hex(6)}"
+            self._fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                               dir_fd=self._dir_fd)
+            os.fchmod(self._fd, stat.S_IMODE(st.st_mode) if st else mode)
+            if st is not None and (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+                os.fchown(self._fd, st.st_uid, st.st_gid)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _check_target(self) -> None:
+        import contextlib
+
         with contextlib.suppress(FileNotFoundError):
-            found = os.stat(path.name, dir_fd=dir_fd, follow_symlinks=False)
+            found = os.stat(self.path.name, dir_fd=self._dir_fd, follow_symlinks=False)
             if not (stat.S_ISREG(found.st_mode) or stat.S_ISLNK(found.st_mode)):
-                raise Untrusted(path, f"{kind(found.st_mode)}, not a regular file", _replace_hint(path, found.st_mode))
-        tmp = f"{tmp_prefix or f'.{path.name}.'}{secrets.token_hex(6)}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+                raise Untrusted(self.path, f"{kind(found.st_mode)}, not a regular file",
+                                _replace_hint(self.path, found.st_mode))
+
+    def commit(self, data: bytes, verify: Callable[[Path], None] | None = None) -> None:
+        """Write `data`, sync, run `verify(tmp)`, and rename the temp file over `path` (checked again first)."""
         try:
-            with os.fdopen(fd, "wb") as f:
-                os.fchmod(f.fileno(), stat.S_IMODE(st.st_mode) if st else mode)
-                if st is not None and (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
-                    os.fchown(f.fileno(), st.st_uid, st.st_gid)
+            with os.fdopen(self._fd, "wb") as f:
+                self._fd = -1
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
             if verify is not None:
-                verify(parent / tmp)
-            os.replace(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        except BaseException:
+                verify(self.parent / self._tmp)
+            self._check_target()  # the work took minutes: whatever came to stand at `path` meanwhile is checked
+            os.replace(self._tmp, self.path.name, src_dir_fd=self._dir_fd, dst_dir_fd=self._dir_fd)
+            self._tmp = ""
+            os.fsync(self._dir_fd)
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Remove the temp file (if not renamed) and close; `path` is left as it was. Safe to call twice."""
+        import contextlib
+
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        if getattr(self, "_tmp", ""):
             with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=dir_fd)
-            raise
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+                os.unlink(self._tmp, dir_fd=self._dir_fd)
+            self._tmp = ""
+        if self._dir_fd >= 0:
+            os.close(self._dir_fd)
+            self._dir_fd = -1
+
+    def __enter__(self) -> PendingWrite:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.abort()
 

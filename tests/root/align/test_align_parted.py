@@ -160,6 +160,7 @@ def test_not_root_is_exit_4(tmp_path):
         done = run_process("align", name, "--state-dir", str(tmp_path / "nostate"),
                            prefix=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"], env=ENV, timeout=60)
         assert done.code == 4 and "cannot run parted read-only" in done.err, done.err
+        assert done.err.startswith("tunectl: error: align needs root"), done.err  # the user's terms before setpriv's
 
 
 IN_CLOSE_WRITE, IN_NONBLOCK = 0x8, 0o4000

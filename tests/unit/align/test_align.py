@@ -496,6 +496,24 @@ def test_root_refused_by_every_disk_is_told_they_are_off_limits_not_to_run_as_ro
     assert r.code == 4 and "run as root" in r.text, r.text
 
 
+def test_not_root_is_told_first_that_align_needs_root_then_what_setpriv_said(tunectl, parted, monkeypatch):
+    """As an ordinary user setpriv cannot change user: the message leads with what is wrong in the user's terms."""
+    monkeypatch.setattr(align_check, "_euid", lambda: 1000)
+    setpriv = parted.dir / "setpriv"  # before the real one on PATH: refuses as it does for a user who is not root
+    setpriv.write_text("#!/bin/sh\necho 'setpriv: setgroups failed: Operation not permitted' >&2\nexit 127\n")
+    setpriv.chmod(0o755)
+    for argv in (["sda"], []):
+        r = tunectl("align", *argv)
+        assert r.code == 4, (r.out, r.err)
+        first = r.err.splitlines()[0]
+        assert first.startswith("tunectl: error: align needs root: it opens each disk read-only through parted"), first
+        assert first.index("align needs root") < first.index("setpriv: setgroups failed"), first
+        assert r.err.splitlines()[1].startswith("hint: run as root"), r.err
+        j = tunectl("align", *argv, "--json")
+        assert j.code == 4 and j.doc["error"]["code"] == "not-permitted"
+        assert j.doc["error"]["message"].startswith("align needs root"), j.doc
+
+
 # --- the parted edge: parted runs with read access only, and a refusal is said, not worked around
 
 

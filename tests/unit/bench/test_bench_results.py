@@ -255,3 +255,25 @@ def test_both_kinds_of_recommendation_follow_the_bench_schema():
         rec = recommend(summarise(runs), placement).to_json()
         assert (rec["read_ahead_kb"] is None) == (sectors == 16), rec
         jsonschema.validate(rec, part, cls=jsonschema.Draft202012Validator)
+
+
+def test_no_recommendation_when_no_read_reached_the_devices():
+    """squashfs on a 4 KiB dm-verity from 6.5: after the warm read its own cache served every point; the timings
+    differ (decompression, noise) but no request was shaped: neither read-ahead nor a scheduler is recommended, and the
+    cache bench could not drop is said in the caution."""
+    runs = [_run(sched, ra, 1, mb_s, reads=0)
+            for sched, ra, mb_s in (("none", 16, 21.0), ("none", 1024, 14.0), ("bfq", 16, 19.8), ("bfq", 1024, 3.5))]
+    rec = recommend(summarise(runs), Placement("dm-0", "dm", True, ("mmcblk0",)), "squashfs keeps them")
+    assert (rec.read_ahead_kb, rec.scheduler) == (None, None)
+    assert "no read reached the devices" in rec.reason and "read_ahead_kb:" not in rec.fragment
+    assert "below:" not in rec.fragment and rec.caution == "squashfs keeps them"
+    some = [_run("none", 16, 1, 20.0, reads=0), _run("none", 1024, 1, 20.0, reads=4, sectors_per_read=16)]
+    assert "no read reached" not in recommend(summarise(some), Placement("dm-0", "dm", True)).reason
+
+
+def test_squashfs_keeps_partial_blocks_from_6_5_on_page_sized_device_blocks():
+    from tunectl.explain.squashfs import caches_partial_blocks
+
+    assert caches_partial_blocks((6, 12), 4096) and caches_partial_blocks((6, 5), 4096)
+    assert not caches_partial_blocks((6, 1), 4096)  # no such cache before 6.5
+    assert not caches_partial_blocks((6, 12), 512) and not caches_partial_blocks((6, 12), None)  # 1 KiB device blocks

@@ -10,7 +10,9 @@ import errno
 import fcntl
 import os
 import signal
+import stat
 import sys
+import types
 
 import pytest
 
@@ -121,6 +123,21 @@ def test_sweep_measures_and_restores_a_stack(ctx, tree):
         by_ra.setdefault(r.point.read_ahead_kb, set()).add(r.stats[0].reads)
     assert by_ra == {16: {512}, 256: {32}, 2048: {4}}
     assert runs[0].stats[0].avg_request_kib == 8192 / by_ra[runs[0].point.read_ahead_kb].pop()
+
+
+def test_one_warm_read_before_the_first_point(ctx, tree):
+    """What no drop between points reaches (squashfs's partial-block cache from 6.5, dm-verity's hash blocks) is filled
+    once, unmeasured, before any point: the points' bytes and the deepest read-ahead beyond, under the lock."""
+    stack, fake, sweep = _sweep(ctx, tree, "dm-1", [16, 2048], ["none"], runs=1)
+    seen = []
+
+    def warm(path, limit, block):
+        seen.append((path, limit, block, len(fake.drops), fake.reads, _lock_free(ctx.state.dir)))
+
+    sweep.io.warm = warm
+    sweep.run()
+    assert seen == [(f"{DEV}/dm-1", (8 << 20) + 2048 * 1024, 4096, 0, 0, False)]
+    assert fake.reads == 2  # the points' reads, measured as before
 
 
 @pytest.mark.parametrize("error", [KeyboardInterrupt(), TunectlError("disk went away"), OSError(5, "EIO")])
@@ -353,3 +370,53 @@ def test_an_interrupted_sweep_is_a_report_whose_exit_code_says_the_signal(ctx, t
             assert stdout.getvalue() == ""
     finished = BenchReport(stack, sweep, 3, ["none"])
     assert finished.exit_code == 0
+
+
+@pytest.mark.parametrize("option", ["--csv", "--plot"])
+@pytest.mark.parametrize("output, words", [
+    ("{tmp}/a-directory", "a directory, not a regular file"),
+    ("/dev/full", "/dev/full: a character device, not a regular file"),
+    ("{tmp}/a-file/x.csv", "is not a writable directory"),
+])
+def test_an_output_that_cannot_be_written_is_refused_before_the_sweep(cli, tree, tmp_path, option, output, words,
+                                                                      monkeypatch):
+    # Found after a sweep of minutes before; now before the first sysfs write. On a fake tree a sweep that got as
+    # far as the device would stop at "use the real /sys": the output's refusal comes first.
+    monkeypatch.setitem(sys.modules, "matplotlib", types.ModuleType("matplotlib"))  # --plot checks it is there
+    (tmp_path / "a-directory").mkdir()
+    (tmp_path / "a-file").write_text("")
+    before, writes = snapshot_all(tree), tree.sysfs.writes
+    r = cli("bench", "sda", option, output.format(tmp=tmp_path))
+    assert r.code == 2, (r.out, r.err)
+    assert r.err.startswith(f"tunectl: error: {option}: cannot write ") and words in r.err, r.err
+    assert "use the real /sys" not in r.err
+    assert tree.sysfs.writes == writes and snapshot_all(tree) == before
+
+
+def test_a_sweep_that_does_not_finish_leaves_the_named_output_as_it_was_and_no_temp_file(cli, tmp_path):
+    old = tmp_path / "sweep.csv"
+    old.write_text("yesterday's sweep\n")
+    r = cli("bench", "sda", "--csv", str(old))  # stops after the output was made ready: a fake tree's device
+    assert r.code == 2 and "use the real /sys" in r.err, r.err
+    assert old.read_text() == "yesterday's sweep\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if "sweep" in p.name) == ["sweep.csv"]
+
+
+def test_a_prepared_output_is_written_whole_at_a_fixed_mode_and_checked_again_at_commit(tmp_path):
+    from tunectl.bench.export import fill_output, prepare_output
+
+    target = tmp_path / "out.csv"
+    os.umask(old_umask := os.umask(0o077))
+    try:
+        with prepare_output(str(target), "--csv") as pending:
+            assert not target.exists()  # nothing at the path until the data is there
+            assert fill_output(pending, b"a,b\n") is None
+    finally:
+        os.umask(old_umask)
+    assert target.read_bytes() == b"a,b\n" and stat.S_IMODE(target.stat().st_mode) == 0o644
+    with prepare_output(str(target), "--csv") as pending:
+        target.unlink()
+        target.mkdir()  # what came to stand there during the sweep is refused, not replaced
+        problem = fill_output(pending, b"new\n")
+    assert problem and "a directory, not a regular file" in problem, problem
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.csv"]

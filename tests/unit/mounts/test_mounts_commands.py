@@ -254,6 +254,25 @@ def test_check_in_sync_after_fstab_and_live_agree(env: Env) -> None:
     assert code == 0 and "/srv/fast" in out and "in sync" in out
 
 
+def test_check_reports_a_line_with_more_than_six_fields_as_an_error_with_its_file_and_line(env: Env) -> None:
+    # libmount drops fields past the 6th without a word (findmnt --verify: 0 parse errors): a trailing comment or an
+    # option after a space silently does nothing. In sync otherwise, the line alone makes the check fail.
+    env.profile.write_text("name: quiet\nmounts:\n  - match: {mountpoint: /srv/fast}\n    options: [noatime]\n")
+    fstab = FSTAB.replace(f"UUID={GONE_UUID} /mnt/old ext4 relatime 0 2\n", "")
+    lines = fstab.splitlines(keepends=True)
+    n = next(i for i, line in enumerate(lines, 1) if " /srv/fast " in line)
+    lines[n - 1] = lines[n - 1].rstrip("\n") + " 0 2 # fast disk\n"
+    env.fstab.write_text("".join(lines))
+    code, out, err = env("mounts", "check", "-p", str(env.profile), "--fstab", str(env.fstab))
+    assert code == 1, (out, err)
+    assert f"tunectl: error: {env.fstab}:{n}: 9 fields, but fstab(5) has 6 " in err, err
+    assert "mount ignores '# fast disk': put a comment on a line of its own starting with #" in err, err
+    code, out, _ = env("mounts", "check", "-p", str(env.profile), "--fstab", str(env.fstab), "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["in_sync"] is False and any(f":{n}: 9 fields" in w for w in doc["warnings"])
+    assert [fs["target"] for fs in doc["filesystems"] if fs["target"] == "/srv/fast"]  # the entry is still checked
+
+
 def test_check_periodic_discard_needs_fstrim_timer(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     env.profile.write_text("name: p\nmounts:\n  - match: {mountpoint: /srv/fast}\n    options: [noatime]\n"
                            "    discard: periodic\n")

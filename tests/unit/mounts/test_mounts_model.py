@@ -262,3 +262,9 @@ def test_editing_one_entry_changes_only_its_options(lines: list, final_newline: 
         assert (again.source, again.target, again.fstype) == (entry.source, entry.target, entry.fstype)
         assert after[entry.lineno - 1][:entry.spans[3][0] if entry.has_options else entry.spans[2][1]] == \
             before[entry.lineno - 1][:entry.spans[3][0] if entry.has_options else entry.spans[2][1]]
+
+
+def test_fields_past_the_sixth_are_kept_apart_as_libmount_reads_the_first_six() -> None:
+    t = fstab.parse(b"/dev/sda1 /x ext4 rw 0 2 # data\\040disk\n/dev/sdb1 /y ext4 rw 0 2\n")
+    assert [e.extra for e in t.entries] == [["#", "data disk"], []]
+    assert t.entries[0].options == ["rw"] and not t.problems

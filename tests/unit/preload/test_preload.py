@@ -362,13 +362,20 @@ def bad_lists(tmp_path: Path) -> dict[str, Path]:
     (["collect", "{missing}", "-o", "{dir}/out.list"], 2, "no such file or directory"),
     (["collect", "{dir}", "-o", "{missing}/sub/out.list"], 2, "cannot write the preload list"),
     (["record", "-o", "{dir}/r.list"], 2, "needs a command"),
+    # `-o -` wrote a file named "-" in the working directory; a list is never written to stdout
+    (["collect", "{dir}", "-o", "-"], 2, "preload collect -o -: a preload list is written to a file, never to standard "
+                                         "output\nhint: replay and show read a list only from a regular file"),
+    (["record", "-o", "-", "--", "true"], 2, "preload record -o -: a preload list is written to a file"),
     (["record", "-o", "{dir}/r.list", "--method", "diff", "--scope", "{dir}", "--", "/no/such/cmd"], 2,
      "cannot run /no/such/cmd"),
     (["record", "-o", "{dir}/r.list", "--scope", "{missing}", "--", "true"], 2, "no such directory"),
 ])
-def test_bad_input(bad_lists: dict[str, Path], argv: list[str], code: int, words: str) -> None:
+def test_bad_input(bad_lists: dict[str, Path], argv: list[str], code: int, words: str,
+                   monkeypatch: pytest.MonkeyPatch) -> None:
     argv = [a.format(**bad_lists) for a in argv]
+    monkeypatch.chdir(bad_lists["dir"])
     r = tunectl("preload", *argv)
+    assert not (bad_lists["dir"] / "-").exists()
     assert r.code == code, (r.out, r.err)
     assert words in r.err, r.err
     assert_clean(r)
