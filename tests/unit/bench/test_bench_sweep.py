@@ -372,6 +372,36 @@ def test_an_interrupted_sweep_is_a_report_whose_exit_code_says_the_signal(ctx, t
     assert finished.exit_code == 0
 
 
+def test_a_sweep_that_recommends_nothing_says_so_plainly(ctx, tree):
+    """No read reached the devices at any point (squashfs's own cache from 6.5): no empty `classes:` block is
+    printed to paste, but a line saying nothing is recommended, and why; under --json `fragment` is null."""
+    import io
+    import json
+
+    from tests.harness import check_documents
+    from tunectl.bench.diskstat import StatDelta
+    from tunectl.bench.report import BenchReport
+    from tunectl.bench.results import Placement, Run, recommend, summarise
+    from tunectl.bench.sweep import Point
+    from tunectl.cli import Output
+
+    stack, _, sweep = _sweep(ctx, tree, "sda", [16, 256], ["none"], runs=1)
+    sweep.run()
+    report = BenchReport(stack, sweep, 3, ["none"])
+    cold = [Run(Point("none", ra, 1), i, 32 << 20, 1.0 + i, (StatDelta("sda"),)) for i, ra in enumerate((16, 256))]
+    report.recommendation = recommend(summarise(cold), Placement("sda", "rotational", False))
+    out = io.StringIO()
+    assert Output(out, io.StringIO(), False, False, 0, "bench").show(report) == 0
+    text = out.getvalue()
+    assert "recommendation: none: no read reached the devices at any point" in text, text
+    assert "classes:" not in text and "paste into a profile" not in text
+    out = io.StringIO()
+    Output(out, io.StringIO(), True, False, 0, "bench").show(report)
+    check_documents(out.getvalue())
+    doc = json.loads(out.getvalue())["recommendation"]
+    assert doc["fragment"] is None and doc["read_ahead_kb"] is None and "no read reached" in doc["reason"]
+
+
 @pytest.mark.parametrize("option", ["--csv", "--plot"])
 @pytest.mark.parametrize("output, words", [
     ("{tmp}/a-directory", "a directory, not a regular file"),
