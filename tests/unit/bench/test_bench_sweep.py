@@ -432,6 +432,25 @@ def test_a_sweep_that_does_not_finish_leaves_the_named_output_as_it_was_and_no_t
     assert sorted(p.name for p in tmp_path.iterdir() if "sweep" in p.name) == ["sweep.csv"]
 
 
+@pytest.mark.parametrize("option, name", [("--csv", "sweep.csv"), ("--plot", "sweep.png")])
+def test_the_next_bench_sweeps_the_temp_file_a_killed_one_left(cli, tmp_path, monkeypatch, option, name):
+    """A bench SIGKILLed mid-sweep leaves `.FILE.` + 12 hex digits beside FILE; the next run naming FILE removes
+    it, says so, and leaves whatever else is there (another name, a link, a pipe)."""
+    monkeypatch.setitem(sys.modules, "matplotlib", types.ModuleType("matplotlib"))  # --plot checks it is there
+    left = tmp_path / f".{name}.5e1f0c3d9a27"
+    left.write_text("half of a killed sweep's output")
+    link = tmp_path / f".{name}.aaaaaaaaaaaa"
+    link.symlink_to(tmp_path / "elsewhere")
+    os.mkfifo(tmp_path / f".{name}.bbbbbbbbbbbb")
+    (tmp_path / f".{name}.mine").write_text("a user's own file")
+    r = cli("bench", "sda", option, str(tmp_path / name))  # a fake tree: stops after the output was made ready
+    assert r.code == 2 and "use the real /sys" in r.err, r.err
+    assert f"tunectl bench: removed {left}, left by a bench that was killed" in r.err, r.err
+    assert not left.exists() and link.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir() if name in p.name) == [
+        f".{name}.aaaaaaaaaaaa", f".{name}.bbbbbbbbbbbb", f".{name}.mine"]
+
+
 def test_a_prepared_output_is_written_whole_at_a_fixed_mode_and_checked_again_at_commit(tmp_path):
     from tunectl.bench.export import fill_output, prepare_output
 
