@@ -233,11 +233,18 @@ def test_udev_install_refuses_a_profile_another_user_can_change(arena: Arena) ->
     state, rules = arena.base / "state", arena.base / "rules"
     rules.mkdir()
     nobody_writes(arena.open / "p.yaml", PROFILE)
-    code, _, err = tunectl(arena, state, "udev", "install", "-p", str(arena.open / "p.yaml"), "--rules-dir", str(rules))
+    for allow in ([], ["--allow-untrusted-profile"]):  # a profile nobody owns decides nothing root does, ever
+        code, _, err = tunectl(arena, state, "udev", "install", "-p", str(arena.open / "p.yaml"), "--rules-dir",
+                               str(rules), *allow)
+        assert code == 2 and "owned by nobody (uid 65534), not root: as root, tunectl acts on no file" in err, err
+        assert os.listdir(rules) == []
+    mine = arena.open / "root.yaml"  # root's, in a directory nobody can change: the path udev runs may be swapped
+    mine.write_text(PROFILE)
+    code, _, err = tunectl(arena, state, "udev", "install", "-p", str(mine), "--rules-dir", str(rules))
     assert code == 2 and "owned by nobody" in err and "--allow-untrusted-profile" in err, err
     assert os.listdir(rules) == []
-    code, _, err = tunectl(arena, state, "udev", "install", "-p", str(arena.open / "p.yaml"), "--rules-dir",
-                           str(rules), "--allow-untrusted-profile")
+    code, _, err = tunectl(arena, state, "udev", "install", "-p", str(mine), "--rules-dir", str(rules),
+                           "--allow-untrusted-profile")
     assert code in (0, 3) and (rules / "65-tunectl.rules").is_file(), err
 
 
