@@ -21,7 +21,7 @@ VERSIONS: dict[str, int] = {
     "align": 1,
     "mounts-check": 1, "mounts-fix": 1, "mounts-rollback": 1,
     "preload-collect": 2, "preload-record": 2, "preload-replay": 9, "preload-show": 3,
-    "bench": 3,
+    "bench": 4,
     "explain": 5,
     "version": 1,
     "error": 1,
