@@ -154,3 +154,48 @@ def test_every_file_of_this_tree_the_readme_and_the_pages_name_exists() -> None:
         if not glob.glob(str(REPO / pattern)):
             missing.append(path)
     assert not missing, missing
+
+
+def _example_lines() -> list[tuple[str, str]]:
+    """(where, line) for every `tunectl ...` line of an example: the README's sh blocks, the pages' .nf/.EX blocks,
+    and every command's --help `examples:`."""
+    from tests.completion_helpers import tree
+    from tests.harness import run_cli
+
+    found = []
+    for words in tree():
+        out = run_cli(*words, "--help").out
+        for line in out.split("\nexamples:\n", 1)[1].splitlines() if "\nexamples:\n" in out else []:
+            found.append((f"tunectl {' '.join(words)} --help", line.strip()))
+    for page in PAGES:
+        text = page.read_text().replace("\\-", "-").replace("\\e\n", " ").replace("\\(aq", "'")
+        for block in re.findall(r"^\.(?:nf|EX)\n(.*?)^\.(?:fi|EE)", text, re.M | re.S):
+            found += [(page.name, re.sub(r"\\f[BIRP]", "", line).strip()) for line in block.splitlines()]
+    for block in re.findall(r"```sh\n(.*?)```", (REPO / "README.md").read_text(), re.S):
+        found += [("README.md", line.strip()) for line in block.replace("\\\n", " ").splitlines()]
+    return [(where, line.removeprefix("sudo ")) for where, line in found
+            if line.startswith(("tunectl ", "sudo tunectl "))]
+
+
+def test_every_example_parses_as_a_tunectl_command_line() -> None:
+    """An example a reader copies has only options and actions tunectl takes: each one, up to its first pipe,
+    redirection or comment, is parsed by the real parser (what it does is the other tests' business)."""
+    import contextlib
+    import io
+    import shlex
+
+    from tunectl.cli import build_parser
+    from tunectl.errors import TunectlError
+
+    examples = _example_lines()
+    assert len(examples) > 100, len(examples)
+    wrong = []
+    for where, line in examples:
+        argv = shlex.split(re.split(r"\s+#|\s\|\|?\s|\s&&\s|\s>\s", line)[0].replace("$LOOP", "/dev/loop7"))[1:]
+        try:
+            with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+                build_parser(argv).parse_args(argv)
+        except (SystemExit, TunectlError) as e:
+            if not isinstance(e, SystemExit) or e.code:
+                wrong.append(f"{where}: {line}: {e}")
+    assert not wrong, wrong
