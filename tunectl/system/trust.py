@@ -694,6 +694,35 @@ def _walk_open(path: str, flags: int, links: bool = True) -> int:
     return fd
 
 
+DIR_READ = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC  # a directory to list, never through a link
+
+
+def open_tree(path: str) -> int:
+    """A descriptor to list the directory at `path` (the top of a tree a caller walks by descriptor from here on),
+    walked as `walk` goes: a link on the way or at the end followed only when root or the user owns it, the last
+    component opened as looked at (O_NOFOLLOW, then its device and inode compared with the look).
+    Raises Untrusted (another user's link, a link loop, a change since the look) or OSError (ENOTDIR, ENOENT)."""
+    def opened(dir_fd: int, name: str, st: os.stat_result, shown: str) -> int | None:
+        if stat.S_ISLNK(st.st_mode):
+            return None  # followed by the walk when root or the user owns it
+        fd = os.open(name, DIR_READ, dir_fd=dir_fd)
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            os.close(fd)
+            raise Untrusted(path, "changed while tunectl looked at it", "run again; if it recurs, find who changes it")
+        return fd
+
+    try:
+        landed = walk(path, last=opened)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Untrusted(path, "a symbolic link loop", "name the directory by a path without a link loop") from None
+        raise
+    if landed.opened is None:  # "/", or a path ending in "..": the directory the walk ended in, through no link
+        return _walk_no_link(landed.path, DIR_READ, DIR_READ)
+    return landed.opened  # type: ignore[return-value]
+
+
 def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _READ,
                  resolved: bool = False) -> tuple[int, os.stat_result]:
     """A descriptor on the regular file at `path` (not followed if a symbolic link) and its stat.
