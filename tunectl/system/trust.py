@@ -229,6 +229,13 @@ _openat2_missing = False
 _syscall = None  # libc's syscall(2), loaded once: a replay opens every file of its list through it
 
 
+# A scoped lookup (RESOLVE_BENEATH, RESOLVE_IN_ROOT) that steps through `..` (sysfs's block/sda is a link to
+# ../devices/...) fails with EAGAIN when any rename or mount anywhere on the machine happened meanwhile: the kernel
+# cannot tell the `..` did not escape, and openat2(2) leaves the retry to the caller. Seen: 50 of 20,000 opens of
+# a fake tree's block/NAME/dev beside one process renaming a file elsewhere; a device then "vanished" from status.
+_SCOPED_RETRIES = 64
+
+
 def _openat2(dir_fd: int, rel: str, flags: int, resolve: int) -> int:
     import ctypes
 
@@ -236,11 +243,16 @@ def _openat2(dir_fd: int, rel: str, flags: int, resolve: int) -> int:
     if _syscall is None:
         _syscall = ctypes.CDLL(None, use_errno=True).syscall
     how = (ctypes.c_uint64 * 3)(flags, 0, resolve)  # struct open_how: flags, mode, resolve
-    fd = _syscall(_SYS_OPENAT2, dir_fd, os.fsencode(rel), ctypes.byref(how), 24)
-    if fd < 0:
+    name = os.fsencode(rel)
+    retries = _SCOPED_RETRIES if resolve & (_RESOLVE_BENEATH | _RESOLVE_IN_ROOT) else 0
+    while True:
+        fd = _syscall(_SYS_OPENAT2, dir_fd, name, ctypes.byref(how), 24)
+        if fd >= 0:
+            return fd
         code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code), rel)
-    return fd
+        if code != errno.EAGAIN or retries <= 0:  # a lease held (O_NONBLOCK) says EAGAIN too: bounded
+            raise OSError(code, os.strerror(code), rel)
+        retries -= 1
 
 
 def _below(root: str | os.PathLike, rel: str, flags: int, resolve: int,
