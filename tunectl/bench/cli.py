@@ -38,9 +38,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
                    help="bytes per read(2) (default 4 KiB: page-sized reads, so read-ahead shapes the requests)")
     p.add_argument("--random", action="store_true", help="also 4 KiB random reads with fio --readonly at each point")
     p.add_argument("--seed", type=int, metavar="N", help="order of the shuffled points (default: random, reported)")
-    p.add_argument("--csv", metavar="FILE", help="write every run, one row per device, as CSV (checked before the sweep)")
+    p.add_argument("--csv", metavar="FILE", help="write every run, one row per device, as CSV (checked before the "
+                   "sweep; a killed bench's temp file .FILE.XXXXXXXXXXXX beside it is removed)")
     p.add_argument("--plot", metavar="FILE.png",
-                   help="write the chart as a PNG (needs tunectl[plot]: matplotlib; checked before the sweep)")
+                   help="write the chart as a PNG (needs tunectl[plot]: matplotlib; checked before the sweep, as --csv)")
 
 
 def _size(text: str, option: str) -> int:
@@ -76,6 +77,9 @@ def run(ctx, args, out) -> int:
     with ExitStack() as outputs:  # ready before the sweep; left unwritten (no temp file) if it does not finish
         files = {option: outputs.enter_context(prepare_output(path, option))
                  for option, path in (("--csv", args.csv), ("--plot", args.plot)) if path}
+        for pending in files.values():
+            for name in pending.swept:
+                out.warn(f"tunectl bench: removed {pending.parent / name}, left by a bench that was killed")
         return _sweep(ctx, args, out, read_aheads, wanted, size, block, files)
 
 

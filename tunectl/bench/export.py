@@ -43,7 +43,8 @@ def prepare_output(path: str, option: str) -> PendingWrite:
     from tunectl.system import trust
 
     try:
-        return trust.PendingWrite(Path(os.path.abspath(path)), 0o644, shared_dir=True)
+        # sweep: the temp files of a bench SIGKILLed mid-sweep (`.FILE.` + 12 hex digits, the caller's own) go
+        return trust.PendingWrite(Path(os.path.abspath(path)), 0o644, shared_dir=True, sweep=True)
     except trust.Untrusted as e:
         raise UsageError(f"{option}: cannot write {e.message}", hint=e.hint, where=path) from None
     except OSError as e:

@@ -80,8 +80,11 @@ class BenchReport(Report):
         rec = self.recommendation
         if rec:
             out.print()
-            out.print("recommendation (paste into a profile):")
-            out.print(rec.fragment.rstrip())
+            if rec.fragment is None:
+                out.print(f"recommendation: none: {rec.reason}")
+            else:
+                out.print("recommendation (paste into a profile):")
+                out.print(rec.fragment.rstrip())
             if rec.caution:
                 out.warn(f"tunectl bench: caution: {rec.caution}")
         active = self.active

@@ -105,7 +105,7 @@ class Recommendation:
     scheduler: str | None
     mb_s: float
     best: Summary
-    fragment: str
+    fragment: str | None  # None: nothing to paste (neither read_ahead_kb nor a scheduler is recommended)
     reason: str
     caution: str = ""
 
@@ -162,8 +162,9 @@ def recommend(summaries: list[Summary], placement: Placement, kept: str = "") ->
         caution = (f"runs disagree by up to {noisy:.0f}% at these points: a device shared with other I/O, "
                    "or a cache below (a VM host, a disk's own cache); rerun with more --runs on a quiet device")
     caution = "; ".join(c for c in (caution, kept) if c)
-    return Recommendation(read_ahead, scheduler, pick.mb_s, best,
-                          profile_fragment(placement, read_ahead, scheduler, reason), reason, caution)
+    fragment = profile_fragment(placement, read_ahead, scheduler, reason) \
+        if read_ahead is not None or scheduler else None  # a `classes:` block with nothing in it is no advice
+    return Recommendation(read_ahead, scheduler, pick.mb_s, best, fragment, reason, caution)
 
 
 def no_reads_below(summaries: list[Summary]) -> bool:

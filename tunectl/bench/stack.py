@@ -91,10 +91,10 @@ def kept_cache(stack: Stack, release: str) -> str:
     if mount is None or mount.fstype != "squashfs" or \
             not caches_partial_blocks(kernel_version(release), stack.top.logical_block_size):
         return ""
-    return (f"squashfs on {stack.top.name} ({stack.top.logical_block_size}-byte blocks, kernel {release}) keeps the "
-            "compressed blocks it read partly in a cache of its own that only an unmount or vm.drop_caches empties: "
-            "every point found them cached (bench reads the file once first), so the disks saw fewer reads than a "
-            "cold start does; bench the device for cold reads")
+    return (f"these points were not cold reads: squashfs on {stack.top.name} (kernel {release}, "
+            f"{stack.top.logical_block_size}-byte blocks) keeps the compressed blocks it has read in a cache of its "
+            "own that bench cannot empty between points (only an unmount or vm.drop_caches does), so the disks saw "
+            f"fewer reads than a cold start; to measure cold reads, bench the device ({stack.top.name}) instead")
 
 
 def check_nodes(ctx: Context, stack: Target) -> None:

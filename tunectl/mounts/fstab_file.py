@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tunectl.errors import ExitCode, NotPermitted, TunectlError, UsageError
-from tunectl.system.trust import Untrusted, atomic_write, open_dir, read_regular, resolve_own_links
+from tunectl.system.trust import Untrusted, atomic_write, open_dir, read_regular, resolve_own_links, sweep_temps
 
 ORIG_SUFFIX = ".tunectl.orig"
 BACKUP_SUFFIX = ".tunectl.bak."
@@ -80,20 +80,15 @@ def _open_parent(real: Path) -> int:
 
 
 def sweep(real: Path) -> list[str]:
-    """Remove the temp files a killed tunectl left beside `real` (call under the lock); their names."""
-    prefix = tmp_prefix(real)
-    gone = []
+    """Remove the temp files a killed tunectl left beside `real` (call under the lock); their names. Only tunectl's
+    own go (`trust.sweep_temps`: its name pattern, a regular file the caller owns, no link)."""
     with contextlib.suppress(OSError, Untrusted):  # the directory changed: nothing swept, the write refuses it
         fd = _open_parent(real)
         try:
-            for entry in os.listdir(fd):
-                if entry.startswith(prefix) and re.fullmatch(r"[0-9a-f]{12}", entry[len(prefix):]):
-                    with contextlib.suppress(OSError):
-                        os.unlink(entry, dir_fd=fd)
-                        gone.append(entry)
+            return sweep_temps(fd, tmp_prefix(real))
         finally:
             os.close(fd)
-    return gone
+    return []
 
 
 def _own_file_problem(path: Path) -> str | None:

@@ -454,6 +454,26 @@ def chosen_by_no_other(st: os.stat_result) -> bool:
     return st.st_uid in (0, os.geteuid()) and not st.st_mode & 0o022
 
 
+def chosen_by_other(st: os.stat_result) -> str | None:
+    """As root, why a file whose text decides what root does (a profile: what it writes to sysfs; a preload list:
+    what it reads; a tuned profile it turns into one) cannot be used: another user owns it or may write it, so the
+    choice would be theirs (SPEC 4a). None when it is root's alone, and always None when not run as root: a user's
+    own run acts with that user's rights only. The one rule for every such input (`open_regular(decides=True)`,
+    `preload.listfile`)."""
+    if os.geteuid() != 0 or chosen_by_no_other(st):
+        return None
+    if st.st_uid != 0:
+        return f"owned by {owner(st.st_uid)}, not root"
+    mode = stat.S_IMODE(st.st_mode)
+    return f"mode {mode:04o}: writable by {'others' if mode & stat.S_IWOTH else 'its group'}"
+
+
+def decides_hint(path: str | os.PathLike) -> str:
+    """What to do with a file `chosen_by_other` refused."""
+    return f"review it, then make it root's alone (chown root: {path}; chmod go-w {path}), or copy it somewhere only " \
+           "root writes"
+
+
 LISTED_READ = _READ | os.O_NOCTTY  # a listed file opened relative to its directory: no link, never blocks
 
 
@@ -707,12 +727,14 @@ def _walk_open(path: str, flags: int, links: bool = True) -> int:
 
 
 def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _READ,
-                 resolved: bool = False) -> tuple[int, os.stat_result]:
+                 resolved: bool = False, decides: bool = False) -> tuple[int, os.stat_result]:
     """A descriptor on the regular file at `path` (not followed if a symbolic link) and its stat.
 
     Opened without blocking, so a named pipe or a tty is refused, never waited on.
     `trusted`: the file and its directories must also pass `problem`. `resolved`: `path`
     was resolved (realpath) and judged; it is opened through no link at all (`open_listed`).
+    `decides`: its text decides what root does; as root, one another user owns or may write is refused
+    (`chosen_by_other`, judged on the open file: what was judged is what is read).
     """
     if trusted:
         check_dir(os.path.dirname(os.path.abspath(path)), final=True)
@@ -730,15 +752,20 @@ def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _R
         why = problem(st) if trusted else None
         if why:
             raise Untrusted(path, why, _hint_fix(path))
+        why = chosen_by_other(st) if decides else None
+        if why:
+            raise Untrusted(path, f"{why}: as root, tunectl acts on no file another user can change",
+                            decides_hint(path))
     except BaseException:
         os.close(fd)
         raise
     return fd, st
 
 
-def read_regular(path: str | os.PathLike, limit: int, trusted: bool = False, resolved: bool = False) -> bytes:
+def read_regular(path: str | os.PathLike, limit: int, trusted: bool = False, resolved: bool = False,
+                 decides: bool = False) -> bytes:
     """At most `limit` + 1 bytes of the regular file at `path` (see `open_regular`)."""
-    fd, _ = open_regular(path, trusted, resolved=resolved)
+    fd, _ = open_regular(path, trusted, resolved=resolved, decides=decides)
     try:
         return _read_up_to(fd, limit)
     finally:
@@ -788,16 +815,58 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None =
         pending.commit(data, verify)
 
 
+TMP_DIGITS = 12  # hex digits of a temp file's random part (`PendingWrite`): how a sweep tells tunectl's own
+
+
+def sweep_temps(dir_fd: int, prefix: str) -> list[str]:
+    """Remove the temp files a killed tunectl writer (`PendingWrite`) left in the directory open at `dir_fd`; their
+    names. Only what is surely tunectl's own goes: a name `prefix` + 12 hex digits, a regular file (no link, no
+    device or pipe: looked at before any open, so none is opened), owned by this user. A file a live writer still
+    holds (its flock, taken as it is created) is left; a writer whose new file is swept before it takes the lock
+    sees it unlinked and makes another (`PendingWrite`). A directory that cannot be listed sweeps nothing."""
+    import contextlib
+    import fcntl
+    import re
+
+    gone: list[str] = []
+    try:
+        names = os.listdir(dir_fd)
+    except OSError:
+        return gone
+    tail = re.compile(f"[0-9a-f]{{{TMP_DIGITS}}}")
+    for name in names:
+        if not (name.startswith(prefix) and tail.fullmatch(name, len(prefix))):
+            continue
+        with contextlib.suppress(OSError):
+            looked = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if not stat.S_ISREG(looked.st_mode) or looked.st_uid != os.geteuid():
+                continue
+            fd = os.open(name, _READ | os.O_NOCTTY, dir_fd=dir_fd)
+            try:
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) != (looked.st_dev, looked.st_ino):
+                    continue  # another file came to stand at the name since the look
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # a running writer's
+                os.unlink(name, dir_fd=dir_fd)
+                gone.append(name)
+            finally:
+                os.close(fd)
+    return gone
+
+
 class PendingWrite:
     """`atomic_write` in two steps: every check and the temp file now, the data and the rename at `commit`.
 
     For an output filled by minutes of work (a bench sweep's CSV): a path that cannot be written is refused
     before the work starts, not after it. Until `commit`, `path` is untouched; leaving the `with` block without
-    one (an error, Ctrl-C) removes the temp file."""
+    one (an error, Ctrl-C) removes the temp file. A writer SIGKILLed meanwhile leaves it: `sweep` removes such
+    leftovers beside `path` first (`sweep_temps`; `swept` names them)."""
 
     def __init__(self, path: Path, mode: int = 0o644, like: Path | None = None, shared_dir: bool = False,
-                 tmp_prefix: str | None = None) -> None:
-        import secrets
+                 tmp_prefix: str | None = None, sweep: bool = False) -> None:
         from pathlib import Path  # here: a replay at boot does not import pathlib
 
         path = Path(path)
@@ -816,17 +885,38 @@ class PendingWrite:
         self.path = path
         self.parent, self._dir_fd = open_dir(path.parent, shared=shared_dir)
         self._fd = -1
+        prefix = tmp_prefix or f".{path.name}."
+        self.swept: list[str] = []
         try:
             self._check_target()
-            self._tmp = f"{tmp_prefix or f'.{path.name}.'}{secrets.token_hex(6)}"
-            self._fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                               dir_fd=self._dir_fd)
+            if sweep:
+                self.swept = sweep_temps(self._dir_fd, prefix)
+            self._create(prefix)
             os.fchmod(self._fd, stat.S_IMODE(st.st_mode) if st else mode)
             if st is not None and (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
                 os.fchown(self._fd, st.st_uid, st.st_gid)
         except BaseException:
             self.abort()
             raise
+
+    def _create(self, prefix: str) -> None:
+        """The temp file, locked (flock) for as long as this writer lives, so a sweep (`sweep_temps`) leaves it."""
+        import fcntl
+        import secrets
+
+        for _ in range(3):
+            self._tmp = f"{prefix}{secrets.token_hex(TMP_DIGITS // 2)}"
+            self._fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                               dir_fd=self._dir_fd)
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX)  # waits only while a sweep looks at it
+            except OSError:
+                return  # a filesystem without flock: a sweep cannot lock the file either, so it leaves it
+            if os.fstat(self._fd).st_nlink:
+                return
+            os.close(self._fd)  # swept between its creation and the lock: another name
+            self._fd, self._tmp = -1, ""
+        raise OSError(errno.EAGAIN, "each temp file was removed as it was made", str(self.parent))
 
     def _check_target(self) -> None:
         import contextlib

@@ -265,10 +265,32 @@ def test_no_recommendation_when_no_read_reached_the_devices():
             for sched, ra, mb_s in (("none", 16, 21.0), ("none", 1024, 14.0), ("bfq", 16, 19.8), ("bfq", 1024, 3.5))]
     rec = recommend(summarise(runs), Placement("dm-0", "dm", True, ("mmcblk0",)), "squashfs keeps them")
     assert (rec.read_ahead_kb, rec.scheduler) == (None, None)
-    assert "no read reached the devices" in rec.reason and "read_ahead_kb:" not in rec.fragment
-    assert "below:" not in rec.fragment and rec.caution == "squashfs keeps them"
+    assert "no read reached the devices" in rec.reason and rec.caution == "squashfs keeps them"
+    assert rec.fragment is None  # not a `classes:` block with an empty class in it
+    doc = rec.to_json()
+    assert doc["fragment"] is None and doc["reason"] == rec.reason
+    import jsonschema
+
+    from tunectl import schema
+
+    jsonschema.validate(doc, schema.load("bench")["properties"]["recommendation"], cls=jsonschema.Draft202012Validator)
     some = [_run("none", 16, 1, 20.0, reads=0), _run("none", 1024, 1, 20.0, reads=4, sectors_per_read=16)]
     assert "no read reached" not in recommend(summarise(some), Placement("dm-0", "dm", True)).reason
+
+
+def test_the_squashfs_caution_is_one_plain_sentence_what_why_what_to_do():
+    from tunectl.bench.stack import kept_cache
+    from tunectl.devices.model import Device
+    from tunectl.devices.stack import BlockLayer, MountLayer, Stack
+
+    verity = Device("dm-0", "dm", "dm:vroot", logical_block_size=4096)
+    stack = Stack((MountLayer("/opt/browser", "squashfs", "/dev/mapper/vroot"), BlockLayer(verity)), verity)
+    said = kept_cache(stack, "6.12.38+deb13-amd64")
+    assert said.startswith("these points were not cold reads: squashfs on dm-0 (kernel 6.12.38+deb13-amd64, "
+                           "4096-byte blocks) keeps"), said
+    assert "vm.drop_caches" in said and said.endswith("to measure cold reads, bench the device (dm-0) instead")
+    assert said.count(":") == 1 and said.count(";") == 1  # what, then why; then what to do
+    assert kept_cache(stack, "6.1.0-30-amd64") == ""
 
 
 def test_squashfs_keeps_partial_blocks_from_6_5_on_page_sized_device_blocks():

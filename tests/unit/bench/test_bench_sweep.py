@@ -372,6 +372,36 @@ def test_an_interrupted_sweep_is_a_report_whose_exit_code_says_the_signal(ctx, t
     assert finished.exit_code == 0
 
 
+def test_a_sweep_that_recommends_nothing_says_so_plainly(ctx, tree):
+    """No read reached the devices at any point (squashfs's own cache from 6.5): no empty `classes:` block is
+    printed to paste, but a line saying nothing is recommended, and why; under --json `fragment` is null."""
+    import io
+    import json
+
+    from tests.harness import check_documents
+    from tunectl.bench.diskstat import StatDelta
+    from tunectl.bench.report import BenchReport
+    from tunectl.bench.results import Placement, Run, recommend, summarise
+    from tunectl.bench.sweep import Point
+    from tunectl.cli import Output
+
+    stack, _, sweep = _sweep(ctx, tree, "sda", [16, 256], ["none"], runs=1)
+    sweep.run()
+    report = BenchReport(stack, sweep, 3, ["none"])
+    cold = [Run(Point("none", ra, 1), i, 32 << 20, 1.0 + i, (StatDelta("sda"),)) for i, ra in enumerate((16, 256))]
+    report.recommendation = recommend(summarise(cold), Placement("sda", "rotational", False))
+    out = io.StringIO()
+    assert Output(out, io.StringIO(), False, False, 0, "bench").show(report) == 0
+    text = out.getvalue()
+    assert "recommendation: none: no read reached the devices at any point" in text, text
+    assert "classes:" not in text and "paste into a profile" not in text
+    out = io.StringIO()
+    Output(out, io.StringIO(), True, False, 0, "bench").show(report)
+    check_documents(out.getvalue())
+    doc = json.loads(out.getvalue())["recommendation"]
+    assert doc["fragment"] is None and doc["read_ahead_kb"] is None and "no read reached" in doc["reason"]
+
+
 @pytest.mark.parametrize("option", ["--csv", "--plot"])
 @pytest.mark.parametrize("output, words", [
     ("{tmp}/a-directory", "a directory, not a regular file"),
@@ -400,6 +430,25 @@ def test_a_sweep_that_does_not_finish_leaves_the_named_output_as_it_was_and_no_t
     assert r.code == 2 and "use the real /sys" in r.err, r.err
     assert old.read_text() == "yesterday's sweep\n"
     assert sorted(p.name for p in tmp_path.iterdir() if "sweep" in p.name) == ["sweep.csv"]
+
+
+@pytest.mark.parametrize("option, name", [("--csv", "sweep.csv"), ("--plot", "sweep.png")])
+def test_the_next_bench_sweeps_the_temp_file_a_killed_one_left(cli, tmp_path, monkeypatch, option, name):
+    """A bench SIGKILLed mid-sweep leaves `.FILE.` + 12 hex digits beside FILE; the next run naming FILE removes
+    it, says so, and leaves whatever else is there (another name, a link, a pipe)."""
+    monkeypatch.setitem(sys.modules, "matplotlib", types.ModuleType("matplotlib"))  # --plot checks it is there
+    left = tmp_path / f".{name}.5e1f0c3d9a27"
+    left.write_text("half of a killed sweep's output")
+    link = tmp_path / f".{name}.aaaaaaaaaaaa"
+    link.symlink_to(tmp_path / "elsewhere")
+    os.mkfifo(tmp_path / f".{name}.bbbbbbbbbbbb")
+    (tmp_path / f".{name}.mine").write_text("a user's own file")
+    r = cli("bench", "sda", option, str(tmp_path / name))  # a fake tree: stops after the output was made ready
+    assert r.code == 2 and "use the real /sys" in r.err, r.err
+    assert f"tunectl bench: removed {left}, left by a bench that was killed" in r.err, r.err
+    assert not left.exists() and link.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir() if name in p.name) == [
+        f".{name}.aaaaaaaaaaaa", f".{name}.bbbbbbbbbbbb", f".{name}.mine"]
 
 
 def test_a_prepared_output_is_written_whole_at_a_fixed_mode_and_checked_again_at_commit(tmp_path):

@@ -151,6 +151,25 @@ def test_a_killed_fix_leaves_the_fstab_whole_and_the_next_run_sweeps(m: Machine,
     assert m("mounts", "rollback")[0] == 0 and m.fstab.read_text() == FSTAB
 
 
+@pytest.mark.parametrize("command", [("mounts", "fix", "-p"), ("mounts", "rollback")])
+def test_the_sweep_removes_only_tunectls_own_temp_files(m: Machine, tmp_path: Path, command: tuple) -> None:
+    """Its name pattern, a regular file the caller owns, no link (the same sweep as bench's --csv/--plot)."""
+    assert m.fix("noatime")[0] == 0
+    etc = m.fstab.parent
+    (etc / ".fstab.tunectl-tmp.0123456789ab").write_text("a killed fix's")
+    (tmp_path / "target").write_text("not tunectl's")
+    (etc / ".fstab.tunectl-tmp.aaaaaaaaaaaa").symlink_to(tmp_path / "target")
+    (etc / ".fstab.tunectl-tmp.0123456789abcd").write_text("another pattern")
+    kept = [".fstab.tunectl-tmp.0123456789abcd", ".fstab.tunectl-tmp.aaaaaaaaaaaa"]
+    if os.geteuid() == 0:
+        (etc / ".fstab.tunectl-tmp.bbbbbbbbbbbb").write_text("another user's")
+        os.chown(etc / ".fstab.tunectl-tmp.bbbbbbbbbbbb", 65534, 65534)
+        kept.append(".fstab.tunectl-tmp.bbbbbbbbbbbb")
+    argv = command + ((str(m.base / "nosuid.yaml"),) if command[1] == "fix" else ())
+    assert m(*argv)[0] == 0
+    assert m.leftovers() == sorted(kept) and (tmp_path / "target").read_text() == "not tunectl's"
+
+
 def test_rollback_without_an_original_says_so(m: Machine) -> None:
     code, _, err = m("mounts", "rollback")
     assert code == 2 and "tunectl never changed it" in err
