@@ -224,16 +224,12 @@ _RESOLVE_NO_MAGICLINKS, _RESOLVE_NO_SYMLINKS, _RESOLVE_BENEATH, _RESOLVE_IN_ROOT
 _AT_FDCWD = -100
 _SYS_OPENAT2 = 437  # the same number on every architecture (new system calls share one table since 5.1)
 _openat2_missing = False
+# How often a scoped openat2 that says EAGAIN (a rename elsewhere) is tried: at 1 in 60 under a user's rename loop
+# (measured), 64 in a row do not happen; a path that keeps changing under the lookup still ends in EAGAIN.
+_SCOPED_TRIES = 64
 
 
 _syscall = None  # libc's syscall(2), loaded once: a replay opens every file of its list through it
-
-
-# A scoped lookup (RESOLVE_BENEATH, RESOLVE_IN_ROOT) that steps through `..` (sysfs's block/sda is a link to
-# ../devices/...) fails with EAGAIN when any rename or mount anywhere on the machine happened meanwhile: the kernel
-# cannot tell the `..` did not escape, and openat2(2) leaves the retry to the caller. Seen: 50 of 20,000 opens of
-# a fake tree's block/NAME/dev beside one process renaming a file elsewhere; a device then "vanished" from status.
-_SCOPED_RETRIES = 64
 
 
 def _openat2(dir_fd: int, rel: str, flags: int, resolve: int) -> int:
@@ -244,15 +240,18 @@ def _openat2(dir_fd: int, rel: str, flags: int, resolve: int) -> int:
         _syscall = ctypes.CDLL(None, use_errno=True).syscall
     how = (ctypes.c_uint64 * 3)(flags, 0, resolve)  # struct open_how: flags, mode, resolve
     name = os.fsencode(rel)
-    retries = _SCOPED_RETRIES if resolve & (_RESOLVE_BENEATH | _RESOLVE_IN_ROOT) else 0
-    while True:
+    for _ in range(_SCOPED_TRIES):
         fd = _syscall(_SYS_OPENAT2, dir_fd, name, ctypes.byref(how), 24)
         if fd >= 0:
             return fd
         code = ctypes.get_errno()
-        if code != errno.EAGAIN or retries <= 0:  # a lease held (O_NONBLOCK) says EAGAIN too: bounded
-            raise OSError(code, os.strerror(code), rel)
-        retries -= 1
+        # Kernel quirk: with RESOLVE_BENEATH or RESOLVE_IN_ROOT, a ".." on the way (a tree's block/sda ->
+        # ../devices/... link) fails EAGAIN when any rename or mount anywhere on the system happened during the
+        # lookup (rename_lock, mount_lock): the kernel cannot tell it stayed inside. openat2(2): retry. Any user
+        # can rename in a loop: taken as the attribute's absence, a tree's disk lost its class or vanished.
+        if code != errno.EAGAIN or not resolve & (_RESOLVE_BENEATH | _RESOLVE_IN_ROOT):
+            break
+    raise OSError(code, os.strerror(code), rel)
 
 
 def _below(root: str | os.PathLike, rel: str, flags: int, resolve: int,
@@ -724,6 +723,35 @@ def _walk_open(path: str, flags: int, links: bool = True) -> int:
     if not isinstance(fd, int):  # "/", or a path ending in ".."
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     return fd
+
+
+DIR_READ = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC  # a directory to list, never through a link
+
+
+def open_tree(path: str) -> int:
+    """A descriptor to list the directory at `path` (the top of a tree a caller walks by descriptor from here on),
+    walked as `walk` goes: a link on the way or at the end followed only when root or the user owns it, the last
+    component opened as looked at (O_NOFOLLOW, then its device and inode compared with the look).
+    Raises Untrusted (another user's link, a link loop, a change since the look) or OSError (ENOTDIR, ENOENT)."""
+    def opened(dir_fd: int, name: str, st: os.stat_result, shown: str) -> int | None:
+        if stat.S_ISLNK(st.st_mode):
+            return None  # followed by the walk when root or the user owns it
+        fd = os.open(name, DIR_READ, dir_fd=dir_fd)
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            os.close(fd)
+            raise Untrusted(path, "changed while tunectl looked at it", "run again; if it recurs, find who changes it")
+        return fd
+
+    try:
+        landed = walk(path, last=opened)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Untrusted(path, "a symbolic link loop", "name the directory by a path without a link loop") from None
+        raise
+    if landed.opened is None:  # "/", or a path ending in "..": the directory the walk ended in, through no link
+        return _walk_no_link(landed.path, DIR_READ, DIR_READ)
+    return landed.opened  # type: ignore[return-value]
 
 
 def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _READ,
