@@ -464,7 +464,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if stdout is None and stderr is None:  # the process's own streams
         stdout, stderr = _own_streams()
     stdout = _Stdout(stdout or sys.stdout)
-    stderr = stderr or sys.stderr
+    stderr = _Stderr(stderr or sys.stderr)
     try:
         code = _main(argv, env, stdout, stderr, context)
         try:
@@ -556,9 +556,8 @@ class _ClosedError(OSError):
         super().__init__(errno.EBADF, "it is closed")
 
 
-class _Stdout:
-    """The stream a command's result goes to: a write or flush the system refuses (ENOSPC, EIO) is `OutputLost`,
-    not an OSError taken for a bug; a reader gone away stays BrokenPipeError (`tunectl ... | head`)."""
+class _Guarded:
+    """A standard stream whose refused writes and flushes (an OSError) go to `_refused`, the stream's own rule."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
@@ -568,21 +567,57 @@ class _Stdout:
             if started() and write_document(self._stream, text):  # the --json document, its bytes counted
                 return len(text)
             return self._stream.write(text)
-        except BrokenPipeError:
-            raise
         except OSError as e:
-            raise OutputLost(e) from e
+            self._refused(e)
+            return len(text)
 
     def flush(self) -> None:
         try:
             self._stream.flush()
-        except BrokenPipeError:
-            raise
         except OSError as e:
-            raise OutputLost(e) from e
+            self._refused(e)
+
+    def _refused(self, error: OSError) -> None:
+        raise error
 
     def __getattr__(self, name: str):
         return getattr(self._stream, name)
+
+
+class _Stdout(_Guarded):
+    """The stream a command's result goes to: a write or flush the system refuses (ENOSPC, EIO) is `OutputLost`,
+    not an OSError taken for a bug; a reader gone away stays BrokenPipeError (`tunectl ... | head`)."""
+
+    def _refused(self, error: OSError) -> None:
+        if isinstance(error, BrokenPipeError):
+            raise error
+        raise OutputLost(error) from error
+
+
+class _Stderr(_Guarded):
+    """The stream for people's notes and errors. Once its reader has gone away (`2> >(...)` that ended, a closed
+    log pipe), what would go there goes nowhere and the command goes on: its result still goes to stdout with its
+    own exit code. Before, the broken pipe was taken for stdout's reader gone (`| head`): `--json status` then
+    exited 0 with no document at all. Any other refusal is raised as before."""
+
+    def _refused(self, error: OSError) -> None:
+        if not isinstance(error, BrokenPipeError):
+            raise error
+        # Its descriptor becomes /dev/null: the bytes the buffer still holds, and a helper's own messages, go
+        # nowhere instead of failing again (Python ends with status 120 when its last flush of stderr fails).
+        try:
+            fd = self._stream.fileno()
+        except (AttributeError, OSError, ValueError):  # a stream without one (a test's StringIO)
+            return
+        null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.dup2(null, fd)
+        finally:
+            os.close(null)
+        try:  # noqa: SIM105 (contextlib: an import a boot replay would pay for)
+            self._stream.flush()
+        except OSError:
+            pass
 
 
 def stopped(stop: KeyboardInterrupt, stdout: TextIO, stderr: TextIO, json: bool) -> int:

@@ -257,6 +257,35 @@ def test_a_reader_gone_away_is_still_not_an_error(tmp_path) -> None:
     assert err.getvalue() == ""
 
 
+@pytest.mark.parametrize("buffered", [False, True], ids=["PYTHONUNBUFFERED", "line-buffered"])
+def test_a_stderr_whose_reader_went_away_leaves_the_document_and_its_exit_code(fake_tree, tmp_path, buffered):
+    # `tunectl --json status 2> >(...)` whose reader had ended: the note written to stderr met a broken pipe, taken
+    # for stdout's reader gone (`| head`): exit 0 and no document at all; or, with the note still in stderr's
+    # buffer, the document and exit 120 (Python's last flush of stderr failed as it exited).
+    import json
+    import os
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "TUNECTL_STATE_DIR": str(tmp_path / "state")}
+    env.pop("PYTHONUNBUFFERED", None)
+    if not buffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    argv = [sys.executable, "-m", "tunectl", "--json", "--sysfs-root", str(fake_tree.root), "--udev-root",
+            str(fake_tree.udev_root), "status"]
+    read = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+    assert read.returncode == ExitCode.OK and "tunectl: note: no profile applied yet" in read.stderr, read.stderr
+    r, w = os.pipe()
+    os.close(r)  # stderr's reader is gone before tunectl writes its note
+    try:
+        gone = subprocess.run(argv, stdout=subprocess.PIPE, stderr=w, text=True, env=env, timeout=60)
+    finally:
+        os.close(w)
+    assert gone.returncode == read.returncode
+    doc, expected = json.loads(gone.stdout), json.loads(read.stdout)  # one whole document each
+    assert doc["format"] == "tunectl-status" and doc.keys() == expected.keys()
+    assert [d["name"] for d in doc["devices"]] == [d["name"] for d in expected["devices"]]
+
+
 @pytest.mark.parametrize("seconds", ["nan", "-1", "-inf"])
 def test_a_wait_that_bounds_nothing_is_a_usage_error(seconds: str, tmp_path) -> None:
     # `--wait nan` waited forever and `--wait -1` gave up at once, both said as "(at most nan s, --wait)".
