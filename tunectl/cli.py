@@ -293,7 +293,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         prog="tunectl",
         description="Declarative block-device I/O tuning: classify disks, plan, apply, verify, roll back.",
         epilog="exit codes: 0 ok/in sync, 1 drift or failed checks, 2 usage or profile error, "
-               "3 partial failure, 4 not permitted, 5 state directory unusable.\n"
+               "3 partial failure, 4 not permitted, 5 state directory unusable, 70 internal error (a bug), "
+               "130 interrupted.\n"
                "`tunectl COMMAND --help` explains a command. See tunectl(8) and tunectl-profile(5).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-V", "--version", action=_version_action(argv), nargs=0,
@@ -309,14 +310,23 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             continue
         _global_options(p, suppress=True)
 
-        def add_action(subparsers: argparse._SubParsersAction, action: str, action_help: str) -> argparse.ArgumentParser:
+        def add_action(subparsers: argparse._SubParsersAction, action: str, action_help: str,
+                       group: argparse.ArgumentParser = p) -> argparse.ArgumentParser:
             ap = subparsers.add_parser(action, help=action_help, description=action_help,
+                                       epilog=_action_examples(group.epilog, group.prog, action),
                                        formatter_class=argparse.RawDescriptionHelpFormatter)
             _global_options(ap, suppress=True)
             return ap
 
         importlib.import_module(module).add_arguments(name, p, add_action)
     return parser
+
+
+def _action_examples(group_epilog: str | None, group_prog: str, action: str) -> str | None:
+    """An action's --help teaches by example too: the lines of its group's examples that run this action."""
+    words = [*group_prog.split(), action]
+    lines = [line for line in (group_epilog or "").splitlines() if line.split()[:len(words)] == words]
+    return "examples:\n" + "\n".join(lines) if lines else None
 
 
 def _lean_replay(argv: Sequence[str]):  # noqa: ANN202 (a ReplayArgs, or None; its module stays lazy)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import repeat
@@ -145,6 +146,10 @@ def batches(path: str, size: int = BATCH, first: int | None = None,
         head = parse_header(_text(top, path, 1), path)
         created = str(head.get("created", ""))
         moved = moved_devices(head, path, mounts_trusted(f))
+        decoded = _columns_beside(path, os.fstat(f.fileno()), head)
+        if decoded is not None:
+            yield from _slices(created, renumber(decoded, moved), first or size, size)
+            return
         lines: list[str] = []
         numbers: list[int] = []
         want = first or size
@@ -158,6 +163,72 @@ def batches(path: str, size: int = BATCH, first: int | None = None,
             if good:
                 yield created, renumber(good, moved)
             raise error from None
+
+
+def _slices(created: str, entries: list[Entry], want: int, size: int) -> Iterator[tuple[str, list[Entry]]]:
+    """`entries` in batches as `_batches` cuts them: `want` first, then `size` each; one (empty) batch at least."""
+    yield created, entries[:want]
+    for start in range(want, len(entries), size):
+        yield created, entries[start:start + size]
+
+
+COLUMNS_FROM = 1024  # entries: a shorter list's JSON decodes in about the time the columns' imports take
+MAX_COLUMNS = 256 << 20  # bytes of a columns file: KEEP entries of long paths and many ranges fit
+
+
+def _columns_beside(path: str, st: os.stat_result, head: dict) -> list[Entry] | None:
+    """The entries of the columns file beside the list (`tunectl.preload.columns`), when it was made from this
+    list (`st`, the open list's stat) and may be trusted: a regular file, not a link, owned by the list's owner
+    and chosen by no other user (it is loaded with marshal). None otherwise: the list is then decoded as always.
+    The columns are a cache, never the only copy: any reason to decline them costs time, not the replay."""
+    from tunectl.preload import columns
+
+    try:
+        fd, cst = trust.open_regular(path + columns.SUFFIX)
+    except (trust.Untrusted, OSError):
+        return None  # none there (the common case for a list another tool wrote), or not one to trust
+    try:
+        if cst.st_uid != st.st_uid or not trust.chosen_by_no_other(cst) or cst.st_size > MAX_COLUMNS:
+            return None
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_COLUMNS + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        entries = columns.decode(data, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+    except columns.Declined:
+        return None
+    files = head.get("files")
+    return entries if files is None or files == len(entries) else None
+
+
+def write_columns(path: str, entries: Sequence[Entry]) -> bool:
+    """The columns file beside the list just written at `path` (`tunectl.preload.columns`), bound to that list's
+    device, inode, size and mtime; False when it was not written (a list of more than KEEP entries, which a
+    replay streams in bounded memory, or of fewer than COLUMNS_FROM, whose JSON decodes in less time than
+    loading the columns' modules takes; a list path that is not a regular file; a write that failed). A list
+    without one (or with a stale one) replays as it always did, decoded from its JSON."""
+    from pathlib import Path
+
+    from tunectl.preload import columns
+
+    if not COLUMNS_FROM <= len(entries) <= KEEP:
+        return False
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        data = columns.encode(entries, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+        if data is None:
+            return False
+        trust.atomic_write(Path(path + columns.SUFFIX), data, mode=stat.S_IMODE(st.st_mode) & 0o644,
+                           shared_dir=True)
+    except (trust.Untrusted, OSError):
+        return False  # the list itself is written and whole; only its replays' decoding is slower
+    return True
 
 
 def _before(lines: list[str], numbers: list[int], path: str, error: ListError) -> tuple[list[Entry], ListError]:
@@ -350,8 +421,8 @@ def write_list(path: str, entries: Sequence[Entry], metadata: Mapping[str, Seque
 
     target = Path(path)
     try:
-        text = render(entries if time_order else physical_order(entries), created, metadata, time_order, mounts,
-                      placed)
+        ordered = list(entries if time_order else physical_order(entries))
+        text = render(ordered, created, metadata, time_order, mounts, placed)
         trust.atomic_write(target, text.encode(), shared_dir=True)
     except trust.Untrusted as e:
         raise UsageError(f"{path}: cannot write the preload list: {e.message}", hint=e.hint) from None
@@ -359,3 +430,4 @@ def write_list(path: str, entries: Sequence[Entry], metadata: Mapping[str, Seque
         code = e.errno or errno.EIO
         cls = NotPermitted if code in (errno.EACCES, errno.EPERM, errno.EROFS) else UsageError
         raise cls(f"{path}: cannot write the preload list: {os.strerror(code)}") from None
+    write_columns(path, ordered)

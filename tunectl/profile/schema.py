@@ -83,8 +83,15 @@ def suggest(word: Any, choices: list[str]) -> str:
         return ""
     import difflib  # only for a mistake: loading it costs every profile read
 
-    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    names = [str(c) for c in choices]
+    close = difflib.get_close_matches(word, names, n=len(names), cutoff=0.6)
+    if not close:
+        return ""
+    # get_close_matches breaks a tie by the larger string ('nope': 'noop' before 'none'); the choices list the
+    # current names before the legacy ones (which only warn), so a tie goes to the one listed first
+    best = difflib.SequenceMatcher(None, word, close[0]).ratio()
+    tied = [c for c in close if difflib.SequenceMatcher(None, word, c).ratio() == best]
+    return f"; did you mean {min(tied, key=names.index)!r}?"
 
 
 def _type_name(value: Any) -> str:

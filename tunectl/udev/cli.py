@@ -7,6 +7,7 @@ import argparse
 EXAMPLES = ("examples:\n  tunectl udev render -p throughput-performance\n"
             "  tunectl udev install -p throughput-performance --trigger\n"
             "  tunectl udev check -p throughput-performance   # exit 1 if the installed rules differ\n"
+            "  tunectl udev remove                            # the rules file the last install wrote\n"
             "  tunectl udev monitor --json                    # one line per hot-plug event")
 
 

@@ -31,3 +31,12 @@ def test_the_top_level_help_still_explains_them() -> None:
 def test_dev_says_it_takes_tags_and_mountpoints(command: str) -> None:
     text = " ".join(run_cli(command, "--help").out.split())
     assert "UUID=" in text and "LABEL=" in text and "mountpoint" in text, text
+
+
+@pytest.mark.parametrize("words", [w for w, p in tree().items() if w and not p._subparsers], ids=" ".join)
+def test_every_command_help_shows_an_example_of_itself(words: tuple[str, ...]) -> None:
+    """A --help that teaches: an `examples:` block with at least one line running this very command."""
+    out = run_cli(*words, "--help").out
+    assert "\nexamples:\n" in out, out
+    examples = out.split("\nexamples:\n", 1)[1]
+    assert any(line.split()[:len(words) + 1] == ["tunectl", *words] for line in examples.splitlines()), examples

@@ -58,3 +58,59 @@ def test_every_page_is_installed() -> None:
     setup = (REPO / "setup.cfg").read_text()
     for page in PAGES:
         assert f"man/{page.name}" in setup, page.name
+
+
+GROUP_PAGES = {"udev": "tunectl-udev.8", "align": "tunectl-align.8", "mounts": "tunectl-mounts.8",
+               "preload": "tunectl-preload.8", "bench": "tunectl-bench.8", "explain": "tunectl-explain.8"}
+
+
+def _plain(page: str) -> str:
+    """A page's text with roff's escapes for a hyphen and the font changes taken out: `\\fB\\-\\-all\\fR` is --all."""
+    text = (REPO / "man" / page).read_text().replace("\\-", "-")
+    return re.sub(r"\\f[BIRP]", "", text)
+
+
+def _names(text: str) -> set[str]:
+    return set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text))
+
+
+def _help_options() -> list[tuple[tuple[str, ...], str]]:
+    """(command words, option) for every option a command's --help shows, the global ones under ()."""
+    import argparse
+
+    from tests.completion_helpers import tree
+
+    parsers = tree()
+    top = {o for a in parsers[()]._actions for o in a.option_strings}
+    found = []
+    for words, parser in parsers.items():
+        for action in parser._actions:
+            if action.help != argparse.SUPPRESS:
+                found += [(words, o) for o in action.option_strings
+                          if o not in ("-h", "--help") and (o not in top) == bool(words)]
+    return found
+
+
+@pytest.mark.parametrize("words, option", _help_options(), ids=lambda v: " ".join(v) if isinstance(v, tuple) else v)
+def test_every_option_help_shows_is_in_the_man_page(words: tuple[str, ...], option: str) -> None:
+    """Each option of a command's --help, in both spellings, in that command's page (the global options and the
+    commands without a page of their own: tunectl(8)); a new option must reach the page."""
+    page = GROUP_PAGES.get(words[0], "tunectl.8") if words else "tunectl.8"
+    text = _plain(page)
+    if not words:
+        text = _section(text, "GLOBAL OPTIONS")
+    assert option in _names(text), f"`tunectl {' '.join(words)} --help` shows {option}; man/{page} does not"
+
+
+def test_a_page_names_no_option_tunectl_does_not_have() -> None:
+    """The reverse: every --option a page sets in bold is one tunectl takes (other tools' options are named in
+    the same sentence as their tool, and listed here)."""
+    from tests.completion_helpers import tree
+
+    known = {o for p in tree().values() for a in p._actions for o in a.option_strings}
+    others = {"--readonly", "--direct-io", "--salt", "--tab-file", "--verify", "--action", "--property-match",
+              "--query", "--reload", "--setra", "--subsystem-match", "--sysname-match", "--list-columns"}
+    for page in PAGES:
+        bold = re.findall(r"\\fB(\\-\\-(?:\w|\\-)+)|^\.B[IR]? (\\-\\-(?:\w|\\-)+)", page.read_text(), re.M)
+        names = {(a or b).replace("\\-", "-") for a, b in bold}
+        assert names - known - others == set(), page.name

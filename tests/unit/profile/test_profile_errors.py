@@ -84,6 +84,12 @@ def test_duplicate_key_and_schema_errors_together(cli) -> None:
                   "p.yaml:5:21: $.classes.nvme.scheduler: alias *x has no anchor &x before it")
 
 
+def test_a_misspelt_scheduler_is_offered_the_current_name_not_the_legacy_one(cli) -> None:
+    """'nope' is as close to 'noop' as to 'none'; noop only warns (write 'none' instead), so none is offered."""
+    r = validate_text(cli, "name: a\nclasses:\n  ssd: {scheduler: nope}\n")
+    assert_errors(r, "p.yaml:3:20: $.classes.ssd.scheduler: unknown scheduler 'nope'; did you mean 'none'?")
+
+
 def test_yaml_features_a_profile_does_not_use(cli) -> None:
     r = validate_text(cli, "a: &x [1, 2]\nb: *x\nc: *y\nd: !foo bar\n? [x]\n: 1\n<<: {a: 1}\n---\nx: 1\n")
     assert_errors(r,

@@ -1,0 +1,157 @@
+"""A list's entries in a compact pre-decoded form, kept beside the list (pure: entries in, bytes out, and back).
+
+A boot-time replay decodes every line of its list: json's scanner and a check per row cost a warm /usr/share
+list (53,625 files) about 0.15 s of CPU, a third of what the replay spends beyond WILLNEED's own loop (#30).
+The same entries as packed columns (one array of machine integers per numeric field, the paths one string)
+load in a fraction of that: C-level conversions, and checks a column at a time (bounds, shapes), never a
+Python frame per row. The JSON list stays what a person, `show` and every other reader read: this form is a
+cache of its entries, written beside it (LIST.cols) by `collect` and `record`, used only while it names the
+list it was made from (device, inode, size, mtime_ns) and declined otherwise (the list is then decoded as
+always). Nothing in it is executed or unpickled, and a checksum covers it: a damaged, truncated or crafted
+file is declined, never trusted.
+
+Layout (native byte order, named in MAGIC): MAGIC, then struct HEAD (version, the list's dev, ino, size,
+mtime_ns, the entry count, the CRC-32 of everything after it), then SECTIONS, each a u64 byte length and its bytes:
+paths (file names as os.fsencode gives them, NUL-separated), devices (the distinct MAJ:MIN, NUL-separated),
+device (u32 index into devices per entry), inode, size (u64), mtime_ns (i64), physical (i64, -1: unknown),
+count (u32 ranges per entry), offset, length (u64, every entry's ranges in order).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+import zlib
+from array import array
+from collections.abc import Sequence
+from itertools import compress, repeat
+
+from tunectl.preload.listing import Entry, _is_device
+
+VERSION = 1
+SUFFIX = ".cols"
+MAGIC = b"tunectl-preload-columns " + sys.byteorder.encode() + b"\n"
+HEAD = struct.Struct("=IQQQqQI")  # version, dev, ino, size, mtime_ns, entries, CRC-32 of all after it
+LENGTH = struct.Struct("=Q")
+SECTIONS = (("paths", None), ("devices", None), ("device", "I"), ("inode", "Q"), ("size", "Q"), ("mtime_ns", "q"),
+            ("physical", "q"), ("count", "I"), ("offset", "Q"), ("length", "Q"))
+_SIZES = {"I": 4, "Q": 8, "q": 8}
+
+
+class Declined(Exception):
+    """The columns cannot stand for the list (made from another list, another version, damaged): why."""
+
+
+def _packed(code: str, values: Sequence[int]) -> bytes:
+    if array(code).itemsize != _SIZES[code]:
+        raise OverflowError(f"array {code!r} is not {_SIZES[code]} bytes here")
+    return array(code, values).tobytes()
+
+
+def encode(entries: Sequence[Entry], key: tuple[int, int, int, int]) -> bytes | None:
+    """The columns of `entries`, bound to the list whose (dev, ino, size, mtime_ns) is `key`; None when they
+    cannot hold the entries exactly (a number past 64 bits, a name that does not come back as it was)."""
+    paths = [e.path for e in entries]
+    names = [os.fsencode(p) for p in paths]
+    if not all(map(bytes.isascii, names)) and [os.fsdecode(b) for b in names] != paths:
+        return None  # e.g. "\udcc3\udca9", which names the file "é" names, but is not equal to it
+    if any(b"\0" in b for b in names) or any(e.physical is not None and e.physical < 0 for e in entries):
+        return None  # not an entry a list's reader takes: the JSON says so, at its line
+    devices = sorted({e.device for e in entries})
+    index = {d: i for i, d in enumerate(devices)}
+    flat = [r for e in entries for r in e.ranges]
+    try:
+        body = [b"\0".join(names), "\0".join(devices).encode("ascii"),
+                _packed("I", [index[e.device] for e in entries]), _packed("Q", [e.inode for e in entries]),
+                _packed("Q", [e.size for e in entries]), _packed("q", [e.mtime_ns for e in entries]),
+                _packed("q", [-1 if e.physical is None else e.physical for e in entries]),
+                _packed("I", [len(e.ranges) for e in entries]), _packed("Q", [r[0] for r in flat]),
+                _packed("Q", [r[1] for r in flat])]
+        rest = b"".join(LENGTH.pack(len(b)) + b for b in body)
+        head = HEAD.pack(VERSION, *key, len(entries), zlib.crc32(rest))
+    except (OverflowError, struct.error, UnicodeEncodeError, TypeError):
+        return None
+    return MAGIC + head + rest
+
+
+def decode(data: bytes, key: tuple[int, int, int, int]) -> list[Entry]:
+    """The entries `encode` wrote, every column checked as `listing` checks a row; Declined otherwise."""
+    if not data.startswith(MAGIC):
+        raise Declined("not a tunectl columns file of this machine's byte order")
+    at = len(MAGIC)
+    try:
+        version, dev, ino, size, mtime_ns, n, crc = HEAD.unpack_from(data, at)
+    except struct.error:
+        raise Declined("truncated") from None
+    if version != VERSION:
+        raise Declined(f"version {version}, not {VERSION}")
+    if (dev, ino, size, mtime_ns) != tuple(key):
+        raise Declined("made from another list (or this one before it changed)")
+    at += HEAD.size
+    view = memoryview(data)
+    if zlib.crc32(view[at:]) != crc:
+        raise Declined("damaged (its checksum differs)")
+    found = {}
+    for name, code in SECTIONS:
+        try:
+            (length,) = LENGTH.unpack_from(data, at)
+        except struct.error:
+            raise Declined("truncated") from None
+        at += LENGTH.size
+        if at + length > len(data):
+            raise Declined("truncated")
+        part = view[at:at + length]
+        at += length
+        if code is None:
+            found[name] = bytes(part)
+            continue
+        column = array(code)
+        if column.itemsize != _SIZES[code] or length % column.itemsize:
+            raise Declined(f"{name}: not whole numbers")
+        column.frombytes(part)
+        found[name] = column.tolist()
+    if at != len(data):
+        raise Declined("more after its last column")
+    return _entries(found, n)
+
+
+def _entries(found: dict, n: int) -> list[Entry]:
+    """The entries of the decoded columns, checked column by column; Declined at the first problem."""
+    text = str(found["paths"], "utf-8", "surrogateescape")  # os.fsdecode, without a call per name
+    paths = text.split("\0") if n else []
+    if len(paths) != n or n and (not text.startswith("/") or text.count("\0/") != n - 1):
+        raise Declined("paths: expected absolute names, one per entry")
+    try:
+        devices = str(found["devices"], "ascii").split("\0") if found["devices"] else []
+    except UnicodeDecodeError:
+        raise Declined("devices: not MAJ:MIN") from None
+    if not all(map(_is_device, devices)):
+        raise Declined("devices: not MAJ:MIN")
+    index, inodes, sizes, mtimes, physical, counts, offsets, lengths = (
+        found[k] for k in ("device", "inode", "size", "mtime_ns", "physical", "count", "offset", "length"))
+    if any(len(c) != n for c in (index, inodes, sizes, mtimes, physical, counts)):
+        raise Declined("columns of different lengths")
+    if max(index, default=0) >= len(devices):
+        raise Declined("device: past the devices listed")
+    if sum(counts) != len(offsets) or len(lengths) != len(offsets) or min(lengths, default=1) < 1:
+        raise Declined("ranges: expected (offset, length) pairs, each length at least 1")
+    if min(physical, default=0) < -1:
+        raise Declined("physical: expected byte offsets")
+    if -1 in physical:  # unknown: None, as the list says null
+        at = -1
+        for _ in range(physical.count(-1)):
+            at = physical.index(-1, at + 1)
+            physical[at] = None
+    pairs = list(zip(offsets, lengths))
+    ranges: list[tuple] = []
+    done = at = 0  # entries and pairs taken
+    for i in compress(range(n), map((1).__ne__, counts)):  # a Python step only where an entry has not one range
+        ranges += zip(pairs[at:at + i - done])  # the one-range entries before it: ((offset, length),) each
+        at += i - done
+        ranges.append(tuple(pairs[at:at + counts[i]]))
+        at += counts[i]
+        done = i + 1
+    ranges += zip(pairs[at:])
+    devs = list(map(devices.__getitem__, index))
+    return list(map(tuple.__new__, repeat(Entry), zip(paths, devs, inodes, sizes, mtimes, ranges, physical)))
