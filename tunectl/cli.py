@@ -16,10 +16,12 @@ from tunectl.system.termination import (
     Terminated,
     noting_dropped_stops,
     said,
+    started,
     stop_not_said,
     stop_with_a_document,
     stops_with_a_document,
     wants_json,
+    write_document,
 )
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (it costs more than the rest of --version)
@@ -563,6 +565,8 @@ class _Stdout:
 
     def write(self, text: str) -> int:
         try:
+            if started() and write_document(self._stream, text):  # the --json document, its bytes counted
+                return len(text)
             return self._stream.write(text)
         except BrokenPipeError:
             raise

@@ -68,7 +68,8 @@ class CheckReport(Report):
 
     def to_json(self) -> dict:
         doc = {"in_sync": self.in_sync, "profile": self.profile, "fstab_path": str(self.fstab_path),
-               "filesystems": [fs.to_json() for fs in self.filesystems], "warnings": self.errors + self.warnings}
+               "filesystems": [fs.to_json() for fs in self.filesystems], "errors": self.errors,
+               "warnings": self.warnings}
         if self.timer is not None:
             doc["fstrim_timer"] = self.timer
         return doc

@@ -100,7 +100,8 @@ def read_profile_bytes(path: Path, trusted: bool = False, resolved: str | None =
     """
     try:
         where = resolved or trust.resolve_own_links(path)  # root's or the user's links only, never another user's
-        return trust.read_regular(where, MAX_PROFILE_BYTES, trusted, resolved=True), []
+        # decides: as root, a profile another user can change would choose what root writes to sysfs (SPEC 4a)
+        return trust.read_regular(where, MAX_PROFILE_BYTES, trusted, resolved=True, decides=True), []
     except trust.Untrusted as e:
         return None, [Diagnostic(str(path), 1, 1, "$", f"cannot be used: {e.message}; {e.hint}")]
     except OSError as e:

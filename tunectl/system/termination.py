@@ -16,8 +16,12 @@ with the document's own code. A reader that does not read (a full pipe, its read
 would hold the process in that write for good, so the document's time is bounded: a second
 stop ends the process at once by that signal (exit 143 or 129 as a shell reports it), and so
 does the first if the write has made no progress for `STUCK_SECONDS` since (counted by
-write(2)'s bytes in /proc/self/io). Nothing more is written then: the reader has part of a
-document and the signal's exit status, as from the default action.
+write(2)'s bytes in /proc/self/io; where that cannot be read, hidepid or a container without
+/proc, by the bytes the document's own write loop counts, `write_document`, and then after two
+looks in a row, as that count may lag the kernel's by the write the alarm interrupted). Nothing
+more is written then: the reader has part of a document and the signal's exit status, as from
+the default action. Ctrl-C (SIGINT) once the document has started is such a stop too: never an
+`interrupted` document after part of the result.
 
 A stop the handler raised where Python prints an exception and drops it (a weakref
 callback such as importlib's module lock, a __del__: "Exception ignored in ...") would let
@@ -57,7 +61,11 @@ class _Said:
     done = False  # the process's one document is written or being written
     stop = 0  # the signal the handler raised Terminated for (it acts once), 0: none yet
     late = 0  # a stop that came once the document was started: it has STUCK_SECONDS of no progress to finish
-    written = -1  # write(2)'s bytes so far (/proc/self/io wchar) at the last look, while `late`
+    written = -1  # the write's progress at the last look, while `late` (`_progress`)
+    still = 0  # looks in a row that found no progress (by the loop's own count, which may lag one write)
+    sent = 0  # the bytes `write_document` passed to the kernel
+    program = False  # the program's handler is set (`stop_with_a_document`): SIGINT joins it once the document starts
+    finished = False  # `write_document` wrote all of it: no look is due
     dropped: KeyboardInterrupt | None = None  # a stop Python printed and dropped, not raised again yet
     deferred = 0  # undoings running (tunectl.system.interrupts): a dropped stop waits for their end too
 
@@ -73,7 +81,7 @@ def _stop(signum: int, frame: object) -> None:
 def _stop_late(signum: int) -> None:
     if _Said.late:  # a second stop: the caller will not wait
         _end(signum)
-    _Said.late, _Said.written = signum, _written()
+    _Said.late, _Said.written, _Said.still = signum, _progress()[0], 0
     _signal.signal(_signal.SIGALRM, _look)
     _signal.setitimer(_signal.ITIMER_REAL, STUCK_SECONDS)
 
@@ -82,12 +90,54 @@ def _look(signum: int, frame: object) -> None:
     """STUCK_SECONDS after a late stop (or the last look): the document's write moved since, or the process ends.
 
     The alarm interrupts the blocked write(2) (Python's handlers are set without SA_RESTART): a pipe write returns
-    the bytes it wrote so far, so wchar has counted them; one that wrote nothing since has a reader not reading."""
-    now = _written()
-    if now < 0 or now == _Said.written:
-        _end(_Said.late)
+    the bytes it wrote so far, so wchar has counted them; one that wrote nothing since has a reader not reading.
+    The loop's own count is added to only once that write has returned, which may be after this handler ran: it
+    ends the process after two looks in a row without progress."""
+    if _Said.finished:  # an alarm already due as the write ended: no new one (Python's exit would die of it)
+        return
+    now, exact = _progress()
+    if now == _Said.written:
+        _Said.still += 1
+        if exact or _Said.still >= 2:
+            _end(_Said.late)
+    else:
+        _Said.still = 0
     _Said.written = now
     _signal.setitimer(_signal.ITIMER_REAL, STUCK_SECONDS)
+
+
+def _progress() -> tuple[int, bool]:
+    """How far the document's write has come: write(2)'s bytes of /proc/self/io (exact), or where that cannot be
+    read the bytes `write_document` counted (False: may lag by the write in progress)."""
+    wchar = _written()
+    return (wchar, True) if wchar >= 0 else (_Said.sent, False)
+
+
+def write_document(stream: object, text: str) -> bool:
+    """Write the started document to `stream`'s file (the program's stdout) by a loop that counts what the kernel
+    took (`_progress`'s fallback); False, nothing written, when `stream` has no file (a StringIO)."""
+    import os
+
+    try:
+        fd = stream.fileno()  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):
+        return False
+    stream.flush()  # type: ignore[attr-defined]
+    data = memoryview(text.encode(getattr(stream, "encoding", None) or "utf-8",
+                                  getattr(stream, "errors", None) or "strict"))
+    while data:
+        n = os.write(fd, data)
+        _Said.sent += n
+        data = data[n:]
+    _Said.finished = True
+    if _Said.late:  # the alarm a late stop armed is not needed now: once Python exits it would kill (SIGALRM)
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+    return True
+
+
+def started() -> bool:
+    """The one document is being written (`said`)."""
+    return _Said.done
 
 
 def _written() -> int:
@@ -164,6 +214,7 @@ def stop_with_a_document() -> None:
     for sig in _ENDING:
         if _signal.getsignal(sig) != _signal.SIG_IGN:
             _signal.signal(sig, _stop)
+    _Said.program = True
 
 
 def stops_with_a_document() -> bool:
@@ -172,5 +223,10 @@ def stops_with_a_document() -> bool:
 
 
 def said() -> None:
-    """The one document is about to be written: a stop from now on no longer raises (see the module's text)."""
-    _Said.done = True
+    """The one document is about to be written: a stop from now on no longer raises (see the module's text).
+
+    In the program (`stop_with_a_document`), Ctrl-C from now on is such a stop too: Python's KeyboardInterrupt
+    raised inside the document's write would be followed by an `interrupted` document after part of the result."""
+    _Said.done, _Said.finished = True, False
+    if _Said.program and _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+        _signal.signal(_signal.SIGINT, _stop)

@@ -442,6 +442,26 @@ def chosen_by_no_other(st: os.stat_result) -> bool:
     return st.st_uid in (0, os.geteuid()) and not st.st_mode & 0o022
 
 
+def chosen_by_other(st: os.stat_result) -> str | None:
+    """As root, why a file whose text decides what root does (a profile: what it writes to sysfs; a preload list:
+    what it reads; a tuned profile it turns into one) cannot be used: another user owns it or may write it, so the
+    choice would be theirs (SPEC 4a). None when it is root's alone, and always None when not run as root: a user's
+    own run acts with that user's rights only. The one rule for every such input (`open_regular(decides=True)`,
+    `preload.listfile`)."""
+    if os.geteuid() != 0 or chosen_by_no_other(st):
+        return None
+    if st.st_uid != 0:
+        return f"owned by {owner(st.st_uid)}, not root"
+    mode = stat.S_IMODE(st.st_mode)
+    return f"mode {mode:04o}: writable by {'others' if mode & stat.S_IWOTH else 'its group'}"
+
+
+def decides_hint(path: str | os.PathLike) -> str:
+    """What to do with a file `chosen_by_other` refused."""
+    return f"review it, then make it root's alone (chown root: {path}; chmod go-w {path}), or copy it somewhere only " \
+           "root writes"
+
+
 LISTED_READ = _READ | os.O_NOCTTY  # a listed file opened relative to its directory: no link, never blocks
 
 
@@ -695,12 +715,14 @@ def _walk_open(path: str, flags: int, links: bool = True) -> int:
 
 
 def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _READ,
-                 resolved: bool = False) -> tuple[int, os.stat_result]:
+                 resolved: bool = False, decides: bool = False) -> tuple[int, os.stat_result]:
     """A descriptor on the regular file at `path` (not followed if a symbolic link) and its stat.
 
     Opened without blocking, so a named pipe or a tty is refused, never waited on.
     `trusted`: the file and its directories must also pass `problem`. `resolved`: `path`
     was resolved (realpath) and judged; it is opened through no link at all (`open_listed`).
+    `decides`: its text decides what root does; as root, one another user owns or may write is refused
+    (`chosen_by_other`, judged on the open file: what was judged is what is read).
     """
     if trusted:
         check_dir(os.path.dirname(os.path.abspath(path)), final=True)
@@ -718,15 +740,20 @@ def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _R
         why = problem(st) if trusted else None
         if why:
             raise Untrusted(path, why, _hint_fix(path))
+        why = chosen_by_other(st) if decides else None
+        if why:
+            raise Untrusted(path, f"{why}: as root, tunectl acts on no file another user can change",
+                            decides_hint(path))
     except BaseException:
         os.close(fd)
         raise
     return fd, st
 
 
-def read_regular(path: str | os.PathLike, limit: int, trusted: bool = False, resolved: bool = False) -> bytes:
+def read_regular(path: str | os.PathLike, limit: int, trusted: bool = False, resolved: bool = False,
+                 decides: bool = False) -> bytes:
     """At most `limit` + 1 bytes of the regular file at `path` (see `open_regular`)."""
-    fd, _ = open_regular(path, trusted, resolved=resolved)
+    fd, _ = open_regular(path, trusted, resolved=resolved, decides=decides)
     try:
         return _read_up_to(fd, limit)
     finally:

@@ -47,7 +47,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
                        help="remove the installed udev rules first (a rollback is refused while they are installed)")
         return
     p.add_argument("-p", "--profile", help="profile name or file (default: the last applied, see `status`; "
-                                           "with nothing applied, 'default')")
+                                           "with nothing applied, 'default'); as root, a file must be root's and "
+                                           "not group/world-writable")
     p.add_argument("devices", nargs="*", metavar="DEV",
                    help=f"{DEV_HELP} (default: without -p, the devices the last apply was limited to; "
                         "else all)")

@@ -38,8 +38,9 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
                             help="send change events to the devices the rules are scoped to (every block disk with "
                                  "--all) and wait for udev to settle")
             up.add_argument("--allow-untrusted-profile", action="store_true",
-                            help="install even when a profile file, or the tunectl a RUN starts, is not root's "
-                                 "alone (udev runs them as root)")
+                            help="install even when the profile's directory, or the tunectl a RUN starts, is not "
+                                 "root's alone (udev runs them as root); a profile file another user can change "
+                                 "is refused all the same")
     mp = add_action(usub, "monitor", "follow block add/change events and verify each device once udev ran its rules; "
                                      "one line per event (--json: one object per line); Ctrl-C ends it")
     mp.add_argument("-p", "--profile", help="profile name or file (default: last applied, else 'default')")

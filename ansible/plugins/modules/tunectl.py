@@ -227,7 +227,7 @@ NOTED = ("skip", "unavailable")
 # The --json formats this module reads, at the versions it understands (tunectl/schema/CHANGELOG.md):
 # a tunectl on the host printing another version is refused with a message, never misread.
 READS = {"tunectl-apply": 2, "tunectl-rollback": 2, "tunectl-verify": 3, "tunectl-align": 1,
-         "tunectl-mounts-check": 1, "tunectl-mounts-fix": 1, "tunectl-udev-render": 2,
+         "tunectl-mounts-check": 2, "tunectl-mounts-fix": 1, "tunectl-udev-render": 2,
          "tunectl-udev-install": 2, "tunectl-udev-remove": 1, "tunectl-udev-check": 1, "tunectl-error": 1}
 
 
@@ -358,6 +358,8 @@ class Run:
             doc = self.t.run(["mounts", "check"] + self.profile_args() + fstab, (0, 1))
             self.result["mounts"] = doc
             self.take_mount_notes(doc)
+            for e in doc.get("errors") or []:  # a line of the fstab to mend (more than 6 fields)
+                self.failures.append(f"mounts: {e}")
             for fs in doc.get("filesystems") or []:
                 if fs.get("drift"):
                     self.failures.append(f"mounts: {fs.get('target')}: {describe_drift(fs['drift'])}")

@@ -166,7 +166,11 @@ def test_the_active_profile_is_the_file_applied_not_one_in_the_current_directory
 def test_an_active_profile_owned_by_another_user_is_refused(arena: Arena) -> None:
     state = arena.base / "state"
     nobody_writes(arena.open / "p.yaml", PROFILE)
-    assert tunectl(arena, state, "apply", "-p", str(arena.open / "p.yaml"))[0] == 0  # root chose it
+    code, _, err = tunectl(arena, state, "apply", "-p", str(arena.open / "p.yaml"))  # SPEC 4a: not even by -p
+    assert code == 2 and f"owned by nobody (uid {NOBODY.pw_uid}), not root: as root, tunectl acts on no file" in err, err
+    os.chown(arena.open / "p.yaml", 0, 0)
+    assert tunectl(arena, state, "apply", "-p", str(arena.open / "p.yaml"))[0] == 0  # root's when applied
+    os.chown(arena.open / "p.yaml", NOBODY.pw_uid, NOBODY.pw_gid)  # given away since: the record is no longer trusted
     for argv in (("verify",), ("status",), ("udev", "render")):
         code, _, err = tunectl(arena, state, *argv)
         assert code == 2 and "owned by nobody" in err and "pass -p" in err, (argv, err)
@@ -216,8 +220,9 @@ def test_a_journal_written_by_another_user_is_never_trusted(arena: Arena) -> Non
 
 def test_extends_never_reads_a_file_off_the_search_path_nor_prints_one(arena: Arena) -> None:
     state = arena.base / "state"
-    nobody_writes(arena.open / "p.yaml", f"name: p\nextends: {arena.secret}\n")
-    nobody_writes(arena.open / "q.yaml", "name: q\nextends: ../secret\n")
+    # root's files (another user's are refused before their extends: is read), in nobody's directory
+    (arena.open / "p.yaml").write_text(f"name: p\nextends: {arena.secret}\n")
+    (arena.open / "q.yaml").write_text("name: q\nextends: ../secret\n")
     for argv in (("profile", "validate", str(arena.open / "p.yaml")), ("plan", "-p", str(arena.open / "p.yaml")),
                  ("profile", "show", str(arena.open / "q.yaml"))):
         code, out, err = tunectl(arena, state, *argv)
@@ -233,11 +238,18 @@ def test_udev_install_refuses_a_profile_another_user_can_change(arena: Arena) ->
     state, rules = arena.base / "state", arena.base / "rules"
     rules.mkdir()
     nobody_writes(arena.open / "p.yaml", PROFILE)
-    code, _, err = tunectl(arena, state, "udev", "install", "-p", str(arena.open / "p.yaml"), "--rules-dir", str(rules))
+    for allow in ([], ["--allow-untrusted-profile"]):  # a profile nobody owns decides nothing root does, ever
+        code, _, err = tunectl(arena, state, "udev", "install", "-p", str(arena.open / "p.yaml"), "--rules-dir",
+                               str(rules), *allow)
+        assert code == 2 and f"owned by nobody (uid {NOBODY.pw_uid}), not root: as root, tunectl acts on no file" in err, err
+        assert os.listdir(rules) == []
+    mine = arena.open / "root.yaml"  # root's, in a directory nobody can change: the path udev runs may be swapped
+    mine.write_text(PROFILE)
+    code, _, err = tunectl(arena, state, "udev", "install", "-p", str(mine), "--rules-dir", str(rules))
     assert code == 2 and "owned by nobody" in err and "--allow-untrusted-profile" in err, err
     assert os.listdir(rules) == []
-    code, _, err = tunectl(arena, state, "udev", "install", "-p", str(arena.open / "p.yaml"), "--rules-dir",
-                           str(rules), "--allow-untrusted-profile")
+    code, _, err = tunectl(arena, state, "udev", "install", "-p", str(mine), "--rules-dir", str(rules),
+                           "--allow-untrusted-profile")
     assert code in (0, 3) and (rules / "65-tunectl.rules").is_file(), err
 
 

@@ -398,6 +398,7 @@ def test_the_alarm_ends_the_process_only_when_the_write_made_no_progress(monkeyp
     monkeypatch.setattr(termination, "_end", ended.append)
     monkeypatch.setattr(termination._Said, "done", True)  # the document has started
     monkeypatch.setattr(termination._Said, "late", 0)
+    monkeypatch.setattr(termination._Said, "finished", False)  # still writing
     termination._stop(signal.SIGTERM, None)  # the first stop: the write may go on
     assert ended == [] and armed == [termination.STUCK_SECONDS]
     termination._look(signal.SIGALRM, None)  # 80 bytes written since: on
@@ -406,3 +407,89 @@ def test_the_alarm_ends_the_process_only_when_the_write_made_no_progress(monkeyp
     assert ended == [signal.SIGTERM]
     termination._stop(signal.SIGHUP, None)  # a second stop: the end at once, by its own signal
     assert ended == [signal.SIGTERM, signal.SIGHUP]
+
+
+@pytest.mark.parametrize("second", [False, True])
+def test_ctrl_c_once_the_document_started_is_a_late_stop_not_a_second_document(tmp_path: Path, second: bool) -> None:
+    # Before, Ctrl-C raised KeyboardInterrupt inside the document's write and main then wrote an `interrupted`
+    # document: a reader that had part of the result got two documents (or the result's head and an error). Now
+    # it is a stop like SIGTERM's once the document has started: the reader gets the one result and its exit code;
+    # a second Ctrl-C ends the process at once by SIGINT (130 in a shell), nothing more written.
+    proc, r, fill = _blocked(tmp_path, 3600)
+    try:
+        os.kill(proc.pid, signal.SIGINT)
+        _wait_for(proc, lambda: _taken_late(proc.pid, signal.SIGINT), "Ctrl-C taken")
+        if second:
+            os.kill(proc.pid, signal.SIGINT)
+            assert _gone(proc, 30) == -signal.SIGINT
+            assert _drain(r) == fill
+        else:
+            out = _drain(r)
+            assert _gone(proc, 60) == 0
+            assert _one_document(out[len(fill):].decode(), 0)["format"] == "tunectl-profile-show"
+        assert (tmp_path / "err").read_text() == ""
+    finally:
+        os.close(r)
+
+
+# /proc/self/io unread (hidepid, a container without /proc): stood in for in the program by a `_written` that
+# cannot tell, with a pipe of one page and a document of ~37 KB (a profile of 400 unknown classes: its error
+# document), so the write blocks many times while a reader reads.
+NO_PROC = textwrap.dedent("""
+    import runpy, sys
+    from tunectl.system import termination
+    termination.STUCK_SECONDS = float(sys.argv.pop(1))
+    termination._written = lambda: -1
+    runpy.run_module("tunectl", run_name="__main__", alter_sys=True)
+""")
+
+
+def _blocked_without_proc(tmp_path: Path, stuck_seconds: float) -> tuple[subprocess.Popen, int, bytes]:
+    big = tmp_path / "big.yaml"
+    big.write_text("name: big\nclasses:\n" + "".join(f"  rotational{i}: {{read_ahead_kb: 1024}}\n" for i in range(400)))
+    r, w = os.pipe()
+    fcntl.fcntl(w, getattr(fcntl, "F_SETPIPE_SZ", 1031), 4096)
+    fill = b"x" * fcntl.fcntl(w, getattr(fcntl, "F_GETPIPE_SZ", 1032))
+    assert os.write(w, fill) == len(fill)
+    with open(tmp_path / "err", "w") as err:
+        proc = subprocess.Popen([sys.executable, "-c", NO_PROC, str(stuck_seconds), "--json", "profile", "show",
+                                 str(big)], stdout=w, stderr=err, env=_env(tmp_path), cwd=REPO)
+    os.close(w)
+    _wait_for(proc, lambda: _in_pipe_write(proc.pid), "the document's write to block")
+    return proc, r, fill
+
+
+def test_without_proc_a_slow_reader_that_reads_still_gets_the_whole_document(tmp_path: Path) -> None:
+    # Before, with /proc/self/io unreadable the first look (STUCK_SECONDS after the stop) ended the process
+    # whatever the reader did. Now the write loop's own count of bytes is the progress: a reader taking 1 KiB
+    # every 50 ms (~2 s in all; a look every 0.5 s) gets the whole document.
+    proc, r, fill = _blocked_without_proc(tmp_path, 0.5)
+    got = []
+    try:
+        os.kill(proc.pid, signal.SIGTERM)
+        _wait_for(proc, lambda: _taken_late(proc.pid, signal.SIGTERM), "the stop taken")
+        while True:
+            chunk = os.read(r, 1024)
+            if not chunk:
+                break
+            got.append(chunk)
+            time.sleep(0.05)
+        code = _gone(proc, 60)
+    finally:
+        os.close(r)
+    out = b"".join(got)
+    assert out.startswith(fill) and len(out) > 8 * len(fill)
+    doc = _one_document(out[len(fill):].decode(), code)
+    assert code == doc["error"]["exit_code"] == 2 and (tmp_path / "err").read_text().startswith(str(tmp_path))
+
+
+def test_without_proc_a_reader_that_does_not_read_is_given_up_after_two_looks(tmp_path: Path) -> None:
+    proc, r, fill = _blocked_without_proc(tmp_path, 0.5)
+    try:
+        started = time.monotonic()
+        os.kill(proc.pid, signal.SIGTERM)
+        assert _gone(proc, 60) == -signal.SIGTERM
+        assert time.monotonic() - started >= 1.0  # two looks without progress, not one
+        assert _drain(r) == fill
+    finally:
+        os.close(r)

@@ -269,7 +269,8 @@ def test_check_reports_a_line_with_more_than_six_fields_as_an_error_with_its_fil
     assert "mount ignores '# fast disk': put a comment on a line of its own starting with #" in err, err
     code, out, _ = env("mounts", "check", "-p", str(env.profile), "--fstab", str(env.fstab), "--json")
     doc = json.loads(out)
-    assert code == 1 and doc["in_sync"] is False and any(f":{n}: 9 fields" in w for w in doc["warnings"])
+    assert code == 1 and doc["in_sync"] is False and not any("fields, but" in w for w in doc["warnings"])
+    assert [e.split(": ", 1)[0] for e in doc["errors"]] == [f"{env.fstab}:{n}"] and ": 9 fields, but " in doc["errors"][0]
     assert [fs["target"] for fs in doc["filesystems"] if fs["target"] == "/srv/fast"]  # the entry is still checked
 
 
