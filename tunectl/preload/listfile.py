@@ -179,7 +179,7 @@ MAX_COLUMNS = 256 << 20  # bytes of a columns file: KEEP entries of long paths a
 def _columns_beside(path: str, st: os.stat_result, head: dict) -> list[Entry] | None:
     """The entries of the columns file beside the list (`tunectl.preload.columns`), when it was made from this
     list (`st`, the open list's stat) and may be trusted: a regular file, not a link, owned by the list's owner
-    and chosen by no other user (it is loaded with marshal). None otherwise: the list is then decoded as always.
+    and chosen by no other user (its entries decide what root reads). None otherwise: the list is then decoded as always.
     The columns are a cache, never the only copy: any reason to decline them costs time, not the replay."""
     from tunectl.preload import columns
 

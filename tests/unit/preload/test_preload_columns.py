@@ -7,6 +7,7 @@ is declined, and the list is decoded from its JSON as before. `show` and every r
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,97 @@ def test_columns_are_not_written_beside_a_link(tmp_path: Path) -> None:
     link.symlink_to(path)
     assert not write_columns(str(link), ODD[:1])
     assert not cols_of(link).exists()
+
+
+def crafted(data: bytes, **sections: bytes) -> bytes:
+    """Columns `data` with the named sections' bytes replaced and the checksum made good again: a crafted file."""
+    import zlib
+
+    at = len(columns.MAGIC) + columns.HEAD.size
+    parts = []
+    for name, _ in columns.SECTIONS:
+        (length,) = columns.LENGTH.unpack_from(data, at)
+        at += columns.LENGTH.size
+        parts.append(sections.get(name, data[at:at + length]))
+        at += length
+    rest = b"".join(columns.LENGTH.pack(len(b)) + b for b in parts)
+    head = list(columns.HEAD.unpack_from(data, len(columns.MAGIC)))
+    head[-1] = zlib.crc32(rest)
+    return columns.MAGIC + columns.HEAD.pack(*head) + rest
+
+
+def decode_section(data: bytes, name: str) -> bytes:
+    """The bytes of section `name` of columns `data`."""
+    at = len(columns.MAGIC) + columns.HEAD.size
+    for section, _ in columns.SECTIONS:
+        (length,) = columns.LENGTH.unpack_from(data, at)
+        at += columns.LENGTH.size
+        if section == name:
+            return data[at:at + length]
+        at += length
+    raise KeyError(name)
+
+
+def _changed(rng: random.Random, data: bytearray) -> bytearray:
+    """`data` with one to three bytes changed, or runs of 1, 4 or 8 bytes put in or taken out."""
+    for _ in range(rng.randint(1, 3)):
+        at = rng.randrange(len(data) or 1)
+        how = rng.randrange(3)
+        if how == 0 and data:
+            data[at] = rng.randrange(256)
+        elif how == 1:
+            data[at:at] = bytes(rng.randrange(256) for _ in range(rng.choice((1, 4, 8))))
+        else:
+            del data[at:at + rng.choice((1, 4, 8))]
+    return data
+
+
+def test_crafted_columns_that_point_past_a_column_or_hold_a_negative_offset_are_declined() -> None:
+    """A device index past the devices listed would fail in the entries' build (an IndexError out of a boot-time
+    replay); a physical offset below -1 (unknown) is one no list may hold."""
+    from array import array
+
+    data = encode(ODD[:1], KEY)
+    assert decode(crafted(data), KEY) == ODD[:1]
+    with pytest.raises(Declined, match="device: past"):
+        decode(crafted(data, device=array("I", [1]).tobytes()), KEY)
+    with pytest.raises(Declined, match="physical"):
+        decode(crafted(data, physical=array("q", [-5]).tobytes()), KEY)
+
+
+def test_columns_changed_anywhere_behind_a_good_checksum_are_declined_or_entries_a_list_may_hold() -> None:
+    """Byte changes, insertions and deletions after the header, the checksum made good each time: decode either
+    declines (never another exception: a replay would end in a traceback) or gives entries the JSON reader takes."""
+    import zlib
+
+    from tunectl.preload.listing import _problem
+
+    data = encode(ODD, KEY)
+    start = len(columns.MAGIC) + columns.HEAD.size
+    head = list(columns.HEAD.unpack_from(data, len(columns.MAGIC)))
+    rng = random.Random(11)
+    outcomes = {"declined": 0, "entries": 0}
+    sections = [name for name, _ in columns.SECTIONS]
+    for i in range(4000):
+        if i % 2:  # one section's bytes changed, its length said right (whole numbers, or not)
+            name = rng.choice(sections)
+            part = bytearray(decode_section(data, name))
+            changed = _changed(rng, part) if part and rng.random() < 0.5 else part
+            if rng.random() < 0.5:
+                changed += bytes(rng.randrange(256) for _ in range(rng.choice((1, 4, 8))))
+            elif changed and rng.random() < 0.5:
+                del changed[-rng.choice((1, 4, 8)):]
+            whole = crafted(data, **{name: bytes(changed)})
+        else:  # anywhere after the header: the sections' lengths too
+            body = _changed(rng, bytearray(data[start:]))
+            head[-1] = zlib.crc32(body)
+            whole = columns.MAGIC + columns.HEAD.pack(*head) + bytes(body)
+        try:
+            got = decode(whole, KEY)
+        except Declined:
+            outcomes["declined"] += 1
+            continue
+        outcomes["entries"] += 1
+        assert len(got) == len(ODD), got  # as many as the header says: the caller checks the list's count
+        assert all(type(e) is Entry and _problem(e.to_row()) == "" for e in got), got
+    assert min(outcomes.values()) > 100, outcomes  # both ways taken: the changes reach the checks

@@ -86,3 +86,23 @@ def test_a_temp_file_swept_before_its_writer_locked_it_is_made_again(tmp_path: P
         assert [p.name for p in tmp_path.iterdir()] not in ([], swept[0])  # a new temp file stands
         pending.commit(b"rows\n")
     assert out.read_text() == "rows\n" and [p.name for p in tmp_path.iterdir()] == ["out.csv"]
+
+
+def test_a_file_put_at_the_name_between_the_look_and_the_open_stays(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep looks at a name (a leftover), then opens it: whatever stands there by then is compared with the
+    look (device, inode), so a file renamed over the leftover meanwhile is not removed in its place."""
+    (tmp_path / LEFT).write_text("half a CSV")
+    (tmp_path / "other").write_text("not a leftover")
+    real = os.stat
+
+    def swap_after_the_look(path: str, *args: object, **kwargs: object) -> os.stat_result:
+        st = real(path, *args, **kwargs)
+        if path == LEFT:
+            os.rename(tmp_path / "other", tmp_path / LEFT)
+        return st
+
+    monkeypatch.setattr(os, "stat", swap_after_the_look)
+    assert _sweep(tmp_path) == []
+    monkeypatch.undo()
+    assert (tmp_path / LEFT).read_text() == "not a leftover"
