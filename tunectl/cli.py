@@ -559,12 +559,14 @@ class _ClosedError(OSError):
 class _Guarded:
     """A standard stream whose refused writes and flushes (an OSError) go to `_refused`, the stream's own rule."""
 
+    carries_document = False  # only stdout carries the --json document; a note on stderr never finishes it
+
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
 
     def write(self, text: str) -> int:
         try:
-            if started() and write_document(self._stream, text):  # the --json document, its bytes counted
+            if self.carries_document and started() and write_document(self._stream, text):  # its bytes counted
                 return len(text)
             return self._stream.write(text)
         except OSError as e:
@@ -587,6 +589,8 @@ class _Guarded:
 class _Stdout(_Guarded):
     """The stream a command's result goes to: a write or flush the system refuses (ENOSPC, EIO) is `OutputLost`,
     not an OSError taken for a bug; a reader gone away stays BrokenPipeError (`tunectl ... | head`)."""
+
+    carries_document = True
 
     def _refused(self, error: OSError) -> None:
         if isinstance(error, BrokenPipeError):

@@ -493,3 +493,25 @@ def test_without_proc_a_reader_that_does_not_read_is_given_up_after_two_looks(tm
         assert _drain(r) == fill
     finally:
         os.close(r)
+
+
+def test_a_note_on_stderr_once_the_document_started_neither_counts_nor_finishes_it(monkeypatch, tmp_path: Path) -> None:
+    # Both standard streams are guarded (a stderr whose reader went away must not end the command), but only stdout
+    # carries the --json document: a note written to stderr while the document is being written went through the
+    # document's counted write, marked it finished and disarmed a late stop's alarm, so a stuck stdout reader would
+    # hold the process forever.
+    from tunectl import cli
+    from tunectl.system import termination
+
+    monkeypatch.setattr(termination._Said, "done", True)  # the document has started
+    monkeypatch.setattr(termination._Said, "finished", False)  # still writing
+    monkeypatch.setattr(termination._Said, "sent", 0)
+    with open(tmp_path / "err", "w") as raw:
+        err = cli._Stderr(raw)
+        err.write("tunectl: note: something\n")
+        err.flush()
+    assert (tmp_path / "err").read_text() == "tunectl: note: something\n"
+    assert termination._Said.finished is False and termination._Said.sent == 0
+    with open(tmp_path / "out", "w") as raw:
+        cli._Stdout(raw).write("{}\n")
+    assert termination._Said.finished is True and termination._Said.sent == 3
