@@ -101,3 +101,28 @@ class Opens:
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+EXCHANGE = r'''
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+a, b = (p.encode() for p in sys.argv[1:3])
+AT_FDCWD, RENAME_EXCHANGE = -100, 2
+if libc.renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) != 0:
+    sys.exit("renameat2: " + os.strerror(ctypes.get_errno()))
+print("ready", flush=True)
+while True:
+    libc.renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE)
+'''
+
+
+def start_exchange(base: Path, a: Path, b: Path) -> subprocess.Popen:
+    """nobody exchanging the names `a` and `b` (renameat2 RENAME_EXCHANGE: both exist at every instant, each as
+    the other's object half the time) as fast as it can, until `stop`. Running when this returns."""
+    script = base / "exchange.py"
+    script.write_text(EXCHANGE)
+    os.chmod(script, 0o644)
+    proc = subprocess.Popen(["runuser", "-u", "nobody", "--", "python3", str(script), str(a), str(b)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready", proc.stderr and proc.stderr.read()
+    return proc

@@ -5,11 +5,13 @@ walk, entry_for and describe_file are shared with `record`, which lists the file
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat as stat_
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import field
+from typing import NamedTuple
 
 from tunectl.errors import ExitCode, UsageError
 from tunectl.preload import metadata, order
@@ -19,7 +21,7 @@ from tunectl.preload.skip import UNREADABLE, VANISHED, Skip, failed
 from tunectl.record import record
 from tunectl.report import Report
 from tunectl.system import pagecache, trust
-from tunectl.system.trust import Untrusted, open_listed
+from tunectl.system.trust import LISTED_READ, Untrusted, open_listed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -80,32 +82,101 @@ class CollectReport(Report):
         self.notes.extend(notes)
 
 
-def walk(paths: Iterable[str]) -> Iterator[str]:
+class Found(NamedTuple):
+    """A regular file the walk found: `path` as the list records it, and where to open it: the name `name` in the
+    directory the walk holds open as `dir_fd` (valid until the walk goes on), or `dir_fd` -1 for a file named
+    on the command line (opened by `path`)."""
+    path: str
+    dir_fd: int = -1
+    name: str = ""
+
+
+def walk(paths: Iterable[str]) -> Iterator[Found]:
     """Regular files named, and those below the directories named, in directory order.
 
-    Inside trees only d_type decides (no stat, no open): symlinks are not followed
-    and device nodes, FIFOs and sockets are never opened (opening a tape rewinds it).
-    A file named through a link is listed by the file it resolves to, which replay
-    (opening nothing through a link) can read.
+    A directory named is opened as root may follow it (`trust.open_tree`: links root or the user owns); below
+    it the walk goes by descriptor: each subdirectory is opened relative to its parent's descriptor (O_NOFOLLOW,
+    its device and inode compared with the look), so a directory another user swaps for a link, or for another
+    directory, while the walk is in the tree is passed over, never listed through. Inside trees only d_type
+    decides (no stat of files, no open): links are not followed and device nodes, FIFOs and sockets are never
+    opened (opening a tape rewinds it); the walk crosses into file systems mounted below, as it always has.
+    Paths are the directory named (made absolute) and the names below it. A file named through a link is
+    listed by the file it resolves to, which replay (opening nothing through a link) can read.
     """
     for top in paths:
         if not os.path.isdir(top):
             if os.path.isfile(top):
-                yield os.path.realpath(top)
+                yield Found(os.path.realpath(top))
             continue
-        stack = [top]
-        while stack:
+        try:
+            fd = trust.open_tree(os.path.abspath(top))
+        except (OSError, Untrusted):  # another user's link on the way, or gone: nothing listed through it
+            continue
+        base = os.path.abspath(top)
+        yield from _below(fd, base if base.endswith("/") else base + "/")
+
+
+def _below(top_fd: int, top_prefix: str) -> Iterator[Found]:
+    """The regular files below the directory open as `top_fd` (closed here), depth first in directory order;
+    one descriptor held per level."""
+    stack: list[tuple[int, str, Iterator[tuple[str, os.stat_result]]]] = []
+    fd, prefix = top_fd, top_prefix
+    try:
+        while fd >= 0:
+            subdirs = []
             try:
-                with os.scandir(stack.pop()) as it:
-                    subdirs = []
+                with os.scandir(fd) as it:
                     for entry in it:
                         if entry.is_file(follow_symlinks=False):
-                            yield entry.path
+                            yield Found(prefix + entry.name, fd, entry.name)
                         elif entry.is_dir(follow_symlinks=False):
-                            subdirs.append(entry.path)
+                            with contextlib.suppress(OSError):  # gone since the listing: passed over
+                                subdirs.append((entry.name, entry.stat(follow_symlinks=False)))  # the look
             except OSError:
-                continue
-            stack.extend(reversed(subdirs))
+                pass
+            stack.append((fd, prefix, iter(subdirs)))
+            fd = -1
+            while stack and fd < 0:  # the next subdirectory, depth first: of this one, else of the one above
+                parent, parent_prefix, todo = stack[-1]
+                for name, look in todo:
+                    fd = _open_subdir(parent, name, look)
+                    if fd >= 0:
+                        prefix = parent_prefix + name + "/"
+                        break
+                else:
+                    stack.pop()
+                    os.close(parent)
+    finally:  # a walk left part way (the caller stopped) closes what it holds
+        for held in [fd, *(held for held, _, _ in stack)]:
+            if held >= 0:
+                os.close(held)
+
+
+def _open_subdir(parent: int, name: str, look: os.stat_result) -> int:
+    """The directory `name` in `parent` opened without following a link and compared with the walk's look at it;
+    -1 when it is no longer that directory (swapped for a link or another directory: passed over, as an
+    unreadable directory is) or cannot be opened."""
+    try:
+        fd = os.open(name, trust.DIR_READ, dir_fd=parent)
+    except OSError:
+        return -1
+    try:
+        now = os.fstat(fd)
+    except OSError:
+        now = None
+    if now is None or (now.st_dev, now.st_ino) != (look.st_dev, look.st_ino):
+        os.close(fd)
+        return -1
+    return fd
+
+
+def open_found(found: Found) -> int:
+    """A descriptor on what the walk found: by name in the directory the walk holds (O_NOFOLLOW, non-blocking:
+    d_type was the look, and the caller's fstat refuses anything but a regular file before any read), or a file
+    named on the command line by `open_listed` (its look first). Raises Untrusted or OSError."""
+    if found.dir_fd < 0:
+        return open_listed(os.path.abspath(found.path))  # resolved once, never through another user's link
+    return os.open(found.name, LISTED_READ, dir_fd=found.dir_fd)
 
 
 def entry_for(path: str, fd: int, st: os.stat_result, ranges: tuple[tuple[int, int], ...]) -> Entry:
@@ -115,35 +186,38 @@ def entry_for(path: str, fd: int, st: os.stat_result, ranges: tuple[tuple[int, i
                  st.st_mtime_ns, ranges, physical)
 
 
-def describe_file(path: str, resident: bool = False) -> tuple[Entry | None, Skip | None]:
-    """One list entry for a file: whole, or with `resident` only its cached pages (None when none are)."""
+def describe_file(path: str | Found, resident: bool = False) -> tuple[Entry | None, Skip | None]:
+    """One list entry for a file (a path, or what the walk found): whole, or with `resident` only its cached pages
+    (None when none are)."""
+    found = path if isinstance(path, Found) else Found(os.path.abspath(path))
     try:
-        fd = open_listed(os.path.abspath(path))  # resolved once, never through another user's link, never a device
+        fd = open_found(found)  # never through another user's link, never a device
     except Untrusted as e:
         if e.wrong_type:  # a link, a pipe or a device (or swapped for one since the walk saw a file): not listed
             return None, None
-        return None, Skip(path, UNREADABLE, e.found)
+        return None, Skip(found.path, UNREADABLE, e.found)
     except OSError as e:
         if e.errno == errno.ELOOP:
             return None, None
         status = VANISHED if e.errno == errno.ENOENT else UNREADABLE
-        return None, Skip(path, status, os.strerror(e.errno or errno.EIO))
+        return None, Skip(found.path, status, os.strerror(e.errno or errno.EIO))
     try:
         st = os.fstat(fd)
         if not stat_.S_ISREG(st.st_mode):
             return None, None
         if resident:
-            if not pagecache.residency_observable(path, st):
-                return None, Skip(path, UNREADABLE, "residency not observable: mincore reports every page of a "
-                                                    "file you neither own nor may write as resident (run as root)")
+            if not pagecache.residency_observable(found.path, st):
+                return None, Skip(found.path, UNREADABLE, "residency not observable: mincore reports every page of "
+                                                          "a file you neither own nor may write as resident (run as "
+                                                          "root)")
             ranges = tuple(order.pages_to_ranges(pagecache.residency(fd, st.st_size), st.st_size))
             if not ranges:
                 return None, None
         else:
             ranges = ((0, st.st_size),) if st.st_size else ()
-        return entry_for(os.path.abspath(path), fd, st, ranges), None
+        return entry_for(found.path, fd, st, ranges), None
     except OSError as e:
-        return None, Skip(path, UNREADABLE, os.strerror(e.errno or errno.EIO))
+        return None, Skip(found.path, UNREADABLE, os.strerror(e.errno or errno.EIO))
     finally:
         os.close(fd)
 
@@ -169,8 +243,8 @@ def collect(paths: Sequence[str], list_path: str, resident: bool = False, roots:
     report = CollectReport(list_path, [])
     report.skipped.extend(s for s in map(_not_listable, paths) if s is not None)
     seen: set[tuple[str, int]] = set()
-    for path in walk(paths):
-        entry, skip = describe_file(path, resident)
+    for found in walk(paths):
+        entry, skip = describe_file(found, resident)
         if skip:
             report.skipped.append(skip)
         if entry and (entry.device, entry.inode) not in seen:  # hard links: read once

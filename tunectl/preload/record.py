@@ -14,12 +14,12 @@ from dataclasses import field
 
 from tunectl.errors import ExitCode, NotPermitted, UsageError
 from tunectl.preload import order
-from tunectl.preload.collect import CollectReport, describe_file, entry_for, walk
+from tunectl.preload.collect import CollectReport, describe_file, entry_for, open_found, walk
 from tunectl.preload.listfile import write_list
 from tunectl.preload.listing import Entry
 from tunectl.record import record
 from tunectl.system import pagecache
-from tunectl.system.trust import Untrusted, open_listed
+from tunectl.system.trust import Untrusted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -117,9 +117,10 @@ def _record_fanotify(report: RecordReport, command: Sequence[str], scope: Sequen
 
 def _resident_map(scope: Sequence[str]) -> dict[tuple[str, int], tuple[str, bytes]]:
     snapshot = {}
-    for path in walk(scope):
+    for found in walk(scope):
+        path = found.path
         try:
-            fd = open_listed(os.path.abspath(path))
+            fd = open_found(found)
         except (OSError, Untrusted):
             continue
         try:

@@ -224,6 +224,9 @@ _RESOLVE_NO_MAGICLINKS, _RESOLVE_NO_SYMLINKS, _RESOLVE_BENEATH, _RESOLVE_IN_ROOT
 _AT_FDCWD = -100
 _SYS_OPENAT2 = 437  # the same number on every architecture (new system calls share one table since 5.1)
 _openat2_missing = False
+# How often a scoped openat2 that says EAGAIN (a rename elsewhere) is tried: at 1 in 60 under a user's rename loop
+# (measured), 64 in a row do not happen; a path that keeps changing under the lookup still ends in EAGAIN.
+_SCOPED_TRIES = 64
 
 
 _syscall = None  # libc's syscall(2), loaded once: a replay opens every file of its list through it
@@ -236,11 +239,19 @@ def _openat2(dir_fd: int, rel: str, flags: int, resolve: int) -> int:
     if _syscall is None:
         _syscall = ctypes.CDLL(None, use_errno=True).syscall
     how = (ctypes.c_uint64 * 3)(flags, 0, resolve)  # struct open_how: flags, mode, resolve
-    fd = _syscall(_SYS_OPENAT2, dir_fd, os.fsencode(rel), ctypes.byref(how), 24)
-    if fd < 0:
+    name = os.fsencode(rel)
+    for _ in range(_SCOPED_TRIES):
+        fd = _syscall(_SYS_OPENAT2, dir_fd, name, ctypes.byref(how), 24)
+        if fd >= 0:
+            return fd
         code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code), rel)
-    return fd
+        # Kernel quirk: with RESOLVE_BENEATH or RESOLVE_IN_ROOT, a ".." on the way (a tree's block/sda ->
+        # ../devices/... link) fails EAGAIN when any rename or mount anywhere on the system happened during the
+        # lookup (rename_lock, mount_lock): the kernel cannot tell it stayed inside. openat2(2): retry. Any user
+        # can rename in a loop: taken as the attribute's absence, a tree's disk lost its class or vanished.
+        if code != errno.EAGAIN or not resolve & (_RESOLVE_BENEATH | _RESOLVE_IN_ROOT):
+            break
+    raise OSError(code, os.strerror(code), rel)
 
 
 def _below(root: str | os.PathLike, rel: str, flags: int, resolve: int,
@@ -714,6 +725,35 @@ def _walk_open(path: str, flags: int, links: bool = True) -> int:
     return fd
 
 
+DIR_READ = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC  # a directory to list, never through a link
+
+
+def open_tree(path: str) -> int:
+    """A descriptor to list the directory at `path` (the top of a tree a caller walks by descriptor from here on),
+    walked as `walk` goes: a link on the way or at the end followed only when root or the user owns it, the last
+    component opened as looked at (O_NOFOLLOW, then its device and inode compared with the look).
+    Raises Untrusted (another user's link, a link loop, a change since the look) or OSError (ENOTDIR, ENOENT)."""
+    def opened(dir_fd: int, name: str, st: os.stat_result, shown: str) -> int | None:
+        if stat.S_ISLNK(st.st_mode):
+            return None  # followed by the walk when root or the user owns it
+        fd = os.open(name, DIR_READ, dir_fd=dir_fd)
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            os.close(fd)
+            raise Untrusted(path, "changed while tunectl looked at it", "run again; if it recurs, find who changes it")
+        return fd
+
+    try:
+        landed = walk(path, last=opened)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Untrusted(path, "a symbolic link loop", "name the directory by a path without a link loop") from None
+        raise
+    if landed.opened is None:  # "/", or a path ending in "..": the directory the walk ended in, through no link
+        return _walk_no_link(landed.path, DIR_READ, DIR_READ)
+    return landed.opened  # type: ignore[return-value]
+
+
 def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _READ,
                  resolved: bool = False, decides: bool = False) -> tuple[int, os.stat_result]:
     """A descriptor on the regular file at `path` (not followed if a symbolic link) and its stat.
@@ -803,6 +843,28 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None =
         pending.commit(data, verify)
 
 
+def _output_target(path: Path) -> Path:
+    """Where an output a user named is written: `path`, or, when a link root or the user owns stands there (a
+    "latest" link, /dev/stdout), the path it leads to, as `walk` follows it (from descriptors, through no link
+    another user owns: behind one, even root's own link at the end is that user's choice). Another user's link
+    at the end is not followed: it is replaced. When the walk fails, `path` as it is: `open_dir` then says why."""
+    from pathlib import Path  # here: a replay at boot does not import pathlib
+
+    followed = []
+
+    def at_end(_dir_fd: int, _name: str, st: os.stat_result, shown: str) -> str | None:
+        if stat.S_ISLNK(st.st_mode) and st.st_uid in trusted_uids():
+            followed.append(shown)
+            return None  # followed: its target is the end now
+        return shown
+
+    try:
+        landed = walk(os.fspath(path), missing_ok=True, last=at_end)
+    except (OSError, Untrusted):
+        return path
+    return Path(landed.path) if followed else path
+
+
 TMP_DIGITS = 12  # hex digits of a temp file's random part (`PendingWrite`): how a sweep tells tunectl's own
 
 
@@ -857,15 +919,7 @@ class PendingWrite:
                  tmp_prefix: str | None = None, sweep: bool = False) -> None:
         from pathlib import Path  # here: a replay at boot does not import pathlib
 
-        path = Path(path)
-        for _ in range(_MAX_LINKS if shared_dir else 0):  # root's or the user's own link: written at its target
-            try:
-                link = os.lstat(path)
-            except FileNotFoundError:
-                break
-            if not (stat.S_ISLNK(link.st_mode) and link.st_uid in trusted_uids()):
-                break
-            path = path.parent / os.readlink(path)
+        path = _output_target(Path(path)) if shared_dir else Path(path)
         st = None
         if like is not None:
             fd, st = open_regular(like)

@@ -1,0 +1,105 @@
+"""`preload collect` walks a tree by descriptor: a subdirectory swapped while the walk is in the tree is passed over.
+
+The swap is made at the one moment that matters, deterministically: when the walk has listed the top directory
+(d_type said `sub` is a directory) and before it goes into `sub`. The hostile version (another user's exchange
+loop, as root) is in tests/root/preload/test_preload_links.py.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tunectl.preload.collect import collect, walk
+
+
+def _tree(tmp_path: Path) -> tuple[Path, Path]:
+    """(the tree, the other directory): tree/kept/k1, tree/sub/s1 and s2, other/secret-1 and secret-2."""
+    tree, other = tmp_path / "tree", tmp_path / "other"
+    for d, names in ((tree / "kept", ["k1"]), (tree / "sub", ["s1", "s2"]), (other, ["secret-1", "secret-2"])):
+        d.mkdir(parents=True)
+        for name in names:
+            (d / name).write_bytes(b"x" * 100)
+    (tree / "top-file").write_bytes(b"y" * 10)
+    return tree, other
+
+
+class _SwapAfterListing:
+    """os.scandir, but once the listing of `directory` ends, `swap` runs (the walk has looked at its entries and
+    not yet gone into any of them). Named by path or by descriptor: the same directory by its device and inode."""
+
+    def __init__(self, directory: Path, swap, real=os.scandir) -> None:  # noqa: ANN001
+        self.st, self.swap, self.real, self.done = os.stat(directory), swap, real, False
+
+    def __call__(self, path=".") -> object:  # noqa: ANN001
+        it = self.real(path)
+        st = os.fstat(path) if isinstance(path, int) else os.stat(path)
+        return _Listing(it, self) if (st.st_dev, st.st_ino) == (self.st.st_dev, self.st.st_ino) else it
+
+
+class _Listing:
+    def __init__(self, it, hook: _SwapAfterListing) -> None:  # noqa: ANN001
+        self.it, self.hook = it, hook
+
+    def __enter__(self) -> _Listing:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.it.close()
+
+    def __iter__(self) -> _Listing:
+        return self
+
+    def __next__(self) -> os.DirEntry:
+        try:
+            return next(self.it)
+        except StopIteration:
+            if not self.hook.done:
+                self.hook.done = True
+                self.hook.swap()
+            raise
+
+    def close(self) -> None:
+        self.it.close()
+
+
+@pytest.mark.parametrize("swapped_for", ["a link", "another directory"])
+def test_a_subdirectory_swapped_after_the_walk_looked_at_it_is_passed_over(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swapped_for: str) -> None:
+    tree, other = _tree(tmp_path)
+
+    def swap() -> None:
+        os.rename(tree / "sub", tmp_path / "sub.real")
+        if swapped_for == "a link":
+            os.symlink(other, tree / "sub")  # this user's own link: the old walk listed through it and kept the names
+        else:
+            os.rename(other, tree / "sub")
+
+    monkeypatch.setattr(os, "scandir", _SwapAfterListing(tree, swap))
+    report = collect([str(tree)], str(tmp_path / "out.list"))
+    seen = [e.path for e in report.entries] + [s.path for s in report.skipped]
+    assert not [p for p in seen if "secret" in p], seen  # nothing of the other directory, listed or skipped
+    assert sorted(e.path for e in report.entries) == [str(tree / "kept" / "k1"), str(tree / "top-file")]
+    assert report.skipped == []
+
+
+def test_paths_are_the_tree_as_named_and_the_walk_holds_no_descriptor_after(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    tree, _ = _tree(tmp_path)
+    (tmp_path / "ln").symlink_to(tree)  # this user's link, named as the top: followed, its name kept in the paths
+    monkeypatch.chdir(tmp_path)
+    before = sorted(os.listdir("/proc/self/fd"))
+    found = [f.path for f in walk(["ln/", "./tree/sub", "ln/top-file", str(tmp_path / "ln" / "kept")])]
+    assert sorted(os.listdir("/proc/self/fd")) == before
+    ln, sub = tmp_path / "ln", tree / "sub"
+    assert found[0] == str(ln / "top-file")  # a directory's files before its subdirectories
+    assert sorted(found[1:4]) == [str(ln / "kept" / "k1"), str(ln / "sub" / "s1"), str(ln / "sub" / "s2")]
+    assert sorted(found[4:6]) == [str(sub / "s1"), str(sub / "s2")]
+    assert found[6:] == [str(tree / "top-file"), str(ln / "kept" / "k1")]  # a file named: the file it resolves to
+    partial = iter(walk([str(tree)]))
+    next(partial)
+    partial.close()  # a walk left part way closes what it held
+    assert sorted(os.listdir("/proc/self/fd")) == before
+
