@@ -84,6 +84,14 @@ def run(ctx, args, out) -> int:
                          hint="replay and show read a list only from a regular file, which is written whole (a temp "
                               "file renamed over it); name one, e.g. -o app.list (./- for a file named '-')",
                          where="-")
+    if verb in ("collect", "record"):
+        import os
+
+        folder = os.path.dirname(os.path.abspath(args.output))
+        if not os.path.isdir(folder):  # found before a walk of /usr or a whole run of the command, not after
+            raise UsageError(f"{args.output}: cannot write the preload list: the directory {folder} does not exist",
+                             hint=f"create it first (mkdir -p {folder}), or name a list in another directory",
+                             where=args.output)
     if verb == "collect":
         from tunectl.preload.collect import collect
 

@@ -47,7 +47,8 @@ def _description(path: Path) -> str:
     from tunectl.system import trust
 
     try:
-        fd, _ = trust.open_regular(os.path.realpath(path), trusted=True)
+        # as the loader reaches it (library.read_profile_bytes): links root's or the user's only, never another's
+        fd, _ = trust.open_regular(trust.resolve_own_links(path), trusted=True, resolved=True)
         os.close(fd)
     except trust.Untrusted as e:
         return f"(refused: {e.message})"

@@ -31,18 +31,20 @@ def under_dev(ref: str) -> str | None:
 
 
 def resolved_path(path: str | os.PathLike[str]) -> str:
-    """os.path.realpath, but a link removed while it is read (FileNotFoundError from readlink inside realpath,
-    which another user's loop can cause on a path through /tmp) leaves the path as it is: such a path is then
-    no real root, and the trust checks that follow refuse it."""
+    """`path` with its links followed as root may follow them (`trust.walk`): root's or the user's own links,
+    through directories no other user can change (as `trust.check_root` judges them, sticky /tmp allowed). A path
+    through anything else (another user's link or directory, a link removed while it is read by another user's
+    loop on /tmp) is left as it is, absolute but not normalized: such a path is then no real root (a name that
+    user can point at a tree of theirs later), and the trust checks that follow refuse it."""
     try:
-        return os.path.realpath(path)
-    except OSError:
-        return os.path.abspath(path)
+        return trust.walk(os.fspath(path), missing_ok=True, judge=lambda st: trust.problem(st, final=False)).path
+    except (OSError, trust.Untrusted):
+        return os.path.join(os.getcwd(), path)
 
 
 def is_real_sysfs(root: str | os.PathLike[str]) -> bool:
     """The sysfs root is the running kernel's ``/sys``: the one test of "is this the real machine?"."""
-    return resolved_path(root) == SYS
+    return root == SYS or resolved_path(root) == SYS
 
 
 def self_proc(*parts: str) -> str:
@@ -91,13 +93,13 @@ class Roots(namedtuple("Roots", "real sys udev_data dev proc fstab modules state
                                        ("TUNECTL_DEV_ROOT", self.dev, DEV), ("TUNECTL_PROC_ROOT", self.proc, PROC),
                                        ("TUNECTL_MODULES_ROOT", self.modules, MODULES)):
             # both resolved: /lib/modules is /usr/lib/modules on a merged-/usr system
-            if path is not None and resolved_path(path) != resolved_path(real_path):
+            if path is not None and path != real_path and resolved_path(path) != resolved_path(real_path):
                 found.append((label, path))
         return found
 
     def uses_real_state(self) -> bool:
         """The state directory is the real machine's (its journal holds this machine's originals)."""
-        return resolved_path(self.state) == resolved_path(STATE)
+        return self.state == STATE or resolved_path(self.state) == resolved_path(STATE)
 
     def node(self, name: str) -> str | None:
         """The device node of kernel name `name`, or None when this run may not open device nodes."""

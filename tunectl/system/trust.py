@@ -843,6 +843,28 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None =
         pending.commit(data, verify)
 
 
+def _output_target(path: Path) -> Path:
+    """Where an output a user named is written: `path`, or, when a link root or the user owns stands there (a
+    "latest" link, /dev/stdout), the path it leads to, as `walk` follows it (from descriptors, through no link
+    another user owns: behind one, even root's own link at the end is that user's choice). Another user's link
+    at the end is not followed: it is replaced. When the walk fails, `path` as it is: `open_dir` then says why."""
+    from pathlib import Path  # here: a replay at boot does not import pathlib
+
+    followed = []
+
+    def at_end(_dir_fd: int, _name: str, st: os.stat_result, shown: str) -> str | None:
+        if stat.S_ISLNK(st.st_mode) and st.st_uid in trusted_uids():
+            followed.append(shown)
+            return None  # followed: its target is the end now
+        return shown
+
+    try:
+        landed = walk(os.fspath(path), missing_ok=True, last=at_end)
+    except (OSError, Untrusted):
+        return path
+    return Path(landed.path) if followed else path
+
+
 TMP_DIGITS = 12  # hex digits of a temp file's random part (`PendingWrite`): how a sweep tells tunectl's own
 
 
@@ -897,15 +919,7 @@ class PendingWrite:
                  tmp_prefix: str | None = None, sweep: bool = False) -> None:
         from pathlib import Path  # here: a replay at boot does not import pathlib
 
-        path = Path(path)
-        for _ in range(_MAX_LINKS if shared_dir else 0):  # root's or the user's own link: written at its target
-            try:
-                link = os.lstat(path)
-            except FileNotFoundError:
-                break
-            if not (stat.S_ISLNK(link.st_mode) and link.st_uid in trusted_uids()):
-                break
-            path = path.parent / os.readlink(path)
+        path = _output_target(Path(path)) if shared_dir else Path(path)
         st = None
         if like is not None:
             fd, st = open_regular(like)

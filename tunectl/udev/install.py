@@ -220,10 +220,18 @@ class RulesCheckReport(Report):
                 out.print(f"... {len(self.diff) - limit} more diff lines (-v shows all)")
 
 
+def _run_reaches(path: str) -> str:
+    """Where a RUN naming `path` leads, judged on the way as udev's exec would go: every directory passed (those
+    of a link's target too) root's alone, and only root's links followed (trust.walk). The RUN names `path`, not
+    its target: a root link in a directory another user can change is that user's to replace. Raises Untrusted
+    (naming the directory or link) or OSError."""
+    return trust.walk(os.path.abspath(path), judge=lambda st: trust.problem(st, final=False)).path
+
+
 def _untrusted(path: str) -> str | None:
-    """What makes `path` (resolved) not root's alone, or None."""
+    """What makes `path`, as a RUN names it, not root's alone, or None."""
     try:
-        fd, _ = trust.open_regular(os.path.realpath(path), trusted=True)
+        fd, _ = trust.open_regular(_run_reaches(path), trusted=True, resolved=True)
         os.close(fd)
     except trust.Untrusted as e:
         return e.message
@@ -235,7 +243,7 @@ def _untrusted(path: str) -> str | None:
 def _interpreter(path: str) -> str | None:
     """The interpreter a script's #! line names (a console script's python), or None."""
     try:
-        head = trust.read_regular(os.path.realpath(path), 256)
+        head = trust.read_regular(_run_reaches(path), 256, resolved=True)
     except (OSError, trust.Untrusted):
         return None
     words = head.split(b"\n", 1)[0][2:].split() if head.startswith(b"#!") else []

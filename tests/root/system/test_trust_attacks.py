@@ -350,6 +350,27 @@ def test_outputs_root_writes_replace_a_planted_link_and_never_write_through_it(a
     assert (arena.open / "ok.csv").read_bytes() == b"a,b\n"
 
 
+def test_root_never_writes_at_a_root_link_reached_through_a_link_another_user_owns(arena: Arena) -> None:
+    """The link at an output's path is followed when root owns it, but only when the way to it is root's to
+    choose: behind another user's directory link, root's link (a /etc/localtime, here one to the victim) is that
+    user's choice of what root replaces."""
+    from tunectl.bench.export import write_output
+
+    data = arena.base / "data"
+    data.write_bytes(b"x" * 4096)
+    links = arena.base / "links"
+    links.mkdir()
+    (links / "to-victim").symlink_to(arena.victim)  # root's, as /etc/localtime is
+    as_nobody("ln", "-s", str(links), str(arena.open / "d"))
+    refused = write_output(str(arena.open / "d" / "to-victim"), b"a,b\n")
+    assert refused and "d: a symbolic link owned by nobody" in refused, refused
+    done = run_cli("--state-dir", str(arena.base / "state"), "preload", "collect", str(data),
+                   "-o", str(arena.open / "d" / "to-victim"))
+    assert done.code == 2 and "symbolic link owned by nobody" in done.err, (done.code, done.err)
+    assert arena.victim.read_text() == "precious\n"
+    assert (links / "to-victim").is_symlink()
+
+
 def test_udev_install_refuses_a_tunectl_executable_or_interpreter_another_user_can_change(arena: Arena) -> None:
     state, rules = arena.base / "state", arena.base / "rules"
     rules.mkdir()
@@ -370,6 +391,24 @@ def test_udev_install_refuses_a_tunectl_executable_or_interpreter_another_user_c
         assert r.code == 2 and f"tunectl executable {what}: owned by nobody" in r.err, r.err
         assert os.listdir(rules) == []
     exe.write_text("#!/usr/bin/python3 -I\n")  # root's, with root's interpreter
+    exe.chmod(0o755)
+    os.chown(exe, 0, 0)
+    # The RUN names the executable as given: root's own link in nobody's directory is a name nobody can point
+    # elsewhere (replace the link with a script of theirs), so it is judged by the way there, not by its target.
+    (arena.open / "tunectl").symlink_to(exe)
+    ctx = Context(arena.tree.sysfs, arena.tree.udev, StateStore(state), [shipped_profile_dir()],
+                  {"TUNECTL_EXECUTABLE": str(arena.open / "tunectl")})
+    r = run_in_process("udev", "install", "-p", str(profile), "--rules-dir", str(rules), context=ctx)
+    assert r.code == 2 and f"tunectl executable {arena.open}: owned by nobody" in r.err, r.err
+    assert os.listdir(rules) == []
+    # The profile's path is the one its load resolved (root's link followed): the RUN names root's file itself.
+    (arena.open / "below.yaml").symlink_to(profile)
+    ctx = Context(arena.tree.sysfs, arena.tree.udev, StateStore(state), [shipped_profile_dir()],
+                  {"TUNECTL_EXECUTABLE": str(exe)})
+    r = run_in_process("udev", "install", "-p", str(arena.open / "below.yaml"), "--rules-dir", str(rules),
+                       context=ctx)
+    assert r.code in (0, 3), r.err
+    assert f'RUN+="{exe} apply -p {profile} ' in (rules / "65-tunectl.rules").read_text()
     ctx = Context(arena.tree.sysfs, arena.tree.udev, StateStore(state), [shipped_profile_dir()],
                   {"TUNECTL_EXECUTABLE": str(exe)})
     r = run_in_process("udev", "install", "-p", str(profile), "--rules-dir", str(rules), context=ctx)

@@ -114,3 +114,88 @@ def test_a_page_names_no_option_tunectl_does_not_have() -> None:
         bold = re.findall(r"\\fB(\\-\\-(?:\w|\\-)+)|^\.B[IR]? (\\-\\-(?:\w|\\-)+)", page.read_text(), re.M)
         names = {(a or b).replace("\\-", "-") for a, b in bold}
         assert names - known - others == set(), page.name
+
+
+def test_every_error_code_is_named_in_tunectl_8_and_the_readme() -> None:
+    """A script branches on `error.code`: each code tunectl can print is in tunectl(8) JSON OUTPUT and the README."""
+    codes = {"internal", "interrupted", "terminated"}  # made in cli.py, not by an error class
+    for path in (REPO / "tunectl").rglob("*.py"):
+        codes |= set(re.findall(r'\bcode(?:: str)? ?= ?"([a-z-]+)"', path.read_text()))
+    codes.discard("error")  # TunectlError's own default: every error raised is one of its subclasses
+    man = set(re.findall(r"[a-z-]+", _section(_plain("tunectl.8"), "JSON OUTPUT")))
+    readme = (REPO / "README.md").read_text().split("### Machine output", 1)[1].split("\n### ", 1)[0]
+    assert codes - man == set() and {c for c in codes if f"`{c}`" not in readme} == set()
+
+
+def test_a_document_a_page_shows_is_at_its_current_version() -> None:
+    """`{"format": "tunectl-align", "version": 1` in a page, or "one document (tunectl-bench version 3)", is the
+    version tunectl prints now: a reader copies it into a check."""
+    texts = {page.name: _plain(page.name) for page in PAGES} | {"README.md": (REPO / "README.md").read_text()}
+    stale = []
+    for name, text in texts.items():
+        shown = re.findall(r'"format": "tunectl-([\w-]+)", "version": (\d+)', text)
+        shown += re.findall(r"one document \(tunectl-([\w-]+) version (\d+)", text)
+        stale += [f"{name}: tunectl-{fmt} {v}" for fmt, v in shown if fmt in schema.VERSIONS
+                  and int(v) != schema.VERSIONS[fmt]]
+    assert not stale, stale
+
+
+def test_every_file_of_this_tree_the_readme_and_the_pages_name_exists() -> None:
+    """`tests/unit/build/test_requirements_lock.py`, `benchmarks/preload.py`, ...: a path a reader is sent to is
+    there (a placeholder such as `<package>` or `COMMAND` stands for any name)."""
+    import glob
+
+    tops = "tests|tunectl|scripts|benchmarks|man|ansible|debian|packaging|requirements|profiles|bin|\\.ci"
+    texts = [(REPO / "README.md").read_text()] + [_plain(page.name) for page in PAGES]
+    named = {p.rstrip(".,:;)") for text in texts for p in re.findall(rf"(?<![\w/.-])(?:{tops})/[\w./*<>-]*", text)}
+    missing = []
+    for path in sorted(named):
+        pattern = re.sub(r"<[^>]+>|\b[A-Z]{2,}\b", "*", path)  # <package>, COMMAND: any name
+        if not glob.glob(str(REPO / pattern)):
+            missing.append(path)
+    assert not missing, missing
+
+
+def _example_lines() -> list[tuple[str, str]]:
+    """(where, line) for every `tunectl ...` line of an example: the README's sh blocks, the pages' .nf/.EX blocks,
+    and every command's --help `examples:`."""
+    from tests.completion_helpers import tree
+    from tests.harness import run_cli
+
+    found = []
+    for words in tree():
+        out = run_cli(*words, "--help").out
+        for line in out.split("\nexamples:\n", 1)[1].splitlines() if "\nexamples:\n" in out else []:
+            found.append((f"tunectl {' '.join(words)} --help", line.strip()))
+    for page in PAGES:
+        text = page.read_text().replace("\\-", "-").replace("\\e\n", " ").replace("\\(aq", "'")
+        for block in re.findall(r"^\.(?:nf|EX)\n(.*?)^\.(?:fi|EE)", text, re.M | re.S):
+            found += [(page.name, re.sub(r"\\f[BIRP]", "", line).strip()) for line in block.splitlines()]
+    for block in re.findall(r"```sh\n(.*?)```", (REPO / "README.md").read_text(), re.S):
+        found += [("README.md", line.strip()) for line in block.replace("\\\n", " ").splitlines()]
+    return [(where, line.removeprefix("sudo ")) for where, line in found
+            if line.startswith(("tunectl ", "sudo tunectl "))]
+
+
+def test_every_example_parses_as_a_tunectl_command_line() -> None:
+    """An example a reader copies has only options and actions tunectl takes: each one, up to its first pipe,
+    redirection or comment, is parsed by the real parser (what it does is the other tests' business)."""
+    import contextlib
+    import io
+    import shlex
+
+    from tunectl.cli import build_parser
+    from tunectl.errors import TunectlError
+
+    examples = _example_lines()
+    assert len(examples) > 100, len(examples)
+    wrong = []
+    for where, line in examples:
+        argv = shlex.split(re.split(r"\s+#|\s\|\|?\s|\s&&\s|\s>\s", line)[0].replace("$LOOP", "/dev/loop7"))[1:]
+        try:
+            with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+                build_parser(argv).parse_args(argv)
+        except (SystemExit, TunectlError) as e:
+            if not isinstance(e, SystemExit) or e.code:
+                wrong.append(f"{where}: {line}: {e}")
+    assert not wrong, wrong

@@ -245,3 +245,42 @@ def test_the_ansible_module_reads_the_versions_this_tunectl_prints(ansible_modul
         module.Tunectl(Fake({"in_sync": True}), "tunectl", reads).run(["verify"], (0,))
     doc = dict(newer, version=schema.VERSIONS["verify"])
     assert module.Tunectl(Fake(doc), "tunectl", reads).run(["verify"], (0,)) == doc
+
+
+def _schema_words(node: object, out: set[str]) -> set[str]:
+    """Every property name, enum value and const anywhere in a schema."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                out.update(value)
+            elif key == "enum" and isinstance(value, list):
+                out.update(str(v) for v in value)
+            elif key == "const":
+                out.add(str(value))
+            _schema_words(value, out)
+    elif isinstance(node, list):
+        for value in node:
+            _schema_words(value, out)
+    return out
+
+
+# Named in a CHANGELOG line but rightly absent from that format's schema: a key the version removed, sysfs files
+# the line explains by, and a value of a free-text field.
+NOT_KEYS = {("explain", "kernel_default"), ("preload-replay", "stat"), ("preload-replay", "inflight"),
+            ("preload-replay", "none")}
+
+
+def test_every_key_a_changelog_line_names_is_in_that_formats_schema() -> None:
+    """A reader writes code against the CHANGELOG's words: each `key` a line names for `tunectl-NAME` is a key (or a
+    value) its shipped schema has, so a rename in one and not the other fails here."""
+    text = (REPO / "tunectl" / "schema" / "CHANGELOG.md").read_text()
+    missing = []
+    for line in text.splitlines():
+        head = re.match(r"- `tunectl-([\w-]+)` \d+", line)
+        if not head or head.group(1) not in schema.VERSIONS:
+            continue
+        known = _schema_words(schema.load(head.group(1)), set())
+        for word in re.findall(r"`([a-z_][a-z0-9_]*)`", line):
+            if word not in known and (head.group(1), word) not in NOT_KEYS:
+                missing.append(f"tunectl-{head.group(1)}: `{word}`")
+    assert not missing, missing

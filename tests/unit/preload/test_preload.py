@@ -369,6 +369,7 @@ def bad_lists(tmp_path: Path) -> dict[str, Path]:
     (["record", "-o", "{dir}/r.list", "--method", "diff", "--scope", "{dir}", "--", "/no/such/cmd"], 2,
      "cannot run /no/such/cmd"),
     (["record", "-o", "{dir}/r.list", "--scope", "{missing}", "--", "true"], 2, "no such directory"),
+    (["record", "-o", "{missing}/r.list", "--", "true"], 2, "does not exist\nhint: create it first (mkdir -p "),
 ])
 def test_bad_input(bad_lists: dict[str, Path], argv: list[str], code: int, words: str,
                    monkeypatch: pytest.MonkeyPatch) -> None:
@@ -381,6 +382,15 @@ def test_bad_input(bad_lists: dict[str, Path], argv: list[str], code: int, words
     assert_clean(r)
     j = tunectl("--json", "preload", *argv)
     assert j.code == code and (j.out == "" or json.loads(j.out)["ok"] is False)
+
+
+def test_a_list_into_a_missing_directory_is_refused_before_the_command_runs(bad_lists: dict[str, Path],
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(bad_lists["dir"])
+    r = tunectl("preload", "record", "-o", f"{bad_lists['missing']}/r.list", "--method", "diff", "--scope",
+                str(bad_lists["dir"]), "--", "touch", "ran")
+    assert r.code == 2 and f"mkdir -p {bad_lists['missing']}" in r.err, r.err
+    assert not (bad_lists["dir"] / "ran").exists()
 
 
 @pytest.mark.parametrize("output", ["/dev/null", "{dir}"])

@@ -71,3 +71,30 @@ def test_a_root_whose_link_vanishes_while_it_is_resolved_is_no_real_root(monkeyp
     monkeypatch.setattr(os.path, "realpath", vanished)
     assert not is_real_sysfs("/tmp/x/sys") and not roots.uses_real_state()
     assert [label for label, _ in roots.fakes()][0] == "--sysfs-root / TUNECTL_SYSFS_ROOT"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a link another user owns is made with lchown (root)")
+def test_a_sysfs_root_named_through_a_link_another_user_can_change_is_no_real_sysfs(tmp_path: Path) -> None:
+    """Taken for the real /sys, a root is never checked, and is then read and written by its name: through
+    another user's link (or root's link in another user's directory) that user repoints it at a tree of theirs
+    whenever they like. Such a name is a fake root, and check_trusted refuses it."""
+    from tunectl.errors import UsageError
+    from tunectl.system.roots import check_trusted
+
+    tmp_path.chmod(0o755)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    (theirs / "link").symlink_to("/sys")
+    os.lchown(theirs / "link", 65534, 65534)
+    (theirs / "roots").symlink_to("/sys")  # root's link, in their directory
+    (tmp_path / "mine").symlink_to("/sys")  # root's, in root's: the real /sys
+    assert is_real_sysfs(str(tmp_path / "mine"))
+    for name in ("link", "roots"):
+        sysfs = str(theirs / name)
+        assert not is_real_sysfs(sysfs), name
+        roots = Roots.choose({}, sysfs_root=sysfs, state_dir=str(tmp_path / "state"))
+        assert not roots.real and roots.fakes()[0] == ("--sysfs-root / TUNECTL_SYSFS_ROOT", sysfs)
+        with pytest.raises(UsageError, match=f"cannot be trusted: {theirs}: owned by nobody") as refused:
+            check_trusted(roots)
+        assert refused.value.code == "untrusted-root"

@@ -210,6 +210,26 @@ def test_profile_list_says_which_profiles_would_be_refused_by_name(tmp_path: Pat
     assert r.code == 2 and "writable by others" in r.err, r.err
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="a link another user owns is made with lchown (root)")
+def test_profile_list_judges_a_profile_by_the_links_tunectl_would_follow_to_it(tmp_path: Path) -> None:
+    """Another user's link to root's profile is refused by name (never followed): the list says so, where it
+    judged the link's target, found it root's alone, and then could not read it ("(unreadable)")."""
+    tmp_path.chmod(0o755)
+    library, elsewhere = tmp_path / "library", tmp_path / "elsewhere"
+    library.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "theirs.yaml").write_text("name: theirs\ndescription: root's text, their link\n")
+    (library / "theirs.yaml").symlink_to(elsewhere / "theirs.yaml")
+    os.lchown(library / "theirs.yaml", 65534, 65534)
+    tree = FakeTree.create(tmp_path / "fake")
+    ctx = Context(tree.sysfs, tree.udev, StateStore(tmp_path / "state"), [library], {})
+    r = run_cli("--json", "profile", "list", context=ctx)
+    assert r.code == 0, r.err
+    (listed,) = r.doc["profiles"]
+    assert listed["description"] == (f"(refused: {library / 'theirs.yaml'}: a symbolic link owned by nobody "
+                                      "(uid 65534), not root)")
+
+
 def test_an_output_through_the_users_own_link_is_written_at_its_target_never_over_a_terminal(tmp_path: Path) -> None:
     from tunectl.bench.export import write_output
 
