@@ -204,7 +204,18 @@ class Intent:
 
 def absolute_ref(ref: str) -> str:
     """A profile reference as the record keeps it: a file by its absolute resolved path, a library name as it is."""
-    return os.path.realpath(ref) if ref and looks_like_path(ref) else ref
+    if not ref or not looks_like_path(ref):
+        return ref
+    from tunectl.system import trust
+
+    # The walk the profile was read by (never another user's link), not realpath: a directory on the way swapped
+    # for another user's link since the read would be followed (recording a file that user chose) or, swapped
+    # back under realpath's readlink, end in EINVAL.
+    try:
+        return str(trust.resolve_own_links(ref))
+    except (trust.Untrusted, OSError) as e:
+        raise UsageError(f"{ref}: changed while tunectl read it ({e})", hint="run again; if it recurs, find who "
+                         "changes it", code="untrusted-link", where=ref) from None
 
 
 def of(profile: Profile, ref: str) -> Intent:
