@@ -100,13 +100,15 @@ def walk(paths: Iterable[str]) -> Iterator[Found]:
     directory, while the walk is in the tree is passed over, never listed through. Inside trees only d_type
     decides (no stat of files, no open): links are not followed and device nodes, FIFOs and sockets are never
     opened (opening a tape rewinds it); the walk crosses into file systems mounted below, as it always has.
-    Paths are the directory named (made absolute) and the names below it. A file named through a link is
-    listed by the file it resolves to, which replay (opening nothing through a link) can read.
+    Paths are the directory named (made absolute) and the names below it. A file named through root's or the
+    user's link is listed by the file it resolves to, which replay (opening nothing through a link) can read;
+    through another user's link nothing is listed (`_not_listable` says so).
     """
     for top in paths:
         if not os.path.isdir(top):
             if os.path.isfile(top):
-                yield Found(os.path.realpath(top))
+                with contextlib.suppress(OSError, Untrusted):  # another user's link on the way, or gone
+                    yield Found(str(trust.resolve_own_links(top)))
             continue
         try:
             fd = trust.open_tree(os.path.abspath(top))
@@ -223,15 +225,21 @@ def describe_file(path: str | Found, resident: bool = False) -> tuple[Entry | No
 
 
 def _not_listable(path: str) -> Skip | None:
-    """A path named on the command line that the walk passes over (a FIFO, a device, a link to nothing): a skip
-    the report shows, not a silently empty list."""
+    """A path named on the command line that the walk passes over (a FIFO, a device, a link to nothing, another
+    user's link on the way): a skip the report shows, not a silently empty list."""
     try:
         mode = os.stat(path).st_mode
     except OSError as e:
         return failed(path, e.errno or errno.EIO)
-    if stat_.S_ISDIR(mode) or stat_.S_ISREG(mode):
-        return None
-    return Skip(path, UNREADABLE, f"{trust.kind(mode)}, not a regular file: collect lists regular files")
+    if not (stat_.S_ISDIR(mode) or stat_.S_ISREG(mode)):
+        return Skip(path, UNREADABLE, f"{trust.kind(mode)}, not a regular file: collect lists regular files")
+    try:  # what walk will refuse: said here once, with the reason (walk passes over it silently)
+        trust.resolve_own_links(path)
+    except Untrusted as e:
+        return Skip(path, UNREADABLE, e.found)
+    except OSError as e:
+        return failed(path, e.errno or errno.EIO)
+    return None
 
 
 def collect(paths: Sequence[str], list_path: str, resident: bool = False, roots: Roots | None = None) -> CollectReport:

@@ -3,6 +3,7 @@ automount point, would have a boot-time replay trigger a mount as root before th
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -97,3 +98,25 @@ def test_collect_never_lists_through_a_subdirectory_another_user_exchanges_with_
         if proc is not None:
             attacker.stop(proc)
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("target", ["directory", "file"])
+def test_collect_of_a_path_through_another_users_link_lists_nothing_and_says_why(tmp_path: Path, target: str) -> None:
+    # nobody's link to root's directory gave an empty list and exit 0 with no skipped line (the walk dropped the
+    # refusal); nobody's link to root's file was followed and the file listed (realpath).
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    (real / "private").write_bytes(os.urandom(4096))
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, NOBODY, NOBODY)
+    link = theirs / "lk"
+    os.symlink(real if target == "directory" else real / "private", link)
+    os.lchown(link, NOBODY, NOBODY)
+    done = run_process("--json", "preload", "collect", str(link), "-o", str(tmp_path / "x.list"), timeout=60)
+    assert done.code == 0, done.err
+    assert done.doc["files"] == 0, done.doc
+    (skip,) = done.doc["skipped"]
+    assert skip["path"] == str(link) and skip["status"] == "unreadable", skip
+    assert "owned by nobody" in skip["reason"], skip
+    assert "private" not in json.dumps(done.doc)
