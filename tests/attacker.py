@@ -1,6 +1,6 @@
 """A hostile local user for the root tests: races driven by inotify, run as `nobody`.
 
-`start(mode, ...)` runs SCRIPT as nobody (runuser); it watches a directory and,
+`start(mode, ...)` runs SCRIPT as nobody (setpriv); it watches a directory and,
 on each IN_OPEN root causes there, changes the files it owns between root's
 check and root's open:
 
@@ -16,11 +16,15 @@ check and root's open:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import signal
 import struct
 import subprocess
 from pathlib import Path
+
+NOBODY_UID = 65534  # nobody, and nogroup: the ids the tests chown what the attacker owns to
 
 IN_OPEN = 0x20
 
@@ -66,14 +70,25 @@ def start(base: Path, *argv: str) -> subprocess.Popen:
     script = base / "attacker.py"
     script.write_text(SCRIPT)
     os.chmod(script, 0o644)
-    proc = subprocess.Popen(["runuser", "-u", "nobody", "--", "python3", str(script), *argv],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = _as_nobody([str(script), *argv], stderr=subprocess.DEVNULL)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready", "the attacker did not start"
     return proc
 
 
+def _as_nobody(argv: list[str], stderr: int) -> subprocess.Popen:
+    """Debian's python3 (PATH may name root's, closed to nobody) running ARGV as nobody, in a session of its own.
+    setpriv execs (the pid is the script's); runuser forked a child for its PAM session, so killing runuser left
+    the script running as nobody, a loop on a CPU for the rest of the run (a CI run's VM tier shared its two CPUs
+    with one)."""
+    return subprocess.Popen(["setpriv", f"--reuid={NOBODY_UID}", f"--regid={NOBODY_UID}", "--clear-groups", "--",
+                             "/usr/bin/python3", *argv], stdout=subprocess.PIPE, stderr=stderr, text=True,
+                            start_new_session=True)
+
+
 def stop(proc: subprocess.Popen) -> None:
-    proc.kill()
+    """The attacker and anything it started, ended (its whole session's process group)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
 
 
@@ -122,7 +137,6 @@ def start_exchange(base: Path, a: Path, b: Path) -> subprocess.Popen:
     script = base / "exchange.py"
     script.write_text(EXCHANGE)
     os.chmod(script, 0o644)
-    proc = subprocess.Popen(["runuser", "-u", "nobody", "--", "python3", str(script), str(a), str(b)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _as_nobody([str(script), str(a), str(b)], stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready", proc.stderr and proc.stderr.read()
     return proc
