@@ -181,6 +181,9 @@ def _columns_beside(path: str, st: os.stat_result, head: dict) -> list[Entry] | 
     list (`st`, the open list's stat) and may be trusted: a regular file, not a link, owned by the list's owner
     and chosen by no other user (its entries decide what root reads). None otherwise: the list is then decoded as always.
     The columns are a cache, never the only copy: any reason to decline them costs time, not the replay."""
+    files = head.get("files")
+    if isinstance(files, int) and not COLUMNS_FROM <= files <= KEEP:
+        return None  # `write_columns` makes none for such a list: no import and no look for one at boot
     from tunectl.preload import columns
 
     try:
@@ -201,7 +204,6 @@ def _columns_beside(path: str, st: os.stat_result, head: dict) -> list[Entry] | 
         entries = columns.decode(data, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
     except columns.Declined:
         return None
-    files = head.get("files")
     return entries if files is None or files == len(entries) else None
 
 
