@@ -62,12 +62,21 @@ def format_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def size_option(text: str, option: str) -> int:
-    """A command-line size (``--size 64M``): more than 0 bytes, else a UsageError naming the option."""
+# One read(2) moves at most 2 GiB - 4 KiB on Linux (MAX_RW_COUNT) and its buffer is allocated whole: a read size
+# past this costs memory (a typo'd "1 TiB" was a MemoryError), never a larger read.
+MAX_READ_SIZE = 1 << 30
+
+
+def size_option(text: str, option: str, most: int | None = None) -> int:
+    """A command-line size (``--size 64M``): more than 0 bytes and at most `most`, else a UsageError naming the
+    option."""
     try:
         value = parse_bytes(text)
     except ValueError as e:
         raise UsageError(f"{option}: {e}") from None
     if value <= 0:
         raise UsageError(f"{option}: must be more than 0 bytes")
+    if most is not None and value > most:
+        raise UsageError(f"{option}: {text.strip()} is more than {format_bytes(most)}",
+                         hint=f"give a size up to {format_bytes(most)}")
     return value

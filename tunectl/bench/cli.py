@@ -21,7 +21,7 @@ examples:
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
-    from tunectl.bench.sweep import DEFAULT_READ_AHEAD, DEFAULT_RUNS
+    from tunectl.bench.sweep import DEFAULT_READ_AHEAD, DEFAULT_RUNS, MAX_RUNS
 
     p.epilog = EPILOG
     p.add_argument("target", metavar="TARGET",
@@ -32,10 +32,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
                    help="schedulers to sweep, comma-separated (default: every one the device, or the disks "
                         "below a stacked device, offers)")
     p.add_argument("--runs", type=int, default=DEFAULT_RUNS, metavar="N",
-                   help=f"cold reads per point; the median is reported (default {DEFAULT_RUNS})")
+                   help=f"cold reads per point; the median is reported (default {DEFAULT_RUNS}, at most {MAX_RUNS})")
     p.add_argument("--size", metavar="SIZE", default="32 MiB", help="bytes read per point, at most (default 32 MiB)")
     p.add_argument("--read-size", metavar="SIZE", default="4 KiB",
-                   help="bytes per read(2) (default 4 KiB: page-sized reads, so read-ahead shapes the requests)")
+                   help="bytes per read(2) (default 4 KiB: page-sized reads, so read-ahead shapes the requests; at most 1 GiB)")
     p.add_argument("--random", action="store_true", help="also 4 KiB random reads with fio --readonly at each point")
     p.add_argument("--seed", type=int, metavar="N", help="order of the shuffled points (default: random, reported)")
     p.add_argument("--csv", metavar="FILE", help="write every run, one row per device, as CSV (checked before the "
@@ -44,10 +44,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
                    help="write the chart as a PNG (needs tunectl[plot]: matplotlib; checked before the sweep, as --csv)")
 
 
-def _size(text: str, option: str) -> int:
+def _size(text: str, option: str, most: int | None = None) -> int:
     from tunectl.units import size_option
 
-    return size_option(text, option)
+    return size_option(text, option, most)
 
 
 BENCH_HOLDER = "tunectl bench on"
@@ -56,14 +56,16 @@ BENCH_HOLDER = "tunectl bench on"
 def run(ctx, args, out) -> int:
     import shutil
 
-    from tunectl.bench.sweep import parse_read_ahead, parse_schedulers
+    from tunectl.bench.sweep import DEFAULT_RUNS, MAX_RUNS, parse_read_ahead, parse_schedulers
     from tunectl.errors import UsageError
+    from tunectl.units import MAX_READ_SIZE
 
     read_aheads = parse_read_ahead(args.read_ahead)
     wanted = parse_schedulers(args.schedulers) if args.schedulers else None
-    if args.runs < 1:
-        raise UsageError("--runs: must be at least 1")
-    size, block = _size(args.size, "--size"), _size(args.read_size, "--read-size")
+    if not 1 <= args.runs <= MAX_RUNS:  # every point's runs are planned at once: a typo'd 10**9 filled memory
+        raise UsageError(f"--runs: must be from 1 to {MAX_RUNS}, got {args.runs}",
+                         hint=f"each run is a cold read of every point; the default is {DEFAULT_RUNS}")
+    size, block = _size(args.size, "--size"), _size(args.read_size, "--read-size", MAX_READ_SIZE)
     if args.plot:
         from tunectl.bench.plot import require_matplotlib
 

@@ -16,6 +16,7 @@ from tunectl.units import parse_kib
 
 DEFAULT_READ_AHEAD = "4..8192"  # KiB, doubling: 4, 8, 16, ..., 8192
 DEFAULT_RUNS = 3
+MAX_RUNS = 1000  # cold reads per point: 1000 x the default 48 points of 32 MiB is days of reading already
 DEFAULT_SIZE = 32 << 20  # bytes read per point
 DEFAULT_BLOCK = 4 << 10  # bytes per read(2): small, so read-ahead (not the read size) shapes requests
 

@@ -57,14 +57,15 @@ def run(ctx, args, out) -> int:
     from tunectl.errors import UsageError
     from tunectl.explain.investigate import Request, investigate
     from tunectl.explain.squashfs import COMPRESSORS
-    from tunectl.units import size_option
+    from tunectl.units import MAX_READ_SIZE, size_option
 
     compressors = tuple(c for c in (x.strip() for x in args.try_compressors.split(",")) if c)
     unknown = [c for c in compressors if c not in COMPRESSORS.values()]
     if unknown:
         raise UsageError(f"--try-compressors: {unknown[0]!r} is not a squashfs compressor",
                          hint=f"one of {', '.join(COMPRESSORS.values())}")
-    req = Request(args.target, args.cold, size_option(args.read_size, "--read-size"), size_option(args.size, "--size"),
+    req = Request(args.target, args.cold, size_option(args.read_size, "--read-size", MAX_READ_SIZE),
+                  size_option(args.size, "--size"),
                   args.trace, args.compare, args.experiments, compressors)
     bar = out.progress(0, "explain")
     try:

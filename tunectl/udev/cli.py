@@ -109,6 +109,7 @@ def _which_rules(report, pure: bool, everything: bool) -> str:
 def monitor(ctx, args, out, events=None) -> int:
     """Print one line per event until Ctrl-C (exit 0) or --count events; `events` replaces udev in tests."""
     import itertools
+    import sys
 
     from tunectl.errors import ExitCode, UsageError
     from tunectl.system.roots import SYS
@@ -141,7 +142,8 @@ def monitor(ctx, args, out, events=None) -> int:
         out.stderr.flush()
     reports = follow(source, check, profile.name)
     try:
-        for report in itertools.islice(reports, args.count):
+        # islice takes at most sys.maxsize: a --count past it (a typo'd 10**30) is "until Ctrl-C" in all but name
+        for report in itertools.islice(reports, None if args.count is None else min(args.count, sys.maxsize)):
             out.show(report, one_line=True)  # each event's own exit code (1 on drift) is not the monitor's
             out.stdout.flush()
     except KeyboardInterrupt:

@@ -189,6 +189,10 @@ def cli(tree, tmp_path) -> Tunectl:
     (["bench", "sda", "--size", "-1"], 2, "--size"),
     (["bench", "sda", "--csv", "/nonexistent-dir/x.csv"], 2, "not a writable directory"),
     (["bench", "sda", "--runs", "many"], 2, "invalid int value"),
+    # a typo'd count planned every run at once (memory filled); a typo'd read size was its buffer (exit 70)
+    (["bench", "sda", "--runs", "99999999999999999999999"], 2, "--runs: must be from 1 to 1000"),
+    (["bench", "sda", "--read-size", "1 TiB"], 2, "--read-size: 1 TiB is more than 1 GiB"),
+    (["bench", "sda", "--read-size", "99999999999999999999999"], 2, "is more than 1 GiB"),
     (["bench", "/proc/self/status"], 2, "is not a block device"),  # procfs: no device under the file
     (["bench", "/dev/null"], 2, "neither a block device nor a regular file"),
     # a valid sweep on a fake tree must not read the real machine's /dev/sda

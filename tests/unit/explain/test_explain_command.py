@@ -80,6 +80,15 @@ def test_an_unknown_target_is_a_usage_error(tun):
     assert r.doc["format"] == "tunectl-error"
 
 
+@pytest.mark.parametrize("size", ["1 TiB", "99999999999999999999999"])
+def test_a_read_size_past_one_gib_is_a_usage_error(tun, size):
+    """A typo'd read size was a MemoryError (1 TiB: its buffer) or an OverflowError: "internal error", exit 70."""
+    r = tun("explain", "dm-1", "--read-size", size)
+    assert r.code == ExitCode.USAGE
+    assert f"--read-size: {size} is more than 1 GiB" in r.err
+    assert "internal error" not in r.err
+
+
 def test_try_compressors_are_checked(tun):
     r = tun("explain", "dm-1", "--try", "--try-compressors", "xz,brotli")
     assert r.code == ExitCode.USAGE and "'brotli' is not a squashfs compressor" in r.err

@@ -67,6 +67,13 @@ def test_in_sync_after_apply_and_count_stops_early(fake_tree: FakeTree, tmp_path
     assert "sdb" in lines[1] and "in sync (1 setting)" in lines[1]
 
 
+def test_a_count_past_sys_maxsize_is_until_the_events_end(fake_tree: FakeTree, tmp_path: Path) -> None:
+    """islice refuses a stop past sys.maxsize: a typo'd --count 10**23 was "internal error", exit 70."""
+    code, out, err = _run(fake_tree, tmp_path, [BlockEvent("add", "sda"), BlockEvent("add", "sdb")], count=10**23)
+    assert code == 0
+    assert [json.loads(line)["device"] for line in out.splitlines()] == ["sda", "sdb"]
+
+
 def test_human_line_names_each_drifted_setting(fake_tree: FakeTree, tmp_path: Path) -> None:
     code, out, _ = _run(fake_tree, tmp_path, [BlockEvent("add", "sdb")], as_json=False)
     assert code == 0
