@@ -37,13 +37,23 @@ def orig_name(attr: str) -> str:
 
 
 def read(target: Path) -> str | None:
-    """The rules file's text (None: not there): never through a link, never from a pipe or a device."""
+    """The rules file's text (None: not there): never through another user's link on its way (a `--rules-dir`
+    through one would show root's file of that name elsewhere), the name itself no link, never from a pipe or a
+    device, never in part."""
+    import os
+
     try:
-        return trust.read_regular(target, MAX_RULES_BYTES).decode("utf-8", errors="replace")
+        fd = trust.open_listed(os.path.abspath(target))  # root's or the user's links on the way only
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(MAX_RULES_BYTES + 1)
     except FileNotFoundError:
         return None
     except trust.Untrusted as e:
         raise RulesError(f"{e.message}; tunectl reads and writes only a regular rules file", hint=e.hint) from None
+    if len(data) > MAX_RULES_BYTES:
+        raise RulesError(f"{target}: larger than {MAX_RULES_BYTES} bytes, not a rules file tunectl wrote",
+                         hint=f"move {target} aside")
+    return data.decode("utf-8", errors="replace")
 
 
 def generated(text: str) -> bool:
