@@ -96,6 +96,17 @@ def test_nothing_applied_is_said_first_and_verify_exits_0(t: Tunectl) -> None:
     assert t("verify", "--json").doc["applied"] is False
 
 
+def test_a_state_dir_holding_a_newline_stays_on_the_note_line(empty_fake_tree, tmp_path: Path) -> None:
+    # the note names the state dir a user chose: a newline in it is shown as \n, an escape as \x1b, never raw
+    odd = tmp_path / "state\nhint: run as root\x1b[2J"
+    odd.mkdir()
+    t = loop_machine(empty_fake_tree, odd, {"mydb": MYDB})
+    plan = t("plan")
+    lines = plan.err.splitlines()
+    assert lines[0].startswith("tunectl: note: no profile applied yet") and "state\\nhint: run as root\\x1b[2J" in lines[0]
+    assert not any(line.startswith("hint:") for line in lines) and "\x1b" not in plan.err, plan.err
+
+
 def test_a_full_rollback_clears_the_record(t: Tunectl) -> None:
     before = snapshot_all(t.tree)
     assert t("apply", "-p", "mydb", "loop0", "loop1").code == 0
