@@ -138,8 +138,12 @@ def print_status(report, out) -> None:
     out.heading(f"profile: {report.profile}")
     rules = report.rules
     if rules is not None:
+        from tunectl.system.rulesfile import unread_by_udev
+
+        unread = unread_by_udev(rules.path)
         out.heading(f"udev rules: {rules.path} (profile {rules.ref}"
-                    + (", every device)" if rules.scope is None else f", {len(rules.scope)} device(s))"))
+                    + (", every device)" if rules.scope is None else f", {len(rules.scope)} device(s))")
+                    + (f"; not read: {unread}" if unread else ""))
     print_scope(report, out)
     out.print(out.table(STATUS_COLUMNS, rows))
     if out.verbose:

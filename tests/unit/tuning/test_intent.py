@@ -217,6 +217,23 @@ def udevadm(t: Tunectl, monkeypatch) -> _Udevadm:
     return rec
 
 
+def test_rules_installed_where_udev_never_reads_them_are_said_so_by_status_and_doctor(
+        t: Tunectl, tmp_path: Path, udevadm: _Udevadm) -> None:
+    # --rules-dir outside udev(7)'s directories: the file is there, but nothing loads it at boot or hot-plug;
+    # status must not call it installed where doctor says not installed (both say where it is and why unread)
+    assert t("apply", "-p", "mydb", "loop0").code == 0
+    rules_dir = tmp_path / "rules"
+    rules_dir.mkdir()
+    assert t("udev", "install", "--rules-dir", str(rules_dir)).code == 0
+    path = str(rules_dir / RULES_FILE)
+    why = f"not read: udev does not read {rules_dir} (only /etc/udev/rules.d, /run/udev/rules.d and"
+    status = t("status")
+    assert f"udev rules: {path} (profile" in status.out and why in status.out, status.out
+    doctor = t("doctor")
+    assert f"tunectl's udev rules: {path}, {why}" in doctor.out, doctor.out
+    assert "not installed" not in doctor.out
+
+
 def test_rules_carry_the_scope_and_journal_first(t: Tunectl, tmp_path: Path, udevadm: _Udevadm) -> None:
     before = snapshot_all(t.tree)
     assert t("apply", "-p", "mydb", "loop0").code == 0
