@@ -45,6 +45,9 @@ a preload's CPU is then what sets it apart. Medians of --runs rounds; targets on
 first corpus (issue #30): (d) at least 4x faster than (a), 3x faster than (b), never
 slower than (c) (c/d >= 0.95: within 5%), and within 2x of (e); the ratios say how far
 a/d can go on the disk measured (a/(e + the read pass on a warm cache)).
+`--busy N` runs N processes that only spin, each pinned to one of the last N CPUs, for the whole run:
+a load beside the benchmark that does not depend on who else uses the machine (c/d under load, issue #30's
+"within 5%": on a machine whose CPUs are taken the preload's own CPU decides, not the disk).
 benchmarks/preload_tree.py measures a tree on a file system of its own, cold without
 dropping the machine's caches, with and without the metadata pass.
 """
@@ -62,7 +65,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -375,6 +378,23 @@ def report(res: dict) -> None:
                                               if "f" in m else ""))
 
 
+@contextlib.contextmanager
+def busy_cpus(n: int) -> Iterator[list[int]]:
+    """`n` processes that spin until the block ends, each pinned to one of the last `n` CPUs this process may use
+    (fewer when there are fewer): the CPUs they take."""
+    cpus = sorted(os.sched_getaffinity(0))[-n:] if n > 0 else []
+    spinners = []
+    try:
+        for cpu in cpus:
+            spinners.append(subprocess.Popen(
+                [sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True:\n    pass"]))
+        yield cpus
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("corpora", nargs="*", default=CORPORA)
@@ -384,6 +404,8 @@ def main() -> None:
                     help="evict: drop the corpus' own pages (POSIX_FADV_DONTNEED; data-cold, the machine's caches "
                          "left alone); drop: drop_caches, the whole machine's page, inode and directory caches")
     ap.add_argument("--compare", metavar="DIR", help="also time the replay of the tunectl checkout at DIR (g)")
+    ap.add_argument("--busy", type=int, default=0, metavar="N",
+                    help="N processes that only spin, each pinned to one CPU, for the whole run (a load of its own)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("this benchmark needs root (it reads every file of the corpus and drops its pages)")
@@ -391,13 +413,18 @@ def main() -> None:
         if not shutil.which(tool):
             sys.exit(f"{tool} not found: run scripts/bootstrap")
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    with tempfile.TemporaryDirectory(prefix="tunectl-preload-bench-", dir="/var/tmp") as tmp:
+    with busy_cpus(args.busy) as busy, \
+            tempfile.TemporaryDirectory(prefix="tunectl-preload-bench-", dir="/var/tmp") as tmp:
+        if busy:
+            print(f"busy: {len(busy)} spinning process(es) beside the run, pinned to CPU {', '.join(map(str, busy))}")
         seq_file = os.path.join(tmp, "seq.bin")
         subprocess.run(["fio", "--name=lay", f"--filename={seq_file}", "--size=1G", "--rw=write", "--bs=1M",
                         "--direct=1", "--output-format=terse"], check=True, capture_output=True)
         floor = build_floor(Path(tmp))
         compare = os.path.abspath(args.compare) if args.compare else None
         results = [bench_corpus(c, args.runs, Path(tmp), seq_file, floor, args.cold, compare) for c in args.corpora]
+        for res in results:
+            res["busy_cpus"] = busy
     for res in results:
         report(res)
     m = results[0]["median"]
