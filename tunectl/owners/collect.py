@@ -88,11 +88,15 @@ def _exists(root: str, path: str) -> bool:
 
 def _read(read: Callable[[], bytes], shown: str, unread: list[str]) -> str | None:
     try:
-        return read().decode("utf-8", errors="replace")
+        raw = read()
     except (OSError, trust.Untrusted) as e:
         if not (isinstance(e, OSError) and e.errno == 2):
             unread.append(f"{shown}: {e.found if isinstance(e, trust.Untrusted) else e.strerror or e}")
         return None
+    if len(raw) > MAX_FILE:  # the reads stop one byte past the cap: its first MAX_FILE bytes alone would hide a
+        unread.append(f"{shown}: larger than {MAX_FILE} bytes")  # writer past them and cut a value mid-line
+        return None
+    return raw.decode("utf-8", errors="replace")
 
 
 def _read_config(ctx: Context, path: str, unread: list[str]) -> str | None:

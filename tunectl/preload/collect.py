@@ -155,21 +155,14 @@ def _below(top_fd: int, top_prefix: str) -> Iterator[Found]:
 
 
 def _open_subdir(parent: int, name: str, look: os.stat_result) -> int:
-    """The directory `name` in `parent` opened without following a link and compared with the walk's look at it;
-    -1 when it is no longer that directory (swapped for a link or another directory: passed over, as an
-    unreadable directory is) or cannot be opened."""
+    """The directory `name` in `parent` opened without following a link and compared with the walk's look at it
+    (`trust.open_as_looked`); -1 when it is no longer that directory (swapped for a link or another directory:
+    passed over, as an unreadable directory is) or cannot be opened."""
     try:
-        fd = os.open(name, trust.DIR_READ, dir_fd=parent)
+        fd = trust.open_as_looked(parent, name, look, trust.DIR_READ)
     except OSError:
         return -1
-    try:
-        now = os.fstat(fd)
-    except OSError:
-        now = None
-    if now is None or (now.st_dev, now.st_ino) != (look.st_dev, look.st_ino):
-        os.close(fd)
-        return -1
-    return fd
+    return -1 if fd is None else fd
 
 
 def open_found(found: Found) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import configparser
 import contextlib
 import copy
+import errno
 import os
 import re
 import stat
@@ -92,7 +93,9 @@ def _read(path: str, what: str, chain: str, files: Files) -> str:
                          "(iconv -f LATIN1 -t UTF-8)") from None
     except OSError as e:
         reason = e.strerror or str(e)
-        raise UsageError(f"cannot read {what} {path}: {reason}{chain}", "check the path and its permissions") from e
+        hint = ("name the profile's directory or its tuned.conf (a small INI file)" if e.errno == errno.EFBIG
+                else "check the path and its permissions")
+        raise UsageError(f"cannot read {what} {path}: {reason}{chain}", hint) from e
 
 
 MAX_TUNED_BYTES = 4 << 20
@@ -102,8 +105,16 @@ def read_text(path: str) -> str:
     """A tuned file's text: a regular file, never a pipe or a device. Links are followed when root or the user
     owns them, never another user's (root would print a line of any file it can read in the parse error), and
     the resolved path is opened through no link, so a directory swapped for one meanwhile is refused."""
-    return trust.read_regular(trust.resolve_own_links(path), MAX_TUNED_BYTES, resolved=True,
-                              decides=True).decode("utf-8")  # as root: the profile made from it would be root's
+    return _whole(trust.read_regular(trust.resolve_own_links(path), MAX_TUNED_BYTES, resolved=True,
+                                     decides=True))  # as root: the profile made from it would be root's
+
+
+def _whole(data: bytes) -> str:
+    """The text of a tuned file read up to one byte past MAX_TUNED_BYTES; OSError EFBIG when it is longer: its
+    first MAX_TUNED_BYTES alone would lose every line after them and cut a value (readahead=40960 read as 40)."""
+    if len(data) > MAX_TUNED_BYTES:
+        raise OSError(errno.EFBIG, f"larger than {MAX_TUNED_BYTES} bytes, not a tuned profile's file")
+    return data.decode("utf-8")
 
 
 class Files:
@@ -158,7 +169,7 @@ class TreeFiles(Files):
         return path if st is None else (st.st_dev, st.st_ino)
 
     def read(self, path: str) -> str:
-        return trust.read_in_root(self.root, path, MAX_TUNED_BYTES).decode("utf-8")
+        return _whole(trust.read_in_root(self.root, path, MAX_TUNED_BYTES))
 
 
 def parse_ini(text: str, path: str, chain: str = "") -> configparser.ConfigParser:

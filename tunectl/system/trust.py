@@ -664,15 +664,15 @@ def walk(path: str, tree: str | None = None, *, links: bool = True, missing_ok: 
             if todo:
                 if not stat.S_ISDIR(st.st_mode):
                     raise NotADirectoryError(errno.ENOTDIR, f"{kind(st.st_mode)}, not a directory", shown)
-                try:  # a directory swapped for a link (ENOTDIR, O_NOFOLLOW) or another one since the look: refused
-                    fds.append(os.open(tree if fds[-1] < 0 else part, _PATH_DIR,
-                                       dir_fd=None if fds[-1] < 0 else fds[-1]))
-                    now = os.fstat(fds[-1])
-                except (NotADirectoryError, FileNotFoundError):
-                    now = None
-                if now is None or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+                try:  # a directory swapped for a link or another one since the look (or gone): refused
+                    fd = open_as_looked(None if fds[-1] < 0 else fds[-1], tree if fds[-1] < 0 else part, st,
+                                        _PATH_DIR)
+                except FileNotFoundError:
+                    fd = None
+                if fd is None:
                     raise Untrusted(shown, "changed while tunectl looked at it (a directory on the way was "
                                     "replaced)", "run again; if it recurs, find who changes it")
+                fds.append(fd)
                 why = (judge or problem)(st)
                 if why and judge:
                     raise Untrusted(shown, why, _hint_fix(shown))
@@ -690,6 +690,29 @@ def walk(path: str, tree: str | None = None, *, links: bool = True, missing_ok: 
                 os.close(fd)
 
 
+def open_as_looked(dir_fd: int | None, name: str, look: os.stat_result, flags: int) -> int | None:
+    """`name` in the directory open as `dir_fd` (None: `name` is absolute) opened with `flags` and O_NOFOLLOW, only
+    if it is still what the caller looked at (`look`: an lstat, a DirEntry's stat). None when another thing stands
+    at the name now: a symbolic link (ELOOP; ENOTDIR with O_DIRECTORY), another type or another file (device and
+    inode); the caller refuses it in its own words. The one open after a look of every walk by descriptor.
+    Raises OSError for what is no change: gone (ENOENT: the caller's "vanished"), a permission, no descriptors."""
+    try:
+        fd = os.open(name, flags | os.O_NOFOLLOW, dir_fd=dir_fd)
+    except OSError as e:
+        if e.errno == errno.ELOOP or (e.errno == errno.ENOTDIR and flags & os.O_DIRECTORY):
+            return None
+        raise
+    try:
+        now = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if (now.st_dev, now.st_ino, stat.S_IFMT(now.st_mode)) != (look.st_dev, look.st_ino, stat.S_IFMT(look.st_mode)):
+        os.close(fd)
+        return None
+    return fd
+
+
 def _walk_open(path: str, flags: int, links: bool = True) -> int:
     def opened(dir_fd: int, name: str, st: os.stat_result, shown: str) -> int:
         if stat.S_ISLNK(st.st_mode) and links:
@@ -698,10 +721,8 @@ def _walk_open(path: str, flags: int, links: bool = True) -> int:
             raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
         if not stat.S_ISREG(st.st_mode):
             raise not_regular(path, st.st_mode)
-        fd = os.open(name, flags, dir_fd=dir_fd)
-        now = os.fstat(fd)
-        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-            os.close(fd)
+        fd = open_as_looked(dir_fd, name, st, flags)
+        if fd is None:
             raise Untrusted(path, "changed while tunectl opened it", "run again; if it recurs, find who changes it",
                             True)
         return fd
@@ -736,10 +757,8 @@ def open_tree(path: str) -> int:
     def opened(dir_fd: int, name: str, st: os.stat_result, shown: str) -> int | None:
         if stat.S_ISLNK(st.st_mode):
             return None  # followed by the walk when root or the user owns it
-        fd = os.open(name, DIR_READ, dir_fd=dir_fd)
-        now = os.fstat(fd)
-        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-            os.close(fd)
+        fd = open_as_looked(dir_fd, name, st, DIR_READ)
+        if fd is None:
             raise Untrusted(path, "changed while tunectl looked at it", "run again; if it recurs, find who changes it")
         return fd
 
@@ -891,15 +910,11 @@ def sweep_temps(dir_fd: int, prefix: str) -> list[str]:
             looked = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             if not stat.S_ISREG(looked.st_mode) or looked.st_uid != os.geteuid():
                 continue
-            fd = os.open(name, _READ | os.O_NOCTTY, dir_fd=dir_fd)
+            fd = open_as_looked(dir_fd, name, looked, _READ | os.O_NOCTTY)
+            if fd is None:
+                continue  # another file (or a link) came to stand at the name since the look
             try:
-                st = os.fstat(fd)
-                if (st.st_dev, st.st_ino) != (looked.st_dev, looked.st_ino):
-                    continue  # another file came to stand at the name since the look
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    continue  # a running writer's
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a running writer's: BlockingIOError, it stays
                 os.unlink(name, dir_fd=dir_fd)
                 gone.append(name)
             finally:

@@ -309,6 +309,23 @@ def test_garbage_in_sysfs_and_config_files_is_no_crash(machine) -> None:
     assert d.code in (0, 1) and any("50-dir.rules" in u for u in d.doc["unread"]), d.doc["unread"]
 
 
+def test_a_rules_file_past_the_size_cap_is_said_unread_not_read_in_part(machine) -> None:
+    """The read stops one byte past MAX_FILE; its first 4 MiB were taken as the whole file, so a rule after them
+    that undoes tunectl was never seen: doctor said "no other writer", exit 0."""
+    from tunectl.owners.collect import MAX_FILE
+
+    t, config = machine
+    assert t("apply", "-p", "loops", "loop0", "--json").code == 0
+    rule = 'KERNEL=="loop0", ATTR{queue/read_ahead_kb}="128"\n'
+    _write(config, "/etc/udev/rules.d/99-big.rules", "#" * (MAX_FILE - 1) + "\n" + rule)
+    r = t("doctor", "--json")
+    assert r.doc["unread"] == [f"/etc/udev/rules.d/99-big.rules: larger than {MAX_FILE} bytes"], r.doc
+    assert "not read: /etc/udev/rules.d/99-big.rules: larger than" in t("doctor").err
+    _write(config, "/etc/udev/rules.d/99-big.rules", "#" * (MAX_FILE - len(rule) - 1) + "\n" + rule)  # fits
+    r = t("doctor", "--json")
+    assert r.code == 1 and r.doc["unread"] == [] and len(r.doc["writers"]) == 1, r.doc
+
+
 @pytest.mark.parametrize("written", ["9" * 5000, "\u00b2", "4096\u0663"])
 def test_doctor_on_a_range_takes_a_rule_value_no_kernel_would_parse(machine, written: str) -> None:
     """A 5000-digit value or a Unicode digit in someone's rule: reported as not what the profile wants, no internal

@@ -219,6 +219,23 @@ def test_a_tuned_file_that_cannot_be_read_says_what_and_where_on_one_line(tmp_pa
     assert e.value.message == message.format(path=path) and e.value.hint == hint
 
 
+def test_a_tuned_file_past_the_size_cap_is_refused_not_cut(tmp_path: Path) -> None:
+    """The read stops one byte past MAX_TUNED_BYTES; its first 4 MiB were taken as the whole file, so a value
+    the cut fell in was imported short (readahead=40960 as 40, exit 0) and every line after it was lost."""
+    from tunectl.profile.tuned_reader import MAX_TUNED_BYTES
+
+    head, tail = "[main]\nsummary=big\n", "[disk]\nreadahead=40960\n"
+    pad = MAX_TUNED_BYTES + 1 - len(head) - len("[disk]\nreadahead=40")  # the cut falls after "40"
+    path = write(tmp_path, "big", head + "#" * (pad - 1) + "\n" + tail)
+    with pytest.raises(UsageError) as e:
+        imported(tmp_path, "big")
+    assert e.value.message == f"cannot read tuned profile {path}: larger than {MAX_TUNED_BYTES} bytes, not a tuned " \
+                              "profile's file"
+    assert "tuned.conf" in e.value.hint
+    write(tmp_path, "fits", head + "#" * (pad - 3) + "\n" + tail[:-len("960\n")] + "\n")  # MAX_TUNED_BYTES exactly
+    assert imported(tmp_path, "fits")["classes"]["ssd"]["read_ahead_kb"] == 40
+
+
 def test_variables_and_variable_files(tmp_path: Path) -> None:
     varfile = tmp_path / "vars.conf"
     varfile.write_text("sched=bfq\n")
