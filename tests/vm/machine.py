@@ -334,6 +334,48 @@ def vng_command(kernel: Kernel, qemu_opts: list[str], shared: Path, rodirs: tupl
             f"--qemu-opts={' '.join(qemu_opts)}", "--", guest]
 
 
+def _keep_images(images: Path) -> Path:
+    """A copy of the disk images in `images` as a boot finds them (none: a machine's first boot), for a retry.
+
+    A failed attempt leaves on its disks whatever the guest wrote before it stopped: md superblocks, LUKS and LVM
+    headers, partition tables. The retry has to start from the disks the first attempt had (mdadm refuses
+    --create on a member with a superblock, so a retried stacks boot could never pass). Sparse copies: a few MB."""
+    kept = images.with_name(images.name + ".before")
+    shutil.rmtree(kept, ignore_errors=True)
+    kept.mkdir()
+    for image in sorted(images.glob("*.img")):
+        _sparse_copy(image, kept / image.name)
+    return kept
+
+
+def _restore_images(images: Path, kept: Path) -> None:
+    """The disk images back as `_keep_images` copied them; images it did not find are deleted (made empty again)."""
+    for image in images.glob("*.img"):
+        image.unlink()
+    for image in kept.glob("*.img"):
+        _sparse_copy(image, images / image.name)
+
+
+def _sparse_copy(source: Path, target: Path) -> None:
+    """`source`'s data extents (SEEK_DATA/SEEK_HOLE) copied into a new sparse `target` of the same size."""
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        size = os.fstat(src.fileno()).st_size
+        at = 0
+        while at < size:
+            try:
+                at = os.lseek(src.fileno(), at, os.SEEK_DATA)
+            except OSError:  # ENXIO: no data after `at`
+                break
+            end = os.lseek(src.fileno(), at, os.SEEK_HOLE)
+            src.seek(at)
+            dst.seek(at)
+            while at < end:
+                chunk = src.read(min(end - at, 1 << 20))
+                dst.write(chunk)
+                at += len(chunk)
+        dst.truncate(size)
+
+
 def boot(kernel: Kernel, group: str, machine: Machine, images: Path, shared: Path, args: tuple[str, ...] = (),
          rodirs: tuple[tuple[str, Path], ...] = ()) -> Boot:
     """Boot `kernel` with `machine`'s disks (images kept in `images`), run guest group `group`, return its results.
@@ -344,6 +386,7 @@ def boot(kernel: Kernel, group: str, machine: Machine, images: Path, shared: Pat
     shared.mkdir(parents=True, exist_ok=True)
     out = shared / f"{group}.json"
     out.unlink(missing_ok=True)
+    before = _keep_images(images)
     browser_image(shared)
     if any(d.model == "sd-a1" for d in machine.disks):
         model_browser(shared)
@@ -357,6 +400,8 @@ def boot(kernel: Kernel, group: str, machine: Machine, images: Path, shared: Pat
     logs = LOGS / kernel.release
     logs.mkdir(parents=True, exist_ok=True)
     for attempt in range(1, BOOT_ATTEMPTS + 1):
+        if attempt > 1:
+            _restore_images(images, before)
         started = time.monotonic()
         with serve_models(machine, images, shared) as sockets:
             cmd = vng_command(kernel, machine.qemu_opts(images, sockets), shared, rodirs, guest)

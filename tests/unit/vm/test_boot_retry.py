@@ -80,3 +80,36 @@ def test_the_guest_kernel_is_told_not_to_load_kvm_or_cpufreq_modules(tmp_path: P
     guest = "".join(p.read_text() for p in (machine.REPO / "tests" / "vm" / "guest").glob("*.py"))
     loaded = set(re.findall(r"modprobe ([\w-]+)", guest)) | {"bfq", "kyber_iosched", "loop", "dm-verity"}
     assert loaded and not loaded & set(machine.GUEST_MODULE_BLACKLIST)
+
+
+def test_a_retry_starts_from_the_disks_the_first_attempt_found(fake_guest: list, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed attempt leaves what its guest wrote on the disks (an md superblock: mdadm then refuses --create),
+    so a retry gets them back as the boot found them: a machine's first boot empty disks, a later one its images."""
+    images = tmp_path / "images"
+    images.mkdir()
+    disks = machine.Machine([machine.Disk("kept", 4, "virtio-blk-pci,drive={drive}"),
+                             machine.Disk("new", 4, "virtio-blk-pci,drive={drive}")])
+    (images / "kept.img").write_bytes(b"\0" * (3 << 20))  # an earlier boot of this machine wrote at 3 MiB
+    with open(images / "kept.img", "r+b") as f:
+        f.truncate(4 << 20)
+        f.seek(3 << 20)
+        f.write(b"earlier boot")
+    seen = []
+    real = machine._run_guest
+
+    def scribble(cmd: list[str], env: dict[str, str], group: str) -> tuple:
+        seen.append({p.name: p.read_bytes() for p in sorted(images.glob("*.img"))})
+        for image in images.glob("*.img"):
+            with open(image, "r+b") as f:
+                f.seek(4096)
+                f.write(b"md superblock")
+        return real(cmd, env, group)
+
+    monkeypatch.setattr(machine, "_run_guest", scribble)
+    fake_guest += [(-9, "", "", None), (0, "ok", "", {"errors": {}})]
+    boot = machine.boot(KERNEL, "stacks", disks, images, tmp_path / "shared")
+    assert boot.attempts == 2
+    assert seen[0] == seen[1] and set(seen[0]) == {"kept.img", "new.img"}
+    assert seen[1]["kept.img"][3 << 20:(3 << 20) + 12] == b"earlier boot" and b"md superblock" not in seen[1]["kept.img"]
+    assert seen[1]["new.img"] == b"\0" * (4 << 20)
