@@ -121,7 +121,8 @@ def test_trace_gives_d2c_and_q2c_per_layer(run):
 def test_findings_rank_by_effect_estimated_then_measured_by_try(run):
     """#29: the findings are ranked by the cold read's expected speedup. Without --try each is estimated from the
     facts (the block size first: its reads at the top of the stack take most of the read); with --try the block
-    size and the loop's direct I/O are each measured alone (9.1x and 2.3x in one run, 12.6x and 2.4x in another)."""
+    size and the loop's direct I/O are each measured alone (9.1x and 2.3x in one run, 12.6x and 2.4x in another,
+    3.88x and 2.37x on a host at load 8)."""
     for step in ("plain", "try"):
         doc = run[step]["doc"]
         values = [f["effect"]["value"] for f in doc["findings"]]
@@ -131,6 +132,9 @@ def test_findings_rank_by_effect_estimated_then_measured_by_try(run):
     assert all(f["effect"]["basis"] == "estimated" for f in plain.values())
     assert plain["EX003"]["effect"]["value"] > plain["EX004"]["effect"]["value"] > 1, plain
     assert tried["EX003"]["effect"]["basis"] == tried["EX004"]["effect"]["basis"] == "measured", tried
-    assert tried["EX003"]["effect"]["value"] >= 2 * tried["EX004"]["effect"]["value"] >= 2, tried
+    # The ranking, not a margin: both are measured in a TCG guest against the model disk's real time, and a host
+    # busy with other work shrinks the block size's gain (CPU-bound decompression) more than direct I/O's: one CI
+    # run at load 8 beside a second qemu measured 3.88x against 2.37x, where quiet runs measure 9-12x against 2.3x.
+    assert tried["EX003"]["effect"]["value"] > tried["EX004"]["effect"]["value"] >= 2, tried
     order = [f["rule"] for f in run["try"]["doc"]["findings"]]
     assert order[0] == "EX003" and order.index("EX003") < order.index("EX004"), order
