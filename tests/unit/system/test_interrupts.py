@@ -191,6 +191,8 @@ def test_a_stop_the_programs_handler_raised_just_before_the_undoing_still_acts_a
 
     monkeypatch.setattr(termination._Said, "done", False)
     monkeypatch.setattr(termination._Said, "stop", 0)
+    monkeypatch.setattr(termination._Said, "program", False)  # set by the call below: given back after the test, or
+    # a later test's document (`said`) would put the program's handler on SIGINT for the rest of the session
     termination.stop_with_a_document()
     # the SIGTERM comes now: the program's handler runs in os.kill, as signal.signal would run it first
     assert undoing_as_a_stop_comes(monkeypatch, lambda: os.kill(os.getpid(), signal.SIGTERM)) == (["undone"], 143)
