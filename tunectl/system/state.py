@@ -393,8 +393,10 @@ class StateStore:
         return bool(self._read_from.get(name))
 
     def validation_cache(self) -> ValidationCache | None:
-        """The cache of profile verdicts, when the state directory exists, is trusted and is writable."""
-        if not self.exists() or not os.access(self.dir, os.W_OK):
+        """The cache of profile verdicts, when the state directory exists, is trusted and is writable, and the run
+        may write it: a run on a fake tree writes nothing in the real state directory (`fake_roots`), not even this
+        cache (status and a refused apply each added a verdict there whenever /var/lib/tunectl existed)."""
+        if self.fake_roots or not self.exists() or not os.access(self.dir, os.W_OK):
             return None
         return ValidationCache(self.dir / "validated")
 

@@ -122,20 +122,26 @@ def test_nothing_inside_a_fake_tree_is_followed_through_a_link_nor_used_when_ano
             assert (queue / "read_ahead_kb").read_text() == "4096\n"  # not written: it is not root's
 
 
-def test_a_run_on_a_fake_tree_never_writes_the_real_state_directory(arena: Arena) -> None:
+@pytest.mark.parametrize("real_state", ["as-found", "present"])
+def test_a_run_on_a_fake_tree_never_writes_the_real_state_directory(arena: Arena, real_state: str) -> None:
+    """As found (absent on a fresh machine: nothing may create it), and present, as on any machine tunectl has
+    tuned: status and a refused apply added profile verdicts to its validation cache (seen only once an earlier
+    run had left /var/lib/tunectl behind)."""
     tree = FakeTree.create(arena.base / "t")  # root's own tree, so only the state directory is at stake
     tree.add_disk("sdb", wwn="0x5000000000000002")
     (tree.udev_root / f"b{tree.devnum('sdb')}").write_text("E:TUNECTL_ORIG_NOMERGES=2\nE:ID_BUS=ata\n")
-    before = real_state_snapshot()
     existed = os.path.exists(STATE)
+    if real_state == "present" and not existed:
+        os.makedirs(STATE, mode=0o755)
+    before = real_state_snapshot()
     try:
-        runs_on_a_fake_tree(arena, tree, before)
+        runs_on_a_fake_tree(arena, tree, before, made_here=real_state == "present" and not existed)
     finally:
-        if not existed and os.path.isdir(STATE):  # a regression wrote this machine's state: take it away again
+        if not existed and os.path.isdir(STATE):  # made for the test, or a regression wrote this machine's state
             shutil.rmtree(STATE)
 
 
-def runs_on_a_fake_tree(arena: Arena, tree: FakeTree, before: dict[str, str]) -> None:
+def runs_on_a_fake_tree(arena: Arena, tree: FakeTree, before: dict[str, str], made_here: bool) -> None:
     roots = ["--sysfs-root", str(tree.root), "--udev-root", str(tree.udev_root)]
     for state in ([], ["--state-dir", STATE]):
         for argv in (["status"], ["apply", "-p", THROUGHPUT], ["rollback"]):
@@ -144,7 +150,7 @@ def runs_on_a_fake_tree(arena: Arena, tree: FakeTree, before: dict[str, str]) ->
                 assert done.code == 2 and "does not write the real state directory" in done.err, \
                     (state, argv, done.out + done.err)
             assert real_state_snapshot() == before
-    assert not os.path.exists(STATE) or before  # not created by these runs
+    assert made_here or not os.path.exists(STATE) or before  # not created by these runs
     done = run_cli(*roots, "--state-dir", str(arena.base / "state"), "apply", "-p", THROUGHPUT)
     assert done.code == 0, done.err  # its own state directory: the tree is tuned
 
