@@ -51,6 +51,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explain": ("tunectl.explain.cli", "why a file reads slowly: its stack layer by layer, a cold read, findings and the change"),
 }
 
+def _one_line(text: str) -> str:
+    """`text` as one line for people (`report.shown`); the common plain line costs no import of report."""
+    from tunectl.output import printable
+
+    if printable(text) and "\n" not in text and "\t" not in text:
+        return text
+    from tunectl.report import shown
+
+    return shown(text)
+
+
 class Output:
     def __init__(self, stdout: TextIO, stderr: TextIO, as_json: bool, quiet: bool, verbose: int,
                  document: str) -> None:
@@ -107,12 +118,7 @@ class Output:
 
     def say(self, text: str) -> None:
         """A sentence for people: wrapped at the terminal's width between words, continued indented."""
-        from tunectl.output import printable
-
-        if not printable(text) or "\n" in text or "\t" in text:
-            from tunectl.report import shown
-
-            text = shown(text)  # one sentence: a newline in a name it holds is shown as \n, never a new line
+        text = _one_line(text)  # one sentence: a newline in a name it holds is shown as \n, never a new line
         if self.width is None or len(text) <= self.width:
             self.print(text)
             return
@@ -126,13 +132,7 @@ class Output:
         """One line for people on stderr: control characters (a file name, a value read back) escaped, a newline and a
         tab too (a path holding one would start a line that passes for another warning); a caller with several
         lines warns once a line."""
-        from tunectl.output import printable
-
-        if not printable(text) or "\n" in text or "\t" in text:
-            from tunectl.report import shown
-
-            text = shown(text)
-        self.stderr.write(text + "\n")
+        self.stderr.write(_one_line(text) + "\n")
 
     def show(self, report: Report, one_line: bool = False) -> int:
         """A command's result (tunectl.report.Report): its --json document, or its text; then its exit code.
