@@ -41,7 +41,9 @@ class CollectReport(Report):
 
     @property
     def exit_code(self) -> ExitCode:
-        return ExitCode.OK
+        """As replay's: vanished files are expected (exit 0); unreadable ones are a partial failure (3): the list
+        was written without them."""
+        return ExitCode.PARTIAL if any(s.status == UNREADABLE for s in self.skipped) else ExitCode.OK
 
     def print_text(self, out) -> None:
         from tunectl.preload.text import collected, print_report

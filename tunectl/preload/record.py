@@ -42,8 +42,10 @@ class RecordReport(CollectReport):
 
     @property
     def exit_code(self) -> ExitCode:
-        """The command's own status is reported, not passed on: the list was still written."""
-        return ExitCode.OK
+        """Collect's (3 when a file could not be read). The command's own status is reported, not passed on: the
+        list was still written."""
+        return CollectReport.exit_code.fget(self)
+
 
 
 def _start(command: Sequence[str], stdout_to_stderr: bool):

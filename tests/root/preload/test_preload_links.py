@@ -114,7 +114,7 @@ def test_collect_of_a_path_through_another_users_link_lists_nothing_and_says_why
     os.symlink(real if target == "directory" else real / "private", link)
     os.lchown(link, NOBODY, NOBODY)
     done = run_process("--json", "preload", "collect", str(link), "-o", str(tmp_path / "x.list"), timeout=60)
-    assert done.code == 0, done.err
+    assert done.code == 3, done.err  # refused: unreadable, a partial failure
     assert done.doc["files"] == 0, done.doc
     (skip,) = done.doc["skipped"]
     assert skip["path"] == str(link) and skip["status"] == "unreadable", skip
