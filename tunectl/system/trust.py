@@ -393,17 +393,17 @@ def _looked_at_open(path: str, flags: int) -> int:
     without following any link on the way (openat2 RESOLVE_NO_SYMLINKS, or the walk where openat2 is missing),
     then the name is looked at and opened relative to it. A look by the whole path would resolve the directories
     on the way, following another user's link (into an automount point: a mount triggered as root) before the
-    open refused it. ELOOP when a link is on the way or is the name; a name not a regular file is refused."""
+    open refused it. ELOOP when a link is on the way or is the name; a name not a regular file is refused, and so
+    is one another thing stands at by the open (`open_as_looked`: device, inode and type compared with the look):
+    a named pipe swapped in between is opened without blocking and would read as an empty file."""
     directory, _, name = path.rpartition("/")
     try:
         dir_fd = _openat2(_AT_FDCWD, directory or "/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC,
                           _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS) if not _openat2_missing \
             else _walk_no_link(directory or "/", _PATH_DIR)
         try:
-            mode = os.lstat(name, dir_fd=dir_fd).st_mode
-            if not stat.S_ISREG(mode) and not stat.S_ISLNK(mode):  # a link: ELOOP below, as the open says it
-                raise not_regular(path, mode)
-            return os.open(name, flags, dir_fd=dir_fd)
+            # a link: ELOOP, as the open says it, and open_listed walks on through root's own links
+            return _regular_as_looked(path, dir_fd, name, os.lstat(name, dir_fd=dir_fd), flags, False)
         finally:
             os.close(dir_fd)
     except OSError as e:
@@ -713,22 +713,25 @@ def open_as_looked(dir_fd: int | None, name: str, look: os.stat_result, flags: i
     return fd
 
 
-def _walk_open(path: str, flags: int, links: bool = True) -> int:
-    def opened(dir_fd: int, name: str, st: os.stat_result, shown: str) -> int:
-        if stat.S_ISLNK(st.st_mode) and links:
-            raise Untrusted(path, "a symbolic link", "list the file itself, not a link to it", True)
-        if stat.S_ISLNK(st.st_mode):
-            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
-        if not stat.S_ISREG(st.st_mode):
-            raise not_regular(path, st.st_mode)
-        fd = open_as_looked(dir_fd, name, st, flags)
-        if fd is None:
-            raise Untrusted(path, "changed while tunectl opened it", "run again; if it recurs, find who changes it",
-                            True)
-        return fd
+def _regular_as_looked(path: str, dir_fd: int, name: str, st: os.stat_result, flags: int, links: bool) -> int:
+    """The regular file `name` in `dir_fd` (`path`) opened only if it is still what `st` (an lstat) saw: anything
+    else refused, a link as `links` says (Untrusted, or ELOOP for the caller to walk on or refuse)."""
+    if stat.S_ISLNK(st.st_mode) and links:
+        raise Untrusted(path, "a symbolic link", "list the file itself, not a link to it", True)
+    if stat.S_ISLNK(st.st_mode):
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+    if not stat.S_ISREG(st.st_mode):
+        raise not_regular(path, st.st_mode)
+    fd = open_as_looked(dir_fd, name, st, flags)
+    if fd is None:
+        raise Untrusted(path, "changed while tunectl opened it", "run again; if it recurs, find who changes it", True)
+    return fd
 
+
+def _walk_open(path: str, flags: int, links: bool = True) -> int:
     try:
-        fd = walk(path, links=links, last=opened).opened
+        fd = walk(path, links=links,
+                  last=lambda dir_fd, name, st, _shown: _regular_as_looked(path, dir_fd, name, st, flags, links)).opened
     except OthersLink as e:
         raise Untrusted(path, f"{e.path} on its way: {e.found}", LINK_HINT, True) from None
     except OSError as e:
