@@ -383,11 +383,18 @@ def busy_cpus(n: int) -> Iterator[list[int]]:
     """`n` processes that spin until the block ends, each pinned to one of the last `n` CPUs this process may use
     (fewer when there are fewer): the CPUs they take."""
     cpus = sorted(os.sched_getaffinity(0))[-n:] if n > 0 else []
+    # The `finally` below runs on an exception, not on SIGKILL or an unhandled SIGTERM (a `timeout`): each spinner
+    # asks the kernel to kill it when its parent dies (prctl PR_SET_PDEATHSIG = 1; it fires when the *thread* that
+    # forked it ends, here the main one), then checks it was not orphaned before it asked.
+    spin = ("import ctypes, os, signal\n"
+            "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
+            f"if os.getppid() != {os.getpid()}:\n    raise SystemExit(1)\n"
+            "os.sched_setaffinity(0, {%d})\n"
+            "while True:\n    pass")
     spinners = []
     try:
         for cpu in cpus:
-            spinners.append(subprocess.Popen(
-                [sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True:\n    pass"]))
+            spinners.append(subprocess.Popen([sys.executable, "-c", spin % cpu]))
         yield cpus
     finally:
         for p in spinners:

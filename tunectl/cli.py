@@ -109,10 +109,10 @@ class Output:
         """A sentence for people: wrapped at the terminal's width between words, continued indented."""
         from tunectl.output import printable
 
-        if not printable(text):
-            from tunectl.report import escape
+        if not printable(text) or "\n" in text or "\t" in text:
+            from tunectl.report import shown
 
-            text = escape(text)
+            text = shown(text)  # one sentence: a newline in a name it holds is shown as \n, never a new line
         if self.width is None or len(text) <= self.width:
             self.print(text)
             return
@@ -123,13 +123,15 @@ class Output:
                                  break_long_words=False))
 
     def warn(self, text: str) -> None:
-        """A line for people on stderr; control characters (a file name, a value read back) escaped."""
+        """One line for people on stderr: control characters (a file name, a value read back) escaped, a newline and a
+        tab too (a path holding one would start a line that passes for another warning); a caller with several
+        lines warns once a line."""
         from tunectl.output import printable
 
-        if not printable(text):
-            from tunectl.report import escape
+        if not printable(text) or "\n" in text or "\t" in text:
+            from tunectl.report import shown
 
-            text = escape(text)
+            text = shown(text)
         self.stderr.write(text + "\n")
 
     def show(self, report: Report, one_line: bool = False) -> int:
@@ -158,8 +160,8 @@ class Output:
         """A progress bar on stderr when it is a terminal; silent under --json, -q or a pipe."""
         from tunectl.output import Progress
 
-        shown = not (self.json or self.quiet) and getattr(self.stderr, "isatty", lambda: False)()
-        return Progress(self.stderr, total, label, enabled=shown)
+        visible = not (self.json or self.quiet) and getattr(self.stderr, "isatty", lambda: False)()
+        return Progress(self.stderr, total, label, enabled=visible)
 
 
 def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:

@@ -105,7 +105,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], width: int | No
     headers = list(headers)
     rows = list(rows)
     colours = [[getattr(getattr(c, "verdict", c), "colour", None) if paint else None for c in row] for row in rows]
-    rows = [["-" if c is None else escape_field(str(c)) for c in row] for row in rows]
+    rows = [["-" if c is None else shown(str(c)) for c in row] for row in rows]
     if only is not None:
         picked = [[column_name(h) for h in headers].index(name) for name in only]
     else:
@@ -224,8 +224,8 @@ def error_lines(problems: str | Sequence[Any], hint: str | None = None, label: s
     items = [problems] if isinstance(problems, str) else list(problems)
     # An error is one line, and so is a diagnostic and a hint: a newline (a path may hold one) is shown as \n,
     # never breaks it, so no line can pass for another error or hint.
-    lines = [escape_field(str(p)) if hasattr(p, "file") else f"tunectl: {label}: {escape_field(str(p))}" for p in items]
-    return lines + ([f"hint: {escape_field(hint)}"] if hint else [])
+    lines = [shown(str(p)) if hasattr(p, "file") else f"tunectl: {label}: {shown(str(p))}" for p in items]
+    return lines + ([f"hint: {shown(hint)}"] if hint else [])
 
 
 @cache
@@ -265,6 +265,13 @@ _OWN_COLOUR = re.compile("|".join(map(re.escape, [*PAINT.values(), "\x1b[0m"])))
 _OWN_COLOUR_SPLIT = re.compile(f"({_OWN_COLOUR.pattern})")
 
 
-def escape_field(text: str) -> str:
-    """One table cell or name: every control character escaped, a newline and a tab too."""
+def shown(text: str) -> str:
+    """An untrusted name (a path, device, label, profile name) or one line holding it, for people: the one rendering.
+
+    Every control character escaped as ls -b does for a newline and a tab (\\n, \\t), the others (ESC, other C0
+    and C1, Unicode line separators and bidi controls) as \\xNN or \\uNNNN, each byte that is not UTF-8 as \\xNN
+    (os.fsdecode's surrogates): the line stays one line and no escape sequence reaches the terminal. A backslash
+    stays as it is (unlike ls -b: udev's own names hold \\x20); --json keeps the exact string."""
     return escape(text).replace("\n", "\\n").replace("\t", "\\t")
+
+

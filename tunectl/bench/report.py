@@ -10,7 +10,7 @@ from tunectl.bench.runner import Sweep
 from tunectl.bench.stack import Target
 from tunectl.errors import ExitCode, TunectlError
 from tunectl.record import record
-from tunectl.report import Report
+from tunectl.report import Report, shown
 from tunectl.status import Status
 from tunectl.units import counted
 
@@ -90,7 +90,8 @@ class BenchReport(Report):
         active = self.active
         if active is not None:
             sets = ", ".join(f"{w['device']} {w['attribute']}={w['value']}" for w in active["settings"]) or "nothing here"
-            out.print(f"applied profile {active['profile']} ({active['ref']}) sets: {sets}; `tunectl apply` keeps "
+            out.print(f"applied profile {shown(active['profile'])} ({shown(active['ref'])}) sets: {shown(sets)}; "
+                      "`tunectl apply` keeps "
                       "these until the recommendation goes into that profile")
         out.print()
         if self.sweep.restore_failures:

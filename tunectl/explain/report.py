@@ -11,7 +11,7 @@ from tunectl.explain.model import BlockFacts, Case, FileFacts, FilesystemFacts, 
 from tunectl.explain.rules import RULES, Finding
 from tunectl.explain.trace import Timing
 from tunectl.record import record
-from tunectl.report import Report, escape_field
+from tunectl.report import Report, shown
 
 
 @record
@@ -41,7 +41,7 @@ class ExplainReport(Report):
     def print_text(self, out) -> None:
         """The stack top first, its owners, the cold read and trace, the findings with their changes, the trials."""
         stack = self.case.stack
-        out.print(f"explain {escape_field(stack.target)} (kernel {stack.release})")
+        out.print(f"explain {shown(stack.target)} (kernel {stack.release})")
         out.print()
         out.print("stack, top first:")
         rows = [[kind(la), la.label + (f" ({la.device.cls})" if isinstance(la, stacks.DiskLayer) and la.device.cls
@@ -57,7 +57,7 @@ class ExplainReport(Report):
         cold = self.case.cold
         if cold:
             out.print()
-            out.print(f"cold read of {escape_field(cold.path)}: {_size(cold.bytes)} in {cold.seconds:.3f} s = "
+            out.print(f"cold read of {shown(cold.path)}: {_size(cold.bytes)} in {cold.seconds:.3f} s = "
                       f"{cold.mb_s:.1f} MB/s, read size {_size(cold.read_size)}")
             rows = [[d.device, str(d.reads), f"{d.merged_share * 100:.0f}%", f"{d.avg_request_kib:.1f}",
                      f"{d.read_await_ms:.2f}", f"{d.sectors_read * 512 / cold.seconds / 1e6:.1f}" if cold.seconds else "-"]
@@ -74,7 +74,7 @@ class ExplainReport(Report):
         cmp = self.comparison
         if cmp:
             out.print()
-            out.say(f"compared with {escape_field(cmp.other)}: {cmp.other_mb_s:.1f} MB/s against {cmp.target_mb_s:.1f} MB/s, "
+            out.say(f"compared with {shown(cmp.other)}: {cmp.other_mb_s:.1f} MB/s against {cmp.target_mb_s:.1f} MB/s, "
                     f"{cmp.verdict()}; largest contributor: {cmp.largest}")
             rows = [[la.device, la.kind, str(la.reads), str(la.read_ms), f"{la.share * 100:.0f}%"] for la in cmp.layers]
             out.print(out.table(["DEVICE", "LAYER", "READS", "READ ms", "SHARE"], rows))
@@ -85,7 +85,7 @@ class ExplainReport(Report):
             for i, f in enumerate(self.findings, 1):
                 out.say(f"{i}. [{f.effect.value:.1f}x {f.effect.basis}] {f.rule} {f.title} ({f.layer})")
                 for e in f.evidence:
-                    out.say(f"   evidence: {escape_field(e)}")
+                    out.say(f"   evidence: {shown(e)}")
                 lines = f.change.text.splitlines()
                 out.print(f"   change ({f.change.kind}): {lines[0]}")
                 for line in lines[1:]:

@@ -69,13 +69,7 @@ def run(ctx, args, out) -> int:
     return out.show(result)
 
 
-def _printable(text: str) -> str:
-    from tunectl.mounts.operations import printable
-
-    return printable(text)
-
-
 def _notes_first(report, out) -> None:
     """What chose the profile, on stderr before anything else, as every command says it."""
     for note in report.notes:
-        out.warn(_printable(f"tunectl: note: {note}"))
+        out.warn(f"tunectl: note: {note}")

@@ -40,11 +40,6 @@ CHECK_COLUMNS = [  # mounts check's column table: -o, --columns and the cuts
 ]
 
 
-def printable(text: str) -> str:
-    """fstab bytes that are not UTF-8 (kept as surrogates) shown as U+FFFD, never an encoding error."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
 def fstab_path(ctx, given: str | None) -> Path:
     return Path(given or ctx.roots.fstab)
 
@@ -80,12 +75,12 @@ class CheckReport(Report):
 
     def print_text(self, out) -> None:
         """The profile's warnings, a row per filesystem (wanted, live, fstab, drift), the options skipped, the timer."""
-        from tunectl.report import escape_field, show
+        from tunectl.report import show, shown
 
         for e in self.errors:
-            out.warn(printable(f"tunectl: error: {e}"))
+            out.warn(f"tunectl: error: {e}")
         for w in self.warnings:
-            out.warn(printable(f"tunectl: warning: {w}"))
+            out.warn(f"tunectl: warning: {w}")
         rows = []
         for fs in self.filesystems:
             drift = " ".join(f"{d['where']}:{'+' if d['change'] == 'add' else '-'}{d['option']}" for d in fs.drift)
@@ -95,11 +90,11 @@ class CheckReport(Report):
                          show(fs.entry.options) + f" (line {fs.entry.lineno})" if fs.entry is not None else "(not in fstab)",
                          Marked(drift, Verdict.DRIFT) if drift else Marked("source not found", Verdict.UNAVAILABLE)
                          if fs.unresolved else Marked("in sync", Verdict.IN_SYNC)])
-        out.heading(printable(escape_field(f"profile: {self.profile}   fstab: {self.fstab_path}")))
-        out.print(printable(out.table(CHECK_COLUMNS, rows)))
+        out.heading(f"profile: {shown(self.profile)}   fstab: {shown(str(self.fstab_path))}")
+        out.print(out.table(CHECK_COLUMNS, rows))
         skips = [(fs.target, s) for fs in self.filesystems for s in fs.want.skipped]
         for target, s in skips:
-            out.say(printable(escape_field(f"skipped on {target}: {s.option}: {s.reason}")))
+            out.say(f"skipped on {target}: {s.option}: {s.reason}")
         if self.timer is not None:
             out.print(f"fstrim.timer: {self.timer['state']}")
 
@@ -135,31 +130,40 @@ class FixReport(Report):
 
     @property
     def exit_code(self) -> ExitCode:
-        return ExitCode.PARTIAL if self.problems else ExitCode.OK
+        # an error in the fstab (an entry with more than 6 fields) is one fix does not mend: exit 1, as check says,
+        # whether or not the options were rewritten; a remount that did not take (3) says more
+        if self.problems:
+            return ExitCode.PARTIAL
+        return ExitCode.DRIFT if self.check_report.errors else ExitCode.OK
 
     def to_json(self) -> dict:
         return {"changed": self.changed, "check": self.check, "fstab": str(self.check_report.fstab_path),
                 "diff": self.diff, "backup": self.backup, "remounts": [r.to_json() for r in self.remounts],
-                "problems": self.problems, "warnings": self.check_report.errors + self.check_report.warnings}
+                "problems": self.problems, "errors": self.check_report.errors, "warnings": self.check_report.warnings}
 
     def print_text(self, out) -> None:
-        """The profile's warnings, the fstab diff (--diff, --check), what became of the fstab, each remount's result."""
-        for w in self.check_report.errors + self.check_report.warnings:  # fix mends options, not extra fields
-            out.warn(printable(f"tunectl: warning: {w}"))
+        """The fstab's errors and the profile's warnings, the fstab diff (--diff, --check), what became of the fstab,
+        each remount's result."""
+        from tunectl.report import shown
+
+        for e in self.check_report.errors:  # fix mends options, not extra fields: check's error, said as check does
+            out.warn(f"tunectl: error: {e}")
+        for w in self.check_report.warnings:
+            out.warn(f"tunectl: warning: {w}")
         if self.diff and (self.show_diff or self.check):
             out.print(self.diff.rstrip("\n"))
         path = self.check_report.fstab_path
         if not self.diff:
-            out.print(f"{path}: nothing to change")
+            out.print(f"{shown(str(path))}: nothing to change")
         elif self.written:
-            out.print(f"{path}: rewritten (backup {self.backup})")
+            out.print(f"{shown(str(path))}: rewritten (backup {shown(str(self.backup))})")
         elif self.check:
-            out.print(f"{path}: would be rewritten (--check: nothing written)")
+            out.print(f"{shown(str(path))}: would be rewritten (--check: nothing written)")
         if self.remounts:
-            out.print(printable(out.table(["TARGET", "REMOUNT OPTIONS", "RESULT"],
-                                          [[r.target, r.options, _remount_result(r)] for r in self.remounts])))
+            out.print(out.table(["TARGET", "REMOUNT OPTIONS", "RESULT"],
+                                [[r.target, r.options, _remount_result(r)] for r in self.remounts]))
         for p in self.problems:
-            out.warn(printable(f"tunectl: {p}"))
+            out.warn(f"tunectl: {p}")
 
 
 def _remount_result(r) -> str:

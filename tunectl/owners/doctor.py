@@ -13,6 +13,7 @@ from tunectl.profile.resolve import Profile
 from tunectl.record import record
 from tunectl.report import Report
 from tunectl.status import Status
+from tunectl.system.rulesfile import unread_by_udev
 
 
 @record
@@ -24,6 +25,7 @@ class DoctorReport(Report):
     unread: list[str] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (device, why the profile sets nothing on it)
+    unread_rules: tuple[str, str] | None = None  # (path, why): installed where udev never reads them (--rules-dir)
 
     @property
     def undone(self) -> list[Conflict]:
@@ -46,9 +48,14 @@ class DoctorReport(Report):
         for why in self.unread:
             out.warn(f"tunectl: warning: not read: {why}")
         out.print(f"profile: {self.profile}")
-        out.say(f"tunectl's udev rules: {self.rules_file}" if self.rules_file else
-                "tunectl's udev rules: not installed (nothing re-applies the profile at boot or hot-plug; "
-                "`tunectl udev install` does)")
+        if self.rules_file:
+            out.say(f"tunectl's udev rules: {self.rules_file}")
+        elif self.unread_rules:
+            out.say(f"tunectl's udev rules: {self.unread_rules[0]}, not read: {self.unread_rules[1]}; "
+                    "`tunectl udev install` without --rules-dir installs them where udev reads them")
+        else:
+            out.say("tunectl's udev rules: not installed (nothing re-applies the profile at boot or hot-plug; "
+                    "`tunectl udev install` does)")
         if self.tuned_profile:
             out.say(f"tuned: active profile {self.tuned_profile}")
         if not self.devices:
@@ -89,5 +96,7 @@ def diagnose(ctx: Context, profile: Profile, dev_refs: list[str] | None = None, 
         if dev.name in planned:
             writers += writers_of(machine, dev, device_facts(ctx, dev))
     found = conflicts(wanted, writers, machine.rules_file if rules_path else None, machine.rules_order)
+    unread = unread_by_udev(rules_path) if rules_path else None
     return DoctorReport(profile.name, machine.rules_file if rules_path else None, machine.tuned_profile, found,
-                        machine.unread, sorted(planned), list(report.skipped))
+                        machine.unread, sorted(planned), list(report.skipped),
+                        (rules_path, unread) if unread else None)

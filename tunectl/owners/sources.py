@@ -15,15 +15,13 @@ from dataclasses import field
 from fnmatch import fnmatchcase
 
 from tunectl.record import record
+from tunectl.system import rulesfile
 from tunectl.udev.lines import logical_lines
 
 # Where each writer runs: at boot, at hot-plug (a udev add/change event), or both.
 BOOT, HOTPLUG, BOTH = "boot", "hotplug", "boot+hotplug"
 
-# udev's rules directories, highest priority first (udev(7)); a file in an earlier one hides the
-# same name in a later one, and a file that is empty or a link to /dev/null masks it.
-UDEV_RULES_DIRS = ("/etc/udev/rules.d", "/run/udev/rules.d", "/usr/local/lib/udev/rules.d",
-                   "/usr/lib/udev/rules.d", "/lib/udev/rules.d")
+UDEV_RULES_DIRS = rulesfile.UDEV_RULES_DIRS
 # tmpfiles.d(5): the same override-by-name rule.
 TMPFILES_DIRS = ("/etc/tmpfiles.d", "/run/tmpfiles.d", "/usr/local/lib/tmpfiles.d", "/usr/lib/tmpfiles.d",
                  "/lib/tmpfiles.d")

@@ -36,12 +36,28 @@ KEEP = 1 << 18  # a list up to this long is kept from the survey and replayed as
 MAX_LINE = 16 << 20  # one entry: a path and its ranges
 
 
+def _open_walked(path: str) -> tuple[int, os.stat_result]:
+    """`path` opened as root may follow it (`trust.open_listed`): root's or the user's links on the way only,
+    another user's link refused, never followed (a user who owns a directory on the path would swap it for a link
+    to another list: root's private one), the name itself no link, a pipe or device refused unopened; and its stat."""
+    try:
+        fd = trust.open_listed(os.path.abspath(path))
+    except trust.Untrusted as e:  # said of the path as it was given
+        raise trust.Untrusted(path, e.found, e.hint, e.wrong_type) from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):  # swapped in between the look and the open: opened without blocking
+        os.close(fd)
+        raise trust.not_regular(path, st.st_mode)
+    return fd, st
+
+
 def _open(path: str, replayed: bool = True):
     """The list opened for reading; `replayed`: it will choose what this process reads (`check_replayable`)."""
     try:
-        fd, st = trust.open_regular(path)
+        fd, st = _open_walked(path)
     except trust.Untrusted as e:
-        raise ListError(e.message, hint="name a list made by `tunectl preload collect` or `preload record`") from None
+        hint = e.hint if " on its way: " in e.found else "name a list made by `tunectl preload collect` or `preload record`"
+        raise ListError(e.message, hint=hint) from None
     except OSError as e:
         code = e.errno or errno.EIO
         if code in (errno.EACCES, errno.EPERM):
@@ -187,7 +203,7 @@ def _columns_beside(path: str, st: os.stat_result, head: dict) -> list[Entry] | 
     from tunectl.preload import columns
 
     try:
-        fd, cst = trust.open_regular(path + columns.SUFFIX)
+        fd, cst = _open_walked(path + columns.SUFFIX)
     except (trust.Untrusted, OSError):
         return None  # none there (the common case for a list another tool wrote), or not one to trust
     try:

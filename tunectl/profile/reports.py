@@ -52,10 +52,11 @@ class ProfileShowReport(Report):
     def print_text(self, out) -> None:
         """The resolved profile as YAML; with --explain, a header and each value's file:line."""
         from tunectl.profile.yaml_text import render_profile_yaml
+        from tunectl.report import shown
 
         profile = self.profile
         if self.explain:
-            out.print(f"# {profile.name}: {' <- '.join(profile.files)}")
+            out.print(f"# {shown(profile.name)}: {' <- '.join(map(shown, profile.files))}")
             out.print("# each value is followed by the file and line it comes from; later files in the")
             out.print("# extends: chain override earlier ones key by key, a list or a range {min, max} replaces the "
                       "whole value")
@@ -91,7 +92,7 @@ class ValidateReport(Report):
 
     def print_text(self, out) -> None:
         """Each file's problems (file:line:col lines, on stderr), or `FILE: ok` with its count of warnings."""
-        from tunectl.report import error_lines
+        from tunectl.report import error_lines, shown
 
         for verdict in self.files:
             diags = verdict.diagnostics
@@ -99,4 +100,4 @@ class ValidateReport(Report):
                 out.warn(line)
             if not verdict.errors:
                 warned = f" ({counted(len(diags), 'warning')})" if diags else ""
-                out.print(f"{verdict.ref}: ok{warned}")
+                out.print(f"{shown(verdict.ref)}: ok{warned}")

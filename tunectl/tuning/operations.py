@@ -147,7 +147,9 @@ class NothingAppliedReport(Report):
                 "device_warnings": []}
 
     def print_text(self, out) -> None:
-        out.print(f"nothing applied: no profile is recorded in {self.state_dir} (none applied yet, or all rolled "
+        from tunectl.report import shown
+
+        out.print(f"nothing applied: no profile is recorded in {shown(str(self.state_dir))} (none applied yet, or all rolled "
                   "back); `tunectl verify -p PROFILE` compares with one")
 
 

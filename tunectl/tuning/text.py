@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tunectl.attributes import range_text
 from tunectl.errors import ExitCode
-from tunectl.report import Column, error_lines, escape_field, show, table, unified_diff
+from tunectl.report import Column, error_lines, show, shown, table, unified_diff
 from tunectl.status import Marked, Status
 
 # The column tables (lsblk's idea): -o picks from them, --columns lists them with their help, the table cuts by them.
@@ -83,13 +83,13 @@ def apply_diff(outcomes) -> str:
     devices: dict[str, tuple[list[str], list[str]]] = {}
     for o in sorted(outcomes, key=lambda o: (o.setting.device, o.setting.attribute)):
         s = o.setting
-        before = escape_field(show(s.before))
+        before = shown(show(s.before))
         after = before
         if o.status in (Status.CHANGED, Status.CHANGE):
             after = show(s.after) if s.bounds is None or s.after is not None else before_after(s).split(" -> ")[1]
         old, new = devices.setdefault(s.device, ([], []))
         old.append(f"{s.attribute}: {before}\n")
-        new.append(f"{s.attribute}: {escape_field(after)}\n")
+        new.append(f"{s.attribute}: {shown(after)}\n")
     return "".join(unified_diff("".join(old), "".join(new), f"a/{dev}/queue", f"b/{dev}/queue")
                    for dev, (old, new) in devices.items())
 
@@ -117,8 +117,8 @@ def print_apply(report, out) -> None:
                                 "apply again: it changes nothing and saves the record"):
             out.warn(line)
     elif report.exit_code == ExitCode.NOT_PERMITTED:
-        out.warn("tunectl: error: the kernel refused the writes (not permitted): nothing was changed or recorded\n"
-                 "hint: run as root")
+        out.warn("tunectl: error: the kernel refused the writes (not permitted): nothing was changed or recorded")
+        out.warn("hint: run as root")
 
 
 def print_status(report, out) -> None:
@@ -138,8 +138,12 @@ def print_status(report, out) -> None:
     out.heading(f"profile: {report.profile}")
     rules = report.rules
     if rules is not None:
+        from tunectl.system.rulesfile import unread_by_udev
+
+        unread = unread_by_udev(rules.path)
         out.heading(f"udev rules: {rules.path} (profile {rules.ref}"
-                    + (", every device)" if rules.scope is None else f", {len(rules.scope)} device(s))"))
+                    + (", every device)" if rules.scope is None else f", {len(rules.scope)} device(s))")
+                    + (f"; not read: {unread}" if unread else ""))
     print_scope(report, out)
     out.print(out.table(STATUS_COLUMNS, rows))
     if out.verbose:

@@ -28,7 +28,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
         if verb != "render":
             up.add_argument("--rules-dir", metavar="DIR",
                             help="where the rules file lives (default: where the last `udev install` put it, "
-                                 "as recorded in the state directory, else /etc/udev/rules.d)")
+                                 "as recorded in the state directory, else /etc/udev/rules.d); udev reads only its own "
+                                 "rules directories: status and doctor say a file elsewhere is not read")
         if verb == "render":
             up.add_argument("--as-installed", action="store_true",
                             help="with -p: what `udev install -p` writes (the recorded scope, originals kept for the "

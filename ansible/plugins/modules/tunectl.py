@@ -227,7 +227,7 @@ NOTED = ("skip", "unavailable")
 # The --json formats this module reads, at the versions it understands (tunectl/schema/CHANGELOG.md):
 # a tunectl on the host printing another version is refused with a message, never misread.
 READS = {"tunectl-apply": 2, "tunectl-rollback": 2, "tunectl-verify": 3, "tunectl-align": 1,
-         "tunectl-mounts-check": 2, "tunectl-mounts-fix": 1, "tunectl-udev-render": 2,
+         "tunectl-mounts-check": 2, "tunectl-mounts-fix": 2, "tunectl-udev-render": 2,
          "tunectl-udev-install": 2, "tunectl-udev-remove": 1, "tunectl-udev-check": 1, "tunectl-error": 1}
 
 
@@ -372,9 +372,11 @@ class Run:
             return
         args = (["mounts", "fix"] + self.profile_args() + fstab + (["--check"] if self.check else [])
                 + (["--diff"] if self.module._diff else []) + (["--remount"] if self.p["remount"] else []))
-        doc = self.t.run(args, (0, 3))
+        doc = self.t.run(args, (0, 1, 3))  # 1: an fstab error fix does not mend (in errors), as check's exit 1
         self.result["mounts"] = doc
         self.take_mount_notes(doc)
+        for e in doc.get("errors") or []:  # a line of the fstab to mend by hand (more than 6 fields)
+            self.failures.append(f"mounts: {e}")
         if doc.get("changed"):
             self.changed = True
             self.summary.append(f"mounts: {'would rewrite' if self.check else 'rewrote'} {doc.get('fstab')}"

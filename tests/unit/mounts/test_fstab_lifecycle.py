@@ -333,3 +333,20 @@ def test_a_rollback_never_reads_an_original_through_a_directory_swapped_for_a_li
         fstab_file.restore_original(theirs / "d" / "fstab")
     _swap(theirs, hidden, False)
     assert sorted(os.listdir(theirs / "d")) == ["fstab"] and (theirs / "d" / "fstab").read_text() == FSTAB
+
+
+@pytest.mark.parametrize("grown", ["fstab", "fstab.tunectl.orig"])
+def test_a_rollback_never_takes_the_first_bytes_of_a_file_past_the_cap_as_the_whole(
+        m: Machine, monkeypatch: pytest.MonkeyPatch, grown: str) -> None:
+    """The reads stop a byte past the cap: an fstab grown past it was kept as a backup of its first bytes only
+    ("the file it replaced is kept as" a cut copy), an original past it was restored cut."""
+    from tunectl.mounts import fstab_file
+
+    assert m.fix("noatime")[0] == 0
+    path = m.fstab.with_name(grown)
+    path.write_text(path.read_text() + "".join(f"tmpfs /mnt/{i} tmpfs defaults 0 0\n" for i in range(40)))
+    before = {p.name: p.read_bytes() for p in m.fstab.parent.iterdir()}
+    monkeypatch.setattr(fstab_file, "MAX_FSTAB_BYTES", 512)
+    code, _, err = m("mounts", "rollback")
+    assert code == 3 and f"{path} is larger than 512 bytes" in err and "nothing was replaced" in err, err
+    assert {p.name: p.read_bytes() for p in m.fstab.parent.iterdir()} == before

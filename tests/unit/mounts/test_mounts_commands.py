@@ -254,15 +254,21 @@ def test_check_in_sync_after_fstab_and_live_agree(env: Env) -> None:
     assert code == 0 and "/srv/fast" in out and "in sync" in out
 
 
-def test_check_reports_a_line_with_more_than_six_fields_as_an_error_with_its_file_and_line(env: Env) -> None:
-    # libmount drops fields past the 6th without a word (findmnt --verify: 0 parse errors): a trailing comment or an
-    # option after a space silently does nothing. In sync otherwise, the line alone makes the check fail.
+def _a_line_with_nine_fields(env: Env) -> int:
+    """A profile in sync but for /srv/fast's fstab line, which ends in " 0 2 # fast disk" (9 fields): its number."""
     env.profile.write_text("name: quiet\nmounts:\n  - match: {mountpoint: /srv/fast}\n    options: [noatime]\n")
     fstab = FSTAB.replace(f"UUID={GONE_UUID} /mnt/old ext4 relatime 0 2\n", "")
     lines = fstab.splitlines(keepends=True)
     n = next(i for i, line in enumerate(lines, 1) if " /srv/fast " in line)
     lines[n - 1] = lines[n - 1].rstrip("\n") + " 0 2 # fast disk\n"
     env.fstab.write_text("".join(lines))
+    return n
+
+
+def test_check_reports_a_line_with_more_than_six_fields_as_an_error_with_its_file_and_line(env: Env) -> None:
+    # libmount drops fields past the 6th without a word (findmnt --verify: 0 parse errors): a trailing comment or an
+    # option after a space silently does nothing. In sync otherwise, the line alone makes the check fail.
+    n = _a_line_with_nine_fields(env)
     code, out, err = env("mounts", "check", "-p", str(env.profile), "--fstab", str(env.fstab))
     assert code == 1, (out, err)
     assert f"tunectl: error: {env.fstab}:{n}: 9 fields, but fstab(5) has 6 " in err, err
@@ -272,6 +278,37 @@ def test_check_reports_a_line_with_more_than_six_fields_as_an_error_with_its_fil
     assert code == 1 and doc["in_sync"] is False and not any("fields, but" in w for w in doc["warnings"])
     assert [e.split(": ", 1)[0] for e in doc["errors"]] == [f"{env.fstab}:{n}"] and ": 9 fields, but " in doc["errors"][0]
     assert [fs["target"] for fs in doc["filesystems"] if fs["target"] == "/srv/fast"]  # the entry is still checked
+
+
+def test_fix_reports_the_line_with_more_than_six_fields_as_check_does(env: Env) -> None:
+    # fix mends options, not extra fields: the line stays wrong, so fix says error and exits 1 as check does
+    # (--check or not), and its JSON keeps it in errors, not warnings
+    n = _a_line_with_nine_fields(env)
+    for check in (["--check"], []):
+        code, out, err = env("mounts", "fix", "-p", str(env.profile), "--fstab", str(env.fstab), *check)
+        assert code == 1, (check, out, err)
+        assert f"tunectl: error: {env.fstab}:{n}: 9 fields, but fstab(5) has 6 " in err, err
+        assert "tunectl: warning:" not in err, err
+        code, out, _ = env("mounts", "fix", "-p", str(env.profile), "--fstab", str(env.fstab), "--json", *check)
+        doc = json.loads(out)
+        assert code == 1 and not any("fields, but" in w for w in doc["warnings"]), doc
+        assert [e.split(": ", 1)[0] for e in doc["errors"]] == [f"{env.fstab}:{n}"]
+    assert env("mounts", "check", "-p", str(env.profile), "--fstab", str(env.fstab))[0] == 1
+
+
+def test_a_mount_point_holding_a_newline_or_escape_stays_on_its_warning_line(env: Env) -> None:
+    # fstab writes a newline in a field as \012: the warning naming the entry is one line, the newline shown as \n,
+    # ESC as \x1b (never sent to the terminal); --json keeps the exact name
+    env.profile.write_text("name: quiet\nmounts:\n  - match: {mountpoint: /srv/fast}\n    options: [noatime]\n")
+    env.fstab.write_text("LABEL=gone /srv/a\\012tunectl:\\040warning:\\040fake\\033[31m ext4 defaults 0 2\n")
+    code, out, err = env("mounts", "check", "-p", str(env.profile), "--fstab", str(env.fstab))
+    assert code == 1, (out, err)
+    lines = [line for line in err.splitlines() if "srv/a" in line]
+    assert len(lines) == 1 and "/srv/a\\ntunectl: warning: fake\\x1b[31m" in lines[0], err
+    assert not [line for line in err.splitlines() if line.startswith("tunectl: warning: fake")], err
+    assert "\x1b" not in err + out and "srv/a\\ntunectl" in out, out
+    doc = json.loads(env("mounts", "check", "-p", str(env.profile), "--fstab", str(env.fstab), "--json")[1])
+    assert any("/srv/a\ntunectl: warning: fake\x1b[31m" in w for w in doc["warnings"]), doc["warnings"]
 
 
 def test_check_periodic_discard_needs_fstrim_timer(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:

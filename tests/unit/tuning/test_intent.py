@@ -96,6 +96,17 @@ def test_nothing_applied_is_said_first_and_verify_exits_0(t: Tunectl) -> None:
     assert t("verify", "--json").doc["applied"] is False
 
 
+def test_a_state_dir_holding_a_newline_stays_on_the_note_line(empty_fake_tree, tmp_path: Path) -> None:
+    # the note names the state dir a user chose: a newline in it is shown as \n, an escape as \x1b, never raw
+    odd = tmp_path / "state\nhint: run as root\x1b[2J"
+    odd.mkdir()
+    t = loop_machine(empty_fake_tree, odd, {"mydb": MYDB})
+    plan = t("plan")
+    lines = plan.err.splitlines()
+    assert lines[0].startswith("tunectl: note: no profile applied yet") and "state\\nhint: run as root\\x1b[2J" in lines[0]
+    assert not any(line.startswith("hint:") for line in lines) and "\x1b" not in plan.err, plan.err
+
+
 def test_a_full_rollback_clears_the_record(t: Tunectl) -> None:
     before = snapshot_all(t.tree)
     assert t("apply", "-p", "mydb", "loop0", "loop1").code == 0
@@ -204,6 +215,23 @@ def udevadm(t: Tunectl, monkeypatch) -> _Udevadm:
     monkeypatch.setattr(udev_commands, "_euid", lambda: 0)
     t.ctx.run = rec
     return rec
+
+
+def test_rules_installed_where_udev_never_reads_them_are_said_so_by_status_and_doctor(
+        t: Tunectl, tmp_path: Path, udevadm: _Udevadm) -> None:
+    # --rules-dir outside udev(7)'s directories: the file is there, but nothing loads it at boot or hot-plug;
+    # status must not call it installed where doctor says not installed (both say where it is and why unread)
+    assert t("apply", "-p", "mydb", "loop0").code == 0
+    rules_dir = tmp_path / "rules"
+    rules_dir.mkdir()
+    assert t("udev", "install", "--rules-dir", str(rules_dir)).code == 0
+    path = str(rules_dir / RULES_FILE)
+    why = f"not read: udev does not read {rules_dir} (only /etc/udev/rules.d, /run/udev/rules.d and"
+    status = t("status")
+    assert f"udev rules: {path} (profile" in status.out and why in status.out, status.out
+    doctor = t("doctor")
+    assert f"tunectl's udev rules: {path}, {why}" in doctor.out, doctor.out
+    assert "not installed" not in doctor.out
 
 
 def test_rules_carry_the_scope_and_journal_first(t: Tunectl, tmp_path: Path, udevadm: _Udevadm) -> None:
