@@ -752,28 +752,26 @@ def _walk_open(path: str, flags: int, links: bool = True) -> int:
 DIR_READ = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC  # a directory to list, never through a link
 
 
-def open_tree(path: str) -> int:
-    """A descriptor to list the directory at `path` (the top of a tree a caller walks by descriptor from here on),
-    walked as `walk` goes: a link on the way or at the end followed only when root or the user owns it, the last
-    component opened as looked at (O_NOFOLLOW, then its device and inode compared with the look).
-    Raises Untrusted (another user's link, a link loop, a change since the look) or OSError (ENOTDIR, ENOENT)."""
-    def opened(dir_fd: int, name: str, st: os.stat_result, shown: str) -> int | None:
-        if stat.S_ISLNK(st.st_mode):
-            return None  # followed by the walk when root or the user owns it
-        fd = open_as_looked(dir_fd, name, st, DIR_READ)
-        if fd is None:
-            raise Untrusted(path, "changed while tunectl looked at it", "run again; if it recurs, find who changes it")
-        return fd
-
+def open_landed(landed: Landed) -> int | None:
+    """The directory `walk` landed on (a path with no link on it, and the walk's look at it: the one judgement of
+    which links root may follow) opened to list (DIR_READ) for a caller that walks the tree by descriptor from
+    here on: by that path, following no link on the way, and compared with the look (`open_as_looked`). None
+    when it changed since (a link swapped in on the way, another directory at the name). Raises OSError (gone,
+    a permission, out of descriptors)."""
+    assert landed.st is not None
+    parent, _, name = landed.path.rpartition("/")
+    if not name:  # "/"
+        return open_as_looked(None, "/", landed.st, DIR_READ)
     try:
-        landed = walk(path, last=opened)
+        dir_fd = _walk_no_link(parent or "/", _PATH_DIR)
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise Untrusted(path, "a symbolic link loop", "name the directory by a path without a link loop") from None
+            return None
         raise
-    if landed.opened is None:  # "/", or a path ending in "..": the directory the walk ended in, through no link
-        return _walk_no_link(landed.path, DIR_READ, DIR_READ)
-    return landed.opened  # type: ignore[return-value]
+    try:
+        return open_as_looked(dir_fd, name, landed.st, DIR_READ)
+    finally:
+        os.close(dir_fd)
 
 
 def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _READ,
