@@ -174,3 +174,37 @@ def test_under_a_low_limit_the_inode_pass_lets_its_directories_go_one_before_its
     cap = limit // 4
     assert cap < replay_module.DIRS_AT_ONCE and {keep for _, keep in held} == {cap}, held[:3]
     assert len(held) > cap and max(n for n, _ in held) == cap - 1, held
+
+
+DEEP = 40  # levels: collect holds a descriptor per level, more than `ulimit -n 32` allows
+
+
+@pytest.mark.parametrize("files", [False, True], ids=["directories", "files"])
+def test_a_collect_out_of_descriptors_stops_and_writes_no_list(tmp_path: Path, files: bool) -> None:
+    """Past ~26 levels under `ulimit -n 32` a subdirectory could not be opened (EMFILE) and was passed over in
+    silence, or a file was called "unreadable: Too many open files", and the list was written as if complete
+    (exit 0). Now collect stops with an error naming the limit and where, exit 3, and writes no list (an older
+    list stays as it was). `files`: a file at every level, whose open is the one that fails."""
+    top = d = tmp_path / "deep"
+    d.mkdir()
+    for i in range(DEEP):
+        if files:
+            (d / "f").write_text(str(i))
+        d = d / f"d{i}"
+        d.mkdir()
+    (d / "last").write_text("bottom")
+    lst = tmp_path / "deep.list"
+    lst.write_text("an older list\n")
+    r = run_process("preload", "collect", str(top), "-o", str(lst), "--json", prefix=["prlimit", "--nofile=32:32"])
+    assert r.code == 3, (r.code, r.err)
+    error = r.doc["error"]
+    assert error["code"] == "out-of-descriptors" and error["exit_code"] == 3
+    where = error["message"].split(": ")[0]
+    assert where.startswith(f"out of file descriptors at {top}/d0/d1/d2/"), error["message"]
+    assert where.endswith("/f") == files, error["message"]
+    assert error["message"].endswith(": this process may have at most 32 files open (ulimit -n); stopped part "
+                                     "way, no list written"), error["message"]
+    assert error["hint"] == "raise the limit (ulimit -n 1024; LimitNOFILE= for a unit) and run it again"
+    assert lst.read_text() == "an older list\n" and "unreadable" not in r.err
+    r = run_process("preload", "collect", str(top), "-o", str(lst), "--json")  # the default limit: all of it
+    assert r.code == 0 and r.doc["files"] == (DEEP + 1 if files else 1), r.err
