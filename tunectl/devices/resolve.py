@@ -327,9 +327,7 @@ class Resolver:
                         and landed.st.st_uid == 0 and not landed.st.st_mode & 0o022:
                     listing = frozenset(os.listdir(path))
             except devnode.Refused as e:
-                missing = re.fullmatch(re.escape(path) + r": no such file or device node(?: \((.+) is missing\))?",
-                                       e.message)
-                listing = (missing.group(1) or path) if e.missing and missing else None
+                listing = e.gone or None  # the path missing (it or one above it); else each name is walked
             except OSError:
                 listing = None
             self._by_dirs[directory] = listing
