@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import REPO
+from tests.harness import REPO, CliResult, run_process
 from tests.preload_helpers import GOOD_HEADER, assert_clean, evict, fincore, make_files, replay_resident, tunectl
 from tunectl.output import Progress
 from tunectl.preload import order
@@ -315,6 +315,30 @@ def test_record_by_residency_diff(tmp_path: Path) -> None:
     assert r.code == 0, r.err
     assert r.doc["method"] == "diff" and any("residency diff" in n for n in r.doc["notes"])
     assert [e.path for e in parse(lst.read_text(), str(lst)).entries] == [str(a)]
+
+
+def test_record_by_residency_diff_reports_the_files_it_could_not_read(tmp_path: Path) -> None:
+    """A file below --scope that record cannot open is said, as collect says it (counted; listed with -v and in
+    --json), and the exit is 3: the list was written without it. Before, the diff passed over it in silence."""
+    a, secret = make_files(tmp_path / "d", {"a.txt": 3 * 4096, "secret": 4096})
+    evict(a, secret)
+    secret.chmod(0)
+    argv = ["preload", "record", "--method", "diff", "--scope", str(tmp_path / "d"), "-o", str(tmp_path / "r.list")]
+
+    def run(*extra: str) -> CliResult:
+        if os.geteuid() != 0:
+            return tunectl(*argv, *extra, "--", "cat", str(a))
+        # root reads any mode: without the capabilities that let it, it meets the mode as a user does
+        return run_process(*argv, *extra, "--", "cat", str(a), env={"PATH": os.environ.get("PATH", "")},
+                           prefix=["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-all",
+                                   "--"])
+
+    r = run("--json")
+    assert r.code == 3, r.out + r.err
+    assert r.doc["skipped"] == [{"path": str(secret), "status": "unreadable", "reason": "Permission denied"}], r.doc
+    assert [e.path for e in parse((tmp_path / "r.list").read_text(), "r.list").entries] == [str(a)]
+    r = run()
+    assert r.code == 3 and str(secret) in r.out and "1 file unreadable, not in the list" in r.out, r.out
 
 
 # ---------------------------------------------------------------- bad input
