@@ -119,9 +119,9 @@ def test_a_replay_that_cannot_open_one_more_directory_stops_and_says_why(
 
     monkeypatch.setattr(trust, "_openat2", openat2)
     r = tunectl("preload", "replay", str(many_dirs), "--json")
-    assert r.code == 3, r.err
+    assert r.code == 4, r.err  # not permitted one more descriptor: no partial result a unit may take for success
     error = r.doc["error"]
-    assert error["code"] == "out-of-descriptors" and error["exit_code"] == 3
+    assert error["code"] == "out-of-descriptors" and error["exit_code"] == 4
     limit = os.sysconf("SC_OPEN_MAX")
     assert f": this process may have at most {limit} files open (ulimit -n); the replay stopped" in error["message"]
     assert error["hint"] == "raise the limit (ulimit -n 1024; LimitNOFILE= for a unit) and replay again"
@@ -179,12 +179,14 @@ def test_under_a_low_limit_the_inode_pass_lets_its_directories_go_one_before_its
 DEEP = 40  # levels: collect holds a descriptor per level, more than `ulimit -n 32` allows
 
 
-@pytest.mark.parametrize("files", [False, True], ids=["directories", "files"])
+@pytest.mark.parametrize("files", [False, True], ids=["listing", "files"])
 def test_a_collect_out_of_descriptors_stops_and_writes_no_list(tmp_path: Path, files: bool) -> None:
-    """Past ~26 levels under `ulimit -n 32` a subdirectory could not be opened (EMFILE) and was passed over in
+    """Past ~26 levels under `ulimit -n 32` a directory could not be listed (EMFILE) and was passed over in
     silence, or a file was called "unreadable: Too many open files", and the list was written as if complete
-    (exit 0). Now collect stops with an error naming the limit and where, exit 3, and writes no list (an older
-    list stays as it was). `files`: a file at every level, whose open is the one that fails."""
+    (exit 0). Now collect stops with an error naming the limit and where, exit 4, and writes no list (an older
+    list stays as it was). Without files the listing of the deepest directory opened is what fails (listing a
+    directory by descriptor takes one more: scandir works on a copy of it); `files`: a file at every level, whose
+    open is the one that fails."""
     top = d = tmp_path / "deep"
     d.mkdir()
     for i in range(DEEP):
@@ -196,9 +198,9 @@ def test_a_collect_out_of_descriptors_stops_and_writes_no_list(tmp_path: Path, f
     lst = tmp_path / "deep.list"
     lst.write_text("an older list\n")
     r = run_process("preload", "collect", str(top), "-o", str(lst), "--json", prefix=["prlimit", "--nofile=32:32"])
-    assert r.code == 3, (r.code, r.err)
+    assert r.code == 4, (r.code, r.err)
     error = r.doc["error"]
-    assert error["code"] == "out-of-descriptors" and error["exit_code"] == 3
+    assert error["code"] == "out-of-descriptors" and error["exit_code"] == 4
     where = error["message"].split(": ")[0]
     assert where.startswith(f"out of file descriptors at {top}/d0/d1/d2/"), error["message"]
     assert where.endswith("/f") == files, error["message"]
@@ -208,3 +210,32 @@ def test_a_collect_out_of_descriptors_stops_and_writes_no_list(tmp_path: Path, f
     assert lst.read_text() == "an older list\n" and "unreadable" not in r.err
     r = run_process("preload", "collect", str(top), "-o", str(lst), "--json")  # the default limit: all of it
     assert r.code == 0 and r.doc["files"] == (DEEP + 1 if files else 1), r.err
+
+
+def test_a_collect_that_cannot_open_a_subdirectory_for_want_of_a_descriptor_stops(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real limit always stops the listing first (it takes one descriptor more than the open of the next
+    subdirectory): here the open of the fourth level's subdirectory itself fails with EMFILE, as it does when
+    another thread of the process took the last descriptor in between. It stops collect, exit 4, no list written;
+    before, that subtree was passed over in silence."""
+    top = d = tmp_path / "deep"
+    for i in range(6):
+        d = d / f"d{i}"
+    d.mkdir(parents=True)
+    (d / "last").write_text("bottom")
+    real, opened = trust.open_as_looked, []
+
+    def open_as_looked(parent: int, name: str, *args: object) -> int | None:
+        if name == "d4":
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE), name)
+        opened.append(name)
+        return real(parent, name, *args)
+
+    monkeypatch.setattr(trust, "open_as_looked", open_as_looked)
+    lst = tmp_path / "deep.list"
+    r = tunectl("preload", "collect", str(top), "-o", str(lst), "--json")
+    assert r.code == 4, (r.code, r.err)
+    error = r.doc["error"]
+    assert error["code"] == "out-of-descriptors" and opened[-4:] == ["d0", "d1", "d2", "d3"], (error, opened)
+    assert error["message"].startswith(f"out of file descriptors at {top}/d0/d1/d2/d3/d4: "), error["message"]
+    assert not lst.exists()
