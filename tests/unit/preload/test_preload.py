@@ -341,6 +341,37 @@ def test_record_by_residency_diff_reports_the_files_it_could_not_read(tmp_path: 
     assert r.code == 3 and str(secret) in r.out and "1 file unreadable, not in the list" in r.out, r.out
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="another user's files and a run as that user are made as root")
+def test_a_users_record_by_residency_diff_leaves_out_what_the_user_may_not_read_with_a_note(tmp_path: Path) -> None:
+    """As a user, a file below the scope they may not read (/etc/shadow in the default scope) is one their command
+    could not have read either: a note counts it, it is not skipped, and the exit is 0. Root's record (or a file
+    the user may read but not open, another user's link) still skips it, exit 3."""
+    nobody = 65534
+    d = tmp_path / "d"
+    a, secret = make_files(d, {"a.txt": 3 * 4096, "secret": 4096})
+    evict(a, secret)
+    secret.chmod(0o600)  # root's
+    out = tmp_path / "out"
+    out.mkdir()
+    for p in (a, out):
+        os.chown(p, nobody, nobody)  # theirs: a user sees the residency of their own files only
+    opened = []
+    try:
+        for p in [tmp_path, *tmp_path.parents][:-1]:  # the way down for the user (the walk opens each one)
+            if os.stat(p).st_mode & 0o005 != 0o005:
+                opened.append((p, os.stat(p).st_mode & 0o7777))
+                p.chmod(os.stat(p).st_mode & 0o7777 | 0o005)
+        r = run_process("preload", "record", "--method", "diff", "--scope", str(d), "-o", str(out / "r.list"),
+                        "--json", "--", "cat", str(a), env={"PATH": os.environ.get("PATH", "")},
+                        prefix=["setpriv", "--reuid", str(nobody), "--regid", str(nobody), "--clear-groups", "--"])
+    finally:
+        for p, mode in opened:
+            p.chmod(mode)
+    assert r.code == 0 and r.doc["skipped"] == [], r.out + r.err
+    assert any(n.startswith("1 file below the scope you may not read left out") for n in r.doc["notes"]), r.doc
+    assert [e.path for e in parse((out / "r.list").read_text(), "r.list").entries] == [str(a)]
+
+
 # ---------------------------------------------------------------- bad input
 
 @pytest.fixture
