@@ -95,7 +95,8 @@ class Found(NamedTuple):
 
 def walk(paths: Iterable[str]) -> Iterator[Found | Skip]:
     """Regular files named, and those below the directories named, in directory order; first a skip for each path
-    named that is not listed (`_judge`).
+    named that is not listed (`_judge`), then in its place a skip for a directory named that is gone or another
+    one (a link, another directory: another user's swap) when the walk opens it.
 
     Each path named is judged once (`trust.walk`: followed only through links root or the user owns). A directory
     is then opened by the path the judgement landed on, following no link and compared with its look
@@ -125,9 +126,13 @@ def walk(paths: Iterable[str]) -> Iterator[Found | Skip]:
             fd = trust.open_landed(landed)
         except OSError as e:
             _stop_if_out_of_descriptors(base, e)
-            continue  # gone since the judgement: nothing listed, as a subdirectory gone
-        if fd is not None:  # None: changed since the judgement (another user's swap): passed over
-            yield from _below(fd, base if base.endswith("/") else base + "/")
+            yield failed(top, e.errno or errno.EIO)  # gone since the judgement, or a permission: said, as for a
+            continue  # path named that is not there
+        if fd is None:  # changed since the judgement (a link or another directory put there): passed over, said
+            yield Skip(top, UNREADABLE, "changed while collect looked at it (a link or another directory put in its "
+                                        "place): not listed")
+            continue
+        yield from _below(fd, base if base.endswith("/") else base + "/")
 
 
 def _judge(path: str) -> trust.Landed | Skip:
@@ -215,12 +220,13 @@ def open_found(found: Found) -> int:
 
 def open_or_skip(found: Found) -> tuple[int, Skip | None]:
     """A descriptor on what the walk found (`open_found`: never through another user's link, never a device), or
-    -1 and why not: a Skip (unreadable, vanished), None for what is not listed (a link, a pipe, a device, or
-    swapped for one since the walk saw a file). Out of descriptors stops the walk (OutOfDescriptors)."""
+    -1 and why not: a Skip (unreadable, vanished), None for what is not listed (in a tree: a link, a pipe, a
+    device, or swapped for one since the walk saw a file; a path named says why, as `_judge` does). Out of
+    descriptors stops the walk (OutOfDescriptors)."""
     try:
         return open_found(found), None
     except Untrusted as e:
-        return -1, None if e.wrong_type else Skip(found.path, UNREADABLE, e.found)
+        return -1, None if e.wrong_type and found.dir_fd >= 0 else Skip(found.path, UNREADABLE, e.found)
     except OSError as e:
         _stop_if_out_of_descriptors(found.path, e)
         if e.errno == errno.ELOOP:
