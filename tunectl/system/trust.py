@@ -690,6 +690,54 @@ def walk(path: str, tree: str | None = None, *, links: bool = True, missing_ok: 
                 os.close(fd)
 
 
+def open_as_looked(dir_fd: int, name: str, st: os.stat_result, flags: int, path: str) -> tuple[int, os.stat_result]:
+    """`name` in the directory open at `dir_fd`, opened with `flags` (the caller's O_NOFOLLOW) after a look `st`
+    at it, and the open file's fstat: what the look judged is what is open, or Untrusted naming `path` (another
+    file came to stand at the name between the two: whoever owns the directory renamed one in)."""
+    fd = os.open(name, flags, dir_fd=dir_fd)
+    now = os.fstat(fd)
+    if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+        os.close(fd)
+        raise Untrusted(path, "changed while tunectl opened it", "run again; if it recurs, find who changes it",
+                        True)
+    return fd, now
+
+
+def open_walked(path: str, kinds: frozenset[int]) -> tuple[int, os.stat_result]:
+    """`path` opened once for reading, as `walk` follows it: a link on the way or at the end only when root or the
+    user owns it, the last component looked at first and opened only when its type is one of `kinds` (stat's
+    S_IFREG, S_IFBLK): a named pipe, a character device (/dev/zero, a watchdog) or a directory put there is
+    refused, never opened. Opened O_NOFOLLOW and O_NONBLOCK (cleared once open: a read of a file or a block device
+    never blocks on it anyway), then compared with the look (`open_as_looked`). The caller reads through the
+    descriptor from here on, never by the name again. Its descriptor and fstat.
+    Raises OthersLink (another user's link, on the way or at the end), Untrusted (a link loop, a type not in
+    `kinds`, a change since the look) or OSError (ENOENT, ENOTDIR, EACCES ...) naming `path`."""
+    import fcntl
+
+    def opened(dir_fd: int, name: str, st: os.stat_result, shown: str) -> tuple[int, os.stat_result] | None:
+        if stat.S_ISLNK(st.st_mode):
+            return None  # followed by the walk when root or the user owns it
+        if stat.S_IFMT(st.st_mode) not in kinds:
+            wanted = " or ".join(_KIND[k] for k in sorted(kinds, key=lambda k: _KIND[k]))
+            raise Untrusted(path, f"{kind(st.st_mode)}, not {wanted}", f"name {wanted}; move {path} aside", True)
+        return open_as_looked(dir_fd, name, st, _READ | os.O_NOCTTY, path)
+
+    try:
+        landed = walk(path, last=opened)
+    except OthersLink as e:
+        raise OthersLink(path, e.found if e.path == path else f"{e.path} on its way: {e.found}", LINK_HINT,
+                         True) from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Untrusted(path, "a symbolic link loop", "name the file itself", True) from None
+        raise OSError(e.errno, e.strerror, path) from None
+    if landed.opened is None:  # "/", or a path ending in "..": a directory
+        raise Untrusted(path, "a directory, not a regular file", f"name a file; {path} is a directory", True)
+    fd, st = landed.opened  # type: ignore[misc]
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    return fd, st
+
+
 def _walk_open(path: str, flags: int, links: bool = True) -> int:
     def opened(dir_fd: int, name: str, st: os.stat_result, shown: str) -> int:
         if stat.S_ISLNK(st.st_mode) and links:
@@ -698,13 +746,7 @@ def _walk_open(path: str, flags: int, links: bool = True) -> int:
             raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
         if not stat.S_ISREG(st.st_mode):
             raise not_regular(path, st.st_mode)
-        fd = os.open(name, flags, dir_fd=dir_fd)
-        now = os.fstat(fd)
-        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-            os.close(fd)
-            raise Untrusted(path, "changed while tunectl opened it", "run again; if it recurs, find who changes it",
-                            True)
-        return fd
+        return open_as_looked(dir_fd, name, st, flags, path)[0]
 
     try:
         fd = walk(path, links=links, last=opened).opened
