@@ -835,9 +835,15 @@ def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _R
 def read_regular(path: str | os.PathLike, limit: int, trusted: bool = False, resolved: bool = False,
                  decides: bool = False) -> bytes:
     """At most `limit` + 1 bytes of the regular file at `path` (see `open_regular`)."""
-    fd, _ = open_regular(path, trusted, resolved=resolved, decides=decides)
+    return read_regular_stat(path, limit, trusted, resolved, decides)[0]
+
+
+def read_regular_stat(path: str | os.PathLike, limit: int, trusted: bool = False, resolved: bool = False,
+                      decides: bool = False) -> tuple[bytes, os.stat_result]:
+    """`read_regular`, and the fstat of the very file read (its owner and mode, for a copy to take: `like`)."""
+    fd, st = open_regular(path, trusted, resolved=resolved, decides=decides)
     try:
-        return _read_up_to(fd, limit)
+        return _read_up_to(fd, limit), st
     finally:
         os.close(fd)
 
@@ -862,7 +868,7 @@ def _replace_hint(path: Path, mode: int) -> str:
             "regular file")
 
 
-def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None = None,
+def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | os.stat_result | None = None,
                  verify: Callable[[Path], None] | None = None, shared_dir: bool = False,
                  tmp_prefix: str | None = None) -> None:
     """Replace `path` with `data` so readers see the old or the new file, never half of one.
@@ -875,7 +881,7 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None =
     refused. A link at an output's path that root or the user owns (/dev/stdout, a
     "latest" link) is followed; its target passes the same checks, so a
     terminal or pipe there is refused, never replaced. `like`: the temp file takes
-    that file's owner and mode. `verify(tmp)`
+    that file's owner and mode (a stat: of a file the caller already has open, so nothing is opened again). `verify(tmp)`
     runs on the synced temp file before the rename; if it raises, `path` is untouched.
     `tmp_prefix`: the temp file's name before its random part (default ``.NAME.``), so a
     sweep after a killed writer can tell its own files.
@@ -957,13 +963,13 @@ class PendingWrite:
     one (an error, Ctrl-C) removes the temp file. A writer SIGKILLed meanwhile leaves it: `sweep` removes such
     leftovers beside `path` first (`sweep_temps`; `swept` names them)."""
 
-    def __init__(self, path: Path, mode: int = 0o644, like: Path | None = None, shared_dir: bool = False,
+    def __init__(self, path: Path, mode: int = 0o644, like: Path | os.stat_result | None = None, shared_dir: bool = False,
                  tmp_prefix: str | None = None, sweep: bool = False) -> None:
         from pathlib import Path  # here: a replay at boot does not import pathlib
 
         path = _output_target(Path(path)) if shared_dir else Path(path)
-        st = None
-        if like is not None:
+        st = like if isinstance(like, os.stat_result) else None
+        if like is not None and st is None:
             fd, st = open_regular(like)
             os.close(fd)
         self.path = path
