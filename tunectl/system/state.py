@@ -375,11 +375,16 @@ class StateStore:
         os.replace(tmp, paths[1])
 
     def _sweep(self, name: str) -> None:
-        """Temp files of writers killed mid-save (only while we hold the lock: no writer is running)."""
-        for entry in os.listdir(self.dir):
-            if entry.startswith(f".{name}."):
-                with contextlib.suppress(OSError):
-                    os.unlink(self.dir / entry)
+        """Temp files of writers killed mid-save (only while we hold the lock: no writer is running). The one sweep
+        of tunectl's temp files (`trust.sweep_temps`): only `atomic_write`'s own names, regular files this user
+        owns, looked at before any open; a link, a directory or another user's file with a like name stays.
+        (`_rotate`'s ``.NAME.1.link`` is its own to replace.)"""
+        with contextlib.suppress(OSError):
+            fd = os.open(self.dir, trust.DIR_READ)
+            try:
+                trust.sweep_temps(fd, f".{name}.")
+            finally:
+                os.close(fd)
 
     # --- the journal and the record of intent (their types: tunectl.tuning.journal, tunectl.tuning.intent) ---
 

@@ -72,12 +72,22 @@ def _put_back(top: Path, files: dict[Path, bytes]) -> None:
 def test_temp_files_of_a_killed_writer_go_at_the_next_lock_even_without_a_save(pair: Pair) -> None:
     assert pair.run("apply", "-p", "p1").code == 0
     assert pair.fresh()("rollback").code == 0
-    leftovers = [".journal.json.1.link", ".journal.json.x1y2z3", ".active.json.abc"]
+    leftovers = [".journal.json.0123456789ab", ".active.json.00ff00ff00ff"]  # atomic_write's temp names
     for name in leftovers:
         (pair.state / name).write_text("torn")
+    # The one sweep of temp files (trust.sweep_temps): only those names, regular files of this user, no link.
+    kept = [".journal.json.notes", ".journal.json.abcdefabcdef", ".active.json.123456123456"]
+    (pair.state / kept[0]).write_text("mine")
+    (pair.state / kept[1]).symlink_to(pair.state / "journal.json")
+    (pair.state / kept[2]).mkdir()
+    if os.geteuid() == 0:  # another user's file of a like name (as root only: chown)
+        kept.append(".active.json.fedcbafedcba")
+        (pair.state / kept[-1]).write_text("theirs")
+        os.chown(pair.state / kept[-1], 65534, 65534)
     r = pair.fresh()("rollback", "--json")  # nothing left to restore: no save happens
     assert r.code == 0 and r.doc["changed"] is False
     assert not [f for f in os.listdir(pair.state) if f in leftovers]
+    assert all(os.path.lexists(pair.state / name) for name in kept)
 
 
 @pytest.mark.slow
