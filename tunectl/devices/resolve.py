@@ -354,7 +354,7 @@ class Resolver:
                                  hint="this needs a disk-backed filesystem (not tmpfs, overlay, nfs or btrfs's "
                                       "anonymous devices); name the block device instead")
             if info.kind == "file":
-                file = FileLayer(target, info.size)
+                file = FileLayer(target, info.size, found.walked.path if found.walked is not None else "")
         if name is None:
             name = self.whole_devices([target])[0]
         stack = self.stack_of(name)

@@ -90,6 +90,9 @@ class FileLayer(Layer):
     kind = "file"
     path: str
     size: int  # bytes
+    # where the resolver's walk of `path` led (its links followed, from descriptors): "" when not walked (a fake
+    # tree). A later look by name may find another path (whoever owns a directory on the way can swap in a link).
+    reached: str = ""
 
     @property
     def label(self) -> str:

@@ -172,7 +172,15 @@ def source_image(facts: StackFacts) -> tuple[str, str]:
                          hint="--try rebuilds squashfs images; name a file inside a mounted squashfs")
     loop = data_loop(facts)
     image = loop.facts.loop.backing_file if loop and loop.facts.loop and loop.facts.loop.backing_file else fs.source
-    inside = os.path.relpath(os.path.realpath(file.path), os.path.realpath(fs.target))
+    # The path the resolver's walk reached (the one its mount was found from), never the name resolved again: a
+    # swap in between (a link put on the way by whoever owns a directory on it) made `inside` climb out of the
+    # image (../../x), and the cold read then opened that by name from the scratch mount.
+    reached = file.reached or os.path.realpath(file.path)  # "": a fake tree's file, not walked
+    inside = os.path.relpath(reached, fs.target)
+    if inside == os.curdir or inside == os.pardir or inside.startswith(os.pardir + os.sep):
+        raise UsageError(f"--try: {file.path} ({reached}) is not inside the squashfs mounted at {fs.target}",
+                         hint="name the file by a path no other user can change; run again if it was moved meanwhile",
+                         where=file.path)
     return image, inside
 
 

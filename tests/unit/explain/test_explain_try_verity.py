@@ -318,3 +318,25 @@ def test_scratch_goes_beside_the_image_only_when_no_other_user_can_rename_it_awa
     parent, note = experiment.scratch_parent(str(shared / "img.sqfs"))
     assert parent == str(tmp) and "not beside the image" in note and "writable by others" in note
     assert experiment.scratch_parent("/dev/loop7") == (str(tmp), None)  # a device: no file to sit beside
+
+
+def test_the_path_inside_the_image_is_where_the_resolvers_walk_led_never_the_name_again(tmp_path):
+    """--try extracts and reads the file at its path inside the image: from the walk the mount was found from
+    (`FileLayer.reached`). Resolved again by name, a link put on the way since made it climb out (../../x) and
+    the cold read opened that by name; a reached path outside the mount is refused, not read."""
+    import dataclasses
+
+    from tunectl.errors import UsageError
+    from tunectl.explain.experiment import source_image
+
+    case = stacks.browser()
+    layers = list(case.stack.layers)
+    # the name now leads elsewhere (a link in a directory of its path): only the walk's answer counts
+    (tmp_path / "chrome").symlink_to("/etc/hostname")
+    walked = dataclasses.replace(layers[0], path=str(tmp_path / "chrome"), reached="/opt/browser/bin/chrome")
+    facts = dataclasses.replace(case.stack, layers=(walked.with_facts(layers[0].facts), *layers[1:]))
+    assert source_image(facts) == ("/srv/browser.img", "bin/chrome")
+    for outside in ("/etc/hostname", "/opt/browser", "/opt/browser2/x"):
+        away = dataclasses.replace(layers[0], reached=outside).with_facts(layers[0].facts)
+        with pytest.raises(UsageError, match="is not inside the squashfs mounted at /opt/browser"):
+            source_image(dataclasses.replace(case.stack, layers=(away, *layers[1:])))
