@@ -43,6 +43,9 @@ class Profile:
     warnings: list[Diagnostic] = field(default_factory=list)
     positions: dict[PathT, tuple[int, int]] = field(default_factory=dict)  # path -> line, col in that file
     sha256: str | None = None  # of the first file's text, as read for this profile (what the record of intent keeps)
+    # where each of `files` was read (the walk of its read: root's or the user's links followed), in order: what
+    # the record of intent names, never the names resolved again later (a link put on the way meanwhile)
+    read_from: list[str] = field(default_factory=list)
 
     @property
     def classes(self) -> dict:
@@ -168,7 +171,7 @@ def resolve_profile(ref: ProfileRef | None, search_path: list[Path],
             profile = Profile(name, data.get("description", ""), [d.file for d in chain], normalised,
                               {p: d.file for p, d in owners.items()},
                               [w for d in reversed(chain) for w in d.warnings],
-                              {p: d.where(p, key=True) for p, d in owners.items()}, chain[0].sha256)
+                              {p: d.where(p, key=True) for p, d in owners.items()}, chain[0].sha256, list(seen))
             return profile, _limit_mixed(diags)
     return None, _limit_mixed(diags)
 

@@ -221,8 +221,12 @@ def absolute_ref(ref: str) -> str:
 def of(profile: Profile, ref: str) -> Intent:
     """The record of intent for `profile` applied by the name or path `ref` (no scope, no rules yet), with the hash
     of its first file's text as it was read for `profile` (else as it reads now, when it can be read)."""
-    files = tuple(os.path.realpath(f) for f in profile.files)
-    intent = Intent(absolute_ref(ref), profile.name, files)
+    # One walk, one answer: the paths the files were read at (the loader's walk). The reference of a profile named
+    # by path is its first file as read: taken again by name (a second walk, a realpath), a link put on the way in
+    # between made the record name a file other than the one hashed, which a later command without -p then loads.
+    files = tuple(profile.read_from) if len(profile.read_from) == len(profile.files) else \
+        tuple(os.path.realpath(f) for f in profile.files)
+    intent = Intent(files[0] if files and looks_like_path(ref) else absolute_ref(ref), profile.name, files)
     if not profile.files:
         return intent
     if profile.sha256 is not None:  # the text the settings came from: one read again now may have been edited since

@@ -668,3 +668,22 @@ def test_the_record_hashes_the_text_that_was_applied_not_one_read_later(t: Tunec
     assert t.tree.sysfs.read("block/loop0/queue/read_ahead_kb") == "1024"  # the text read at the start
     r = t("verify")
     assert r.code == 2 and "changed since it was applied" in r.err
+
+
+def test_the_record_names_the_file_read_not_the_name_resolved_again(tmp_path: Path) -> None:
+    """intent.of: the reference and the path of a profile named by path are one answer, the walk its read took.
+    Taken again by name after the read (another walk, a realpath), a link put at the name in between made the
+    record name another file than the one hashed, and a later command without -p loaded that one."""
+    from tunectl.profile.resolve import load_profile
+    from tunectl.tuning import intent
+
+    read, other = tmp_path / "read.yaml", tmp_path / "other.yaml"
+    read.write_text("name: read\nclasses:\n  ssd: {read_ahead_kb: 256}\n")
+    other.write_text("name: other\nclasses:\n  ssd: {read_ahead_kb: 4096}\n")
+    profile = load_profile(str(read), [])
+    aside = tmp_path / "read.yaml.aside"
+    read.rename(aside)
+    read.symlink_to(other)  # the name leads elsewhere since the read
+    record = intent.of(profile, str(read))
+    assert (record.ref, record.path, record.files) == (str(read), str(read), (str(read),))
+    assert record.profile_sha256 == profile.sha256
