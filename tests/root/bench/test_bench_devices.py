@@ -215,6 +215,21 @@ class Hung(BaseException):
     """The alarm of a run that blocked: the test fails instead of waiting for ever."""
 
 
+@contextlib.contextmanager
+def unblocked(seconds: int, what: str):
+    """A run in this process that blocks longer than `seconds` fails the test (Hung, `what`)."""
+    def hung(*_):
+        raise Hung(what)
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
 @pytest.fixture
 def nobodys_file(env):
     """FILE in a directory nobody owns, on an ext4 on a loop device of this test, every directory above root's."""
@@ -267,17 +282,9 @@ def test_a_file_swapped_after_its_look_is_never_opened(nobodys_file, env, monkey
     monkeypatch.setattr(stacking, "check_nodes", then_swap)
     before = snapshot(loop)
 
-    def hung(*_):
-        raise Hung(f"bench blocked on the {into} put at {target}")
-
-    old = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(60)
-    try:
+    with unblocked(60, f"bench blocked on the {into} put at {target}"):
         code, _, err = bench(str(target), "--read-ahead", "16,128", "--runs", "1", "--schedulers", "mq-deadline",
                              env=env)
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
     found = {"fifo": "a named pipe, not a regular file", "zero": "a symbolic link owned by nobody",
              "node": "a symbolic link owned by nobody", "dir": "a directory, not a regular file"}[into]
     assert code == 2 and f"{target}: {found}" in err, err
@@ -301,17 +308,9 @@ def test_a_file_swapped_after_its_open_is_read_through_the_open_one(nobodys_file
 
     monkeypatch.setattr(Sweep, "run", swapped)
 
-    def hung(*_):
-        raise Hung(f"bench blocked on the named pipe put at {target}")
-
-    old = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(120)
-    try:
+    with unblocked(120, f"bench blocked on the named pipe put at {target}"):
         code, out, err = bench(str(target), "--read-ahead", "16,128", "--runs", "1", "--schedulers", "mq-deadline",
                                "--random", "--json", env=env)
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
     assert code == 0, err
     doc = json.loads(out)
     assert doc["read_path"] == str(target)
