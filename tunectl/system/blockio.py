@@ -58,17 +58,27 @@ def node_devnum(path: str) -> str | None:
     return f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}" if stat.S_ISBLK(st.st_mode) else None
 
 
-def check_readable(path: str) -> None:
+def open_read(path: str, block_device: bool) -> tuple[int, os.stat_result]:
+    """`path` opened once for reading (`trust.open_walked`: links root or the user owns, the last component looked
+    at before the open): a block device node (`block_device`) or a regular file, nothing else. A named pipe, a
+    character device or a directory put at the name is refused, never opened (an open of a pipe would block
+    forever; of a device node, act on it). Its descriptor (the caller's to close) and fstat; one byte is read
+    through it, so a file root may not read fails here, before any setting is changed."""
+    from tunectl.system import trust
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd, st = trust.open_walked(path, frozenset({stat.S_IFBLK if block_device else stat.S_IFREG}))
+    except trust.Untrusted as e:
+        raise UsageError(e.message, hint=e.hint, code="untrusted-link" if isinstance(e, trust.OthersLink) else None,
+                         where=path) from None
     except OSError as e:
         raise _os_error(e, path, "open") from None
     try:
-        os.read(fd, 1)
+        os.pread(fd, 1, 0)
     except OSError as e:
-        raise _os_error(e, path, "read") from None
-    finally:
         os.close(fd)
+        raise _os_error(e, path, "read") from None
+    return fd, st
 
 
 def read_sequential(path: str, limit: int, block: int, fd: int | None = None) -> tuple[int, float]:
