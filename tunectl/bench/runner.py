@@ -66,7 +66,17 @@ class Io:
         from tunectl.system import blockio
 
         def read(path: str, limit: int, block: int) -> tuple[int, float]:
-            return blockio.read_sequential(path, limit, block, opened.fd)
+            # Kernel quirk: an open file's read-ahead window (file->f_ra.ra_pages) is copied from the queue's
+            # read_ahead_kb when the file is opened (file_ra_state_init), not looked up at each read; a later
+            # write of read_ahead_kb reaches only files opened after it. Read through the descriptor held since
+            # the start, every point would read with the read-ahead of that open. So each read is a new open of
+            # the same file, taken after this point's read_ahead_kb is set: through /proc/self/fd (the held
+            # descriptor's file, no name looked up again), as fio's opens are.
+            fd = blockio.reopen(opened.fd, path)
+            try:
+                return blockio.read_sequential(path, limit, block, fd)
+            finally:
+                os.close(fd)
 
         def drop(files: list[str], block_devices: list[str]) -> None:
             for path in files:  # the target file: the sweep drops no other
