@@ -32,6 +32,9 @@ def _os_error(e: OSError, path: str, doing: str) -> TunectlError:
     if e.errno in (errno.EACCES, errno.EPERM):
         return NotPermitted(f"cannot {doing} {path}: {e.strerror}",
                             hint="reading it needs read access to the target and its block devices: run as root")
+    if e.errno in (errno.ENOENT, errno.ENOTDIR):  # a typo, or a device not plugged in: say what it takes
+        return UsageError(f"cannot {doing} {path}: {e.strerror}", where=path,
+                          hint="name a block device (sda, /dev/sda: `lsblk` lists them) or an existing file on one")
     return UsageError(f"cannot {doing} {path}: {e.strerror}")
 
 
