@@ -7,20 +7,32 @@ superblock and does not wait for them.
 
 from __future__ import annotations
 
-import os
+import re
 from collections.abc import Callable
 
 from tunectl.system import runner
 
+# `blkid -o export` writes a value's shell-special characters behind a backslash (util-linux, safe_print)
+_ESCAPED = re.compile(r"\\(.)", re.S)
+_TAGS = ("UUID", "LABEL", "PARTUUID", "PARTLABEL")
 
-def device_with(run: Callable[..., runner.Completed], tag: str, value: str) -> str | None:
-    """The kernel name of the one device whose `tag` (UUID, LABEL, PARTUUID, PARTLABEL) is `value`, or None
-    (none, several, or no blkid)."""
+
+def all_tags(run: Callable[..., runner.Completed]) -> dict[tuple[str, str], list[str]]:
+    """Every (tag, value) blkid finds on this machine -> the device paths that carry it, from one blkid run (a
+    20,000-line fstab ran one blkid a tag). Empty when blkid is missing or fails (no answer)."""
     try:
-        done = run(["blkid", "-t", f"{tag}={value}", "-o", "device"], timeout=30, check=False)
+        done = run(["blkid", "-o", "export"], timeout=60, check=False)
     except runner.CommandError:
-        return None
-    paths = [line.strip() for line in done.stdout.splitlines() if line.strip()]
-    if done.returncode != 0 or len(paths) != 1 or not paths[0].startswith("/dev/"):
-        return None
-    return os.path.basename(os.path.realpath(paths[0]))
+        return {}
+    found: dict[tuple[str, str], list[str]] = {}
+    if done.returncode not in (0, 2):  # 2: no device has any tag
+        return found
+    for block in done.stdout.split("\n\n"):
+        fields = dict(line.partition("=")[::2] for line in block.splitlines() if "=" in line)
+        dev = _ESCAPED.sub(r"\1", fields.get("DEVNAME", ""))
+        if not dev.startswith("/dev/"):
+            continue
+        for tag in _TAGS:
+            if tag in fields:
+                found.setdefault((tag, _ESCAPED.sub(r"\1", fields[tag])), []).append(dev)
+    return found

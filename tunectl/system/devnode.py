@@ -34,6 +34,7 @@ class Refused(Exception):
         self.message, self.hint, self.code, self.missing = message, hint, code, missing
 
 
+MISSING_HINT = "check the name: `lsblk` lists the block devices, `ls -l /dev/disk/by-id` their links"
 Landed = trust.Landed  # where a name led: `path`, `st` (the look at it, not followed), `untrusted`
 
 
@@ -63,8 +64,7 @@ def follow(name: str, dev_root: str) -> Landed:
         shown = e.filename
         if e.errno == errno.ENOENT:
             raise Refused(f"{name}: no such file or device node" + (f" ({shown} is missing)" if shown != name else ""),
-                          "check the name: `lsblk` lists the block devices, `ls -l /dev/disk/by-id` their links",
-                          missing=True) from None
+                          MISSING_HINT, missing=True) from None
         if e.errno == errno.ELOOP:
             raise Refused(f"{name}: a symbolic link loop (at {shown})", "name the device itself (/dev/...)") from None
         if e.errno == errno.ENOTDIR:

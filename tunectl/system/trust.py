@@ -393,17 +393,17 @@ def _looked_at_open(path: str, flags: int) -> int:
     without following any link on the way (openat2 RESOLVE_NO_SYMLINKS, or the walk where openat2 is missing),
     then the name is looked at and opened relative to it. A look by the whole path would resolve the directories
     on the way, following another user's link (into an automount point: a mount triggered as root) before the
-    open refused it. ELOOP when a link is on the way or is the name; a name not a regular file is refused."""
+    open refused it. ELOOP when a link is on the way or is the name; a name not a regular file is refused, and so
+    is one another thing stands at by the open (`open_as_looked`: device, inode and type compared with the look):
+    a named pipe swapped in between is opened without blocking and would read as an empty file."""
     directory, _, name = path.rpartition("/")
     try:
         dir_fd = _openat2(_AT_FDCWD, directory or "/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC,
                           _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS) if not _openat2_missing \
             else _walk_no_link(directory or "/", _PATH_DIR)
         try:
-            mode = os.lstat(name, dir_fd=dir_fd).st_mode
-            if not stat.S_ISREG(mode) and not stat.S_ISLNK(mode):  # a link: ELOOP below, as the open says it
-                raise not_regular(path, mode)
-            return os.open(name, flags, dir_fd=dir_fd)
+            # a link: ELOOP, as the open says it, and open_listed walks on through root's own links
+            return _regular_as_looked(path, dir_fd, name, os.lstat(name, dir_fd=dir_fd), flags, False)
         finally:
             os.close(dir_fd)
     except OSError as e:
@@ -724,16 +724,14 @@ def open_walked(path: str, kinds: frozenset[int]) -> tuple[int, os.stat_result]:
     `kinds`, a change since the look) or OSError (ENOENT, ENOTDIR, EACCES ...) naming `path`."""
     import fcntl
 
+    wanted = " or ".join(_KIND[k] for k in sorted(kinds, key=lambda k: _KIND[k]))
+
     def opened(dir_fd: int, name: str, st: os.stat_result, shown: str) -> tuple[int, os.stat_result] | None:
         if stat.S_ISLNK(st.st_mode):
             return None  # followed by the walk when root or the user owns it
         if stat.S_IFMT(st.st_mode) not in kinds:
-            wanted = " or ".join(_KIND[k] for k in sorted(kinds, key=lambda k: _KIND[k]))
             raise Untrusted(path, f"{kind(st.st_mode)}, not {wanted}", f"name {wanted}; move {path} aside", True)
-        fd = open_as_looked(dir_fd, name, st, _READ | os.O_NOCTTY)
-        if fd is None:
-            raise Untrusted(path, "changed while tunectl opened it", "run again; if it recurs, find who changes it",
-                            True)
+        fd = _opened_as_looked(path, dir_fd, name, st, _READ | os.O_NOCTTY)
         return fd, os.fstat(fd)
 
     try:
@@ -746,28 +744,37 @@ def open_walked(path: str, kinds: frozenset[int]) -> tuple[int, os.stat_result]:
             raise Untrusted(path, "a symbolic link loop", "name the file itself", True) from None
         raise OSError(e.errno, e.strerror, path) from None
     if landed.opened is None:  # "/", or a path ending in "..": a directory
-        raise Untrusted(path, "a directory, not a regular file", f"name a file; {path} is a directory", True)
+        raise Untrusted(path, f"a directory, not {wanted}", f"name {wanted}; {path} is a directory", True)
     fd, st = landed.opened  # type: ignore[misc]
     fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
     return fd, st
 
 
-def _walk_open(path: str, flags: int, links: bool = True) -> int:
-    def opened(dir_fd: int, name: str, st: os.stat_result, shown: str) -> int:
-        if stat.S_ISLNK(st.st_mode) and links:
-            raise Untrusted(path, "a symbolic link", "list the file itself, not a link to it", True)
-        if stat.S_ISLNK(st.st_mode):
-            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
-        if not stat.S_ISREG(st.st_mode):
-            raise not_regular(path, st.st_mode)
-        fd = open_as_looked(dir_fd, name, st, flags)
-        if fd is None:
-            raise Untrusted(path, "changed while tunectl opened it", "run again; if it recurs, find who changes it",
-                            True)
-        return fd
+def _regular_as_looked(path: str, dir_fd: int, name: str, st: os.stat_result, flags: int, links: bool) -> int:
+    """The regular file `name` in `dir_fd` (`path`) opened only if it is still what `st` (an lstat) saw: anything
+    else refused, a link as `links` says (Untrusted, or ELOOP for the caller to walk on or refuse)."""
+    if stat.S_ISLNK(st.st_mode) and links:
+        raise Untrusted(path, "a symbolic link", "list the file itself, not a link to it", True)
+    if stat.S_ISLNK(st.st_mode):
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+    if not stat.S_ISREG(st.st_mode):
+        raise not_regular(path, st.st_mode)
+    return _opened_as_looked(path, dir_fd, name, st, flags)
 
+
+def _opened_as_looked(path: str, dir_fd: int, name: str, st: os.stat_result, flags: int) -> int:
+    """`open_as_looked`, with another thing at the name since the look refused as a change (Untrusted naming
+    `path`): the one open after the look of `open_walked` and `_walk_open`."""
+    fd = open_as_looked(dir_fd, name, st, flags)
+    if fd is None:
+        raise Untrusted(path, "changed while tunectl opened it", "run again; if it recurs, find who changes it", True)
+    return fd
+
+
+def _walk_open(path: str, flags: int, links: bool = True) -> int:
     try:
-        fd = walk(path, links=links, last=opened).opened
+        fd = walk(path, links=links,
+                  last=lambda dir_fd, name, st, _shown: _regular_as_looked(path, dir_fd, name, st, flags, links)).opened
     except OthersLink as e:
         raise Untrusted(path, f"{e.path} on its way: {e.found}", LINK_HINT, True) from None
     except OSError as e:

@@ -27,9 +27,9 @@ def t(empty_fake_tree: FakeTree, tmp_path) -> Tunectl:
 
 def test_a_tag_udev_does_not_know_yet_is_found_by_blkid_on_the_real_machine(t: Tunectl) -> None:
     t.ctx.roots = t.ctx.roots._replace(real=True)
-    t.ctx.run = blkid = Blkid("/dev/loop3\n")
+    t.ctx.run = blkid = Blkid("DEVNAME=/dev/loop3\nUUID=0b1c-77aa\nLABEL=fresh\nTYPE=ext4\n")
     assert Resolver(t.ctx).source("UUID=0b1c-77aa").name == "loop3"
-    assert blkid.calls == [("blkid", "-t", "UUID=0b1c-77aa", "-o", "device")]
+    assert blkid.calls == [("blkid", "-o", "export")]
     assert Resolver(t.ctx).whole_devices(["LABEL=fresh"]) == ["loop3"]
     # blkid knows none (exit 2): the error names every place looked in
     t.ctx.run = Blkid("", code=2)
@@ -41,3 +41,51 @@ def test_an_unknown_tag_as_dev_says_which_tag_was_not_found(t: Tunectl) -> None:
     r = t("plan", "-p", "default", "UUID=0b1c-77aa")
     assert r.code == 2 and "no device with UUID '0b1c-77aa'" in r.err and "no block device under" not in r.err, r.err
     assert "blkid" in r.err
+
+
+def test_one_blkid_run_answers_every_tag_of_a_run(t: Tunectl) -> None:
+    """200 labels udev does not know cost one blkid, not 200; a tag on two devices, or on none, is no answer."""
+    t.ctx.roots = t.ctx.roots._replace(real=True)
+    t.ctx.run = blkid = Blkid("DEVNAME=/dev/loop3\nUUID=0b1c-77aa\nLABEL=my\\ disk\\$1\nTYPE=ext4\n\n"
+                              "DEVNAME=/dev/loop4\nUUID=twin\nTYPE=ext4\n\nDEVNAME=/dev/loop5\nUUID=twin\n")
+    r = Resolver(t.ctx)
+    assert [r.source(f"LABEL=l{i}").name for i in range(200)] == [None] * 200
+    assert r.source("LABEL=my disk$1").name == "loop3"  # blkid -o export escapes shell characters
+    assert r.source('UUID="0b1c-77aa"').name == "loop3"
+    assert r.source("UUID=twin").name is None
+    assert blkid.calls == [("blkid", "-o", "export")]
+
+
+def test_blkid_missing_or_failing_is_no_answer(t: Tunectl) -> None:
+    t.ctx.roots = t.ctx.roots._replace(real=True)
+    t.ctx.run = blkid = Blkid("garbage", code=4)
+    r = Resolver(t.ctx)
+    assert r.source("UUID=0b1c-77aa").name is None and r.source("LABEL=x").name is None
+    assert len(blkid.calls) == 1
+
+
+def test_a_by_link_directory_is_read_once_a_run(t: Tunectl, monkeypatch) -> None:
+    """Links under one /dev/disk/by-* directory: the directory is walked once, a name not in it is missing
+    without a walk of its own, and each name is judged once however often it is asked for."""
+    from tunectl.system import devnode, roots
+
+    walked: list[str] = []
+    real_follow = devnode.follow
+
+    def follow(name: str, dev_root: str):
+        walked.append(name)
+        return real_follow(name, dev_root)
+
+    monkeypatch.setattr(devnode, "follow", follow)
+    t.ctx.roots = t.ctx.roots._replace(real=True, dev=roots.DEV)
+    r = Resolver(t.ctx)
+    names = [f"/dev/disk/by-uuid/tunectl-test-none-{i}" for i in range(50)] * 2
+    before = {n: None for n in names}
+    monkeypatch.setattr(devnode, "follow", real_follow)
+    for n in before:  # the answers of one walk a name, as before
+        before[n] = Resolver(t.ctx).lookup(n)
+    monkeypatch.setattr(devnode, "follow", follow)
+    after = {n: r.lookup(n) for n in names}
+    assert after == before
+    assert all(f.name is None and f.missing for f in after.values())
+    assert walked == ["/dev/disk/by-uuid"], walked
