@@ -78,9 +78,21 @@ class Io:
             finally:
                 os.close(fd)
 
+        import stat
+
+        device = stat.S_ISBLK(os.fstat(opened.fd).st_mode)
+
         def drop(files: list[str], block_devices: list[str]) -> None:
             for path in files:  # the target file: the sweep drops no other
                 blockio.drop_cached_of(opened.fd, path)
+            if device:
+                # Kernel quirk: the last close of a block device empties its page cache (blkdev_put ->
+                # blkdev_flush_mapping -> kill_bdev), and a partition's cache is its own, not its disk's. Opened
+                # by name for each read, the target was closed after each and so read cold; held open for the
+                # sweep, a partition's cache survives the drops of its disk's node (`block_devices`): every
+                # point after the first would read it from memory. So the target is dropped through its own
+                # descriptor too.
+                blockio.drop_cached_of(opened.fd, opened.path, block_device=True)
             blockio.drop_cached([], block_devices)
 
         def fio(path: str, size: int) -> RandomRead:

@@ -316,3 +316,31 @@ def test_a_file_swapped_after_its_open_is_read_through_the_open_one(nobodys_file
     assert doc["read_path"] == str(target)
     assert [r["bytes"] for r in doc["runs"]] == [size, size]  # the size at the open, not the grown file's
     assert all(r["random"] and r["random"]["iops"] > 0 for r in doc["runs"]), doc["runs"]
+
+
+@pytest.fixture
+def partition(loop):
+    """The loop device's one partition (sectors 2048 to the end), registered with partx; removed again after."""
+    dev = f"/dev/{loop}"
+    subprocess.run(["parted", "-s", dev, "mklabel", "gpt", "mkpart", "p1", "2048s", "100%"], check=True,
+                   capture_output=True)
+    subprocess.run(["partx", "-a", dev], capture_output=True)  # parted may have registered it itself
+    try:
+        assert os.path.exists(f"{dev}p1"), os.listdir("/dev")
+        yield loop, f"{dev}p1"
+    finally:
+        subprocess.run(["partx", "-d", dev], capture_output=True)
+
+
+def test_every_point_on_a_partition_reads_it_from_the_disk(partition, env):
+    """The sweep holds its target open, and a partition's page cache is its own (the disk's drop does not reach
+    it) and is emptied by the kernel only on its last close: bench drops it through the open target. Without
+    that, every point after the first read the partition from memory: no requests, a rate of RAM."""
+    loop, part = partition
+    code, out, err = bench(part, "--read-ahead", "128", "--schedulers", "none", "--runs", "3", "--size", "4M",
+                           "--json", env=env)
+    assert code == 0, err
+    doc = json.loads(out)
+    stats = [r["devices"][0] for r in doc["runs"]]
+    assert len(stats) == 3 and all(s["device"] == loop for s in stats), stats
+    assert all(s["sectors_read"] >= 4 * 2048 for s in stats), stats  # 4 MiB read from the disk at each point
