@@ -231,8 +231,9 @@ def _parser_class() -> type:
             """An option's value that is empty or blank (`--scope ''`, `--state-dir ''`: an unset variable in a
             script) is a usage error, never taken as "not given": `--state-dir ''` fell back to the real state
             directory, `-p ''` to the default profile. Positional arguments are left as they are (a command's own
-            arguments after `--` may be empty)."""
-            if action.option_strings:
+            arguments after `--` may be empty), and so is an option whose help documents '' as a value
+            (`empty_is_a_value` set on its action: `explain --try-compressors ''`, no compressor but the image's)."""
+            if action.option_strings and not getattr(action, "empty_is_a_value", False):
                 for value in arg_strings:
                     if isinstance(value, str) and not value.strip():
                         option = next((o for o in action.option_strings if o.startswith("--")), action.option_strings[0])

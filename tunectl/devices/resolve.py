@@ -282,12 +282,16 @@ class Resolver:
                                                       "`lsblk` lists the block devices", path=self.dev is None)
 
     def _blkid_device(self, tag: str, value: str) -> str | None:
-        """The kernel name of the one device blkid says has `tag` `value`; blkid runs once a run, for every tag."""
-        if self._blkid is None:
-            from tunectl.system.blkid import all_tags  # loaded here: only a tag udev does not know runs blkid
+        """The kernel name of the one device blkid says has `tag` `value`; blkid runs once a run, for every tag it
+        prints as itself (`blkid.one_print`), and once more for each other value (UTF-8, a control character)."""
+        from tunectl.system import blkid  # loaded here: only a tag udev does not know runs blkid
 
-            self._blkid = all_tags(self.ctx.run)
-        paths = self._blkid.get((tag, value), [])
+        if not blkid.one_print(value):
+            paths = blkid.devices_with(self.ctx.run, tag, value)
+        else:
+            if self._blkid is None:
+                self._blkid = blkid.all_tags(self.ctx.run)
+            paths = self._blkid.get((tag, value), [])
         return os.path.basename(os.path.realpath(paths[0])) if len(paths) == 1 else None
 
     def _node(self, ref: str, name: str) -> Resolved:
@@ -323,9 +327,7 @@ class Resolver:
                         and landed.st.st_uid == 0 and not landed.st.st_mode & 0o022:
                     listing = frozenset(os.listdir(path))
             except devnode.Refused as e:
-                missing = re.fullmatch(re.escape(path) + r": no such file or device node(?: \((.+) is missing\))?",
-                                       e.message)
-                listing = (missing.group(1) or path) if e.missing and missing else None
+                listing = e.gone or None  # the path missing (it or one above it); else each name is walked
             except OSError:
                 listing = None
             self._by_dirs[directory] = listing

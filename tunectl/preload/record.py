@@ -45,8 +45,7 @@ class RecordReport(CollectReport):
     def exit_code(self) -> ExitCode:
         """Collect's (3 when a file could not be read). The command's own status is reported, not passed on: the
         list was still written."""
-        return CollectReport.exit_code.fget(self)
-
+        return super().exit_code
 
 
 def _start(command: Sequence[str], stdout_to_stderr: bool):
