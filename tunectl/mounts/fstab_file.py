@@ -27,6 +27,7 @@ from pathlib import Path
 
 from tunectl.errors import ExitCode, NotPermitted, TunectlError, UsageError
 from tunectl.system.trust import (
+    TooLarge,
     Untrusted,
     atomic_write,
     open_dir,
@@ -40,6 +41,11 @@ ORIG_SUFFIX = ".tunectl.orig"
 BACKUP_SUFFIX = ".tunectl.bak."
 TMP_TAG = ".tunectl-tmp."
 MAX_FSTAB_BYTES = 64 << 20
+TYPE_CHECKING = False  # typing costs start-up every command pays; the name is for checkers only
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    Read = TypeVar("Read")  # what _whole's `read` returns: the bytes, or the bytes and their fstat
 
 
 class NotReplaced(TunectlError):
@@ -67,22 +73,23 @@ def read_current(real: Path) -> bytes | None:
 def _read_current(real: Path) -> tuple[bytes | None, os.stat_result | None]:
     """`read_current`, and the fstat of the file read (None when absent)."""
     try:
-        data, st = read_regular_stat(real, MAX_FSTAB_BYTES, resolved=True)  # `real` came from resolve(): through no link now
+        # `real` came from resolve(): through no link now
+        return _whole(real, lambda: read_regular_stat(real, MAX_FSTAB_BYTES, resolved=True, whole=True))
     except FileNotFoundError:
         return None, None
     except Untrusted as e:
         raise NotReplaced(f"{real} is {e.found}; nothing was replaced", hint=f"{e.hint}; name a regular fstab file") \
             from None
-    return _whole(real, data), st
 
 
-def _whole(path: Path, data: bytes) -> bytes:
-    """`data` read up to a byte past MAX_FSTAB_BYTES, refused when longer: its first bytes alone, taken as the
-    whole, were kept as the backup of a file they are not, or restored as the original."""
-    if len(data) > MAX_FSTAB_BYTES:
+def _whole(path: Path, read: Callable[[], Read]) -> Read:
+    """What `read` read whole (`read_whole`), refused when longer than MAX_FSTAB_BYTES: its first bytes alone,
+    taken as the whole, were kept as the backup of a file they are not, or restored as the original."""
+    try:
+        return read()
+    except TooLarge:
         raise NotReplaced(f"{path} is larger than {MAX_FSTAB_BYTES} bytes, not an fstab file; nothing was replaced",
-                          hint=f"look at what grew {path}; tunectl copies, compares and restores an fstab whole only")
-    return data
+                          hint=f"look at what grew {path}; tunectl copies, compares and restores an fstab whole only") from None
 
 
 def original_of(real: Path) -> Path:
@@ -139,7 +146,7 @@ def _read_own(path: Path) -> bytes:
     on the way since, is refused (FileNotFoundError when absent)."""
     _refuse_unless_own(path)
     try:
-        return _whole(path, read_regular(path, MAX_FSTAB_BYTES, resolved=True))
+        return _whole(path, lambda: read_regular(path, MAX_FSTAB_BYTES, resolved=True, whole=True))
     except Untrusted as e:
         raise NotReplaced(f"{path} is {e.found}; nothing was replaced",
                           hint=f"move {path} away if it is not tunectl's, then run the same command again") from None
