@@ -39,6 +39,11 @@ class Untrusted(Exception):
         self.path, self.found, self.hint, self.wrong_type = str(path), found, hint, wrong_type
         self.message = f"{path}: {found}"
 
+    def about(self, target: str | os.PathLike) -> str:
+        """What was found, said after `target`'s own name: `found` alone when it is `target` itself, else `message`
+        (a directory on its way): "cannot write X: a named pipe", never "X: X: a named pipe"."""
+        return self.found if self.path == str(target) else self.message
+
 
 class TooLarge(Exception):
     """A file longer than its reader's cap (`read_whole`): its first `cap` bytes alone, taken as the whole, would
