@@ -26,7 +26,9 @@ def test_an_fstab_swapped_for_a_named_pipe_before_the_write_is_named_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fstab = tmp_path / "fstab"
     os.mkfifo(fstab)
-    monkeypatch.setattr(fstab_file, "read_current", lambda real: b"x\n")  # the swap came after the last compare
+    (tmp_path / "was").write_text("x\n")
+    seen = os.stat(tmp_path / "was")  # the swap came after the last compare
+    monkeypatch.setattr(fstab_file, "_read_current", lambda real: (b"x\n", seen))
     with pytest.raises(Exception) as e:
         fstab_file.replace(fstab, b"x\n", b"y\n")
     assert str(e.value).splitlines()[0] == f"cannot write {fstab}: a named pipe, not a regular file"
