@@ -228,25 +228,51 @@ def write_columns(path: str, entries: Sequence[Entry]) -> bool:
     device, inode, size and mtime; False when it was not written (a list of more than KEEP entries, which a
     replay streams in bounded memory, or of fewer than COLUMNS_FROM, whose JSON decodes in less time than
     loading the columns' modules takes; a list path that is not a regular file; a write that failed). A list
-    without one (or with a stale one) replays as it always did, decoded from its JSON."""
+    without one replays as it always did, decoded from its JSON. When none is written, the one an earlier
+    list left there (stale now: declined on read, but litter) is removed (`remove_columns`)."""
     from pathlib import Path
 
     from tunectl.preload import columns
 
     if not COLUMNS_FROM <= len(entries) <= KEEP:
+        remove_columns(path)
         return False
     try:
         st = os.lstat(path)
         if not stat.S_ISREG(st.st_mode):
+            remove_columns(path)
             return False
         data = columns.encode(entries, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
         if data is None:
+            remove_columns(path)
             return False
         trust.atomic_write(Path(path + columns.SUFFIX), data, mode=stat.S_IMODE(st.st_mode) & 0o644,
                            shared_dir=True)
     except (trust.Untrusted, OSError):
+        remove_columns(path)
         return False  # the list itself is written and whole; only its replays' decoding is slower
     return True
+
+
+def remove_columns(path: str) -> bool:
+    """Remove the columns file beside the list at `path` (LIST.cols, the name the list was written under) when it is
+    surely this user's and tunectl's: through a descriptor of the directory, walked as the list's own write walks
+    it (`trust.atomic_write(shared_dir=True)`: no link another user owns on the way), a regular file (never a
+    link, nor through one) owned by this user (`trust.remove_own`) that begins as a columns file does. Another
+    user's, or anything else at that name, stays (a read declines it). Whether one was removed."""
+    from pathlib import Path
+
+    from tunectl.preload import columns
+
+    name = os.path.basename(path) + columns.SUFFIX
+    try:
+        _, dir_fd = trust.open_dir(Path(path).parent, shared=True)
+    except (trust.Untrusted, OSError):
+        return False
+    try:
+        return trust.remove_own(dir_fd, name, columns.is_columns)
+    finally:
+        os.close(dir_fd)
 
 
 def _before(lines: list[str], numbers: list[int], path: str, error: ListError) -> tuple[list[Entry], ListError]:

@@ -894,7 +894,6 @@ def sweep_temps(dir_fd: int, prefix: str) -> list[str]:
     device or pipe: looked at before any open, so none is opened), owned by this user. A file a live writer still
     holds (its flock, taken as it is created) is left; a writer whose new file is swept before it takes the lock
     sees it unlinked and makes another (`PendingWrite`). A directory that cannot be listed sweeps nothing."""
-    import contextlib
     import fcntl
     import re
 
@@ -904,23 +903,46 @@ def sweep_temps(dir_fd: int, prefix: str) -> list[str]:
     except OSError:
         return gone
     tail = re.compile(f"[0-9a-f]{{{TMP_DIGITS}}}")
+
+    def not_held(fd: int) -> bool:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a running writer's: BlockingIOError, it stays
+        return True
+
     for name in names:
-        if not (name.startswith(prefix) and tail.fullmatch(name, len(prefix))):
-            continue
-        with contextlib.suppress(OSError):
-            looked = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            if not stat.S_ISREG(looked.st_mode) or looked.st_uid != os.geteuid():
-                continue
-            fd = open_as_looked(dir_fd, name, looked, _READ | os.O_NOCTTY)
-            if fd is None:
-                continue  # another file (or a link) came to stand at the name since the look
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a running writer's: BlockingIOError, it stays
-                os.unlink(name, dir_fd=dir_fd)
-                gone.append(name)
-            finally:
-                os.close(fd)
+        if name.startswith(prefix) and tail.fullmatch(name, len(prefix)) and remove_own(dir_fd, name, not_held):
+            gone.append(name)
     return gone
+
+
+def remove_own(dir_fd: int, name: str, mine: Callable[[int], bool]) -> bool:
+    """Unlink `name` in the directory open at `dir_fd` (opened through no link another user owns: `open_dir`) only
+    when it is surely this process's own file: a regular file (no link, device or pipe: looked at before any open,
+    so none is opened), owned by this user, still the file looked at when opened, and `mine(fd)` says so of its
+    content (an OSError it raises: no). Whether it was removed; an OSError anywhere leaves the name. The one rule
+    for a file tunectl removes beside one it writes (`sweep_temps`; a stale `preload.columns` file).
+
+    The name may be swapped between the last look and the unlink only by someone who may write the directory,
+    who could as well remove that name: an unlink reaches no file elsewhere (it never follows a link)."""
+    import contextlib
+
+    with contextlib.suppress(OSError):
+        looked = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if not stat.S_ISREG(looked.st_mode) or looked.st_uid != os.geteuid():
+            return False
+        fd = open_as_looked(dir_fd, name, looked, _READ | os.O_NOCTTY)
+        if fd is None:
+            return False  # another file (or a link) came to stand at the name since the look
+        try:
+            if not mine(fd):
+                return False
+            now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if (now.st_dev, now.st_ino) != (looked.st_dev, looked.st_ino):
+                return False
+            os.unlink(name, dir_fd=dir_fd)
+            return True
+        finally:
+            os.close(fd)
+    return False
 
 
 class PendingWrite:
