@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tunectl.errors import ExitCode, NotPermitted, TunectlError, UsageError
-from tunectl.system.trust import Untrusted, atomic_write, open_dir, read_regular, resolve_own_links, sweep_temps
+from tunectl.system.trust import TooLarge, Untrusted, atomic_write, open_dir, read_regular, resolve_own_links, sweep_temps
 
 ORIG_SUFFIX = ".tunectl.orig"
 BACKUP_SUFFIX = ".tunectl.bak."
@@ -54,22 +54,23 @@ def resolve(path: str | os.PathLike) -> Path:
 def read_current(real: Path) -> bytes | None:
     """The fstab's bytes now (None when absent), read without blocking: a named pipe there is refused."""
     try:
-        data = read_regular(real, MAX_FSTAB_BYTES, resolved=True)  # `real` came from resolve(): through no link now
+        # `real` came from resolve(): through no link now
+        return _whole(real, lambda: read_regular(real, MAX_FSTAB_BYTES, resolved=True, whole=True))
     except FileNotFoundError:
         return None
     except Untrusted as e:
         raise NotReplaced(f"{real} is {e.found}; nothing was replaced", hint=f"{e.hint}; name a regular fstab file") \
             from None
-    return _whole(real, data)
 
 
-def _whole(path: Path, data: bytes) -> bytes:
-    """`data` read up to a byte past MAX_FSTAB_BYTES, refused when longer: its first bytes alone, taken as the
-    whole, were kept as the backup of a file they are not, or restored as the original."""
-    if len(data) > MAX_FSTAB_BYTES:
+def _whole(path: Path, read: Callable[[], bytes]) -> bytes:
+    """What `read` read whole (`read_whole`), refused when longer than MAX_FSTAB_BYTES: its first bytes alone,
+    taken as the whole, were kept as the backup of a file they are not, or restored as the original."""
+    try:
+        return read()
+    except TooLarge:
         raise NotReplaced(f"{path} is larger than {MAX_FSTAB_BYTES} bytes, not an fstab file; nothing was replaced",
-                          hint=f"look at what grew {path}; tunectl copies, compares and restores an fstab whole only")
-    return data
+                          hint=f"look at what grew {path}; tunectl copies, compares and restores an fstab whole only") from None
 
 
 def original_of(real: Path) -> Path:
@@ -126,7 +127,7 @@ def _read_own(path: Path) -> bytes:
     on the way since, is refused (FileNotFoundError when absent)."""
     _refuse_unless_own(path)
     try:
-        return _whole(path, read_regular(path, MAX_FSTAB_BYTES, resolved=True))
+        return _whole(path, lambda: read_regular(path, MAX_FSTAB_BYTES, resolved=True, whole=True))
     except Untrusted as e:
         raise NotReplaced(f"{path} is {e.found}; nothing was replaced",
                           hint=f"move {path} away if it is not tunectl's, then run the same command again") from None

@@ -181,7 +181,7 @@ def _read_fstab(path: Path) -> tuple[bytes, list[str]]:
 
     try:
         # opened through no link: a directory on the way swapped for another user's link since resolve() is refused
-        data = trust.read_regular(resolve(path), MAX_FSTAB_BYTES, resolved=True)
+        data = trust.read_regular(resolve(path), MAX_FSTAB_BYTES, resolved=True, whole=True)
     except FileNotFoundError:
         return b"", [f"{path} does not exist; only live mounts are checked"]
     except trust.Untrusted as e:
@@ -193,8 +193,9 @@ def _read_fstab(path: Path) -> tuple[bytes, list[str]]:
         if e.errno in (errno.EACCES, errno.EPERM):
             raise NotPermitted(f"cannot read {path}: {e.strerror}", hint="run as root") from None
         raise TunectlError(f"cannot read {path}: {e.strerror}") from None
-    if len(data) > MAX_FSTAB_BYTES:
-        raise UsageError(f"{path} is larger than {MAX_FSTAB_BYTES} bytes, not an fstab file", hint="give --fstab FILE")
+    except trust.TooLarge:
+        raise UsageError(f"{path} is larger than {MAX_FSTAB_BYTES} bytes, not an fstab file",
+                         hint="give --fstab FILE") from None
     return data, []
 
 

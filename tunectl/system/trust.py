@@ -40,6 +40,15 @@ class Untrusted(Exception):
         self.message = f"{path}: {found}"
 
 
+class TooLarge(Exception):
+    """A file longer than its reader's cap (`read_whole`): its first `cap` bytes alone, taken as the whole, would
+    lose every line after them and cut one mid-value. `size`: at least cap + 1 (the file's size when known)."""
+
+    def __init__(self, path: str | os.PathLike, cap: int, size: int) -> None:
+        super().__init__(f"{path}: larger than {cap} bytes")
+        self.path, self.cap, self.size = str(path), cap, size
+
+
 def kind(mode: int) -> str:
     return _KIND.get(stat.S_IFMT(mode), "not a regular file")
 
@@ -338,15 +347,16 @@ def _in_root_by_hand(root: str | os.PathLike, rel: str, flags: int) -> int:
     return os.open(os.path.join(root, *stack), flags | os.O_NOFOLLOW)
 
 
-def read_in_root(root: str | os.PathLike, rel: str, limit: int) -> bytes:
+def read_in_root(root: str | os.PathLike, rel: str, limit: int, whole: bool = False) -> bytes:
     """At most `limit` + 1 bytes of the regular file `rel` of the tree `root`, opened by `open_in_root` without
-    blocking: anything else (a named pipe, a directory) is refused (Untrusted naming `rel`), never waited on."""
+    blocking: anything else (a named pipe, a directory) is refused (Untrusted naming `rel`), never waited on.
+    `whole`: all of it or TooLarge (`read_whole`)."""
     fd = open_in_root(root, rel, os.O_RDONLY | os.O_NONBLOCK)
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise Untrusted(rel, f"{kind(mode)}, not a regular file", f"name a regular file; move {rel} aside", True)
-        return _read_up_to(fd, limit)
+        return read_whole(fd, rel, limit) if whole else _read_up_to(fd, limit)
     finally:
         os.close(fd)
 
@@ -811,13 +821,24 @@ def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _R
 
 
 def read_regular(path: str | os.PathLike, limit: int, trusted: bool = False, resolved: bool = False,
-                 decides: bool = False) -> bytes:
-    """At most `limit` + 1 bytes of the regular file at `path` (see `open_regular`)."""
+                 decides: bool = False, whole: bool = False) -> bytes:
+    """At most `limit` + 1 bytes of the regular file at `path` (see `open_regular`); `whole`: all of it or TooLarge
+    (`read_whole`)."""
     fd, _ = open_regular(path, trusted, resolved=resolved, decides=decides)
     try:
-        return _read_up_to(fd, limit)
+        return read_whole(fd, path, limit) if whole else _read_up_to(fd, limit)
     finally:
         os.close(fd)
+
+
+def read_whole(fd: int, path: str | os.PathLike, cap: int) -> bytes:
+    """All of the file open as `fd` (`path`, to name it), or TooLarge when it holds more than `cap` bytes: read up
+    to one byte past the cap, so a file that grows while it is read is refused, never taken in part. The reader
+    of every file that must be whole (a rules file, an fstab, a tuned profile's file); each says TooLarge its way."""
+    data = _read_up_to(fd, cap)
+    if len(data) > cap:
+        raise TooLarge(path, cap, max(len(data), os.fstat(fd).st_size))
+    return data
 
 
 def _read_up_to(fd: int, limit: int) -> bytes:
