@@ -257,10 +257,9 @@ def _columns_distrusted(cst: os.stat_result, st: os.stat_result) -> str:
     written it, larger than any list's columns; "" when none of these."""
     if cst.st_uid != st.st_uid:
         return f"owned by {trust.owner(cst.st_uid)}, not by the list's owner, {trust.owner(st.st_uid)}"
-    if cst.st_uid not in (0, os.geteuid()):
-        return f"owned by {trust.owner(cst.st_uid)}, neither root nor you: its entries would choose what you read"
-    if cst.st_mode & 0o022:
-        return f"mode {stat.S_IMODE(cst.st_mode):04o}: another user may write it"
+    why = trust.why_chosen_by_other(cst)  # its entries would choose what this process reads
+    if why:
+        return why
     if cst.st_size > MAX_COLUMNS:
         return f"larger than {MAX_COLUMNS >> 20} MiB, more than any list's columns"
     return ""

@@ -463,18 +463,26 @@ def chosen_by_no_other(st: os.stat_result) -> bool:
     return st.st_uid in (0, os.geteuid()) and not st.st_mode & 0o022
 
 
+def why_chosen_by_other(st: os.stat_result) -> str:
+    """Why `chosen_by_no_other` says no, in words: the owner ("not root" as root, "neither root nor you"
+    otherwise) or the mode; "" when it says yes."""
+    if chosen_by_no_other(st):
+        return ""
+    if st.st_uid not in (0, os.geteuid()):
+        return f"owned by {owner(st.st_uid)}, " + ("not root" if os.geteuid() == 0 else "neither root nor you")
+    mode = stat.S_IMODE(st.st_mode)
+    return f"mode {mode:04o}: writable by {'others' if mode & stat.S_IWOTH else 'its group'}"
+
+
 def chosen_by_other(st: os.stat_result) -> str | None:
     """As root, why a file whose text decides what root does (a profile: what it writes to sysfs; a preload list:
     what it reads; a tuned profile it turns into one) cannot be used: another user owns it or may write it, so the
     choice would be theirs (SPEC 4a). None when it is root's alone, and always None when not run as root: a user's
     own run acts with that user's rights only. The one rule for every such input (`open_regular(decides=True)`,
     `preload.listfile`)."""
-    if os.geteuid() != 0 or chosen_by_no_other(st):
+    if os.geteuid() != 0:
         return None
-    if st.st_uid != 0:
-        return f"owned by {owner(st.st_uid)}, not root"
-    mode = stat.S_IMODE(st.st_mode)
-    return f"mode {mode:04o}: writable by {'others' if mode & stat.S_IWOTH else 'its group'}"
+    return why_chosen_by_other(st) or None
 
 
 def decides_hint(path: str | os.PathLike) -> str:

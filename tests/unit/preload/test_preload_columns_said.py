@@ -77,7 +77,7 @@ def test_columns_of_another_list_or_of_this_one_before_it_changed_are_said_decli
 
 
 @pytest.mark.parametrize("how, reason", [
-    ("group-writable", "mode 0664: another user may write it"),
+    ("group-writable", "mode 0664: writable by its group"),
     ("a link", "a symbolic link"),
     ("another user's", f"owned by nobody (uid {NOBODY}), not by the list's owner, root (uid 0)"),
 ])
@@ -120,3 +120,20 @@ def test_a_list_without_columns_says_why(tmp_path: Path) -> None:
     lst = collected(tmp_path)
     cols_of(lst).unlink()
     assert said("replay", lst)[0] == {"status": "absent", "reason": "none beside the list"}
+
+
+def test_the_reason_words_the_one_trust_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tunectl.system import trust
+
+    def looked(uid: int, mode: int) -> os.stat_result:
+        return os.stat_result((0o100000 | mode, 1, 1, 1, uid, uid, 10, 0, 0, 0))
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    theirs = f"owned by {trust.owner(NOBODY)}, neither root nor you"
+    assert [trust.why_chosen_by_other(looked(uid, mode)) for uid, mode in
+            [(1000, 0o644), (0, 0o644), (NOBODY, 0o644), (1000, 0o664), (0, 0o646)]] == \
+        ["", "", theirs, "mode 0664: writable by its group", "mode 0646: writable by others"]
+    assert [trust.chosen_by_no_other(looked(uid, 0o644)) for uid in (1000, 0, NOBODY)] == [True, True, False]
+    assert trust.chosen_by_other(looked(NOBODY, 0o644)) is None  # not root: a user's run acts with its own rights
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert trust.chosen_by_other(looked(NOBODY, 0o644)) == f"owned by {trust.owner(NOBODY)}, not root"
