@@ -95,7 +95,8 @@ class Found(NamedTuple):
 
 def walk(paths: Iterable[str]) -> Iterator[Found | Skip]:
     """Regular files named, and those below the directories named, in directory order; first a skip for each path
-    named that is not listed (`_judge`).
+    named that is not listed (`_judge`), then in its place a skip for a directory named that is gone or another
+    one (a link, another directory: another user's swap) when the walk opens it.
 
     Each path named is judged once (`trust.walk`: followed only through links root or the user owns). A directory
     is then opened by the path the judgement landed on, following no link and compared with its look
@@ -125,9 +126,13 @@ def walk(paths: Iterable[str]) -> Iterator[Found | Skip]:
             fd = trust.open_landed(landed)
         except OSError as e:
             _stop_if_out_of_descriptors(base, e)
-            continue  # gone since the judgement: nothing listed, as a subdirectory gone
-        if fd is not None:  # None: changed since the judgement (another user's swap): passed over
-            yield from _below(fd, base if base.endswith("/") else base + "/")
+            yield failed(top, e.errno or errno.EIO)  # gone since the judgement, or a permission: said, as for a
+            continue  # path named that is not there
+        if fd is None:  # changed since the judgement (a link or another directory put there): passed over, said
+            yield Skip(top, UNREADABLE, "changed while collect looked at it (a link or another directory put in its "
+                                        "place): not listed")
+            continue
+        yield from _below(fd, base if base.endswith("/") else base + "/")
 
 
 def _judge(path: str) -> trust.Landed | Skip:
@@ -227,8 +232,8 @@ def describe_file(path: str | Found, resident: bool = False) -> tuple[Entry | No
     try:
         fd = open_found(found)  # never through another user's link, never a device
     except Untrusted as e:
-        if e.wrong_type:  # a link, a pipe or a device (or swapped for one since the walk saw a file): not listed
-            return None, None
+        if e.wrong_type and found.dir_fd >= 0:  # in a tree: a link, a pipe or a device (or swapped for one since the
+            return None, None  # walk saw a file) is not listed; a path named says why, as `_judge` does
         return None, Skip(found.path, UNREADABLE, e.found)
     except OSError as e:
         _stop_if_out_of_descriptors(found.path, e)

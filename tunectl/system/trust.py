@@ -731,6 +731,43 @@ def open_as_looked(dir_fd: int | None, name: str, look: os.stat_result, flags: i
     return fd
 
 
+def open_walked(path: str, kinds: frozenset[int]) -> tuple[int, os.stat_result]:
+    """`path` opened once for reading, as `walk` follows it: a link on the way or at the end only when root or the
+    user owns it, the last component looked at first and opened only when its type is one of `kinds` (stat's
+    S_IFREG, S_IFBLK): a named pipe, a character device (/dev/zero, a watchdog) or a directory put there is
+    refused, never opened. Opened O_NOFOLLOW and O_NONBLOCK (cleared once open: a read of a file or a block device
+    never blocks on it anyway), then compared with the look (`open_as_looked`). The caller reads through the
+    descriptor from here on, never by the name again. Its descriptor and fstat.
+    Raises OthersLink (another user's link, on the way or at the end), Untrusted (a link loop, a type not in
+    `kinds`, a change since the look) or OSError (ENOENT, ENOTDIR, EACCES ...) naming `path`."""
+    import fcntl
+
+    wanted = " or ".join(_KIND[k] for k in sorted(kinds, key=lambda k: _KIND[k]))
+
+    def opened(dir_fd: int, name: str, st: os.stat_result, shown: str) -> tuple[int, os.stat_result] | None:
+        if stat.S_ISLNK(st.st_mode):
+            return None  # followed by the walk when root or the user owns it
+        if stat.S_IFMT(st.st_mode) not in kinds:
+            raise Untrusted(path, f"{kind(st.st_mode)}, not {wanted}", f"name {wanted}; move {path} aside", True)
+        fd = _opened_as_looked(path, dir_fd, name, st, _READ | os.O_NOCTTY)
+        return fd, os.fstat(fd)
+
+    try:
+        landed = walk(path, last=opened)
+    except OthersLink as e:
+        raise OthersLink(path, e.found if e.path == path else f"{e.path} on its way: {e.found}", LINK_HINT,
+                         True) from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Untrusted(path, "a symbolic link loop", "name the file itself", True) from None
+        raise OSError(e.errno, e.strerror, path) from None
+    if landed.opened is None:  # "/", or a path ending in "..": a directory
+        raise Untrusted(path, f"a directory, not {wanted}", f"name {wanted}; {path} is a directory", True)
+    fd, st = landed.opened  # type: ignore[misc]
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    return fd, st
+
+
 def _regular_as_looked(path: str, dir_fd: int, name: str, st: os.stat_result, flags: int, links: bool) -> int:
     """The regular file `name` in `dir_fd` (`path`) opened only if it is still what `st` (an lstat) saw: anything
     else refused, a link as `links` says (Untrusted, or ELOOP for the caller to walk on or refuse)."""
@@ -740,6 +777,12 @@ def _regular_as_looked(path: str, dir_fd: int, name: str, st: os.stat_result, fl
         raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
     if not stat.S_ISREG(st.st_mode):
         raise not_regular(path, st.st_mode)
+    return _opened_as_looked(path, dir_fd, name, st, flags)
+
+
+def _opened_as_looked(path: str, dir_fd: int, name: str, st: os.stat_result, flags: int) -> int:
+    """`open_as_looked`, with another thing at the name since the look refused as a change (Untrusted naming
+    `path`): the one open after the look of `open_walked` and `_walk_open`."""
     fd = open_as_looked(dir_fd, name, st, flags)
     if fd is None:
         raise Untrusted(path, "changed while tunectl opened it", "run again; if it recurs, find who changes it", True)
@@ -832,9 +875,15 @@ def read_regular(path: str | os.PathLike, limit: int, trusted: bool = False, res
                  decides: bool = False, whole: bool = False) -> bytes:
     """At most `limit` + 1 bytes of the regular file at `path` (see `open_regular`); `whole`: all of it or TooLarge
     (`read_whole`)."""
-    fd, _ = open_regular(path, trusted, resolved=resolved, decides=decides)
+    return read_regular_stat(path, limit, trusted, resolved, decides, whole)[0]
+
+
+def read_regular_stat(path: str | os.PathLike, limit: int, trusted: bool = False, resolved: bool = False,
+                      decides: bool = False, whole: bool = False) -> tuple[bytes, os.stat_result]:
+    """`read_regular`, and the fstat of the very file read (its owner and mode, for a copy to take: `like`)."""
+    fd, st = open_regular(path, trusted, resolved=resolved, decides=decides)
     try:
-        return read_whole(fd, path, limit) if whole else _read_up_to(fd, limit)
+        return read_whole(fd, path, limit) if whole else _read_up_to(fd, limit), st
     finally:
         os.close(fd)
 
@@ -869,7 +918,7 @@ def _replace_hint(path: Path, mode: int) -> str:
             "regular file")
 
 
-def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None = None,
+def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | os.stat_result | None = None,
                  verify: Callable[[Path], None] | None = None, shared_dir: bool = False,
                  tmp_prefix: str | None = None) -> None:
     """Replace `path` with `data` so readers see the old or the new file, never half of one.
@@ -882,7 +931,7 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None =
     refused. A link at an output's path that root or the user owns (/dev/stdout, a
     "latest" link) is followed; its target passes the same checks, so a
     terminal or pipe there is refused, never replaced. `like`: the temp file takes
-    that file's owner and mode. `verify(tmp)`
+    that file's owner and mode (a stat: of a file the caller already has open, so nothing is opened again). `verify(tmp)`
     runs on the synced temp file before the rename; if it raises, `path` is untouched.
     `tmp_prefix`: the temp file's name before its random part (default ``.NAME.``), so a
     sweep after a killed writer can tell its own files.
@@ -982,13 +1031,13 @@ class PendingWrite:
     one (an error, Ctrl-C) removes the temp file. A writer SIGKILLed meanwhile leaves it: `sweep` removes such
     leftovers beside `path` first (`sweep_temps`; `swept` names them)."""
 
-    def __init__(self, path: Path, mode: int = 0o644, like: Path | None = None, shared_dir: bool = False,
+    def __init__(self, path: Path, mode: int = 0o644, like: Path | os.stat_result | None = None, shared_dir: bool = False,
                  tmp_prefix: str | None = None, sweep: bool = False) -> None:
         from pathlib import Path  # here: a replay at boot does not import pathlib
 
         path = _output_target(Path(path)) if shared_dir else Path(path)
-        st = None
-        if like is not None:
+        st = like if isinstance(like, os.stat_result) else None
+        if like is not None and st is None:
             fd, st = open_regular(like)
             os.close(fd)
         self.path = path
