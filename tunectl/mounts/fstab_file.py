@@ -79,7 +79,7 @@ def _read_current(real: Path) -> tuple[bytes | None, os.stat_result | None]:
     except FileNotFoundError:
         return None, None
     except Untrusted as e:
-        raise NotReplaced(f"{real} is {e.found}; nothing was replaced", hint=f"{e.hint}; name a regular fstab file") \
+        raise NotReplaced(f"{real}: {e.about(real)}; nothing was replaced", hint=f"{e.hint}; name a regular fstab file") \
             from None
 
 
@@ -164,7 +164,7 @@ def _read_own(path: Path) -> bytes:
     try:
         return _whole(path, lambda: read_regular(path, MAX_FSTAB_BYTES, resolved=True, whole=True))
     except Untrusted as e:
-        raise NotReplaced(f"{path} is {e.found}; nothing was replaced",
+        raise NotReplaced(f"{path}: {e.about(path)}; nothing was replaced",
                           hint=f"move {path} away if it is not tunectl's, then run the same command again") from None
 
 
@@ -214,7 +214,7 @@ def replace(real: Path, read: bytes, new: bytes, verify: Callable[[Path], None] 
         # Any directory an fstab was named in: the files are created beside it, never through a link.
         atomic_write(real, new, like=like, verify=check, tmp_prefix=tmp_prefix(real), shared_dir=True)
     except Untrusted as e:
-        raise TunectlError(f"cannot write {real}: {e.message}", hint=e.hint) from None
+        raise TunectlError(f"cannot write {real}: {e.about(real)}", hint=e.hint) from None
     except OSError as e:
         if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise NotPermitted(f"cannot write {real}: {e.strerror}", hint="run as root") from None

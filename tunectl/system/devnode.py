@@ -57,7 +57,7 @@ def follow(name: str, dev_root: str) -> Landed:
     try:
         return trust.walk(name, None if tree == DEV else tree)
     except trust.OthersLink as e:
-        raise Refused(e.message if e.path == name else f"{name}: {e.message}", "root follows only links that root "
+        raise Refused(f"{name}: {e.about(name)}", "root follows only links that root "
                       "owns (a user must not decide what root reads or writes); name the device or file itself "
                       "(/dev/..., or a link udev made under /dev/disk)", "untrusted-link") from None
     except trust.Untrusted as e:  # a directory swapped between two steps

@@ -102,7 +102,7 @@ def write(target: Path, data: bytes) -> bool:
         if changed:
             trust.atomic_write(target, data, 0o644)
     except trust.Untrusted as e:
-        raise RulesError(f"cannot write {target}: {e.message}", hint=e.hint) from None
+        raise RulesError(f"cannot write {target}: {e.about(target)}", hint=e.hint) from None
     except OSError as e:
         raise denied(e, f"write {target}") from None
     return changed
@@ -118,7 +118,7 @@ def remove(path: str | Path, run: Callable[..., runner.Completed]) -> list[str]:
     except FileNotFoundError:
         return []
     except trust.Untrusted as e:
-        raise RulesError(f"cannot remove {target}: {e.message}", hint=e.hint) from None
+        raise RulesError(f"cannot remove {target}: {e.about(target)}", hint=e.hint) from None
     except OSError as e:
         raise denied(e, f"remove {target}") from None
     udevadm = Udevadm(run)

@@ -39,6 +39,11 @@ class Untrusted(Exception):
         self.path, self.found, self.hint, self.wrong_type = str(path), found, hint, wrong_type
         self.message = f"{path}: {found}"
 
+    def about(self, target: str | os.PathLike) -> str:
+        """What was found, said after `target`'s own name: `found` alone when it is `target` itself, else `message`
+        (a directory on its way): "cannot write X: a named pipe", never "X: X: a named pipe"."""
+        return self.found if self.path == str(target) else self.message
+
 
 class TooLarge(Exception):
     """A file longer than its reader's cap (`read_whole`): its first `cap` bytes alone, taken as the whole, would
@@ -463,18 +468,26 @@ def chosen_by_no_other(st: os.stat_result) -> bool:
     return st.st_uid in (0, os.geteuid()) and not st.st_mode & 0o022
 
 
+def why_chosen_by_other(st: os.stat_result) -> str:
+    """Why `chosen_by_no_other` says no, in words: the owner ("not root" as root, "neither root nor you"
+    otherwise) or the mode; "" when it says yes."""
+    if chosen_by_no_other(st):
+        return ""
+    if st.st_uid not in (0, os.geteuid()):
+        return f"owned by {owner(st.st_uid)}, " + ("not root" if os.geteuid() == 0 else "neither root nor you")
+    mode = stat.S_IMODE(st.st_mode)
+    return f"mode {mode:04o}: writable by {'others' if mode & stat.S_IWOTH else 'its group'}"
+
+
 def chosen_by_other(st: os.stat_result) -> str | None:
     """As root, why a file whose text decides what root does (a profile: what it writes to sysfs; a preload list:
     what it reads; a tuned profile it turns into one) cannot be used: another user owns it or may write it, so the
     choice would be theirs (SPEC 4a). None when it is root's alone, and always None when not run as root: a user's
     own run acts with that user's rights only. The one rule for every such input (`open_regular(decides=True)`,
     `preload.listfile`)."""
-    if os.geteuid() != 0 or chosen_by_no_other(st):
+    if os.geteuid() != 0:
         return None
-    if st.st_uid != 0:
-        return f"owned by {owner(st.st_uid)}, not root"
-    mode = stat.S_IMODE(st.st_mode)
-    return f"mode {mode:04o}: writable by {'others' if mode & stat.S_IWOTH else 'its group'}"
+    return why_chosen_by_other(st) or None
 
 
 def decides_hint(path: str | os.PathLike) -> str:
@@ -964,7 +977,6 @@ def sweep_temps(dir_fd: int, prefix: str) -> list[str]:
     device or pipe: looked at before any open, so none is opened), owned by this user. A file a live writer still
     holds (its flock, taken as it is created) is left; a writer whose new file is swept before it takes the lock
     sees it unlinked and makes another (`PendingWrite`). A directory that cannot be listed sweeps nothing."""
-    import contextlib
     import fcntl
     import re
 
@@ -974,23 +986,46 @@ def sweep_temps(dir_fd: int, prefix: str) -> list[str]:
     except OSError:
         return gone
     tail = re.compile(f"[0-9a-f]{{{TMP_DIGITS}}}")
+
+    def not_held(fd: int) -> bool:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a running writer's: BlockingIOError, it stays
+        return True
+
     for name in names:
-        if not (name.startswith(prefix) and tail.fullmatch(name, len(prefix))):
-            continue
-        with contextlib.suppress(OSError):
-            looked = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            if not stat.S_ISREG(looked.st_mode) or looked.st_uid != os.geteuid():
-                continue
-            fd = open_as_looked(dir_fd, name, looked, _READ | os.O_NOCTTY)
-            if fd is None:
-                continue  # another file (or a link) came to stand at the name since the look
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a running writer's: BlockingIOError, it stays
-                os.unlink(name, dir_fd=dir_fd)
-                gone.append(name)
-            finally:
-                os.close(fd)
+        if name.startswith(prefix) and tail.fullmatch(name, len(prefix)) and remove_own(dir_fd, name, not_held):
+            gone.append(name)
     return gone
+
+
+def remove_own(dir_fd: int, name: str, mine: Callable[[int], bool]) -> bool:
+    """Unlink `name` in the directory open at `dir_fd` (opened through no link another user owns: `open_dir`) only
+    when it is surely this process's own file: a regular file (no link, device or pipe: looked at before any open,
+    so none is opened), owned by this user, still the file looked at when opened, and `mine(fd)` says so of its
+    content (an OSError it raises: no). Whether it was removed; an OSError anywhere leaves the name. The one rule
+    for a file tunectl removes beside one it writes (`sweep_temps`; a stale `preload.columns` file).
+
+    The name may be swapped between the last look and the unlink only by someone who may write the directory,
+    who could as well remove that name: an unlink reaches no file elsewhere (it never follows a link)."""
+    import contextlib
+
+    with contextlib.suppress(OSError):
+        looked = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if not stat.S_ISREG(looked.st_mode) or looked.st_uid != os.geteuid():
+            return False
+        fd = open_as_looked(dir_fd, name, looked, _READ | os.O_NOCTTY)
+        if fd is None:
+            return False  # another file (or a link) came to stand at the name since the look
+        try:
+            if not mine(fd):
+                return False
+            now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if (now.st_dev, now.st_ino) != (looked.st_dev, looked.st_ino):
+                return False
+            os.unlink(name, dir_fd=dir_fd)
+            return True
+        finally:
+            os.close(fd)
+    return False
 
 
 class PendingWrite:
