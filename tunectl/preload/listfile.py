@@ -272,26 +272,30 @@ def write_columns(path: str, entries: Sequence[Entry]) -> bool:
     loading the columns' modules takes; a list path that is not a regular file; a write that failed). A list
     without one replays as it always did, decoded from its JSON. When none is written, the one an earlier
     list left there (stale now: declined on read, but litter) is removed (`remove_columns`)."""
+    if _written_columns(path, entries):
+        return True
+    remove_columns(path)
+    return False
+
+
+def _written_columns(path: str, entries: Sequence[Entry]) -> bool:
+    """`write_columns` without the removal: whether the columns file was written."""
     from pathlib import Path
 
     from tunectl.preload import columns
 
     if not COLUMNS_FROM <= len(entries) <= KEEP:
-        remove_columns(path)
         return False
     try:
         st = os.lstat(path)
         if not stat.S_ISREG(st.st_mode):
-            remove_columns(path)
             return False
         data = columns.encode(entries, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
         if data is None:
-            remove_columns(path)
             return False
         trust.atomic_write(Path(path + columns.SUFFIX), data, mode=stat.S_IMODE(st.st_mode) & 0o644,
                            shared_dir=True)
     except (trust.Untrusted, OSError):
-        remove_columns(path)
         return False  # the list itself is written and whole; only its replays' decoding is slower
     return True
 
