@@ -62,6 +62,7 @@ class Io:
         """Reads of this machine's devices, the target's through `opened` (its descriptor: the sweep names the
         target by `read_path`, but never opens that name again); fio through `run` (the Context's runner)."""
         import os
+        import stat
 
         from tunectl.system import blockio
 
@@ -77,8 +78,6 @@ class Io:
                 return blockio.read_sequential(path, limit, block, fd)
             finally:
                 os.close(fd)
-
-        import stat
 
         device = stat.S_ISBLK(os.fstat(opened.fd).st_mode)
 
