@@ -493,13 +493,15 @@ def rollback(ctx, fstab_file: str | None = None, check_only: bool = False) -> Ro
     from tunectl.mounts import fstab_file as edge
 
     path = fstab_path(ctx, fstab_file)
+    if check_only:  # reads only: no lock to take (it may make the state directory), no temp file swept
+        edge.resolve(path)
+        return RollbackReport(*edge.restore_original(path, True), True)
     notes: list[str] = []
     with _locked(ctx, notes):
         real = edge.resolve(path)
-        if not check_only:
-            edge.refuse_untrusted_dir(real)
+        edge.refuse_untrusted_dir(real)
         edge.sweep(real)
-        return RollbackReport(*edge.restore_original(path, check_only), check_only)
+        return RollbackReport(*edge.restore_original(path, False), False)
 
 
 def _fix(ctx, profile_ref: str | None, fstab_file: str | None, do_remount: bool, check_only: bool,

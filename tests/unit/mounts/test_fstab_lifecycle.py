@@ -8,6 +8,7 @@ file outlives the next run. findmnt (libmount) is the real one.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -168,6 +169,19 @@ def test_the_sweep_removes_only_tunectls_own_temp_files(m: Machine, tmp_path: Pa
     argv = command + ((str(m.base / "nosuid.yaml"),) if command[1] == "fix" else ())
     assert m(*argv)[0] == 0
     assert m.leftovers() == sorted(kept) and (tmp_path / "target").read_text() == "not tunectl's"
+
+
+def test_rollback_check_writes_nothing(m: Machine) -> None:
+    """`mounts rollback --check` only reads: a killed fix's temp file stays for the next real run to sweep, and no
+    state directory is made for a lock it does not need (it swept, and took the lock, as rollback does)."""
+    assert m.fix("noatime")[0] == 0
+    shutil.rmtree(m.base / "state")
+    (m.fstab.parent / ".fstab.tunectl-tmp.0123456789ab").write_text("a killed fix's")
+    before = m.fstab.read_bytes()
+    code, out, err = m("mounts", "rollback", "--check")
+    assert code == 0, err
+    assert m.leftovers() == [".fstab.tunectl-tmp.0123456789ab"], m.leftovers()
+    assert m.fstab.read_bytes() == before and not (m.base / "state").exists()
 
 
 def test_rollback_without_an_original_says_so(m: Machine) -> None:
