@@ -353,14 +353,20 @@ def _in_root_by_hand(root: str | os.PathLike, rel: str, flags: int) -> int:
 
 
 def read_in_root(root: str | os.PathLike, rel: str, limit: int, whole: bool = False) -> bytes:
-    """At most `limit` + 1 bytes of the regular file `rel` of the tree `root`, opened by `open_in_root` without
-    blocking: anything else (a named pipe, a directory) is refused (Untrusted naming `rel`), never waited on.
-    `whole`: all of it or TooLarge (`read_whole`)."""
-    fd = open_in_root(root, rel, os.O_RDONLY | os.O_NONBLOCK)
+    """At most `limit` + 1 bytes of the regular file `rel` of the tree `root`, found by `open_in_root` (O_PATH) and
+    looked at before it is opened: anything else (a named pipe, a device node, a directory) is refused (Untrusted
+    naming `rel`), never opened: an open of a device acts on it (a watchdog starts), of a pipe waits. The file
+    looked at is opened for reading through /proc/self/fd (its open file, no name resolved again), without
+    blocking. `whole`: all of it or TooLarge (`read_whole`)."""
+    found = open_in_root(root, rel, os.O_PATH)
     try:
-        mode = os.fstat(fd).st_mode
+        mode = os.fstat(found).st_mode
         if not stat.S_ISREG(mode):
             raise Untrusted(rel, f"{kind(mode)}, not a regular file", f"name a regular file; move {rel} aside", True)
+        fd = os.open(f"/proc/self/fd/{found}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    finally:
+        os.close(found)
+    try:
         return read_whole(fd, rel, limit) if whole else _read_up_to(fd, limit)
     finally:
         os.close(fd)
