@@ -189,9 +189,12 @@ def _tuned(ctx: Context, machine: Machine) -> None:
     for name in names:
         try:
             imported = import_tuned(name, dirs, files)
-        except (TunectlError, OSError, trust.Untrusted) as e:
-            machine.unread.append(f"tuned profile {name}: {e}")
+        except (TunectlError, OSError, trust.Untrusted) as e:  # one line: a TunectlError's hint is not shown here
+            why = (e.strerror or str(e)) if isinstance(e, OSError) else e.message
+            machine.unread.append(f"tuned profile {name}: {why}")
             continue
+        machine.unread += [f"{found} (a [variables] include of tuned profile {name}: its variables stay undefined)"
+                           for found in imported.unread]
         shown = imported.sources[-1] if imported.sources else sources.TUNED_ACTIVE  # the profile (last merged)
         note = f"tuned profile {name}" + ("" if running else " (tuned is not running now: it applies when it starts)")
         machine.assignments += [(0, a) for a in _tuned_assignments(imported.profile, shown, note)]

@@ -479,3 +479,21 @@ def test_a_device_node_in_a_rules_directory_is_never_opened(machine) -> None:
     assert r.doc["unread"] == ["/etc/udev/rules.d/61-block.rules: a block device, not a regular file"], r.doc
     assert r.code == 0 and r.doc["writers"] == [], r.doc
 
+
+def test_a_tuned_file_doctor_cannot_read_is_said_unread(machine) -> None:
+    """A [variables] include that cannot be read was only a note of the import, which doctor never shows: its
+    variables stayed undefined, the unit that used them wrote nothing, and doctor said nothing. A tuned.conf that
+    is no regular file in the tree was "not found" with the search list, never what stands there."""
+    t, config = machine
+    assert t("apply", "-p", "loops", "loop1", "--json").code == 0
+    _write(config, "/etc/tuned/active_profile", "mine\n")
+    _write(config, "/etc/tuned/mine/tuned.conf",
+           "[variables]\ninclude=/etc/tuned/vars.conf\n\n[disk]\ndevices=loop1\nreadahead=${R}\n")
+    os.mkfifo(config / "etc/tuned/vars.conf")
+    r = t("doctor", "--json")
+    assert r.doc["unread"] == ["/etc/tuned/vars.conf: a named pipe, not a regular file (a [variables] include of "
+                               "tuned profile mine: its variables stay undefined)"], r.doc
+    (config / "etc/tuned/mine/tuned.conf").unlink()
+    r = t("doctor", "--json")
+    assert r.doc["unread"] == ["tuned profile mine: tuned profile 'mine' not found"], r.doc
+    assert "\nhint:" not in t("doctor").err  # one line each: the hint of the import is not doctor's
