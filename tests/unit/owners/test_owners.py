@@ -494,6 +494,8 @@ def test_a_tuned_file_doctor_cannot_read_is_said_unread(machine) -> None:
     assert r.doc["unread"] == ["/etc/tuned/vars.conf: a named pipe, not a regular file (a [variables] include of "
                                "tuned profile mine: its variables stay undefined)"], r.doc
     (config / "etc/tuned/mine/tuned.conf").unlink()
+    (config / "etc/tuned/mine/tuned.conf").mkdir()
     r = t("doctor", "--json")
-    assert r.doc["unread"] == ["tuned profile mine: tuned profile 'mine' not found"], r.doc
+    assert r.doc["unread"] == ["tuned profile mine: tuned profile 'mine' not found (/etc/tuned/mine/tuned.conf: a "
+                               "directory, not a regular file: tuned takes only a regular tuned.conf)"], r.doc
     assert "\nhint:" not in t("doctor").err  # one line each: the hint of the import is not doctor's
