@@ -6,6 +6,8 @@ check and root's open:
 
 - ``flip DIR TRIGGER NAME TARGET``: when TRIGGER in DIR is opened, NAME is
   swapped between a regular file and a link to TARGET, back and forth, for a while;
+- ``pipe DIR NAME``: NAME in DIR is swapped between a regular file (DIR/.NAME.real) and a named pipe, back and
+  forth, without pause, until stopped (root's look and open raise no inotify event to wait for);
 - ``swap DIR SUBDIR TRAP``: when a file in DIR is opened, SUBDIR (a directory of
   the list) is renamed aside and replaced by a link to TRAP (a directory of
   nobody's that holds named pipes under the listed names); it re-arms when the
@@ -37,6 +39,11 @@ if fd < 0 or libc.inotify_add_watch(fd, watch.encode(), 0x20) < 0:
     sys.exit("inotify: " + os.strerror(ctypes.get_errno()))
 print("ready", flush=True)
 flips = 0
+while mode == "pipe":  # no event to wait for: root's look (lstat) and its open are not seen by inotify
+    name = os.path.join(watch, sys.argv[3])
+    tmp, real = os.path.join(watch, ".tmp"), os.path.join(watch, "." + sys.argv[3] + ".real")
+    os.mkfifo(tmp); os.rename(tmp, name)
+    os.link(real, tmp); os.rename(tmp, name)
 while True:
     buf = os.read(fd, 65536)
     names, off = [], 0

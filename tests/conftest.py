@@ -80,6 +80,48 @@ def stray_paths(root: Path) -> set[str]:
     return named | {str(root / p) for p in _MACHINE_PATHS if os.path.lexists(root / p)}
 
 
+def machine_state(root: Path) -> tuple[tuple[str, int, int, int], ...]:
+    """What each of this machine's own tunectl paths under `root` holds: (path, inode, size, mtime) of every entry,
+    links not followed; empty when none exists (one lstat each, a walk only of one that exists)."""
+    seen = []
+    for rel in _MACHINE_PATHS:
+        top = root / rel
+        try:
+            st = os.lstat(top)
+        except OSError:
+            continue
+        seen.append((str(top), st.st_ino, st.st_size, st.st_mtime_ns))
+        for parent, dirs, files in os.walk(top):
+            for name in sorted(dirs + files):
+                try:
+                    st = os.lstat(os.path.join(parent, name))
+                except OSError:
+                    continue
+                seen.append((os.path.join(parent, name), st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(sorted(seen))
+
+
+def machine_paths_changed(before: tuple[tuple[str, int, int, int], ...],
+                          after: tuple[tuple[str, int, int, int], ...]) -> list[str]:
+    """The paths made, removed or written between two `machine_state` snapshots, sorted."""
+    was, now = {e[0]: e[1:] for e in before}, {e[0]: e[1:] for e in after}
+    return sorted(p for p in was.keys() | now.keys() if was.get(p) != now.get(p))
+
+
+@pytest.fixture(autouse=True)
+def _machine_state_untouched() -> Iterator[None]:
+    """Each test fails that creates or writes /var/lib/tunectl, /etc/tunectl or /run/tunectl on this machine (a
+    test's tunectl must be given a state directory of its own: --state-dir or TUNECTL_STATE_DIR under tmp_path).
+    The session check below still names strays of other kinds; this one names the test."""
+    before = machine_state(GUARD_ROOT)
+    yield
+    changed = machine_paths_changed(before, machine_state(GUARD_ROOT))
+    if changed:
+        pytest.fail("this test created or wrote this machine's own tunectl state (give its tunectl a state "
+                    "directory under tmp_path: --state-dir or TUNECTL_STATE_DIR): " + ", ".join(changed),
+                    pytrace=False)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     session.config.stash[_STRAY_BEFORE] = stray_paths(GUARD_ROOT)
 

@@ -213,16 +213,38 @@ def _parser_class() -> type:
 
     class Parser(argparse.ArgumentParser):
         def error(self, message: str):  # type: ignore[override]
-            from tunectl.errors import UsageError
-
-            command = self.prog.partition(" ")[2]
             unknown = self._unknown_long_options() if message.startswith("the following arguments are required") else []
             if unknown:  # argparse names the missing positional first; the option nobody knows is the mistake
                 message = f"unrecognized arguments: {' '.join(unknown)}; and {message}"
-            e = UsageError(f"{command}: {message}" if command else message, hint=f"`{self.prog} --help` lists the arguments",
-                           code="usage", where=self.prog)
+            raise self._usage_error(message, f"`{self.prog} --help` lists the arguments")
+
+        def _usage_error(self, message: str, hint: str) -> Exception:
+            """The UsageError of this (sub)command: its name before `message`, its usage attached."""
+            from tunectl.errors import UsageError
+
+            command = self.prog.partition(" ")[2]
+            e = UsageError(f"{command}: {message}" if command else message, hint=hint, code="usage", where=self.prog)
             e.usage = self.format_usage()  # type: ignore[attr-defined]
-            raise e
+            return e
+
+        def _get_values(self, action: argparse.Action, arg_strings: list[str]):  # noqa: ANN202
+            """An option's value that is empty or blank (`--scope ''`, `--state-dir ''`: an unset variable in a
+            script) is a usage error, never taken as "not given": `--state-dir ''` fell back to the real state
+            directory, `-p ''` to the default profile. Positional arguments are left as they are (a command's own
+            arguments after `--` may be empty), and so is an option whose help documents '' as a value
+            (`empty_is_a_value` set on its action: `explain --try-compressors ''`, no compressor but the image's)."""
+            if action.option_strings and not getattr(action, "empty_is_a_value", False):
+                for value in arg_strings:
+                    if isinstance(value, str) and not value.strip():
+                        option = next((o for o in action.option_strings if o.startswith("--")), action.option_strings[0])
+                        metavar = action.metavar or action.dest.upper()
+                        if isinstance(metavar, tuple):
+                            metavar = " ".join(metavar)
+                        what = "blank" if value else "empty"
+                        helped = f" ({action.help})" if action.help and action.help != argparse.SUPPRESS else ""
+                        raise self._usage_error(f"{option}: the value is {what}; give {option} {metavar}, or leave "
+                                                f"{option} out for its default", f"`{self.prog} --help`{helped}")
+            return super()._get_values(action, arg_strings)
 
         def _get_formatter(self) -> argparse.HelpFormatter:
             # argparse makes one for every argument added (to check its metavar), each asking shutil for the

@@ -64,6 +64,19 @@ class OutOfDescriptors(TunectlError):
     exit_code = ExitCode.PARTIAL
     code = "out-of-descriptors"
 
+    @classmethod
+    def at(cls, where: str, enfile: bool, stopped: str, again: str) -> OutOfDescriptors:
+        """The error of a command that could not open `where` for want of a descriptor: which limit (`enfile`: the
+        system's file table, else this process's `ulimit -n`), what `stopped` says of the command, and the hint
+        to raise the limit and run `again`."""
+        import os
+
+        why = "the system's file table is full (ENFILE, fs.file-max)" if enfile else \
+            f"this process may have at most {os.sysconf('SC_OPEN_MAX')} files open (ulimit -n)"
+        hint = f"free file handles on the system, then {again}" if enfile else \
+            f"raise the limit (ulimit -n 1024; LimitNOFILE= for a unit) and {again}"
+        return cls(f"out of file descriptors at {where}: {why}; {stopped}", hint=hint, where=where)
+
 
 class ProfileError(TunectlError):
     """A profile that cannot be used; `diagnostics` holds one line per problem."""

@@ -50,3 +50,24 @@ def test_a_session_whose_test_makes_one_fails(tmp_path: Path, monkeypatch: pytes
     assert made.exitstatus == pytest.ExitCode.TESTS_FAILED
     assert writer.lines == ["tests created paths outside their temporary directories (remove them, and find the test "
                             f"that made them: use tmp_path): {tmp_path / 'nonexistent'}"]
+
+
+def test_a_test_that_creates_or_writes_the_machines_state_is_named(tmp_path: Path) -> None:
+    """The per-test guard (conftest `_machine_state_untouched`) on a root of its own: creating the state directory,
+    a file in it, or writing one there is a change; reading is not."""
+    from tests.conftest import machine_paths_changed, machine_state
+
+    none = machine_state(tmp_path)
+    assert none == ()
+    state = tmp_path / "var/lib/tunectl"
+    state.mkdir(parents=True)
+    made = machine_state(tmp_path)
+    assert machine_paths_changed(none, made) == [str(state)]
+    (state / "lock").write_text("")
+    locked = machine_state(tmp_path)
+    assert str(state / "lock") in machine_paths_changed(made, locked)
+    (state / "lock").read_text()
+    assert machine_paths_changed(locked, machine_state(tmp_path)) == []
+    with open(state / "lock", "a") as f:
+        f.write("pid 1\n")
+    assert machine_paths_changed(locked, machine_state(tmp_path)) == [str(state / "lock")]

@@ -68,6 +68,7 @@ class Resolved:
 # /sys/block/NAME, /sys/block/DISK/PART, /sys/class/block/NAME, /sys/dev/block/MAJ:MIN: a sysfs directory as a name
 _SYSFS_NAME = re.compile(r"/sys/(?:block/(?:[^/]+/)?|class/block/|dev/block/)([^/]+)")
 _DEVNUM = re.compile(r"\d+:\d+")
+_BY_LINK = re.compile(r"/dev/disk/(by-[^/]+)/([^/]+)")  # a udev link (an fstab source's usual name)
 
 
 class Resolver:
@@ -88,6 +89,11 @@ class Resolver:
         self.devices = {d.name: d for d in devices}
         self.graph = graph if graph is not None else DeviceGraph.read(ctx.sysfs)
         self._index: list[tuple[str, dict[str, str], list[str]]] | None = None
+        # One run reads each /dev/disk/by-* directory once and judges each link in it once (a 20,000-line fstab
+        # named 40,000 links, each walked from /), and runs blkid at most once for all tags (`_blkid_device`).
+        self._by_dirs: dict[str, frozenset[str] | str | None] = {}
+        self._by_walked: dict[str, Resolved] = {}
+        self._blkid: dict[tuple[str, str], list[str]] | None = None
 
     # --- the udev database, all records: (kernel name, properties, links)
     def _records(self) -> list[tuple[str, dict[str, str], list[str]]]:
@@ -175,9 +181,7 @@ class Resolver:
                 return Resolved(found)
             if self.ctx.real:
                 # udev may not have probed a new filesystem yet (no record, no link): read the superblocks
-                from tunectl.system.blkid import device_with  # loaded here: only a tag udev does not know runs blkid
-
-                found = device_with(self.ctx.run, tag, value)
+                found = self._blkid_device(tag, value)
                 if found and self.sysfs.exists(f"class/block/{found}"):
                     return Resolved(found)
             return Resolved(None, f"no device with {tag} {value!r} on this machine (neither udev's database, "
@@ -277,7 +281,59 @@ class Resolver:
         return Resolved(found) if found else Resolved(None, f"no block device {ref}: not present on this machine",
                                                       "`lsblk` lists the block devices", path=self.dev is None)
 
+    def _blkid_device(self, tag: str, value: str) -> str | None:
+        """The kernel name of the one device blkid says has `tag` `value`; blkid runs once a run, for every tag it
+        prints as itself (`blkid.one_print`), and once more for each other value (UTF-8, a control character)."""
+        from tunectl.system import blkid  # loaded here: only a tag udev does not know runs blkid
+
+        if not blkid.one_print(value):
+            paths = blkid.devices_with(self.ctx.run, tag, value)
+        else:
+            if self._blkid is None:
+                self._blkid = blkid.all_tags(self.ctx.run)
+            paths = self._blkid.get((tag, value), [])
+        return os.path.basename(os.path.realpath(paths[0])) if len(paths) == 1 else None
+
     def _node(self, ref: str, name: str) -> Resolved:
+        by = _BY_LINK.fullmatch(name) if self.dev is not None and resolved_path(self.dev) == DEV else None
+        if by is None or by.group(2) in (".", ".."):
+            return self._walk(ref, name)
+        if name in self._by_walked:
+            return self._by_walked[name]
+        from tunectl.system import devnode
+
+        listing = self._by_listing(by.group(1))
+        if isinstance(listing, frozenset) and by.group(2) not in listing:
+            found = Resolved(None, f"{name}: no such file or device node", devnode.MISSING_HINT, missing=True)
+        elif isinstance(listing, str):  # the directory (or one above it) is missing: as the walk says it
+            found = Resolved(None, f"{name}: no such file or device node ({listing} is missing)", devnode.MISSING_HINT,
+                             missing=True)
+        else:
+            found = self._walk(ref, name)
+        self._by_walked[name] = found
+        return found
+
+    def _by_listing(self, directory: str) -> frozenset[str] | str | None:
+        """The names in /dev/disk/by-X, read once a run: a frozenset when the directory is one root alone can
+        change (reached through no link), the missing path when it (or a directory above it) is missing; None:
+        anything else (each name in it is then walked)."""
+        if directory not in self._by_dirs:
+            from tunectl.system import devnode
+
+            path, listing = f"{DEV}/disk/{directory}", None
+            try:
+                landed = devnode.follow(path, DEV)
+                if landed.path == path and stat.S_ISDIR(landed.st.st_mode) and not landed.untrusted \
+                        and landed.st.st_uid == 0 and not landed.st.st_mode & 0o022:
+                    listing = frozenset(os.listdir(path))
+            except devnode.Refused as e:
+                listing = e.gone or None  # the path missing (it or one above it); else each name is walked
+            except OSError:
+                listing = None
+            self._by_dirs[directory] = listing
+        return self._by_dirs[directory]
+
+    def _walk(self, ref: str, name: str) -> Resolved:
         from tunectl.system import devnode  # loaded here: only a path argument walks one
 
         try:

@@ -49,8 +49,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
     p.add_argument("--try", dest="experiments", action="store_true",
                    help="rebuild the squashfs image on scratch copies (block sizes, xz; loop direct I/O on and off) "
                         "and measure each cold, through a scratch dm-verity when on verity (root; squashfs-tools)")
-    p.add_argument("--try-compressors", metavar="LIST", default="xz",
-                   help="--try's compressors besides the image's own, comma-separated (default xz; '' for none)")
+    compressors = p.add_argument("--try-compressors", metavar="LIST", default="xz",
+                                 help="--try's compressors besides the image's own, comma-separated (default xz; '' "
+                                      "for none)")
+    compressors.empty_is_a_value = True  # '' is documented: none; the parser refuses other options' empty values
 
 
 def run(ctx, args, out) -> int:

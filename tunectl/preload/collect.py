@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import field
 from typing import NamedTuple
 
-from tunectl.errors import ExitCode, UsageError
+from tunectl.errors import ExitCode, OutOfDescriptors, UsageError
 from tunectl.preload import metadata, order
 from tunectl.preload.listfile import write_list
 from tunectl.preload.listing import Entry
@@ -41,7 +41,9 @@ class CollectReport(Report):
 
     @property
     def exit_code(self) -> ExitCode:
-        return ExitCode.OK
+        """As replay's: vanished files are expected (exit 0); unreadable ones are a partial failure (3): the list
+        was written without them."""
+        return ExitCode.PARTIAL if any(s.status == UNREADABLE for s in self.skipped) else ExitCode.OK
 
     def print_text(self, out) -> None:
         from tunectl.preload.text import collected, print_report
@@ -91,31 +93,67 @@ class Found(NamedTuple):
     name: str = ""
 
 
-def walk(paths: Iterable[str]) -> Iterator[Found]:
-    """Regular files named, and those below the directories named, in directory order.
+def walk(paths: Iterable[str]) -> Iterator[Found | Skip]:
+    """Regular files named, and those below the directories named, in directory order; first a skip for each path
+    named that is not listed (`_judge`).
 
-    A directory named is opened as root may follow it (`trust.open_tree`: links root or the user owns); below
-    it the walk goes by descriptor: each subdirectory is opened relative to its parent's descriptor (O_NOFOLLOW,
-    its device and inode compared with the look), so a directory another user swaps for a link, or for another
-    directory, while the walk is in the tree is passed over, never listed through. Inside trees only d_type
-    decides (no stat of files, no open): links are not followed and device nodes, FIFOs and sockets are never
-    opened (opening a tape rewinds it); the walk crosses into file systems mounted below, as it always has.
-    Paths are the directory named (made absolute) and the names below it. A file named through root's or the
-    user's link is listed by the file it resolves to, which replay (opening nothing through a link) can read;
-    through another user's link nothing is listed (`_not_listable` says so).
+    Each path named is judged once (`trust.walk`: followed only through links root or the user owns). A directory
+    is then opened by the path the judgement landed on, following no link and compared with its look
+    (`trust.open_landed`); below it the walk goes by descriptor: each subdirectory is opened relative to its
+    parent's descriptor (O_NOFOLLOW, its device and inode compared with the look), so a directory another user
+    swaps for a link, or for another directory, while the walk is in the tree is passed over, never listed
+    through. Inside trees only d_type decides (no stat of files, no open): links are not followed and device
+    nodes, FIFOs and sockets are never opened (opening a tape rewinds it); the walk crosses into file systems
+    mounted below, as it always has. Paths are the directory named (made absolute) and the names below it. A
+    file named through root's or the user's link is listed by the file it resolves to, which replay (opening
+    nothing through a link) can read. Out of descriptors (`ulimit -n`): OutOfDescriptors, never a tree passed
+    over in silence.
     """
-    for top in paths:
-        if not os.path.isdir(top):
-            if os.path.isfile(top):
-                with contextlib.suppress(OSError, Untrusted):  # another user's link on the way, or gone
-                    yield Found(str(trust.resolve_own_links(top)))
+    judged = [(top, _judge(top)) for top in paths]  # every skip of a path named comes first, as it always has
+    for _, landed in judged:
+        if isinstance(landed, Skip):
+            yield landed
+    for top, landed in judged:
+        if isinstance(landed, Skip):
             continue
-        try:
-            fd = trust.open_tree(os.path.abspath(top))
-        except (OSError, Untrusted):  # another user's link on the way, or gone: nothing listed through it
+        assert landed.st is not None
+        if not stat_.S_ISDIR(landed.st.st_mode):
+            yield Found(landed.path)
             continue
         base = os.path.abspath(top)
-        yield from _below(fd, base if base.endswith("/") else base + "/")
+        try:
+            fd = trust.open_landed(landed)
+        except OSError as e:
+            _stop_if_out_of_descriptors(base, e)
+            continue  # gone since the judgement: nothing listed, as a subdirectory gone
+        if fd is not None:  # None: changed since the judgement (another user's swap): passed over
+            yield from _below(fd, base if base.endswith("/") else base + "/")
+
+
+def _judge(path: str) -> trust.Landed | Skip:
+    """Where the path named lands (a directory or a regular file, reached through no other user's link), or the
+    skip that says why nothing is listed for it (a FIFO, a device, a link to nothing, another user's link on the
+    way): a line the report shows, not a silently empty list."""
+    try:
+        landed = trust.walk(os.path.abspath(path))
+    except Untrusted as e:
+        return Skip(path, UNREADABLE, e.found)
+    except OSError as e:
+        _stop_if_out_of_descriptors(path, e)
+        return failed(path, e.errno or errno.EIO)
+    assert landed.st is not None
+    if not (stat_.S_ISDIR(landed.st.st_mode) or stat_.S_ISREG(landed.st.st_mode)):
+        return Skip(path, UNREADABLE, f"{trust.kind(landed.st.st_mode)}, not a regular file: collect lists regular "
+                                      "files")
+    return landed
+
+
+def _stop_if_out_of_descriptors(where: str, e: OSError) -> None:
+    """Out of descriptors is the process's limit, not `where`'s fault: the walk stops with an error that says so
+    (the caller writes no list), never an unreadable line or a tree passed over in silence."""
+    if e.errno in trust.NO_DESCRIPTORS:
+        raise OutOfDescriptors.at(where, e.errno == errno.ENFILE, "stopped part way, no list written",
+                                  "run it again") from None
 
 
 def _below(top_fd: int, top_prefix: str) -> Iterator[Found]:
@@ -134,14 +172,14 @@ def _below(top_fd: int, top_prefix: str) -> Iterator[Found]:
                         elif entry.is_dir(follow_symlinks=False):
                             with contextlib.suppress(OSError):  # gone since the listing: passed over
                                 subdirs.append((entry.name, entry.stat(follow_symlinks=False)))  # the look
-            except OSError:
-                pass
+            except OSError as e:  # unreadable: passed over, but for want of a descriptor
+                _stop_if_out_of_descriptors(prefix.rstrip("/") or "/", e)
             stack.append((fd, prefix, iter(subdirs)))
             fd = -1
             while stack and fd < 0:  # the next subdirectory, depth first: of this one, else of the one above
                 parent, parent_prefix, todo = stack[-1]
                 for name, look in todo:
-                    fd = _open_subdir(parent, name, look)
+                    fd = _open_subdir(parent, name, look, parent_prefix)
                     if fd >= 0:
                         prefix = parent_prefix + name + "/"
                         break
@@ -154,13 +192,14 @@ def _below(top_fd: int, top_prefix: str) -> Iterator[Found]:
                 os.close(held)
 
 
-def _open_subdir(parent: int, name: str, look: os.stat_result) -> int:
+def _open_subdir(parent: int, name: str, look: os.stat_result, parent_prefix: str) -> int:
     """The directory `name` in `parent` opened without following a link and compared with the walk's look at it
     (`trust.open_as_looked`); -1 when it is no longer that directory (swapped for a link or another directory:
-    passed over, as an unreadable directory is) or cannot be opened."""
+    passed over, as an unreadable directory is) or cannot be opened, but for want of a descriptor."""
     try:
         fd = trust.open_as_looked(parent, name, look, trust.DIR_READ)
-    except OSError:
+    except OSError as e:
+        _stop_if_out_of_descriptors(parent_prefix + name, e)
         return -1
     return -1 if fd is None else fd
 
@@ -192,6 +231,7 @@ def describe_file(path: str | Found, resident: bool = False) -> tuple[Entry | No
             return None, None
         return None, Skip(found.path, UNREADABLE, e.found)
     except OSError as e:
+        _stop_if_out_of_descriptors(found.path, e)
         if e.errno == errno.ELOOP:
             return None, None
         status = VANISHED if e.errno == errno.ENOENT else UNREADABLE
@@ -217,24 +257,6 @@ def describe_file(path: str | Found, resident: bool = False) -> tuple[Entry | No
         os.close(fd)
 
 
-def _not_listable(path: str) -> Skip | None:
-    """A path named on the command line that the walk passes over (a FIFO, a device, a link to nothing, another
-    user's link on the way): a skip the report shows, not a silently empty list."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError as e:
-        return failed(path, e.errno or errno.EIO)
-    if not (stat_.S_ISDIR(mode) or stat_.S_ISREG(mode)):
-        return Skip(path, UNREADABLE, f"{trust.kind(mode)}, not a regular file: collect lists regular files")
-    try:  # what walk will refuse: said here once, with the reason (walk passes over it silently)
-        trust.resolve_own_links(path)
-    except Untrusted as e:
-        return Skip(path, UNREADABLE, e.found)
-    except OSError as e:
-        return failed(path, e.errno or errno.EIO)
-    return None
-
-
 def collect(paths: Sequence[str], list_path: str, resident: bool = False, roots: Roots | None = None) -> CollectReport:
     """The files below `paths` (whole, or with `resident` only their cached pages) and, with `roots`,
     the metadata pass: the device pages holding their inodes, directories and extent blocks (ext4)."""
@@ -242,9 +264,11 @@ def collect(paths: Sequence[str], list_path: str, resident: bool = False, roots:
         if not os.path.lexists(p):
             raise UsageError(f"{p}: no such file or directory", hint="collect takes existing files and directories")
     report = CollectReport(list_path, [])
-    report.skipped.extend(s for s in map(_not_listable, paths) if s is not None)
     seen: set[tuple[str, int]] = set()
     for found in walk(paths):
+        if isinstance(found, Skip):  # a path named that is not listed
+            report.skipped.append(found)
+            continue
         entry, skip = describe_file(found, resident)
         if skip:
             report.skipped.append(skip)

@@ -44,11 +44,11 @@ def _open_walked(path: str) -> tuple[int, os.stat_result]:
         fd = trust.open_listed(os.path.abspath(path))
     except trust.Untrusted as e:  # said of the path as it was given
         raise trust.Untrusted(path, e.found, e.hint, e.wrong_type) from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):  # swapped in between the look and the open: opened without blocking
+    try:
+        return fd, os.fstat(fd)  # the listed regular file: open_listed compared the open file with its look
+    except BaseException:
         os.close(fd)
-        raise trust.not_regular(path, st.st_mode)
-    return fd, st
+        raise
 
 
 def _open(path: str, replayed: bool = True):

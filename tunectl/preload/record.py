@@ -17,6 +17,7 @@ from tunectl.preload import order
 from tunectl.preload.collect import CollectReport, describe_file, entry_for, open_found, walk
 from tunectl.preload.listfile import write_list
 from tunectl.preload.listing import Entry
+from tunectl.preload.skip import Skip
 from tunectl.record import record
 from tunectl.system import pagecache
 from tunectl.system.trust import Untrusted
@@ -42,8 +43,9 @@ class RecordReport(CollectReport):
 
     @property
     def exit_code(self) -> ExitCode:
-        """The command's own status is reported, not passed on: the list was still written."""
-        return ExitCode.OK
+        """Collect's (3 when a file could not be read). The command's own status is reported, not passed on: the
+        list was still written."""
+        return super().exit_code
 
 
 def _start(command: Sequence[str], stdout_to_stderr: bool):
@@ -118,6 +120,8 @@ def _record_fanotify(report: RecordReport, command: Sequence[str], scope: Sequen
 def _resident_map(scope: Sequence[str]) -> dict[tuple[str, int], tuple[str, bytes]]:
     snapshot = {}
     for found in walk(scope):
+        if isinstance(found, Skip):  # a scope path not walked: nothing of it in the diff
+            continue
         path = found.path
         try:
             fd = open_found(found)

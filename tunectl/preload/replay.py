@@ -512,13 +512,8 @@ def _open_again(opener: ListedOpener, path: str, checked: bool, skipped: list[Sk
 def _out_of_descriptors(path: str, e: OSError) -> Callable[[str], Exception]:
     """The error of a replay that could not open `path` for want of a descriptor, even with every directory it
     kept let go (`already`: what it had read before)."""
-    limit = os.sysconf("SC_OPEN_MAX")
-    why = "the system's file table is full (ENFILE, fs.file-max)" if e.errno == errno.ENFILE else \
-        f"this process may have at most {limit} files open (ulimit -n)"
-    hint = "free file handles on the system, then replay again" if e.errno == errno.ENFILE else \
-        "raise the limit (ulimit -n 1024; LimitNOFILE= for a unit) and replay again"
-    return lambda already: OutOfDescriptors(f"out of file descriptors at {path}: {why}; the replay stopped{already}",
-                                            hint=hint, where=path)
+    return lambda already: OutOfDescriptors.at(path, e.errno == errno.ENFILE, f"the replay stopped{already}",
+                                               "replay again")
 
 
 def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums, progress, skipped, guard

@@ -16,9 +16,7 @@ def skips(skipped, verbose: int, paint: bool = False, counts: dict[str, int] | N
     """The skipped files: listed (-v, or a few), else counted by status. `counts`: every skip by status, when
     `skipped` keeps only the first ones (a replay lists at most MAX_SKIPS)."""
     if counts is None:
-        counts = {}
-        for s in skipped:
-            counts[s.status] = counts.get(s.status, 0) + 1
+        counts = _counts(skipped)
     total = sum(counts.values())
     unlisted = total - len(skipped)
     if skipped and (verbose or total <= 20):
@@ -37,6 +35,26 @@ def skips(skipped, verbose: int, paint: bool = False, counts: dict[str, int] | N
     return []
 
 
+def unreadable(counts: dict[str, int], done: str) -> list[str]:
+    """The summary's last word on files that could not be read (collect and replay exit 3 for them): `done` says
+    what happened to the rest; nothing when none was unreadable."""
+    from tunectl.preload.skip import UNREADABLE
+
+    n = counts.get(UNREADABLE, 0)
+    if not n:
+        return []
+    from tunectl.units import counted
+
+    return [f"exit 3 (partial): {counted(n, 'file')} unreadable, {done}"]
+
+
+def _counts(skipped) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for s in skipped:
+        counts[s.status] = counts.get(s.status, 0) + 1
+    return counts
+
+
 def collected(report, paint: bool = False) -> list[str]:
     from tunectl.units import counted, format_bytes
 
@@ -44,7 +62,8 @@ def collected(report, paint: bool = False) -> list[str]:
     how = f" by {doc['method']}" if "method" in doc else ""
     return [*skips(report.skipped, report.verbose, paint),
             f"{report.list_path}: {counted(doc['files'], 'file')}, {format_bytes(doc['bytes'])}{how}; "
-            f"physical offset known for {doc['physical']}"]
+            f"physical offset known for {doc['physical']}",
+            *unreadable(_counts(report.skipped), "not in the list")]
 
 
 def moved_devices(moved: dict[str, str]) -> list[str]:
@@ -82,7 +101,7 @@ def replayed(report, paint: bool = False) -> list[str]:
                               report.requests, "disk request", report.seconds, report.floor,
                               unfinished="" if report.settled else ", reads still in flight at the timeout"
                               if report.settle_timeout else " to send the reads, some still in flight"))
-    return lines
+    return [*lines, *unreadable(report.skip_counts, "not read")]
 
 
 def floor_unknown(as_root: bool) -> str:

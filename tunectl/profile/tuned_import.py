@@ -356,6 +356,21 @@ def _comment(lines: Sequence[str], indent: str = "") -> list[str]:
     return [f"#{indent}{part}".rstrip() for line in lines for part in str(line).splitlines() or [""]]
 
 
+COMMENT_CHARS = 200  # of one line copied from the tuned profile into a comment of the one made
+
+
+def _one_comment(item: str, indent: str = "") -> str:
+    """What was not carried over, copied from the tuned files (anyone's text: a value can be megabytes or hold
+    newlines), as one comment line: control characters escaped (`report.shown`), at most COMMENT_CHARS of it,
+    the rest cut and said so (--json keeps it whole)."""
+    from tunectl.report import shown
+
+    text = shown(item)
+    if len(text) > COMMENT_CHARS:
+        text = f"{text[:COMMENT_CHARS]}... ({len(text) - COMMENT_CHARS} more characters cut; --json has them)"
+    return f"#{indent}{text}".rstrip()
+
+
 def render_yaml(result: TunedImport) -> str:
     """The profile as YAML, with where it came from and what was left behind as comments."""
     head = [f"tunectl profile imported from tuned profile '{result.name}'."]
@@ -371,5 +386,5 @@ def render_yaml(result: TunedImport) -> str:
         out.append(text.rstrip("\n"))
     if result.unconverted:
         out += ["", f"# Not carried over ({len(result.unconverted)}):"]
-        out += _comment([f"- {u}" for u in result.unconverted], "   ")
+        out += [_one_comment(f"- {u}", "   ") for u in result.unconverted]
     return "\n".join(out) + "\n"

@@ -17,7 +17,7 @@ HERE = Path(__file__).parent
 VERSIONS: dict[str, int] = {
     "status": 3, "plan": 2, "verify": 3, "apply": 2, "rollback": 2, "doctor": 1,
     "profile-list": 1, "profile-show": 1, "profile-validate": 1, "profile-import-tuned": 1,
-    "udev-render": 2, "udev-install": 2, "udev-remove": 1, "udev-check": 1, "udev-monitor": 1,
+    "udev-render": 2, "udev-install": 2, "udev-remove": 1, "udev-check": 2, "udev-monitor": 1,
     "align": 1,
     "mounts-check": 2, "mounts-fix": 2, "mounts-rollback": 1,
     "preload-collect": 3, "preload-record": 3, "preload-replay": 9, "preload-show": 3,

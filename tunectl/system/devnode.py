@@ -26,14 +26,17 @@ class Refused(Exception):
     """The name leads nowhere root may go: `message` says what and where, `hint` what to do.
 
     `code`: ``unknown-device`` (missing, not a directory on the way, outside the tree)
-    or ``untrusted-link`` (another user's link decides where it leads).
+    or ``untrusted-link`` (another user's link decides where it leads). `gone`: when `missing`, the path that is
+    missing (the name, or a directory on its way).
     """
 
-    def __init__(self, message: str, hint: str, code: str = "unknown-device", missing: bool = False) -> None:
+    def __init__(self, message: str, hint: str, code: str = "unknown-device", missing: bool = False,
+                 gone: str = "") -> None:
         super().__init__(message)
-        self.message, self.hint, self.code, self.missing = message, hint, code, missing
+        self.message, self.hint, self.code, self.missing, self.gone = message, hint, code, missing, gone
 
 
+MISSING_HINT = "check the name: `lsblk` lists the block devices, `ls -l /dev/disk/by-id` their links"
 Landed = trust.Landed  # where a name led: `path`, `st` (the look at it, not followed), `untrusted`
 
 
@@ -63,8 +66,7 @@ def follow(name: str, dev_root: str) -> Landed:
         shown = e.filename
         if e.errno == errno.ENOENT:
             raise Refused(f"{name}: no such file or device node" + (f" ({shown} is missing)" if shown != name else ""),
-                          "check the name: `lsblk` lists the block devices, `ls -l /dev/disk/by-id` their links",
-                          missing=True) from None
+                          MISSING_HINT, missing=True, gone=shown or name) from None
         if e.errno == errno.ELOOP:
             raise Refused(f"{name}: a symbolic link loop (at {shown})", "name the device itself (/dev/...)") from None
         if e.errno == errno.ENOTDIR:

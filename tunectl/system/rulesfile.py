@@ -10,6 +10,7 @@ generate is never replaced or removed.
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,8 +33,6 @@ ORIG_PREFIX = "TUNECTL_ORIG_"
 def unread_by_udev(path: str) -> str | None:
     """Why udev never reads the rules file at `path` (installed with --rules-dir outside its directories), or None
     when it is in one of them. status and doctor both say it, so that neither calls such rules installed alone."""
-    import os
-
     directory = os.path.dirname(os.path.normpath(path))
     if directory in UDEV_RULES_DIRS:
         return None
@@ -57,8 +56,6 @@ def read(target: Path) -> str | None:
     """The rules file's text (None: not there): never through another user's link on its way (a `--rules-dir`
     through one would show root's file of that name elsewhere), the name itself no link, never from a pipe or a
     device, never in part."""
-    import os
-
     try:
         fd = trust.open_listed(os.path.abspath(target))  # root's or the user's links on the way only
         with os.fdopen(fd, "rb") as f:

@@ -393,17 +393,17 @@ def _looked_at_open(path: str, flags: int) -> int:
     without following any link on the way (openat2 RESOLVE_NO_SYMLINKS, or the walk where openat2 is missing),
     then the name is looked at and opened relative to it. A look by the whole path would resolve the directories
     on the way, following another user's link (into an automount point: a mount triggered as root) before the
-    open refused it. ELOOP when a link is on the way or is the name; a name not a regular file is refused."""
+    open refused it. ELOOP when a link is on the way or is the name; a name not a regular file is refused, and so
+    is one another thing stands at by the open (`open_as_looked`: device, inode and type compared with the look):
+    a named pipe swapped in between is opened without blocking and would read as an empty file."""
     directory, _, name = path.rpartition("/")
     try:
         dir_fd = _openat2(_AT_FDCWD, directory or "/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC,
                           _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS) if not _openat2_missing \
             else _walk_no_link(directory or "/", _PATH_DIR)
         try:
-            mode = os.lstat(name, dir_fd=dir_fd).st_mode
-            if not stat.S_ISREG(mode) and not stat.S_ISLNK(mode):  # a link: ELOOP below, as the open says it
-                raise not_regular(path, mode)
-            return os.open(name, flags, dir_fd=dir_fd)
+            # a link: ELOOP, as the open says it, and open_listed walks on through root's own links
+            return _regular_as_looked(path, dir_fd, name, os.lstat(name, dir_fd=dir_fd), flags, False)
         finally:
             os.close(dir_fd)
     except OSError as e:
@@ -713,22 +713,25 @@ def open_as_looked(dir_fd: int | None, name: str, look: os.stat_result, flags: i
     return fd
 
 
-def _walk_open(path: str, flags: int, links: bool = True) -> int:
-    def opened(dir_fd: int, name: str, st: os.stat_result, shown: str) -> int:
-        if stat.S_ISLNK(st.st_mode) and links:
-            raise Untrusted(path, "a symbolic link", "list the file itself, not a link to it", True)
-        if stat.S_ISLNK(st.st_mode):
-            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
-        if not stat.S_ISREG(st.st_mode):
-            raise not_regular(path, st.st_mode)
-        fd = open_as_looked(dir_fd, name, st, flags)
-        if fd is None:
-            raise Untrusted(path, "changed while tunectl opened it", "run again; if it recurs, find who changes it",
-                            True)
-        return fd
+def _regular_as_looked(path: str, dir_fd: int, name: str, st: os.stat_result, flags: int, links: bool) -> int:
+    """The regular file `name` in `dir_fd` (`path`) opened only if it is still what `st` (an lstat) saw: anything
+    else refused, a link as `links` says (Untrusted, or ELOOP for the caller to walk on or refuse)."""
+    if stat.S_ISLNK(st.st_mode) and links:
+        raise Untrusted(path, "a symbolic link", "list the file itself, not a link to it", True)
+    if stat.S_ISLNK(st.st_mode):
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+    if not stat.S_ISREG(st.st_mode):
+        raise not_regular(path, st.st_mode)
+    fd = open_as_looked(dir_fd, name, st, flags)
+    if fd is None:
+        raise Untrusted(path, "changed while tunectl opened it", "run again; if it recurs, find who changes it", True)
+    return fd
 
+
+def _walk_open(path: str, flags: int, links: bool = True) -> int:
     try:
-        fd = walk(path, links=links, last=opened).opened
+        fd = walk(path, links=links,
+                  last=lambda dir_fd, name, st, _shown: _regular_as_looked(path, dir_fd, name, st, flags, links)).opened
     except OthersLink as e:
         raise Untrusted(path, f"{e.path} on its way: {e.found}", LINK_HINT, True) from None
     except OSError as e:
@@ -749,28 +752,26 @@ def _walk_open(path: str, flags: int, links: bool = True) -> int:
 DIR_READ = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC  # a directory to list, never through a link
 
 
-def open_tree(path: str) -> int:
-    """A descriptor to list the directory at `path` (the top of a tree a caller walks by descriptor from here on),
-    walked as `walk` goes: a link on the way or at the end followed only when root or the user owns it, the last
-    component opened as looked at (O_NOFOLLOW, then its device and inode compared with the look).
-    Raises Untrusted (another user's link, a link loop, a change since the look) or OSError (ENOTDIR, ENOENT)."""
-    def opened(dir_fd: int, name: str, st: os.stat_result, shown: str) -> int | None:
-        if stat.S_ISLNK(st.st_mode):
-            return None  # followed by the walk when root or the user owns it
-        fd = open_as_looked(dir_fd, name, st, DIR_READ)
-        if fd is None:
-            raise Untrusted(path, "changed while tunectl looked at it", "run again; if it recurs, find who changes it")
-        return fd
-
+def open_landed(landed: Landed) -> int | None:
+    """The directory `walk` landed on (a path with no link on it, and the walk's look at it: the one judgement of
+    which links root may follow) opened to list (DIR_READ) for a caller that walks the tree by descriptor from
+    here on: by that path, following no link on the way, and compared with the look (`open_as_looked`). None
+    when it changed since (a link swapped in on the way, another directory at the name). Raises OSError (gone,
+    a permission, out of descriptors)."""
+    assert landed.st is not None
+    parent, _, name = landed.path.rpartition("/")
+    if not name:  # "/"
+        return open_as_looked(None, "/", landed.st, DIR_READ)
     try:
-        landed = walk(path, last=opened)
+        dir_fd = _walk_no_link(parent or "/", _PATH_DIR)
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise Untrusted(path, "a symbolic link loop", "name the directory by a path without a link loop") from None
+            return None
         raise
-    if landed.opened is None:  # "/", or a path ending in "..": the directory the walk ended in, through no link
-        return _walk_no_link(landed.path, DIR_READ, DIR_READ)
-    return landed.opened  # type: ignore[return-value]
+    try:
+        return open_as_looked(dir_fd, name, landed.st, DIR_READ)
+    finally:
+        os.close(dir_fd)
 
 
 def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _READ,

@@ -228,7 +228,7 @@ NOTED = ("skip", "unavailable")
 # a tunectl on the host printing another version is refused with a message, never misread.
 READS = {"tunectl-apply": 2, "tunectl-rollback": 2, "tunectl-verify": 3, "tunectl-align": 1,
          "tunectl-mounts-check": 2, "tunectl-mounts-fix": 2, "tunectl-udev-render": 2,
-         "tunectl-udev-install": 2, "tunectl-udev-remove": 1, "tunectl-udev-check": 1, "tunectl-error": 1}
+         "tunectl-udev-install": 2, "tunectl-udev-remove": 1, "tunectl-udev-check": 2, "tunectl-error": 1}
 
 
 def show(value) -> str:

@@ -100,10 +100,11 @@ def test_collect_never_lists_through_a_subdirectory_another_user_exchanges_with_
         shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.mark.parametrize("target", ["directory", "file"])
+@pytest.mark.parametrize("target", ["directory", "file", "nothing", "pipe"])
 def test_collect_of_a_path_through_another_users_link_lists_nothing_and_says_why(tmp_path: Path, target: str) -> None:
     # nobody's link to root's directory gave an empty list and exit 0 with no skipped line (the walk dropped the
-    # refusal); nobody's link to root's file was followed and the file listed (realpath).
+    # refusal); nobody's link to root's file was followed and the file listed (realpath). A link to nothing or to
+    # a pipe was looked through (stat) before the link was judged, and the skip named what was behind it.
     real = tmp_path / "real"
     real.mkdir(mode=0o700)
     (real / "private").write_bytes(os.urandom(4096))
@@ -111,10 +112,12 @@ def test_collect_of_a_path_through_another_users_link_lists_nothing_and_says_why
     theirs.mkdir(mode=0o755)
     os.chown(theirs, NOBODY, NOBODY)
     link = theirs / "lk"
-    os.symlink(real if target == "directory" else real / "private", link)
+    os.mkfifo(real / "pipe")
+    os.symlink({"directory": real, "file": real / "private", "nothing": real / "missing", "pipe": real / "pipe"}[target],
+               link)
     os.lchown(link, NOBODY, NOBODY)
     done = run_process("--json", "preload", "collect", str(link), "-o", str(tmp_path / "x.list"), timeout=60)
-    assert done.code == 0, done.err
+    assert done.code == 3, done.err  # refused: unreadable, a partial failure
     assert done.doc["files"] == 0, done.doc
     (skip,) = done.doc["skipped"]
     assert skip["path"] == str(link) and skip["status"] == "unreadable", skip

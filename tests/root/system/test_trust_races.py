@@ -23,6 +23,7 @@ pytestmark = pytest.mark.root
 
 arena = attacks.arena
 TRIES = 1000  # before the fix the secret leaked in one run in 20 to 50
+PIPE_TRIES = 20000  # ~2 s of reads; before the fix one read the pipe as empty within the first second (3 runs of 3)
 
 
 def test_extends_flipped_between_a_file_and_a_link_never_reads_the_link(arena: Arena) -> None:
@@ -105,3 +106,30 @@ def test_preload_show_opens_no_device_no_pipe_and_no_link_it_lists(arena: Arena)
     assert doc[str(regular)]["status"] != "changed"
     for other in (arena.open / "fifo", arena.open / "link", "/dev/null"):
         assert doc[str(other)]["status"] == "changed", doc[str(other)]
+
+
+def test_a_rules_file_swapped_for_a_named_pipe_is_never_read_as_empty(arena: Arena) -> None:
+    # open_listed looked (lstat) and then opened by name: a named pipe renamed in between was opened without
+    # blocking and read as an empty rules file, which `udev check --rules-dir` and doctor took as no rules at all.
+    from tunectl.system import rulesfile
+
+    rules = arena.open / "rules"
+    as_nobody("mkdir", str(rules))
+    text = f"# {rulesfile.HEADER_MARK}\nACTION==\"add\"\n"
+    nobody_writes(rules / f".{rulesfile.RULES_FILE}.real", text)
+    as_nobody("ln", str(rules / f".{rulesfile.RULES_FILE}.real"), str(rules / rulesfile.RULES_FILE))
+    proc = attacker.start(arena.open, "pipe", str(rules), rulesfile.RULES_FILE)
+    outcomes = {"read": 0, "refused": 0}
+    try:
+        for _ in range(PIPE_TRIES):
+            try:
+                got = rulesfile.read(rules / rulesfile.RULES_FILE)
+            except rulesfile.RulesError as e:
+                assert "named pipe" in e.message or "changed while" in e.message, e.message
+                outcomes["refused"] += 1
+                continue
+            assert got == text, f"read {got!r} from the swapped name"  # renamed over: the name is never missing
+            outcomes["read"] += 1
+    finally:
+        attacker.stop(proc)
+    print(f"{outcomes} of {PIPE_TRIES} reads while nobody swapped the rules file for a named pipe")

@@ -130,13 +130,14 @@ def test_collect_says_what_it_passed_over_among_the_paths_named(tmp_path: Path, 
     kept = make_files(tmp_path / "data", {"a": 4096})
     r = tunectl("preload", "collect", str(odd_files["fifo"]), str(odd_files["device"]), str(kept[0]), "-o", str(lst),
                 "--json")
-    assert r.code == 0, r.err
+    assert r.code == 3, r.err  # named, not listed: unreadable, a partial failure as in replay
     assert r.doc["files"] == 1
     skipped = {s["path"]: s["reason"] for s in r.doc["skipped"]}
     assert skipped == {str(odd_files["fifo"]): "a named pipe, not a regular file: collect lists regular files",
                        str(odd_files["device"]): "a character device, not a regular file: collect lists regular files"}
     text = tunectl("preload", "collect", str(odd_files["fifo"]), "-o", str(lst))
     assert "a named pipe, not a regular file" in text.out + text.err
+    assert text.code == 3 and text.out.splitlines()[-1] == "exit 3 (partial): 1 file unreadable, not in the list"
 
 
 def test_show_stats_says_why_the_floor_is_unknown_as_the_user_it_runs_as(tmp_path: Path,

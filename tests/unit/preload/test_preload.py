@@ -289,6 +289,8 @@ def test_a_path_the_kernel_refuses_is_unreadable_and_the_exit_is_partial(tmp_pat
     assert r.code == 3 and r.doc["files"] == 1, r.out + r.err
     (skip,) = r.doc["skipped"]
     assert skip["status"] == "unreadable" and skip["reason"] == "File name too long"
+    text = tunectl("preload", "replay", str(lst), *options)
+    assert text.code == 3 and text.out.splitlines()[-1] == "exit 3 (partial): 1 file unreadable, not read", text.out
 
 
 def test_collect_resident_keeps_only_cached_pages(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ that still fails then stops the replay, with an error that says so.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import resource
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness import run_process
-from tests.preload_helpers import tunectl
+from tests.preload_helpers import GOOD_HEADER, make_files, tunectl
 from tunectl.errors import OutOfDescriptors
 from tunectl.preload import replay as replay_module
 from tunectl.preload.listfile import read_list
@@ -67,6 +68,41 @@ def test_out_of_descriptors_all_the_same_the_directories_kept_are_let_go(
     assert report.files == 2 * DIRS and report.skipped == [], report.skipped[:3]
 
 
+def files_before_directory(lst: Path, n: int) -> int:
+    """How many files the data pass on flash reads before it needs the (n+1)th directory: it reads in the list's
+    own order, which collect wrote in physical order, and that is the file system's choice. Writeback that ran
+    while the fixture made its files (ext4 places a file when it writes it back; the ones not placed yet come last,
+    by inode number) once put d004/f1 after d005/f0: 9 files read, not 2 * n = 10."""
+    seen: set[str] = set()
+    for read, entry in enumerate(read_list(str(lst)).entries):
+        directory = entry.path.rpartition("/")[0]
+        if directory not in seen and len(seen) == n:
+            return read
+        seen.add(directory)
+    return len(seen)
+
+
+def list_text(files: list[Path]) -> str:
+    """A preload list of `files`, in that order."""
+    rows = []
+    for f in files:
+        st = f.stat()
+        rows.append([str(f), f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", st.st_ino, st.st_size, st.st_mtime_ns,
+                     [[0, st.st_size]], None])
+    return GOOD_HEADER + "\n" + "\n".join(json.dumps(r) for r in rows) + "\n"
+
+
+def test_files_before_directory_follows_the_lists_order(tmp_path: Path) -> None:
+    """The count above on a list whose order interleaves two directories, as a layout can."""
+    files = make_files(tmp_path / "data", {"a/f0": 10, "a/f1": 10, "b/f0": 10, "c/f0": 10})
+    (tmp_path / "plain.list").write_text(list_text(files))
+    assert files_before_directory(tmp_path / "plain.list", 2) == 3
+    a0, a1, b0, c0 = files
+    (tmp_path / "mixed.list").write_text(list_text([a0, b0, a1, c0]))
+    assert files_before_directory(tmp_path / "mixed.list", 1) == 1
+    assert files_before_directory(tmp_path / "mixed.list", 2) == 3
+
+
 @pytest.mark.parametrize("after", [0, 5])
 def test_a_replay_that_cannot_open_one_more_directory_stops_and_says_why(
         many_dirs: Path, disk: bool, monkeypatch: pytest.MonkeyPatch, after: int) -> None:
@@ -93,7 +129,8 @@ def test_a_replay_that_cannot_open_one_more_directory_stops_and_says_why(
     if after == 0 or disk:  # the inode pass stops before any read
         assert error["message"].endswith("; no file of the list was read"), error["message"]
     else:  # the data pass had sent the files of the directories it could open
-        assert f"; before it, {2 * after} files (" in error["message"], error["message"]
+        before = files_before_directory(many_dirs, after)
+        assert f"; before it, {before} files (" in error["message"], error["message"]
     with pytest.raises(OutOfDescriptors):
         replay(Sysfs("/sys"), read_list(str(many_dirs)), str(many_dirs))
 
@@ -137,3 +174,37 @@ def test_under_a_low_limit_the_inode_pass_lets_its_directories_go_one_before_its
     cap = limit // 4
     assert cap < replay_module.DIRS_AT_ONCE and {keep for _, keep in held} == {cap}, held[:3]
     assert len(held) > cap and max(n for n, _ in held) == cap - 1, held
+
+
+DEEP = 40  # levels: collect holds a descriptor per level, more than `ulimit -n 32` allows
+
+
+@pytest.mark.parametrize("files", [False, True], ids=["directories", "files"])
+def test_a_collect_out_of_descriptors_stops_and_writes_no_list(tmp_path: Path, files: bool) -> None:
+    """Past ~26 levels under `ulimit -n 32` a subdirectory could not be opened (EMFILE) and was passed over in
+    silence, or a file was called "unreadable: Too many open files", and the list was written as if complete
+    (exit 0). Now collect stops with an error naming the limit and where, exit 3, and writes no list (an older
+    list stays as it was). `files`: a file at every level, whose open is the one that fails."""
+    top = d = tmp_path / "deep"
+    d.mkdir()
+    for i in range(DEEP):
+        if files:
+            (d / "f").write_text(str(i))
+        d = d / f"d{i}"
+        d.mkdir()
+    (d / "last").write_text("bottom")
+    lst = tmp_path / "deep.list"
+    lst.write_text("an older list\n")
+    r = run_process("preload", "collect", str(top), "-o", str(lst), "--json", prefix=["prlimit", "--nofile=32:32"])
+    assert r.code == 3, (r.code, r.err)
+    error = r.doc["error"]
+    assert error["code"] == "out-of-descriptors" and error["exit_code"] == 3
+    where = error["message"].split(": ")[0]
+    assert where.startswith(f"out of file descriptors at {top}/d0/d1/d2/"), error["message"]
+    assert where.endswith("/f") == files, error["message"]
+    assert error["message"].endswith(": this process may have at most 32 files open (ulimit -n); stopped part "
+                                     "way, no list written"), error["message"]
+    assert error["hint"] == "raise the limit (ulimit -n 1024; LimitNOFILE= for a unit) and run it again"
+    assert lst.read_text() == "an older list\n" and "unreadable" not in r.err
+    r = run_process("preload", "collect", str(top), "-o", str(lst), "--json")  # the default limit: all of it
+    assert r.code == 0 and r.doc["files"] == (DEEP + 1 if files else 1), r.err

@@ -103,3 +103,36 @@ def test_paths_are_the_tree_as_named_and_the_walk_holds_no_descriptor_after(tmp_
     partial.close()  # a walk left part way closes what it held
     assert sorted(os.listdir("/proc/self/fd")) == before
 
+
+
+def test_each_path_named_is_judged_once_and_its_skip_comes_first(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A path named was judged twice: once for the report's skipped line, once more by the walk (two walks of its
+    links, which another user could change in between). Now one judgement decides both; the skips of the paths
+    named still come first, in the order named, before any skip of a file in a tree."""
+    from tunectl.preload import collect as collect_module
+    from tunectl.system import trust
+
+    tree, _ = _tree(tmp_path)
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "gone").symlink_to(tmp_path / "nothing")
+    (tree / "kept" / "k1").chmod(0)  # a file in the tree that cannot be read: its skip after the named ones
+    judged: list[str] = []
+
+    def walk_once(path: str, *args: object, **kwargs: object) -> trust.Landed:
+        judged.append(path)
+        return real(path, *args, **kwargs)
+
+    real = trust.walk
+    monkeypatch.setattr(trust, "walk", walk_once)
+    monkeypatch.setattr(collect_module.trust, "walk", walk_once)
+    named = [str(tree), str(tmp_path / "pipe"), str(tree / "top-file"), str(tmp_path / "gone")]
+    report = collect(named, str(tmp_path / "x.list"))
+    assert sorted(p for p in judged if p in named) == sorted(named)  # once each (the list's own walk aside)
+    skipped = [(s.path, s.status) for s in report.skipped]
+    assert skipped[:2] == [(str(tmp_path / "pipe"), "unreadable"), (str(tmp_path / "gone"), "vanished")]
+    if os.geteuid() != 0:  # root reads a mode-0 file
+        assert skipped[2:] == [(str(tree / "kept" / "k1"), "unreadable")]
+    assert sorted(e.path for e in report.entries) == sorted(
+        [str(tree / "top-file"), str(tree / "kept" / "k1"), str(tree / "sub" / "s1"), str(tree / "sub" / "s2")]
+        if os.geteuid() == 0 else [str(tree / "top-file"), str(tree / "sub" / "s1"), str(tree / "sub" / "s2")])

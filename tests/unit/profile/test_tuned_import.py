@@ -387,3 +387,24 @@ def test_render_yaml_comments_and_round_trip(tmp_path: Path) -> None:
     assert "#   - [cpu] governor=performance: not a block-device setting" in text
     assert "only raises read-ahead" in text
     assert all(line.startswith("#") for line in text.splitlines() if "not a block-device" in line)
+
+
+def test_a_huge_or_multi_line_value_not_carried_over_is_one_bounded_comment_line(tmp_path: Path) -> None:
+    """A value of anyone's tuned file was copied whole into the profile's comment: megabytes, a continuation line
+    (a new comment line each), escape sequences. Each item is one line now, at most COMMENT_CHARS of it, the cut
+    said; --json (`unconverted`) keeps it whole."""
+    from tunectl.profile.tuned_import import COMMENT_CHARS
+
+    huge = "x" * 1_000_000
+    write(tmp_path, "h", f"[cpu]\ngovernor={huge}\n[vm]\ntransparent_hugepages=never\n  \x1b[31mred\n")
+    result = import_tuned("h", search_dirs=[str(tmp_path)])
+    assert any(huge in u for u in result.unconverted)  # the report keeps it whole
+    text = render_yaml(result)
+    assert len(text) < 2000 and "\x1b" not in text, text[:300]
+    lines = text.splitlines()
+    cut = [ln for ln in lines if "governor=" in ln]
+    item = f"- [cpu] governor={huge}: not a block-device setting"
+    assert cut == [f"#   {item[:COMMENT_CHARS]}... ({len(item) - COMMENT_CHARS} more characters cut; --json has them)"]
+    (vm,) = [ln for ln in lines if "transparent_hugepages=" in ln]
+    assert vm == "#   - [vm] transparent_hugepages=never\\n\\x1b[31mred: not a block-device setting", vm
+    check_profile(yaml.safe_load(text))

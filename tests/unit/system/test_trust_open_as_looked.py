@@ -1,4 +1,4 @@
-"""`trust.open_as_looked`: the one open after a look of every walk by descriptor (open_tree, the walk's steps,
+"""`trust.open_as_looked`: the one open after a look of every walk by descriptor (a tree's top, the walk's steps,
 collect's subdirectories, the temp sweep). What stands at the name now must be what was looked at."""
 
 from __future__ import annotations

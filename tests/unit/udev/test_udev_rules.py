@@ -597,3 +597,16 @@ def test_tunectl_executable_lookup(tmp_path: Path) -> None:
     exe.write_text("#!/bin/sh\n")
     exe.chmod(0o755)
     assert udev_commands.tunectl_executable({"PATH": str(tmp_path)}) == str(exe)
+
+
+def test_cli_check_json_without_a_tunectl_digest_follows_its_schema(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    """Not installed, and installed by hand without tunectl's header: no digest to show, `installed_digest` null
+    (run_cli validates each document against its schema; version 1's said a string)."""
+    path = str(DATA / "udev-every-class.yaml")
+    code, out, _ = _cli("udev", "check", "-p", path, "--rules-dir", str(tmp_path), "--json", env=cli_env)
+    doc = yaml.safe_load(out)
+    assert code == 1 and doc["installed"] is False and doc["installed_digest"] is None
+    (tmp_path / RULES_FILE).write_text('ACTION=="add", ATTR{queue/read_ahead_kb}="512"\n')
+    code, out, _ = _cli("udev", "check", "-p", path, "--rules-dir", str(tmp_path), "--json", env=cli_env)
+    doc = yaml.safe_load(out)
+    assert code == 1 and doc["installed"] is True and doc["installed_digest"] is None and doc["diff"]
