@@ -357,6 +357,15 @@ def cached_dirs(venv: Path) -> tuple[str, ...]:
     return tuple(dirs)
 
 
+def hidden_by_cached_root(cached: tuple[str, ...], mounts: tuple[str, ...]) -> list[str]:
+    """The guest paths of `mounts` (virtme-ng's --rwdir/--rodir) a bind of cached-root.sh would hide: at or under
+    one of the `cached` directories. cached-root.sh binds those after virtme-ng mounted its directories, so the
+    guest would see the host's directory from the cached root (read-only, and cached: what the host writes there
+    during the boot may never show) instead of the mount."""
+    return [m for m in mounts
+            if any(p == d or p.startswith(d.rstrip("/") + "/") for p in {m, os.path.realpath(m)} for d in cached)]
+
+
 def _keep_images(images: Path) -> Path:
     """A copy of the disk images in `images` as a boot finds them (none: a machine's first boot), for a retry.
 
@@ -405,6 +414,13 @@ def boot(kernel: Kernel, group: str, machine: Machine, images: Path, shared: Pat
 
     `rodirs`: (guest path, host dir) mounted read-only in the guest before its udevd starts.
     """
+    cached = cached_dirs(REPO / ".venv")
+    hidden = hidden_by_cached_root(cached, (str(shared.absolute()), *(guest for guest, _ in rodirs)))
+    if hidden:
+        raise ValueError(f"guest group {group}: the guest's shared or read-only directory {', '.join(hidden)} "
+                         f"is inside {', '.join(cached)}, which tests/vm/guest/cached-root.sh binds over it from "
+                         "the cached root, so the guest would not see it: put it outside those (pytest's "
+                         "--basetemp for the shared directory)")
     images.mkdir(parents=True, exist_ok=True)
     shared.mkdir(parents=True, exist_ok=True)
     out = shared / f"{group}.json"
@@ -422,7 +438,7 @@ def boot(kernel: Kernel, group: str, machine: Machine, images: Path, shared: Pat
     # (tests/vm/guest/cached-root.sh). It cannot serve stale files: the cache is this boot's guest kernel's
     # and starts empty, and the host writes none of those trees during a boot (it compiled them just above).
     # `shared`, which host and guest both write while the guest runs, stays on virtme-ng's uncached mount.
-    guest = (f"{REPO}/tests/vm/guest/cached-root.sh {CACHED_ROOT_TAG} {' '.join(cached_dirs(REPO / '.venv'))} -- "
+    guest = (f"{REPO}/tests/vm/guest/cached-root.sh {CACHED_ROOT_TAG} {' '.join(cached)} -- "
              f"{REPO}/.venv/bin/python {REPO}/tests/vm/guest/main.py {group} {shared} {' '.join(args)}")
     env = dict(os.environ, PATH=f"{REPO}/.venv/bin:{os.environ.get('PATH', '/usr/bin:/bin')}")
     failures: list[str] = []
