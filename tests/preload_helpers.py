@@ -75,3 +75,23 @@ def make_files(root: Path, sizes: dict[str, int]) -> list[Path]:
         paths.append(p)
     os.sync()
     return paths
+
+
+def collected(tmp_path: Path, files: int = 4, name: str = "x.list", folder: str = "files") -> Path:
+    """A list collected (in process) from a folder of `files` small files; the folder is made anew."""
+    import shutil
+
+    d = tmp_path / folder
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir()
+    for i in range(files):
+        (d / f"f{i}").write_bytes(b"x" * (100 + i))
+    lst = tmp_path / name
+    r = run_cli("preload", "collect", str(d), "-o", str(lst))
+    assert r.code == 0, r.err
+    return lst
+
+
+def cols_of(lst: Path) -> Path:
+    """The columns file beside the list (`tunectl.preload.columns`)."""
+    return Path(f"{lst}.cols")

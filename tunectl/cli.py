@@ -288,6 +288,43 @@ def _parser_class() -> type:
     return Parser
 
 
+def _help_formatter() -> type:
+    """argparse's raw-description formatter, but prose wider than the terminal is wrapped at its width. Prose is
+    text that starts in the first column: its lines run on until one ends a sentence (".") or a heading (":"), and
+    such a run is refilled only when one of its lines is too wide (a one-line description, an epilog paragraph
+    wrapped by hand at a wider margin). Indented lines (examples, tables) stay as written, so a command line in
+    an example is never cut in two."""
+    import argparse
+
+    class Formatter(argparse.RawDescriptionHelpFormatter):
+        def _fill_text(self, text: str, width: int, indent: str) -> str:
+            import textwrap
+
+            out: list[str] = []
+            run: list[str] = []
+
+            def flush() -> None:
+                if any(len(line) > width for line in run):
+                    out.extend(textwrap.wrap(" ".join(run), width, initial_indent=indent, subsequent_indent=indent,
+                                             break_on_hyphens=False, break_long_words=False))
+                else:
+                    out.extend(indent + line for line in run)
+                run.clear()
+
+            for line in text.splitlines():
+                if not line or line[:1].isspace():
+                    flush()
+                    out.append(indent + line if line else "")
+                    continue
+                run.append(line)
+                if line.endswith((".", ":")):
+                    flush()
+            flush()
+            return "\n".join(out)
+
+    return Formatter
+
+
 def _version_action(argv: Sequence[str] | None) -> type:
     """-V among other options (`tunectl --state-dir X -V --json`): as `_version` answers it alone, --json a
     document (argparse's own version action printed the text line whatever --json said)."""
@@ -309,11 +346,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     built: one command runs per process. Without `argv` every command is built
     in full (documentation, tests).
     """
-    import argparse
     import importlib
 
     wanted = _command_in(argv) if argv is not None else None
     parser_class = _parser_class()
+    formatter = _help_formatter()
     parser_class.seen_argv = list(argv or ())  # type: ignore[attr-defined]
     parser = parser_class(
         prog="tunectl",
@@ -322,7 +359,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                "3 partial failure, 4 not permitted, 5 state directory unusable, 70 internal error (a bug), "
                "130 interrupted.\n"
                "`tunectl COMMAND --help` explains a command. See tunectl(8) and tunectl-profile(5).",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=formatter)
     parser.add_argument("-V", "--version", action=_version_action(argv), nargs=0,
                         help="print the version and exit (with --json: a tunectl-version document)")
     _global_options(parser, suppress=False)
@@ -331,7 +368,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     for name, (module, help_) in COMMANDS.items():
         if argv is not None and wanted in COMMANDS and wanted != name:
             continue  # each subparser costs about a millisecond; an unknown command still lists them all
-        p = sub.add_parser(name, help=help_, description=help_, formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = sub.add_parser(name, help=help_, description=help_, formatter_class=formatter)
         if argv is not None and wanted != name:
             continue
         _global_options(p, suppress=True)
@@ -340,7 +377,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                        group: argparse.ArgumentParser = p) -> argparse.ArgumentParser:
             ap = subparsers.add_parser(action, help=action_help, description=action_help,
                                        epilog=_action_examples(group.epilog, group.prog, action),
-                                       formatter_class=argparse.RawDescriptionHelpFormatter)
+                                       formatter_class=formatter)
             _global_options(ap, suppress=True)
             return ap
 

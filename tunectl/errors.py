@@ -59,9 +59,13 @@ class StateError(TunectlError):
 class OutOfDescriptors(TunectlError):
     """The process could not open one more file (EMFILE: its RLIMIT_NOFILE, `ulimit -n`; ENFILE: the system's
     file table is full) even after letting go of what it kept open: a limit of the process, not a fault of the
-    file it was opening. The command stopped part way."""
+    file it was opening. The command stopped part way.
 
-    exit_code = ExitCode.PARTIAL
+    Exit 4, as the process was not permitted what it needed (one more descriptor), like a permission it lacks:
+    not 3, a partial result. Collect and record write no list; a replay stops part way. A unit's
+    `SuccessExitStatus=3` (files it could not read, the rest done) must not take it for success."""
+
+    exit_code = ExitCode.NOT_PERMITTED
     code = "out-of-descriptors"
 
     @classmethod

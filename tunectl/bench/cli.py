@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 
 EPILOG = """\
-Reads only: the device and the file are opened read-only. Between points only
+Reads only: the device and the file are opened read-only, once (no other
+user's link followed; a pipe, /dev/zero or a directory at the name is refused,
+never opened); the sweep never uses the name again. Between points only
 the target's cached pages are dropped (fadvise DONTNEED, BLKFLSBUF), never the
 machine's; one unmeasured read first fills what those drops cannot empty
 (squashfs's partial-block cache from 6.5, dm-verity's hash blocks), so every
@@ -87,13 +89,9 @@ def run(ctx, args, out) -> int:
 
 def _sweep(ctx, args, out, read_aheads: list[int], wanted: list[str] | None, size: int, block: int,
            files: dict) -> int:
-    import random as random_mod
+    import os
 
     from tunectl.bench import stack as stacking
-    from tunectl.bench.report import report_restore
-    from tunectl.bench.runner import Io, Sweep
-    from tunectl.bench.sweep import plan_points
-    from tunectl.units import counted, format_bytes
 
     stack = stacking.resolve(ctx, args.target)
     from tunectl.bench.report import active_wants
@@ -103,9 +101,22 @@ def _sweep(ctx, args, out, read_aheads: list[int], wanted: list[str] | None, siz
     ctx.state.command = f"{BENCH_HOLDER} {' '.join(d.name for d in stack.devices)}"
     schedulers = _schedulers(stack, wanted)
     stacking.check_nodes(ctx, stack)
-    from tunectl.system import blockio
+    opened = stacking.open_target(ctx, stack)  # the sweep reads through this descriptor, never the name again
+    try:
+        return _sweep_opened(ctx, args, out, read_aheads, schedulers, size, block, files, stack, active, opened)
+    finally:
+        os.close(opened.fd)
 
-    blockio.check_readable(stack.read_path)
+
+def _sweep_opened(ctx, args, out, read_aheads: list[int], schedulers: list, size: int, block: int, files: dict,
+                  stack, active: dict | None, opened) -> int:
+    import random as random_mod
+
+    from tunectl.bench.report import report_restore
+    from tunectl.bench.runner import Io, Sweep
+    from tunectl.bench.sweep import plan_points
+    from tunectl.units import counted, format_bytes
+
     seed = args.seed if args.seed is not None else random_mod.SystemRandom().randrange(1 << 31)
     points = plan_points(read_aheads, schedulers, args.runs, seed)
     header = (f"bench {stack.target} ({stack.kind}; read_ahead_kb on {stack.top.name}"
@@ -116,7 +127,7 @@ def _sweep(ctx, args, out, read_aheads: list[int], wanted: list[str] | None, siz
     if not out.json:  # stays: printed before a sweep of minutes, not part of its report (the JSON has each fact)
         out.print(header)
     bar = out.progress(len(points), "bench")
-    sweep = Sweep(ctx, stack, points, size, block, Io.real(ctx.run), random=args.random,
+    sweep = Sweep(ctx, stack, points, size, block, Io.real(ctx.run, opened), random=args.random,
                   on_point=lambda i, p: bar.advance(0, f"point {i}: {p.describe()}"),
                   on_done=lambda i, r: bar.advance(1))
     try:

@@ -25,7 +25,7 @@ from dataclasses import field
 from tunectl.attributes import parse_scheduler
 from tunectl.bench.diskstat import DiskStat, delta, read_stats
 from tunectl.bench.results import RandomRead, Run
-from tunectl.bench.stack import Target
+from tunectl.bench.stack import Opened, Target
 from tunectl.bench.sweep import Point
 from tunectl.context import Context
 from tunectl.devices.discover import read_device
@@ -58,16 +58,50 @@ class Io:
     warm: Callable[[str, int, int], object] | None = None  # the unmeasured read before the first point
 
     @classmethod
-    def real(cls, run: Callable[..., Completed], random_seconds: float = 3.0) -> Io:
-        """Reads of this machine's devices; fio through `run` (the Context's runner)."""
+    def real(cls, run: Callable[..., Completed], opened: Opened, random_seconds: float = 3.0) -> Io:
+        """Reads of this machine's devices, the target's through `opened` (its descriptor: the sweep names the
+        target by `read_path`, but never opens that name again); fio through `run` (the Context's runner)."""
+        import os
+        import stat
+
         from tunectl.system import blockio
+
+        def read(path: str, limit: int, block: int) -> tuple[int, float]:
+            # Kernel quirk: an open file's read-ahead window (file->f_ra.ra_pages) is copied from the queue's
+            # read_ahead_kb when the file is opened (file_ra_state_init), not looked up at each read; a later
+            # write of read_ahead_kb reaches only files opened after it. Read through the descriptor held since
+            # the start, every point would read with the read-ahead of that open. So each read is a new open of
+            # the same file, taken after this point's read_ahead_kb is set: through /proc/self/fd (the held
+            # descriptor's file, no name looked up again), as fio's opens are.
+            fd = blockio.reopen(opened.fd, path)
+            try:
+                return blockio.read_sequential(path, limit, block, fd)
+            finally:
+                os.close(fd)
+
+        device = stat.S_ISBLK(os.fstat(opened.fd).st_mode)
+
+        def drop(files: list[str], block_devices: list[str]) -> None:
+            for path in files:  # the target file: the sweep drops no other
+                blockio.drop_cached_of(opened.fd, path)
+            if device:
+                # Kernel quirk: the last close of a block device empties its page cache (blkdev_put ->
+                # blkdev_flush_mapping -> kill_bdev), and a partition's cache is its own, not its disk's. Opened
+                # by name for each read, the target was closed after each and so read cold; held open for the
+                # sweep, a partition's cache survives the drops of its disk's node (`block_devices`): every
+                # point after the first would read it from memory. So the target is dropped through its own
+                # descriptor too.
+                blockio.drop_cached_of(opened.fd, opened.path, block_device=True)
+            blockio.drop_cached([], block_devices)
 
         def fio(path: str, size: int) -> RandomRead:
             from tunectl.bench.fio import fio_argv, parse_fio_json
 
-            return parse_fio_json(run(fio_argv(path, size, random_seconds), timeout=random_seconds + 60).stdout)
+            # fio opens a name: this process's descriptor's, which /proc reopens as the very file it is open on
+            argv = fio_argv(f"/proc/{os.getpid()}/fd/{opened.fd}", size, random_seconds)
+            return parse_fio_json(run(argv, timeout=random_seconds + 60).stdout)
 
-        return cls(blockio.read_sequential, blockio.drop_cached, fio, blockio.read_sequential)
+        return cls(read, drop, fio, read)
 
 
 @record

@@ -103,9 +103,6 @@ def check_nodes(ctx: Context, stack: Target) -> None:
         raise UsageError(f"{stack.target}: {ctx.sysfs.root} describes another machine, whose device nodes "
                          "are not here", hint="bench reads real devices: use the real /sys (no --sysfs-root)")
     wanted = [(stack.nodes[d.name] or d.name, d.devnum) for d in stack.devices]
-    if stack.kind == "device":
-        name = os.path.basename(os.path.realpath(stack.read_path))
-        wanted.append((stack.read_path, ctx.sysfs.read_or(f"class/block/{name}/dev")))
     for path, devnum in wanted:
         found = blockio.node_devnum(path)
         if found is None or found != devnum:
@@ -114,3 +111,39 @@ def check_nodes(ctx: Context, stack: Target) -> None:
                              hint="bench reads real devices: use the real /sys (no --sysfs-root)")
     if stack.read_bytes <= 0:
         raise UsageError(f"{stack.target} is empty: nothing to read")
+
+
+@record(frozen=True)
+class Opened:
+    """The target as the sweep reads it: opened once, after every check (`open_target`)."""
+
+    path: str  # the name it was opened by (`Target.read_path`): for messages and the report only
+    fd: int  # every read, drop and fio run of the sweep goes through this descriptor, never `path` again
+
+
+def open_target(ctx: Context, stack: Target) -> Opened:
+    """Open what the sweep reads, once (`blockio.open_read`): a regular file for a file target, the block device
+    node for a device. Whoever owns a directory on the path could otherwise swap the name between the look and the
+    reads (a named pipe: bench blocks forever; a link to a device node or a root file: root opens it), so the
+    sweep reads only through this descriptor. The open file must still be on the device the resolver found
+    (a file's filesystem, or the node itself: checked on the descriptor, not by name), and what there is to read
+    is its size now; a file that grows meanwhile is read no further than that. The caller closes `fd`."""
+    part = stack.stack.partition
+    name = part.name if part else stack.top.name
+    fd, st = blockio.open_read(stack.read_path, stack.kind == "device")
+    try:
+        found = st.st_rdev if stack.kind == "device" else st.st_dev
+        devnum, wanted = f"{os.major(found)}:{os.minor(found)}", ctx.sysfs.read_or(f"class/block/{name}/dev")
+        if devnum != wanted:
+            where = "is device" if stack.kind == "device" else "is now a file on device"
+            raise UsageError(f"{stack.read_path} {where} {devnum}, but {name} is {wanted or 'not there'} "
+                             f"(under {ctx.sysfs.root})", hint="it changed since it was looked up: run again; name "
+                             "a file no other user can replace, or the device itself", where=stack.target)
+        if stack.kind == "file":
+            stack.read_bytes = st.st_size
+            if st.st_size <= 0:
+                raise UsageError(f"{stack.target} is empty: nothing to read")
+    except BaseException:
+        os.close(fd)
+        raise
+    return Opened(stack.read_path, fd)

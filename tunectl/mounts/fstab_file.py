@@ -26,12 +26,26 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tunectl.errors import ExitCode, NotPermitted, TunectlError, UsageError
-from tunectl.system.trust import Untrusted, atomic_write, open_dir, read_regular, resolve_own_links, sweep_temps
+from tunectl.system.trust import (
+    TooLarge,
+    Untrusted,
+    atomic_write,
+    open_dir,
+    read_regular,
+    read_regular_stat,
+    resolve_own_links,
+    sweep_temps,
+)
 
 ORIG_SUFFIX = ".tunectl.orig"
 BACKUP_SUFFIX = ".tunectl.bak."
 TMP_TAG = ".tunectl-tmp."
 MAX_FSTAB_BYTES = 64 << 20
+TYPE_CHECKING = False  # typing costs start-up every command pays; the name is for checkers only
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    Read = TypeVar("Read")  # what _whole's `read` returns: the bytes, or the bytes and their fstat
 
 
 class NotReplaced(TunectlError):
@@ -53,23 +67,29 @@ def resolve(path: str | os.PathLike) -> Path:
 
 def read_current(real: Path) -> bytes | None:
     """The fstab's bytes now (None when absent), read without blocking: a named pipe there is refused."""
+    return _read_current(real)[0]
+
+
+def _read_current(real: Path) -> tuple[bytes | None, os.stat_result | None]:
+    """`read_current`, and the fstat of the file read (None when absent)."""
     try:
-        data = read_regular(real, MAX_FSTAB_BYTES, resolved=True)  # `real` came from resolve(): through no link now
+        # `real` came from resolve(): through no link now
+        return _whole(real, lambda: read_regular_stat(real, MAX_FSTAB_BYTES, resolved=True, whole=True))
     except FileNotFoundError:
-        return None
+        return None, None
     except Untrusted as e:
-        raise NotReplaced(f"{real} is {e.found}; nothing was replaced", hint=f"{e.hint}; name a regular fstab file") \
+        raise NotReplaced(f"{real}: {e.about(real)}; nothing was replaced", hint=f"{e.hint}; name a regular fstab file") \
             from None
-    return _whole(real, data)
 
 
-def _whole(path: Path, data: bytes) -> bytes:
-    """`data` read up to a byte past MAX_FSTAB_BYTES, refused when longer: its first bytes alone, taken as the
-    whole, were kept as the backup of a file they are not, or restored as the original."""
-    if len(data) > MAX_FSTAB_BYTES:
+def _whole(path: Path, read: Callable[[], Read]) -> Read:
+    """What `read` read whole (`read_whole`), refused when longer than MAX_FSTAB_BYTES: its first bytes alone,
+    taken as the whole, were kept as the backup of a file they are not, or restored as the original."""
+    try:
+        return read()
+    except TooLarge:
         raise NotReplaced(f"{path} is larger than {MAX_FSTAB_BYTES} bytes, not an fstab file; nothing was replaced",
-                          hint=f"look at what grew {path}; tunectl copies, compares and restores an fstab whole only")
-    return data
+                          hint=f"look at what grew {path}; tunectl copies, compares and restores an fstab whole only") from None
 
 
 def original_of(real: Path) -> Path:
@@ -126,9 +146,9 @@ def _read_own(path: Path) -> bytes:
     on the way since, is refused (FileNotFoundError when absent)."""
     _refuse_unless_own(path)
     try:
-        return _whole(path, read_regular(path, MAX_FSTAB_BYTES, resolved=True))
+        return _whole(path, lambda: read_regular(path, MAX_FSTAB_BYTES, resolved=True, whole=True))
     except Untrusted as e:
-        raise NotReplaced(f"{path} is {e.found}; nothing was replaced",
+        raise NotReplaced(f"{path}: {e.about(path)}; nothing was replaced",
                           hint=f"move {path} away if it is not tunectl's, then run the same command again") from None
 
 
@@ -142,12 +162,15 @@ def next_backup(real: Path) -> Path:
     return real.with_name(f"{real.name}{BACKUP_SUFFIX}{max(numbers, default=0) + 1}")
 
 
-def _unchanged(real: Path, read: bytes) -> None:
-    now = read_current(real)
-    if now != read:
+def _unchanged(real: Path, read: bytes) -> os.stat_result:
+    """The fstat of the fstab as read now, which must still hold `read` (NotReplaced when not): the owner and mode
+    its copies and its replacement take, from the one open that read it, never from another open by name."""
+    now, st = _read_current(real)
+    if now != read or st is None:
         raise NotReplaced(f"{real} was changed by another writer while tunectl was editing it; nothing was replaced "
                            "(the other writer's edit stays)", hint="run the same command again: it starts from the file "
                                                                    "as it is now")
+    return st
 
 
 def replace(real: Path, read: bytes, new: bytes, verify: Callable[[Path], None] | None = None) -> str:
@@ -164,18 +187,18 @@ def replace(real: Path, read: bytes, new: bytes, verify: Callable[[Path], None] 
             _unchanged(real, read)  # again, right before the rename
 
     try:
-        _unchanged(real, read)
+        like = _unchanged(real, read)  # owner and mode of the file read, not of a second open by name
         orig = original_of(real)
         _refuse_unless_own(orig)
         if not os.path.lexists(orig):
-            atomic_write(orig, read, like=real, tmp_prefix=tmp_prefix(real), shared_dir=True)
+            atomic_write(orig, read, like=like, tmp_prefix=tmp_prefix(real), shared_dir=True)
         backup = next_backup(real)
         _refuse_unless_own(backup)
-        atomic_write(backup, read, like=real, tmp_prefix=tmp_prefix(real), shared_dir=True)
+        atomic_write(backup, read, like=like, tmp_prefix=tmp_prefix(real), shared_dir=True)
         # Any directory an fstab was named in: the files are created beside it, never through a link.
-        atomic_write(real, new, like=real, verify=check, tmp_prefix=tmp_prefix(real), shared_dir=True)
+        atomic_write(real, new, like=like, verify=check, tmp_prefix=tmp_prefix(real), shared_dir=True)
     except Untrusted as e:
-        raise TunectlError(f"cannot write {real}: {e.message}", hint=e.hint) from None
+        raise TunectlError(f"cannot write {real}: {e.about(real)}", hint=e.hint) from None
     except OSError as e:
         if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise NotPermitted(f"cannot write {real}: {e.strerror}", hint="run as root") from None

@@ -25,7 +25,7 @@ from tunectl.record import record
 from tunectl.report import Column, Report
 from tunectl.status import Marked, Verdict
 from tunectl.system import mountinfo
-from tunectl.system.roots import under_dev
+from tunectl.system.roots import FSTAB, under_dev
 from tunectl.system.runner import CommandError, Completed
 
 CHECK_COLUMNS = [  # mounts check's column table: -o, --columns and the cuts
@@ -175,14 +175,20 @@ def _remount_result(r) -> str:
     return Marked("NOT APPLIED: " + (", ".join(r.not_applied) or r.error), Verdict.FAILED)
 
 
-def _read_fstab(path: Path) -> tuple[bytes, list[str]]:
+def _read_fstab(path: Path, named: bool) -> tuple[bytes, list[str]]:
+    """The fstab's bytes and the warnings about it; `named`: the user named the file (--fstab, TUNECTL_FSTAB)."""
     from tunectl.mounts.fstab_file import resolve
     from tunectl.system import trust
 
     try:
         # opened through no link: a directory on the way swapped for another user's link since resolve() is refused
-        data = trust.read_regular(resolve(path), MAX_FSTAB_BYTES, resolved=True)
+        data = trust.read_regular(resolve(path), MAX_FSTAB_BYTES, resolved=True, whole=True)
     except FileNotFoundError:
+        if named:  # a typo'd path: a warning and exit 0 read as "in sync"
+            raise UsageError(f"{path}: no such fstab file", hint="name an existing file with --fstab (or "
+                             f"TUNECTL_FSTAB), or leave both out for {FSTAB}", where=str(path)) from None
+        # The default /etc/fstab may be absent (a container, an initramfs, a minimal image mounting by units): the
+        # live mounts are still worth checking, so its absence is said, not an error.
         return b"", [f"{path} does not exist; only live mounts are checked"]
     except trust.Untrusted as e:
         if e.found.startswith("changed while"):
@@ -193,8 +199,9 @@ def _read_fstab(path: Path) -> tuple[bytes, list[str]]:
         if e.errno in (errno.EACCES, errno.EPERM):
             raise NotPermitted(f"cannot read {path}: {e.strerror}", hint="run as root") from None
         raise TunectlError(f"cannot read {path}: {e.strerror}") from None
-    if len(data) > MAX_FSTAB_BYTES:
-        raise UsageError(f"{path} is larger than {MAX_FSTAB_BYTES} bytes, not an fstab file", hint="give --fstab FILE")
+    except trust.TooLarge:
+        raise UsageError(f"{path} is larger than {MAX_FSTAB_BYTES} bytes, not an fstab file",
+                         hint="give --fstab FILE") from None
     return data, []
 
 
@@ -224,7 +231,7 @@ def check(ctx, profile_ref: str | None, fstab_file: str | None = None) -> CheckR
     active = intent.choose(ctx, profile_ref, "mounts check")
     profile = active.profile
     path = fstab_path(ctx, fstab_file)
-    data, warnings = _read_fstab(path)
+    data, warnings = _read_fstab(path, named=fstab_file is not None or ctx.roots.fstab != FSTAB)
     table = fstab_model.parse(data)
     warnings += [f"{path}:{n}: libmount cannot parse this line ({why}); left as it is" for n, why in table.problems]
     mounts, problems = mountinfo.read_mounts(ctx.roots.proc)

@@ -93,8 +93,8 @@ def _read(read: Callable[[], bytes], shown: str, unread: list[str]) -> str | Non
         if not (isinstance(e, OSError) and e.errno == 2):
             unread.append(f"{shown}: {e.found if isinstance(e, trust.Untrusted) else e.strerror or e}")
         return None
-    if len(raw) > MAX_FILE:  # the reads stop one byte past the cap: its first MAX_FILE bytes alone would hide a
-        unread.append(f"{shown}: larger than {MAX_FILE} bytes")  # writer past them and cut a value mid-line
+    except trust.TooLarge:  # its first MAX_FILE bytes alone would hide a writer past them and cut a value mid-line
+        unread.append(f"{shown}: larger than {MAX_FILE} bytes")
         return None
     return raw.decode("utf-8", errors="replace")
 
@@ -102,7 +102,7 @@ def _read(read: Callable[[], bytes], shown: str, unread: list[str]) -> str | Non
 def _read_config(ctx: Context, path: str, unread: list[str]) -> str | None:
     """The file `path` of the configuration tree, its links (a vendor link to a file elsewhere) resolved in the
     tree: what udev or systemd running there would read, never this machine's file of that name."""
-    return _read(lambda: trust.read_in_root(_root(ctx), path, MAX_FILE), path, unread)
+    return _read(lambda: trust.read_in_root(_root(ctx), path, MAX_FILE, whole=True), path, unread)
 
 
 def _dropins(ctx: Context, dirs: Sequence[str], suffix: str, machine: Machine,
@@ -147,7 +147,7 @@ def read_machine(ctx: Context, rules_path: str | None = None) -> Machine:
     _tuned(ctx, machine)
     if ctx.roots.proc is not None:
         cmdline = os.path.join(ctx.roots.proc, "cmdline")
-        text = _read(lambda: trust.read_regular(cmdline, MAX_FILE), "/proc/cmdline", machine.unread)
+        text = _read(lambda: trust.read_regular(cmdline, MAX_FILE, whole=True), "/proc/cmdline", machine.unread)
         machine.assignments += [(0, a) for a in sources.parse_cmdline("/proc/cmdline", text or "")]
     return machine
 

@@ -75,7 +75,7 @@ def run(ctx, args, out) -> int:
     import gc
 
     from tunectl.errors import UsageError
-    from tunectl.preload.listfile import batches, header, read_list
+    from tunectl.preload.listfile import ColumnsRead, batches, header, read_list
 
     verb = args.preload_command
     if verb in ("collect", "record") and args.output == "-":
@@ -123,8 +123,9 @@ def run(ctx, args, out) -> int:
         limit = _limit(args)
         total = total_of(head, args.list)
         source = None
+        seen = ColumnsRead()
         if total is None:  # a list made before its header gave the total: all of it checked and counted first
-            found = _surveyed(args, out, meta_bytes, limit)
+            found = _surveyed(args, out, meta_bytes, limit, seen=seen)
             files, parts = found.files, _parts(found, args.list)
         else:  # refused from its header before any read; then read as it is checked, counted against the cap
             files, parts = total[0], None
@@ -133,7 +134,7 @@ def run(ctx, args, out) -> int:
             def over_cap(n: int, nbytes: int, already: str) -> UsageError:
                 return _over_cap(args, total, n, nbytes + meta_bytes, limit, already, meta_bytes)
 
-            source = ListSource((b for _, b in batches(args.list, STREAM_CHUNK, first=FIRST_CHUNK)),
+            source = ListSource((b for _, b in batches(args.list, STREAM_CHUNK, first=FIRST_CHUNK, seen=seen)),
                                 limit - meta_bytes,
                                 lambda checked: _parts(_surveyed(args, out, meta_bytes, limit, False, checked),
                                                        args.list),
@@ -143,6 +144,7 @@ def run(ctx, args, out) -> int:
                             settle_timeout=args.settle_timeout, use_io_uring=not args.no_io_uring,
                             metadata=metadata, dev_root=ctx.roots.dev, time_order=time_ordered(head, args.list),
                             source=source)
+        report.columns = seen
         if total is None:
             report.list_why = "every entry checked before the first read: the list's header does not give its " \
                               "total (made by an older tunectl; collect it again to have it read as it is checked)"
@@ -167,8 +169,10 @@ def run(ctx, args, out) -> int:
         if args.against and not args.stats:
             raise UsageError("--against compares with what a boot read: it goes with --stats",
                              hint="tunectl preload show --stats LIST --against READ_LIST")
-        report = show(read_list(args.list), args.list, header(args.list, replayed=False), ctx.roots.dev, ctx.sysfs,
-                      stats=args.stats, against=read_list(args.against) if args.against else None)
+        seen = ColumnsRead()
+        report = show(read_list(args.list, seen), args.list, header(args.list, replayed=False), ctx.roots.dev,
+                      ctx.sysfs, stats=args.stats, against=read_list(args.against) if args.against else None)
+        report.columns = seen
     report.verbose = out.verbose
     return out.show(report)
 
@@ -234,12 +238,14 @@ def _over_cap(args, total: tuple[int, int], files: int, nbytes: int, limit: int,
                            "--max-bytes")
 
 
-def _surveyed(args, out, metadata_bytes: int = 0, limit: int | None = None, announce: bool = True, checked=None):
+def _surveyed(args, out, metadata_bytes: int = 0, limit: int | None = None, announce: bool = True, checked=None,
+              seen=None):
     """One streaming pass over the list: every line checked and the total known before any file is read.
-    `checked`: the list's batches as a streamed replay has begun reading them (its open file, continued)."""
+    `checked`: the list's batches as a streamed replay has begun reading them (its open file, continued);
+    `seen`: told whether the list's columns file was used (`listfile.ColumnsRead`)."""
     from tunectl.preload.listfile import survey, tally
 
     limit = _limit(args) if limit is None else limit
-    found = survey(args.list) if checked is None else tally(checked)
+    found = survey(args.list, seen=seen) if checked is None else tally(checked)
     _check_total(args, out, found.files, found.bytes + metadata_bytes, metadata_bytes, limit, announce)
     return found

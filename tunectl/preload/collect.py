@@ -95,7 +95,8 @@ class Found(NamedTuple):
 
 def walk(paths: Iterable[str]) -> Iterator[Found | Skip]:
     """Regular files named, and those below the directories named, in directory order; first a skip for each path
-    named that is not listed (`_judge`).
+    named that is not listed (`_judge`), then in its place a skip for a directory named that is gone or another
+    one (a link, another directory: another user's swap) when the walk opens it.
 
     Each path named is judged once (`trust.walk`: followed only through links root or the user owns). A directory
     is then opened by the path the judgement landed on, following no link and compared with its look
@@ -125,9 +126,13 @@ def walk(paths: Iterable[str]) -> Iterator[Found | Skip]:
             fd = trust.open_landed(landed)
         except OSError as e:
             _stop_if_out_of_descriptors(base, e)
-            continue  # gone since the judgement: nothing listed, as a subdirectory gone
-        if fd is not None:  # None: changed since the judgement (another user's swap): passed over
-            yield from _below(fd, base if base.endswith("/") else base + "/")
+            yield failed(top, e.errno or errno.EIO)  # gone since the judgement, or a permission: said, as for a
+            continue  # path named that is not there
+        if fd is None:  # changed since the judgement (a link or another directory put there): passed over, said
+            yield Skip(top, UNREADABLE, "changed while collect looked at it (a link or another directory put in its "
+                                        "place): not listed")
+            continue
+        yield from _below(fd, base if base.endswith("/") else base + "/")
 
 
 def _judge(path: str) -> trust.Landed | Skip:
@@ -213,6 +218,23 @@ def open_found(found: Found) -> int:
     return os.open(found.name, LISTED_READ, dir_fd=found.dir_fd)
 
 
+def open_or_skip(found: Found) -> tuple[int, Skip | None]:
+    """A descriptor on what the walk found (`open_found`: never through another user's link, never a device), or
+    -1 and why not: a Skip (unreadable, vanished), None for what is not listed (in a tree: a link, a pipe, a
+    device, or swapped for one since the walk saw a file; a path named says why, as `_judge` does). Out of
+    descriptors stops the walk (OutOfDescriptors)."""
+    try:
+        return open_found(found), None
+    except Untrusted as e:
+        return -1, None if e.wrong_type and found.dir_fd >= 0 else Skip(found.path, UNREADABLE, e.found)
+    except OSError as e:
+        _stop_if_out_of_descriptors(found.path, e)
+        if e.errno == errno.ELOOP:
+            return -1, None
+        status = VANISHED if e.errno == errno.ENOENT else UNREADABLE
+        return -1, Skip(found.path, status, os.strerror(e.errno or errno.EIO))
+
+
 def entry_for(path: str, fd: int, st: os.stat_result, ranges: tuple[tuple[int, int], ...]) -> Entry:
     """The list entry for an open file: its identity, the ranges to bring in, and where the first one lies on disk."""
     physical = pagecache.first_physical(fd, ranges[0][0]) if ranges else None
@@ -224,18 +246,9 @@ def describe_file(path: str | Found, resident: bool = False) -> tuple[Entry | No
     """One list entry for a file (a path, or what the walk found): whole, or with `resident` only its cached pages
     (None when none are)."""
     found = path if isinstance(path, Found) else Found(os.path.abspath(path))
-    try:
-        fd = open_found(found)  # never through another user's link, never a device
-    except Untrusted as e:
-        if e.wrong_type:  # a link, a pipe or a device (or swapped for one since the walk saw a file): not listed
-            return None, None
-        return None, Skip(found.path, UNREADABLE, e.found)
-    except OSError as e:
-        _stop_if_out_of_descriptors(found.path, e)
-        if e.errno == errno.ELOOP:
-            return None, None
-        status = VANISHED if e.errno == errno.ENOENT else UNREADABLE
-        return None, Skip(found.path, status, os.strerror(e.errno or errno.EIO))
+    fd, skip = open_or_skip(found)
+    if fd < 0:
+        return None, skip
     try:
         st = os.fstat(fd)
         if not stat_.S_ISREG(st.st_mode):

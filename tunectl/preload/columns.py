@@ -32,6 +32,7 @@ from tunectl.preload.listing import Entry, _is_device
 VERSION = 1
 SUFFIX = ".cols"
 MAGIC = b"tunectl-preload-columns " + sys.byteorder.encode() + b"\n"
+_MAGIC_ANY = b"tunectl-preload-columns "  # a columns file of either byte order begins so
 HEAD = struct.Struct("=IQQQqQI")  # version, dev, ino, size, mtime_ns, entries, CRC-32 of all after it
 LENGTH = struct.Struct("=Q")
 SECTIONS = (("paths", None), ("devices", None), ("device", "I"), ("inode", "Q"), ("size", "Q"), ("mtime_ns", "q"),
@@ -73,6 +74,11 @@ def encode(entries: Sequence[Entry], key: tuple[int, int, int, int]) -> bytes | 
     except (OverflowError, struct.error, UnicodeEncodeError, TypeError):
         return None
     return MAGIC + head + rest
+
+
+def is_columns(fd: int) -> bool:
+    """Whether the file open at `fd` begins as a columns file does (of any byte order): one tunectl wrote."""
+    return os.pread(fd, len(_MAGIC_ANY), 0) == _MAGIC_ANY
 
 
 def decode(data: bytes, key: tuple[int, int, int, int]) -> list[Entry]:

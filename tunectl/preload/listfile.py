@@ -137,8 +137,8 @@ def moved_devices(head: dict, path: str, trusted: bool = True) -> dict[str, str]
     return moved
 
 
-def batches(path: str, size: int = BATCH, first: int | None = None,
-            replayed: bool = True) -> Iterator[tuple[str, list[Entry]]]:
+def batches(path: str, size: int = BATCH, first: int | None = None, replayed: bool = True,
+            seen: ColumnsRead | None = None) -> Iterator[tuple[str, list[Entry]]]:
     """(created, entries) for every `size` entries of the list at `path` (the first batch `first` entries,
     when given: read and checked in a few ms, so a streamed replay starts its reads at once), in file
     order, on the device numbers of this boot (`moved_devices`).
@@ -152,7 +152,8 @@ def batches(path: str, size: int = BATCH, first: int | None = None,
     time, one call each (a boot-time replay decodes tens of thousands); a chunk with
     anything unusual in it (a long line, bad UTF-8, a blank line) goes line by line.
     `replayed` (the default): the entries will be read, so root refuses a list another user may have chosen
-    (`check_replayable`); False for a reader that only shows the list.
+    (`check_replayable`); False for a reader that only shows the list. `seen`: told whether the entries came from
+    the columns file beside the list, and why not (`ColumnsRead`).
     """
     with _open(path, replayed) as f:
         top = f.readline(MAX_LINE + 1)
@@ -162,7 +163,10 @@ def batches(path: str, size: int = BATCH, first: int | None = None,
         head = parse_header(_text(top, path, 1), path)
         created = str(head.get("created", ""))
         moved = moved_devices(head, path, mounts_trusted(f))
-        decoded = _columns_beside(path, os.fstat(f.fileno()), head)
+        cols = _columns_beside(path, os.fstat(f.fileno()), head)
+        if seen is not None:
+            seen.status, seen.reason = cols.status, cols.reason
+        decoded, cols.entries = cols.entries, None
         if decoded is not None:
             yield from _slices(created, renumber(decoded, moved), first or size, size)
             return
@@ -192,35 +196,73 @@ COLUMNS_FROM = 1024  # entries: a shorter list's JSON decodes in about the time 
 MAX_COLUMNS = 256 << 20  # bytes of a columns file: KEEP entries of long paths and many ranges fit
 
 
-def _columns_beside(path: str, st: os.stat_result, head: dict) -> list[Entry] | None:
+class ColumnsRead:
+    """Whether a read of a list took its entries from the columns file beside it (`tunectl.preload.columns`) and,
+    when not, why: `preload show -v`, `replay -v` and their --json say it. A plain class, as every type a
+    boot-time replay loads."""
+
+    USED, ABSENT, DECLINED = "used", "absent", "declined"
+
+    def __init__(self, status: str = "", reason: str = "", entries: list[Entry] | None = None) -> None:
+        self.status = status  # USED, ABSENT (none made for such a list, or none there), DECLINED; "": not read
+        self.reason = reason  # why not USED
+        self.entries = entries  # USED: the entries, handed to `batches`
+
+    def to_json(self) -> dict:
+        return {"status": self.status, "reason": self.reason}
+
+
+def _columns_beside(path: str, st: os.stat_result, head: dict) -> ColumnsRead:
     """The entries of the columns file beside the list (`tunectl.preload.columns`), when it was made from this
     list (`st`, the open list's stat) and may be trusted: a regular file, not a link, owned by the list's owner
-    and chosen by no other user (its entries decide what root reads). None otherwise: the list is then decoded as always.
-    The columns are a cache, never the only copy: any reason to decline them costs time, not the replay."""
+    and chosen by no other user (its entries decide what root reads). Otherwise why not, and the list is decoded
+    as always. The columns are a cache, never the only copy: any reason to decline them costs time, not the replay."""
     files = head.get("files")
     if isinstance(files, int) and not COLUMNS_FROM <= files <= KEEP:
-        return None  # `write_columns` makes none for such a list: no import and no look for one at boot
+        # `write_columns` makes none for such a list: no import and no look for one at boot
+        return ColumnsRead(ColumnsRead.ABSENT, f"none is made for a list of fewer than {COLUMNS_FROM} or more than "
+                                               f"{KEEP} files")
     from tunectl.preload import columns
 
     try:
         fd, cst = _open_walked(path + columns.SUFFIX)
-    except (trust.Untrusted, OSError):
-        return None  # none there (the common case for a list another tool wrote), or not one to trust
+    except FileNotFoundError:
+        return ColumnsRead(ColumnsRead.ABSENT, "none beside the list")  # the common case for another tool's list
+    except trust.Untrusted as e:
+        return ColumnsRead(ColumnsRead.DECLINED, e.found)
+    except OSError as e:
+        return ColumnsRead(ColumnsRead.DECLINED, os.strerror(e.errno or errno.EIO))
     try:
-        if cst.st_uid != st.st_uid or not trust.chosen_by_no_other(cst) or cst.st_size > MAX_COLUMNS:
-            return None
+        why = _columns_distrusted(cst, st)
+        if why:
+            return ColumnsRead(ColumnsRead.DECLINED, why)
         os.set_blocking(fd, True)
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(MAX_COLUMNS + 1)
-    except OSError:
-        return None
+    except OSError as e:
+        return ColumnsRead(ColumnsRead.DECLINED, os.strerror(e.errno or errno.EIO))
     finally:
         os.close(fd)
     try:
         entries = columns.decode(data, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
-    except columns.Declined:
-        return None
-    return entries if files is None or files == len(entries) else None
+    except columns.Declined as e:
+        return ColumnsRead(ColumnsRead.DECLINED, str(e))
+    if files is not None and files != len(entries):
+        return ColumnsRead(ColumnsRead.DECLINED, f"holds {len(entries)} entries, the list's header says {files}")
+    return ColumnsRead(ColumnsRead.USED, "", entries)
+
+
+def _columns_distrusted(cst: os.stat_result, st: os.stat_result) -> str:
+    """Why the columns file (`cst`) may not stand for the list (`st`): another owner, another user may have
+    written it, larger than any list's columns; "" when none of these."""
+    if cst.st_uid != st.st_uid:
+        return f"owned by {trust.owner(cst.st_uid)}, not by the list's owner, {trust.owner(st.st_uid)}"
+    why = trust.why_chosen_by_other(cst)  # its entries would choose what this process reads
+    if why:
+        return why
+    if cst.st_size > MAX_COLUMNS:
+        return f"larger than {MAX_COLUMNS >> 20} MiB, more than any list's columns"
+    return ""
 
 
 def write_columns(path: str, entries: Sequence[Entry]) -> bool:
@@ -228,7 +270,16 @@ def write_columns(path: str, entries: Sequence[Entry]) -> bool:
     device, inode, size and mtime; False when it was not written (a list of more than KEEP entries, which a
     replay streams in bounded memory, or of fewer than COLUMNS_FROM, whose JSON decodes in less time than
     loading the columns' modules takes; a list path that is not a regular file; a write that failed). A list
-    without one (or with a stale one) replays as it always did, decoded from its JSON."""
+    without one replays as it always did, decoded from its JSON. When none is written, the one an earlier
+    list left there (stale now: declined on read, but litter) is removed (`remove_columns`)."""
+    if _written_columns(path, entries):
+        return True
+    remove_columns(path)
+    return False
+
+
+def _written_columns(path: str, entries: Sequence[Entry]) -> bool:
+    """`write_columns` without the removal: whether the columns file was written."""
     from pathlib import Path
 
     from tunectl.preload import columns
@@ -247,6 +298,27 @@ def write_columns(path: str, entries: Sequence[Entry]) -> bool:
     except (trust.Untrusted, OSError):
         return False  # the list itself is written and whole; only its replays' decoding is slower
     return True
+
+
+def remove_columns(path: str) -> bool:
+    """Remove the columns file beside the list at `path` (LIST.cols, the name the list was written under) when it is
+    surely this user's and tunectl's: through a descriptor of the directory, walked as the list's own write walks
+    it (`trust.atomic_write(shared_dir=True)`: no link another user owns on the way), a regular file (never a
+    link, nor through one) owned by this user (`trust.remove_own`) that begins as a columns file does. Another
+    user's, or anything else at that name, stays (a read declines it). Whether one was removed."""
+    from pathlib import Path
+
+    from tunectl.preload import columns
+
+    name = os.path.basename(path) + columns.SUFFIX
+    try:
+        _, dir_fd = trust.open_dir(Path(path).parent, shared=True)
+    except (trust.Untrusted, OSError):
+        return False
+    try:
+        return trust.remove_own(dir_fd, name, columns.is_columns)
+    finally:
+        os.close(dir_fd)
 
 
 def _before(lines: list[str], numbers: list[int], path: str, error: ListError) -> tuple[list[Entry], ListError]:
@@ -340,9 +412,9 @@ class Survey:
         self.entries: list[Entry] | None = []  # kept while the list has at most `keep` entries
 
 
-def survey(path: str, size: int = BATCH, keep: int = KEEP) -> Survey:
-    """The list at `path` read once through, every entry checked (`tally`)."""
-    return tally((entries for _, entries in batches(path, size)), keep)
+def survey(path: str, size: int = BATCH, keep: int = KEEP, seen: ColumnsRead | None = None) -> Survey:
+    """The list at `path` read once through, every entry checked (`tally`); `seen`: as for `batches`."""
+    return tally((entries for _, entries in batches(path, size, seen=seen)), keep)
 
 
 def tally(parts: Iterable[Sequence[Entry]], keep: int = KEEP) -> Survey:
@@ -378,11 +450,12 @@ def reread(path: str, found: Survey, size: int = BATCH) -> Iterator[list[Entry]]
         yield entries
 
 
-def read_list(path: str) -> PreloadList:
-    """The whole list at once, to show it (`preload show` and tests; a replay streams it with `batches`)."""
+def read_list(path: str, seen: ColumnsRead | None = None) -> PreloadList:
+    """The whole list at once, to show it (`preload show` and tests; a replay streams it with `batches`);
+    `seen`: as for `batches`."""
     entries: list[Entry] = []
     made = ""
-    for made, batch in batches(path, replayed=False):  # noqa: B007 (every batch carries the header's date)
+    for made, batch in batches(path, replayed=False, seen=seen):  # noqa: B007 (every batch carries the header's date)
         entries.extend(batch)
     return PreloadList(entries, made)
 

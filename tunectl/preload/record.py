@@ -14,13 +14,12 @@ from dataclasses import field
 
 from tunectl.errors import ExitCode, NotPermitted, UsageError
 from tunectl.preload import order
-from tunectl.preload.collect import CollectReport, describe_file, entry_for, open_found, walk
+from tunectl.preload.collect import CollectReport, describe_file, entry_for, open_or_skip, walk
 from tunectl.preload.listfile import write_list
 from tunectl.preload.listing import Entry
-from tunectl.preload.skip import Skip
+from tunectl.preload.skip import UNREADABLE, Skip
 from tunectl.record import record
 from tunectl.system import pagecache
-from tunectl.system.trust import Untrusted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -117,40 +116,59 @@ def _record_fanotify(report: RecordReport, command: Sequence[str], scope: Sequen
     report.entries.extend(seen.values())
 
 
-def _resident_map(scope: Sequence[str]) -> dict[tuple[str, int], tuple[str, bytes]]:
+def _resident_map(scope: Sequence[str], skipped: list[Skip]) -> dict[tuple[str, int], tuple[str, bytes]]:
+    """Each regular file below `scope` whose residency this caller can see -> its path and mincore vector. What
+    cannot be read goes to `skipped` as collect says it (a scope path not walked, a file it cannot open); out of
+    descriptors stops the record (no list written), as it stops collect."""
     snapshot = {}
     for found in walk(scope):
         if isinstance(found, Skip):  # a scope path not walked: nothing of it in the diff
+            skipped.append(found)
             continue
         path = found.path
-        try:
-            fd = open_found(found)
-        except (OSError, Untrusted):
+        fd, skip = open_or_skip(found)
+        if fd < 0:
+            skipped.extend([skip] if skip else [])
             continue
         try:
             st = os.fstat(fd)
             if stat_.S_ISREG(st.st_mode) and pagecache.residency_observable(path, st):
                 snapshot[(pagecache.device_of(st), st.st_ino)] = (path, pagecache.residency(fd, st.st_size))
-        except OSError:
-            pass
+        except OSError as e:
+            skipped.append(Skip(path, UNREADABLE, os.strerror(e.errno or errno.EIO)))
         finally:
             os.close(fd)
     return snapshot
 
 
 def _record_diff(report: RecordReport, command: Sequence[str], scope: Sequence[str], quiet: bool) -> None:
-    before = _resident_map(scope)
+    before = _resident_map(scope, [])  # what cannot be read now is said by the walk after the command
     proc = _start(command, quiet)
     report.command_status = proc.wait()
-    after = _resident_map(scope)
+    unread: list[Skip] = []
+    after = _resident_map(scope, unread)
     for key, (path, vec) in after.items():
         old = before.get(key, (path, b""))[1]
         new = bytes(1 if (v & 1 and not (i < len(old) and old[i] & 1)) else 0 for i, v in enumerate(vec))
         if 1 not in new:
             continue
-        entry, _ = describe_file(path)
+        entry, skip = describe_file(path)
+        if skip:
+            unread.append(skip)
         if entry and (entry.device, entry.inode) == key:
             report.entries.append(entry._replace(ranges=tuple(order.pages_to_ranges(new, entry.size))))
+    if os.geteuid() != 0:
+        # A file this user may not read is one their command (the same user) could not read either, short of
+        # gaining privileges (sudo, setuid): not missing from the record, so counted in a note, not skipped. Else
+        # every user's record of the default scope exits 3 (/etc/shadow, /etc/gshadow ...).
+        denied = [s for s in unread if s.status == UNREADABLE and not os.access(s.path, os.R_OK)]
+        unread = [s for s in unread if s not in denied]
+        if denied:
+            from tunectl.units import counted
+
+            report.notes.append(f"{counted(len(denied), 'file')} below the scope you may not read left out (your "
+                                "command could not read them either; record as root, or name a narrower --scope)")
+    report.skipped.extend(sorted(unread, key=lambda s: s.path))
     report.notes.append("residency diff: only pages the command brought into the cache are seen; "
                         "files that were cached already are missed (drop caches first for a full record)")
 

@@ -36,6 +36,7 @@ from tunectl.system.trust import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from tunectl.preload.listfile import ColumnsRead
     from tunectl.preload.metadata import MetadataPass
     from tunectl.preload.stats import Floor
 
@@ -80,6 +81,7 @@ class ReplayReport(Report):
         self.moved: dict[str, str] = {}  # under -v: the list's devices renumbered at this boot, was -> now
         self.list_read = "whole"  # streamed: each chunk read as soon as it was checked; whole: all checked first
         self.list_why = ""  # why the list was read that way (-v)
+        self.columns: ColumnsRead | None = None  # whether the entries came from LIST.cols, and why not
 
     @property
     def throughput(self) -> float:
@@ -110,7 +112,8 @@ class ReplayReport(Report):
                 "skipped_by_status": dict(sorted(self.skip_counts.items())),
                 "methods": dict(sorted(self.methods.items())), "requests": self.requests,
                 "metadata": self.metadata.to_json() if self.metadata else None, "stopped": self.stopped or None,
-                "floor": self.floor.to_json() if self.floor else None, "list_read": self.list_read}
+                "floor": self.floor.to_json() if self.floor else None, "list_read": self.list_read,
+                "columns": self.columns.to_json() if self.columns and self.columns.status else None}
 
     def add_issued(self, files: int, issued: int, skipped: list[Skip], guard: PressureGuard | None,
                    stopped: bool) -> bool:

@@ -10,6 +10,7 @@ from dataclasses import field
 from tunectl.errors import ExitCode
 from tunectl.preload import metadata, order
 from tunectl.preload import stats as stats_
+from tunectl.preload.listfile import ColumnsRead
 from tunectl.preload.listing import Entry, PreloadList, metadata_of, placed_of
 from tunectl.preload.skip import CHANGED, UNREADABLE, failed, why_changed
 from tunectl.preload.stats import Floor, HitRate
@@ -89,6 +90,7 @@ class ShowReport(Report):
     metadata: list[MetadataResidency] = field(default_factory=list)
     stats: Stats | None = None
     order: list[OrderSource] = field(default_factory=list)
+    columns: ColumnsRead | None = None  # whether the entries came from LIST.cols, and why not
 
     @property
     def exit_code(self) -> ExitCode:
@@ -111,7 +113,8 @@ class ShowReport(Report):
     def to_json(self) -> dict:
         return {"list": self.list_path, "created": self.created, **self.totals(),
                 "entries": [f.to_json() for f in self.files], "metadata": [m.to_json() for m in self.metadata],
-                "stats": self.stats.to_json() if self.stats else None, "order": [o.to_json() for o in self.order]}
+                "stats": self.stats.to_json() if self.stats else None, "order": [o.to_json() for o in self.order],
+                "columns": self.columns.to_json() if self.columns and self.columns.status else None}
 
 
 def residency_of(entry: Entry) -> FileResidency:

@@ -71,6 +71,17 @@ def moved_devices(moved: dict[str, str]) -> list[str]:
             for was, now in sorted(moved.items())]
 
 
+def columns_used(list_path: str, cols) -> list[str]:
+    """Whether the list's entries came from its columns file (LIST.cols, `listfile.ColumnsRead`), and why not:
+    `show -v` and `replay -v`."""
+    if cols is None or not cols.status:
+        return []
+    if cols.status == "used":
+        return [f"columns: {list_path}.cols used (its entries, not decoded from the list's JSON)"]
+    name = f"{list_path}.cols not used" if cols.status == "declined" else "none used"
+    return [f"columns: {name}: {cols.reason}; the list was decoded from its JSON"]
+
+
 def replayed(report, paint: bool = False) -> list[str]:
     from tunectl.units import counted, format_bytes
 
@@ -79,6 +90,7 @@ def replayed(report, paint: bool = False) -> list[str]:
         lines += [f"method on {device}: {how}" for device, how in sorted(report.methods.items())]
         if report.list_why:
             lines.append(f"list {'streamed' if report.list_read == 'streamed' else 'read whole'}: {report.list_why}")
+        lines += columns_used(report.list_path, report.columns)
         meta = report.metadata
         if meta is not None:
             lines.append(f"metadata pass: {format_bytes(meta.bytes)} in {counted(meta.requests, 'call')} on "
@@ -149,6 +161,8 @@ def shown(report, paint: bool = False) -> list[str]:
                            [(f.path, f.status, f.wanted, f.cached, f.reason) for f in report.files], paint=paint))
     t = report.totals()
     lines.append(table(["status", "files"], sorted(t["by_status"].items()), paint=paint))
+    if report.verbose:
+        lines += columns_used(report.list_path, report.columns)
     for o in report.order:
         lines.append(f"order on {o.device}: {ORDER_SOURCES.get(o.source, o.source)} ({counted(o.files, 'file')})")
     for m in report.metadata:

@@ -13,7 +13,7 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import field
 
 from tunectl.errors import UsageError
@@ -105,15 +105,18 @@ def read_text(path: str) -> str:
     """A tuned file's text: a regular file, never a pipe or a device. Links are followed when root or the user
     owns them, never another user's (root would print a line of any file it can read in the parse error), and
     the resolved path is opened through no link, so a directory swapped for one meanwhile is refused."""
-    return _whole(trust.read_regular(trust.resolve_own_links(path), MAX_TUNED_BYTES, resolved=True,
-                                     decides=True))  # as root: the profile made from it would be root's
+    return _whole(lambda: trust.read_regular(trust.resolve_own_links(path), MAX_TUNED_BYTES, resolved=True,
+                                             decides=True, whole=True))  # as root: the profile would be root's
 
 
-def _whole(data: bytes) -> str:
-    """The text of a tuned file read up to one byte past MAX_TUNED_BYTES; OSError EFBIG when it is longer: its
-    first MAX_TUNED_BYTES alone would lose every line after them and cut a value (readahead=40960 read as 40)."""
-    if len(data) > MAX_TUNED_BYTES:
-        raise OSError(errno.EFBIG, f"larger than {MAX_TUNED_BYTES} bytes, not a tuned profile's file")
+def _whole(read: Callable[[], bytes]) -> str:
+    """The text of a tuned file `read` whole (`trust.read_whole`); OSError EFBIG when it is longer than
+    MAX_TUNED_BYTES: its first bytes alone would lose every line after them and cut a value (readahead=40960
+    read as 40)."""
+    try:
+        data = read()
+    except trust.TooLarge:
+        raise OSError(errno.EFBIG, f"larger than {MAX_TUNED_BYTES} bytes, not a tuned profile's file") from None
     return data.decode("utf-8")
 
 
@@ -169,7 +172,7 @@ class TreeFiles(Files):
         return path if st is None else (st.st_dev, st.st_ino)
 
     def read(self, path: str) -> str:
-        return _whole(trust.read_in_root(self.root, path, MAX_TUNED_BYTES))
+        return _whole(lambda: trust.read_in_root(self.root, path, MAX_TUNED_BYTES, whole=True))
 
 
 def parse_ini(text: str, path: str, chain: str = "") -> configparser.ConfigParser:

@@ -20,7 +20,7 @@ VERSIONS: dict[str, int] = {
     "udev-render": 2, "udev-install": 2, "udev-remove": 1, "udev-check": 2, "udev-monitor": 1,
     "align": 1,
     "mounts-check": 2, "mounts-fix": 2, "mounts-rollback": 1,
-    "preload-collect": 3, "preload-record": 3, "preload-replay": 9, "preload-show": 3,
+    "preload-collect": 3, "preload-record": 3, "preload-replay": 10, "preload-show": 4,
     "bench": 4,
     "explain": 5,
     "version": 1,

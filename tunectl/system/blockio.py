@@ -32,6 +32,9 @@ def _os_error(e: OSError, path: str, doing: str) -> TunectlError:
     if e.errno in (errno.EACCES, errno.EPERM):
         return NotPermitted(f"cannot {doing} {path}: {e.strerror}",
                             hint="reading it needs read access to the target and its block devices: run as root")
+    if e.errno in (errno.ENOENT, errno.ENOTDIR):  # a typo, or a device not plugged in: say what it takes
+        return UsageError(f"cannot {doing} {path}: {e.strerror}", where=path,
+                          hint="name a block device (sda, /dev/sda: `lsblk` lists them) or an existing file on one")
     return UsageError(f"cannot {doing} {path}: {e.strerror}")
 
 
@@ -58,17 +61,45 @@ def node_devnum(path: str) -> str | None:
     return f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}" if stat.S_ISBLK(st.st_mode) else None
 
 
-def check_readable(path: str) -> None:
+def open_read(path: str, block_device: bool) -> tuple[int, os.stat_result]:
+    """`path` opened once for reading (`trust.open_walked`: links root or the user owns, the last component looked
+    at before the open): a block device node (`block_device`) or a regular file, nothing else. A named pipe, a
+    character device or a directory put at the name is refused, never opened (an open of a pipe would block
+    forever; of a device node, act on it). Its descriptor (the caller's to close) and fstat; one byte is read
+    through it, so a file root may not read fails here, before any setting is changed."""
+    from tunectl.system import trust
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd, st = trust.open_walked(path, frozenset({stat.S_IFBLK if block_device else stat.S_IFREG}))
+    except trust.Untrusted as e:
+        raise UsageError(e.message, hint=e.hint, code="untrusted-link" if isinstance(e, trust.OthersLink) else None,
+                         where=path) from None
     except OSError as e:
         raise _os_error(e, path, "open") from None
     try:
-        os.read(fd, 1)
+        os.pread(fd, 1, 0)
     except OSError as e:
-        raise _os_error(e, path, "read") from None
-    finally:
         os.close(fd)
+        raise _os_error(e, path, "read") from None
+    return fd, st
+
+
+def reopen(fd: int, path: str) -> int:
+    """A new open, read-only, of the very file open at `fd` (the caller's to close), through this process's
+    /proc/self/fd/N: the kernel's link to that open file, not a name another user can redirect; its device and
+    inode are compared with `fd`'s all the same. What the kernel copies into an open file when it is opened (the
+    read-ahead window: see `bench.runner.Io.real`) is then taken now, not at `fd`'s open. `path` names it in an
+    error."""
+    try:
+        new = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as e:
+        raise _os_error(e, path, "open") from None
+    held, now = os.fstat(fd), os.fstat(new)
+    if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):  # /proc/self/fd is not a name: cannot happen
+        os.close(new)
+        raise UsageError(f"cannot open {path} again: /proc/self/fd/{fd} is another file",
+                         hint="is /proc this system's procfs? bench reopens its target there")
+    return new
 
 
 def read_sequential(path: str, limit: int, block: int, fd: int | None = None) -> tuple[int, float]:

@@ -26,14 +26,17 @@ class Refused(Exception):
     """The name leads nowhere root may go: `message` says what and where, `hint` what to do.
 
     `code`: ``unknown-device`` (missing, not a directory on the way, outside the tree)
-    or ``untrusted-link`` (another user's link decides where it leads). `gone`: when `missing`, the path that is
-    missing (the name, or a directory on its way).
+    or ``untrusted-link`` (another user's link decides where it leads). `gone`: the path that is missing (the
+    name, or a directory on its way), when that is why; `missing` says whether it is.
     """
 
-    def __init__(self, message: str, hint: str, code: str = "unknown-device", missing: bool = False,
-                 gone: str = "") -> None:
+    def __init__(self, message: str, hint: str, code: str = "unknown-device", gone: str = "") -> None:
         super().__init__(message)
-        self.message, self.hint, self.code, self.missing, self.gone = message, hint, code, missing, gone
+        self.message, self.hint, self.code, self.gone = message, hint, code, gone
+
+    @property
+    def missing(self) -> bool:
+        return bool(self.gone)
 
 
 MISSING_HINT = "check the name: `lsblk` lists the block devices, `ls -l /dev/disk/by-id` their links"
@@ -57,7 +60,7 @@ def follow(name: str, dev_root: str) -> Landed:
     try:
         return trust.walk(name, None if tree == DEV else tree)
     except trust.OthersLink as e:
-        raise Refused(e.message if e.path == name else f"{name}: {e.message}", "root follows only links that root "
+        raise Refused(f"{name}: {e.about(name)}", "root follows only links that root "
                       "owns (a user must not decide what root reads or writes); name the device or file itself "
                       "(/dev/..., or a link udev made under /dev/disk)", "untrusted-link") from None
     except trust.Untrusted as e:  # a directory swapped between two steps
@@ -66,7 +69,7 @@ def follow(name: str, dev_root: str) -> Landed:
         shown = e.filename
         if e.errno == errno.ENOENT:
             raise Refused(f"{name}: no such file or device node" + (f" ({shown} is missing)" if shown != name else ""),
-                          MISSING_HINT, missing=True, gone=shown or name) from None
+                          MISSING_HINT, gone=shown or name) from None
         if e.errno == errno.ELOOP:
             raise Refused(f"{name}: a symbolic link loop (at {shown})", "name the device itself (/dev/...)") from None
         if e.errno == errno.ENOTDIR:

@@ -58,15 +58,17 @@ def read(target: Path) -> str | None:
     device, never in part."""
     try:
         fd = trust.open_listed(os.path.abspath(target))  # root's or the user's links on the way only
-        with os.fdopen(fd, "rb") as f:
-            data = f.read(MAX_RULES_BYTES + 1)
+        try:
+            data = trust.read_whole(fd, target, MAX_RULES_BYTES)
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         return None
     except trust.Untrusted as e:
         raise RulesError(f"{e.message}; tunectl reads and writes only a regular rules file", hint=e.hint) from None
-    if len(data) > MAX_RULES_BYTES:
+    except trust.TooLarge:
         raise RulesError(f"{target}: larger than {MAX_RULES_BYTES} bytes, not a rules file tunectl wrote",
-                         hint=f"move {target} aside")
+                         hint=f"move {target} aside") from None
     return data.decode("utf-8", errors="replace")
 
 
@@ -100,7 +102,7 @@ def write(target: Path, data: bytes) -> bool:
         if changed:
             trust.atomic_write(target, data, 0o644)
     except trust.Untrusted as e:
-        raise RulesError(f"cannot write {target}: {e.message}", hint=e.hint) from None
+        raise RulesError(f"cannot write {target}: {e.about(target)}", hint=e.hint) from None
     except OSError as e:
         raise denied(e, f"write {target}") from None
     return changed
@@ -116,7 +118,7 @@ def remove(path: str | Path, run: Callable[..., runner.Completed]) -> list[str]:
     except FileNotFoundError:
         return []
     except trust.Untrusted as e:
-        raise RulesError(f"cannot remove {target}: {e.message}", hint=e.hint) from None
+        raise RulesError(f"cannot remove {target}: {e.about(target)}", hint=e.hint) from None
     except OSError as e:
         raise denied(e, f"remove {target}") from None
     udevadm = Udevadm(run)

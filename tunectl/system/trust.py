@@ -39,6 +39,20 @@ class Untrusted(Exception):
         self.path, self.found, self.hint, self.wrong_type = str(path), found, hint, wrong_type
         self.message = f"{path}: {found}"
 
+    def about(self, target: str | os.PathLike) -> str:
+        """What was found, said after `target`'s own name: `found` alone when it is `target` itself, else `message`
+        (a directory on its way): "cannot write X: a named pipe", never "X: X: a named pipe"."""
+        return self.found if self.path == str(target) else self.message
+
+
+class TooLarge(Exception):
+    """A file longer than its reader's cap (`read_whole`): its first `cap` bytes alone, taken as the whole, would
+    lose every line after them and cut one mid-value. `size`: at least cap + 1 (the file's size when known)."""
+
+    def __init__(self, path: str | os.PathLike, cap: int, size: int) -> None:
+        super().__init__(f"{path}: larger than {cap} bytes")
+        self.path, self.cap, self.size = str(path), cap, size
+
 
 def kind(mode: int) -> str:
     return _KIND.get(stat.S_IFMT(mode), "not a regular file")
@@ -338,15 +352,16 @@ def _in_root_by_hand(root: str | os.PathLike, rel: str, flags: int) -> int:
     return os.open(os.path.join(root, *stack), flags | os.O_NOFOLLOW)
 
 
-def read_in_root(root: str | os.PathLike, rel: str, limit: int) -> bytes:
+def read_in_root(root: str | os.PathLike, rel: str, limit: int, whole: bool = False) -> bytes:
     """At most `limit` + 1 bytes of the regular file `rel` of the tree `root`, opened by `open_in_root` without
-    blocking: anything else (a named pipe, a directory) is refused (Untrusted naming `rel`), never waited on."""
+    blocking: anything else (a named pipe, a directory) is refused (Untrusted naming `rel`), never waited on.
+    `whole`: all of it or TooLarge (`read_whole`)."""
     fd = open_in_root(root, rel, os.O_RDONLY | os.O_NONBLOCK)
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise Untrusted(rel, f"{kind(mode)}, not a regular file", f"name a regular file; move {rel} aside", True)
-        return _read_up_to(fd, limit)
+        return read_whole(fd, rel, limit) if whole else _read_up_to(fd, limit)
     finally:
         os.close(fd)
 
@@ -453,18 +468,26 @@ def chosen_by_no_other(st: os.stat_result) -> bool:
     return st.st_uid in (0, os.geteuid()) and not st.st_mode & 0o022
 
 
+def why_chosen_by_other(st: os.stat_result) -> str:
+    """Why `chosen_by_no_other` says no, in words: the owner ("not root" as root, "neither root nor you"
+    otherwise) or the mode; "" when it says yes."""
+    if chosen_by_no_other(st):
+        return ""
+    if st.st_uid not in (0, os.geteuid()):
+        return f"owned by {owner(st.st_uid)}, " + ("not root" if os.geteuid() == 0 else "neither root nor you")
+    mode = stat.S_IMODE(st.st_mode)
+    return f"mode {mode:04o}: writable by {'others' if mode & stat.S_IWOTH else 'its group'}"
+
+
 def chosen_by_other(st: os.stat_result) -> str | None:
     """As root, why a file whose text decides what root does (a profile: what it writes to sysfs; a preload list:
     what it reads; a tuned profile it turns into one) cannot be used: another user owns it or may write it, so the
     choice would be theirs (SPEC 4a). None when it is root's alone, and always None when not run as root: a user's
     own run acts with that user's rights only. The one rule for every such input (`open_regular(decides=True)`,
     `preload.listfile`)."""
-    if os.geteuid() != 0 or chosen_by_no_other(st):
+    if os.geteuid() != 0:
         return None
-    if st.st_uid != 0:
-        return f"owned by {owner(st.st_uid)}, not root"
-    mode = stat.S_IMODE(st.st_mode)
-    return f"mode {mode:04o}: writable by {'others' if mode & stat.S_IWOTH else 'its group'}"
+    return why_chosen_by_other(st) or None
 
 
 def decides_hint(path: str | os.PathLike) -> str:
@@ -713,6 +736,43 @@ def open_as_looked(dir_fd: int | None, name: str, look: os.stat_result, flags: i
     return fd
 
 
+def open_walked(path: str, kinds: frozenset[int]) -> tuple[int, os.stat_result]:
+    """`path` opened once for reading, as `walk` follows it: a link on the way or at the end only when root or the
+    user owns it, the last component looked at first and opened only when its type is one of `kinds` (stat's
+    S_IFREG, S_IFBLK): a named pipe, a character device (/dev/zero, a watchdog) or a directory put there is
+    refused, never opened. Opened O_NOFOLLOW and O_NONBLOCK (cleared once open: a read of a file or a block device
+    never blocks on it anyway), then compared with the look (`open_as_looked`). The caller reads through the
+    descriptor from here on, never by the name again. Its descriptor and fstat.
+    Raises OthersLink (another user's link, on the way or at the end), Untrusted (a link loop, a type not in
+    `kinds`, a change since the look) or OSError (ENOENT, ENOTDIR, EACCES ...) naming `path`."""
+    import fcntl
+
+    wanted = " or ".join(_KIND[k] for k in sorted(kinds, key=lambda k: _KIND[k]))
+
+    def opened(dir_fd: int, name: str, st: os.stat_result, shown: str) -> tuple[int, os.stat_result] | None:
+        if stat.S_ISLNK(st.st_mode):
+            return None  # followed by the walk when root or the user owns it
+        if stat.S_IFMT(st.st_mode) not in kinds:
+            raise Untrusted(path, f"{kind(st.st_mode)}, not {wanted}", f"name {wanted}; move {path} aside", True)
+        fd = _opened_as_looked(path, dir_fd, name, st, _READ | os.O_NOCTTY)
+        return fd, os.fstat(fd)
+
+    try:
+        landed = walk(path, last=opened)
+    except OthersLink as e:
+        raise OthersLink(path, e.found if e.path == path else f"{e.path} on its way: {e.found}", LINK_HINT,
+                         True) from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Untrusted(path, "a symbolic link loop", "name the file itself", True) from None
+        raise OSError(e.errno, e.strerror, path) from None
+    if landed.opened is None:  # "/", or a path ending in "..": a directory
+        raise Untrusted(path, f"a directory, not {wanted}", f"name {wanted}; {path} is a directory", True)
+    fd, st = landed.opened  # type: ignore[misc]
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    return fd, st
+
+
 def _regular_as_looked(path: str, dir_fd: int, name: str, st: os.stat_result, flags: int, links: bool) -> int:
     """The regular file `name` in `dir_fd` (`path`) opened only if it is still what `st` (an lstat) saw: anything
     else refused, a link as `links` says (Untrusted, or ELOOP for the caller to walk on or refuse)."""
@@ -722,6 +782,12 @@ def _regular_as_looked(path: str, dir_fd: int, name: str, st: os.stat_result, fl
         raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
     if not stat.S_ISREG(st.st_mode):
         raise not_regular(path, st.st_mode)
+    return _opened_as_looked(path, dir_fd, name, st, flags)
+
+
+def _opened_as_looked(path: str, dir_fd: int, name: str, st: os.stat_result, flags: int) -> int:
+    """`open_as_looked`, with another thing at the name since the look refused as a change (Untrusted naming
+    `path`): the one open after the look of `open_walked` and `_walk_open`."""
     fd = open_as_looked(dir_fd, name, st, flags)
     if fd is None:
         raise Untrusted(path, "changed while tunectl opened it", "run again; if it recurs, find who changes it", True)
@@ -811,13 +877,30 @@ def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _R
 
 
 def read_regular(path: str | os.PathLike, limit: int, trusted: bool = False, resolved: bool = False,
-                 decides: bool = False) -> bytes:
-    """At most `limit` + 1 bytes of the regular file at `path` (see `open_regular`)."""
-    fd, _ = open_regular(path, trusted, resolved=resolved, decides=decides)
+                 decides: bool = False, whole: bool = False) -> bytes:
+    """At most `limit` + 1 bytes of the regular file at `path` (see `open_regular`); `whole`: all of it or TooLarge
+    (`read_whole`)."""
+    return read_regular_stat(path, limit, trusted, resolved, decides, whole)[0]
+
+
+def read_regular_stat(path: str | os.PathLike, limit: int, trusted: bool = False, resolved: bool = False,
+                      decides: bool = False, whole: bool = False) -> tuple[bytes, os.stat_result]:
+    """`read_regular`, and the fstat of the very file read (its owner and mode, for a copy to take: `like`)."""
+    fd, st = open_regular(path, trusted, resolved=resolved, decides=decides)
     try:
-        return _read_up_to(fd, limit)
+        return read_whole(fd, path, limit) if whole else _read_up_to(fd, limit), st
     finally:
         os.close(fd)
+
+
+def read_whole(fd: int, path: str | os.PathLike, cap: int) -> bytes:
+    """All of the file open as `fd` (`path`, to name it), or TooLarge when it holds more than `cap` bytes: read up
+    to one byte past the cap, so a file that grows while it is read is refused, never taken in part. The reader
+    of every file that must be whole (a rules file, an fstab, a tuned profile's file); each says TooLarge its way."""
+    data = _read_up_to(fd, cap)
+    if len(data) > cap:
+        raise TooLarge(path, cap, max(len(data), os.fstat(fd).st_size))
+    return data
 
 
 def _read_up_to(fd: int, limit: int) -> bytes:
@@ -840,7 +923,7 @@ def _replace_hint(path: Path, mode: int) -> str:
             "regular file")
 
 
-def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None = None,
+def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | os.stat_result | None = None,
                  verify: Callable[[Path], None] | None = None, shared_dir: bool = False,
                  tmp_prefix: str | None = None) -> None:
     """Replace `path` with `data` so readers see the old or the new file, never half of one.
@@ -853,7 +936,7 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644, like: Path | None =
     refused. A link at an output's path that root or the user owns (/dev/stdout, a
     "latest" link) is followed; its target passes the same checks, so a
     terminal or pipe there is refused, never replaced. `like`: the temp file takes
-    that file's owner and mode. `verify(tmp)`
+    that file's owner and mode (a stat: of a file the caller already has open, so nothing is opened again). `verify(tmp)`
     runs on the synced temp file before the rename; if it raises, `path` is untouched.
     `tmp_prefix`: the temp file's name before its random part (default ``.NAME.``), so a
     sweep after a killed writer can tell its own files.
@@ -894,7 +977,6 @@ def sweep_temps(dir_fd: int, prefix: str) -> list[str]:
     device or pipe: looked at before any open, so none is opened), owned by this user. A file a live writer still
     holds (its flock, taken as it is created) is left; a writer whose new file is swept before it takes the lock
     sees it unlinked and makes another (`PendingWrite`). A directory that cannot be listed sweeps nothing."""
-    import contextlib
     import fcntl
     import re
 
@@ -904,23 +986,46 @@ def sweep_temps(dir_fd: int, prefix: str) -> list[str]:
     except OSError:
         return gone
     tail = re.compile(f"[0-9a-f]{{{TMP_DIGITS}}}")
+
+    def not_held(fd: int) -> bool:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a running writer's: BlockingIOError, it stays
+        return True
+
     for name in names:
-        if not (name.startswith(prefix) and tail.fullmatch(name, len(prefix))):
-            continue
-        with contextlib.suppress(OSError):
-            looked = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            if not stat.S_ISREG(looked.st_mode) or looked.st_uid != os.geteuid():
-                continue
-            fd = open_as_looked(dir_fd, name, looked, _READ | os.O_NOCTTY)
-            if fd is None:
-                continue  # another file (or a link) came to stand at the name since the look
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a running writer's: BlockingIOError, it stays
-                os.unlink(name, dir_fd=dir_fd)
-                gone.append(name)
-            finally:
-                os.close(fd)
+        if name.startswith(prefix) and tail.fullmatch(name, len(prefix)) and remove_own(dir_fd, name, not_held):
+            gone.append(name)
     return gone
+
+
+def remove_own(dir_fd: int, name: str, mine: Callable[[int], bool]) -> bool:
+    """Unlink `name` in the directory open at `dir_fd` (opened through no link another user owns: `open_dir`) only
+    when it is surely this process's own file: a regular file (no link, device or pipe: looked at before any open,
+    so none is opened), owned by this user, still the file looked at when opened, and `mine(fd)` says so of its
+    content (an OSError it raises: no). Whether it was removed; an OSError anywhere leaves the name. The one rule
+    for a file tunectl removes beside one it writes (`sweep_temps`; a stale `preload.columns` file).
+
+    The name may be swapped between the last look and the unlink only by someone who may write the directory,
+    who could as well remove that name: an unlink reaches no file elsewhere (it never follows a link)."""
+    import contextlib
+
+    with contextlib.suppress(OSError):
+        looked = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if not stat.S_ISREG(looked.st_mode) or looked.st_uid != os.geteuid():
+            return False
+        fd = open_as_looked(dir_fd, name, looked, _READ | os.O_NOCTTY)
+        if fd is None:
+            return False  # another file (or a link) came to stand at the name since the look
+        try:
+            if not mine(fd):
+                return False
+            now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if (now.st_dev, now.st_ino) != (looked.st_dev, looked.st_ino):
+                return False
+            os.unlink(name, dir_fd=dir_fd)
+            return True
+        finally:
+            os.close(fd)
+    return False
 
 
 class PendingWrite:
@@ -931,13 +1036,13 @@ class PendingWrite:
     one (an error, Ctrl-C) removes the temp file. A writer SIGKILLed meanwhile leaves it: `sweep` removes such
     leftovers beside `path` first (`sweep_temps`; `swept` names them)."""
 
-    def __init__(self, path: Path, mode: int = 0o644, like: Path | None = None, shared_dir: bool = False,
+    def __init__(self, path: Path, mode: int = 0o644, like: Path | os.stat_result | None = None, shared_dir: bool = False,
                  tmp_prefix: str | None = None, sweep: bool = False) -> None:
         from pathlib import Path  # here: a replay at boot does not import pathlib
 
         path = _output_target(Path(path)) if shared_dir else Path(path)
-        st = None
-        if like is not None:
+        st = like if isinstance(like, os.stat_result) else None
+        if like is not None and st is None:
             fd, st = open_regular(like)
             os.close(fd)
         self.path = path

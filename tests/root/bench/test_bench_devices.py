@@ -11,9 +11,11 @@ import hashlib
 import json
 import os
 import pty
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -204,3 +206,141 @@ def test_bad_input_on_the_real_machine(loop, env, tmp_path):
                                                      "--inh-caps=-all"], env=env)
     assert done.code == 4 and "Permission denied" in done.err, done.err
     assert snapshot(loop) == before
+
+
+NOBODY_IDS = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+
+
+class Hung(BaseException):
+    """The alarm of a run that blocked: the test fails instead of waiting for ever."""
+
+
+@contextlib.contextmanager
+def unblocked(seconds: int, what: str):
+    """A run in this process that blocks longer than `seconds` fails the test (Hung, `what`)."""
+    def hung(*_):
+        raise Hung(what)
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.fixture
+def nobodys_file(env):
+    """FILE in a directory nobody owns, on an ext4 on a loop device of this test, every directory above root's."""
+    base = Path(tempfile.mkdtemp(prefix="tunectl-bench-", dir="/tmp"))
+    os.chmod(base, 0o755)
+    try:
+        with loop_devices(base, [{"direct_io": True, "size_mb": 32}]) as names:
+            subprocess.run(["mkfs.ext4", "-q", "-F", f"/dev/{names[0]}"], check=True, capture_output=True)
+            mnt = base / "mnt"
+            mnt.mkdir()
+            subprocess.run(["mount", f"/dev/{names[0]}", str(mnt)], check=True, capture_output=True)
+            try:
+                mine = mnt / "nobody"
+                mine.mkdir()
+                os.chown(mine, 65534, 65534)
+                target = mine / "data.bin"
+                target.write_bytes(os.urandom(4 << 20))
+                os.chown(target, 65534, 65534)
+                yield names[0], target
+            finally:
+                subprocess.run(["umount", str(mnt)], check=False, capture_output=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def nobody_swaps(target: Path, into: str) -> None:
+    """As nobody: `target` moved aside (data.bin.real) and `into` put at its name (fifo, dir, a link to a node)."""
+    put = {"fifo": f"mkfifo {target}", "dir": f"mkdir {target}", "zero": f"ln -s /dev/zero {target}",
+           "node": f"ln -s /dev/{os.environ.get('TUNECTL_TEST_NODE', '')} {target}",
+           "grow": f"head -c 1048576 /dev/urandom >> {target}"}[into]
+    move = "" if into == "grow" else f"mv {target} {target}.real && "
+    subprocess.run([*NOBODY_IDS, "sh", "-c", move + put], check=True, timeout=60, capture_output=True)
+
+
+@pytest.mark.parametrize("into", ["fifo", "zero", "node", "dir"])
+def test_a_file_swapped_after_its_look_is_never_opened(nobodys_file, env, monkeypatch, into):
+    """Between bench's look at FILE and its open, the owner of FILE's directory puts a named pipe (an open by name
+    blocked for ever), /dev/zero, a link to a block device or a directory at the name: refused, exit 2, the
+    settings untouched, and nothing opened in its place."""
+    from tunectl.bench import stack as stacking
+
+    loop, target = nobodys_file
+    monkeypatch.setenv("TUNECTL_TEST_NODE", loop)
+    checked = stacking.check_nodes
+
+    def then_swap(ctx, stack):
+        checked(ctx, stack)
+        nobody_swaps(target, into)
+
+    monkeypatch.setattr(stacking, "check_nodes", then_swap)
+    before = snapshot(loop)
+
+    with unblocked(60, f"bench blocked on the {into} put at {target}"):
+        code, _, err = bench(str(target), "--read-ahead", "16,128", "--runs", "1", "--schedulers", "mq-deadline",
+                             env=env)
+    found = {"fifo": "a named pipe, not a regular file", "zero": "a symbolic link owned by nobody",
+             "node": "a symbolic link owned by nobody", "dir": "a directory, not a regular file"}[into]
+    assert code == 2 and f"{target}: {found}" in err, err
+    assert snapshot(loop) == before
+
+
+def test_a_file_swapped_after_its_open_is_read_through_the_open_one(nobodys_file, env, monkeypatch):
+    """Once open, the name is never used again: a named pipe put at it during the sweep changes nothing (every
+    read, drop and fio's random reads go through the descriptor), and a file that grows is read to its size at
+    the open, no further."""
+    from tunectl.bench.runner import Sweep
+
+    loop, target = nobodys_file
+    size = target.stat().st_size
+    run = Sweep.run
+
+    def swapped(self):
+        nobody_swaps(target, "grow")
+        nobody_swaps(target, "fifo")
+        return run(self)
+
+    monkeypatch.setattr(Sweep, "run", swapped)
+
+    with unblocked(120, f"bench blocked on the named pipe put at {target}"):
+        code, out, err = bench(str(target), "--read-ahead", "16,128", "--runs", "1", "--schedulers", "mq-deadline",
+                               "--random", "--json", env=env)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["read_path"] == str(target)
+    assert [r["bytes"] for r in doc["runs"]] == [size, size]  # the size at the open, not the grown file's
+    assert all(r["random"] and r["random"]["iops"] > 0 for r in doc["runs"]), doc["runs"]
+
+
+@pytest.fixture
+def partition(loop):
+    """The loop device's one partition (sectors 2048 to the end), registered with partx; removed again after."""
+    dev = f"/dev/{loop}"
+    subprocess.run(["parted", "-s", dev, "mklabel", "gpt", "mkpart", "p1", "2048s", "100%"], check=True,
+                   capture_output=True)
+    subprocess.run(["partx", "-a", dev], capture_output=True)  # parted may have registered it itself
+    try:
+        assert os.path.exists(f"{dev}p1"), os.listdir("/dev")
+        yield loop, f"{dev}p1"
+    finally:
+        subprocess.run(["partx", "-d", dev], capture_output=True)
+
+
+def test_every_point_on_a_partition_reads_it_from_the_disk(partition, env):
+    """The sweep holds its target open, and a partition's page cache is its own (the disk's drop does not reach
+    it) and is emptied by the kernel only on its last close: bench drops it through the open target. Without
+    that, every point after the first read the partition from memory: no requests, a rate of RAM."""
+    loop, part = partition
+    code, out, err = bench(part, "--read-ahead", "128", "--schedulers", "none", "--runs", "3", "--size", "4M",
+                           "--json", env=env)
+    assert code == 0, err
+    doc = json.loads(out)
+    stats = [r["devices"][0] for r in doc["runs"]]
+    assert len(stats) == 3 and all(s["device"] == loop for s in stats), stats
+    assert all(s["sectors_read"] >= 4 * 2048 for s in stats), stats  # 4 MiB read from the disk at each point

@@ -35,6 +35,7 @@ def test_udev_install_refuses_a_tunectl_executable_that_does_not_exist_yet(arena
         assert os.listdir(rules) == []
 
 
+AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
 FSTAB = "tmpfs /srv/tunectl-x tmpfs defaults 0 0\n"
 NOATIME = "name: noatime\nmounts:\n  - match: {fstype: tmpfs}\n    options: [noatime]\n"
 
@@ -105,3 +106,35 @@ def test_rollback_on_a_state_disk_nobody_filled_says_the_devices_were_restored(a
         assert run_in_process("rollback", context=ctx).code == 0
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_mounts_fix_copies_owner_and_mode_from_the_fstab_it_read_not_a_file_put_there_since(
+        arena: Arena, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--fstab in a directory nobody owns: after the fix read root's fstab, nobody puts a file of theirs (the same
+    text, mode 0666) at its name. The original, the backup and the new fstab take the owner and mode of the file
+    that was read (root's, 0644), never the swapped-in one's: a second open by name copied nobody's, and root
+    then left an fstab (and its kept copies) that nobody may rewrite."""
+    from tunectl.mounts import fstab_file
+
+    profile = arena.base / "noatime.yaml"
+    profile.write_text(NOATIME)
+    fstab = arena.open / "fstab"
+    fstab.write_text(FSTAB)
+    os.chmod(fstab, 0o644)
+    numbered = fstab_file.next_backup
+
+    def then_swap(real: Path) -> Path:
+        theirs = arena.open / "theirs"
+        subprocess.run([*AS_NOBODY, "sh", "-c", f"umask 0 && cat {fstab} > {theirs} && mv {theirs} {fstab}"],
+                       check=True, timeout=60, capture_output=True)
+        assert os.stat(fstab).st_uid == attacks.NOBODY.pw_uid
+        return numbered(real)
+
+    monkeypatch.setattr(fstab_file, "next_backup", then_swap)
+    code, _, err = attacks.tunectl(arena, arena.base / "state", "mounts", "fix", "-p", str(profile), "--fstab",
+                                   str(fstab))
+    assert code == 0, err
+    assert "noatime" in fstab.read_text()
+    for kept in (fstab, arena.open / "fstab.tunectl.orig", arena.open / "fstab.tunectl.bak.1"):
+        st = os.stat(kept)
+        assert (st.st_uid, oct(st.st_mode & 0o7777)) == (0, "0o644"), kept

@@ -209,6 +209,13 @@ def test_bad_input(cli, tree, argv, code, words, capsys):
     assert tree.sysfs.writes == writes and snapshot_all(tree) == before
 
 
+def test_a_target_that_is_not_there_says_what_to_name(cli):
+    r = cli("bench", "/dev/tunectl-no-such-device", "--json")
+    assert r.code == 2 and r.doc["error"]["message"] == "cannot stat /dev/tunectl-no-such-device: No such file or directory"
+    assert r.doc["error"]["where"] == "/dev/tunectl-no-such-device"
+    assert r.doc["error"]["hint"] == "name a block device (sda, /dev/sda: `lsblk` lists them) or an existing file on one"
+
+
 def test_bad_input_as_json(cli):
     r = cli("bench", "sdq", "--json")
     assert r.code == 2 and r.doc["ok"] is False and "sdq" in r.doc["error"]["message"]

@@ -14,7 +14,7 @@ def test_command_help_names_the_global_options_once_instead_of_repeating_them(wo
     assert r.code == 0, r.err
     assert "sysfs root (default /sys" not in r.out and "journal and lock directory" not in r.out, r.out
     assert "global options, before or after the command: --json --sysfs-root DIR" in r.out.replace("\n", " "), r.out
-    assert len(r.out.splitlines()) < 60 or words[0] in ("bench", "preload", "align"), len(r.out.splitlines())
+    assert len(r.out.splitlines()) < 60 or words[0] in ("bench", "preload", "align", "explain"), len(r.out.splitlines())
 
 
 def test_global_options_still_parse_after_the_command(tmp_path) -> None:
@@ -40,3 +40,14 @@ def test_every_command_help_shows_an_example_of_itself(words: tuple[str, ...]) -
     assert "\nexamples:\n" in out, out
     examples = out.split("\nexamples:\n", 1)[1]
     assert any(line.split()[:len(words) + 1] == ["tunectl", *words] for line in examples.splitlines()), examples
+
+
+@pytest.mark.parametrize("words", list(tree()), ids=lambda w: " ".join(w) or "tunectl")
+def test_help_fits_an_80_column_terminal(words: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prose (a description, an epilog's paragraph) is wrapped at the terminal's width; only an example's line,
+    kept whole so it can be copied, may run past it, and never past 100 columns (`preload replay`'s description
+    was one line of 232)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    out = run_cli(*words, "--help").out
+    long = [line for line in out.splitlines() if len(line) > 100 or len(line) > 78 and not line[:1].isspace()]
+    assert not long, long

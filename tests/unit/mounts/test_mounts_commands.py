@@ -389,7 +389,7 @@ def test_fix_refuses_when_libmount_disagrees(env: Env, monkeypatch: pytest.Monke
     ("no action", None, 2, "usage"),
     ("missing profile", ["-p", "no-such-profile"], 2, "no-such-profile"),
     ("fstab is a directory", "DIR", 2, "is a directory"),
-    ("missing fstab", "MISSING", 1, "does not exist"),
+    ("missing fstab", "MISSING", 2, "no such fstab file"),
     ("garbage fstab", "GARBAGE", 1, "libmount cannot parse"),
     ("garbage mountinfo", "BADINFO", 1, "not a mount record"),
     ("unknown option", ["--frobnicate"], 2, "unrecognized"),
@@ -412,6 +412,28 @@ def test_bad_input(env: Env, capsys: pytest.CaptureFixture, case: str, argv_extr
     err += capsys.readouterr().err  # argparse writes to sys.stderr
     assert got == code, (out, err)
     assert text in (out + err) and "Traceback" not in err
+
+
+@pytest.mark.parametrize("verb", ["check", "fix"])
+def test_a_named_fstab_that_does_not_exist_is_an_error(env: Env, verb: str) -> None:
+    """--fstab with a typo: exit 2 and what to do, not a warning under an exit 0 that reads as "in sync"."""
+    missing = str(env.fstab) + ".nope"
+    code, out, err = env("mounts", verb, "-p", str(env.profile), "--fstab", missing, "--json")
+    assert code == 2, (code, out, err)
+    error = json.loads(out)["error"]
+    assert error["message"] == f"{missing}: no such fstab file" and "--fstab" in error["hint"], error
+    assert not os.path.exists(missing)
+
+
+def test_the_default_fstab_missing_is_a_warning(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """/etc/fstab itself may be absent (a container, an initramfs): the live mounts are still checked."""
+    missing = str(env.fstab) + ".nope"
+    monkeypatch.setattr(operations, "FSTAB", missing)  # the built-in default, here a file that is not there
+    env.ctx.roots = env.ctx.roots._replace(fstab=missing)
+    code, out, err = env("mounts", "check", "-p", str(env.profile), "--json")
+    doc = json.loads(out)
+    assert code != 2 and doc["fstab_path"] == missing, (code, err)
+    assert f"{missing} does not exist; only live mounts are checked" in doc["warnings"]
 
 
 def test_fix_bad_input_unwritable_directory(env: Env) -> None:

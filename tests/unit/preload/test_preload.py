@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import REPO
+from tests.harness import REPO, CliResult, run_process
 from tests.preload_helpers import GOOD_HEADER, assert_clean, evict, fincore, make_files, replay_resident, tunectl
 from tunectl.output import Progress
 from tunectl.preload import order
@@ -174,7 +174,8 @@ def test_a_file_named_through_a_link_is_listed_by_the_file_replay_can_open(corpu
     assert r.code == 0 and [e.path for e in read_list(str(lst)).entries] == [str(corpus[0])], r.out + r.err
     r = tunectl("preload", "replay", str(lst), "--json")
     assert r.code == 0 and r.doc["files"] == 1 and r.doc["skipped"] == [], r.out + r.err
-    assert describe_file(str(link)) == (None, None)  # a name that became a link after the walk: not opened through it
+    entry, skip = describe_file(str(link))  # a name that became a link after the walk: not opened through it, and
+    assert entry is None and skip is not None and skip.status == "unreadable"  # said (a path named, as the walk's)
 
 
 @pytest.mark.parametrize("inode_pass", ["io_uring", "threads"])
@@ -315,6 +316,61 @@ def test_record_by_residency_diff(tmp_path: Path) -> None:
     assert r.code == 0, r.err
     assert r.doc["method"] == "diff" and any("residency diff" in n for n in r.doc["notes"])
     assert [e.path for e in parse(lst.read_text(), str(lst)).entries] == [str(a)]
+
+
+def test_record_by_residency_diff_reports_the_files_it_could_not_read(tmp_path: Path) -> None:
+    """A file below --scope that record cannot open is said, as collect says it (counted; listed with -v and in
+    --json), and the exit is 3: the list was written without it. Before, the diff passed over it in silence."""
+    a, secret = make_files(tmp_path / "d", {"a.txt": 3 * 4096, "secret": 4096})
+    evict(a, secret)
+    secret.chmod(0)
+    argv = ["preload", "record", "--method", "diff", "--scope", str(tmp_path / "d"), "-o", str(tmp_path / "r.list")]
+
+    def run(*extra: str) -> CliResult:
+        if os.geteuid() != 0:
+            return tunectl(*argv, *extra, "--", "cat", str(a))
+        # root reads any mode: without the capabilities that let it, it meets the mode as a user does
+        return run_process(*argv, *extra, "--", "cat", str(a), env={"PATH": os.environ.get("PATH", "")},
+                           prefix=["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-all",
+                                   "--"])
+
+    r = run("--json")
+    assert r.code == 3, r.out + r.err
+    assert r.doc["skipped"] == [{"path": str(secret), "status": "unreadable", "reason": "Permission denied"}], r.doc
+    assert [e.path for e in parse((tmp_path / "r.list").read_text(), "r.list").entries] == [str(a)]
+    r = run()
+    assert r.code == 3 and str(secret) in r.out and "1 file unreadable, not in the list" in r.out, r.out
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="another user's files and a run as that user are made as root")
+def test_a_users_record_by_residency_diff_leaves_out_what_the_user_may_not_read_with_a_note(tmp_path: Path) -> None:
+    """As a user, a file below the scope they may not read (/etc/shadow in the default scope) is one their command
+    could not have read either: a note counts it, it is not skipped, and the exit is 0. Root's record (or a file
+    the user may read but not open, another user's link) still skips it, exit 3."""
+    nobody = 65534
+    d = tmp_path / "d"
+    a, secret = make_files(d, {"a.txt": 3 * 4096, "secret": 4096})
+    evict(a, secret)
+    secret.chmod(0o600)  # root's
+    out = tmp_path / "out"
+    out.mkdir()
+    for p in (a, out):
+        os.chown(p, nobody, nobody)  # theirs: a user sees the residency of their own files only
+    opened = []
+    try:
+        for p in [tmp_path, *tmp_path.parents][:-1]:  # the way down for the user (the walk opens each one)
+            if os.stat(p).st_mode & 0o005 != 0o005:
+                opened.append((p, os.stat(p).st_mode & 0o7777))
+                p.chmod(os.stat(p).st_mode & 0o7777 | 0o005)
+        r = run_process("preload", "record", "--method", "diff", "--scope", str(d), "-o", str(out / "r.list"),
+                        "--json", "--", "cat", str(a), env={"PATH": os.environ.get("PATH", "")},
+                        prefix=["setpriv", "--reuid", str(nobody), "--regid", str(nobody), "--clear-groups", "--"])
+    finally:
+        for p, mode in opened:
+            p.chmod(mode)
+    assert r.code == 0 and r.doc["skipped"] == [], r.out + r.err
+    assert any(n.startswith("1 file below the scope you may not read left out") for n in r.doc["notes"]), r.doc
+    assert [e.path for e in parse((out / "r.list").read_text(), "r.list").entries] == [str(a)]
 
 
 # ---------------------------------------------------------------- bad input

@@ -279,8 +279,8 @@ def test_a_list_swapped_for_a_bigger_one_after_its_survey_is_not_read_past_it(mo
     lst = listed(tmp_path / "l.list", files[:100], header=lambda h: h.pop("bytes"))
     real = listfile.survey
 
-    def then_swapped(path: str, size: int = listfile.BATCH, keep: int = listfile.KEEP):  # noqa: ANN202
-        found = real(path, size, keep=0)  # not kept: the replay reads the list again
+    def then_swapped(path: str, size: int = listfile.BATCH, keep: int = listfile.KEEP, seen=None):  # noqa: ANN001, ANN202
+        found = real(path, size, keep=0, seen=seen)  # not kept: the replay reads the list again
         listed(tmp_path / "l.list", files, header=lambda h: h.pop("bytes"))  # whoever owns it swaps a bigger one in
         return found
 

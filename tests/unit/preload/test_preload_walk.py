@@ -136,3 +136,33 @@ def test_each_path_named_is_judged_once_and_its_skip_comes_first(tmp_path: Path,
     assert sorted(e.path for e in report.entries) == sorted(
         [str(tree / "top-file"), str(tree / "kept" / "k1"), str(tree / "sub" / "s1"), str(tree / "sub" / "s2")]
         if os.geteuid() == 0 else [str(tree / "top-file"), str(tree / "sub" / "s1"), str(tree / "sub" / "s2")])
+
+
+@pytest.mark.parametrize("swapped_for", ["a link", "another directory", "nothing", "a link to a file"])
+def test_a_path_named_that_changes_after_its_judgement_is_a_skip_not_a_silent_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swapped_for: str) -> None:
+    """Another user's directory (or file) named to collect, swapped between the judgement and the open: the walk
+    lists nothing of it (nothing through the link) and says so, a skip line and exit 3 as when the judgement
+    itself sees the link. It wrote an empty list and exited 0 with nothing said (an exchange loop as nobody
+    against root's collect: 2 runs in 60)."""
+    from tunectl.preload import collect as collect_module
+
+    tree, other = _tree(tmp_path)
+    named = tree / "top-file" if swapped_for == "a link to a file" else tree
+
+    def judge_then_swap(path: str) -> object:
+        landed = real(path)
+        os.rename(named, tmp_path / "named.real")
+        if swapped_for == "another directory":
+            os.rename(other, named)
+        elif swapped_for != "nothing":
+            os.symlink(other / "secret-1" if swapped_for == "a link to a file" else other, named)
+        return landed
+
+    real = collect_module._judge
+    monkeypatch.setattr(collect_module, "_judge", judge_then_swap)
+    report = collect([str(named)], str(tmp_path / "out.list"))
+    assert report.entries == []
+    assert [(s.path, s.status) for s in report.skipped] == [
+        (str(named), "vanished" if swapped_for == "nothing" else "unreadable")]
+    assert report.exit_code == (0 if swapped_for == "nothing" else 3)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import subprocess
 import sys
@@ -128,3 +129,30 @@ def test_a_link_swapped_back_to_a_directory_between_the_open_and_the_look_is_a_c
     (tmp_path / "g").write_text("")
     with pytest.raises(NotADirectoryError):  # a file that stays one is no change
         trust.open_listed(str(tmp_path / "g" / "f"), checked=True, links=False)
+
+
+def test_open_walked_opens_only_the_kinds_asked_for_and_never_blocks(tmp_path: Path) -> None:
+    """bench's one open of its target: a named pipe, /dev/zero (through the user's own link), a directory: refused
+    before any open (a pipe opened by name blocked for ever); a file opens, and reads block as files do."""
+    import stat
+
+    data = tmp_path / "data"
+    data.write_bytes(b"x" * 10)
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "zero").symlink_to("/dev/zero")
+    (tmp_path / "link").symlink_to(data)  # the user's own link: followed
+    regular = frozenset({stat.S_IFREG})
+    for name, found in (("pipe", "a named pipe, not a regular file"), ("dir", "a directory, not a regular file"),
+                        ("zero", "a character device, not a regular file")):
+        with pytest.raises(trust.Untrusted, match=found):
+            trust.open_walked(str(tmp_path / name), regular)
+    with pytest.raises(FileNotFoundError):
+        trust.open_walked(str(tmp_path / "missing"), regular)
+    for name in ("data", "link"):
+        fd, st = trust.open_walked(str(tmp_path / name), regular)
+        try:
+            assert (st.st_ino, st.st_size, os.read(fd, 20)) == (data.stat().st_ino, 10, b"x" * 10)
+            assert not fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK
+        finally:
+            os.close(fd)

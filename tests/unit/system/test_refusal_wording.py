@@ -1,0 +1,48 @@
+"""A refused fstab or rules file is named once, with what was found there: "X: a named pipe", never "X is changed
+while ..." or "cannot write X: X: ...". Seen through the CLI with another user swapping the file under a root run."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tunectl.mounts import fstab_file
+from tunectl.system import rulesfile, trust
+
+
+def test_an_fstab_whose_directory_became_a_link_says_so_without_is(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "fstab").write_text("/dev/sda1 / ext4 defaults 0 1\n")
+    (tmp_path / "d").symlink_to("real")  # resolve() gave d/fstab; d became a link since
+    with pytest.raises(fstab_file.NotReplaced) as e:
+        fstab_file.read_current(tmp_path / "d" / "fstab")
+    assert e.value.message.startswith(f"{tmp_path / 'd' / 'fstab'}: changed while tunectl looked at it"), e.value
+    assert " is changed" not in e.value.message
+
+
+def test_an_fstab_swapped_for_a_named_pipe_before_the_write_is_named_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fstab = tmp_path / "fstab"
+    os.mkfifo(fstab)
+    (tmp_path / "was").write_text("x\n")
+    seen = os.stat(tmp_path / "was")  # the swap came after the last compare
+    monkeypatch.setattr(fstab_file, "_read_current", lambda real: (b"x\n", seen))
+    with pytest.raises(Exception) as e:
+        fstab_file.replace(fstab, b"x\n", b"y\n")
+    assert str(e.value).splitlines()[0] == f"cannot write {fstab}: a named pipe, not a regular file"
+
+
+def test_a_rules_file_whose_directory_is_a_link_names_the_link_once(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "d").symlink_to("real")
+    with pytest.raises(rulesfile.RulesError) as e:
+        rulesfile.write(tmp_path / "d" / "65-tunectl.rules", b"# x\n")
+    assert e.value.message.startswith(f"cannot write {tmp_path / 'd' / '65-tunectl.rules'}: {tmp_path / 'd'}: "), e.value
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_about_names_the_part_only_when_it_is_not_the_target(same: bool) -> None:
+    e = trust.Untrusted("/a/b" if same else "/a", "a symbolic link", "hint")
+    assert e.about("/a/b") == ("a symbolic link" if same else "/a: a symbolic link")
