@@ -241,9 +241,11 @@ def _parser_class() -> type:
                         if isinstance(metavar, tuple):
                             metavar = " ".join(metavar)
                         what = "blank" if value else "empty"
-                        helped = f" ({action.help})" if action.help and action.help != argparse.SUPPRESS else ""
+                        # what the option takes, not its whole help (a --color hint was a 120-column line)
+                        takes = "one of " + ", ".join(map(str, action.choices)) if action.choices else metavar
                         raise self._usage_error(f"{option}: the value is {what}; give {option} {metavar}, or leave "
-                                                f"{option} out for its default", f"`{self.prog} --help`{helped}")
+                                                f"{option} out for its default",
+                                                f"{option} takes {takes}; `{self.prog} --help` says more")
             return super()._get_values(action, arg_strings)
 
         def _get_formatter(self) -> argparse.HelpFormatter:

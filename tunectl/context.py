@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from tunectl.system.modules import KernelModules
-from tunectl.system.roots import UDEV_DATA, Roots, check_trusted, resolved_path
+from tunectl.system.roots import UDEV_DATA, Roots, check_trusted, resolved_path, setting
 from tunectl.system.state import StateStore
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.udevdb import UdevDb
@@ -63,12 +63,12 @@ class Context:
         env = dict(os.environ if env is None else env)
         roots = Roots.choose(env, sysfs_root, udev_root, state_dir)
         check_trusted(roots)
-        modules = KernelModules(roots.modules, env.get("TUNECTL_KERNEL_RELEASE") or os.uname().release)
+        modules = KernelModules(roots.modules, setting(env, "TUNECTL_KERNEL_RELEASE") or os.uname().release)
         state = StateStore(roots.state)
         # A fake tree keeps its own state, unless whoever set it up says the tree stands for this very machine
         # (a chroot's test bed, whose /sys is the host's): TUNECTL_TREE_IS_THIS_MACHINE=1. The tree is root's
         # alone by then (check_trusted), so no other user decides what the journal holds.
-        if roots.uses_real_state() and env.get("TUNECTL_TREE_IS_THIS_MACHINE") != "1":
+        if roots.uses_real_state() and setting(env, "TUNECTL_TREE_IS_THIS_MACHINE") != "1":
             state.fake_roots = [path for _, path in roots.fakes()]
         udev = UdevDb(roots.udev_data, confined=resolved_path(roots.udev_data) != resolved_path(UDEV_DATA))
         return cls(Sysfs(roots.sys, confined=not roots.real), udev, state, None, env, modules, roots)

@@ -30,6 +30,7 @@ from tunectl.system.trust import (
     TooLarge,
     Untrusted,
     atomic_write,
+    check_dir,
     open_dir,
     read_regular,
     read_regular_stat,
@@ -98,6 +99,21 @@ def original_of(real: Path) -> Path:
 
 def tmp_prefix(real: Path) -> str:
     return f".{real.name}{TMP_TAG}"
+
+
+def refuse_untrusted_dir(real: Path) -> None:
+    """The rule `udev install` keeps for its rules directory (`trust.check_dir`): tunectl writes beside the fstab
+    (FSTAB.tunectl.orig, FSTAB.tunectl.bak.N, its temp file) only in a directory root (or the user running it)
+    alone can write. In another user's directory those copies, of a file that may hold passwords, would be that
+    user's to read, swap or replace; `--fstab` there is refused (UsageError) before anything is written."""
+    try:
+        check_dir(real.parent)
+    except Untrusted as e:
+        raise UsageError(f"cannot write {real}: {e.message} (tunectl keeps its original and backups beside it)",
+                         hint=f"{e.hint}; or fix a copy in a directory of your own, or run as that directory's "
+                              "owner", where=str(real)) from None
+    except OSError as e:
+        raise TunectlError(f"cannot use {real.parent}: {e.strerror or e}", where=str(real)) from None
 
 
 def _open_parent(real: Path) -> int:

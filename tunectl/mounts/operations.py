@@ -453,7 +453,9 @@ def fix(ctx, profile_ref: str | None, fstab_file: str | None = None, do_remount:
     notes: list[str] = []
     with _locked(ctx, notes):
         # Read under the lock: another tunectl cannot change the file between this read and the replace.
-        gone = edge.sweep(edge.resolve(fstab_path(ctx, fstab_file)))
+        real = edge.resolve(fstab_path(ctx, fstab_file))
+        edge.refuse_untrusted_dir(real)
+        gone = edge.sweep(real)
         result = _fix(ctx, profile_ref, fstab_file, do_remount, False, only_listed)
     result.check_report.warnings += notes + [f"removed {name}, left by a tunectl run that was killed" for name in gone]
     return result
@@ -485,7 +487,10 @@ def rollback(ctx, fstab_file: str | None = None, check_only: bool = False) -> Ro
     path = fstab_path(ctx, fstab_file)
     notes: list[str] = []
     with _locked(ctx, notes):
-        edge.sweep(edge.resolve(path))
+        real = edge.resolve(path)
+        if not check_only:
+            edge.refuse_untrusted_dir(real)
+        edge.sweep(real)
         return RollbackReport(*edge.restore_original(path, check_only), check_only)
 
 

@@ -76,9 +76,9 @@ def columns_used(list_path: str, cols) -> list[str]:
     `show -v` and `replay -v`."""
     if cols is None or not cols.status:
         return []
-    if cols.status == "used":
+    if cols.status == cols.USED:
         return [f"columns: {list_path}.cols used (its entries, not decoded from the list's JSON)"]
-    name = f"{list_path}.cols not used" if cols.status == "declined" else "none used"
+    name = f"{list_path}.cols not used" if cols.status == cols.DECLINED else "none used"
     return [f"columns: {name}: {cols.reason}; the list was decoded from its JSON"]
 
 

@@ -14,6 +14,7 @@ from tunectl.profile.reader import MAX_PROFILE_BYTES, Diagnostic, Document, deco
 from tunectl.profile.yaml_events import parse_yaml
 from tunectl.system import trust
 from tunectl.system.cache import ValidationCache
+from tunectl.system.roots import setting
 
 DEFAULT_PROFILE = "default"
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
@@ -32,8 +33,8 @@ def shipped_profile_dir() -> Path:
 
 
 def default_search_path(env: dict | None = None) -> list[Path]:
-    env = os.environ if env is None else env
-    extra = [Path(p) for p in env.get("TUNECTL_PROFILE_PATH", "").split(":") if p]
+    extra = [Path(p) for p in (setting(os.environ if env is None else env, "TUNECTL_PROFILE_PATH") or "").split(":")
+             if p]
     return extra + [Path("/etc/tunectl/profiles"), shipped_profile_dir()]
 
 

@@ -25,6 +25,14 @@ MODULES = "/lib/modules"
 STATE = "/var/lib/tunectl"
 
 
+def setting(env: Mapping[str, str], name: str) -> str | None:
+    """The value of the environment variable `name` (every TUNECTL_* variable is read here), None when it is unset
+    or empty: empty is unset, the convention for environment variables (XDG's base directories: "not set or
+    empty"), so `TUNECTL_STATE_DIR= tunectl apply` uses /var/lib/tunectl. An option given '' is a usage error
+    instead (`--state-dir ''`): an option is written on purpose, a variable is often exported empty."""
+    return env.get(name) or None
+
+
 def under_dev(ref: str) -> str | None:
     """``/dev/sda`` -> ``sda``: the name of a device path below the conventional dev root; None for other names."""
     return ref[len(DEV) + 1:] if ref.startswith(DEV + "/") else None
@@ -67,11 +75,11 @@ class Roots(namedtuple("Roots", "real sys udev_data dev proc fstab modules state
     def choose(cls, env: Mapping[str, str], sysfs_root: str | None = None, udev_root: str | None = None,
                state_dir: str | None = None) -> Roots:
         """Options win over TUNECTL_* variables, which win over the real machine's paths."""
-        sys_root = sysfs_root or env.get("TUNECTL_SYSFS_ROOT") or SYS
+        sys_root = sysfs_root or setting(env, "TUNECTL_SYSFS_ROOT") or SYS
         real = is_real_sysfs(sys_root)
 
         def pick(var: str, real_path: str, fake: str | None) -> str | None:
-            return env.get(var) or (real_path if real else fake)
+            return setting(env, var) or (real_path if real else fake)
 
         return cls(
             real=real,
@@ -79,9 +87,9 @@ class Roots(namedtuple("Roots", "real sys udev_data dev proc fstab modules state
             udev_data=udev_root or pick("TUNECTL_UDEV_ROOT", UDEV_DATA, os.path.join(sys_root, ".udev-data")),
             dev=pick("TUNECTL_DEV_ROOT", DEV, None),
             proc=pick("TUNECTL_PROC_ROOT", PROC, None),
-            fstab=env.get("TUNECTL_FSTAB") or FSTAB,
+            fstab=setting(env, "TUNECTL_FSTAB") or FSTAB,
             modules=pick("TUNECTL_MODULES_ROOT", MODULES, os.path.join(sys_root, ".modules")) or MODULES,
-            state=state_dir or env.get("TUNECTL_STATE_DIR") or STATE,
+            state=state_dir or setting(env, "TUNECTL_STATE_DIR") or STATE,
             config=pick("TUNECTL_CONFIG_ROOT", "/", None),
         )
 

@@ -24,6 +24,7 @@ from tunectl.record import record
 from tunectl.report import Report
 from tunectl.status import Status
 from tunectl.system import rulesfile, trust
+from tunectl.system.roots import setting
 from tunectl.system.rulesfile import RulesError
 from tunectl.system.runner import CommandError
 from tunectl.system.udevadm import Udevadm
@@ -60,7 +61,7 @@ def _require_root(action: str) -> None:
 
 def tunectl_executable(env) -> str | None:
     """The tunectl a udev RUN should start: $TUNECTL_EXECUTABLE, else `tunectl` on PATH or in the sbin/bin dirs."""
-    explicit = env.get("TUNECTL_EXECUTABLE")
+    explicit = setting(env, "TUNECTL_EXECUTABLE")
     if explicit:
         return explicit
     path = ":".join([p for p in env.get("PATH", "").split(":") if p] + list(SEARCH_DIRS))

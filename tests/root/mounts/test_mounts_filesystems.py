@@ -146,7 +146,9 @@ def test_remount_option_the_kernel_refuses_is_reported(tmp_path: Path) -> None:
 def test_fix_on_a_read_only_filesystem_is_not_permitted(tmp_path: Path) -> None:
     ro = tmp_path / "ro"
     ro.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(ro)], check=True)
+    # mode 0755: a tmpfs root is 1777 by default, a directory fix refuses (others may write) before it gets to
+    # the read-only file system
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", str(ro)], check=True)
     try:
         (ro / "fstab").write_text("LABEL=x /srv ext4 relatime 0 2\n")
         subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)

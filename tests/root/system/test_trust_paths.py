@@ -35,7 +35,6 @@ def test_udev_install_refuses_a_tunectl_executable_that_does_not_exist_yet(arena
         assert os.listdir(rules) == []
 
 
-AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
 FSTAB = "tmpfs /srv/tunectl-x tmpfs defaults 0 0\n"
 NOATIME = "name: noatime\nmounts:\n  - match: {fstype: tmpfs}\n    options: [noatime]\n"
 
@@ -65,21 +64,29 @@ def test_mounts_fix_follows_no_link_another_user_owns(arena: Arena) -> None:
 
 
 def test_an_fstab_that_is_a_named_pipe_blocks_nothing(arena: Arena) -> None:
-    """The FIFO cases in a process of their own: one that blocks fails the test at the timeout."""
+    """The FIFO cases in a process of their own: one that blocks fails the test at the timeout. A pipe nobody put
+    in their own directory: fix and rollback refuse that directory before they open anything in it (what they keep
+    beside the fstab would be nobody's), check (which writes nothing) reaches the pipe and names it. A pipe in
+    root's directory (root's fstab, with its original kept, swapped for one) is named as such by all three."""
     profile = arena.base / "noatime.yaml"
     profile.write_text(NOATIME)
     fifo = arena.open / "fstab"
     as_nobody("mkfifo", str(fifo))
-    (arena.base / "fstab").write_text(FSTAB)  # root's fstab with an original kept, then swapped for a pipe
-    assert mounts(arena, "fix", "-p", str(profile), "--fstab", str(arena.base / "fstab")).code == 0
-    for argv, path in ((("fix", "-p", str(profile)), fifo), (("rollback",), fifo), (("check", "-p", str(profile)), fifo),
-                       (("rollback",), arena.base / "fstab")):
-        if path == arena.base / "fstab":
-            (arena.base / "fstab").unlink()
-            os.mkfifo(arena.base / "fstab")
-        done = mounts(arena, *argv, "--fstab", str(path))
-        said = "named pipe" in done.err or (path == fifo and "no original" in done.err)  # nothing to restore
-        assert done.code in (2, 3) and said, (argv, path, done.err)
+    for argv in (("fix", "-p", str(profile)), ("rollback",)):
+        done = mounts(arena, *argv, "--fstab", str(fifo))
+        assert done.code == 2 and f"cannot write {fifo}: {arena.open}: owned by nobody" in done.err, (argv, done.err)
+        assert "fix a copy in a directory of your own" in done.err and "named pipe" not in done.err, done.err
+    done = mounts(arena, "check", "-p", str(profile), "--fstab", str(fifo))
+    assert done.code == 2 and f"{fifo} is a named pipe" in done.err, done.err
+    assert sorted(os.listdir(arena.open)) == ["fstab"]
+    mine = arena.base / "fstab"
+    mine.write_text(FSTAB)
+    assert mounts(arena, "fix", "-p", str(profile), "--fstab", str(mine)).code == 0
+    mine.unlink()
+    os.mkfifo(mine)
+    for argv in (("fix", "-p", str(profile)), ("rollback",), ("check", "-p", str(profile))):
+        done = mounts(arena, *argv, "--fstab", str(mine))
+        assert done.code in (2, 3) and "named pipe" in done.err, (argv, done.err)
     assert (arena.base / "fstab.tunectl.orig").read_text() == FSTAB
 
 
@@ -110,24 +117,37 @@ def test_rollback_on_a_state_disk_nobody_filled_says_the_devices_were_restored(a
 
 def test_mounts_fix_copies_owner_and_mode_from_the_fstab_it_read_not_a_file_put_there_since(
         arena: Arena, monkeypatch: pytest.MonkeyPatch) -> None:
-    """--fstab in a directory nobody owns: after the fix read root's fstab, nobody puts a file of theirs (the same
-    text, mode 0666) at its name. The original, the backup and the new fstab take the owner and mode of the file
-    that was read (root's, 0644), never the swapped-in one's: a second open by name copied nobody's, and root
-    then left an fstab (and its kept copies) that nobody may rewrite."""
+    """--fstab in a directory nobody owns is refused (exit 2), nothing written there: the original and backups
+    kept beside it would be nobody's to read or swap. In root's directory: after the fix read root's fstab, another
+    writer puts a file of nobody's (the same text, mode 0666) at its name. The original, the backup and the new
+    fstab take the owner and mode of the file that was read (root's, 0644), never the swapped-in one's: a second
+    open by name copied nobody's, and root then left an fstab (and its kept copies) that nobody may rewrite."""
     from tunectl.mounts import fstab_file
 
     profile = arena.base / "noatime.yaml"
     profile.write_text(NOATIME)
-    fstab = arena.open / "fstab"
+    theirs = arena.open / "fstab"
+    theirs.write_text(FSTAB)
+    os.chmod(theirs, 0o644)
+    code, _, err = attacks.tunectl(arena, arena.base / "state", "mounts", "fix", "-p", str(profile), "--fstab",
+                                   str(theirs))
+    assert code == 2 and f"cannot write {theirs}: {arena.open}: owned by nobody" in err, err
+    assert f"chown root: {arena.open}" in err and "fix a copy in a directory of your own" in err, err
+    assert sorted(os.listdir(arena.open)) == ["fstab"] and theirs.read_text() == FSTAB
+
+    etc = arena.base / "etc"
+    etc.mkdir(mode=0o755)
+    fstab = etc / "fstab"
     fstab.write_text(FSTAB)
     os.chmod(fstab, 0o644)
     numbered = fstab_file.next_backup
 
     def then_swap(real: Path) -> Path:
-        theirs = arena.open / "theirs"
-        subprocess.run([*AS_NOBODY, "sh", "-c", f"umask 0 && cat {fstab} > {theirs} && mv {theirs} {fstab}"],
-                       check=True, timeout=60, capture_output=True)
-        assert os.stat(fstab).st_uid == attacks.NOBODY.pw_uid
+        swapped = etc / "swapped"
+        swapped.write_text(fstab.read_text())
+        os.chown(swapped, attacks.NOBODY.pw_uid, attacks.NOBODY.pw_gid)
+        os.chmod(swapped, 0o666)
+        os.rename(swapped, fstab)
         return numbered(real)
 
     monkeypatch.setattr(fstab_file, "next_backup", then_swap)
@@ -135,6 +155,6 @@ def test_mounts_fix_copies_owner_and_mode_from_the_fstab_it_read_not_a_file_put_
                                    str(fstab))
     assert code == 0, err
     assert "noatime" in fstab.read_text()
-    for kept in (fstab, arena.open / "fstab.tunectl.orig", arena.open / "fstab.tunectl.bak.1"):
+    for kept in (fstab, etc / "fstab.tunectl.orig", etc / "fstab.tunectl.bak.1"):
         st = os.stat(kept)
         assert (st.st_uid, oct(st.st_mode & 0o7777)) == (0, "0o644"), kept

@@ -350,3 +350,29 @@ def test_a_rollback_never_takes_the_first_bytes_of_a_file_past_the_cap_as_the_wh
     code, _, err = m("mounts", "rollback")
     assert code == 3 and f"{path} is larger than 512 bytes" in err and "nothing was replaced" in err, err
     assert {p.name: p.read_bytes() for p in m.fstab.parent.iterdir()} == before
+
+
+@pytest.mark.parametrize("whose", ["group-writable", "another user's"])
+def test_fix_refuses_an_fstab_in_a_directory_others_can_write_as_udev_install_does(m: Machine, tmp_path: Path,
+                                                                                    whose: str) -> None:
+    """fix (and rollback) write FSTAB.tunectl.orig and .bak.N beside the fstab: in another user's directory (or
+    one others may write) those copies were that user's to read or swap. Refused as `udev install --rules-dir`
+    refuses such a directory (exit 2, what to do), before anything is written."""
+    if whose == "another user's" and os.geteuid() != 0:
+        pytest.skip("a directory another user owns is made with chown (root)")
+    d = tmp_path / "theirs"
+    d.mkdir()
+    fstab = d / "fstab"
+    fstab.write_text(FSTAB)
+    if whose == "group-writable":
+        d.chmod(0o775)
+    else:
+        os.chown(d, 65534, 65534)
+    why = "writable by its group" if whose == "group-writable" else "owned by nobody"
+    for verb in (["fix", "-p", str(m.base / "noatime.yaml")], ["rollback"]):
+        code, out, err = m("mounts", *verb, "--fstab", str(fstab))
+        assert code == 2 and f"cannot write {fstab}: {d}: " in err and why in err, (verb, out, err)
+        assert "fix a copy in a directory of your own" in err, err
+        assert sorted(os.listdir(d)) == ["fstab"] and fstab.read_text() == FSTAB
+    code, _, err = m("mounts", "fix", "-p", str(m.base / "noatime.yaml"), "--fstab", str(fstab), "--check")
+    assert code == 0, err  # --check writes nothing: nothing to refuse

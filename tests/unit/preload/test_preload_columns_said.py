@@ -137,3 +137,18 @@ def test_the_reason_words_the_one_trust_rule(monkeypatch: pytest.MonkeyPatch) ->
     assert trust.chosen_by_other(looked(NOBODY, 0o644)) is None  # not root: a user's run acts with its own rights
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     assert trust.chosen_by_other(looked(NOBODY, 0o644)) == f"owned by {trust.owner(NOBODY)}, not root"
+
+
+def test_the_lines_read_the_status_by_the_names_columns_read_defines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`text.columns_used` compares with `ColumnsRead.USED` / `DECLINED`, the one definition of the statuses, not
+    literals of its own: renamed there, the lines still say used / declined."""
+    from tunectl.preload.text import columns_used
+
+    monkeypatch.setattr(listfile.ColumnsRead, "USED", "taken")
+    monkeypatch.setattr(listfile.ColumnsRead, "DECLINED", "refused")
+    assert columns_used("L", listfile.ColumnsRead("taken")) == \
+        ["columns: L.cols used (its entries, not decoded from the list's JSON)"]
+    assert columns_used("L", listfile.ColumnsRead("refused", "a link")) == \
+        ["columns: L.cols not used: a link; the list was decoded from its JSON"]
+    assert columns_used("L", listfile.ColumnsRead(listfile.ColumnsRead.ABSENT, "none beside the list")) == \
+        ["columns: none used: none beside the list; the list was decoded from its JSON"]

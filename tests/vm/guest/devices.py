@@ -129,7 +129,9 @@ def mounts(rec: Recorder, disks: dict[str, str], profile: Path, env: dict) -> di
        check=True, stdin=KEY)
     settle()
     fs = {"ssd": (f"/dev/{ssd}1", "/tmp/mnt/ssd"), "crypt": ("/dev/mapper/plainn", "/tmp/mnt/crypt")}
-    fstab = Path("/tmp/fstab")
+    # in a directory only root may write: fix refuses to keep its original and backups in /tmp (others may write)
+    fstab = Path("/tmp/tunectl-fstab/fstab")
+    fstab.parent.mkdir(mode=0o700, exist_ok=True)
     fstab.write_text("".join(f"{src} {target} ext4 relatime 0 2\n" for src, target in fs.values()))
     for src, target in fs.values():
         sh(f"mkfs.ext4 -q -F {src}", check=True)

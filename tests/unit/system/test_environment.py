@@ -1,0 +1,83 @@
+"""Every TUNECTL_* variable set empty is the variable unset (`TUNECTL_STATE_DIR= tunectl apply` uses
+/var/lib/tunectl), the convention for environment variables, as XDG's base directories have it; an option given ''
+is a usage error instead (tests/unit/cli/test_blank_values.py). One function reads them all
+(`tunectl.system.roots.setting`), so no variable can take its own view of empty."""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+import pytest
+
+import tunectl
+from tunectl.context import Context
+from tunectl.profile.library import default_search_path
+from tunectl.system.roots import STATE, Roots
+from tunectl.udev.install import tunectl_executable
+
+PACKAGE = Path(tunectl.__file__).resolve().parent
+ROOTS = ("TUNECTL_SYSFS_ROOT", "TUNECTL_UDEV_ROOT", "TUNECTL_DEV_ROOT", "TUNECTL_PROC_ROOT", "TUNECTL_FSTAB",
+         "TUNECTL_MODULES_ROOT", "TUNECTL_STATE_DIR", "TUNECTL_CONFIG_ROOT")
+OTHERS = ("TUNECTL_KERNEL_RELEASE", "TUNECTL_TREE_IS_THIS_MACHINE", "TUNECTL_PROFILE_PATH", "TUNECTL_EXECUTABLE")
+
+
+def variable_reads() -> tuple[set[str], list[str]]:
+    """The TUNECTL_* names read through `setting` (or Roots.choose's `pick`, which calls it), and every other
+    read of one (`env.get("TUNECTL_X")`, `env["TUNECTL_X"]`) as FILE:LINE."""
+    through, elsewhere = set(), []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call):
+                name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                names = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                         and a.value.startswith("TUNECTL_")]
+                if name in ("setting", "pick"):
+                    through.update(names)
+                elif name in ("get", "getenv", "pop", "setdefault") and names:
+                    elsewhere.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+            elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and \
+                    str(node.slice.value).startswith("TUNECTL_") and isinstance(node.ctx, ast.Load):
+                elsewhere.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    return through, elsewhere
+
+
+def test_every_variable_is_read_through_the_one_rule() -> None:
+    through, elsewhere = variable_reads()
+    assert elsewhere == [], "read around tunectl.system.roots.setting (empty would not be unset there)"
+    assert through == set(ROOTS + OTHERS), "a variable this test does not pin (add it to ROOTS or OTHERS)"
+
+
+@pytest.mark.parametrize("var", ROOTS)
+def test_an_empty_root_variable_is_the_default(tmp_path: Path, var: str) -> None:
+    assert Roots.choose({var: ""}) == Roots.choose({})
+    assert Roots.choose({var: ""}).state == STATE
+    fake = {"TUNECTL_SYSFS_ROOT": str(tmp_path)} if var != "TUNECTL_SYSFS_ROOT" else {}
+    assert Roots.choose({**fake, var: ""}) == Roots.choose(fake)
+
+
+def test_an_empty_kernel_release_is_the_running_kernels(tmp_path: Path) -> None:
+    state = str(tmp_path / "state")
+    ctx = Context.create(state_dir=state, env={"TUNECTL_KERNEL_RELEASE": ""})
+    assert ctx.modules.release == os.uname().release
+
+
+def test_an_empty_tree_is_this_machine_is_not_set(tmp_path: Path) -> None:
+    """A fake tree never writes the real state directory unless TUNECTL_TREE_IS_THIS_MACHINE=1; empty is not 1."""
+    tree = tmp_path / "sys"
+    tree.mkdir()
+    for env in ({}, {"TUNECTL_TREE_IS_THIS_MACHINE": ""}):
+        ctx = Context.create(sysfs_root=str(tree), state_dir=STATE, env=env)
+        assert ctx.state.fake_roots, env
+
+
+def test_an_empty_profile_path_adds_no_directory() -> None:
+    assert default_search_path({"TUNECTL_PROFILE_PATH": ""}) == default_search_path({})
+
+
+def test_an_empty_executable_is_the_one_found_on_path(tmp_path: Path) -> None:
+    exe = tmp_path / "tunectl"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    assert tunectl_executable({"TUNECTL_EXECUTABLE": "", "PATH": str(tmp_path)}) == str(exe)
