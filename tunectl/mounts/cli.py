@@ -6,6 +6,12 @@ import argparse
 
 from tunectl.system.roots import FSTAB, PROC
 
+_KEPT = ("fstab: only the options field of a changed entry is rewritten. Beside it, FSTAB.tunectl.orig keeps the\n"
+         "file as it was before tunectl first changed it (never overwritten) and FSTAB.tunectl.bak.N the file\n"
+         "before each change. A fix stops, replacing nothing, when another writer changed the file meanwhile.\n"
+         "fix and rollback write only in a directory root (or you) alone may write; one of another user's, or that\n"
+         "others may write, is refused (exit 2).\n")
+_LIVE = f"Live mounts are read from $TUNECTL_PROC_ROOT/self/mountinfo (default {PROC}).\n"
 EXAMPLES = (
     "examples:\n"
     "  tunectl mounts check -p database                 # exit 1 if a live mount or fstab entry differs\n"
@@ -14,13 +20,17 @@ EXAMPLES = (
     "  tunectl mounts fix -p database --remount         # edit fstab, remount, confirm in mountinfo\n"
     "\n"
     "  tunectl mounts rollback                          # put back the fstab tunectl first changed\n"
-    "\n"
-    "fstab: only the options field of a changed entry is rewritten. Beside it, FSTAB.tunectl.orig keeps the\n"
-    "file as it was before tunectl first changed it (never overwritten) and FSTAB.tunectl.bak.N the file\n"
-    "before each change. A fix stops, replacing nothing, when another writer changed the file meanwhile.\n"
-    f"Live mounts are read from $TUNECTL_PROC_ROOT/self/mountinfo (default {PROC}).\n"
+    "\n" + _KEPT + _LIVE +
     "exit codes: check 0 in sync, 1 drift; fix 0 done, 3 a remount option did not take effect or the\n"
-    "fstab could not be replaced; 2 usage or profile error; 4 not permitted.")
+    "fstab could not be replaced; rollback 0 restored, 2 no original kept; 2 usage or profile error; 4 not permitted.")
+# What an action's --help says after its own examples (the lines of EXAMPLES that run it, `add_action` picks them)
+NOTES = {
+    "check": _LIVE + "exit codes: 0 in sync, 1 drift or an error in the fstab; 2 usage or profile error; 4 not permitted.",
+    "fix": _KEPT + _LIVE + "exit codes: 0 done, 1 an error in the fstab fix does not mend; 3 a remount option did not "
+                           "take effect or the fstab could not be replaced; 2 usage or profile error; 4 not permitted.",
+    "rollback": _KEPT + "exit codes: 0 restored (or already the original); 2 no original kept, or a usage error; 3 "
+                        "the fstab could not be replaced; 4 not permitted.",
+}
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
@@ -32,7 +42,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser, add_action) -> None:
                         ("rollback", "restore the fstab from FSTAB.tunectl.orig (the file before tunectl first "
                                      "changed it); remounts nothing")):
         ap = add_action(sub, verb, help_)
-        ap.epilog = EXAMPLES
+        ap.epilog = f"{ap.epilog}\n\n{NOTES[verb]}"  # its own examples, then what holds for it
         if verb != "rollback":
             ap.add_argument("-p", "--profile", help="profile name or file (default: last applied, else 'default')")
         else:

@@ -185,8 +185,8 @@ def _read_fstab(path: Path, named: bool) -> tuple[bytes, list[str]]:
         data = trust.read_regular(resolve(path), MAX_FSTAB_BYTES, resolved=True, whole=True)
     except FileNotFoundError:
         if named:  # a typo'd path: a warning and exit 0 read as "in sync"
-            raise UsageError(f"{path}: no such fstab file", hint="name an existing file with --fstab (or "
-                             f"TUNECTL_FSTAB), or leave both out for {FSTAB}", where=str(path)) from None
+            raise UsageError(f"{path}: no such fstab file", hint=_another_fstab("an existing file", named),
+                             where=str(path)) from None
         # The default /etc/fstab may be absent (a container, an initramfs, a minimal image mounting by units): the
         # live mounts are still worth checking, so its absence is said, not an error.
         return b"", [f"{path} does not exist; only live mounts are checked"]
@@ -194,15 +194,23 @@ def _read_fstab(path: Path, named: bool) -> tuple[bytes, list[str]]:
         if e.found.startswith("changed while"):
             raise UsageError(f"{path}: {e.found}", hint=e.hint) from None
         raise UsageError(f"{path} is {e.found.replace(', not a regular file', '')}, not an fstab file",
-                         hint="give --fstab FILE") from None
+                         hint=_another_fstab("a regular file", named)) from None
     except OSError as e:
         if e.errno in (errno.EACCES, errno.EPERM):
             raise NotPermitted(f"cannot read {path}: {e.strerror}", hint="run as root") from None
         raise TunectlError(f"cannot read {path}: {e.strerror}") from None
     except trust.TooLarge:
         raise UsageError(f"{path} is larger than {MAX_FSTAB_BYTES} bytes, not an fstab file",
-                         hint="give --fstab FILE") from None
+                         hint=_another_fstab("an fstab file", named)) from None
     return data, []
+
+
+def _another_fstab(what: str, named: bool) -> str:
+    """The hint when the fstab cannot be read as one: name another. "give --fstab FILE" to someone who gave it (or
+    TUNECTL_FSTAB) told them to do what they had done; they may also leave both out for the default."""
+    if named:
+        return f"name {what} with --fstab (or TUNECTL_FSTAB), or leave both out for {FSTAB}"
+    return f"name {what} with --fstab FILE"
 
 
 def _cannot_discard(ctx, names: list[str]) -> str | None:

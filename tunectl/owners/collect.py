@@ -47,7 +47,8 @@ def _root(ctx: Context) -> str:
 
 def _directory(root: str, directory: str) -> tuple[tuple[int, int], list[str], list[str]] | None:
     """The drop-in `directory` of the tree `root`, opened in it: its identity, its names in order and those masked
-    (a link to /dev/null or an empty file, as udev and systemd mask); None when it is not a directory there."""
+    (`_masks`: an empty file or a character device, a link to one too, as udev and systemd mask); None when it is
+    not a directory there."""
     try:
         fd = trust.open_in_root(root, directory, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
@@ -62,6 +63,15 @@ def _directory(root: str, directory: str) -> tuple[tuple[int, int], list[str], l
         os.close(fd)
 
 
+def _masks(st: os.stat_result) -> bool:
+    """Whether udev and systemd take a drop-in of this stat (its link followed) as a mask: systemd's null_or_empty,
+    an empty regular file or any character device (they compare no device numbers: /dev/null, a bind mount of it
+    and systemd's "inaccessible" nodes all mask). A named pipe or a block device is no mask, though its size is 0:
+    udev lists it as that name's file (its conf-files list filters no type) and opens it, so doctor does not pass
+    over it but says it did not read it (`trust.read_in_root`: not a regular file, never opened)."""
+    return (stat.S_ISREG(st.st_mode) and st.st_size == 0) or stat.S_ISCHR(st.st_mode)
+
+
 def _masked(root: str, path: str, dir_fd: int, name: str) -> bool:
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -73,7 +83,7 @@ def _masked(root: str, path: str, dir_fd: int, name: str) -> bool:
                 st = os.fstat(fd)
             finally:
                 os.close(fd)
-        return st.st_size == 0
+        return _masks(st)
     except OSError:
         return False
 
@@ -179,9 +189,12 @@ def _tuned(ctx: Context, machine: Machine) -> None:
     for name in names:
         try:
             imported = import_tuned(name, dirs, files)
-        except (TunectlError, OSError, trust.Untrusted) as e:
-            machine.unread.append(f"tuned profile {name}: {e}")
+        except (TunectlError, OSError, trust.Untrusted) as e:  # one line: a TunectlError's hint is not shown here
+            why = (e.strerror or str(e)) if isinstance(e, OSError) else e.message
+            machine.unread.append(f"tuned profile {name}: {why}")
             continue
+        machine.unread += [f"{found} (a [variables] include of tuned profile {name}: its variables stay undefined)"
+                           for found in imported.unread]
         shown = imported.sources[-1] if imported.sources else sources.TUNED_ACTIVE  # the profile (last merged)
         note = f"tuned profile {name}" + ("" if running else " (tuned is not running now: it applies when it starts)")
         machine.assignments += [(0, a) for a in _tuned_assignments(imported.profile, shown, note)]

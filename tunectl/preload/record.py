@@ -116,9 +116,11 @@ def _record_fanotify(report: RecordReport, command: Sequence[str], scope: Sequen
     report.entries.extend(seen.values())
 
 
-def _resident_map(scope: Sequence[str], skipped: list[Skip]) -> dict[tuple[str, int], tuple[str, bytes]]:
+def _resident_map(scope: Sequence[str], skipped: list[Skip],
+                  hidden: list[str] | None = None) -> dict[tuple[str, int], tuple[str, bytes]]:
     """Each regular file below `scope` whose residency this caller can see -> its path and mincore vector. What
-    cannot be read goes to `skipped` as collect says it (a scope path not walked, a file it cannot open); out of
+    cannot be read goes to `skipped` as collect says it (a scope path not walked, a file it cannot open); a file
+    whose residency is hidden from this caller (`pagecache.residency_observable`) to `hidden`; out of
     descriptors stops the record (no list written), as it stops collect."""
     snapshot = {}
     for found in walk(scope):
@@ -132,8 +134,12 @@ def _resident_map(scope: Sequence[str], skipped: list[Skip]) -> dict[tuple[str, 
             continue
         try:
             st = os.fstat(fd)
-            if stat_.S_ISREG(st.st_mode) and pagecache.residency_observable(path, st):
+            if not stat_.S_ISREG(st.st_mode):
+                continue
+            if pagecache.residency_observable(path, st):
                 snapshot[(pagecache.device_of(st), st.st_ino)] = (path, pagecache.residency(fd, st.st_size))
+            elif hidden is not None:
+                hidden.append(path)
         except OSError as e:
             skipped.append(Skip(path, UNREADABLE, os.strerror(e.errno or errno.EIO)))
         finally:
@@ -146,7 +152,8 @@ def _record_diff(report: RecordReport, command: Sequence[str], scope: Sequence[s
     proc = _start(command, quiet)
     report.command_status = proc.wait()
     unread: list[Skip] = []
-    after = _resident_map(scope, unread)
+    hidden: list[str] = []
+    after = _resident_map(scope, unread, hidden)
     for key, (path, vec) in after.items():
         old = before.get(key, (path, b""))[1]
         new = bytes(1 if (v & 1 and not (i < len(old) and old[i] & 1)) else 0 for i, v in enumerate(vec))
@@ -158,16 +165,25 @@ def _record_diff(report: RecordReport, command: Sequence[str], scope: Sequence[s
         if entry and (entry.device, entry.inode) == key:
             report.entries.append(entry._replace(ranges=tuple(order.pages_to_ranges(new, entry.size))))
     if os.geteuid() != 0:
+        from tunectl.units import counted
+
         # A file this user may not read is one their command (the same user) could not read either, short of
         # gaining privileges (sudo, setuid): not missing from the record, so counted in a note, not skipped. Else
         # every user's record of the default scope exits 3 (/etc/shadow, /etc/gshadow ...).
         denied = [s for s in unread if s.status == UNREADABLE and not os.access(s.path, os.R_OK)]
         unread = [s for s in unread if s not in denied]
         if denied:
-            from tunectl.units import counted
-
             report.notes.append(f"{counted(len(denied), 'file')} below the scope you may not read left out (your "
                                 "command could not read them either; record as root, or name a narrower --scope)")
+        # The kernel's mincore(2) shows a file's cache only to its owner, to a user who may write it, or to root
+        # (it leaked what others read; pagecache.residency_observable): the diff cannot see what the command read
+        # of any other file, and a user's record of /usr listed nothing without a word. A note, not a skip (exit
+        # 0): the files are readable, only their cache is hidden, and every user's record of the default scope
+        # would exit 3; as root (fanotify, or the diff) every file is seen.
+        if hidden:
+            report.notes.append(f"{counted(len(hidden), 'file')} below the scope left out: the kernel shows their "
+                                "page cache only to their owner, a user who may write them, or root, so what your "
+                                "command read of them cannot be seen; record as root to list them")
     report.skipped.extend(sorted(unread, key=lambda s: s.path))
     report.notes.append("residency diff: only pages the command brought into the cache are seen; "
                         "files that were cached already are missed (drop caches first for a full record)")

@@ -10,6 +10,7 @@ under /sys/block/*/queue); everything else is listed in `unconverted` with a rea
 from __future__ import annotations
 
 import copy
+import errno
 import fnmatch
 import os
 import re
@@ -61,6 +62,9 @@ class TunedImport(Report):
     unconverted: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)  # tuned.conf files, in merge order
+    # "path: why" of each file found but not read (a [variables] include): its settings are missing from `profile`;
+    # said in `notes` too. Not in to_json: doctor lists them as files it did not read.
+    unread: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"name": self.name, "profile": self.profile, "unconverted": self.unconverted, "notes": self.notes}
@@ -82,6 +86,7 @@ class _Converter(values.Findings):
         self.devices: dict[str, dict] = {}
         self.claimed: list[str] = []  # disk globs already owned by a disk-plugin unit
         self.claimed_all = ""  # label of the unit that took every disk
+        self.unread: list[str] = []  # "path: why" of each file that exists but could not be read (`TunedImport`)
 
     # -- variables --------------------------------------------------------------
 
@@ -108,7 +113,11 @@ class _Converter(values.Findings):
         try:
             parser = parse_ini("[variables]\n" + self.files.read(path), path)
         except (OSError, UnicodeDecodeError, UsageError, Untrusted) as e:
-            self.note(f"[variables] include={path}: cannot be read ({e}); its variables stay undefined")
+            why = (e.found if isinstance(e, Untrusted) else e.message if isinstance(e, UsageError)
+                   else "not UTF-8 text" if isinstance(e, UnicodeDecodeError) else e.strerror or str(e))
+            self.note(f"[variables] include={path}: cannot be read ({why}); its variables stay undefined")
+            if not (isinstance(e, OSError) and e.errno == errno.ENOENT):  # missing: tuned finds nothing there either
+                self.unread.append(f"{path}: {why}")
             return
         for key, value in parser.items("variables", raw=True):
             variables[key] = expand(value or "", variables)
@@ -349,7 +358,7 @@ def import_tuned(ref: str, search_dirs: Sequence[str] = DEFAULT_SEARCH_DIRS, fil
         profile["devices"] = devices
     if not classes and not devices:
         notes.append("no block-device settings found: this profile changes nothing")
-    return TunedImport(name, profile, unconverted, notes, [p.path for p in loader.loaded])
+    return TunedImport(name, profile, unconverted, notes, [p.path for p in loader.loaded], converter.unread)
 
 
 def _comment(lines: Sequence[str], indent: str = "") -> list[str]:

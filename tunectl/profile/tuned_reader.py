@@ -137,6 +137,22 @@ class Files:
     def read(self, path: str) -> str:
         return read_text(path)
 
+    def not_a_file(self, path: str) -> str | None:
+        """What stands at `path` instead of the regular file tuned would read ("a named pipe, not a regular file",
+        "a symbolic link loop"), as `read` reaches it; None when it is a regular file or nothing is there. Another
+        user's link on the way is refused as `read` refuses it (trust.OthersLink), never followed."""
+        try:
+            st = os.lstat(trust.resolve_own_links(path))
+        except trust.OthersLink:
+            raise
+        except trust.Untrusted as e:  # a link loop
+            return e.found
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as e:
+            return e.strerror or str(e)
+        return None if stat.S_ISREG(st.st_mode) else f"{trust.kind(st.st_mode)}, not a regular file"
+
 
 HOST = Files()
 
@@ -151,13 +167,25 @@ class TreeFiles(Files):
 
     def _stat(self, path: str) -> os.stat_result | None:
         try:
-            fd = trust.open_in_root(self.root, path, os.O_PATH)
+            return self._look(path)
         except OSError:
             return None
+
+    def _look(self, path: str) -> os.stat_result:
+        fd = trust.open_in_root(self.root, path, os.O_PATH)
         try:
             return os.fstat(fd)
         finally:
             os.close(fd)
+
+    def not_a_file(self, path: str) -> str | None:
+        try:
+            st = self._look(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as e:
+            return "a symbolic link loop" if e.errno == errno.ELOOP else e.strerror or str(e)
+        return None if stat.S_ISREG(st.st_mode) else f"{trust.kind(st.st_mode)}, not a regular file"
 
     def is_file(self, path: str) -> bool:
         st = self._stat(path)
@@ -283,10 +311,25 @@ class Loader:
             return None  # already merged through another include (a diamond), as tuned does
         if optional:  # include=-name: load only if it exists
             return None
-        raise UsageError(
-            f"tuned profile '{name}' not found{_chain(stack, name)}",
-            "searched " + ", ".join(_candidates(name, self.dirs)),
-        )
+        raise _not_found(name, _candidates(name, self.dirs), self.files, _chain(stack, name))
+
+
+def _not_a_file(path: str, files: Files) -> str | None:
+    """`files.not_a_file`, another user's link said as what it is ("a symbolic link owned by nobody ..."): a
+    refusal of this path in the words of the one that reads it."""
+    try:
+        return files.not_a_file(path)
+    except trust.Untrusted as e:
+        return e.about(path)
+
+
+def _not_found(name: str, candidates: Sequence[str], files: Files, chain: str = "", more: str = "") -> UsageError:
+    """tuned's "profile not found", with what stands at a candidate path instead of a regular tuned.conf (a named
+    pipe, a directory, a link loop): tuned passes over it too (it takes only a regular file), and "not found"
+    alone sends a user looking for a file that is there. `more`: the hint's end."""
+    odd = [f"{c}: {what}" for c in candidates if (what := _not_a_file(c, files))]
+    said = f" ({'; '.join(odd)}: tuned takes only a regular tuned.conf)" if odd else ""
+    return UsageError(f"tuned profile '{name}' not found{chain}{said}", "searched " + ", ".join(candidates) + more)
 
 
 def locate(ref: str, dirs: Sequence[str], files: Files = HOST) -> tuple[str, str]:
@@ -298,13 +341,14 @@ def locate(ref: str, dirs: Sequence[str], files: Files = HOST) -> tuple[str, str
         if found:
             return ref, found[0]
         if not files.is_dir(ref):
-            raise UsageError(
-                f"tuned profile '{ref}' not found",
-                "searched " + ", ".join(_candidates(ref, dirs)) + "; or give the path of a tuned.conf or profile directory",
-            )
+            raise _not_found(ref, _candidates(ref, dirs), files,
+                             more="; or give the path of a tuned.conf or profile directory")
         path = os.path.join(ref, "tuned.conf")
     if not files.is_file(path):
-        found = "not a regular file" if files is HOST and os.path.lexists(path) else "not found"
+        try:
+            found = files.not_a_file(path) or "not found"
+        except trust.Untrusted as e:  # another user's link: refused, never followed, as `read` refuses it
+            raise UsageError(f"tuned profile file {path}: {e.about(path)}", e.hint) from None
         raise UsageError(f"tuned profile file {path}: {found}", "give a tuned.conf, a directory holding one, or a profile name")
     path = os.path.normpath(path)
     if os.path.basename(path) == "tuned.conf":

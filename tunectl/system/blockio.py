@@ -28,10 +28,17 @@ class PathInfo:
     ino: int = 0  # the inode stat found: which file (or node) this is, to compare with an earlier look
 
 
-def _os_error(e: OSError, path: str, doing: str) -> TunectlError:
+def _os_error(e: OSError, path: str, doing: str, named: bool = True) -> TunectlError:
+    """`e` in words for people. `named`: `path` is the target the user named (a typo, a device not plugged in: say
+    what to name); else one tunectl found on its stack (a node, a loop's backing file), which can only have gone
+    since it was found."""
     if e.errno in (errno.EACCES, errno.EPERM):
         return NotPermitted(f"cannot {doing} {path}: {e.strerror}",
                             hint="reading it needs read access to the target and its block devices: run as root")
+    if e.errno in (errno.ENOENT, errno.ENOTDIR) and not named:
+        return UsageError(f"cannot {doing} {path}: it vanished while tunectl measured (a device or file under the "
+                          "target removed or renamed)", where=path,
+                          hint="run again once nothing adds or removes devices under the target")
     if e.errno in (errno.ENOENT, errno.ENOTDIR):  # a typo, or a device not plugged in: say what it takes
         return UsageError(f"cannot {doing} {path}: {e.strerror}", where=path,
                           hint="name a block device (sda, /dev/sda: `lsblk` lists them) or an existing file on one")
@@ -131,12 +138,13 @@ def read_sequential(path: str, limit: int, block: int, fd: int | None = None) ->
 
 
 def drop_cached(files: list[str], block_devices: list[str]) -> None:
-    """Evict the clean cached pages of these files and block devices, nothing else."""
+    """Evict the clean cached pages of these files and block devices, nothing else: each found on the target's
+    stack before (its nodes, a loop's backing file), so one missing now vanished since."""
     for path in [*files, *block_devices]:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as e:
-            raise _os_error(e, path, "open") from None
+            raise _os_error(e, path, "open", named=False) from None
         try:
             drop_cached_of(fd, path, path in block_devices)
         finally:

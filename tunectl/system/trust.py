@@ -353,14 +353,20 @@ def _in_root_by_hand(root: str | os.PathLike, rel: str, flags: int) -> int:
 
 
 def read_in_root(root: str | os.PathLike, rel: str, limit: int, whole: bool = False) -> bytes:
-    """At most `limit` + 1 bytes of the regular file `rel` of the tree `root`, opened by `open_in_root` without
-    blocking: anything else (a named pipe, a directory) is refused (Untrusted naming `rel`), never waited on.
-    `whole`: all of it or TooLarge (`read_whole`)."""
-    fd = open_in_root(root, rel, os.O_RDONLY | os.O_NONBLOCK)
+    """At most `limit` + 1 bytes of the regular file `rel` of the tree `root`, found by `open_in_root` (O_PATH) and
+    looked at before it is opened: anything else (a named pipe, a device node, a directory) is refused (Untrusted
+    naming `rel`), never opened: an open of a device acts on it (a watchdog starts), of a pipe waits. The file
+    looked at is opened for reading through /proc/self/fd (its open file, no name resolved again), without
+    blocking. `whole`: all of it or TooLarge (`read_whole`)."""
+    found = open_in_root(root, rel, os.O_PATH)
     try:
-        mode = os.fstat(fd).st_mode
+        mode = os.fstat(found).st_mode
         if not stat.S_ISREG(mode):
             raise Untrusted(rel, f"{kind(mode)}, not a regular file", f"name a regular file; move {rel} aside", True)
+        fd = os.open(f"/proc/self/fd/{found}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    finally:
+        os.close(found)
+    try:
         return read_whole(fd, rel, limit) if whole else _read_up_to(fd, limit)
     finally:
         os.close(fd)
@@ -652,13 +658,14 @@ def walk(path: str, tree: str | None = None, *, links: bool = True, missing_ok: 
             raise Untrusted("/", why, _hint_fix("/"))
         untrusted = f"/: {why}" if why else ""  # a tree's dev root and the directories above it: `roots.check_trusted`
         followed = 0
-        part = ""
+        settled = st is not None  # `st` is the look at what `at` ends on (not after a "..", nor a link followed)
         while todo:
             part = todo.pop(0)
             if part == "..":
                 if at:
                     at.pop()
                     os.close(fds.pop())
+                settled = False
                 continue
             shown = "/" + "/".join(at + [part])
             if fds[-1] < 0 and part != "dev":
@@ -683,6 +690,7 @@ def walk(path: str, tree: str | None = None, *, links: bool = True, missing_ok: 
                     while len(fds) > 1:
                         os.close(fds.pop())
                 todo = _parts(target) + todo
+                settled = False
                 continue
             if todo:
                 if not stat.S_ISDIR(st.st_mode):
@@ -702,7 +710,10 @@ def walk(path: str, tree: str | None = None, *, links: bool = True, missing_ok: 
                 if why and not untrusted:
                     untrusted = f"{shown}: {why}"
             at.append(part)
-        if part == ".." or st is None:  # ended on a directory left by "..": what is there now, through its descriptor
+            settled = True
+        # Ended on a directory by a ".." or a link to "/" (its target has no last component to look at; `st` is still
+        # the look at the link): what is there now, through its descriptor.
+        if not settled:
             if fds[-1] < 0:
                 raise OSError(errno.EXDEV, "outside the tree's dev root", "/")
             st = os.fstat(fds[-1])
@@ -752,8 +763,9 @@ def open_walked(path: str, kinds: frozenset[int]) -> tuple[int, os.stat_result]:
     def opened(dir_fd: int, name: str, st: os.stat_result, shown: str) -> tuple[int, os.stat_result] | None:
         if stat.S_ISLNK(st.st_mode):
             return None  # followed by the walk when root or the user owns it
-        if stat.S_IFMT(st.st_mode) not in kinds:
-            raise Untrusted(path, f"{kind(st.st_mode)}, not {wanted}", f"name {wanted}; move {path} aside", True)
+        if stat.S_IFMT(st.st_mode) not in kinds:  # `shown`: the path the walk looked at (no "..", a link's target)
+            raise Untrusted(path, f"{kind(st.st_mode)}, not {wanted}", f"name {wanted}; {shown} is {kind(st.st_mode)}",
+                            True)
         fd = _opened_as_looked(path, dir_fd, name, st, _READ | os.O_NOCTTY)
         return fd, os.fstat(fd)
 
@@ -766,7 +778,9 @@ def open_walked(path: str, kinds: frozenset[int]) -> tuple[int, os.stat_result]:
         if e.errno == errno.ELOOP:
             raise Untrusted(path, "a symbolic link loop", "name the file itself", True) from None
         raise OSError(e.errno, e.strerror, path) from None
-    if landed.opened is None:  # "/", or a path ending in "..": a directory
+    # `opened` looked at no last component: `path` is "/" (a ".." in it is gone by abspath), or its last link's
+    # target ends in ".." or is "/": a directory
+    if landed.opened is None:
         raise Untrusted(path, f"a directory, not {wanted}", f"name {wanted}; {path} is a directory", True)
     fd, st = landed.opened  # type: ignore[misc]
     fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
@@ -810,7 +824,7 @@ def _walk_open(path: str, flags: int, links: bool = True) -> int:
         if e.filename == path:
             raise
         raise OSError(e.errno, e.strerror, path) from None
-    if not isinstance(fd, int):  # "/", or a path ending in ".."
+    if not isinstance(fd, int):  # "/", or a path whose last link's target ends in ".." or is "/" (as open_walked)
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     return fd
 

@@ -11,6 +11,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakesys import FakeTree
-from tests.harness import run_process
+from tests.harness import REPO, run_process
 from tests.root.system import test_trust_attacks as attacks
 from tests.root.system.test_trust_attacks import SECRET, Arena, as_nobody, run_cli
 from tunectl.system.roots import STATE
@@ -122,11 +123,50 @@ def test_nothing_inside_a_fake_tree_is_followed_through_a_link_nor_used_when_ano
             assert (queue / "read_ahead_kb").read_text() == "4096\n"  # not written: it is not root's
 
 
+# set by rerun_with_a_private_var_lib in the process it starts: the mount namespace that process left
+PRIVATE_VAR_LIB = "TUNECTL_TEST_PRIVATE_VAR_LIB"
+
+
+def rerun_with_a_private_var_lib(nodeid: str) -> None:
+    """Run the test `nodeid` again in a pytest of its own, in a mount namespace of its own (private propagation)
+    with a tmpfs over /var/lib, without TUNECTL_STATE_DIR: a /var/lib/tunectl it makes there never shows on this
+    machine (made on the machine, it failed the state guard of any other tree's tests running beside it)."""
+    env = {k: v for k, v in os.environ.items() if k != "TUNECTL_STATE_DIR"}
+    env.update({PRIVATE_VAR_LIB: os.readlink("/proc/self/ns/mnt"), "PYTHONPATH": str(REPO)})
+    mount = 'mount -t tmpfs -o mode=0755,size=4m tunectl-test /var/lib && exec "$@"'
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", mount, "sh",
+                           sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", nodeid],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+def in_a_private_var_lib(left: str) -> bool:
+    """This process is in a mount namespace other than `left` (the one its starter ran in; pid 1's may not be
+    readable in a container) and /var/lib in it is a tmpfs."""
+    if os.readlink("/proc/self/ns/mnt") == left:
+        return False
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        if fields[4] == "/var/lib" and fields[fields.index("-") + 1] == "tmpfs":
+            return True
+    return False
+
+
 @pytest.mark.parametrize("real_state", ["as-found", "present"])
-def test_a_run_on_a_fake_tree_never_writes_the_real_state_directory(arena: Arena, real_state: str) -> None:
+def test_a_run_on_a_fake_tree_never_writes_the_real_state_directory(arena: Arena, real_state: str,
+                                                                   request: pytest.FixtureRequest,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """As found (absent on a fresh machine: nothing may create it), and present, as on any machine tunectl has
     tuned: status and a refused apply added profile verdicts to its validation cache (seen only once an earlier
-    run had left /var/lib/tunectl behind)."""
+    run had left /var/lib/tunectl behind). Present, it is made in a mount namespace of this test's own, over a
+    tmpfs on /var/lib: tunectl cannot tell it from the machine's (the same path), no one else sees it."""
+    monkeypatch.delenv("TUNECTL_STATE_DIR", raising=False)  # the runs without --state-dir must mean the real one
+    if real_state == "present":
+        if not os.environ.get(PRIVATE_VAR_LIB):
+            rerun_with_a_private_var_lib(request.node.nodeid)
+            return
+        assert in_a_private_var_lib(os.environ[PRIVATE_VAR_LIB]), \
+            f"{PRIVATE_VAR_LIB} set, but this is no mount namespace of its own with a tmpfs on /var/lib"
     tree = FakeTree.create(arena.base / "t")  # root's own tree, so only the state directory is at stake
     tree.add_disk("sdb", wwn="0x5000000000000002")
     (tree.udev_root / f"b{tree.devnum('sdb')}").write_text("E:TUNECTL_ORIG_NOMERGES=2\nE:ID_BUS=ata\n")

@@ -34,3 +34,22 @@ def test_each_read_is_a_new_open_of_the_held_file_not_of_its_name(tmp_path: Path
         assert len(os.listdir("/proc/self/fd")) == fds  # each new open closed
     finally:
         os.close(held)
+
+
+def test_a_stack_node_gone_before_its_cache_is_dropped_is_said_vanished_not_to_be_named(tmp_path: Path) -> None:
+    """A node of the target's stack (a loop under it) removed mid-sweep got the hint for a target a user mistyped,
+    "name a block device ...": the user named the target, not the node. The target's own miss keeps that hint."""
+    import pytest
+
+    from tunectl.errors import UsageError
+    from tunectl.system import blockio
+
+    gone = str(tmp_path / "loop9")
+    with pytest.raises(UsageError) as said:
+        blockio.drop_cached([], [gone])
+    assert said.value.message == (f"cannot open {gone}: it vanished while tunectl measured (a device or file under "
+                                  "the target removed or renamed)")
+    assert said.value.hint == "run again once nothing adds or removes devices under the target"
+    with pytest.raises(UsageError) as said:
+        blockio.inspect(gone)
+    assert said.value.hint is not None and said.value.hint.startswith("name a block device")

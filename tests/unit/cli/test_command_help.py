@@ -51,3 +51,14 @@ def test_help_fits_an_80_column_terminal(words: tuple[str, ...], monkeypatch: py
     out = run_cli(*words, "--help").out
     long = [line for line in out.splitlines() if len(line) > 100 or len(line) > 78 and not line[:1].isspace()]
     assert not long, long
+
+
+@pytest.mark.parametrize("words", [w for w, p in tree().items() if w and not p._subparsers], ids=" ".join)
+def test_a_command_help_shows_only_examples_of_itself(words: tuple[str, ...]) -> None:
+    """`mounts check --help` listed fix's and rollback's examples too (each action took its group's whole
+    epilog): a person reading one action's help copies a line that runs another."""
+    out = run_cli(*words, "--help").out
+    examples = out.split("\nexamples:\n", 1)[1]
+    others = [line for line in examples.splitlines()
+              if line[:1].isspace() and line.split()[:1] == ["tunectl"] and line.split()[:len(words) + 1] != ["tunectl", *words]]
+    assert not others, others

@@ -436,6 +436,27 @@ def test_the_default_fstab_missing_is_a_warning(env: Env, monkeypatch: pytest.Mo
     assert f"{missing} does not exist; only live mounts are checked" in doc["warnings"]
 
 
+@pytest.mark.parametrize("given", ["--fstab", "the default"])
+def test_an_fstab_that_is_no_file_hints_what_was_not_done_yet(env: Env, monkeypatch: pytest.MonkeyPatch,
+                                                              given: str) -> None:
+    """A named pipe where the fstab should be: to someone who gave --fstab, "give --fstab FILE" told them to do
+    what they had done; they are told to name a regular file or leave it out. Without it: give one."""
+    fifo = env.fstab.parent / "pipe"
+    os.mkfifo(fifo)
+    argv = ["mounts", "check", "-p", str(env.profile), "--json"]
+    if given == "--fstab":
+        argv += ["--fstab", str(fifo)]
+    else:
+        monkeypatch.setattr(operations, "FSTAB", str(fifo))  # the built-in default, here a pipe
+        env.ctx.roots = env.ctx.roots._replace(fstab=str(fifo))
+    code, out, err = env(*argv)
+    error = json.loads(out)["error"]
+    assert code == 2 and error["message"] == f"{fifo} is a named pipe, not an fstab file", (code, out, err)
+    want = ("name a regular file with --fstab (or TUNECTL_FSTAB), or leave both out for " if given == "--fstab"
+            else "name a regular file with --fstab FILE")
+    assert error["hint"].startswith(want), error
+
+
 def test_fix_bad_input_unwritable_directory(env: Env) -> None:
     argv = ["mounts", "fix", "-p", str(env.profile), "--fstab", str(env.fstab)]
     os.chmod(env.fstab.parent, 0o555)

@@ -3,6 +3,8 @@ kernel default, on a fake tree with a fake configuration root (TUNECTL_CONFIG_RO
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -431,3 +433,69 @@ def test_tuned_profiles_are_read_from_the_tree_through_its_absolute_links(machin
     assert t("apply", "-p", "loops", "loop1", "--json").code == 0
     (w,) = t("doctor", "--json").doc["writers"]
     assert w["writer"]["kind"] == "tuned" and "not running" not in w["writer"]["note"], w
+
+
+def test_a_named_pipe_in_a_rules_directory_is_said_unread_not_taken_as_a_mask(machine) -> None:
+    """A drop-in of size 0 was a mask, a named pipe too: doctor passed over it in silence and let it hide the vendor
+    rule of its name. udev masks only an empty file or a character device (`_masks`); a pipe is that name's file,
+    which udev opens and doctor does not: it says so, and the vendor rule stays hidden behind it, as in udev."""
+    t, config = machine
+    assert t("apply", "-p", "loops", "loop0", "--json").code == 0
+    _write(config, "/usr/lib/udev/rules.d/60-vendor.rules", 'KERNEL=="loop0", ATTR{queue/read_ahead_kb}="128"\n')
+    (config / "etc/udev/rules.d").mkdir(parents=True)
+    os.mkfifo(config / "etc/udev/rules.d/60-vendor.rules")
+    r = t("doctor", "--json")
+    assert r.doc["unread"] == ["/etc/udev/rules.d/60-vendor.rules: a named pipe, not a regular file"], r.doc
+    assert r.code == 0 and r.doc["writers"] == [], r.doc
+
+
+def test_what_masks_a_drop_in_is_systemds_null_or_empty() -> None:
+    """systemd's null_or_empty: an empty regular file or any character device (no device numbers compared); a named
+    pipe or a block device (size 0 as well) is none."""
+    from tunectl.owners.collect import _masks
+
+    def looked(mode: int, size: int = 0) -> os.stat_result:
+        return os.stat_result((mode | 0o644, 1, 1, 1, 0, 0, size, 0, 0, 0))
+
+    assert _masks(looked(stat.S_IFREG)) and _masks(looked(stat.S_IFCHR))
+    assert not _masks(looked(stat.S_IFREG, 1)) and not _masks(looked(stat.S_IFIFO))
+    assert not _masks(looked(stat.S_IFBLK)) and not _masks(looked(stat.S_IFDIR))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a device node is made with mknod (root)")
+def test_a_device_node_in_a_rules_directory_is_never_opened(machine) -> None:
+    """A character device masks (udev's rule: /dev/null's bind mounts and systemd's inaccessible nodes are such);
+    a block device is no mask: said unread from a look at it, never opened (an open of a device acts on it: this
+    one's numbers name no device, so an open would have said "No such device or address")."""
+    t, config = machine
+    assert t("apply", "-p", "loops", "loop0", "--json").code == 0
+    rule = 'KERNEL=="loop0", ATTR{queue/read_ahead_kb}="128"\n'
+    _write(config, "/usr/lib/udev/rules.d/60-char.rules", rule)
+    _write(config, "/usr/lib/udev/rules.d/61-block.rules", rule)
+    (config / "etc/udev/rules.d").mkdir(parents=True)
+    os.mknod(config / "etc/udev/rules.d/60-char.rules", stat.S_IFCHR | 0o600, os.makedev(1, 3))
+    os.mknod(config / "etc/udev/rules.d/61-block.rules", stat.S_IFBLK | 0o600, os.makedev(240, 77))
+    r = t("doctor", "--json")
+    assert r.doc["unread"] == ["/etc/udev/rules.d/61-block.rules: a block device, not a regular file"], r.doc
+    assert r.code == 0 and r.doc["writers"] == [], r.doc
+
+
+def test_a_tuned_file_doctor_cannot_read_is_said_unread(machine) -> None:
+    """A [variables] include that cannot be read was only a note of the import, which doctor never shows: its
+    variables stayed undefined, the unit that used them wrote nothing, and doctor said nothing. A tuned.conf that
+    is no regular file in the tree was "not found" with the search list, never what stands there."""
+    t, config = machine
+    assert t("apply", "-p", "loops", "loop1", "--json").code == 0
+    _write(config, "/etc/tuned/active_profile", "mine\n")
+    _write(config, "/etc/tuned/mine/tuned.conf",
+           "[variables]\ninclude=/etc/tuned/vars.conf\n\n[disk]\ndevices=loop1\nreadahead=${R}\n")
+    os.mkfifo(config / "etc/tuned/vars.conf")
+    r = t("doctor", "--json")
+    assert r.doc["unread"] == ["/etc/tuned/vars.conf: a named pipe, not a regular file (a [variables] include of "
+                               "tuned profile mine: its variables stay undefined)"], r.doc
+    (config / "etc/tuned/mine/tuned.conf").unlink()
+    (config / "etc/tuned/mine/tuned.conf").mkdir()
+    r = t("doctor", "--json")
+    assert r.doc["unread"] == ["tuned profile mine: tuned profile 'mine' not found (/etc/tuned/mine/tuned.conf: a "
+                               "directory, not a regular file: tuned takes only a regular tuned.conf)"], r.doc
+    assert "\nhint:" not in t("doctor").err  # one line each: the hint of the import is not doctor's

@@ -342,6 +342,23 @@ def test_record_by_residency_diff_reports_the_files_it_could_not_read(tmp_path: 
     assert r.code == 3 and str(secret) in r.out and "1 file unreadable, not in the list" in r.out, r.out
 
 
+def record_as(uid: int, tmp_path: Path, scope: Path, lst: Path, *read: Path) -> CliResult:
+    """`preload record --method diff --scope SCOPE -o LST --json -- cat READ...` run as `uid` (its group too), the
+    directories down to `tmp_path` opened to others for the run (the walk opens each one)."""
+    opened = []
+    try:
+        for p in [tmp_path, *tmp_path.parents][:-1]:
+            if os.stat(p).st_mode & 0o005 != 0o005:
+                opened.append((p, os.stat(p).st_mode & 0o7777))
+                p.chmod(os.stat(p).st_mode & 0o7777 | 0o005)
+        return run_process("preload", "record", "--method", "diff", "--scope", str(scope), "-o", str(lst), "--json",
+                           "--", "cat", *map(str, read), env={"PATH": os.environ.get("PATH", "")},
+                           prefix=["setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups", "--"])
+    finally:
+        for p, mode in opened:
+            p.chmod(mode)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="another user's files and a run as that user are made as root")
 def test_a_users_record_by_residency_diff_leaves_out_what_the_user_may_not_read_with_a_note(tmp_path: Path) -> None:
     """As a user, a file below the scope they may not read (/etc/shadow in the default scope) is one their command
@@ -356,21 +373,30 @@ def test_a_users_record_by_residency_diff_leaves_out_what_the_user_may_not_read_
     out.mkdir()
     for p in (a, out):
         os.chown(p, nobody, nobody)  # theirs: a user sees the residency of their own files only
-    opened = []
-    try:
-        for p in [tmp_path, *tmp_path.parents][:-1]:  # the way down for the user (the walk opens each one)
-            if os.stat(p).st_mode & 0o005 != 0o005:
-                opened.append((p, os.stat(p).st_mode & 0o7777))
-                p.chmod(os.stat(p).st_mode & 0o7777 | 0o005)
-        r = run_process("preload", "record", "--method", "diff", "--scope", str(d), "-o", str(out / "r.list"),
-                        "--json", "--", "cat", str(a), env={"PATH": os.environ.get("PATH", "")},
-                        prefix=["setpriv", "--reuid", str(nobody), "--regid", str(nobody), "--clear-groups", "--"])
-    finally:
-        for p, mode in opened:
-            p.chmod(mode)
+    r = record_as(nobody, tmp_path, d, out / "r.list", a)
     assert r.code == 0 and r.doc["skipped"] == [], r.out + r.err
     assert any(n.startswith("1 file below the scope you may not read left out") for n in r.doc["notes"]), r.doc
     assert [e.path for e in parse((out / "r.list").read_text(), "r.list").entries] == [str(a)]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="another user's files and a run as that user are made as root")
+def test_a_users_record_by_residency_diff_says_the_files_whose_cache_it_cannot_see(tmp_path: Path) -> None:
+    """The kernel shows a file's page cache only to its owner, a user who may write it, or root: as a user, the diff
+    cannot see what the command read of root's files (a user's record of /usr listed nothing, without a word). A
+    note counts them and says what to do; they are readable, so not skipped: exit 0."""
+    nobody = 65534
+    d = tmp_path / "d"
+    mine, roots_a, roots_b = make_files(d, {"mine": 3 * 4096, "roots-a": 2 * 4096, "roots-b": 4096})
+    evict(mine, roots_a, roots_b)
+    out = tmp_path / "out"
+    out.mkdir()
+    for p in (mine, out):
+        os.chown(p, nobody, nobody)  # roots-a and roots-b stay root's, 0644: nobody reads them, cannot see their cache
+    r = record_as(nobody, tmp_path, d, out / "r.list", mine, roots_a, roots_b)
+    assert r.code == 0 and r.doc["skipped"] == [], r.out + r.err
+    assert any(n.startswith("2 files below the scope left out: the kernel shows their page cache only to their "
+                            "owner") and n.endswith("record as root to list them") for n in r.doc["notes"]), r.doc
+    assert [e.path for e in parse((out / "r.list").read_text(), "r.list").entries] == [str(mine)]
 
 
 # ---------------------------------------------------------------- bad input

@@ -51,3 +51,16 @@ def test_a_profile_path_follows_its_own_links_and_no_other_users(tmp_path: Path,
     refused = run_cli(*command, str(theirs), env={})
     assert refused.code == 2 and "1024" not in refused.out
     assert f"{theirs}: a symbolic link owned by nobody" in refused.out + refused.err
+
+
+@pytest.mark.parametrize("to", ["/dev/zero", "tuned.conf"])
+def test_import_tuned_names_another_users_link_to_no_file_as_the_link(tmp_path: Path, to: str) -> None:
+    """Another user's link to no regular file (a device, a loop to itself) was "tuned profile file F: not a regular
+    file": the check of its type followed the link before the reader refused it. It is named as the link it is,
+    with what to do, as one to a file is."""
+    theirs = _link(tmp_path / "theirs" / "tuned.conf", Path(to), NOBODY)
+    for ref in (theirs, theirs.parent):
+        refused = run_cli("profile", "import-tuned", str(ref), env={})
+        assert refused.code == 2, refused.err
+        assert f"{theirs}: a symbolic link owned by nobody (uid {NOBODY}), not root" in refused.err, refused.err
+        assert "follows no link another user owns" in refused.err

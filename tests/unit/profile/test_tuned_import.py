@@ -408,3 +408,29 @@ def test_a_huge_or_multi_line_value_not_carried_over_is_one_bounded_comment_line
     (vm,) = [ln for ln in lines if "transparent_hugepages=" in ln]
     assert vm == "#   - [vm] transparent_hugepages=never\\n\\x1b[31mred: not a block-device setting", vm
     check_profile(yaml.safe_load(text))
+
+
+
+def test_a_tuned_conf_that_is_no_regular_file_is_named_where_the_profile_is_not_found(tmp_path: Path) -> None:
+    """tuned passes over a tuned.conf that is no regular file, so the profile is "not found"; that alone sent a user
+    looking for a file that is there. The message now says what stands at the path (a named pipe, a directory), by
+    name, as an include, by path, and in a configuration tree (doctor's), where it said "not found" even by path."""
+    from tunectl.profile.tuned_reader import TreeFiles
+
+    (tmp_path / "p").mkdir()
+    os.mkfifo(tmp_path / "p" / "tuned.conf")
+    (tmp_path / "d" / "tuned.conf").mkdir(parents=True)
+    with pytest.raises(UsageError, match=r"'p' not found \(.*/p/tuned.conf: a named pipe, not a regular file: tuned "):
+        import_tuned("p", search_dirs=[str(tmp_path)])
+    write(tmp_path, "x", "[main]\ninclude=d\n")
+    with pytest.raises(UsageError, match=r"'d' not found \(include chain: x -> d\) \(.*/d/tuned.conf: a directory, "):
+        import_tuned("x", search_dirs=[str(tmp_path)])
+    with pytest.raises(UsageError, match=r"tuned profile file .*/p/tuned.conf: a named pipe, not a regular file\n"):
+        import_tuned(str(tmp_path / "p"))
+    tree = tmp_path / "tree"
+    (tree / "etc/tuned/p").mkdir(parents=True)
+    os.mkfifo(tree / "etc/tuned/p/tuned.conf")
+    with pytest.raises(UsageError, match=r"'p' not found \(/etc/tuned/p/tuned.conf: a named pipe, not a regular "):
+        tunectl_import_tuned("p", ["/etc/tuned"], TreeFiles(str(tree)))
+    with pytest.raises(UsageError, match=r"tuned profile file /etc/tuned/p/tuned.conf: a named pipe, not a regular"):
+        tunectl_import_tuned("/etc/tuned/p", ["/etc/tuned"], TreeFiles(str(tree)))

@@ -191,7 +191,7 @@ def test_a_tuned_variables_file_that_is_a_pipe_is_refused_not_waited_on(tmp_path
     from tunectl.errors import UsageError
     from tunectl.profile.tuned_reader import locate
 
-    with pytest.raises(UsageError, match="vars.conf: not a regular file"):
+    with pytest.raises(UsageError, match="vars.conf: a named pipe, not a regular file"):
         locate(str(tmp_path / "vars.conf"), [])  # import-tuned FIFO: refused at once, not called missing
 
 

@@ -156,3 +156,41 @@ def test_open_walked_opens_only_the_kinds_asked_for_and_never_blocks(tmp_path: P
             assert not fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK
         finally:
             os.close(fd)
+
+
+def test_open_walked_says_what_stands_at_the_path_it_looked_at_not_to_move_it(tmp_path: Path) -> None:
+    """The type refusal's hint was "move PATH aside", PATH as given: for "/x/.." (abspath made it "/x"'s parent,
+    looked at and refused there) it said to move "/x/.." aside, and for a target the user chose it said to move it
+    rather than what to name. It now says what to name and what the path looked at is."""
+    import stat
+
+    (tmp_path / "d").mkdir()
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "up").symlink_to("d/..")  # the user's own link: its target ends at a directory by ".."
+    (tmp_path / "top").symlink_to("/")
+    block = frozenset({stat.S_IFBLK})
+    with pytest.raises(trust.Untrusted) as refused:
+        trust.open_walked(f"{tmp_path}/d/..", block)
+    assert (refused.value.found, refused.value.hint) == ("a directory, not a block device",
+                                                         f"name a block device; {tmp_path} is a directory")
+    with pytest.raises(trust.Untrusted) as refused:
+        trust.open_walked(str(tmp_path / "pipe"), block)
+    assert refused.value.hint == f"name a block device; {tmp_path}/pipe is a named pipe"
+    for name in ("up", "top"):  # the walk looks at no last component: the directory it ends on
+        with pytest.raises(trust.Untrusted, match="a directory, not a block device"):
+            trust.open_walked(str(tmp_path / name), block)
+
+
+def test_a_walk_that_ends_by_a_link_to_the_root_looks_at_the_root_not_the_link(tmp_path: Path) -> None:
+    """A link to "/" as the last component left the walk's look at the link: Landed("/", the link's lstat), which a
+    caller comparing it with what it opens at "/" (`open_landed`) took as a change."""
+    (tmp_path / "top").symlink_to("/")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "up").symlink_to("..")
+    for path, lands in ((tmp_path / "top", Path("/")), (tmp_path / "d" / "up", tmp_path)):
+        landed = trust.walk(str(path))
+        assert landed.path == str(lands) and landed.st is not None
+        assert (landed.st.st_ino, landed.st.st_mode) == (lands.stat().st_ino, lands.stat().st_mode), path
+    fd = trust.open_landed(trust.walk(str(tmp_path / "top")))
+    assert fd is not None
+    os.close(fd)
