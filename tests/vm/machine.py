@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sysconfig
 import tempfile
 import time
 from collections.abc import Iterator
@@ -334,6 +335,37 @@ def vng_command(kernel: Kernel, qemu_opts: list[str], shared: Path, rodirs: tupl
             f"--qemu-opts={' '.join(qemu_opts)}", "--", guest]
 
 
+CACHED_ROOT_TAG = "tunectlroot"
+
+
+def cached_root_opts() -> list[str]:
+    """qemu's options exporting the host's root read-only a second time (9p tag CACHED_ROOT_TAG), for
+    tests/vm/guest/cached-root.sh to mount with cache=loose."""
+    return ["-fsdev", "local,id=tunectlroot,path=/,security_model=none,readonly=on,multidevs=remap",
+            "-device", f"virtio-9p-pci,fsdev=tunectlroot,mount_tag={CACHED_ROOT_TAG}"]
+
+
+def cached_dirs(venv: Path) -> tuple[str, ...]:
+    """What the guest reads through the cached root: this checkout, `venv` (it may live outside the checkout: a
+    worktree's link) and the standard library of the Python running this (the venv's, as scripts/test runs it).
+    Not all of /usr: virtme-ng's overlays over /usr and /lib hold the guest's /lib/modules link, which a bind
+    over /usr would hide. A directory inside another one listed is left out (its bind would be a no-op)."""
+    dirs: list[str] = []
+    for d in sorted({str(REPO), os.path.realpath(venv), os.path.realpath(sysconfig.get_paths()["stdlib"])}):
+        if not any(d == kept or d.startswith(kept + "/") for kept in dirs):
+            dirs.append(d)
+    return tuple(dirs)
+
+
+def hidden_by_cached_root(cached: tuple[str, ...], mounts: tuple[str, ...]) -> list[str]:
+    """The guest paths of `mounts` (virtme-ng's --rwdir/--rodir) a bind of cached-root.sh would hide: at or under
+    one of the `cached` directories. cached-root.sh binds those after virtme-ng mounted its directories, so the
+    guest would see the host's directory from the cached root (read-only, and cached: what the host writes there
+    during the boot may never show) instead of the mount."""
+    return [m for m in mounts
+            if any(p == d or p.startswith(d.rstrip("/") + "/") for p in {m, os.path.realpath(m)} for d in cached)]
+
+
 def _keep_images(images: Path) -> Path:
     """A copy of the disk images in `images` as a boot finds them (none: a machine's first boot), for a retry.
 
@@ -382,6 +414,13 @@ def boot(kernel: Kernel, group: str, machine: Machine, images: Path, shared: Pat
 
     `rodirs`: (guest path, host dir) mounted read-only in the guest before its udevd starts.
     """
+    cached = cached_dirs(REPO / ".venv")
+    hidden = hidden_by_cached_root(cached, (str(shared.absolute()), *(guest for guest, _ in rodirs)))
+    if hidden:
+        raise ValueError(f"guest group {group}: the guest's shared or read-only directory {', '.join(hidden)} "
+                         f"is inside {', '.join(cached)}, which tests/vm/guest/cached-root.sh binds over it from "
+                         "the cached root, so the guest would not see it: put it outside those (pytest's "
+                         "--basetemp for the shared directory)")
     images.mkdir(parents=True, exist_ok=True)
     shared.mkdir(parents=True, exist_ok=True)
     out = shared / f"{group}.json"
@@ -394,7 +433,13 @@ def boot(kernel: Kernel, group: str, machine: Machine, images: Path, shared: Pat
     # run in the guest, tens of seconds each under TCG.
     subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "compileall", "-q", str(REPO / "tunectl"),
                     str(REPO / "tests" / "vm" / "guest")], check=True, capture_output=True)
-    guest = f"{REPO}/.venv/bin/python {REPO}/tests/vm/guest/main.py {group} {shared} {' '.join(args)}"
+    # Python's start-up under TCG is 9p round trips on virtme-ng's uncached root (`import jsonschema, yaml`
+    # ~1,900 file calls): the guest runs with the checkout, the venv and the stdlib from a cache=loose mount
+    # (tests/vm/guest/cached-root.sh). It cannot serve stale files: the cache is this boot's guest kernel's
+    # and starts empty, and the host writes none of those trees during a boot (it compiled them just above).
+    # `shared`, which host and guest both write while the guest runs, stays on virtme-ng's uncached mount.
+    guest = (f"{REPO}/tests/vm/guest/cached-root.sh {CACHED_ROOT_TAG} {' '.join(cached)} -- "
+             f"{REPO}/.venv/bin/python {REPO}/tests/vm/guest/main.py {group} {shared} {' '.join(args)}")
     env = dict(os.environ, PATH=f"{REPO}/.venv/bin:{os.environ.get('PATH', '/usr/bin:/bin')}")
     failures: list[str] = []
     logs = LOGS / kernel.release
@@ -404,7 +449,7 @@ def boot(kernel: Kernel, group: str, machine: Machine, images: Path, shared: Pat
             _restore_images(images, before)
         started = time.monotonic()
         with serve_models(machine, images, shared) as sockets:
-            cmd = vng_command(kernel, machine.qemu_opts(images, sockets), shared, rodirs, guest)
+            cmd = vng_command(kernel, machine.qemu_opts(images, sockets) + cached_root_opts(), shared, rodirs, guest)
             proc, stdout, stderr = _run_guest(cmd, env, group)
         seconds = time.monotonic() - started
         console = stdout + stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sysconfig
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -113,3 +114,33 @@ def test_a_retry_starts_from_the_disks_the_first_attempt_found(fake_guest: list,
     assert seen[0] == seen[1] and set(seen[0]) == {"kept.img", "new.img"}
     assert seen[1]["kept.img"][3 << 20:(3 << 20) + 12] == b"earlier boot" and b"md superblock" not in seen[1]["kept.img"]
     assert seen[1]["new.img"] == b"\0" * (4 << 20)
+
+
+def test_the_guest_runs_from_a_cached_view_of_the_checkout_the_venv_and_the_stdlib(tmp_path: Path) -> None:
+    """The guest command mounts the second root export (cached_root_opts) and binds the checkout, the venv and
+    the stdlib from it before Python starts; nested directories are bound once (their parent's bind has them)."""
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    dirs = machine.cached_dirs(venv)
+    assert str(machine.REPO) in dirs and str(venv.resolve()) in dirs
+    assert not any(a != b and a.startswith(b + "/") for a in dirs for b in dirs)
+    assert str(machine.REPO / "sub") not in machine.cached_dirs(machine.REPO / "sub")
+    opts = " ".join(machine.cached_root_opts())
+    assert f"mount_tag={machine.CACHED_ROOT_TAG}" in opts and "readonly=on" in opts and "path=/," in opts
+
+
+
+def test_a_shared_or_read_only_directory_a_cached_bind_would_hide_is_refused(fake_guest: list, tmp_path: Path) -> None:
+    """cached-root.sh binds the checkout, the venv and the stdlib after virtme-ng mounted --rwdir/--rodir: one of
+    those at or under a bound directory would be hidden in the guest (the shared one under a --basetemp in the
+    checkout). The boot refuses before it makes a directory or starts a guest (fake_guest has no attempt)."""
+    inside = machine.REPO / "tmp-basetemp" / "shared"
+    with pytest.raises(ValueError, match=f"shared or read-only directory {inside} is inside .*--basetemp"):
+        machine.boot(KERNEL, "classify", machine.Machine(), tmp_path / "images", inside)
+    assert not inside.parent.exists() and not (tmp_path / "images").exists()
+    stdlib = sysconfig.get_paths()["stdlib"]
+    with pytest.raises(ValueError, match=f"directory {stdlib}/site is inside"):
+        machine.boot(KERNEL, "classify", machine.Machine(), tmp_path / "images", tmp_path / "shared",
+                     rodirs=((f"{stdlib}/site", tmp_path),))
+    assert machine.hidden_by_cached_root(("/work/x",), ("/work/x", "/work/x/a", "/work/xy", "/work", "/tmp/s")) == [
+        "/work/x", "/work/x/a"]
