@@ -29,8 +29,15 @@ def setting(env: Mapping[str, str], name: str) -> str | None:
     """The value of the environment variable `name` (every TUNECTL_* variable is read here), None when it is unset
     or empty: empty is unset, the convention for environment variables (XDG's base directories: "not set or
     empty"), so `TUNECTL_STATE_DIR= tunectl apply` uses /var/lib/tunectl. An option given '' is a usage error
-    instead (`--state-dir ''`): an option is written on purpose, a variable is often exported empty."""
-    return env.get(name) or None
+    instead (`--state-dir ''`): an option is written on purpose, a variable is often exported empty. Blank (spaces
+    or tabs only) is neither a value nor unset: a usage error, as `--state-dir ' '` is (else it named a directory
+    ' ' in the working directory)."""
+    value = env.get(name)
+    if value and not value.strip():
+        raise UsageError(f"{name}: the value is blank ({value!r}); set it to a value, or unset it (empty is unset "
+                         "too)", hint=f"`unset {name}`, or give it a value (tunectl(8), ENVIRONMENT, lists the variables)",
+                         where=name)
+    return value or None
 
 
 def under_dev(ref: str) -> str | None:

@@ -13,8 +13,9 @@ import pytest
 
 import tunectl
 from tunectl.context import Context
+from tunectl.errors import UsageError
 from tunectl.profile.library import default_search_path
-from tunectl.system.roots import STATE, Roots
+from tunectl.system.roots import STATE, Roots, setting
 from tunectl.udev.install import tunectl_executable
 
 PACKAGE = Path(tunectl.__file__).resolve().parent
@@ -81,3 +82,23 @@ def test_an_empty_executable_is_the_one_found_on_path(tmp_path: Path) -> None:
     exe.write_text("#!/bin/sh\n")
     exe.chmod(0o755)
     assert tunectl_executable({"TUNECTL_EXECUTABLE": "", "PATH": str(tmp_path)}) == str(exe)
+
+
+@pytest.mark.parametrize("var", ROOTS + OTHERS)
+def test_every_blank_variable_is_refused_by_the_one_rule(var: str) -> None:
+    with pytest.raises(UsageError, match=f"^{var}: the value is blank"):
+        setting({var: "  "}, var)
+    assert setting({var: "x"}, var) == "x" and setting({var: ""}, var) is None and setting({}, var) is None
+
+
+@pytest.mark.parametrize("var", ROOTS + ("TUNECTL_KERNEL_RELEASE", "TUNECTL_PROFILE_PATH"))
+def test_a_blank_variable_is_a_usage_error_naming_it(tmp_path: Path, var: str) -> None:
+    """Spaces only are neither a value nor unset: `TUNECTL_STATE_DIR=' '` named a directory ' ' in the working
+    directory. Said as `--state-dir ' '` is, exit 2, nothing made."""
+    from tests.harness import run_cli
+
+    env = {"TUNECTL_STATE_DIR": str(tmp_path / "state"), "PATH": os.environ.get("PATH", ""), var: " \t"}
+    r = run_cli("status", "--json", env=env)
+    assert r.code == 2, (r.code, r.err)
+    assert f"{var}: the value is blank" in r.err and f"unset {var}" in r.err, r.err
+    assert not (tmp_path / "state").exists()
