@@ -101,6 +101,15 @@ def tmp_prefix(real: Path) -> str:
     return f".{real.name}{TMP_TAG}"
 
 
+def ready_to_write(path: str | os.PathLike) -> list[str]:
+    """Before `mounts fix` or `mounts rollback` writes the fstab `path` (under tunectl's lock): the file it names
+    (`resolve`), in a directory root (or the user) alone may write (`refuse_untrusted_dir`), the temp files a
+    killed tunectl left beside it removed (`sweep`); their names."""
+    real = resolve(path)
+    refuse_untrusted_dir(real)
+    return sweep(real)
+
+
 def refuse_untrusted_dir(real: Path) -> None:
     """The rule `udev install` keeps for its rules directory (`trust.check_dir`): tunectl writes beside the fstab
     (FSTAB.tunectl.orig, FSTAB.tunectl.bak.N, its temp file) only in a directory root (or the user running it)

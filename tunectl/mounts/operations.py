@@ -461,9 +461,7 @@ def fix(ctx, profile_ref: str | None, fstab_file: str | None = None, do_remount:
     notes: list[str] = []
     with _locked(ctx, notes):
         # Read under the lock: another tunectl cannot change the file between this read and the replace.
-        real = edge.resolve(fstab_path(ctx, fstab_file))
-        edge.refuse_untrusted_dir(real)
-        gone = edge.sweep(real)
+        gone = edge.ready_to_write(fstab_path(ctx, fstab_file))
         result = _fix(ctx, profile_ref, fstab_file, do_remount, False, only_listed)
     result.check_report.warnings += notes + [f"removed {name}, left by a tunectl run that was killed" for name in gone]
     return result
@@ -494,13 +492,10 @@ def rollback(ctx, fstab_file: str | None = None, check_only: bool = False) -> Ro
 
     path = fstab_path(ctx, fstab_file)
     if check_only:  # reads only: no lock to take (it may make the state directory), no temp file swept
-        edge.resolve(path)
         return RollbackReport(*edge.restore_original(path, True), True)
     notes: list[str] = []
     with _locked(ctx, notes):
-        real = edge.resolve(path)
-        edge.refuse_untrusted_dir(real)
-        edge.sweep(real)
+        edge.ready_to_write(path)
         return RollbackReport(*edge.restore_original(path, False), False)
 
 
