@@ -151,7 +151,12 @@ class Files:
             return None
         except OSError as e:
             return e.strerror or str(e)
-        return None if stat.S_ISREG(st.st_mode) else f"{trust.kind(st.st_mode)}, not a regular file"
+        return _not_regular(st)
+
+
+def _not_regular(st: os.stat_result) -> str | None:
+    """`not_a_file`'s words for what it looked at: None for a regular file."""
+    return None if stat.S_ISREG(st.st_mode) else f"{trust.kind(st.st_mode)}, not a regular file"
 
 
 HOST = Files()
@@ -185,7 +190,7 @@ class TreeFiles(Files):
             return None
         except OSError as e:
             return "a symbolic link loop" if e.errno == errno.ELOOP else e.strerror or str(e)
-        return None if stat.S_ISREG(st.st_mode) else f"{trust.kind(st.st_mode)}, not a regular file"
+        return _not_regular(st)
 
     def is_file(self, path: str) -> bool:
         st = self._stat(path)
