@@ -8,7 +8,8 @@ Python frame per row. The JSON list stays what a person, `show` and every other 
 cache of its entries, written beside it (LIST.cols) by `collect` and `record`, used only while it names the
 list it was made from (device, inode, size, mtime_ns) and declined otherwise (the list is then decoded as
 always). Nothing in it is executed or unpickled, and a checksum covers it: a damaged, truncated or crafted
-file is declined, never trusted.
+file is declined, never trusted. Every column is checked before the first entry is handed out (`checked`); the
+entries are then made a batch at a time as a replay takes them (`Columns.entries`), not all before its first read.
 
 Layout (native byte order, named in MAGIC): MAGIC, then struct HEAD (version, the list's dev, ino, size,
 mtime_ns, the entry count, the CRC-32 of everything after it), then SECTIONS, each a u64 byte length and its bytes:
@@ -24,8 +25,8 @@ import struct
 import sys
 import zlib
 from array import array
-from collections.abc import Sequence
-from itertools import compress, repeat
+from collections.abc import Iterable, Sequence
+from itertools import accumulate, compress, repeat
 
 from tunectl.preload.listing import Entry, _is_device
 
@@ -83,6 +84,12 @@ def is_columns(fd: int) -> bool:
 
 def decode(data: bytes, key: tuple[int, int, int, int]) -> list[Entry]:
     """The entries `encode` wrote, every column checked as `listing` checks a row; Declined otherwise."""
+    return checked(data, key).entries()
+
+
+def checked(data: bytes, key: tuple[int, int, int, int]) -> Columns:
+    """The columns `encode` wrote, every one checked as `listing` checks a row (Declined otherwise), their entries
+    not made yet: `Columns.entries` makes those of a slice when it is read."""
     if not data.startswith(MAGIC):
         raise Declined("not a tunectl columns file of this machine's byte order")
     at = len(MAGIC)
@@ -116,14 +123,56 @@ def decode(data: bytes, key: tuple[int, int, int, int]) -> list[Entry]:
         if column.itemsize != _SIZES[code] or length % column.itemsize:
             raise Declined(f"{name}: not whole numbers")
         column.frombytes(part)
-        found[name] = column.tolist()
+        found[name] = column  # made Python ints a slice at a time, by `Columns.entries`
     if at != len(data):
         raise Declined("more after its last column")
-    return _entries(found, n)
+    return _columns(found, n)
 
 
-def _entries(found: dict, n: int) -> list[Entry]:
-    """The entries of the decoded columns, checked column by column; Declined at the first problem."""
+class Columns:
+    """A columns file's entries, checked, made a slice at a time (`entries`): a streamed replay makes a chunk's
+    entries as it reads that chunk, so its first read waits for the checks of the whole file, not for every
+    entry's tuples (#30: about half the decode, paid before a boot-time replay's first read), and the making of
+    the rest runs while the disk reads what was sent. A plain class, as every type a boot-time replay loads."""
+
+    def __init__(self, paths: list[str], devices: list[str], index: array, inodes: array, sizes: array,
+                 mtimes: array, physical: array, counts: array, offsets: array, lengths: array) -> None:
+        self.paths, self.inodes, self.sizes, self.mtimes, self.physical = paths, inodes, sizes, mtimes, physical
+        self.devices, self.index = devices, index
+        self.counts, self.offsets, self.lengths = counts, offsets, lengths
+        # where each entry's pairs begin; None: one pair each (a collected list, whole files), entry i's is pair i
+        self.firsts = None if counts.count(1) == len(paths) else [0, *accumulate(counts)]
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def entries(self, start: int = 0, stop: int | None = None) -> list[Entry]:
+        """The entries from `start` to `stop` (the end when None), as list slicing cuts them."""
+        start, stop, _ = slice(start, stop).indices(len(self.paths))
+        stop = max(start, stop)
+        n = stop - start
+        if self.firsts is None:
+            ranges: Iterable[tuple] = zip(zip(self.offsets[start:stop].tolist(), self.lengths[start:stop].tolist()))
+        else:
+            first, last = self.firsts[start], self.firsts[stop]
+            ranges = _ranges(self.counts[start:stop].tolist(), self.offsets[first:last].tolist(),
+                             self.lengths[first:last].tolist(), n)
+        devices = self.devices
+        devs = repeat(devices[0], n) if len(devices) == 1 else map(devices.__getitem__, self.index[start:stop])
+        physical = self.physical[start:stop].tolist()
+        if -1 in physical:  # unknown: None, as the list says null
+            at = -1
+            for _ in range(physical.count(-1)):
+                at = physical.index(-1, at + 1)
+                physical[at] = None
+        return list(map(tuple.__new__, repeat(Entry), zip(self.paths[start:stop], devs,
+                                                          self.inodes[start:stop].tolist(),
+                                                          self.sizes[start:stop].tolist(),
+                                                          self.mtimes[start:stop].tolist(), ranges, physical)))
+
+
+def _columns(found: dict, n: int) -> Columns:
+    """The decoded columns, checked column by column; Declined at the first problem."""
     text = str(found["paths"], "utf-8", "surrogateescape")  # os.fsdecode, without a call per name
     paths = text.split("\0") if n else []
     if len(paths) != n or n and (not text.startswith("/") or text.count("\0/") != n - 1):
@@ -144,11 +193,12 @@ def _entries(found: dict, n: int) -> list[Entry]:
         raise Declined("ranges: expected (offset, length) pairs, each length at least 1")
     if min(physical, default=0) < -1:
         raise Declined("physical: expected byte offsets")
-    if -1 in physical:  # unknown: None, as the list says null
-        at = -1
-        for _ in range(physical.count(-1)):
-            at = physical.index(-1, at + 1)
-            physical[at] = None
+    return Columns(paths, devices, index, inodes, sizes, mtimes, physical, counts, offsets, lengths)
+
+
+def _ranges(counts: list[int], offsets: list[int], lengths: list[int], n: int) -> list[tuple]:
+    """Each of `n` entries' ranges, ((offset, length), ...), from their `counts` and their pairs (checked: the
+    counts add up to the pairs); a Python step only where an entry has not one range."""
     pairs = list(zip(offsets, lengths))
     ranges: list[tuple] = []
     done = at = 0  # entries and pairs taken
@@ -159,5 +209,4 @@ def _entries(found: dict, n: int) -> list[Entry]:
         at += counts[i]
         done = i + 1
     ranges += zip(pairs[at:])
-    devs = list(map(devices.__getitem__, index))
-    return list(map(tuple.__new__, repeat(Entry), zip(paths, devs, inodes, sizes, mtimes, ranges, physical)))
+    return ranges

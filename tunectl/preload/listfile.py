@@ -31,6 +31,10 @@ from tunectl.preload.listing import (
 from tunectl.preload.order import physical_order
 from tunectl.system import trust
 
+TYPE_CHECKING = False  # typing costs a boot-time replay's start-up
+if TYPE_CHECKING:
+    from tunectl.preload.columns import Columns
+
 BATCH = 1 << 16  # entries decoded, checked and read at a time (about 40 MB of Python objects)
 KEEP = 1 << 18  # a list up to this long is kept from the survey and replayed as one batch: parsed once
 MAX_LINE = 16 << 20  # one entry: a path and its ranges
@@ -168,7 +172,7 @@ def batches(path: str, size: int = BATCH, first: int | None = None, replayed: bo
             seen.status, seen.reason = cols.status, cols.reason
         decoded, cols.entries = cols.entries, None
         if decoded is not None:
-            yield from _slices(created, renumber(decoded, moved), first or size, size)
+            yield from _slices(created, decoded, moved, first or size, size)
             return
         lines: list[str] = []
         numbers: list[int] = []
@@ -185,11 +189,13 @@ def batches(path: str, size: int = BATCH, first: int | None = None, replayed: bo
             raise error from None
 
 
-def _slices(created: str, entries: list[Entry], want: int, size: int) -> Iterator[tuple[str, list[Entry]]]:
-    """`entries` in batches as `_batches` cuts them: `want` first, then `size` each; one (empty) batch at least."""
-    yield created, entries[:want]
-    for start in range(want, len(entries), size):
-        yield created, entries[start:start + size]
+def _slices(created: str, decoded: Columns, moved: dict[str, str], want: int, size: int
+            ) -> Iterator[tuple[str, list[Entry]]]:
+    """The columns' entries in batches as `_batches` cuts them: `want` first, then `size` each; one (empty) batch
+    at least. Each batch's entries are made as it is taken (a streamed replay reads the one before meanwhile)."""
+    yield created, renumber(decoded.entries(0, want), moved)
+    for start in range(want, len(decoded), size):
+        yield created, renumber(decoded.entries(start, start + size), moved)
 
 
 COLUMNS_FROM = 1024  # entries: a shorter list's JSON decodes in about the time the columns' imports take
@@ -203,10 +209,10 @@ class ColumnsRead:
 
     USED, ABSENT, DECLINED = "used", "absent", "declined"
 
-    def __init__(self, status: str = "", reason: str = "", entries: list[Entry] | None = None) -> None:
+    def __init__(self, status: str = "", reason: str = "", entries: Columns | None = None) -> None:
         self.status = status  # USED, ABSENT (none made for such a list, or none there), DECLINED; "": not read
         self.reason = reason  # why not USED
-        self.entries = entries  # USED: the entries, handed to `batches`
+        self.entries = entries  # USED: the checked columns, handed to `batches`, which makes their entries
 
     def to_json(self) -> dict:
         return {"status": self.status, "reason": self.reason}
@@ -244,7 +250,7 @@ def _columns_beside(path: str, st: os.stat_result, head: dict) -> ColumnsRead:
     finally:
         os.close(fd)
     try:
-        entries = columns.decode(data, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+        entries = columns.checked(data, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
     except columns.Declined as e:
         return ColumnsRead(ColumnsRead.DECLINED, str(e))
     if files is not None and files != len(entries):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import compress, repeat
-from operator import eq, is_, is_not, itemgetter, le
+from operator import eq, is_, is_not, itemgetter, le, lt
 
 from tunectl.preload.listing import Entry
 
@@ -84,6 +84,8 @@ def in_physical_order(entries: Sequence[Entry], after: tuple | None = None) -> t
 def _pairs_in_order(first: list[int], then: list[int]) -> bool:
     """Whether the pairs (first[i], then[i]) are in order, without building them: `first` never decreasing, and
     `then` not either where `first` repeats."""
+    if all(map(lt, first, first[1:])):  # no offset repeats (the common list): one pass, no second over the repeats
+        return True
     if not all(map(le, first, first[1:])):
         return False
     return all(then[i] <= then[i + 1] for i in compress(range(len(first) - 1), map(eq, first, first[1:])))

@@ -303,3 +303,34 @@ def test_columns_changed_anywhere_behind_a_good_checksum_are_declined_or_entries
         assert len(got) == len(ODD), got  # as many as the header says: the caller checks the list's count
         assert all(type(e) is Entry and _problem(e.to_row()) == "" for e in got), got
     assert min(outcomes.values()) > 100, outcomes  # both ways taken: the changes reach the checks
+
+
+def test_a_streamed_read_makes_each_batchs_entries_as_it_takes_that_batch(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """#30: the first batch of a list read from its columns waits for the checks of every column, not for every
+    entry of the list to be made: each batch's entries are made when it is taken (the replay reads the one before
+    meanwhile), and they are those the JSON gives, whatever the cut (an entry of no range, one of three)."""
+    path = tmp_path / "x.list"
+    entries = [Entry(f"/d/f{i}", ("8:1", "259:3")[i % 2], i, 10, 0,
+                     (((0, 4), (6, 2), (9, 1)) if i % 7 == 3 else () if i % 11 == 5 else ((0, 10),)), i * 4096)
+               for i in range(300)]
+    write_list(str(path), entries, time_order=True)  # kept in this order
+    made: list[tuple[int, int]] = []
+    entries_of = columns.Columns.entries
+
+    def counted(self: columns.Columns, start: int = 0, stop: int | None = None) -> list[Entry]:
+        got = entries_of(self, start, stop)
+        made.append((start, len(got)))
+        return got
+
+    monkeypatch.setattr(columns.Columns, "entries", counted)
+    seen = listfile.ColumnsRead()
+    stream = batches(str(path), 64, first=8, replayed=False, seen=seen)
+    first = next(stream)[1]
+    assert seen.status == listfile.ColumnsRead.USED
+    assert made == [(0, 8)]  # the first batch's entries only
+    rest = [b for _, b in stream]
+    assert made == [(0, 8), (8, 64), (72, 64), (136, 64), (200, 64), (264, 36)]
+    os.unlink(cols_of(path))
+    assert [first, *rest] == streamed(path, size=64, first=8)
+    assert [e for b in [first, *rest] for e in b] == from_json(path) == entries
