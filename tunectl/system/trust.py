@@ -58,10 +58,11 @@ def kind(mode: int) -> str:
     return _KIND.get(stat.S_IFMT(mode), "not a regular file")
 
 
-def not_regular(path: str, mode: int) -> Untrusted:
-    """The refusal of a listed name that a look (not followed) found to be no regular file: a device node or a
-    named pipe put in its place is never opened."""
-    return Untrusted(path, f"{kind(mode)}, not a regular file", f"move {path} aside", True)
+def not_regular(path: str | os.PathLike, mode: int) -> Untrusted:
+    """The refusal of a file to read that is no regular file (`mode`: a look, not followed, or the open's fstat): a
+    device node or a named pipe put in its place is never opened, or read from once open. The one wording of a
+    listed name, a tree's file (`read_in_root`) and a path given (`open_regular`)."""
+    return Untrusted(path, f"{kind(mode)}, not a regular file", f"name a regular file; move {path} aside", True)
 
 
 def trusted_uids() -> frozenset[int]:
@@ -388,8 +389,7 @@ def read_in_root(root: str | os.PathLike, rel: str, limit: int, whole: bool = Fa
     try:
         look = os.fstat(found)
         if not stat.S_ISREG(look.st_mode):
-            raise Untrusted(rel, f"{kind(look.st_mode)}, not a regular file", f"name a regular file; move {rel} aside",
-                            True)
+            raise not_regular(rel, look.st_mode)
         fd = reopen(found, flags, rel)
     finally:
         os.close(found)
@@ -917,8 +917,7 @@ def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _R
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise Untrusted(path, f"{kind(st.st_mode)}, not a regular file", f"name a regular file; move {path} aside",
-                            True)
+            raise not_regular(path, st.st_mode)
         why = problem(st) if trusted else None
         if why:
             raise Untrusted(path, why, _hint_fix(path))
