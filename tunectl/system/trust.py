@@ -95,7 +95,21 @@ def problem(st: os.stat_result, final: bool = True) -> str | None:
 
 
 def _hint_fix(path: str | os.PathLike) -> str:
-    return f"make it root's and not group/world-writable (chown root: {path}; chmod go-w {path}), or move it aside"
+    return f"{_make_it_roots(path)}, or move it aside"
+
+
+def _make_it_roots(path: str | os.PathLike) -> str:
+    return f"make it root's and not group/world-writable (chown root: {path}; chmod go-w {path})"
+
+
+class OthersMayWrite(Untrusted):
+    """A file or directory whose owner or mode (`problem`: `found`) lets another user change it. `fix`: how to
+    make it root's alone; the hint adds "or move it aside", which a caller may say its own way (`mounts fix`: not
+    of the fstab's own directory)."""
+
+    def __init__(self, path: str | os.PathLike, why: str) -> None:
+        self.fix = _make_it_roots(path)
+        super().__init__(path, why, _hint_fix(path))
 
 
 def check_dir(path: str | os.PathLike, final: bool = True, shared: bool = False) -> Path:
@@ -130,7 +144,7 @@ def _check_stat(path: Path, st: os.stat_result, final: bool, shared: bool = Fals
         raise NotADirectoryError(errno.ENOTDIR, f"{kind(st.st_mode)}, not a directory", str(path))
     why = None if shared else problem(st, final=final)
     if why:
-        raise Untrusted(path, why, _hint_fix(path))
+        raise OthersMayWrite(path, why)
 
 
 def check_root(path: str | os.PathLike) -> Path:
@@ -204,7 +218,7 @@ def _make_below(parent: Path, names: list[str], mode: int) -> None:
             if made:
                 os.fchmod(fd, mode)  # whatever the umask
             elif why := problem(os.fstat(fd), final=False):
-                raise Untrusted(parent / name, why, _hint_fix(parent / name))
+                raise OthersMayWrite(parent / name, why)
             parent = parent / name
     finally:
         os.close(fd)
@@ -231,7 +245,7 @@ def open_dir(path: str | os.PathLike, shared: bool = False) -> tuple[Path, int]:
     why = None if shared else problem(os.fstat(fd))
     if why:  # changed since check_dir looked
         os.close(fd)
-        raise Untrusted(resolved, why, _hint_fix(resolved))
+        raise OthersMayWrite(resolved, why)
     return resolved, fd
 
 
@@ -687,7 +701,7 @@ def walk(path: str, tree: str | None = None, *, links: bool = True, missing_ok: 
         st: os.stat_result | None = os.fstat(fds[0]) if tree is None else None
         why = (judge or problem)(st) if st is not None else None
         if why and judge:
-            raise Untrusted("/", why, _hint_fix("/"))
+            raise OthersMayWrite("/", why)
         untrusted = f"/: {why}" if why else ""  # a tree's dev root and the directories above it: `roots.check_trusted`
         followed = 0
         settled = st is not None  # `st` is the look at what `at` ends on (not after a "..", nor a link followed)
@@ -738,7 +752,7 @@ def walk(path: str, tree: str | None = None, *, links: bool = True, missing_ok: 
                 fds.append(fd)
                 why = (judge or problem)(st)
                 if why and judge:
-                    raise Untrusted(shown, why, _hint_fix(shown))
+                    raise OthersMayWrite(shown, why)
                 if why and not untrusted:
                     untrusted = f"{shown}: {why}"
             at.append(part)
@@ -920,7 +934,7 @@ def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _R
             raise not_regular(path, st.st_mode)
         why = problem(st) if trusted else None
         if why:
-            raise Untrusted(path, why, _hint_fix(path))
+            raise OthersMayWrite(path, why)
         why = chosen_by_other(st) if decides else None
         if why:
             raise Untrusted(path, f"{why}: as root, tunectl acts on no file another user can change",
