@@ -34,6 +34,11 @@ from tunectl.system.trust import (
     open_listed,
 )
 
+try:  # the data pass's clean case, compiled (setup.py, built in place by scripts/bootstrap); absent, the Python loop
+    from tunectl.preload import _datapass  # reads every file. Tests set this None to run the Python loop alone.
+except ImportError:
+    _datapass = None
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from tunectl.preload.listfile import ColumnsRead
@@ -82,6 +87,7 @@ class ReplayReport(Report):
         self.list_read = "whole"  # streamed: each chunk read as soon as it was checked; whole: all checked first
         self.list_why = ""  # why the list was read that way (-v)
         self.columns: ColumnsRead | None = None  # whether the entries came from LIST.cols, and why not
+        self.data_pass = "compiled" if _datapass is not None else "Python"  # what read the files (-v)
 
     @property
     def throughput(self) -> float:
@@ -532,7 +538,20 @@ def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums,
     last_dir: str | None = None
     last_device: str | None = None
     dir_fd, look, devnum, window = -1, True, 0, 0
-    for n, i in enumerate(order_, start=1):
+    compiled = _datapass.issue if _datapass is not None else None
+    total, n = len(order_), 0
+    while n < total:
+        if compiled is not None and n % 256 != 255:
+            # The clean case, compiled, up to the next file where the guard is asked (n counts from 0 here): it
+            # stops at the first file it leaves to this loop (anything but "read": see _datapass.c), at `stop`
+            stop, f, b = compiled(entries, order_, listed, n, min(total, n | 255), directory_of, devnums, windows,
+                                  flags)
+            files, issued, n = files + f, issued + b, stop
+            last_dir = last_device = None  # the directory and device are looked up again (kept: a dict look-up)
+            if n >= total:
+                break
+        i = order_[n]
+        n += 1
         if not n % 256:
             if progress is not None:
                 progress.advance(256)
@@ -592,7 +611,7 @@ def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums,
         finally:
             close(fd)
     if progress is not None:
-        progress.advance(len(order_) % 256)
+        progress.advance(total % 256)
     return files, issued, False
 
 

@@ -87,7 +87,8 @@ def replayed(report, paint: bool = False) -> list[str]:
 
     lines = [*moved_devices(report.moved), *skips(report.skipped, report.verbose, paint, report.skip_counts)]
     if report.verbose:
-        lines += [f"method on {device}: {how}" for device, how in sorted(report.methods.items())]
+        lines += [f"method on {device}: {how}; data pass {report.data_pass}"
+                  for device, how in sorted(report.methods.items())]
         if report.list_why:
             lines.append(f"list {'streamed' if report.list_read == 'streamed' else 'read whole'}: {report.list_why}")
         lines += columns_used(report.list_path, report.columns)

@@ -54,6 +54,7 @@ def disk(monkeypatch: pytest.MonkeyPatch, rotational: bool, inodes_cached: bool 
         real(fd, offset, length, advice)
 
     monkeypatch.setattr(os, "posix_fadvise", fadvise)
+    monkeypatch.setattr(replay_module, "_datapass", None)  # the Python loop, whose os.posix_fadvise is watched
     return read
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tunectl.errors import UsageError
 from tunectl.mounts import fstab_file
 from tunectl.system import rulesfile, trust
 
@@ -46,3 +47,38 @@ def test_a_rules_file_whose_directory_is_a_link_names_the_link_once(tmp_path: Pa
 def test_about_names_the_part_only_when_it_is_not_the_target(same: bool) -> None:
     e = trust.Untrusted("/a/b" if same else "/a", "a symbolic link", "hint")
     assert e.about("/a/b") == ("a symbolic link" if same else "/a: a symbolic link")
+
+
+def test_a_file_to_read_that_is_no_regular_file_is_refused_in_one_wording_however_it_was_reached(
+        tmp_path: Path) -> None:
+    """A path given (`open_regular`: a profile), a tree's file (`read_in_root`: doctor, tuned) and a listed name
+    (`open_listed`: a preload list) met by a named pipe: the first two said "name a regular file; move X aside",
+    the third "move X aside", each spelled where it was raised. One function says it now (`trust.not_regular`)."""
+    os.mkfifo(tmp_path / "fifo")
+    refusals = []
+    for read in (lambda: trust.open_regular(tmp_path / "fifo"), lambda: trust.read_in_root(tmp_path, "fifo", 10),
+                 lambda: trust.open_listed(str(tmp_path / "fifo"))):
+        with pytest.raises(trust.Untrusted) as refused:
+            read()
+        refusals.append((refused.value.found, refused.value.hint.replace(str(tmp_path / "fifo"), "fifo")))
+    assert refusals == [("a named pipe, not a regular file", "name a regular file; move fifo aside")] * 3, refusals
+
+
+def test_a_link_loop_is_refused_with_what_to_name_never_an_owner_or_mode_fix(tmp_path: Path) -> None:
+    """Two links naming each other: check_dir said "make it root's and not group/world-writable (chown root: X;
+    chmod go-w X), or move it aside" (its owner/mode hint), which ends no loop, and `mounts fix` passed that on;
+    check_root said "name the directory itself". One refusal (`trust.link_loop`) for every walk now."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    looped = tmp_path / "a" / "x"
+    hints = []
+    for check in (trust.check_dir, trust.check_root):
+        with pytest.raises(trust.Untrusted) as refused:
+            check(looped)
+        assert refused.value.found == "a symbolic link loop", refused.value
+        hints.append(refused.value.hint)
+    assert hints == ["name the directory itself"] * 2, hints
+    with pytest.raises(UsageError) as refused_fstab:
+        fstab_file.refuse_untrusted_dir(looped / "fstab")
+    assert "a symbolic link loop" in str(refused_fstab.value), refused_fstab.value
+    assert "chown" not in refused_fstab.value.hint and "name the directory itself" in refused_fstab.value.hint

@@ -1,0 +1,238 @@
+/* The clean case of `preload replay`'s data pass, compiled: tunectl.preload.replay._issue_with's per-file syscalls
+ * without a Python frame, a stat_result or an exception per file.
+ *
+ * issue(entries, order, listed, start, end, directory_of, devnums, windows, flags) -> (stop, files, bytes)
+ *
+ * Walks order[start:end] as _issue_with does: an entry not `listed` is passed over; a listed one is read here only
+ * when every check _issue_with makes passes, with the same calls in the same order:
+ *   - its directory resolved by `directory_of` (ListedOpener.directory, the Python side: kept, not followed), once
+ *     per run of files in one directory; a directory opened without a descriptor (-1: a link on its way) stops;
+ *   - a name the inode pass did not check (listed 2), in a directory that `directory_of` says to look in, looked at
+ *     first without following it (fstatat AT_SYMLINK_NOFOLLOW): anything but a regular file stops, unopened;
+ *   - opened relative to the directory's descriptor with `flags` (trust.LISTED_READ: O_NOFOLLOW, O_NONBLOCK,
+ *     O_NOCTTY) and O_CLOEXEC, as os.open adds;
+ *   - fstat, and the file must be the listed one: inode, size, mtime_ns, device number (devnums) and S_ISREG,
+ *     before any read;
+ *   - one fadvise(WILLNEED) for the whole file: only for a file of one range (0, size) no larger than its
+ *     device's window (windows), as _issue_with's one-call case; anything else (chunks) stops before the open.
+ * Whatever is not that clean case (a failed look, open, fstat or fadvise; a changed file; a directory that fails;
+ * out of descriptors; chunks; a value that is not what the list holds) stops at that file: the pass returns its
+ * position, and the Python loop takes that one file through its own code (which words every Skip, handles the
+ * descriptors running out, and opens the file again itself), then calls here again from the next. So every
+ * outcome but "read" is decided, and worded, in one place. A file stopped at after its open was closed first.
+ * `end` is at most the next file where the Python side asks its pressure guard and counts progress (every 256).
+ *
+ * Built with the limited API (abi3): one .so for every CPython from 3.9. Root imports it from the package
+ * directory, which it trusts as it trusts the .py files beside it (installed by root, not writable by others).
+ */
+#define Py_LIMITED_API 0x03090000
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Entry's fields (tunectl.preload.listing.FIELDS) */
+enum { PATH, DEVICE, INODE, SIZE, MTIME_NS, RANGES };
+
+typedef struct {
+    PyObject *dir;        /* the current directory, as bytes (fs-encoded), NULL: none yet */
+    int dir_fd;
+    int look;
+    PyObject *device;     /* the current device (str, a strong reference), NULL: none yet */
+    unsigned long long devnum;
+    long long window;
+} State;
+
+/* 1 when `ranges` is one range (0, size) (a 2-sequence of ints), 0 otherwise (errors cleared: not the clean case) */
+static int whole_file(PyObject *ranges, long long size) {
+    int whole = 0;
+    if (PySequence_Check(ranges) && PySequence_Size(ranges) == 1) {
+        PyObject *range = PySequence_GetItem(ranges, 0);
+        if (range != NULL && PyTuple_Check(range) && PyTuple_Size(range) == 2) {
+            long long offset = PyLong_AsLongLong(PyTuple_GetItem(range, 0));
+            long long length = PyLong_AsLongLong(PyTuple_GetItem(range, 1));
+            whole = offset == 0 && length == size;
+        }
+        Py_XDECREF(range);
+    }
+    PyErr_Clear();
+    return whole;
+}
+
+/* The directory of a path (`bytes`, fs-encoded, its last '/' at `slash`) made current: 1 when it has a descriptor to open its
+ * files from, 0 to stop at the file (an OSError from directory_of cleared: Python meets it again), -1 on any other
+ * exception (raised). */
+static int enter_directory(State *s, const char *bytes, Py_ssize_t slash, PyObject *directory_of) {
+    if (s->dir != NULL && PyBytes_Size(s->dir) == slash && memcmp(PyBytes_AsString(s->dir), bytes, slash) == 0)
+        return s->dir_fd >= 0;
+    Py_CLEAR(s->dir);
+    s->dir_fd = -1;
+    /* `directory or "/"`, decoded as os.fsdecode would (the list's own str, back from its fs-encoded bytes) */
+    PyObject *name = slash ? PyUnicode_DecodeFSDefaultAndSize(bytes, slash) : PyUnicode_FromString("/");
+    if (name == NULL)
+        return -1;
+    PyObject *found = PyObject_CallFunctionObjArgs(directory_of, name, NULL);
+    Py_DECREF(name);
+    if (found == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_OSError)) {
+            PyErr_Clear();
+            return 0;
+        }
+        return -1;
+    }
+    int ok = 0;
+    if (PyTuple_Check(found) && PyTuple_Size(found) == 2) {
+        int fd = PyLong_AsLong(PyTuple_GetItem(found, 0));
+        int look = PyObject_IsTrue(PyTuple_GetItem(found, 1));
+        if (!PyErr_Occurred() && look >= 0) {
+            s->dir = PyBytes_FromStringAndSize(bytes, slash);
+            if (s->dir == NULL) {
+                Py_DECREF(found);
+                return -1;
+            }
+            s->dir_fd = fd;
+            s->look = look;
+            ok = fd >= 0;
+        }
+    }
+    Py_DECREF(found);
+    PyErr_Clear();
+    return ok;
+}
+
+/* The device of an entry made current (its number and window): 1, or 0 to stop (not in the dicts). */
+static int enter_device(State *s, PyObject *device, PyObject *devnums, PyObject *windows) {
+    if (s->device != NULL && (s->device == device || PyObject_RichCompareBool(s->device, device, Py_EQ) == 1))
+        return 1;
+    PyErr_Clear();
+    Py_CLEAR(s->device);
+    PyObject *devnum = PyDict_GetItem(devnums, device);   /* borrowed */
+    PyObject *window = PyDict_GetItem(windows, device);
+    if (devnum == NULL || window == NULL)
+        return 0;
+    s->devnum = PyLong_AsUnsignedLongLong(devnum);
+    s->window = PyLong_AsLongLong(window);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_INCREF(device);
+    s->device = device;
+    return 1;
+}
+
+/* One listed file read, every check passed: 1; 0 to stop at it (nothing read, any descriptor closed). */
+static int read_one(const State *s, const char *name, int checked, int flags, unsigned long long inode,
+                    long long size, long long mtime_ns) {
+    struct stat st;
+    int ok = 0;
+    Py_BEGIN_ALLOW_THREADS
+    if (!(s->look && checked != 1) ||
+        (fstatat(s->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))) {
+        int fd = openat(s->dir_fd, name, flags | O_CLOEXEC);
+        if (fd >= 0) {
+            if (fstat(fd, &st) == 0 && (unsigned long long)st.st_ino == inode && (long long)st.st_size == size &&
+                (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec == mtime_ns &&
+                (unsigned long long)st.st_dev == s->devnum && S_ISREG(st.st_mode))
+                ok = posix_fadvise(fd, 0, size, POSIX_FADV_WILLNEED) == 0;
+            close(fd);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    return ok;
+}
+
+static PyObject *issue(PyObject *self, PyObject *args) {
+    PyObject *entries, *order, *listed, *directory_of, *devnums, *windows;
+    Py_ssize_t start, end;
+    int flags;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOYnnOO!O!i", &entries, &order, &listed, &start, &end, &directory_of,
+                          &PyDict_Type, &devnums, &PyDict_Type, &windows, &flags))
+        return NULL;
+    const char *marks = PyByteArray_AsString(listed);
+    Py_ssize_t nmarks = PyByteArray_Size(listed);
+    State s = {NULL, -1, 1, NULL, 0, 0};
+    long long files = 0, issued = 0;
+    Py_ssize_t k = start;
+    int failed = 0;
+    for (; k < end; k++) {
+        PyObject *index = PySequence_GetItem(order, k);
+        if (index == NULL) {
+            failed = 1;
+            break;
+        }
+        Py_ssize_t i = PyLong_AsSsize_t(index);
+        Py_DECREF(index);
+        if (i < 0 || i >= nmarks) {  /* (an error, or out of range: Python raises it at this file) */
+            PyErr_Clear();
+            break;
+        }
+        int checked = marks[i];
+        if (!checked)
+            continue;
+        PyObject *entry = PySequence_GetItem(entries, i);
+        if (entry == NULL) {
+            PyErr_Clear();
+            break;
+        }
+        int done = 0;
+        if (PyTuple_Check(entry) && PyTuple_Size(entry) > RANGES) {
+            PyObject *path = PyTuple_GetItem(entry, PATH);
+            unsigned long long inode = PyLong_AsUnsignedLongLong(PyTuple_GetItem(entry, INODE));
+            long long size = PyLong_AsLongLong(PyTuple_GetItem(entry, SIZE));
+            long long mtime_ns = PyLong_AsLongLong(PyTuple_GetItem(entry, MTIME_NS));
+            PyObject *bytes = PyErr_Occurred() || !PyUnicode_Check(path) ? NULL : PyUnicode_EncodeFSDefault(path);
+            PyErr_Clear();
+            if (bytes != NULL) {
+                const char *p = PyBytes_AsString(bytes);
+                const char *last = strrchr(p, '/');
+                Py_ssize_t length = PyBytes_Size(bytes);
+                int found = -1;
+                if (last != NULL && (Py_ssize_t)strlen(p) == length && last[1] != '\0') {  /* no NUL inside */
+                    found = enter_directory(&s, p, last - p, directory_of);
+                    if (found > 0 && enter_device(&s, PyTuple_GetItem(entry, DEVICE), devnums, windows) &&
+                        size >= 0 && size <= s.window && whole_file(PyTuple_GetItem(entry, RANGES), size) &&
+                        read_one(&s, last + 1, checked, flags, inode, size, mtime_ns)) {
+                        files++;
+                        issued += size;
+                        done = 1;
+                    }
+                }
+                Py_DECREF(bytes);
+                if (found < 0)
+                    failed = 1;
+            }
+        }
+        Py_DECREF(entry);
+        if (!done)
+            break;
+    }
+    Py_XDECREF(s.dir);
+    Py_XDECREF(s.device);
+    if (failed && PyErr_Occurred())
+        return NULL;
+    PyErr_Clear();
+    return Py_BuildValue("nLL", k, files, issued);
+}
+
+static PyMethodDef methods[] = {
+    {"issue", issue, METH_VARARGS,
+     "issue(entries, order, listed, start, end, directory_of, devnums, windows, flags) -> (stop, files, bytes)\n"
+     "The data pass's clean case over order[start:end]; stops at the first file it leaves to the Python loop."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_datapass",
+    "The clean case of preload replay's data pass, compiled (see tunectl.preload.replay._issue_with).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__datapass(void) {
+    return PyModule_Create(&module);
+}
