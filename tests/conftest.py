@@ -63,6 +63,22 @@ def fake_tree(empty_fake_tree: FakeTree) -> FakeTree:
     return empty_fake_tree
 
 
+@pytest.fixture
+def no_proc(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """No /proc: every open of /proc/self/fd/N fails ENOENT, as with no procfs at /proc; the list: those tried."""
+    tried: list[str] = []
+    real_open = os.open
+
+    def open_(path, flags, *args, **kwargs):
+        if isinstance(path, str) and path.startswith("/proc/self/fd/"):
+            tried.append(path)
+            raise FileNotFoundError(2, "No such file or directory", path)
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+    return tried
+
+
 # Paths a test names because they do not exist, and this machine's own tunectl paths: no test may create one
 # (a unit test once wrote root-owned state into /nonexistent). Checked at the session's end against its start.
 GUARD_ROOT = Path(os.environ.get("TUNECTL_TEST_GUARD_ROOT", "/"))  # another root only for the guard's own test

@@ -25,3 +25,35 @@ def test_no_virtual_environment_and_no_link_out_of_the_tree_is_tracked() -> None
     outside = [f"{link} -> {(REPO / link).readlink()}" for link in links
                if (REPO / link).is_symlink() and str((REPO / link).readlink()).startswith("/")]
     assert outside == [], f"links to absolute paths tracked (a machine's own paths): {outside}"
+
+
+def test_two_landings_that_each_add_a_schema_changelog_line_merge_without_a_conflict(tmp_path) -> None:
+    """Each landing adds a line at the top of the schema CHANGELOG's list: every merge of two of them conflicted
+    there. The file merges by union (.gitattributes): both new lines kept, none lost, no conflict to resolve."""
+    _tracked("rev-parse", "HEAD")  # skips outside a git checkout
+    env = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(tmp_path), "PATH": "/usr/bin:/bin",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(tmp_path), *args], capture_output=True, text=True, env=env, check=False)
+
+    changelog = "tunectl/schema/CHANGELOG.md"
+    (tmp_path / "tunectl" / "schema").mkdir(parents=True)
+    base = (REPO / changelog).read_text()
+    (tmp_path / changelog).write_text(base)
+    shutil.copyfile(REPO / ".gitattributes", tmp_path / ".gitattributes")
+    assert git("init", "-q", "-b", "main").returncode == 0
+    git("add", ".")
+    git("commit", "-qm", "base")
+    top = "## Since the first versions\n\n"
+    listed = base.split(top, 1)[1].split("\n## ", 1)[0]  # a union merge keeps whole lines: one entry, one line
+    assert all(line.startswith("- `tunectl-") for line in listed.splitlines() if line), listed
+    for branch in ("one", "two"):
+        git("checkout", "-qb", branch, "main")
+        (tmp_path / changelog).write_text(base.replace(top, f"{top}- `tunectl-error` 1: the {branch} landing\n", 1))
+        git("commit", "-qam", branch)
+    merged = git("merge", "--no-edit", "one")
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    text = (tmp_path / changelog).read_text()
+    assert "- `tunectl-error` 1: the one landing\n" in text and "- `tunectl-error` 1: the two landing\n" in text
+    assert text.count("\n") == base.count("\n") + 2 and "<<<<<<<" not in text  # every earlier line kept, once

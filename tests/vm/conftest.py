@@ -68,9 +68,10 @@ def vm_boot(vm_kernels: dict[str, machine.Kernel], tmp_path_factory: pytest.Temp
 
 
 def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 (pytest's reporter type is private)
-    if not BOOTS:
+    if machine.LOGS is None:  # no boot was tried
         return
     terminalreporter.section("VM tier: boots and time per kernel")
+    terminalreporter.write_line(f"consoles and results kept in {machine.LOGS}/<release>/")
     for release in dict.fromkeys(b.kernel.release for b in BOOTS):
         boots = [b for b in BOOTS if b.kernel.release == release]
         groups = ", ".join(f"{b.group} {b.seconds:.0f}s" + (f" (after {b.attempts - 1} retry)" if b.attempts > 1 else "")

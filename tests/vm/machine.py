@@ -18,7 +18,7 @@ import subprocess
 import sysconfig
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +26,30 @@ from tests.vm import diskmodel
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("TUNECTL_VM_CACHE", "/opt/tunectl-vm"))
-LOGS = Path(os.environ.get("TUNECTL_VM_LOGS", "/tmp/tunectl-vm-logs"))  # each boot's console and results, kept
+CI_LOGS = Path("/tmp/tunectl-vm-logs")  # a CI run's: where its per-group consoles and results are looked for
+LOGS: Path | None = None  # where this run's boots keep each console and results: chosen at its first boot (`log_dir`)
+
+
+def logs_for(environ: Mapping[str, str]) -> Path | None:
+    """Where a run's boots keep their consoles and results: TUNECTL_VM_LOGS when set; in CI (CI=true, as CI
+    services set it, and .ci/run) the fixed CI_LOGS; else None: a directory of the run's own (`log_dir`). A boot from
+    a worktree wrote into CI_LOGS too, over the last CI run's per-group logs."""
+    if environ.get("TUNECTL_VM_LOGS"):
+        return Path(environ["TUNECTL_VM_LOGS"])
+    if environ.get("CI", "").lower() in ("true", "1"):
+        return CI_LOGS
+    return None
+
+
+def log_dir() -> Path:
+    """This run's log directory (`logs_for`), chosen once: outside CI a new one (/tmp/tunectl-vm-logs-XXXXXXXX),
+    which the tier's summary names."""
+    global LOGS
+    if LOGS is None:
+        LOGS = logs_for(os.environ) or Path(tempfile.mkdtemp(prefix=f"{CI_LOGS.name}-", dir=CI_LOGS.parent))
+    return LOGS
+
+
 BOOT_ATTEMPTS = 2  # a boot that writes no results (seen once: an empty console) is retried once
 BOOT_TIMEOUT = 1200  # seconds for one boot and its group under TCG on 2 shared cores (stacks took 814)
 
@@ -442,7 +465,7 @@ def boot(kernel: Kernel, group: str, machine: Machine, images: Path, shared: Pat
              f"{REPO}/.venv/bin/python {REPO}/tests/vm/guest/main.py {group} {shared} {' '.join(args)}")
     env = dict(os.environ, PATH=f"{REPO}/.venv/bin:{os.environ.get('PATH', '/usr/bin:/bin')}")
     failures: list[str] = []
-    logs = LOGS / kernel.release
+    logs = log_dir() / kernel.release
     logs.mkdir(parents=True, exist_ok=True)
     for attempt in range(1, BOOT_ATTEMPTS + 1):
         if attempt > 1:

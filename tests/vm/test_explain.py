@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from tests.vm.machine import LOGS
+from tests.vm.machine import log_dir
 
 
 @pytest.fixture(scope="module")
@@ -15,7 +15,7 @@ def run(vm_boot) -> dict:
     boot = vm_boot("6.1", "explain", kind="model")
     raw = boot.shared / "trace-browser-6.1.txt"
     if raw.exists():  # kept beside the boot's logs: the trace reader's unit tests take their data from it
-        logs = LOGS / boot.kernel.release
+        logs = log_dir() / boot.kernel.release
         logs.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(raw, logs / raw.name)
     assert not boot.results["errors"], boot.results["errors"]

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from tunectl.errors import ExitCode, NotPermitted, TunectlError, UsageError
 from tunectl.system.trust import (
+    OthersMayWrite,
     TooLarge,
     Untrusted,
     atomic_write,
@@ -118,9 +119,11 @@ def refuse_untrusted_dir(real: Path) -> None:
     try:
         check_dir(real.parent)
     except Untrusted as e:
+        # its owner or mode: how to make it root's, not the shared "or move it aside" (the fstab's own directory)
+        hint = f"{e.fix}, " if isinstance(e, OthersMayWrite) else f"{e.hint}; or "
         raise UsageError(f"cannot write {real}: {e.message} (tunectl keeps its original and backups beside it)",
-                         hint=f"{e.hint}; or fix a copy in a directory of your own, or run as that directory's "
-                              "owner", where=str(real)) from None
+                         hint=f"{hint}fix a copy in a directory of your own, or run as that directory's owner",
+                         where=str(real)) from None
     except OSError as e:
         raise TunectlError(f"cannot use {real.parent}: {e.strerror or e}", where=str(real)) from None
 

@@ -92,20 +92,21 @@ def open_read(path: str, block_device: bool) -> tuple[int, os.stat_result]:
 
 
 def reopen(fd: int, path: str) -> int:
-    """A new open, read-only, of the very file open at `fd` (the caller's to close), through this process's
-    /proc/self/fd/N: the kernel's link to that open file, not a name another user can redirect; its device and
-    inode are compared with `fd`'s all the same. What the kernel copies into an open file when it is opened (the
-    read-ahead window: see `bench.runner.Io.real`) is then taken now, not at `fd`'s open. `path` names it in an
-    error."""
+    """A new open, read-only, of the very file open at `fd` (the caller's to close), through `trust.reopen`: the
+    kernel's link to that open file in /proc, not a name another user can redirect. What the kernel copies into
+    an open file when it is opened (the read-ahead window: see `bench.runner.Io.real`) is then taken now, not at
+    `fd`'s open. `path` names it in an error; where /proc is not mounted, that error says so."""
+    from tunectl.system import trust
+
     try:
-        new = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY)
+        new = trust.reopen(fd, os.O_RDONLY, path)
+    except trust.Untrusted as e:
+        raise UsageError(f"cannot open {path} again: {e.found}", hint=e.hint, where=path) from None
     except OSError as e:
         raise _os_error(e, path, "open") from None
-    held, now = os.fstat(fd), os.fstat(new)
-    if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):  # /proc/self/fd is not a name: cannot happen
-        os.close(new)
-        raise UsageError(f"cannot open {path} again: /proc/self/fd/{fd} is another file",
-                         hint="is /proc this system's procfs? bench reopens its target there")
+    if new is None:
+        raise UsageError(f"cannot open {path} again: /proc is not mounted (no {trust.PROC_FD})", hint=trust.PROC_HINT,
+                         where=path)
     return new
 
 

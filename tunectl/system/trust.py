@@ -58,10 +58,11 @@ def kind(mode: int) -> str:
     return _KIND.get(stat.S_IFMT(mode), "not a regular file")
 
 
-def not_regular(path: str, mode: int) -> Untrusted:
-    """The refusal of a listed name that a look (not followed) found to be no regular file: a device node or a
-    named pipe put in its place is never opened."""
-    return Untrusted(path, f"{kind(mode)}, not a regular file", f"move {path} aside", True)
+def not_regular(path: str | os.PathLike, mode: int) -> Untrusted:
+    """The refusal of a file to read that is no regular file (`mode`: a look, not followed, or the open's fstat): a
+    device node or a named pipe put in its place is never opened, or read from once open. The one wording of a
+    listed name, a tree's file (`read_in_root`) and a path given (`open_regular`)."""
+    return Untrusted(path, f"{kind(mode)}, not a regular file", f"name a regular file; move {path} aside", True)
 
 
 def trusted_uids() -> frozenset[int]:
@@ -94,7 +95,21 @@ def problem(st: os.stat_result, final: bool = True) -> str | None:
 
 
 def _hint_fix(path: str | os.PathLike) -> str:
-    return f"make it root's and not group/world-writable (chown root: {path}; chmod go-w {path}), or move it aside"
+    return f"{_make_it_roots(path)}, or move it aside"
+
+
+def _make_it_roots(path: str | os.PathLike) -> str:
+    return f"make it root's and not group/world-writable (chown root: {path}; chmod go-w {path})"
+
+
+class OthersMayWrite(Untrusted):
+    """A file or directory whose owner or mode (`problem`: `found`) lets another user change it. `fix`: how to
+    make it root's alone; the hint adds "or move it aside", which a caller may say its own way (`mounts fix`: not
+    of the fstab's own directory)."""
+
+    def __init__(self, path: str | os.PathLike, why: str) -> None:
+        self.fix = _make_it_roots(path)
+        super().__init__(path, why, _hint_fix(path))
 
 
 def check_dir(path: str | os.PathLike, final: bool = True, shared: bool = False) -> Path:
@@ -129,7 +144,7 @@ def _check_stat(path: Path, st: os.stat_result, final: bool, shared: bool = Fals
         raise NotADirectoryError(errno.ENOTDIR, f"{kind(st.st_mode)}, not a directory", str(path))
     why = None if shared else problem(st, final=final)
     if why:
-        raise Untrusted(path, why, _hint_fix(path))
+        raise OthersMayWrite(path, why)
 
 
 def check_root(path: str | os.PathLike) -> Path:
@@ -203,7 +218,7 @@ def _make_below(parent: Path, names: list[str], mode: int) -> None:
             if made:
                 os.fchmod(fd, mode)  # whatever the umask
             elif why := problem(os.fstat(fd), final=False):
-                raise Untrusted(parent / name, why, _hint_fix(parent / name))
+                raise OthersMayWrite(parent / name, why)
             parent = parent / name
     finally:
         os.close(fd)
@@ -230,7 +245,7 @@ def open_dir(path: str | os.PathLike, shared: bool = False) -> tuple[Path, int]:
     why = None if shared else problem(os.fstat(fd))
     if why:  # changed since check_dir looked
         os.close(fd)
-        raise Untrusted(resolved, why, _hint_fix(resolved))
+        raise OthersMayWrite(resolved, why)
     return resolved, fd
 
 
@@ -352,20 +367,51 @@ def _in_root_by_hand(root: str | os.PathLike, rel: str, flags: int) -> int:
     return os.open(os.path.join(root, *stack), flags | os.O_NOFOLLOW)
 
 
+PROC_FD = "/proc/self/fd"  # this process's open files as procfs shows them; missing where /proc is not mounted
+PROC_HINT = "mount procfs there (mount -t proc proc /proc): tunectl reopens a file it looked at through /proc/self/fd"
+
+
+def reopen(fd: int, flags: int, shown: str | os.PathLike) -> int | None:
+    """A new open with `flags` (the caller's to close) of the very file open at `fd` (an O_PATH look, or a
+    descriptor held since the start), through PROC_FD/N: the kernel's link to that open file, no name resolved
+    again, so what was looked at is what is opened. Its device and inode are compared with `fd`'s all the same:
+    another file there (a /proc that is no procfs) is Untrusted naming `shown`. None when /proc is not mounted (a
+    bare chroot, a container without it): the caller opens another way or says so. Raises OSError (a permission,
+    no descriptors)."""
+    try:
+        new = os.open(f"{PROC_FD}/{fd}", flags | os.O_CLOEXEC | os.O_NOCTTY)
+    except FileNotFoundError:  # every open descriptor has its entry there: no procfs at /proc
+        return None
+    held, now = os.fstat(fd), os.fstat(new)
+    if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+        os.close(new)
+        raise Untrusted(shown, f"{PROC_FD}/{fd} is another file than the one tunectl holds open", PROC_HINT, True)
+    return new
+
+
 def read_in_root(root: str | os.PathLike, rel: str, limit: int, whole: bool = False) -> bytes:
     """At most `limit` + 1 bytes of the regular file `rel` of the tree `root`, found by `open_in_root` (O_PATH) and
     looked at before it is opened: anything else (a named pipe, a device node, a directory) is refused (Untrusted
     naming `rel`), never opened: an open of a device acts on it (a watchdog starts), of a pipe waits. The file
-    looked at is opened for reading through /proc/self/fd (its open file, no name resolved again), without
-    blocking. `whole`: all of it or TooLarge (`read_whole`)."""
+    looked at is opened for reading through /proc/self/fd (`reopen`: its open file, no name resolved again),
+    without blocking. Where /proc is not mounted (a bare chroot) `rel` is found in the tree again and opened
+    without blocking, then compared with the look (device, inode, type: another thing there since is refused as
+    a change); only a swap in that window, in a tree the caller trusts, could open something else.
+    `whole`: all of it or TooLarge (`read_whole`)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK
     found = open_in_root(root, rel, os.O_PATH)
     try:
-        mode = os.fstat(found).st_mode
-        if not stat.S_ISREG(mode):
-            raise Untrusted(rel, f"{kind(mode)}, not a regular file", f"name a regular file; move {rel} aside", True)
-        fd = os.open(f"/proc/self/fd/{found}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        look = os.fstat(found)
+        if not stat.S_ISREG(look.st_mode):
+            raise not_regular(rel, look.st_mode)
+        fd = reopen(found, flags, rel)
     finally:
         os.close(found)
+    if fd is None:
+        fd = open_in_root(root, rel, flags)
+        if not is_looked(os.fstat(fd), look):
+            os.close(fd)
+            raise changed_opening(rel)
     try:
         return read_whole(fd, rel, limit) if whole else _read_up_to(fd, limit)
     finally:
@@ -655,7 +701,7 @@ def walk(path: str, tree: str | None = None, *, links: bool = True, missing_ok: 
         st: os.stat_result | None = os.fstat(fds[0]) if tree is None else None
         why = (judge or problem)(st) if st is not None else None
         if why and judge:
-            raise Untrusted("/", why, _hint_fix("/"))
+            raise OthersMayWrite("/", why)
         untrusted = f"/: {why}" if why else ""  # a tree's dev root and the directories above it: `roots.check_trusted`
         followed = 0
         settled = st is not None  # `st` is the look at what `at` ends on (not after a "..", nor a link followed)
@@ -706,7 +752,7 @@ def walk(path: str, tree: str | None = None, *, links: bool = True, missing_ok: 
                 fds.append(fd)
                 why = (judge or problem)(st)
                 if why and judge:
-                    raise Untrusted(shown, why, _hint_fix(shown))
+                    raise OthersMayWrite(shown, why)
                 if why and not untrusted:
                     untrusted = f"{shown}: {why}"
             at.append(part)
@@ -741,10 +787,20 @@ def open_as_looked(dir_fd: int | None, name: str, look: os.stat_result, flags: i
     except BaseException:
         os.close(fd)
         raise
-    if (now.st_dev, now.st_ino, stat.S_IFMT(now.st_mode)) != (look.st_dev, look.st_ino, stat.S_IFMT(look.st_mode)):
+    if not is_looked(now, look):
         os.close(fd)
         return None
     return fd
+
+
+def is_looked(now: os.stat_result, look: os.stat_result) -> bool:
+    """What was opened (`now`, its fstat) is what was looked at (`look`): the same device, inode and type."""
+    return (now.st_dev, now.st_ino, stat.S_IFMT(now.st_mode)) == (look.st_dev, look.st_ino, stat.S_IFMT(look.st_mode))
+
+
+def changed_opening(path: str | os.PathLike) -> Untrusted:
+    """The refusal of a file another thing stood at by its open than at the look before it."""
+    return Untrusted(path, "changed while tunectl opened it", "run again; if it recurs, find who changes it", True)
 
 
 def open_walked(path: str, kinds: frozenset[int]) -> tuple[int, os.stat_result]:
@@ -804,7 +860,7 @@ def _opened_as_looked(path: str, dir_fd: int, name: str, st: os.stat_result, fla
     `path`): the one open after the look of `open_walked` and `_walk_open`."""
     fd = open_as_looked(dir_fd, name, st, flags)
     if fd is None:
-        raise Untrusted(path, "changed while tunectl opened it", "run again; if it recurs, find who changes it", True)
+        raise changed_opening(path)
     return fd
 
 
@@ -875,11 +931,10 @@ def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _R
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise Untrusted(path, f"{kind(st.st_mode)}, not a regular file", f"name a regular file; move {path} aside",
-                            True)
+            raise not_regular(path, st.st_mode)
         why = problem(st) if trusted else None
         if why:
-            raise Untrusted(path, why, _hint_fix(path))
+            raise OthersMayWrite(path, why)
         why = chosen_by_other(st) if decides else None
         if why:
             raise Untrusted(path, f"{why}: as root, tunectl acts on no file another user can change",

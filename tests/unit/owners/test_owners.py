@@ -435,6 +435,19 @@ def test_tuned_profiles_are_read_from_the_tree_through_its_absolute_links(machin
     assert w["writer"]["kind"] == "tuned" and "not running" not in w["writer"]["note"], w
 
 
+def test_doctor_without_proc_reads_the_rules_files_still(machine, no_proc: list[str]) -> None:
+    """In a bare chroot (no /proc) every rules file's read failed at its reopen through /proc/self/fd: doctor saw
+    no rule and said "no other writer". The file looked at is found in the tree again and compared with the look."""
+    t, config = machine
+    assert t("apply", "-p", "loops", "loop0", "--json").code == 0
+    _write(config, "/etc/udev/rules.d/99-foreign.rules", 'KERNEL=="loop0", ATTR{queue/read_ahead_kb}="128"\n')
+    r = t("doctor", "--json")
+    assert no_proc, "the reopen was not tried"
+    assert r.code == 1 and r.doc["unread"] == [], r.doc
+    (w,) = r.doc["writers"]
+    assert (w["writer"]["file"], w["writer"]["value"]) == ("/etc/udev/rules.d/99-foreign.rules", "128"), w
+
+
 def test_a_named_pipe_in_a_rules_directory_is_said_unread_not_taken_as_a_mask(machine) -> None:
     """A drop-in of size 0 was a mask, a named pipe too: doctor passed over it in silence and let it hide the vendor
     rule of its name. udev masks only an empty file or a character device (`_masks`); a pipe is that name's file,

@@ -46,3 +46,18 @@ def test_a_rules_file_whose_directory_is_a_link_names_the_link_once(tmp_path: Pa
 def test_about_names_the_part_only_when_it_is_not_the_target(same: bool) -> None:
     e = trust.Untrusted("/a/b" if same else "/a", "a symbolic link", "hint")
     assert e.about("/a/b") == ("a symbolic link" if same else "/a: a symbolic link")
+
+
+def test_a_file_to_read_that_is_no_regular_file_is_refused_in_one_wording_however_it_was_reached(
+        tmp_path: Path) -> None:
+    """A path given (`open_regular`: a profile), a tree's file (`read_in_root`: doctor, tuned) and a listed name
+    (`open_listed`: a preload list) met by a named pipe: the first two said "name a regular file; move X aside",
+    the third "move X aside", each spelled where it was raised. One function says it now (`trust.not_regular`)."""
+    os.mkfifo(tmp_path / "fifo")
+    refusals = []
+    for read in (lambda: trust.open_regular(tmp_path / "fifo"), lambda: trust.read_in_root(tmp_path, "fifo", 10),
+                 lambda: trust.open_listed(str(tmp_path / "fifo"))):
+        with pytest.raises(trust.Untrusted) as refused:
+            read()
+        refusals.append((refused.value.found, refused.value.hint.replace(str(tmp_path / "fifo"), "fifo")))
+    assert refusals == [("a named pipe, not a regular file", "name a regular file; move fifo aside")] * 3, refusals
