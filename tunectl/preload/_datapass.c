@@ -63,10 +63,10 @@ static int whole_file(PyObject *ranges, long long size) {
     return whole;
 }
 
-/* The directory of `path` (bytes, its last '/' at `slash`) made current: 1 when it has a descriptor to open its
+/* The directory of a path (`bytes`, fs-encoded, its last '/' at `slash`) made current: 1 when it has a descriptor to open its
  * files from, 0 to stop at the file (an OSError from directory_of cleared: Python meets it again), -1 on any other
  * exception (raised). */
-static int enter_directory(State *s, PyObject *path, const char *bytes, Py_ssize_t slash, PyObject *directory_of) {
+static int enter_directory(State *s, const char *bytes, Py_ssize_t slash, PyObject *directory_of) {
     if (s->dir != NULL && PyBytes_Size(s->dir) == slash && memcmp(PyBytes_AsString(s->dir), bytes, slash) == 0)
         return s->dir_fd >= 0;
     Py_CLEAR(s->dir);
@@ -101,7 +101,6 @@ static int enter_directory(State *s, PyObject *path, const char *bytes, Py_ssize
     }
     Py_DECREF(found);
     PyErr_Clear();
-    (void)path;
     return ok;
 }
 
@@ -195,7 +194,7 @@ static PyObject *issue(PyObject *self, PyObject *args) {
                 Py_ssize_t length = PyBytes_Size(bytes);
                 int found = -1;
                 if (last != NULL && (Py_ssize_t)strlen(p) == length && last[1] != '\0') {  /* no NUL inside */
-                    found = enter_directory(&s, path, p, last - p, directory_of);
+                    found = enter_directory(&s, p, last - p, directory_of);
                     if (found > 0 && enter_device(&s, PyTuple_GetItem(entry, DEVICE), devnums, windows) &&
                         size >= 0 && size <= s.window && whole_file(PyTuple_GetItem(entry, RANGES), size) &&
                         read_one(&s, last + 1, checked, flags, inode, size, mtime_ns)) {

@@ -102,6 +102,7 @@ def spied_opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return real_open(path, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", spy)
+    monkeypatch.setattr(replay_module, "_datapass", None)  # the Python loop: the compiled one's opens are not seen
     return opened
 
 
