@@ -14,6 +14,7 @@ import sys
 from tunectl import __version__
 from tunectl.system.termination import (
     Terminated,
+    exiting,
     noting_dropped_stops,
     said,
     started,
@@ -802,4 +803,5 @@ def main_entry() -> None:
         said()  # what main wrote stands: a stop now ends nothing more (not two documents)
     except KeyboardInterrupt as e:  # a stop in the instants main was entered or left, outside its own handling
         code = stopped(e, sys.stdout, sys.stderr, json)
+    exiting()  # the document's code is the exit status: a stop during Python's exit no longer ends it by the signal
     sys.exit(code)

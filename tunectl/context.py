@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from tunectl.system.modules import KernelModules
+from tunectl.system.modules import KernelModules, kernel_release
 from tunectl.system.roots import UDEV_DATA, Roots, check_trusted, resolved_path, setting
 from tunectl.system.state import StateStore
 from tunectl.system.sysfs import Sysfs
@@ -63,7 +63,7 @@ class Context:
         env = dict(os.environ if env is None else env)
         roots = Roots.choose(env, sysfs_root, udev_root, state_dir)
         check_trusted(roots)
-        modules = KernelModules(roots.modules, setting(env, "TUNECTL_KERNEL_RELEASE") or os.uname().release)
+        modules = KernelModules(roots.modules, kernel_release(env))
         state = StateStore(roots.state)
         # A fake tree keeps its own state, unless whoever set it up says the tree stands for this very machine
         # (a chroot's test bed, whose /sys is the host's): TUNECTL_TREE_IS_THIS_MACHINE=1. The tree is root's

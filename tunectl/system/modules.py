@@ -14,7 +14,11 @@ real sysfs, nothing for a fake sysfs tree: tunectl.system.roots), like every oth
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+
+from tunectl.errors import UsageError
+from tunectl.system.roots import setting
 
 _SUFFIXES = (".ko", ".ko.xz", ".ko.zst", ".ko.gz")
 
@@ -51,6 +55,25 @@ def loadable_modules(dep_text: str | None, builtin_text: str | None, release_dir
     builtin = parse_modules_builtin(builtin_text or "")
     return {name: os.path.join(release_dir, path) for name, path in parse_modules_dep(dep_text).items()
             if name not in builtin}
+
+
+def kernel_release(env: Mapping[str, str]) -> str:
+    """The release whose module tree is read: TUNECTL_KERNEL_RELEASE, else the running kernel's (`uname -r`).
+
+    A release names one directory of the module root, as `uname -r` prints it; never a path. Joined to the root,
+    an absolute one (or one with `..`) left it: the root's trust check (tunectl.system.roots.check_trusted) then
+    judged a tree tunectl never read, and root read `modules.dep` wherever the value pointed, another user's
+    directory included: a named pipe there hung every command, and `udev install` wrote rules that test that
+    user's files. Such a value is a usage error naming the variable."""
+    release = setting(env, "TUNECTL_KERNEL_RELEASE")
+    if release is None:
+        return os.uname().release
+    if "/" in release or release in (".", ".."):
+        raise UsageError(f"TUNECTL_KERNEL_RELEASE: {release!r} is not a kernel release: a release names one "
+                         "directory of the module tree, never a path",
+                         hint="give a release as `uname -r` prints it (6.1.0-13-amd64), and TUNECTL_MODULES_ROOT "
+                              "for a module tree elsewhere", where="TUNECTL_KERNEL_RELEASE")
+    return release
 
 
 class KernelModules:

@@ -222,6 +222,29 @@ def stops_with_a_document() -> bool:
     return _signal.getsignal(_signal.SIGTERM) is _stop
 
 
+def exiting() -> None:
+    """The program's document is written and main returned: the process exits with that document's code, a stop
+    from now on changes nothing (none is left to bound: main wrote all it had).
+
+    Python's exit gives every handler it set back to the default action (its signal module's finalization) and
+    then tears down the modules, milliseconds on a command that loaded many: a SIGTERM the reader sent on seeing
+    the whole document (a service stop, a `timeout` as it ran out) ended the process by the signal then, exit 143
+    after a whole result that said 0, one run in seven. The stops are blocked instead, once stdout and stderr are
+    flushed (a flush held by a reader not reading is still ended by a second stop, as before); one pending at the
+    exit is dropped with the process. Only under --json (the program's handler): without it, a stop ends the
+    process by its default action, as ever."""
+    if not _Said.program:
+        return
+    import contextlib  # loaded by now: the command has run
+
+    for stream in (sys.stdout, sys.stderr):
+        # a closed stream, a reader gone: what it means was said before; Python's own exit finds it as ever
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    _signal.pthread_sigmask(_signal.SIG_BLOCK, (_signal.SIGINT, *_ENDING, _signal.SIGALRM))
+    _signal.setitimer(_signal.ITIMER_REAL, 0)
+
+
 def said() -> None:
     """The one document is about to be written: a stop from now on no longer raises (see the module's text).
 

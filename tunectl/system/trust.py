@@ -112,6 +112,12 @@ class OthersMayWrite(Untrusted):
         super().__init__(path, why, _hint_fix(path))
 
 
+def link_loop(path: str | os.PathLike, thing: str, wrong_type: bool = False) -> Untrusted:
+    """The refusal of a path whose symbolic links lead round and round (ELOOP): the one wording of every walk. The
+    hint names what to give instead; no owner or mode would end the loop."""
+    return Untrusted(path, "a symbolic link loop", f"name the {thing} itself", wrong_type)
+
+
 def check_dir(path: str | os.PathLike, final: bool = True, shared: bool = False) -> Path:
     """Every directory of `path` from / down, checked; the path with its symlinks resolved (`walk`).
 
@@ -132,7 +138,7 @@ def check_dir(path: str | os.PathLike, final: bool = True, shared: bool = False)
         landed = walk(os.fspath(path), last=not_a_link, judge=None if shared else lambda st: problem(st, final=False))
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise Untrusted(e.filename, "a symbolic link loop", _hint_fix(e.filename)) from None
+            raise link_loop(e.filename, "directory") from None
         raise
     resolved = Path(landed.path)
     _check_stat(resolved, landed.st, final=final, shared=shared)
@@ -158,7 +164,7 @@ def check_root(path: str | os.PathLike) -> Path:
         return check_dir(walk(os.fspath(path), judge=lambda st: problem(st, final=False)).path)
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise Untrusted(path, "a symbolic link loop", "name the directory itself") from None
+            raise link_loop(path, "directory") from None
         if e.errno != errno.ENOENT or not e.filename:
             raise
         return check_dir(os.path.dirname(e.filename))
@@ -173,7 +179,7 @@ def resolve_own_links(path: str | os.PathLike) -> Path:
         return Path(walk(os.fspath(path), missing_ok=True).path)
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise Untrusted(e.filename, "a symbolic link loop", "name the file itself") from None
+            raise link_loop(e.filename, "file") from None
         raise
 
 
@@ -832,7 +838,7 @@ def open_walked(path: str, kinds: frozenset[int]) -> tuple[int, os.stat_result]:
                          True) from None
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise Untrusted(path, "a symbolic link loop", "name the file itself", True) from None
+            raise link_loop(path, "file", True) from None
         raise OSError(e.errno, e.strerror, path) from None
     # `opened` looked at no last component: `path` is "/" (a ".." in it is gone by abspath), or its last link's
     # target ends in ".." or is "/": a directory

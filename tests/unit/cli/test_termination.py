@@ -111,6 +111,44 @@ def test_a_stop_after_the_result_is_written_leaves_that_document_alone(tmp_path:
     assert _one_document(proc.stdout, 0)["format"] == "tunectl-profile-show" and proc.stderr == ""
 
 
+# The program, with an object whose __del__ sends the process a signal: kept by a module of its own, it goes when
+# Python's exit tears the modules down, after that exit gave every handler Python set back to the default action.
+AT_EXIT = textwrap.dedent("""
+    import os, sys, types, runpy
+    signum = int(sys.argv[1])
+    del sys.argv[1]
+
+    class Late:
+        def __del__(self):
+            os.kill(os.getpid(), signum)
+
+    kept = types.ModuleType("late_stop")
+    kept.late = Late()
+    sys.modules["late_stop"] = kept
+    runpy.run_module("tunectl", run_name="__main__", alter_sys=True)
+""")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+@pytest.mark.parametrize("argv", [("profile", "show", "balanced"), ("profile", "show", "no-such-profile")])
+def test_a_stop_while_python_exits_after_the_document_leaves_its_exit_code(tmp_path: Path, signum: int,
+                                                                          argv: tuple[str, ...]) -> None:
+    # A reader that stops the process once it has the whole document (a service stop, `timeout` running out)
+    # caught it in Python's exit one run in seven: the handlers were the default again, and the process ended by
+    # the signal (exit 143) after a whole result that said 0.
+    proc = subprocess.run([sys.executable, "-c", AT_EXIT, str(int(signum)), "--json", *argv], capture_output=True,
+                          text=True, env=_env(tmp_path), cwd=REPO, timeout=120)
+    code = 0 if argv[-1] == "balanced" else 2
+    assert proc.returncode == code, (proc.returncode, proc.stderr)
+    assert _one_document(proc.stdout, code)["format"] == ("tunectl-profile-show" if code == 0 else "tunectl-error")
+
+
+def test_without_json_a_stop_while_python_exits_still_ends_it_by_the_signal(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", AT_EXIT, str(int(signal.SIGTERM)), "profile", "show", "balanced"],
+                          capture_output=True, text=True, env=_env(tmp_path), cwd=REPO, timeout=120)
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+
+
 def test_a_second_stop_while_the_first_is_said_changes_nothing(tmp_path: Path) -> None:
     # The first SIGTERM (while the parser is built) raises; the second comes while its document is being made
     # (tunectl.report loads for it): ignored, not a second Terminated escaping as a traceback.

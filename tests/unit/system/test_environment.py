@@ -102,3 +102,26 @@ def test_a_blank_variable_is_a_usage_error_naming_it(tmp_path: Path, var: str) -
     assert r.code == 2, (r.code, r.err)
     assert f"{var}: the value is blank" in r.err and f"unset {var}" in r.err, r.err
     assert not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize("release", ["/home/user/rel", "../../../tmp/rel", "6.1.0-13-amd64/../../x", "..", "."])
+def test_a_kernel_release_that_is_a_path_is_refused(tmp_path: Path, release: str) -> None:
+    """A release is one directory of the module tree (`uname -r`). Joined to the root, an absolute one or one with
+    `..` left it, past the root's trust check: root read `modules.dep` in any directory, another user's too (a
+    named pipe put there hung every command). Exit 2 naming the variable, before anything is read."""
+    from tests.harness import run_cli
+
+    with pytest.raises(UsageError, match="^TUNECTL_KERNEL_RELEASE: .* is not a kernel release"):
+        Context.create(state_dir=str(tmp_path / "state"), env={"TUNECTL_KERNEL_RELEASE": release})
+    tree = tmp_path / "sys"
+    tree.mkdir()
+    env = {"TUNECTL_SYSFS_ROOT": str(tree), "TUNECTL_STATE_DIR": str(tmp_path / "state"),
+           "PATH": os.environ.get("PATH", ""), "TUNECTL_KERNEL_RELEASE": release}
+    r = run_cli("status", "--json", env=env)
+    assert r.code == 2 and r.doc["error"]["code"] == "usage", (r.code, r.out, r.err)
+    assert r.doc["error"]["where"] == "TUNECTL_KERNEL_RELEASE", r.json
+
+
+def test_a_kernel_release_is_any_one_directory_name(tmp_path: Path) -> None:
+    ctx = Context.create(state_dir=str(tmp_path / "state"), env={"TUNECTL_KERNEL_RELEASE": "6.12.0+deb13-amd64"})
+    assert ctx.modules.release == "6.12.0+deb13-amd64"

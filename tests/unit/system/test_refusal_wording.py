@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tunectl.errors import UsageError
 from tunectl.mounts import fstab_file
 from tunectl.system import rulesfile, trust
 
@@ -61,3 +62,23 @@ def test_a_file_to_read_that_is_no_regular_file_is_refused_in_one_wording_howeve
             read()
         refusals.append((refused.value.found, refused.value.hint.replace(str(tmp_path / "fifo"), "fifo")))
     assert refusals == [("a named pipe, not a regular file", "name a regular file; move fifo aside")] * 3, refusals
+
+
+def test_a_link_loop_is_refused_with_what_to_name_never_an_owner_or_mode_fix(tmp_path: Path) -> None:
+    """Two links naming each other: check_dir said "make it root's and not group/world-writable (chown root: X;
+    chmod go-w X), or move it aside" (its owner/mode hint), which ends no loop, and `mounts fix` passed that on;
+    check_root said "name the directory itself". One refusal (`trust.link_loop`) for every walk now."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    looped = tmp_path / "a" / "x"
+    hints = []
+    for check in (trust.check_dir, trust.check_root):
+        with pytest.raises(trust.Untrusted) as refused:
+            check(looped)
+        assert refused.value.found == "a symbolic link loop", refused.value
+        hints.append(refused.value.hint)
+    assert hints == ["name the directory itself"] * 2, hints
+    with pytest.raises(UsageError) as refused_fstab:
+        fstab_file.refuse_untrusted_dir(looped / "fstab")
+    assert "a symbolic link loop" in str(refused_fstab.value), refused_fstab.value
+    assert "chown" not in refused_fstab.value.hint and "name the directory itself" in refused_fstab.value.hint
