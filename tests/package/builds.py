@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +49,19 @@ class Dists:
 class Deb:
     deb: Path
     changes: Path
+
+
+def data_pass(run_in: Callable[[str], subprocess.CompletedProcess], files: Path, inside: str) -> str:
+    """What read the files in `tunectl preload replay -v` of three files written to `files` (`inside` in the
+    shell `run_in` runs a script in), as the installed tunectl says: "compiled" or "Python"."""
+    files.mkdir(parents=True)
+    for n in range(3):
+        (files / f"f{n}").write_bytes(bytes([n]) * 65536)
+    done = run_in(f"tunectl preload collect {inside} -o {inside}.list && tunectl preload replay -v {inside}.list")
+    assert re.search(r"3 files, 192 KiB in|sent 3 files \(192 KiB\)", done.stdout), done.stdout + done.stderr
+    said = re.findall(r"^method on .*; data pass (\w+)$", done.stdout, re.M)
+    assert len(set(said)) == 1, done.stdout
+    return said[0]
 
 
 def ansible_tool(name: str) -> str:

@@ -38,7 +38,8 @@ def deb(package_tmp: Path) -> Deb:
     """`dpkg-buildpackage -us -uc -b`; the suite already ran on this source, so the build skips it (nocheck)."""
     src = source_tree(package_tmp / "deb" / "tunectl")
     run(["dpkg-buildpackage", "-us", "-uc", "-b"], cwd=src, env=debian_env(package_tmp, DEB_BUILD_OPTIONS="nocheck"))
-    (deb,) = src.parent.glob("tunectl_*_all.deb")
+    arch = run(["dpkg", "--print-architecture"]).stdout.strip()  # Architecture: any (the compiled data pass)
+    (deb,) = src.parent.glob(f"tunectl_*_{arch}.deb")
     (changes,) = src.parent.glob("tunectl_*.changes")
     return Deb(deb, changes)
 

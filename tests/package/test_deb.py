@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.completion_helpers import bash_probe, check_bash, check_zsh, zsh_probe
-from tests.package.builds import Deb, debian_env, run
+from tests.package.builds import Deb, data_pass, debian_env, run
 
 pytestmark = pytest.mark.package
 
@@ -34,14 +34,18 @@ def test_deb_puts_each_file_where_debian_looks(deb: Deb, package_tmp: Path):
             "/usr/lib/python3/dist-packages/tunectl/schema/profile.schema.json",
             "/usr/share/man/man8/tunectl.8.gz", "/usr/share/man/man5/tunectl-profile.5.gz",
             "/usr/share/bash-completion/completions/tunectl", "/usr/share/zsh/vendor-completions/_tunectl",
-            "/usr/share/doc/tunectl/copyright", "/etc/tunectl/profiles/"} | {f"/lib/systemd/system/{u}" for u in UNITS}
+            "/usr/share/doc/tunectl/copyright", "/etc/tunectl/profiles/",
+            "/usr/lib/python3/dist-packages/tunectl/preload/_datapass.abi3.so"} | {f"/lib/systemd/system/{u}" for u in UNITS}
     assert want <= paths, sorted(want - paths)
     assert {"/usr/share/doc/tunectl/README.md", "/usr/share/doc/tunectl/README.md.gz"} & paths, sorted(paths)
     assert not [p for p in paths if p.startswith(("/usr/bin/", "/usr/lib/systemd/", "/etc/systemd/"))]
     # fio drags in ceph and gluster libraries: bench names it, the package only suggests it
     fields = {f: run(["dpkg-deb", "-f", str(deb.deb), f], env=debian_env(package_tmp)).stdout for f in
-              ("Depends", "Recommends", "Suggests")}
+              ("Depends", "Recommends", "Suggests", "Architecture")}
     assert "fio" in fields["Suggests"] and "fio" not in fields["Recommends"] + fields["Depends"], fields
+    # the one compiled file makes the package the build machine's architecture, and its libc a dependency
+    assert fields["Architecture"].strip() == run(["dpkg", "--print-architecture"]).stdout.strip(), fields
+    assert re.search(r"\blibc6 \(>= [\d.]+\)", fields["Depends"]), fields
 
 
 def in_root(root: Path, script: str, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
@@ -88,6 +92,8 @@ def test_deb_installs_works_and_removes_cleanly_in_a_clean_bookworm(deb: Deb, bo
     # stderr holds at most notes (nothing applied yet: which profile is compared), never a warning or an error
     noise = [line for line in table.stderr.splitlines() if not line.startswith("tunectl: note: ")]
     assert re.search(r"^DEVICE +CLASS +SCHEDULER", table.stdout, re.M) and not noise, table.stdout + table.stderr
+    # Debian's python3 loads the compiled data pass the package ships
+    assert data_pass(lambda script: in_root(root, script), root / "tmp/replay", "/tmp/replay") == "compiled"
     page = in_root(root, "man -P cat tunectl 2>&1; man -P cat 5 tunectl-profile | head -3").stdout
     assert "tunectl - " in page and "TUNECTL-PROFILE" in page, page
     # completion, as bash-completion and zsh load the installed scripts: every command, action and option

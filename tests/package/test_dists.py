@@ -1,4 +1,5 @@
-"""The sdist and the wheel: the sdist's tests run from the sdist; the wheel carries profiles, schema, man pages, units."""
+"""The sdist and the wheel: the sdist's tests run from the sdist; the wheel carries profiles, schema, man pages, units
+and the compiled data pass, which a wheel built without a compiler goes without; the RPM spec as far as Debian goes."""
 
 from __future__ import annotations
 
@@ -6,15 +7,19 @@ import ast
 import re
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from tests.package.builds import REPO, Dists, run
+from tests.package.builds import REPO, Dists, data_pass, debian_env, run
 
 pytestmark = pytest.mark.package
+
+DATAPASS_C = "tunectl/preload/_datapass.c"
+DATAPASS_SO = "tunectl/preload/_datapass.abi3.so"
 
 
 def test_sdist_carries_every_test_file_and_the_license(dists: Dists):
@@ -22,9 +27,10 @@ def test_sdist_carries_every_test_file_and_the_license(dists: Dists):
         top = tar.getnames()[0].split("/")[0]
         shipped = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
     tracked = run(["git", "ls-files", "tests", "profiles", "man", "udev", "bin"], cwd=REPO).stdout.split()
-    tracked = [t for t in tracked if not t.startswith("tests/package/")] + ["COPYING", "MANIFEST.in", "pyproject.toml"]
+    tracked = [t for t in tracked if not t.startswith("tests/package/")] + ["COPYING", "MANIFEST.in", "pyproject.toml",
+                                                                             "setup.cfg", "setup.py", DATAPASS_C]
     assert sorted(set(tracked) - shipped) == [], f"{top} lacks these"
-    assert not [n for n in shipped if "__pycache__" in n or n.endswith(".pyc")]
+    assert not [n for n in shipped if "__pycache__" in n or n.endswith((".pyc", ".so"))]
 
 
 def test_tests_run_from_the_unpacked_sdist(dists: Dists, tmp_path: Path):
@@ -52,6 +58,43 @@ def test_wheel_carries_profiles_schema_man_pages_and_units(dists: Dists):
     assert want <= names, sorted(want - names)
 
 
+def test_wheel_carries_the_compiled_data_pass_for_every_cpython_from_3_9(dists: Dists, package_tmp: Path,
+                                                                           tmp_path: Path):
+    """One wheel per platform, not per Python: the extension is built against the limited API of 3.9 (abi3)."""
+    assert dists.wheel.name.endswith(f"-cp39-abi3-{sysconfig.get_platform().replace('-', '_')}.whl"), dists.wheel.name
+    with zipfile.ZipFile(dists.wheel) as wheel:
+        assert DATAPASS_SO in wheel.namelist()
+        assert "Root-Is-Purelib: false" in wheel.read(f"tunectl-{dists.wheel.name.split('-')[1]}.dist-info/WHEEL").decode()
+    assert installed_data_pass(dists.wheel, tmp_path, debian_env(package_tmp)) == "compiled"
+
+
+def test_a_wheel_built_where_nothing_compiles_installs_and_reads_with_the_python_loop(dists: Dists, package_tmp: Path,
+                                                                                      tmp_path: Path):
+    """The extension is optional: from the sdist with a compiler that fails (CC=false) the build says so and goes
+    on; the wheel, without the .so, installs and `preload replay` reads every file through the Python loop."""
+    with tarfile.open(dists.sdist) as tar:
+        tar.extractall(tmp_path / "src", filter="data")
+    (tree,) = (tmp_path / "src").iterdir()
+    env = debian_env(package_tmp, CC="false")
+    built = run(["python3", "-m", "build", "--no-isolation", "--wheel", "--outdir", str(tmp_path / "dist"), str(tree)],
+                env=env)
+    assert 'building extension "tunectl.preload._datapass" failed' in built.stdout + built.stderr, built.stdout
+    (wheel,) = (tmp_path / "dist").glob("tunectl-*.whl")
+    with zipfile.ZipFile(wheel) as unpacked:
+        assert not [n for n in unpacked.namelist() if n.endswith(".so")]
+        assert "tunectl/preload/replay.py" in unpacked.namelist()
+    assert installed_data_pass(wheel, tmp_path, debian_env(package_tmp)) == "Python"
+
+
+def installed_data_pass(wheel: Path, tmp: Path, env: dict[str, str]) -> str:
+    """The wheel pip-installed into a virtualenv over Debian's python3 and its libraries; what its replay reads with."""
+    venv = tmp / "venv"
+    run(["python3", "-m", "venv", "--system-site-packages", str(venv)], env=env)
+    run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", "--no-index", str(wheel)], env=env)
+    env = dict(env, PATH=f"{venv / 'bin'}:{env['PATH']}", TUNECTL_STATE_DIR=str(tmp / "state"))
+    return data_pass(lambda script: run(["sh", "-c", script], cwd=tmp, env=env), tmp / "files", str(tmp / "files"))
+
+
 def test_rpm_spec_parses_and_builds_a_source_rpm_from_the_sdist(dists: Dists, tmp_path: Path):
     """As far as Debian's rpm goes: the spec parses, the SRPM builds, %prep unpacks the sdist.
 
@@ -65,6 +108,15 @@ def test_rpm_spec_parses_and_builds_a_source_rpm_from_the_sdist(dists: Dists, tm
     assert [p.name for p in (tmp_path / "SRPMS").iterdir()] == [f"tunectl-{version}-1.src.rpm"]
     run(["rpmbuild", "-bp", "--nodeps", str(spec), *defines])
     assert (tmp_path / "BUILD" / f"tunectl-{version}" / "tests" / "conftest.py").exists()
+
+
+def test_rpmlint_passes_the_spec_and_the_source_rpm(dists: Dists, tmp_path: Path):
+    """Clean but for what tunectl.rpmlintrc filters: each filter says which Fedora guideline the default breaks."""
+    spec = REPO / "packaging" / "rpm" / "tunectl.spec"
+    run(["rpmbuild", "-bs", str(spec), "--define", f"_sourcedir {dists.sdist.parent}", "--define", f"_topdir {tmp_path}"])
+    (srpm,) = (tmp_path / "SRPMS").iterdir()
+    done = run(["rpmlint", "-r", str(spec.with_suffix(".rpmlintrc")), str(spec), str(srpm)])
+    assert re.search(r"1 packages and 1 specfiles checked; 0 errors, 0 warnings", done.stdout), done.stdout
 
 
 READS = re.compile(r'"golden"|"data"|\b(TEST_)?DATA\b|\bGOLDEN\b')

@@ -2,7 +2,7 @@
 look is not there. A tree's file (`trust.read_in_root`: doctor's rules, a tuned profile) is read all the same,
 found again and compared with the look; bench says /proc is missing instead of "No such file or directory" and
 the hint for a mistyped target. Here /proc is faked away (every open of /proc/self/fd/N fails as on a machine
-without procfs: the `no_proc` fixture); tests/root/system/test_trust_no_proc.py runs the same in a mount
+without procfs: the `no_proc` fixture); tests/root/system/test_trust_no_proc_root.py runs the same in a mount
 namespace with no procfs."""
 
 from __future__ import annotations
