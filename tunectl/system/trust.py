@@ -94,22 +94,14 @@ def problem(st: os.stat_result, final: bool = True) -> str | None:
     return None
 
 
-def _hint_fix(path: str | os.PathLike) -> str:
-    return f"{_make_it_roots(path)}, or move it aside"
-
-
-def _make_it_roots(path: str | os.PathLike) -> str:
-    return f"make it root's and not group/world-writable (chown root: {path}; chmod go-w {path})"
-
-
 class OthersMayWrite(Untrusted):
     """A file or directory whose owner or mode (`problem`: `found`) lets another user change it. `fix`: how to
     make it root's alone; the hint adds "or move it aside", which a caller may say its own way (`mounts fix`: not
     of the fstab's own directory)."""
 
     def __init__(self, path: str | os.PathLike, why: str) -> None:
-        self.fix = _make_it_roots(path)
-        super().__init__(path, why, _hint_fix(path))
+        self.fix = f"make it root's and not group/world-writable (chown root: {path}; chmod go-w {path})"
+        super().__init__(path, why, f"{self.fix}, or move it aside")
 
 
 def link_loop(path: str | os.PathLike, thing: str, wrong_type: bool = False) -> Untrusted:
