@@ -118,6 +118,9 @@ def test_a_replay_imports_only_what_it_uses(tmp_path: Path, files: int, quiet: b
     assert "tunectl.preload.replay" in order  # the replay did run
     assert not set(order) & {"argparse", "pathlib", "threading", "tunectl.context", "tunectl.system.state",
                              "typing", "dataclasses", "subprocess"}
+    # Nor ctypes (~4 ms) and the io_uring module (~2 ms more): the list is opened by a walk, and a small list's
+    # stats run one by one, its directories walked too (the small-list path); a larger one pays for them.
+    assert not set(order) & {"ctypes", "tunectl.system.iouring"}, order
     # Until the report is printed (tunectl.preload.text, after the reads were sent), not the report's tables and
     # colour patterns (the progress bar has its own module) nor contextlib: under a boot's emulated CPU and a cold
     # disk each module costs tenths of a second before the first read (#30's boot pair).
