@@ -700,7 +700,9 @@ def _check_inodes(checker: _Checker, how: str, entries: Sequence[Entry], threads
         return "inodes read at open"
     checker.run(max(1, threads) if threads is not None else None, use_io_uring, small)
     if small:
-        return f"small list ({len(entries)} files, at most {SMALL_LIST}): inodes read one by one" + (
+        from tunectl.units import counted
+
+        return f"small list ({counted(len(entries), 'file')}, at most {SMALL_LIST}): inodes read one by one" + (
             ", answering from a cache" if checker.one_by_one else
             f" until two windows of {WINDOW} in a row took over {1000 * WINDOW / FAST_STATS:.1f} ms each (the disk), "
             "then many at once")
@@ -761,9 +763,11 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
                               metadata_first)
         if parts is not None:
             metadata_first()
-            for entries in parts:
+            for n, entries in enumerate(parts):
+                # the small-list path is a list's, not a batch's: only a first batch can be a whole small list (a
+                # surveyed list's batches are listfile.BATCH long but its last, which must not take the path)
                 if entries and _replay_batch(report, disks, entries, orders, progress, guard, threads,
-                                             use_io_uring, time_order):
+                                             use_io_uring, time_order, small=n == 0 and len(entries) <= SMALL_LIST):
                     break
     except _Stopped as stop:  # what was sent before it is waited for as at the end, so its count is true
         report.files, report.bytes = report.files + stop.files, report.bytes + stop.issued
@@ -800,9 +804,10 @@ class _Stopped(Exception):
 
 
 def _replay_batch(report: ReplayReport, disks: _Disks, entries: Sequence[Entry], orders: set[str], progress,
-                  guard: PressureGuard | None, threads: int | None, use_io_uring: bool, time_order: bool) -> bool:
+                  guard: PressureGuard | None, threads: int | None, use_io_uring: bool, time_order: bool,
+                  small: bool = False) -> bool:
     """One batch: its order, its inode pass, its data reads, counted in `report`; True when memory pressure
-    stopped it (the rest of the list is not read)."""
+    stopped it (the rest of the list is not read). `small`: the batch is the whole list and at most SMALL_LIST."""
     devices = {e.device for e in entries}
     disks.add(devices)
     how = _how(disks, devices, time_order)
@@ -810,7 +815,7 @@ def _replay_batch(report: ReplayReport, disks: _Disks, entries: Sequence[Entry],
     from _thread import allocate_lock  # threading.Lock without importing threading (a boot replay's start-up)
 
     checker = _Checker(entries, disks.devnums, progress, allocate_lock())
-    small = threads is None and len(entries) <= SMALL_LIST  # the small-list path (--threads asks for the others)
+    small = small and threads is None  # the small-list path (--threads asks for the others)
     inodes = _check_inodes(checker, how, entries, threads, use_io_uring, small)
     report.inode_pass_files += len(entries) - checker.deferred
     for d in devices:

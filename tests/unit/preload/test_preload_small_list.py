@@ -101,6 +101,7 @@ def test_a_small_list_whose_stats_wait_for_the_disk_has_the_rest_stated_many_at_
     lst = tmp_path / "set.list"
     assert tunectl("preload", "collect", str(tmp_path / "data"), "-o", str(lst)).code == 0
     make_odd(paths, victim)
+    monkeypatch.setattr(replay_module, "FAST_STATS", 0)  # every window fast, whatever else the machine runs
     fast = replay(Sysfs("/sys"), read_list(str(lst)), str(lst))
     monkeypatch.setattr(replay_module, "WINDOW", 2)
     monkeypatch.setattr(replay_module, "FAST_STATS", 1e15)  # no two stats take under 2 fs: every window is slow
@@ -148,3 +149,18 @@ def test_a_walk_to_a_directory_that_is_a_link_says_eloop_as_openat2_does(tmp_pat
     with pytest.raises(OSError) as raised:
         trust._walk_no_link(str(tmp_path / "link"), trust._PATH_DIR)
     assert raised.value.errno == errno.ELOOP and raised.value.filename == str(tmp_path / "link")
+
+
+def test_a_large_lists_last_short_batch_does_not_take_the_small_list_path(tmp_path: Path, rotational: None) -> None:
+    """The path is the list's: a surveyed list comes in batches of listfile.BATCH, its last one may be short (a list
+    of 65,537 files ends with a batch of one). That batch took the path, and the report said so for the whole list
+    ("one-by-one", one thread, "small list (1 files ...)"). Two batches of 299 and 1 stand for it here."""
+    make_files(tmp_path / "data", {f"f{i:03d}": 100 for i in range(300)})
+    lst = tmp_path / "set.list"
+    assert tunectl("preload", "collect", str(tmp_path / "data"), "-o", str(lst)).code == 0
+    entries = read_list(str(lst)).entries
+    report = replay(Sysfs("/sys"), [entries[:299], entries[299:]], str(lst))
+    assert report.inode_pass in ("io_uring", "threads") and report.files == 300, report.to_json()
+    assert not any("small list" in how for how in report.methods.values()), report.methods
+    one = replay(Sysfs("/sys"), [entries[:1]], str(lst))  # a whole list of one: the path, in the right words
+    assert one.inode_pass == "one-by-one" and "small list (1 file, at most" in "".join(one.methods.values())
