@@ -453,6 +453,17 @@ def open_listed(path: str, flags: int = _READ, checked: bool = False, links: boo
 _PATH_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+def _directory_no_link(path: str, walk: bool) -> int:
+    """The directory `path` opened (O_PATH) without following any link on the way or at its end (ELOOP for one):
+    by openat2, one call, or by `walk`ing it a component at a time (no ctypes to load; where openat2 is missing).
+    (openat2 without O_NOFOLLOW: with O_DIRECTORY a linked directory would fail ENOTDIR, "vanished", instead of
+    ELOOP; RESOLVE_NO_SYMLINKS follows no link either way, and the walk says ELOOP for a link at the end too.)"""
+    if walk:
+        return _walk_no_link(path, _PATH_DIR)
+    return _openat2(_AT_FDCWD, path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC,
+                    _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
+
+
 def _looked_at_open(path: str, flags: int) -> int:
     """The absolute `path` opened after a look at its name (not followed): its directory is opened (O_PATH)
     without following any link on the way (openat2 RESOLVE_NO_SYMLINKS, or the walk where openat2 is missing),
@@ -465,9 +476,7 @@ def _looked_at_open(path: str, flags: int) -> int:
     try:
         # the walk where ctypes is not loaded yet (a replay's list, a small list's files: ~4 ms of CPU saved), or
         # where openat2 is missing; openat2 once it is loaded (one call rather than one per component)
-        dir_fd = _openat2(_AT_FDCWD, directory or "/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC,
-                          _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS) \
-            if _syscall is not None and not _openat2_missing else _walk_no_link(directory or "/", _PATH_DIR)
+        dir_fd = _directory_no_link(directory or "/", walk=_syscall is None or _openat2_missing)
         try:
             # a link: ELOOP, as the open says it, and open_listed walks on through root's own links
             return _regular_as_looked(path, dir_fd, name, os.lstat(name, dir_fd=dir_fd), flags, False)
@@ -610,12 +619,7 @@ class ListedOpener:
         fd, look = -1, True
         if self.walk or not _openat2_missing:
             try:
-                # (no O_NOFOLLOW: with O_DIRECTORY a linked directory would fail ENOTDIR, "vanished", instead of
-                # ELOOP and the fall-back that show takes too; RESOLVE_NO_SYMLINKS follows no link either way; the
-                # walk says ELOOP for a link at the end too)
-                fd = _walk_no_link(directory, _PATH_DIR) if self.walk else \
-                    _openat2(_AT_FDCWD, directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC,
-                             _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
+                fd = _directory_no_link(directory, self.walk)  # a link on the way: ELOOP, the fall-back show takes too
             except OSError as e:
                 if e.errno == errno.ENOSYS:
                     _openat2_missing = True
