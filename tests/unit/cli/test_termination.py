@@ -130,7 +130,7 @@ AT_EXIT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, pytest.param(signal.SIGINT, marks=pytest.mark.sigint)])
 @pytest.mark.parametrize("argv", [("profile", "show", "balanced"), ("profile", "show", "no-such-profile")])
 def test_a_stop_while_python_exits_after_the_document_leaves_its_exit_code(tmp_path: Path, signum: int,
                                                                           argv: tuple[str, ...]) -> None:
@@ -527,6 +527,7 @@ def test_the_alarm_ends_the_process_only_when_the_write_made_no_progress(monkeyp
     assert ended == [signal.SIGTERM, signal.SIGHUP]
 
 
+@pytest.mark.sigint
 @pytest.mark.parametrize("second", [False, True])
 def test_ctrl_c_once_the_document_started_is_a_late_stop_not_a_second_document(tmp_path: Path, second: bool) -> None:
     # Before, Ctrl-C raised KeyboardInterrupt inside the document's write and main then wrote an `interrupted`
