@@ -188,7 +188,7 @@ class StateStore:
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                raise StateError(f"lock {lock} is {trust.kind(st.st_mode)}, not a regular file",
+                raise StateError(f"lock {lock} is {trust.irregular(st.st_mode)}",
                                  hint=f"remove {lock}; tunectl creates it again")
             why = trust.problem(st)
             if why:

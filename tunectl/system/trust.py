@@ -58,11 +58,19 @@ def kind(mode: int) -> str:
     return _KIND.get(stat.S_IFMT(mode), "not a regular file")
 
 
+NOT_REGULAR = ", not a regular file"
+
+
+def irregular(mode: int) -> str:
+    """The one wording of what stands where a regular file was wanted: "a named pipe, not a regular file"."""
+    return kind(mode) + NOT_REGULAR
+
+
 def not_regular(path: str | os.PathLike, mode: int) -> Untrusted:
     """The refusal of a file to read that is no regular file (`mode`: a look, not followed, or the open's fstat): a
     device node or a named pipe put in its place is never opened, or read from once open. The one wording of a
     listed name, a tree's file (`read_in_root`) and a path given (`open_regular`)."""
-    return Untrusted(path, f"{kind(mode)}, not a regular file", f"name a regular file; move {path} aside", True)
+    return Untrusted(path, irregular(mode), f"name a regular file; move {path} aside", True)
 
 
 def trusted_uids() -> frozenset[int]:
@@ -1154,7 +1162,7 @@ class PendingWrite:
         with contextlib.suppress(FileNotFoundError):
             found = os.stat(self.path.name, dir_fd=self._dir_fd, follow_symlinks=False)
             if not (stat.S_ISREG(found.st_mode) or stat.S_ISLNK(found.st_mode)):
-                raise Untrusted(self.path, f"{kind(found.st_mode)}, not a regular file",
+                raise Untrusted(self.path, irregular(found.st_mode),
                                 _replace_hint(self.path, found.st_mode))
 
     def commit(self, data: bytes, verify: Callable[[Path], None] | None = None) -> None:
