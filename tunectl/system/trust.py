@@ -377,16 +377,28 @@ PROC_FD = "/proc/self/fd"  # this process's open files as procfs shows them; mis
 PROC_HINT = "mount procfs there (mount -t proc proc /proc): tunectl reopens a file it looked at through /proc/self/fd"
 
 
+def _proc_fd_there() -> bool:
+    """Whether PROC_FD is there at all (looked at without opening any file in it): False only where /proc is not
+    mounted (or /proc/self leads nowhere: a procfs of another PID namespace)."""
+    try:
+        os.close(os.open(PROC_FD, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def reopen(fd: int, flags: int, shown: str | os.PathLike) -> int | None:
     """A new open with `flags` (the caller's to close) of the very file open at `fd` (an O_PATH look, or a
     descriptor held since the start), through PROC_FD/N: the kernel's link to that open file, no name resolved
     again, so what was looked at is what is opened. Its device and inode are compared with `fd`'s all the same:
     another file there (a /proc that is no procfs) is Untrusted naming `shown`. None when /proc is not mounted (a
     bare chroot, a container without it): the caller opens another way or says so. Raises OSError (a permission,
-    no descriptors)."""
+    no descriptors; no entry for `fd` where PROC_FD itself is there: not a missing /proc, never a fallback)."""
     try:
         new = os.open(f"{PROC_FD}/{fd}", flags | os.O_CLOEXEC | os.O_NOCTTY)
-    except FileNotFoundError:  # every open descriptor has its entry there: no procfs at /proc
+    except FileNotFoundError:  # every open descriptor has its entry there: no procfs at /proc, if PROC_FD is gone
+        if _proc_fd_there():
+            raise
         return None
     held, now = os.fstat(fd), os.fstat(new)
     if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
