@@ -161,9 +161,14 @@ class StateStore:
             raise StateError(f"cannot create state directory {self.dir}: {what}", hint=hint) from None
 
     def exists(self) -> bool:
-        """Whether the state directory is there; StateError when it is there but not root's alone."""
-        if not os.path.lexists(self.dir):
+        """Whether the state directory is there; StateError when it is there but not root's alone, or cannot be
+        reached (a loop of links, a file on its way: never taken for "nothing recorded")."""
+        try:
+            os.lstat(self.dir)
+        except FileNotFoundError:
             return False
+        except OSError:
+            pass  # ELOOP, ENOTDIR: check_dir says what and where
         try:
             trust.check_dir(self.dir)
         except Untrusted as e:
