@@ -69,7 +69,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import REPO, tunectl_argv  # noqa: E402
+from benchmarks.common import REPO, installed_env, tunectl_argv  # noqa: E402
 from tunectl.preload.listfile import read_list  # noqa: E402
 from tunectl.preload.replay import wait_until_drained  # noqa: E402
 from tunectl.system.sysfs import Sysfs  # noqa: E402
@@ -154,7 +154,9 @@ def read_pass(files: list[tuple[str, int]]) -> None:
 
 
 def run_quiet(argv: list[str]) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
+    """`argv` as an installed tunectl runs (byte code kept: under PYTHONDONTWRITEBYTECODE every replay compiled its
+    modules again, ~0.1 s of (d) and (h) that (c), run in this process, never pays)."""
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=installed_env())
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.strip()}")
 
@@ -272,7 +274,7 @@ def corpus_methods(corpus: str, files: list[tuple[str, int]], replay: list[str],
 
     def replay_from_compare() -> None:
         proc = subprocess.run(replay, capture_output=True, text=True, cwd=REPO,  # the same launcher as (d)
-                              env={**os.environ, "PYTHONPATH": compare})
+                              env=installed_env(PYTHONPATH=compare))
         if proc.returncode != 0:
             raise SystemExit(f"the replay from {compare} failed ({proc.returncode}): {proc.stderr.strip()}")
 

@@ -57,3 +57,17 @@ def test_two_landings_that_each_add_a_schema_changelog_line_merge_without_a_conf
     text = (tmp_path / changelog).read_text()
     assert "- `tunectl-error` 1: the one landing\n" in text and "- `tunectl-error` 1: the two landing\n" in text
     assert text.count("\n") == base.count("\n") + 2 and "<<<<<<<" not in text  # every earlier line kept, once
+
+
+def test_no_two_test_modules_outside_a_package_share_a_basename() -> None:
+    """pytest imports a test module outside a package (no __init__.py beside it) by its basename alone: two such
+    tests/**/test_x.py make the whole suite error at collection ("import file mismatch"). Last stop a
+    tests/unit/... and a tests/root/... test_trust_no_proc.py did, and the landing line (tests/unit only) never saw
+    it. Modules inside a package (tests/vm) are imported by their dotted name and may repeat a basename."""
+
+    seen: dict[str, list[str]] = {}
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        if not (path.parent / "__init__.py").exists():
+            seen.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    shared = {name: paths for name, paths in seen.items() if len(paths) > 1}
+    assert shared == {}, f"test modules sharing a basename (rename one; pytest cannot collect both): {shared}"

@@ -100,7 +100,8 @@ def replayed(report, paint: bool = False) -> list[str]:
     if report.stopped:
         lines.append(f"stopped early: {report.stopped}")
     how = f"{report.order} order, " + \
-        ("inodes checked at open" if report.inode_pass == "none" else "inodes via " + report.inode_pass)
+        ("inodes checked at open" if report.inode_pass == "none" else "inodes stat'd one by one"
+         if report.inode_pass == "one-by-one" else "inodes via " + report.inode_pass)
     files = counted(report.files, "file")
     if report.settled or report.settle_timeout:  # the disks done with its reads, or waited for as long as told
         lines.append(f"{report.list_path}: {files}, {format_bytes(report.bytes)} in {report.seconds:.2f} s "

@@ -473,6 +473,17 @@ def open_listed(path: str, flags: int = _READ, checked: bool = False, links: boo
 _PATH_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+def _directory_no_link(path: str, walk: bool) -> int:
+    """The directory `path` opened (O_PATH) without following any link on the way or at its end (ELOOP for one):
+    by openat2, one call, or by `walk`ing it a component at a time (no ctypes to load; where openat2 is missing).
+    (openat2 without O_NOFOLLOW: with O_DIRECTORY a linked directory would fail ENOTDIR, "vanished", instead of
+    ELOOP; RESOLVE_NO_SYMLINKS follows no link either way, and the walk says ELOOP for a link at the end too.)"""
+    if walk:
+        return _walk_no_link(path, _PATH_DIR)
+    return _openat2(_AT_FDCWD, path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC,
+                    _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
+
+
 def _looked_at_open(path: str, flags: int) -> int:
     """The absolute `path` opened after a look at its name (not followed): its directory is opened (O_PATH)
     without following any link on the way (openat2 RESOLVE_NO_SYMLINKS, or the walk where openat2 is missing),
@@ -483,9 +494,9 @@ def _looked_at_open(path: str, flags: int) -> int:
     a named pipe swapped in between is opened without blocking and would read as an empty file."""
     directory, _, name = path.rpartition("/")
     try:
-        dir_fd = _openat2(_AT_FDCWD, directory or "/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC,
-                          _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS) if not _openat2_missing \
-            else _walk_no_link(directory or "/", _PATH_DIR)
+        # the walk where ctypes is not loaded yet (a replay's list, a small list's files: ~4 ms of CPU saved), or
+        # where openat2 is missing; openat2 once it is loaded (one call rather than one per component)
+        dir_fd = _directory_no_link(directory or "/", walk=_syscall is None or _openat2_missing)
         try:
             # a link: ELOOP, as the open says it, and open_listed walks on through root's own links
             return _regular_as_looked(path, dir_fd, name, os.lstat(name, dir_fd=dir_fd), flags, False)
@@ -508,16 +519,18 @@ def _walk_no_link(path: str, flags: int, dir_flags: int = _PATH_DIR) -> int:
     fd = os.open("/", dir_flags)
     try:
         for i, part in enumerate(parts):
-            if i == len(parts) - 1:
-                return os.open(part, flags, dir_fd=fd)
+            last = i == len(parts) - 1
             try:
-                nxt = os.open(part, dir_flags, dir_fd=fd)
-            except NotADirectoryError:  # a link, with O_DIRECTORY, says ENOTDIR: say ELOOP, as openat2 does
-                # A directory there by the look was no directory at the open: a link swapped back (another user's
-                # loop of renames), changed as much as a link seen now. Only a file that stays one is ENOTDIR.
+                nxt = os.open(part, flags if last else dir_flags, dir_fd=fd)
+            except NotADirectoryError:  # a link, with O_DIRECTORY, says ENOTDIR: say ELOOP, as openat2 does (the
+                # last component too, when it is a directory that is asked for). A directory there by the look was
+                # no directory at the open: a link swapped back (another user's loop of renames), changed as much as
+                # a link seen now. Only a file that stays one is ENOTDIR.
                 if stat.S_IFMT(os.lstat(part, dir_fd=fd).st_mode) in (stat.S_IFLNK, stat.S_IFDIR):
                     raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path) from None
                 raise
+            if last:
+                return nxt
             os.close(fd)
             fd = nxt
         if flags & os.O_DIRECTORY:
@@ -590,6 +603,7 @@ class ListedOpener:
     alone and O_NOFOLLOW: one C call per file, and nothing swapped into the path after
     the directory was opened is followed. A directory with a link on its way (``/lib``
     on merged-/usr), or a kernel without openat2, falls back to `open_listed` per file.
+    `walk`: the directory opened one component at a time instead, with the same refusal of links (`_walk_no_link`).
     At most `keep` directories stay open (a list in disk order visits them in runs), fewer under a low
     `ulimit -n` (`directories_to_keep`; the number kept is its `keep`); `close` lets them go (out of
     descriptors: try again after it).
@@ -608,9 +622,12 @@ class ListedOpener:
     node, opened, arms the watchdog), so on a mount that allows devices the look stays.
     """
 
-    def __init__(self, keep: int = 512) -> None:
+    def __init__(self, keep: int = 512, walk: bool = False) -> None:
         self.dirs: dict[str, tuple[int, bool]] = {}  # directory -> (O_PATH descriptor or -1, look before opening)
         self.keep = directories_to_keep(keep)  # at most this many stay open; one more lets them all go
+        # walk: each directory opened by `_walk_no_link` (a call per component, ~30 us more per directory than
+        # openat2, but no ctypes to load: ~4 ms of CPU): for a list of few files (the replay's small-list path)
+        self.walk = walk
 
     def directory(self, directory: str) -> tuple[int, bool]:
         """`directory` opened (kept): its descriptor, -1 to open its files one by one (`open_listed`), and whether
@@ -620,12 +637,9 @@ class ListedOpener:
         if found is not None:
             return found
         fd, look = -1, True
-        if not _openat2_missing:
+        if self.walk or not _openat2_missing:
             try:
-                # (no O_NOFOLLOW: with O_DIRECTORY a linked directory would fail ENOTDIR, "vanished", instead of
-                # ELOOP and the fall-back that show takes too; RESOLVE_NO_SYMLINKS follows no link either way)
-                fd = _openat2(_AT_FDCWD, directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC,
-                              _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
+                fd = _directory_no_link(directory, self.walk)  # a link on the way: ELOOP, the fall-back show takes too
             except OSError as e:
                 if e.errno == errno.ENOSYS:
                     _openat2_missing = True

@@ -178,9 +178,11 @@ def test_a_file_named_through_a_link_is_listed_by_the_file_replay_can_open(corpu
     assert entry is None and skip is not None and skip.status == "unreadable"  # said (a path named, as the walk's)
 
 
-@pytest.mark.parametrize("inode_pass", ["io_uring", "threads"])
+@pytest.mark.parametrize("inode_pass", ["one-by-one", "io_uring", "threads"])
 def test_changed_and_deleted_files_are_skipped_and_reported(corpus: list[Path], tmp_path: Path,
-                                                            inode_pass: str) -> None:
+                                                            inode_pass: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if inode_pass != "one-by-one":  # the list above the small-list path's size: the stats many at once
+        monkeypatch.setattr("tunectl.preload.replay.SMALL_LIST", 0)
     lst = tmp_path / "set.list"
     assert tunectl("preload", "collect", *map(str, corpus), "-o", str(lst)).code == 0
     grown, gone, replaced, kept = corpus[0], corpus[1], corpus[2], corpus[3]
@@ -216,6 +218,7 @@ def test_where_io_uring_is_refused_the_inode_pass_runs_in_threads(corpus: list[P
         raise OSError(errno.EPERM, "io_uring_setup: Operation not permitted")  # kernel.io_uring_disabled=2
 
     monkeypatch.setattr("tunectl.system.iouring.StatxRing.open", refused)
+    monkeypatch.setattr("tunectl.preload.replay.SMALL_LIST", 0)  # above the small-list path: a ring is asked for
     r = tunectl("preload", "replay", str(lst), "--json")
     assert r.code == 0 and r.doc["inode_pass"] == "threads", r.out + r.err
     assert [s["status"] for s in r.doc["skipped"]] == ["vanished"] and r.doc["files"] == len(corpus) - 1
@@ -236,6 +239,7 @@ def test_a_ring_that_fails_part_way_leaves_the_rest_to_threads(corpus: list[Path
         raise OSError(errno.EIO, "io_uring_enter: Input/output error")
 
     monkeypatch.setattr(StatxRing, "statx_all", fails_after_two)
+    monkeypatch.setattr("tunectl.preload.replay.SMALL_LIST", 0)  # above the small-list path: a ring is asked for
     r = tunectl("preload", "replay", str(lst), "--json")
     assert r.code == 0 and r.doc["inode_pass"] == "threads", r.out + r.err
     counted = Progress(io.StringIO(), 2 * len(corpus), "preload", enabled=False)
@@ -610,6 +614,7 @@ def test_the_inode_pass_holds_at_most_dirs_at_once_directories_open_and_judges_e
 
     monkeypatch.setattr(replay_module, "ListedOpener", Counted)
     monkeypatch.setattr(replay_module, "DIRS_AT_ONCE", 1)
+    monkeypatch.setattr(replay_module, "SMALL_LIST", 0)  # the stats many at once (the small-list path has its own)
     monkeypatch.setattr(replay_module, "read_stack", lambda sysfs, d: replay_module.Stack(d, True, 64, 128 << 10, None))
     r = tunectl("preload", "replay", str(lst), "--json", *([] if io_uring else ["--no-io-uring"]))
     assert r.code == 0 and r.doc["inode_pass"] in ("io_uring", "threads"), r.err

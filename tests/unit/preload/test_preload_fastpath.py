@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import REPO, run_cli
+from tests.harness import REPO, run_cli, run_process
 from tests.preload_helpers import make_files
 from tunectl.cli import build_parser
 from tunectl.preload.fastpath import replay_args
@@ -118,6 +118,9 @@ def test_a_replay_imports_only_what_it_uses(tmp_path: Path, files: int, quiet: b
     assert "tunectl.preload.replay" in order  # the replay did run
     assert not set(order) & {"argparse", "pathlib", "threading", "tunectl.context", "tunectl.system.state",
                              "typing", "dataclasses", "subprocess"}
+    # Nor ctypes (~4 ms) and the io_uring module (~2 ms more): the list is opened by a walk, and a small list's
+    # stats run one by one, its directories walked too (the small-list path); a larger one pays for them.
+    assert not set(order) & {"ctypes", "tunectl.system.iouring"}, order
     # Until the report is printed (tunectl.preload.text, after the reads were sent), not the report's tables and
     # colour patterns (the progress bar has its own module) nor contextlib: under a boot's emulated CPU and a cold
     # disk each module costs tenths of a second before the first read (#30's boot pair).
@@ -363,3 +366,17 @@ def test_the_lists_decoder_gives_what_json_loads_gives() -> None:
         texts.append("".join(text))
     for text in texts:
         assert _outcome(loads, text) == _outcome(json.loads, text), text[:80]
+
+
+def test_a_damaged_line_is_the_lists_error_where_json_was_never_loaded(tmp_path: Path) -> None:
+    """A replay decodes without loading json; Python 3.11's C scanner then raised SystemError ("returned NULL
+    without setting an exception") on bad JSON inside a value (a list cut short by a full disk): exit 70, an
+    internal error, instead of the FILE:LINE error and exit 2. Only a fresh process shows it (pytest loaded json)."""
+
+    good = '["/usr/lib/a","8:1",12,4096,1700000000000000000,[[0,4096]],123456]'
+    lst = tmp_path / "list"
+    lst.write_text(json.dumps({"format": "tunectl-preload", "version": 1, "files": 2, "bytes": 8192}) + "\n"
+                   + good + "\n" + good[:40] + "\n")
+    result = run_process("preload", "replay", str(lst), env={**os.environ, "TUNECTL_STATE_DIR": str(tmp_path / "state")},
+                         timeout=120)
+    assert result.code == 2 and f"{lst}:3: not JSON" in result.err, (result.code, result.err)

@@ -253,6 +253,7 @@ def test_the_inode_pass_stops_after_its_sample_when_the_inodes_answer_from_a_cac
     assert tunectl("preload", "collect", str(tmp_path / "data"), "-o", str(lst)).code == 0
     monkeypatch.setattr(replay_module, "read_stack", lambda sysfs, device: Stack(device, True, 64, 128 << 10, None))
     monkeypatch.setattr(replay_module, "SAMPLE", 2)
+    monkeypatch.setattr(replay_module, "SMALL_LIST", 0)  # the sample is the path above the small-list one
     monkeypatch.setattr(replay_module, "FAST_STATS", 0 if fast else float("inf"))
     plist = read_list(str(lst))
     last = sorted(plist.entries, key=lambda e: e.inode)[-1]  # judged by the pass only when it runs to the end
