@@ -86,13 +86,15 @@ def fake_tree(empty_fake_tree: FakeTree) -> FakeTree:
 
 @pytest.fixture
 def no_proc(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """No /proc: every open of /proc/self/fd/N fails ENOENT, as with no procfs at /proc; the list: those tried."""
+    """No /proc: every open of /proc/self/fd or /proc/self/fd/N fails ENOENT, as with no procfs at /proc; the
+    list: the descriptors' entries tried."""
     tried: list[str] = []
     real_open = os.open
 
     def open_(path, flags, *args, **kwargs):
-        if isinstance(path, str) and path.startswith("/proc/self/fd/"):
-            tried.append(path)
+        if isinstance(path, str) and (path == "/proc/self/fd" or path.startswith("/proc/self/fd/")):
+            if path != "/proc/self/fd":
+                tried.append(path)
             raise FileNotFoundError(2, "No such file or directory", path)
         return real_open(path, flags, *args, **kwargs)
 
