@@ -84,6 +84,8 @@ def suggest(word: Any, choices: list[str]) -> str:
     import difflib  # only for a mistake: loading it costs every profile read
 
     names = [str(c) for c in choices]
+    if not names:  # nothing to suggest (no profile on the search path); difflib refuses n=0
+        return ""
     close = difflib.get_close_matches(word, names, n=len(names), cutoff=0.6)
     if not close:
         return ""

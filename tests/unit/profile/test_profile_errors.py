@@ -749,3 +749,13 @@ def test_a_validator_package_not_installed_is_a_version_of_its_own_found_without
             "print(_installed_version('tunectl_no_such_package'), 'importlib.metadata' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert done.stdout.split() == ["none", "False"], done.stderr
+
+
+def test_a_name_on_an_empty_search_path_is_not_found_with_no_suggestion(tmp_path: Path) -> None:
+    """No profile anywhere on the search path (a copy of tunectl without its profiles): a name is simply not found;
+    the suggestion had asked difflib for zero matches, an internal error."""
+    empty = tmp_path / "none"
+    empty.mkdir()
+    profile, diags = resolve_profile("balanced", [empty])
+    assert profile is None
+    assert diags == [f"profile 'balanced' not found on the search path ({empty})"]
