@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -254,7 +255,15 @@ static PyObject *issue(PyObject *self, PyObject *args) {
         if (pthread_mutex_init(&h.lock, NULL) == 0) {
             if (pthread_cond_init(&h.more, NULL) == 0) {
                 if (pthread_cond_init(&h.room, NULL) == 0) {
-                    if (pthread_create(&thread, NULL, willneed_handed, &h) == 0) {
+                    /* every signal blocked in the helper for its whole life (it inherits the mask): a stop sent
+                     * to the process is taken by the main thread alone, where Python's handlers run (as
+                     * tunectl.system.interrupts.threads_without_stops does for Python's threads) */
+                    sigset_t all, mask;
+                    sigfillset(&all);
+                    pthread_sigmask(SIG_SETMASK, &all, &mask);
+                    int started = pthread_create(&thread, NULL, willneed_handed, &h) == 0;
+                    pthread_sigmask(SIG_SETMASK, &mask, NULL);
+                    if (started) {
                         handed = &h;  /* else (no thread to be had): read here, as without a helper */
                     } else {
                         pthread_cond_destroy(&h.room);
