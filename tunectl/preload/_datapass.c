@@ -1,7 +1,8 @@
 /* The clean case of `preload replay`'s data pass, compiled: tunectl.preload.replay._issue_with's per-file syscalls
  * without a Python frame, a stat_result or an exception per file.
  *
- * issue(entries, order, listed, start, end, directory_of, devnums, windows, flags, helper=False) -> (stop, files, bytes)
+ * issue(entries, order, listed, start, end, directory_of, devnums, windows, flags, helper=False)
+ *     -> (stop, files, bytes)
  *
  * Walks order[start:end] as _issue_with does: an entry not `listed` is passed over; a listed one is read here only
  * when every check _issue_with makes passes, with the same calls in the same order:
@@ -22,13 +23,14 @@
  * outcome but "read" is decided, and worded, in one place. A file stopped at after its open was closed first.
  * `end` is at most the next file where the Python side asks its pressure guard and counts progress (every 256).
  *
- * `helper` (true where the process may run on two CPUs or more): the fadvise and the close of each file checked here
- * go to a second thread, in the order the files were checked (a ring of HANDED descriptors), while this one checks
- * the next: the checks (look, open, fstat) and the WILLNEED (the page cache's allocation and the block layer's
- * submission, about half the pass's CPU) then run side by side, the reads still sent in physical order from one
- * thread. Every check is made here, as without it, before a descriptor is handed over; the helper never touches a
- * Python object and is joined before the call returns, every descriptor it was handed closed. A failed fadvise
- * stops the pass at that file, as inline: nothing after it is counted, and the Python loop takes it again.
+ * `helper` (true where a CPU is idle for it: replay.willneed_helper): the fadvise and the close of each file
+ * checked here go to a second thread, in the order the files were checked (a ring of HANDED descriptors), while this
+ * one checks the next: the checks (look, open, fstat) and the WILLNEED (the page cache's allocation and the block
+ * layer's submission, about half the pass's CPU) then run side by side, the reads still sent in physical order from
+ * one thread. Every check is made here, as without it, before a descriptor is handed over; the helper never touches
+ * a Python object and is joined before the call returns (an exception raised included), every descriptor it was
+ * handed closed. A failed fadvise stops the pass at that file, as inline: nothing after it is counted, and the
+ * Python loop takes it again.
  *
  * Built with the limited API (abi3): one .so for every CPython from 3.9. Root imports it from the package
  * directory, which it trusts as it trusts the .py files beside it (installed by root, not writable by others).
@@ -39,6 +41,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -57,7 +60,22 @@ typedef struct {
     long long window;
 } State;
 
-/* 1 when `ranges` is one range (0, size) (a 2-sequence of ints), 0 otherwise (errors cleared: not the clean case) */
+/* After reading a value the list or the Python side holds: 1 when no exception is set, or one a value that is not
+ * what the list holds raises (IndexError, TypeError, ValueError, OverflowError: cleared, and the caller stops at the
+ * file, where the Python loop meets it again and words it); 0 for any other (a MemoryError, a KeyboardInterrupt,
+ * whatever an object's own __index__ or __bool__ raised), left set for the pass to raise. */
+static int cleared(void) {
+    if (PyErr_Occurred() == NULL)
+        return 1;
+    if (!PyErr_ExceptionMatches(PyExc_IndexError) && !PyErr_ExceptionMatches(PyExc_TypeError) &&
+        !PyErr_ExceptionMatches(PyExc_ValueError) && !PyErr_ExceptionMatches(PyExc_OverflowError))
+        return 0;
+    PyErr_Clear();
+    return 1;
+}
+
+/* 1 when `ranges` is one range (0, size) (a 2-sequence of ints), 0 otherwise (an expected error cleared: not the
+ * clean case), -1 on any other exception (raised) */
 static int whole_file(PyObject *ranges, long long size) {
     int whole = 0;
     if (PySequence_Check(ranges) && PySequence_Size(ranges) == 1) {
@@ -69,13 +87,13 @@ static int whole_file(PyObject *ranges, long long size) {
         }
         Py_XDECREF(range);
     }
-    PyErr_Clear();
-    return whole;
+    return cleared() ? whole : -1;
 }
 
 /* The directory of a path (`bytes`, fs-encoded, its last '/' at `slash`) made current: 1 when it has a descriptor to open its
- * files from, 0 to stop at the file (an OSError from directory_of cleared: Python meets it again), -1 on any other
- * exception (raised). */
+ * files from, 0 to stop at the file (an OSError from directory_of cleared: Python meets it again; so is an answer
+ * not (fd, look), or an fd past an int's range: never truncated to another descriptor), -1 on any other exception
+ * (raised). */
 static int enter_directory(State *s, const char *bytes, Py_ssize_t slash, PyObject *directory_of) {
     if (s->dir != NULL && PyBytes_Size(s->dir) == slash && memcmp(PyBytes_AsString(s->dir), bytes, slash) == 0)
         return s->dir_fd >= 0;
@@ -96,29 +114,30 @@ static int enter_directory(State *s, const char *bytes, Py_ssize_t slash, PyObje
     }
     int ok = 0;
     if (PyTuple_Check(found) && PyTuple_Size(found) == 2) {
-        int fd = PyLong_AsLong(PyTuple_GetItem(found, 0));
-        int look = PyObject_IsTrue(PyTuple_GetItem(found, 1));
-        if (!PyErr_Occurred() && look >= 0) {
+        long fd = PyLong_AsLong(PyTuple_GetItem(found, 0));
+        int look = PyErr_Occurred() ? -1 : PyObject_IsTrue(PyTuple_GetItem(found, 1));
+        if (look >= 0 && fd >= INT_MIN && fd <= INT_MAX) {
             s->dir = PyBytes_FromStringAndSize(bytes, slash);
             if (s->dir == NULL) {
                 Py_DECREF(found);
                 return -1;
             }
-            s->dir_fd = fd;
+            s->dir_fd = (int)fd;
             s->look = look;
             ok = fd >= 0;
         }
     }
     Py_DECREF(found);
-    PyErr_Clear();
-    return ok;
+    return cleared() ? ok : -1;
 }
 
-/* The device of an entry made current (its number and window): 1, or 0 to stop (not in the dicts). */
+/* The device of an entry made current (its number and window): 1, or 0 to stop (not in the dicts, or a value not
+ * what they hold), -1 on any other exception (raised). */
 static int enter_device(State *s, PyObject *device, PyObject *devnums, PyObject *windows) {
     if (s->device != NULL && (s->device == device || PyObject_RichCompareBool(s->device, device, Py_EQ) == 1))
         return 1;
-    PyErr_Clear();
+    if (!cleared())
+        return -1;
     Py_CLEAR(s->device);
     PyObject *devnum = PyDict_GetItem(devnums, device);   /* borrowed */
     PyObject *window = PyDict_GetItem(windows, device);
@@ -126,10 +145,8 @@ static int enter_device(State *s, PyObject *device, PyObject *devnums, PyObject 
         return 0;
     s->devnum = PyLong_AsUnsignedLongLong(devnum);
     s->window = PyLong_AsLongLong(window);
-    if (PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
+    if (PyErr_Occurred())
+        return cleared() ? 0 : -1;
     Py_INCREF(device);
     s->device = device;
     return 1;
@@ -291,7 +308,7 @@ static PyObject *issue(PyObject *self, PyObject *args) {
         Py_ssize_t i = PyLong_AsSsize_t(index);
         Py_DECREF(index);
         if (i < 0 || i >= nmarks) {  /* (an error, or out of range: Python raises it at this file) */
-            PyErr_Clear();
+            failed = !cleared();
             break;
         }
         int checked = marks[i];
@@ -299,7 +316,7 @@ static PyObject *issue(PyObject *self, PyObject *args) {
             continue;
         PyObject *entry = PySequence_GetItem(entries, i);
         if (entry == NULL) {
-            PyErr_Clear();
+            failed = !cleared();
             break;
         }
         int done = 0;
@@ -309,7 +326,12 @@ static PyObject *issue(PyObject *self, PyObject *args) {
             long long size = PyLong_AsLongLong(PyTuple_GetItem(entry, SIZE));
             long long mtime_ns = PyLong_AsLongLong(PyTuple_GetItem(entry, MTIME_NS));
             PyObject *bytes = PyErr_Occurred() || !PyUnicode_Check(path) ? NULL : PyUnicode_EncodeFSDefault(path);
-            PyErr_Clear();
+            if (!cleared()) {
+                Py_XDECREF(bytes);
+                Py_DECREF(entry);
+                failed = 1;
+                break;
+            }
             if (bytes != NULL) {
                 const char *p = PyBytes_AsString(bytes);
                 const char *last = strrchr(p, '/');
@@ -317,9 +339,11 @@ static PyObject *issue(PyObject *self, PyObject *args) {
                 int found = -1;
                 if (last != NULL && (Py_ssize_t)strlen(p) == length && last[1] != '\0') {  /* no NUL inside */
                     found = enter_directory(&s, p, last - p, directory_of);
-                    if (found > 0 && enter_device(&s, PyTuple_GetItem(entry, DEVICE), devnums, windows) &&
-                        size >= 0 && size <= s.window && whole_file(PyTuple_GetItem(entry, RANGES), size) &&
-                        read_one(&s, last + 1, checked, flags, inode, size, mtime_ns, handed, k)) {
+                    if (found > 0)
+                        found = enter_device(&s, PyTuple_GetItem(entry, DEVICE), devnums, windows);
+                    if (found > 0)
+                        found = size >= 0 && size <= s.window ? whole_file(PyTuple_GetItem(entry, RANGES), size) : 0;
+                    if (found > 0 && read_one(&s, last + 1, checked, flags, inode, size, mtime_ns, handed, k)) {
                         if (handed == NULL) {
                             files++;
                             issued += size;
@@ -356,7 +380,6 @@ static PyObject *issue(PyObject *self, PyObject *args) {
     }
     if (failed && PyErr_Occurred())
         return NULL;
-    PyErr_Clear();
     return Py_BuildValue("nLL", k, files, issued);
 }
 

@@ -535,19 +535,27 @@ def willneed_helper(allowed: int, online: int, runnable: int | None) -> bool:
 
 def _runnable(looks: int = 3) -> int | None:
     """Tasks running or waiting to run on the machine now (/proc/loadavg's fourth field, before its '/'): the least
-    of `looks` (a kernel worker runnable for an instant, completing reads, is not a CPU taken)."""
+    of `looks` (a kernel worker runnable for an instant, completing reads, is not a CPU taken). None when it cannot
+    be read, or is not the kernel's regular file (opened without blocking: a named pipe there never holds a boot's
+    replay)."""
     least = None
     try:
-        with open("/proc/loadavg", "rb", buffering=0) as f:  # the kernel's, not a file anyone writes
-            for _ in range(looks):
-                fields = f.read(128).split()
-                f.seek(0)
-                running = fields[3].partition(b"/")[0] if len(fields) > 3 else b""
-                if not running.isdigit():
-                    return None
-                least = int(running) if least is None else min(least, int(running))
+        fd = os.open("/proc/loadavg", os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        if not S_ISREG(os.fstat(fd).st_mode):
+            return None
+        for _ in range(looks):
+            fields = os.pread(fd, 128, 0).split()
+            running = fields[3].partition(b"/")[0] if len(fields) > 3 else b""
+            if not running.isdigit():
+                return None
+            least = int(running) if least is None else min(least, int(running))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     return least
 
 
@@ -631,7 +639,7 @@ def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums,
     last_device: str | None = None
     dir_fd, look, devnum, window = -1, True, 0, 0
     compiled = _datapass.issue if _datapass is not None else None
-    helper = compiled is not None and _willneed_helper()  # judged again at each chunk: the machine's load moves
+    helper = compiled is not None and _willneed_helper()  # judged again at each call (a batch, a streamed chunk)
     if helper and report is not None:
         report.helper = True
     total, n = len(order_), 0
