@@ -43,7 +43,9 @@ class ValidationCache:
 
     def get(self, key: str, text_sha256: str, checker: str) -> dict | None:
         """The document stored for `key` when the entry is trusted and names this text and checker."""
-        if self.dir is None or self._pending is not None:
+        if self._pending is not None:  # kept in this run, before the directory existed
+            return next((d for k, sha, c, d in self._pending if (k, sha, c) == (key, text_sha256, checker)), None)
+        if self.dir is None:
             return None
         try:
             raw = trust.read_regular(self.dir / f"{key}.json", MAX_ENTRY_BYTES, trusted=True)

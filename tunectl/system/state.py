@@ -406,7 +406,8 @@ class StateStore:
         if self.fake_roots:
             return ValidationCache(None)
         if not self.exists():
-            self._deferred_cache = ValidationCache(self.dir / "validated", deferred=True)
+            if self._deferred_cache is None:  # one per run: a second load of the profile finds what the first kept
+                self._deferred_cache = ValidationCache(self.dir / "validated", deferred=True)
             return self._deferred_cache
         return ValidationCache(self.dir / "validated" if os.access(self.dir, os.W_OK) else None)
 

@@ -9,7 +9,6 @@ udev could not be reloaded or triggered, 4 not permitted.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import shutil
@@ -19,7 +18,7 @@ from pathlib import Path
 from tunectl.attributes import modular_schedulers
 from tunectl.errors import ExitCode, NotPermitted, UsageError
 from tunectl.profile.library import find_profile
-from tunectl.profile.resolve import Profile, load_profile
+from tunectl.profile.resolve import Profile
 from tunectl.record import record
 from tunectl.report import Report
 from tunectl.status import Status
@@ -74,7 +73,8 @@ def load_for_rules(ctx, ref: str | None) -> tuple[Profile, intent.Choice]:
     directory)."""
     active = intent.choose(ctx, ref, "udev install")
     path = find_profile(active.ref, ctx.search_path)
-    return load_profile(os.path.abspath(path) if path is not None else active.ref, ctx.search_path), active
+    # through the validation cache, as `choose` read it: checked again, it cost jsonschema's import every time
+    return intent.load_profile_for(ctx, os.path.abspath(path) if path is not None else active.ref), active
 
 
 @record
@@ -407,6 +407,8 @@ def check(ctx, ref: str | None, rules_dir: str | None, warn=None, everything: bo
     except OSError as e:
         raise rulesfile.denied(e, f"read {target}") from None
     text = rendered.rendered.text
+    import difflib  # only for `udev check`'s diff: loading it costs every udev command
+
     diff = [] if installed == text or installed is None else list(difflib.unified_diff(
         installed.splitlines(), text.splitlines(), str(target), f"tunectl udev render -p {rendered.profile.name}",
         lineterm="", n=1))

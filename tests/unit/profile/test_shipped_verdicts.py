@@ -84,3 +84,24 @@ def test_the_first_apply_keeps_its_profiles_verdict_for_the_runs_after_it(empty_
     assert stored["text_sha256"] == check_file(tmp_path / "profiles" / "mine.yaml")[0].sha256
     assert t("verify", "-p", "mine", "loop0").code == 0
     assert list((t.ctx.state.dir / "validated").iterdir()) == [entry]
+
+
+@pytest.mark.parametrize(("argv", "document"), [(("status", "--all"), "status"), (("verify",), "verify"),
+                                                (("plan",), "plan"), (("udev", "render"), "udev-render")],
+                         ids=["status", "verify", "plan", "udev render"])
+def test_a_command_on_the_default_profile_loads_no_checker(fake_tree, tmp_path: Path, argv: tuple,
+                                                           document: str) -> None:
+    """A new machine (no state directory) on the shipped default profile: neither jsonschema nor PyYAML is
+    imported (a `udev render` loaded its profile a second time, unchecked by the cache), nor typing."""
+    code = (
+        "import io, json, sys\n"
+        "from tunectl.cli import main\n"
+        "out = io.StringIO()\n"
+        f"code = main(['--json', '--sysfs-root', {str(fake_tree.root)!r}, '--udev-root', {str(fake_tree.udev_root)!r},\n"
+        f"             '--state-dir', {str(tmp_path / 'state')!r}, *{list(argv)!r}], env={{}}, stdout=out,\n"
+        "            stderr=io.StringIO())\n"
+        "print(json.dumps([int(code), json.loads(out.getvalue())['format'],\n"
+        "                  sorted({'jsonschema', 'yaml', 'typing'} & set(sys.modules))]))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert json.loads(done.stdout) == [0, f"tunectl-{document}", []]
+    assert not (tmp_path / "state").exists()
