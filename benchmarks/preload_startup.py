@@ -13,30 +13,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import REPO, installed_env, tunectl_argv  # noqa: E402
+from benchmarks.common import installed_env, tunectl_argv  # noqa: E402
+from benchmarks.common import timed_cpu as timed  # noqa: E402
 
 BUDGET_MS = 30.0
-
-
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall, CPU) seconds of one process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.strip()}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:

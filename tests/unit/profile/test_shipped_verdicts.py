@@ -4,13 +4,14 @@ very texts shipped, never by `profile validate`; and the first apply's verdict k
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.harness import REPO
+from tests.harness import REPO, run_process
 from tests.tuning_helpers import loop_machine
 from tunectl.profile import shipped
 from tunectl.profile.library import check_file, shipped_profile_dir
@@ -93,15 +94,11 @@ def test_a_command_on_the_default_profile_loads_no_checker(fake_tree, tmp_path: 
                                                            document: str) -> None:
     """A new machine (no state directory) on the shipped default profile: neither jsonschema nor PyYAML is
     imported (a `udev render` loaded its profile a second time, unchecked by the cache), nor typing."""
-    code = (
-        "import io, json, sys\n"
-        "from tunectl.cli import main\n"
-        "out = io.StringIO()\n"
-        f"code = main(['--json', '--sysfs-root', {str(fake_tree.root)!r}, '--udev-root', {str(fake_tree.udev_root)!r},\n"
-        f"             '--state-dir', {str(tmp_path / 'state')!r}, *{list(argv)!r}], env={{}}, stdout=out,\n"
-        "            stderr=io.StringIO())\n"
-        "print(json.dumps([int(code), json.loads(out.getvalue())['format'],\n"
-        "                  sorted({'jsonschema', 'yaml', 'typing'} & set(sys.modules))]))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
-    assert json.loads(done.stdout) == [0, f"tunectl-{document}", []]
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPROFILEIMPORTTIME": "1"}  # each import, on stderr
+    result = run_process("--json", "--sysfs-root", str(fake_tree.root), "--udev-root", str(fake_tree.udev_root),
+                         "--state-dir", str(tmp_path / "state"), *argv, env=env)
+    assert (result.code, result.doc["format"]) == (0, f"tunectl-{document}")
+    imported = {line.rpartition("|")[2].strip() for line in result.lines if line.startswith("import time:")}
+    assert "tunectl.cli" in imported  # the lines are there to read
+    assert not {"jsonschema", "yaml", "typing"} & imported
     assert not (tmp_path / "state").exists()
