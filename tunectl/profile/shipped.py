@@ -3,10 +3,15 @@
 A shipped profile is loaded by every run that names none (status, verify, the udev rule's apply on hot-plug),
 and checking it costs more than the rest of such a run: jsonschema's import alone takes ~0.2 s on a host and
 ~4 s in an emulated guest. A verdict is the checker's on a text, so a text whose SHA-256 is listed here is
-parsed (`library.check_file`) but not checked again; any other text, a shipped file changed by one byte
-too, is checked as before. tests/unit/profile/test_shipped_verdicts.py fails when an entry is not what the
-checker says today, under every Python and jsonschema the tests run with. Generated: do not edit.
+parsed (`library.check_file`) but not checked again, while the checker's own files are the ones CHECKER
+names; any other text (a shipped file changed by one byte too), or a changed checker, is checked as before.
+Unlike the validation cache's entries, a verdict here does not name jsonschema's version: the tests check
+every entry under each jsonschema tunectl supports (tests/unit/profile/test_shipped_verdicts.py, run under
+the venv's and Debian's Python). Generated: do not edit.
 """
+
+# SHA-256 of the checker's files (library.CHECKER_SOURCES, in their order)
+CHECKER = 'f6a29795ce8cb57328dfc01c075bc0f547cf7591ed59210e4c2edc04ddbb7858'
 
 # SHA-256 of a shipped profile's bytes -> the checker's verdict on them (Document.verdict(): its warnings)
 VERDICTS: dict[str, dict] = {

@@ -70,6 +70,10 @@ def test_the_verdict_shipped_is_the_one_a_load_uses_and_validate_checks_anyway(
     assert [str(d) for d in used] == [f"{path}:2:1: $.name: warning: forged"]  # the file is the one read
     _, checked = check_file(path)
     assert checked == []
+    # A checker changed since the verdict was found (a patched checks.py): the text is checked again.
+    monkeypatch.setattr(shipped, "CHECKER", "0" * 64)
+    _, again = check_file(path, ValidationCache(None))
+    assert again == []
 
 
 def test_the_first_apply_keeps_its_profiles_verdict_for_the_runs_after_it(empty_fake_tree, tmp_path: Path) -> None:
