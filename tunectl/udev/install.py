@@ -15,7 +15,7 @@ import shutil
 from dataclasses import field, replace
 from pathlib import Path
 
-from tunectl.attributes import modular_schedulers
+from tunectl.attributes import SCHEDULER_MODULE_NAMES, modular_schedulers
 from tunectl.errors import ExitCode, NotPermitted, UsageError
 from tunectl.profile.library import find_profile
 from tunectl.profile.resolve import Profile
@@ -103,7 +103,7 @@ def render(ctx, ref: str | None, everything: bool = False, pure: bool = False) -
     each original in udev's database for the journal. `pure` (`udev render -p P`): the profile's rules alone."""
     profile, active = load_for_rules(ctx, ref)
     # The running kernel's modular schedulers are an input of the rules, read here at the edge.
-    modules = modular_schedulers(ctx.modules.loadable())
+    modules = modular_schedulers(ctx.modules.loadable(SCHEDULER_MODULE_NAMES))
     scope = None if everything or pure or active.intent is None or active.intent.scope is None \
         else list(active.intent.scope)
     return RenderReport(profile, render_rules(profile, tunectl_executable(ctx.env), modules=modules,
