@@ -48,6 +48,20 @@ def timed_cpu(argv: list[str], env: dict[str, str], ok: tuple[int, ...] = (0,)) 
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def rotated_medians(commands: dict[str, tuple[list[str], dict[str, str]]], runs: int,
+                    ok: tuple[int, ...] = (0,)) -> dict[str, tuple[float, float]]:
+    """Each command once a round for `runs` rounds, the order rotated each round: the median wall and CPU
+    milliseconds of each (`timed_cpu`)."""
+    times: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in commands}
+    for r in range(runs):
+        keys = list(commands)
+        for k in keys[r % len(keys):] + keys[:r % len(keys)]:
+            wall, cpu = timed_cpu(*commands[k], ok=ok)
+            times[k][0].append(wall)
+            times[k][1].append(cpu)
+    return {k: (statistics.median(w) * 1000, statistics.median(c) * 1000) for k, (w, c) in times.items()}
+
+
 def installed_env(**extra: str) -> dict[str, str]:
     """This environment as an installed tunectl meets it: Python may keep its byte code (with
     PYTHONDONTWRITEBYTECODE set, every start compiles tunectl again and the figure measures the compiler)."""

@@ -13,14 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import installed_env, tunectl_argv  # noqa: E402
+from benchmarks.common import installed_env, rotated_medians, tunectl_argv  # noqa: E402
 from benchmarks.common import timed_cpu as timed  # noqa: E402
 
 BUDGET_MS = 30.0
@@ -51,14 +50,7 @@ def main() -> None:
                                                           {**env, "PYTHONPATH": os.path.abspath(args.compare)})
         for argv, e in commands.values():  # byte code written, the 20 files read: what a later start finds
             timed(argv, e)
-        times: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in commands}
-        for r in range(args.runs):
-            keys = list(commands)
-            for k in keys[r % len(keys):] + keys[:r % len(keys)]:
-                wall, cpu = timed(*commands[k])
-                times[k][0].append(wall)
-                times[k][1].append(cpu)
-    med = {k: (statistics.median(w) * 1000, statistics.median(c) * 1000) for k, (w, c) in times.items()}
+        med = rotated_medians(commands, args.runs)
     base_wall, base_cpu = med["python -c pass"]
     print(f"preload replay start-up, medians of {args.runs} paired runs, load {os.getloadavg()[0]:.1f} "
           f"on {os.cpu_count()} CPUs" + (f"; DIR = {args.compare}" if args.compare else ""))

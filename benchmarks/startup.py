@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import installed_env, timed_cpu, tunectl_argv  # noqa: E402
+from benchmarks.common import installed_env, rotated_medians, timed_cpu, tunectl_argv  # noqa: E402
 
 USER_PROFILE = "name: mine\ndescription: a profile of the user's\nclasses:\n  rotational: {read_ahead_kb: 1024}\n"
 
@@ -54,15 +53,8 @@ def main() -> None:
             }
         for argv, env in commands.values():  # byte code written, the user's profile checked once: a later start
             timed_cpu(argv, env, ok=(0, 1))
-        times: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in commands}
-        for r in range(args.runs):
-            keys = list(commands)
-            for k in keys[r % len(keys):] + keys[:r % len(keys)]:
-                wall, cpu = timed_cpu(*commands[k], ok=(0, 1))
-                times[k][0].append(wall)
-                times[k][1].append(cpu)
+        med = rotated_medians(commands, args.runs, ok=(0, 1))
         assert not os.path.exists(os.path.join(tmp, "never0")), "a read-only command created the state directory"
-    med = {k: (statistics.median(w) * 1000, statistics.median(c) * 1000) for k, (w, c) in times.items()}
     base_wall, base_cpu = med["python -c pass"]
     print(f"start-up, medians of {args.runs} rounds, load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
           f"(interpreter: {python})" + (f"; DIR = {args.compare}" if args.compare else ""))
