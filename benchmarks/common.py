@@ -33,6 +33,35 @@ def timed(argv: list[str], env: dict | None = None) -> tuple[float, subprocess.C
     return time.perf_counter() - start, proc
 
 
+def timed_cpu(argv: list[str], env: dict[str, str], ok: tuple[int, ...] = (0,)) -> tuple[float, float]:
+    """(wall, CPU) seconds of one whole process (CPU: user + system of the child); an exit status not in `ok`
+    ends the benchmark with its stderr."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode not in ok:
+        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def rotated_medians(commands: dict[str, tuple[list[str], dict[str, str]]], runs: int,
+                    ok: tuple[int, ...] = (0,)) -> dict[str, tuple[float, float]]:
+    """Each command once a round for `runs` rounds, the order rotated each round: the median wall and CPU
+    milliseconds of each (`timed_cpu`)."""
+    times: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in commands}
+    for r in range(runs):
+        keys = list(commands)
+        for k in keys[r % len(keys):] + keys[:r % len(keys)]:
+            wall, cpu = timed_cpu(*commands[k], ok=ok)
+            times[k][0].append(wall)
+            times[k][1].append(cpu)
+    return {k: (statistics.median(w) * 1000, statistics.median(c) * 1000) for k, (w, c) in times.items()}
+
+
 def installed_env(**extra: str) -> dict[str, str]:
     """This environment as an installed tunectl meets it: Python may keep its byte code (with
     PYTHONDONTWRITEBYTECODE set, every start compiles tunectl again and the figure measures the compiler)."""

@@ -13,30 +13,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import REPO, installed_env, tunectl_argv  # noqa: E402
+from benchmarks.common import installed_env, rotated_medians, tunectl_argv  # noqa: E402
+from benchmarks.common import timed_cpu as timed  # noqa: E402
 
 BUDGET_MS = 30.0
-
-
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall, CPU) seconds of one process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.strip()}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:
@@ -64,14 +50,7 @@ def main() -> None:
                                                           {**env, "PYTHONPATH": os.path.abspath(args.compare)})
         for argv, e in commands.values():  # byte code written, the 20 files read: what a later start finds
             timed(argv, e)
-        times: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in commands}
-        for r in range(args.runs):
-            keys = list(commands)
-            for k in keys[r % len(keys):] + keys[:r % len(keys)]:
-                wall, cpu = timed(*commands[k])
-                times[k][0].append(wall)
-                times[k][1].append(cpu)
-    med = {k: (statistics.median(w) * 1000, statistics.median(c) * 1000) for k, (w, c) in times.items()}
+        med = rotated_medians(commands, args.runs)
     base_wall, base_cpu = med["python -c pass"]
     print(f"preload replay start-up, medians of {args.runs} paired runs, load {os.getloadavg()[0]:.1f} "
           f"on {os.cpu_count()} CPUs" + (f"; DIR = {args.compare}" if args.compare else ""))

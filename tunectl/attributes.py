@@ -17,6 +17,7 @@ LEGACY_SCHEDULERS = {"deadline": "mq-deadline", "cfq": "bfq", "noop": "none"}
 # The module that provides each scheduler when it is not built in (block/Makefile: mq-deadline.o,
 # kyber-iosched.o, bfq.o); writing the scheduler's name loads it through its "<name>-iosched" alias.
 SCHEDULER_MODULES = {"mq-deadline": "mq-deadline", "bfq": "bfq", "kyber": "kyber-iosched"}
+SCHEDULER_MODULE_NAMES = tuple(SCHEDULER_MODULES.values())  # what KernelModules.loadable() is asked for
 
 # Kernel HZ values in use; sysfs times stored in jiffies read back rounded up to one tick.
 _HZ_CANDIDATES = (100, 250, 300, 1000)
@@ -281,7 +282,8 @@ def write_order(attr: str) -> tuple[int, str]:
 
 
 def modular_schedulers(loadable: Mapping[str, str]) -> dict[str, str]:
-    """Scheduler -> module file, for the schedulers the kernel has as loadable modules (KernelModules.loadable()).
+    """Scheduler -> module file, for the schedulers the kernel has as loadable modules
+    (KernelModules.loadable(SCHEDULER_MODULE_NAMES): the module tree's lines for these only).
 
     Such a scheduler is not in ``queue/scheduler`` until something loads it, but
     writing its name there loads it: tunectl counts it as offered.

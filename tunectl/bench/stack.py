@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from tunectl.attributes import modular_schedulers
+from tunectl.attributes import SCHEDULER_MODULE_NAMES, modular_schedulers
 from tunectl.context import Context
 from tunectl.devices.discover import discover
 from tunectl.devices.model import Device
@@ -62,7 +62,7 @@ class Target:
 
 
 def resolve(ctx: Context, target: str) -> Target:
-    devices = discover(ctx.sysfs, ctx.udev, None, modular_schedulers(ctx.modules.loadable()))
+    devices = discover(ctx.sysfs, ctx.udev, None, modular_schedulers(ctx.modules.loadable(SCHEDULER_MODULE_NAMES)))
     stack = Resolver(ctx, devices).stack(target)
     top = stack.top
     if stack.file is not None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Any
 
 from tunectl.context import Context
 from tunectl.errors import ExitCode
@@ -14,6 +13,10 @@ from tunectl.record import record
 from tunectl.report import Report
 from tunectl.status import Status
 from tunectl.system.rulesfile import unread_by_udev
+
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @record

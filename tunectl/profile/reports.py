@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import field
 from pathlib import Path
-from typing import Any
 
 from tunectl.errors import ExitCode
 from tunectl.profile.reader import Diagnostic, json_path
@@ -12,6 +11,10 @@ from tunectl.profile.resolve import Profile
 from tunectl.record import record
 from tunectl.report import Report
 from tunectl.units import counted
+
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @record

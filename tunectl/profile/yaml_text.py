@@ -4,12 +4,15 @@ value is followed by the file and line it came from."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import yaml
 
 from tunectl.profile.reader import PathT
 from tunectl.profile.resolve import Profile, is_setting_value
+
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _scalar(value: Any) -> str:

@@ -9,7 +9,10 @@ CHANGELOG.md; readers check `format` and `version` before trusting a key.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing costs start-up every command pays (each --json document is enveloped here)
+if TYPE_CHECKING:
+    from typing import Any
 
 HERE = Path(__file__).parent
 

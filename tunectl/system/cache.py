@@ -12,6 +12,11 @@ The directory stays bounded: a write that finds more than MAX_ENTRIES entries
 removes the oldest written down to KEEP_ENTRIES (entries for profiles long gone,
 or for an older checker, are never read again; one still in use is checked
 once more and written again), and temp files a killed writer left behind.
+
+A cache without a directory holds nothing and keeps nothing (a run that may not write the state directory):
+check_file still uses the verdicts shipped with the profiles (`tunectl.profile.shipped`). A deferred one
+(the state directory does not exist yet) keeps what this run's checks passed until the run creates the
+state directory (`created`): the first apply on a machine leaves its profile's verdict for the runs after it.
 """
 
 from __future__ import annotations
@@ -31,11 +36,17 @@ _HEX = frozenset("0123456789abcdef")
 
 
 class ValidationCache:
-    def __init__(self, directory: str | os.PathLike) -> None:
-        self.dir = Path(directory)
+    def __init__(self, directory: str | os.PathLike | None, deferred: bool = False) -> None:
+        self.dir = None if directory is None else Path(directory)
+        # deferred: (key, text digest, checker, document) of each put, until the state directory exists
+        self._pending: list[tuple[str, str, str, dict]] | None = [] if deferred else None
 
     def get(self, key: str, text_sha256: str, checker: str) -> dict | None:
         """The document stored for `key` when the entry is trusted and names this text and checker."""
+        if self._pending is not None:  # kept in this run, before the directory existed
+            return next((d for k, sha, c, d in self._pending if (k, sha, c) == (key, text_sha256, checker)), None)
+        if self.dir is None:
+            return None
         try:
             raw = trust.read_regular(self.dir / f"{key}.json", MAX_ENTRY_BYTES, trusted=True)
             entry = json.loads(raw)
@@ -48,11 +59,22 @@ class ValidationCache:
 
     def put(self, key: str, text_sha256: str, checker: str, document: dict) -> None:
         """Store a verdict; a cache that cannot be written is no error (the next run checks again)."""
+        if self.dir is None:
+            return
+        if self._pending is not None:
+            self._pending.append((key, text_sha256, checker, document))
+            return
         with contextlib.suppress(OSError, trust.Untrusted, ValueError, TypeError):
             data = json.dumps({"text_sha256": text_sha256, "checker": checker, "document": document}).encode()
             trust.ensure_dir(self.dir, 0o755)
             trust.atomic_write(self.dir / f"{key}.json", data, 0o644)
             self._prune()
+
+    def created(self) -> None:
+        """The state directory exists now (this run created it): the verdicts kept until now are stored."""
+        pending, self._pending = self._pending or [], None
+        for entry in pending:
+            self.put(*entry)
 
     def _prune(self) -> None:
         """Remove the oldest entries beyond MAX_ENTRIES and stale temp files, through a descriptor of the

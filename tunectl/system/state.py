@@ -137,6 +137,7 @@ class StateStore:
         self.wait_seconds: float | None = None  # None: wait for the lock as long as it takes
         self.on_wait: Callable[[str], None] | None = None  # told once, when the lock is held by another run
         self.fake_roots: list[str] = []  # the run looks at a tree, not this machine: its state is not written here
+        self._deferred_cache: ValidationCache | None = None  # handed out before the directory existed
 
     def _untrusted(self, e: Untrusted) -> StateError:
         return StateError(f"state directory {self.dir} cannot be trusted: {e.message}",
@@ -159,6 +160,9 @@ class StateStore:
             if e.errno in (errno.EACCES, errno.EPERM) and os.geteuid() != 0:
                 raise NotPermitted(f"cannot create state directory {self.dir}: {what}", hint=hint) from None
             raise StateError(f"cannot create state directory {self.dir}: {what}", hint=hint) from None
+        if self._deferred_cache is not None:
+            cache, self._deferred_cache = self._deferred_cache, None
+            cache.created()
 
     def exists(self) -> bool:
         """Whether the state directory is there; StateError when it is there but not root's alone, or cannot be
@@ -401,13 +405,20 @@ class StateStore:
         """True when `name` was read from an older generation (the current one is damaged or missing)."""
         return bool(self._read_from.get(name))
 
-    def validation_cache(self) -> ValidationCache | None:
-        """The cache of profile verdicts, when the state directory exists, is trusted and is writable, and the run
-        may write it: a run on a fake tree writes nothing in the real state directory (`fake_roots`), not even this
-        cache (status and a refused apply each added a verdict there whenever /var/lib/tunectl existed)."""
-        if self.fake_roots or not self.exists() or not os.access(self.dir, os.W_OK):
-            return None
-        return ValidationCache(self.dir / "validated")
+    def validation_cache(self) -> ValidationCache:
+        """The cache of profile verdicts. Its directory is used when the state directory is trusted and writable
+        and the run may write it: a run on a fake tree writes nothing in the real state directory (`fake_roots`),
+        not even this cache (status and a refused apply each added a verdict there whenever /var/lib/tunectl
+        existed); such a run gets a cache without a directory (the shipped profiles' verdicts only). When the
+        state directory does not exist yet, what this run's checks pass is kept until the run creates it (the
+        first apply on a machine: the verify after it checks nothing again)."""
+        if self.fake_roots:
+            return ValidationCache(None)
+        if not self.exists():
+            if self._deferred_cache is None:  # one per run: a second load of the profile finds what the first kept
+                self._deferred_cache = ValidationCache(self.dir / "validated", deferred=True)
+            return self._deferred_cache
+        return ValidationCache(self.dir / "validated" if os.access(self.dir, os.W_OK) else None)
 
 
 def _reason(e: OSError) -> str:

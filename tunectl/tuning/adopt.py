@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
-from typing import Any
 
 from tunectl.attributes import IOSCHED, QUEUE, parse_scheduler, parse_value
 from tunectl.devices.model import Device
 from tunectl.system.rulesfile import ORIG_PREFIX, orig_name
 from tunectl.tuning.journal import ChangedBy, Journal, JournalEntry, not_a_value
+
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 _ATTRIBUTE_OF = {orig_name(a): a for a in QUEUE}
 _ATTRIBUTE_OF.update({orig_name(f"iosched/{k}"): f"iosched/{k}" for knobs in IOSCHED.values() for k in knobs})

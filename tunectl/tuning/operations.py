@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import field
 
-from tunectl.attributes import modular_schedulers
+from tunectl.attributes import SCHEDULER_MODULE_NAMES, modular_schedulers
 from tunectl.context import Context
 from tunectl.devices.classes import OPT_IN_CLASSES
 from tunectl.devices.discover import discover, shared_identity_warnings
@@ -172,7 +172,8 @@ def _discover(ctx: Context, queue_attrs: set[str] | None = None, names: set[str]
               graph: DeviceGraph | None = None) -> list[Device]:
     """Discovery on this machine (of `names` only, if given): a scheduler the running kernel has as a module
     counts as offered. `graph`: the run's graph, when it was read already."""
-    return discover(ctx.sysfs, ctx.udev, queue_attrs, modular_schedulers(ctx.modules.loadable()), names, graph)
+    modular = modular_schedulers(ctx.modules.loadable(SCHEDULER_MODULE_NAMES))
+    return discover(ctx.sysfs, ctx.udev, queue_attrs, modular, names, graph)
 
 
 def discover_devices(ctx: Context) -> list[Device]:

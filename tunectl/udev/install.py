@@ -9,17 +9,16 @@ udev could not be reloaded or triggered, 4 not permitted.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import shutil
 from dataclasses import field, replace
 from pathlib import Path
 
-from tunectl.attributes import modular_schedulers
+from tunectl.attributes import SCHEDULER_MODULE_NAMES, modular_schedulers
 from tunectl.errors import ExitCode, NotPermitted, UsageError
 from tunectl.profile.library import find_profile
-from tunectl.profile.resolve import Profile, load_profile
+from tunectl.profile.resolve import Profile
 from tunectl.record import record
 from tunectl.report import Report
 from tunectl.status import Status
@@ -74,7 +73,8 @@ def load_for_rules(ctx, ref: str | None) -> tuple[Profile, intent.Choice]:
     directory)."""
     active = intent.choose(ctx, ref, "udev install")
     path = find_profile(active.ref, ctx.search_path)
-    return load_profile(os.path.abspath(path) if path is not None else active.ref, ctx.search_path), active
+    # through the validation cache, as `choose` read it: checked again, it cost jsonschema's import every time
+    return intent.load_profile_for(ctx, os.path.abspath(path) if path is not None else active.ref), active
 
 
 @record
@@ -103,7 +103,7 @@ def render(ctx, ref: str | None, everything: bool = False, pure: bool = False) -
     each original in udev's database for the journal. `pure` (`udev render -p P`): the profile's rules alone."""
     profile, active = load_for_rules(ctx, ref)
     # The running kernel's modular schedulers are an input of the rules, read here at the edge.
-    modules = modular_schedulers(ctx.modules.loadable())
+    modules = modular_schedulers(ctx.modules.loadable(SCHEDULER_MODULE_NAMES))
     scope = None if everything or pure or active.intent is None or active.intent.scope is None \
         else list(active.intent.scope)
     return RenderReport(profile, render_rules(profile, tunectl_executable(ctx.env), modules=modules,
@@ -407,6 +407,8 @@ def check(ctx, ref: str | None, rules_dir: str | None, warn=None, everything: bo
     except OSError as e:
         raise rulesfile.denied(e, f"read {target}") from None
     text = rendered.rendered.text
+    import difflib  # only for `udev check`'s diff: loading it costs every udev command
+
     diff = [] if installed == text or installed is None else list(difflib.unified_diff(
         installed.splitlines(), text.splitlines(), str(target), f"tunectl udev render -p {rendered.profile.name}",
         lineterm="", n=1))

@@ -7,7 +7,9 @@ for ID_MODEL's escaping; a WWN glob for the sysfs ``naa.`` spelling.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 # Where discovery reads each glob-matched fact, in its order: the first source with a value wins.
 # A transform says how the glob must be rewritten for that source (see _fact_rules).

@@ -15,7 +15,6 @@ import contextlib
 import datetime
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import field
-from typing import Any
 
 from tunectl.errors import ExitCode, TunectlError, UsageError
 from tunectl.record import record
@@ -23,6 +22,10 @@ from tunectl.report import Report, painted
 from tunectl.status import Status
 from tunectl.tuning.plan import Setting
 from tunectl.units import counted
+
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 ACTIONS = ("add", "change")
 

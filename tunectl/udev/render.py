@@ -39,7 +39,6 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import field
-from typing import Any
 
 from tunectl.attributes import SCHEDULERS, is_range
 from tunectl.devices.classes import BUS_BY_PATH, CLASS_TABLE, CLASSES, DM_TYPES, DM_UUID_PREFIXES, OPT_IN_CLASSES
@@ -58,6 +57,10 @@ from tunectl.udev.match import (
 )
 from tunectl.udev.scope import capture_rules, captured, scope_rules
 from tunectl.udev.writes import Range, write_stage
+
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 FORMAT_VERSION = 1
 END = "tunectl_end"

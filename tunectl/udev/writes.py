@@ -10,10 +10,12 @@ when the value read is outside it, to the nearest bound.
 
 from __future__ import annotations
 
-from typing import Any
-
 from tunectl.attributes import IOSCHED, LIMIT_ATTRS, QUEUE, SCHEDULERS, range_text, schedulers_with_knob, write_order
 from tunectl.udev.match import RuleWriter, env_name, int_globs, quote
+
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class Range(tuple):

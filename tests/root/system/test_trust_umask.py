@@ -35,13 +35,16 @@ def test_the_whole_cli_under_umask_000_creates_fixed_modes(tmp_path: Path) -> No
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "f").write_bytes(b"x" * 8192)
     state = out_dir / "a" / "b" / "state"  # its parents are created too
+    mine = tmp_path / "mine.yaml"  # a profile of the user's: its verdict is cached (a shipped one's ships with it)
+    mine.write_text("name: mine\nclasses:\n  rotational: {read_ahead_kb: 1024}\n  ssd: {read_ahead_kb: 1024}\n")
     # The rules' RUN names this tunectl: through the run's environment (a process variable never reaches a
     # Context built by hand).
     ctx = Context(tree.sysfs, tree.udev, StateStore(state), [shipped_profile_dir()],
                   {"TUNECTL_EXECUTABLE": "/usr/sbin/tunectl"})
     old = os.umask(0)
     try:
-        for argv in (["apply", "-p", "throughput-performance"], ["apply", "-p", "balanced"], ["verify"],
+        for argv in (["apply", "-p", "throughput-performance"], ["apply", "-p", str(mine)],
+                     ["apply", "-p", "balanced"], ["verify"],
                      ["udev", "install", "-p", "balanced", "--rules-dir", str(out_dir / "rules")],
                      ["preload", "collect", str(tmp_path / "data"), "-o", str(out_dir / "data.list")],
                      ["rollback", "--remove-rules"]):

@@ -14,9 +14,15 @@ import pytest
 from tests.harness import DATA as TEST_DATA
 from tests.harness import REPO, run_cli
 from tests.tuning_helpers import Tunectl
-from tunectl.attributes import modular_schedulers
+from tunectl.attributes import SCHEDULER_MODULE_NAMES, modular_schedulers
 from tunectl.context import Context
-from tunectl.system.modules import KernelModules, module_name, parse_modules_builtin, parse_modules_dep
+from tunectl.system.modules import (
+    KernelModules,
+    loadable_modules,
+    module_name,
+    parse_modules_builtin,
+    parse_modules_dep,
+)
 
 MODULES = TEST_DATA / "modules"
 DEBIAN = "6.1.0-13-amd64"
@@ -55,6 +61,40 @@ def test_a_built_in_module_is_not_loadable_even_if_modules_dep_names_it() -> Non
     assert parse_modules_builtin("kernel/block/mq-deadline.ko\n\n") == {"mq_deadline"}
     loadable = {"bfq": "/m/bfq.ko"}
     assert modular_schedulers(loadable) == {"bfq": "/m/bfq.ko"}
+
+
+@pytest.mark.parametrize("release", [DEBIAN, UBUNTU])
+def test_asking_for_the_schedulers_finds_what_the_whole_tree_does(release: str) -> None:
+    """The schedulers' lines only (one scan, the rest never split): the same files as parsing every line."""
+    whole = KernelModules(MODULES, release).loadable()
+    assert len(whole) > 3  # more than the schedulers: the others are left out
+    wanted = KernelModules(MODULES, release).loadable(SCHEDULER_MODULE_NAMES)
+    assert wanted == {k: v for k, v in whole.items() if k in {"bfq", "kyber_iosched", "mq_deadline"}}
+    assert modular_schedulers(wanted) == modular_schedulers(whole)
+
+
+def test_a_wanted_module_is_found_in_any_spelling_and_nowhere_else() -> None:
+    """Generated trees: each wanted module with '-' or '_', any suffix, any directory, named as a dependency of
+    another, built in or not, beside modules whose names contain or extend the wanted ones."""
+    import random
+
+    rng = random.Random(18)
+    names = ["bfq", "kyber-iosched", "kyber_iosched", "mq-deadline", "xbfq", "bfq2", "bfq-extra", "kyber", "dm-mod",
+             "mq_deadline_x", "deadline"]
+    for _ in range(400):
+        lines, built = [], []
+        for name in rng.sample(names, rng.randint(0, len(names))):
+            where = rng.choice(["", "kernel/", "kernel/block/", "updates/dkms/"])
+            path = f"{where}{name}{rng.choice(['.ko', '.ko.xz', '.ko.zst', '.ko.gz', '.o'])}"
+            deps = " ".join(rng.sample(["kernel/block/bfq.ko", "kernel/lib/x.ko", "kyber-iosched.ko"],
+                                       rng.randint(0, 2)))
+            lines.append(f"{rng.choice(['', ' '])}{path}{rng.choice(['', ' '])}:{(' ' + deps) if deps else ''}")
+            if rng.random() < 0.3:
+                built.append(path)
+        dep, builtin = "\n".join(lines) + "\n", "\n".join(built) + "\n"
+        whole = loadable_modules(dep, builtin, "/m")
+        wanted = loadable_modules(dep, builtin, "/m", SCHEDULER_MODULE_NAMES)
+        assert wanted == {k: v for k, v in whole.items() if k in {"bfq", "kyber_iosched", "mq_deadline"}}, dep
 
 
 @pytest.mark.parametrize("root, release", [(None, DEBIAN), (MODULES, "5.10.0-no-such-release"), (MODULES, "")])
