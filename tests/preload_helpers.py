@@ -11,6 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.harness import CliResult, run_cli
 
 GOOD_HEADER = json.dumps({"format": "tunectl-preload", "version": 1})
@@ -95,3 +97,23 @@ def collected(tmp_path: Path, files: int = 4, name: str = "x.list", folder: str 
 def cols_of(lst: Path) -> Path:
     """The columns file beside the list (`tunectl.preload.columns`)."""
     return Path(f"{lst}.cols")
+
+
+DATAPASS_BUILD = ".venv/bin/python setup.py -q build_ext --inplace (needs gcc and Python's headers; scripts/bootstrap runs it)"
+
+
+def datapass_required(environ: dict[str, str]) -> bool:
+    """Whether a missing compiled data pass fails its tests rather than skips them: in CI (`CI=true`) and under
+    `scripts/test` (`TUNECTL_REQUIRE_DATAPASS=1`), where bootstrap builds it and a skip would hide a broken build;
+    a developer without a compiler gets a skip that says how to build it."""
+    return environ.get("TUNECTL_REQUIRE_DATAPASS") == "1" or environ.get("CI") == "true"
+
+
+def need_datapass(compiled: object, environ: dict[str, str]) -> None:
+    """Fail or skip (`datapass_required`) the calling test when the compiled data pass was not built."""
+    if compiled is not None:
+        return
+    said = f"the compiled data pass (tunectl/preload/_datapass.c) is not built: build it with {DATAPASS_BUILD}"
+    if datapass_required(environ):
+        pytest.fail(f"{said}; required here (CI=true or TUNECTL_REQUIRE_DATAPASS=1)", pytrace=False)
+    pytest.skip(said)

@@ -193,7 +193,7 @@ def _read_fstab(path: Path, named: bool) -> tuple[bytes, list[str]]:
     except trust.Untrusted as e:
         if e.found.startswith("changed while"):
             raise UsageError(f"{path}: {e.found}", hint=e.hint) from None
-        raise UsageError(f"{path} is {e.found.replace(', not a regular file', '')}, not an fstab file",
+        raise UsageError(f"{path} is {e.found.removesuffix(trust.NOT_REGULAR)}, not an fstab file",
                          hint=_another_fstab("a regular file", named)) from None
     except OSError as e:
         if e.errno in (errno.EACCES, errno.EPERM):

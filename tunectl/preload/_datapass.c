@@ -31,6 +31,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -47,7 +48,22 @@ typedef struct {
     long long window;
 } State;
 
-/* 1 when `ranges` is one range (0, size) (a 2-sequence of ints), 0 otherwise (errors cleared: not the clean case) */
+/* After reading a value the list or the Python side holds: 1 when no exception is set, or one a value that is not
+ * what the list holds raises (IndexError, TypeError, ValueError, OverflowError: cleared, and the caller stops at the
+ * file, where the Python loop meets it again and words it); 0 for any other (a MemoryError, a KeyboardInterrupt,
+ * whatever an object's own __index__ or __bool__ raised), left set for the pass to raise. */
+static int cleared(void) {
+    if (PyErr_Occurred() == NULL)
+        return 1;
+    if (!PyErr_ExceptionMatches(PyExc_IndexError) && !PyErr_ExceptionMatches(PyExc_TypeError) &&
+        !PyErr_ExceptionMatches(PyExc_ValueError) && !PyErr_ExceptionMatches(PyExc_OverflowError))
+        return 0;
+    PyErr_Clear();
+    return 1;
+}
+
+/* 1 when `ranges` is one range (0, size) (a 2-sequence of ints), 0 otherwise (an expected error cleared: not the
+ * clean case), -1 on any other exception (raised) */
 static int whole_file(PyObject *ranges, long long size) {
     int whole = 0;
     if (PySequence_Check(ranges) && PySequence_Size(ranges) == 1) {
@@ -59,13 +75,13 @@ static int whole_file(PyObject *ranges, long long size) {
         }
         Py_XDECREF(range);
     }
-    PyErr_Clear();
-    return whole;
+    return cleared() ? whole : -1;
 }
 
 /* The directory of a path (`bytes`, fs-encoded, its last '/' at `slash`) made current: 1 when it has a descriptor to open its
- * files from, 0 to stop at the file (an OSError from directory_of cleared: Python meets it again), -1 on any other
- * exception (raised). */
+ * files from, 0 to stop at the file (an OSError from directory_of cleared: Python meets it again; so is an answer
+ * not (fd, look), or an fd past an int's range: never truncated to another descriptor), -1 on any other exception
+ * (raised). */
 static int enter_directory(State *s, const char *bytes, Py_ssize_t slash, PyObject *directory_of) {
     if (s->dir != NULL && PyBytes_Size(s->dir) == slash && memcmp(PyBytes_AsString(s->dir), bytes, slash) == 0)
         return s->dir_fd >= 0;
@@ -86,29 +102,30 @@ static int enter_directory(State *s, const char *bytes, Py_ssize_t slash, PyObje
     }
     int ok = 0;
     if (PyTuple_Check(found) && PyTuple_Size(found) == 2) {
-        int fd = PyLong_AsLong(PyTuple_GetItem(found, 0));
-        int look = PyObject_IsTrue(PyTuple_GetItem(found, 1));
-        if (!PyErr_Occurred() && look >= 0) {
+        long fd = PyLong_AsLong(PyTuple_GetItem(found, 0));
+        int look = PyErr_Occurred() ? -1 : PyObject_IsTrue(PyTuple_GetItem(found, 1));
+        if (look >= 0 && fd >= INT_MIN && fd <= INT_MAX) {
             s->dir = PyBytes_FromStringAndSize(bytes, slash);
             if (s->dir == NULL) {
                 Py_DECREF(found);
                 return -1;
             }
-            s->dir_fd = fd;
+            s->dir_fd = (int)fd;
             s->look = look;
             ok = fd >= 0;
         }
     }
     Py_DECREF(found);
-    PyErr_Clear();
-    return ok;
+    return cleared() ? ok : -1;
 }
 
-/* The device of an entry made current (its number and window): 1, or 0 to stop (not in the dicts). */
+/* The device of an entry made current (its number and window): 1, or 0 to stop (not in the dicts, or a value not
+ * what they hold), -1 on any other exception (raised). */
 static int enter_device(State *s, PyObject *device, PyObject *devnums, PyObject *windows) {
     if (s->device != NULL && (s->device == device || PyObject_RichCompareBool(s->device, device, Py_EQ) == 1))
         return 1;
-    PyErr_Clear();
+    if (!cleared())
+        return -1;
     Py_CLEAR(s->device);
     PyObject *devnum = PyDict_GetItem(devnums, device);   /* borrowed */
     PyObject *window = PyDict_GetItem(windows, device);
@@ -116,10 +133,8 @@ static int enter_device(State *s, PyObject *device, PyObject *devnums, PyObject 
         return 0;
     s->devnum = PyLong_AsUnsignedLongLong(devnum);
     s->window = PyLong_AsLongLong(window);
-    if (PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
+    if (PyErr_Occurred())
+        return cleared() ? 0 : -1;
     Py_INCREF(device);
     s->device = device;
     return 1;
@@ -169,7 +184,7 @@ static PyObject *issue(PyObject *self, PyObject *args) {
         Py_ssize_t i = PyLong_AsSsize_t(index);
         Py_DECREF(index);
         if (i < 0 || i >= nmarks) {  /* (an error, or out of range: Python raises it at this file) */
-            PyErr_Clear();
+            failed = !cleared();
             break;
         }
         int checked = marks[i];
@@ -177,7 +192,7 @@ static PyObject *issue(PyObject *self, PyObject *args) {
             continue;
         PyObject *entry = PySequence_GetItem(entries, i);
         if (entry == NULL) {
-            PyErr_Clear();
+            failed = !cleared();
             break;
         }
         int done = 0;
@@ -187,7 +202,12 @@ static PyObject *issue(PyObject *self, PyObject *args) {
             long long size = PyLong_AsLongLong(PyTuple_GetItem(entry, SIZE));
             long long mtime_ns = PyLong_AsLongLong(PyTuple_GetItem(entry, MTIME_NS));
             PyObject *bytes = PyErr_Occurred() || !PyUnicode_Check(path) ? NULL : PyUnicode_EncodeFSDefault(path);
-            PyErr_Clear();
+            if (!cleared()) {
+                Py_XDECREF(bytes);
+                Py_DECREF(entry);
+                failed = 1;
+                break;
+            }
             if (bytes != NULL) {
                 const char *p = PyBytes_AsString(bytes);
                 const char *last = strrchr(p, '/');
@@ -195,9 +215,11 @@ static PyObject *issue(PyObject *self, PyObject *args) {
                 int found = -1;
                 if (last != NULL && (Py_ssize_t)strlen(p) == length && last[1] != '\0') {  /* no NUL inside */
                     found = enter_directory(&s, p, last - p, directory_of);
-                    if (found > 0 && enter_device(&s, PyTuple_GetItem(entry, DEVICE), devnums, windows) &&
-                        size >= 0 && size <= s.window && whole_file(PyTuple_GetItem(entry, RANGES), size) &&
-                        read_one(&s, last + 1, checked, flags, inode, size, mtime_ns)) {
+                    if (found > 0)
+                        found = enter_device(&s, PyTuple_GetItem(entry, DEVICE), devnums, windows);
+                    if (found > 0)
+                        found = size >= 0 && size <= s.window ? whole_file(PyTuple_GetItem(entry, RANGES), size) : 0;
+                    if (found > 0 && read_one(&s, last + 1, checked, flags, inode, size, mtime_ns)) {
                         files++;
                         issued += size;
                         done = 1;
@@ -216,7 +238,6 @@ static PyObject *issue(PyObject *self, PyObject *args) {
     Py_XDECREF(s.device);
     if (failed && PyErr_Occurred())
         return NULL;
-    PyErr_Clear();
     return Py_BuildValue("nLL", k, files, issued);
 }
 

@@ -148,7 +148,7 @@ def _judge(path: str) -> trust.Landed | Skip:
         return failed(path, e.errno or errno.EIO)
     assert landed.st is not None
     if not (stat_.S_ISDIR(landed.st.st_mode) or stat_.S_ISREG(landed.st.st_mode)):
-        return Skip(path, UNREADABLE, f"{trust.kind(landed.st.st_mode)}, not a regular file: collect lists regular "
+        return Skip(path, UNREADABLE, f"{trust.irregular(landed.st.st_mode)}: collect lists regular "
                                       "files")
     return landed
 

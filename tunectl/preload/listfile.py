@@ -170,7 +170,7 @@ def batches(path: str, size: int = BATCH, first: int | None = None, replayed: bo
         cols = _columns_beside(path, os.fstat(f.fileno()), head)
         if seen is not None:
             seen.status, seen.reason = cols.status, cols.reason
-        decoded, cols.entries = cols.entries, None
+        decoded, cols.columns = cols.columns, None
         if decoded is not None:
             yield from _slices(created, decoded, moved, first or size, size)
             return
@@ -209,17 +209,17 @@ class ColumnsRead:
 
     USED, ABSENT, DECLINED = "used", "absent", "declined"
 
-    def __init__(self, status: str = "", reason: str = "", entries: Columns | None = None) -> None:
+    def __init__(self, status: str = "", reason: str = "", columns: Columns | None = None) -> None:
         self.status = status  # USED, ABSENT (none made for such a list, or none there), DECLINED; "": not read
         self.reason = reason  # why not USED
-        self.entries = entries  # USED: the checked columns, handed to `batches`, which makes their entries
+        self.columns = columns  # USED: the checked columns, handed to `batches`, which makes their entries
 
     def to_json(self) -> dict:
         return {"status": self.status, "reason": self.reason}
 
 
 def _columns_beside(path: str, st: os.stat_result, head: dict) -> ColumnsRead:
-    """The entries of the columns file beside the list (`tunectl.preload.columns`), when it was made from this
+    """The checked columns of the file beside the list (`tunectl.preload.columns`), when it was made from this
     list (`st`, the open list's stat) and may be trusted: a regular file, not a link, owned by the list's owner
     and chosen by no other user (its entries decide what root reads). Otherwise why not, and the list is decoded
     as always. The columns are a cache, never the only copy: any reason to decline them costs time, not the replay."""
@@ -250,12 +250,12 @@ def _columns_beside(path: str, st: os.stat_result, head: dict) -> ColumnsRead:
     finally:
         os.close(fd)
     try:
-        entries = columns.checked(data, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+        packed = columns.checked(data, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
     except columns.Declined as e:
         return ColumnsRead(ColumnsRead.DECLINED, str(e))
-    if files is not None and files != len(entries):
-        return ColumnsRead(ColumnsRead.DECLINED, f"holds {len(entries)} entries, the list's header says {files}")
-    return ColumnsRead(ColumnsRead.USED, "", entries)
+    if files is not None and files != len(packed):
+        return ColumnsRead(ColumnsRead.DECLINED, f"holds {len(packed)} entries, the list's header says {files}")
+    return ColumnsRead(ColumnsRead.USED, "", packed)
 
 
 def _columns_distrusted(cst: os.stat_result, st: os.stat_result) -> str:

@@ -9,7 +9,7 @@ from stat import S_ISREG
 
 from tunectl.preload.listing import Entry
 from tunectl.status import Verdict
-from tunectl.system.trust import kind
+from tunectl.system.trust import irregular
 
 # why a file is passed over, in the one verdict vocabulary (tunectl.status.PRELOAD_SKIPS; the JSON words unchanged)
 VANISHED = Verdict.VANISHED
@@ -43,7 +43,7 @@ def why_differs(entry: Entry, ino: int, size: int, mtime_ns: int, dev: int, devn
     """why_changed on the five values alone (a statx() through io_uring has no os.stat_result). Anything but a regular
     file says so first: a named pipe's or a link's size is no reason."""
     if not S_ISREG(mode):
-        return f"now {kind(mode)}, not a regular file"
+        return f"now {irregular(mode)}"
     if dev != devnum:
         return f"now on device {os.major(dev)}:{os.minor(dev)}, listed {entry.device}"
     if ino != entry.inode:

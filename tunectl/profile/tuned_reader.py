@@ -156,7 +156,7 @@ class Files:
 
 def _not_regular(st: os.stat_result) -> str | None:
     """`not_a_file`'s words for what it looked at: None for a regular file."""
-    return None if stat.S_ISREG(st.st_mode) else f"{trust.kind(st.st_mode)}, not a regular file"
+    return None if stat.S_ISREG(st.st_mode) else trust.irregular(st.st_mode)
 
 
 HOST = Files()

@@ -161,14 +161,23 @@ class StateStore:
             raise StateError(f"cannot create state directory {self.dir}: {what}", hint=hint) from None
 
     def exists(self) -> bool:
-        """Whether the state directory is there; StateError when it is there but not root's alone."""
-        if not os.path.lexists(self.dir):
+        """Whether the state directory is there; StateError when it is there but not root's alone, or cannot be
+        reached (a loop of links, a file on its way: never taken for "nothing recorded")."""
+        try:
+            os.lstat(self.dir)
+        except FileNotFoundError:
             return False
+        except OSError:
+            pass  # ELOOP, ENOTDIR: check_dir says what and where
         try:
             trust.check_dir(self.dir)
         except Untrusted as e:
             raise self._untrusted(e) from None
         except OSError as e:
+            part = e.filename if e.filename and e.filename != str(self.dir) else None
+            if part is not None:  # a part on the way (a file where a directory should be): name it, not the state dir
+                raise StateError(f"state directory {self.dir} cannot be used: {part}: {e.strerror or e}",
+                                 hint=f"move {part} aside, or point --state-dir / TUNECTL_STATE_DIR elsewhere") from None
             raise StateError(f"state directory {self.dir} cannot be used: {_reason(e)}", hint=_hint(e, self.dir)) from None
         return True
 
@@ -188,7 +197,7 @@ class StateStore:
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                raise StateError(f"lock {lock} is {trust.kind(st.st_mode)}, not a regular file",
+                raise StateError(f"lock {lock} is {trust.irregular(st.st_mode)}",
                                  hint=f"remove {lock}; tunectl creates it again")
             why = trust.problem(st)
             if why:

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 _ENDING = (_signal.SIGTERM, _signal.SIGHUP)
+_STOPS = (_signal.SIGINT, *_ENDING)  # what ends the process while Python exits (`exiting`)
 # A started document whose write has not moved for this long after a stop is cut: its reader is not reading.
 STUCK_SECONDS = 2.0
 
@@ -68,6 +69,7 @@ class _Said:
     finished = False  # `write_document` wrote all of it: no look is due
     dropped: KeyboardInterrupt | None = None  # a stop Python printed and dropped, not raised again yet
     deferred = 0  # undoings running (tunectl.system.interrupts): a dropped stop waits for their end too
+    exit_code = -1  # main returned and Python exits (`exiting`): a stop ends the process with this code at once
 
 
 def _stop(signum: int, frame: object) -> None:
@@ -210,7 +212,11 @@ def wants_json(argv: Sequence[str]) -> bool:
 def stop_with_a_document() -> None:
     """SIGTERM and SIGHUP raise Terminated once, until the document is said; for the program's whole life.
 
-    A signal the process was started ignoring stays ignored: `nohup tunectl ... --json` outlives its terminal."""
+    A signal the process was started ignoring stays ignored: `nohup tunectl ... --json` outlives its terminal.
+    Registers the atexit handler that blocks the stops once Python exits (`exiting`) first, so it runs last."""
+    import atexit  # built in: nothing to load
+
+    atexit.register(_blocked_to_the_end)
     for sig in _ENDING:
         if _signal.getsignal(sig) != _signal.SIG_IGN:
             _signal.signal(sig, _stop)
@@ -222,17 +228,21 @@ def stops_with_a_document() -> bool:
     return _signal.getsignal(_signal.SIGTERM) is _stop
 
 
-def exiting() -> None:
-    """The program's document is written and main returned: the process exits with that document's code, a stop
-    from now on changes nothing (none is left to bound: main wrote all it had).
+def exiting(code: int) -> None:
+    """The program's document is written and main returned `code`: the process exits with that code, and a stop
+    from now on ends it with that code at once (none is left to bound: main wrote all it had).
 
-    Python's exit gives every handler it set back to the default action (its signal module's finalization) and
-    then tears down the modules, milliseconds on a command that loaded many: a SIGTERM the reader sent on seeing
-    the whole document (a service stop, a `timeout` as it ran out) ended the process by the signal then, exit 143
-    after a whole result that said 0, one run in seven. The stops are blocked instead, once stdout and stderr are
-    flushed (a flush held by a reader not reading is still ended by a second stop, as before); one pending at the
-    exit is dropped with the process. Only under --json (the program's handler): without it, a stop ends the
-    process by its default action, as ever."""
+    Python's exit first joins the threads still running and runs the atexit handlers, which may take long or hang
+    (a thread that never ends, a slow flush): a stop then ends the process at once by `os._exit(code)`, with no
+    more of Python's exit, so a service stop or a `timeout` ends it without SIGKILL, and with the code of the
+    document the reader has. Then Python gives every handler it set back to the default action (its signal
+    module's finalization) and tears down the modules, milliseconds on a command that loaded many: a SIGTERM the
+    reader sent on seeing the whole document (a service stop, a `timeout` as it ran out) ended the process by the
+    signal then, exit 143 after a whole result that said 0, one run in seven. So the last atexit handler
+    (`_blocked_to_the_end`, registered with the program's handler, first) blocks the stops: one pending then is
+    dropped with the process. stdout and stderr are flushed first (a flush held by a reader not reading is still
+    ended by a second stop, as before). A signal the process was started ignoring stays ignored. Only under --json
+    (the program's handler): without it, a stop ends the process by its default action, as ever."""
     if not _Said.program:
         return
     import contextlib  # loaded by now: the command has run
@@ -241,8 +251,27 @@ def exiting() -> None:
         # a closed stream, a reader gone: what it means was said before; Python's own exit finds it as ever
         with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
-    _signal.pthread_sigmask(_signal.SIG_BLOCK, (_signal.SIGINT, *_ENDING, _signal.SIGALRM))
+    _signal.pthread_sigmask(_signal.SIG_BLOCK, (_signal.SIGALRM,))
     _signal.setitimer(_signal.ITIMER_REAL, 0)
+    _Said.exit_code = code
+    for sig in _STOPS:
+        if _signal.getsignal(sig) != _signal.SIG_IGN:
+            _signal.signal(sig, _exit_now)
+
+
+def _exit_now(signum: int, frame: object) -> None:
+    """A stop while Python exits (a thread join, an atexit handler): the process ends now with the code main
+    returned, the rest of the exit not run."""
+    import os
+
+    os._exit(_Said.exit_code)
+
+
+def _blocked_to_the_end() -> None:
+    """The last atexit handler (registered first): from here to the process's end Python runs no handler of ours
+    (its signal module is finalized next), so the stops are blocked and the exit keeps main's code."""
+    if _Said.exit_code >= 0:
+        _signal.pthread_sigmask(_signal.SIG_BLOCK, _STOPS)
 
 
 def said() -> None:

@@ -58,11 +58,19 @@ def kind(mode: int) -> str:
     return _KIND.get(stat.S_IFMT(mode), "not a regular file")
 
 
+NOT_REGULAR = ", not a regular file"
+
+
+def irregular(mode: int) -> str:
+    """The one wording of what stands where a regular file was wanted: "a named pipe, not a regular file"."""
+    return kind(mode) + NOT_REGULAR
+
+
 def not_regular(path: str | os.PathLike, mode: int) -> Untrusted:
     """The refusal of a file to read that is no regular file (`mode`: a look, not followed, or the open's fstat): a
     device node or a named pipe put in its place is never opened, or read from once open. The one wording of a
     listed name, a tree's file (`read_in_root`) and a path given (`open_regular`)."""
-    return Untrusted(path, f"{kind(mode)}, not a regular file", f"name a regular file; move {path} aside", True)
+    return Untrusted(path, irregular(mode), f"name a regular file; move {path} aside", True)
 
 
 def trusted_uids() -> frozenset[int]:
@@ -369,16 +377,28 @@ PROC_FD = "/proc/self/fd"  # this process's open files as procfs shows them; mis
 PROC_HINT = "mount procfs there (mount -t proc proc /proc): tunectl reopens a file it looked at through /proc/self/fd"
 
 
+def _proc_fd_there() -> bool:
+    """Whether PROC_FD is there at all (looked at without opening any file in it): False only where /proc is not
+    mounted (or /proc/self leads nowhere: a procfs of another PID namespace)."""
+    try:
+        os.close(os.open(PROC_FD, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def reopen(fd: int, flags: int, shown: str | os.PathLike) -> int | None:
     """A new open with `flags` (the caller's to close) of the very file open at `fd` (an O_PATH look, or a
     descriptor held since the start), through PROC_FD/N: the kernel's link to that open file, no name resolved
     again, so what was looked at is what is opened. Its device and inode are compared with `fd`'s all the same:
     another file there (a /proc that is no procfs) is Untrusted naming `shown`. None when /proc is not mounted (a
     bare chroot, a container without it): the caller opens another way or says so. Raises OSError (a permission,
-    no descriptors)."""
+    no descriptors; no entry for `fd` where PROC_FD itself is there: not a missing /proc, never a fallback)."""
     try:
         new = os.open(f"{PROC_FD}/{fd}", flags | os.O_CLOEXEC | os.O_NOCTTY)
-    except FileNotFoundError:  # every open descriptor has its entry there: no procfs at /proc
+    except FileNotFoundError:  # every open descriptor has its entry there: no procfs at /proc, if PROC_FD is gone
+        if _proc_fd_there():
+            raise
         return None
     held, now = os.fstat(fd), os.fstat(new)
     if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
@@ -1168,7 +1188,7 @@ class PendingWrite:
         with contextlib.suppress(FileNotFoundError):
             found = os.stat(self.path.name, dir_fd=self._dir_fd, follow_symlinks=False)
             if not (stat.S_ISREG(found.st_mode) or stat.S_ISLNK(found.st_mode)):
-                raise Untrusted(self.path, f"{kind(found.st_mode)}, not a regular file",
+                raise Untrusted(self.path, irregular(found.st_mode),
                                 _replace_hint(self.path, found.st_mode))
 
     def commit(self, data: bytes, verify: Callable[[Path], None] | None = None) -> None:

@@ -365,3 +365,35 @@ def test_apply_detailed_exitcode_whose_reader_goes_away_part_way_keeps_its_verdi
 
     assert apply() == 2  # changed
     assert apply() == 0  # nothing left to change
+
+
+@pytest.mark.parametrize("argv", [["status"], ["doctor"], ["verify"], ["plan", "-p", "balanced"],
+                                  ["rollback", "--check"], ["apply", "-p", "balanced"], ["status", "--json"]],
+                         ids=lambda a: " ".join(a))
+def test_a_state_dir_through_a_link_loop_is_refused_not_empty(fake_tree, tmp_path, argv):
+    # TUNECTL_STATE_DIR=LOOP/state: the reading commands said "nothing recorded" and exited 0 (lexists is False
+    # for ELOOP as for a missing name); refused as any untrusted state directory, what, where and what to do, exit 5
+    from tests.tuning_helpers import Tunectl
+
+    (tmp_path / "loop").symlink_to("loop")
+    r = Tunectl(fake_tree, tmp_path / "loop" / "state")(*argv)
+    assert r.code == ExitCode.STATE == 5, (r.code, r.out, r.err)
+    said = r.doc["error"]["message"] if "--json" in argv else r.err
+    assert f"state directory {tmp_path / 'loop' / 'state'} cannot be trusted: {tmp_path / 'loop'}: a symbolic " \
+           "link loop" in said, said
+
+
+@pytest.mark.parametrize("argv", [["status"], ["doctor"], ["status", "--json"]], ids=lambda a: " ".join(a))
+def test_a_file_on_the_state_dirs_way_is_named_not_the_state_dir(fake_tree, tmp_path, argv):
+    # TUNECTL_STATE_DIR=FILE/state: the refusal named no part ("a part of its path is not a directory") and its
+    # hint said to move FILE/state aside, a path that cannot exist; the file on the way is what to move
+    from tests.tuning_helpers import Tunectl
+
+    (tmp_path / "file").write_text("")
+    r = Tunectl(fake_tree, tmp_path / "file" / "state")(*argv)
+    assert r.code == ExitCode.STATE == 5, (r.code, r.out, r.err)
+    said = r.doc["error"]["message"] if "--json" in argv else r.err
+    assert f"state directory {tmp_path / 'file' / 'state'} cannot be used: {tmp_path / 'file'}: a regular file, " \
+           "not a directory" in said, said
+    if "--json" not in argv:
+        assert f"move {tmp_path / 'file'} aside" in r.err and f"move {tmp_path / 'file' / 'state'}" not in r.err, r.err

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.preload_helpers import need_datapass
 from tunectl.errors import OutOfDescriptors
 from tunectl.preload import replay as replay_module
 from tunectl.preload.listing import Entry
@@ -29,8 +30,8 @@ COMPILED = replay_module._datapass
 
 @pytest.fixture(autouse=True)
 def built() -> None:
-    assert COMPILED is not None, "the compiled data pass is not built: scripts/bootstrap builds it in place " \
-                                 "(setup.py build_ext --inplace, with gcc and Python's headers)"
+    """Not built: a failure in CI and under scripts/test, a skip (saying how to build it) elsewhere."""
+    need_datapass(COMPILED, dict(os.environ))
 
 
 def entry_of(path: Path, size: int | None = None) -> Entry:
@@ -219,3 +220,52 @@ def test_a_node_swapped_in_is_never_opened(tmp_path: Path, monkeypatch: pytest.M
         watch.close()
     assert files == 2 and sorted(opened) == ["a", "b"], opened
     assert {Path(s.path).name: s.status for s in skipped} == dict.fromkeys(set(names) - {"a", "b"}, "changed")
+
+
+def one_file(tmp_path: Path) -> tuple[list[Entry], dict[str, int], dict[str, int]]:
+    """One clean listed file: its entries, devnums and windows as the compiled pass takes them."""
+    (tmp_path / "f").write_bytes(b"w" * 10)
+    entries = [entry_of(tmp_path / "f")]
+    device = entries[0].device
+    return entries, {device: os.makedev(*map(int, device.split(":")))}, {device: WINDOW}
+
+
+def test_a_descriptor_past_an_int_is_never_truncated_to_another(tmp_path: Path) -> None:
+    """directory_of's descriptor number past an int's range stops the pass at the file (the Python loop meets it):
+    it is never cut to its low 32 bits, which here name the real directory's descriptor."""
+    entries, devnums, windows = one_file(tmp_path)
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for number in (fd, fd + (1 << 32)):
+            stop = COMPILED.issue(entries, [0], bytearray(b"\1"), 0, 1, lambda _d, n=number: (n, False), devnums,
+                                  windows, trust.LISTED_READ)
+            assert stop == ((1, 1, 10) if number == fd else (0, 0, 0)), number
+    finally:
+        os.close(fd)
+
+
+class Raises:
+    """A number whose value cannot be read: its __index__ raises `error`."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def __index__(self) -> int:
+        raise self.error
+
+
+@pytest.mark.parametrize("error", [TypeError("expected"), RuntimeError("unexpected")], ids=["expected", "other"])
+def test_only_the_expected_errors_of_a_value_are_cleared(tmp_path: Path, error: Exception) -> None:
+    """A value not what the list holds (TypeError, ValueError, IndexError, OverflowError) stops the pass at the file;
+    any other exception is the pass's own error, raised, never swallowed."""
+    entries, devnums, windows = one_file(tmp_path)
+    for place in ("fd", "size"):  # a number from directory_of, one from the list
+        def directory_of(_d: str, place: str = place) -> tuple[object, bool]:
+            return (Raises(error) if place == "fd" else -1), False
+        listed = entries if place == "fd" else [entries[0]._replace(size=Raises(error))]
+        if isinstance(error, RuntimeError):
+            with pytest.raises(RuntimeError, match="unexpected"):
+                COMPILED.issue(listed, [0], bytearray(b"\1"), 0, 1, directory_of, devnums, windows, 0)
+        else:
+            assert COMPILED.issue(listed, [0], bytearray(b"\1"), 0, 1, directory_of, devnums, windows, 0) \
+                == (0, 0, 0)

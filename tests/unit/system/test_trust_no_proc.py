@@ -76,6 +76,22 @@ def test_the_reopen_is_the_held_file_or_none_without_proc(tmp_path: Path, monkey
         os.close(held)
 
 
+def test_a_missing_entry_where_proc_is_there_is_no_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENOENT for /proc/self/fd/N was taken as "/proc not mounted" whatever else stood there: only a missing
+    /proc/self/fd is; a missing entry for a descriptor held is an error, not a second open by name."""
+    (tmp_path / "f").write_text("held\n")
+    (tmp_path / "proc-fd").mkdir()  # /proc/self/fd there, no entry for the descriptor
+    monkeypatch.setattr(trust, "PROC_FD", str(tmp_path / "proc-fd"))
+    held = os.open(tmp_path / "f", os.O_PATH)
+    try:
+        with pytest.raises(FileNotFoundError):
+            trust.reopen(held, os.O_RDONLY, "f")
+        with pytest.raises(FileNotFoundError):  # and read_in_root does not open the name again
+            trust.read_in_root(str(tmp_path), "f", 100)
+    finally:
+        os.close(held)
+
+
 def test_bench_says_proc_is_not_mounted_not_that_its_target_is_missing(tmp_path: Path, no_proc: list[str]) -> None:
     """Each point's read reopens the target held open; without /proc that said "cannot open T: No such file or
     directory", hint "name a block device ... or an existing file", of a target that is there."""
