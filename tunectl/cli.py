@@ -792,9 +792,8 @@ def main_entry() -> None:
     """The program (bin/tunectl, `python -m tunectl`): main on this process's arguments, its code the exit status.
 
     Under --json the SIGTERM/SIGHUP handler (tunectl.system.termination) is set before main imports anything: a
-    stop while the parser is built or the command's modules load gets the one document too. It also registers,
-    first, the atexit handler that runs last (`termination.exiting`): a stop while Python exits ends the process
-    at once with main's code, and from that last handler on it is blocked."""
+    stop while the parser is built or the command's modules load gets the one document too; one while Python
+    exits ends the process at once with main's code (`termination.exiting`)."""
     argv = sys.argv[1:]
     json = wants_json(argv)
     try:

@@ -69,7 +69,6 @@ class _Said:
     finished = False  # `write_document` wrote all of it: no look is due
     dropped: KeyboardInterrupt | None = None  # a stop Python printed and dropped, not raised again yet
     deferred = 0  # undoings running (tunectl.system.interrupts): a dropped stop waits for their end too
-    exit_code = -1  # main returned and Python exits (`exiting`): a stop ends the process with this code at once
 
 
 def _stop(signum: int, frame: object) -> None:
@@ -212,11 +211,7 @@ def wants_json(argv: Sequence[str]) -> bool:
 def stop_with_a_document() -> None:
     """SIGTERM and SIGHUP raise Terminated once, until the document is said; for the program's whole life.
 
-    A signal the process was started ignoring stays ignored: `nohup tunectl ... --json` outlives its terminal.
-    Registers the atexit handler that blocks the stops once Python exits (`exiting`) first, so it runs last."""
-    import atexit  # built in: nothing to load
-
-    atexit.register(_blocked_to_the_end)
+    A signal the process was started ignoring stays ignored: `nohup tunectl ... --json` outlives its terminal."""
     for sig in _ENDING:
         if _signal.getsignal(sig) != _signal.SIG_IGN:
             _signal.signal(sig, _stop)
@@ -232,46 +227,47 @@ def exiting(code: int) -> None:
     """The program's document is written and main returned `code`: the process exits with that code, and a stop
     from now on ends it with that code at once (none is left to bound: main wrote all it had).
 
-    Python's exit first joins the threads still running and runs the atexit handlers, which may take long or hang
-    (a thread that never ends, a slow flush): a stop then ends the process at once by `os._exit(code)`, with no
-    more of Python's exit, so a service stop or a `timeout` ends it without SIGKILL, and with the code of the
-    document the reader has. Then Python gives every handler it set back to the default action (its signal
-    module's finalization) and tears down the modules, milliseconds on a command that loaded many: a SIGTERM the
-    reader sent on seeing the whole document (a service stop, a `timeout` as it ran out) ended the process by the
-    signal then, exit 143 after a whole result that said 0, one run in seven. So the last atexit handler
-    (`_blocked_to_the_end`, registered with the program's handler, first) blocks the stops: one pending then is
-    dropped with the process. stdout and stderr are flushed first (a flush held by a reader not reading is still
-    ended by a second stop, as before). A signal the process was started ignoring stays ignored. Only under --json
-    (the program's handler): without it, a stop ends the process by its default action, as ever."""
+    Python's exit joins the threads still running and runs the atexit handlers, which may take long or hang (a
+    thread that never ends, a slow flush): a stop then ends the process at once by `os._exit(code)`, the rest of
+    the exit not run, so a service stop or a `timeout` ends it without SIGKILL, with the code of the document the
+    reader has. Then Python gives every handler it set back to the default action (its signal module's
+    finalization) and tears down the modules, milliseconds on a command that loaded many: a SIGTERM the reader
+    sent on seeing the whole document (a service stop, a `timeout` as it ran out) ended the process by the signal
+    then, exit 143 after a whole result that said 0, one run in seven.
+
+    So the main thread blocks the stops from here to its end, and a thread of its own takes them (sigwait) and
+    ends the process: not Python's handlers, which run only in the main thread between two of its steps (a stop
+    that came as it went to sleep in a lock wait was taken by none until the next stop), nor after the signal
+    module's finalization. Once Python is finalizing that thread cannot run Python code any more (it ends as it
+    asks for the interpreter): a stop it takes then changes nothing, the exit keeps main's code. tunectl's other
+    threads have the stops blocked for their whole life (tunectl.system.interrupts.threads_without_stops), so
+    none takes one; a thread a library started without that could. stdout and stderr are flushed first (a flush
+    held by a reader not reading is still ended by a second stop, as before). A signal the process was started
+    ignoring stays ignored. Only under --json (the program's handler): without it, a stop ends the process by its
+    default action, as ever."""
     if not _Said.program:
         return
+    import _thread  # built in, loaded with Python
     import contextlib  # loaded by now: the command has run
 
     for stream in (sys.stdout, sys.stderr):
         # a closed stream, a reader gone: what it means was said before; Python's own exit finds it as ever
         with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
-    _signal.pthread_sigmask(_signal.SIG_BLOCK, (_signal.SIGALRM,))
+    stops = {sig for sig in _STOPS if _signal.getsignal(sig) != _signal.SIG_IGN}
+    # blocked before the thread starts: it inherits the mask, as sigwait needs (and no alarm is due any more)
+    _signal.pthread_sigmask(_signal.SIG_BLOCK, (*_STOPS, _signal.SIGALRM))
     _signal.setitimer(_signal.ITIMER_REAL, 0)
-    _Said.exit_code = code
-    for sig in _STOPS:
-        if _signal.getsignal(sig) != _signal.SIG_IGN:
-            _signal.signal(sig, _exit_now)
+    if stops:
+        _thread.start_new_thread(_exit_on_a_stop, (stops, code))
 
 
-def _exit_now(signum: int, frame: object) -> None:
-    """A stop while Python exits (a thread join, an atexit handler): the process ends now with the code main
-    returned, the rest of the exit not run."""
+def _exit_on_a_stop(stops: set[int], code: int) -> None:
+    """The thread `exiting` starts: at the first of `stops` the process ends with main's `code`."""
     import os
 
-    os._exit(_Said.exit_code)
-
-
-def _blocked_to_the_end() -> None:
-    """The last atexit handler (registered first): from here to the process's end Python runs no handler of ours
-    (its signal module is finalized next), so the stops are blocked and the exit keeps main's code."""
-    if _Said.exit_code >= 0:
-        _signal.pthread_sigmask(_signal.SIG_BLOCK, _STOPS)
+    _signal.sigwait(stops)
+    os._exit(code)
 
 
 def said() -> None:
