@@ -40,7 +40,7 @@ import sys
 
 TYPE_CHECKING = False  # typing's, without importing typing (nor collections, before the handler is set)
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 _ENDING = (_signal.SIGTERM, _signal.SIGHUP)
 _STOPS = (_signal.SIGINT, *_ENDING)  # what ends the process while Python exits (`exiting`)
@@ -259,15 +259,20 @@ def exiting(code: int) -> None:
     _signal.pthread_sigmask(_signal.SIG_BLOCK, (*_STOPS, _signal.SIGALRM))
     _signal.setitimer(_signal.ITIMER_REAL, 0)
     if stops:
-        _thread.start_new_thread(_exit_on_a_stop, (stops, code))
+        import os
+
+        # No thread to be had (a pids cgroup at its limit: systemd's TasksMax on a service or on udev's worker, a
+        # container's pids.max): the stops stay blocked to the end, the exit keeps main's code (a hang then needs
+        # SIGKILL, as before this thread). Never a traceback after the whole document, exit 1.
+        with contextlib.suppress(RuntimeError):
+            _thread.start_new_thread(_exit_on_a_stop, (stops, code, os._exit))
 
 
-def _exit_on_a_stop(stops: set[int], code: int) -> None:
-    """The thread `exiting` starts: at the first of `stops` the process ends with main's `code`."""
-    import os
-
+def _exit_on_a_stop(stops: set[int], code: int, exit_now: Callable[[int], object]) -> None:
+    """The thread `exiting` starts: at the first of `stops` the process ends with main's `code` (`exit_now`,
+    os._exit, bound before the wait: the woken thread makes one call, no import while Python exits)."""
     _signal.sigwait(stops)
-    os._exit(code)
+    exit_now(code)
 
 
 def said() -> None:

@@ -219,6 +219,26 @@ def test_a_stop_while_python_exits_held_ends_it_at_once_with_the_documents_code(
     assert _one_document(out, 2)["error"]["code"] == "profile" and "Traceback" not in err
 
 
+NO_THREAD = textwrap.dedent("""
+    import _thread, runpy
+
+    def refused(*args):
+        raise RuntimeError("can't start new thread")
+
+    _thread.start_new_thread = refused  # a pids cgroup at its limit (TasksMax, pids.max)
+    runpy.run_module("tunectl", run_name="__main__", alter_sys=True)
+""")
+
+
+def test_no_thread_for_the_exit_keeps_the_documents_code_and_says_nothing_more(tmp_path: Path) -> None:
+    # The thread that takes a stop during Python's exit could not be started (a pids cgroup at its limit): after a
+    # whole document that said 0, exiting raised RuntimeError, a traceback and exit 1.
+    proc = subprocess.run([sys.executable, "-c", NO_THREAD, "--json", "profile", "show", "balanced"],
+                          capture_output=True, text=True, env=_env(tmp_path), cwd=REPO, timeout=120)
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+    assert _one_document(proc.stdout, 0)["format"] == "tunectl-profile-show"
+
+
 def test_a_second_stop_while_the_first_is_said_changes_nothing(tmp_path: Path) -> None:
     # The first SIGTERM (while the parser is built) raises; the second comes while its document is being made
     # (tunectl.report loads for it): ignored, not a second Terminated escaping as a traceback.
