@@ -18,7 +18,7 @@ import subprocess
 import sysconfig
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,13 +80,29 @@ class Disk:
         return image
 
 
+# A disk's controller: its -device, and which disk -device strings sit on it.
+CONTROLLERS: tuple[tuple[str, Callable[[str], bool]], ...] = (
+    ("virtio-scsi-pci,id=scsi0", lambda device: "bus=scsi0." in device),
+    ("ahci,id=ahci0", lambda device: "bus=ahci0." in device),
+    ("sdhci-pci", lambda device: device.startswith("sd-card,")),
+)
+
+
 @dataclass
 class Machine:
     disks: list[Disk] = field(default_factory=list)
 
+    def controllers(self) -> list[str]:
+        """The qemu -device of each controller a disk of this machine sits on (CONTROLLERS), in CONTROLLERS' order.
+
+        Only those: an idle controller still costs every boot its driver's load and udev's events for its ports
+        under TCG (the AHCI's six ports, the SD host's mmc core), and the model machine has SCSI disks only."""
+        return [device for device, on in CONTROLLERS if any(on(disk.device) for disk in self.disks)]
+
     def qemu_opts(self, images: Path, sockets: Path | None = None) -> list[str]:
-        """qemu's options for the disks; a model disk's drive is the NBD socket `sockets`/<name>.sock."""
-        opts = ["-device", "virtio-scsi-pci,id=scsi0", "-device", "ahci,id=ahci0", "-device", "sdhci-pci"]
+        """qemu's options for the controllers and the disks; a model disk's drive is the NBD socket
+        `sockets`/<name>.sock."""
+        opts = [opt for device in self.controllers() for opt in ("-device", device)]
         for disk in self.disks:
             image = disk.image(images)
             if disk.model:

@@ -31,6 +31,9 @@ from tunectl.profile.reader import MAX_PROFILE_BYTES
 LIMIT_SECONDS = 1.0
 DIAGNOSTIC = re.compile(r"^.+:\d+:\d+: \$")
 TIMINGS: dict[str, float] = {}
+# Mutated YAML and random documents meet PyYAML's parser and jsonschema's validator on their error paths, where
+# the libraries' versions differ most: scripts/test runs this module's slow tests on Debian's own libraries too.
+pytestmark = pytest.mark.libraries
 SHIPPED_TEXTS = [p.read_text() for p in sorted(shipped_profile_dir().glob("*.yaml"))]
 FUZZ = settings(max_examples=int(os.environ.get("TUNECTL_FUZZ_EXAMPLES", "150")), deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

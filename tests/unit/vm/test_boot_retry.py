@@ -144,3 +144,17 @@ def test_a_shared_or_read_only_directory_a_cached_bind_would_hide_is_refused(fak
                      rodirs=((f"{stdlib}/site", tmp_path),))
     assert machine.hidden_by_cached_root(("/work/x",), ("/work/x", "/work/x/a", "/work/xy", "/work", "/tmp/s")) == [
         "/work/x", "/work/x/a"]
+
+
+def test_a_machine_gets_only_the_controllers_its_disks_sit_on(tmp_path: Path) -> None:
+    """An idle controller costs every TCG boot its driver and udev's events (AHCI's six ports, the SD host's mmc
+    core): the model machine, SCSI disks only, gets the SCSI controller alone; the standard one all three."""
+    def devices(m: machine.Machine) -> list[str]:
+        opts = m.qemu_opts(tmp_path, tmp_path)
+        return [opts[i + 1].split(",")[0] for i, o in enumerate(opts) if o == "-device"]
+
+    assert devices(machine.model_machine()) == ["virtio-scsi-pci", "scsi-hd", "scsi-hd"]
+    standard = devices(machine.standard_machine())
+    assert standard[:3] == ["virtio-scsi-pci", "ahci", "sdhci-pci"]
+    assert devices(machine.Machine([machine.Disk("card", 4, "sd-card,drive={drive}")])) == ["sdhci-pci", "sd-card"]
+    assert devices(machine.Machine([machine.Disk("v", 4, "virtio-blk-pci,drive={drive}")])) == ["virtio-blk-pci"]

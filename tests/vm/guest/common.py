@@ -163,6 +163,10 @@ def main(groups: dict[str, Callable[[Recorder, list[str]], None]]) -> None:
     rec = Recorder(shared / f"{group}.json")
     with open(shared / f"{group}.log", "w") as f:
         LOG.append(f)
+        # Where a boot's time goes before its group: the guest's uptime now is the kernel's boot, virtme-ng's init
+        # (systemd-tmpfiles, udev's coldplug and settle) and Python's start; the host's boot time minus this line's
+        # uptime and the last line's stamp is qemu's start and the power-off.
+        log(f"group {group} starts: the guest has been up {(read('/proc/uptime') or '?').split()[0]} s")
         try:
             groups[group](rec, sys.argv[3:])
         except Exception:
