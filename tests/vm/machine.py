@@ -93,7 +93,8 @@ def passed_logs(passed: bool) -> str | None:
 def append_line(path: Path, line: str) -> None:
     """`line` added to `path` (the boots' times, TUNECTL_VM_TIMES: a fixed name in /tmp by default), created with
     mode 0644 when missing, never through a link, and only a regular file owned by root or this user that no other
-    may write; RuntimeError saying what, where and what to do otherwise."""
+    may write, with no other name (a hard link); RuntimeError saying what, where and what to do otherwise. Its
+    directory is the caller's choice (/tmp, root's and sticky, by default), not checked here."""
     from tunectl.system import trust
 
     try:
@@ -108,6 +109,8 @@ def append_line(path: Path, line: str) -> None:
     with open(fd, "a", closefd=True) as f:
         st = os.fstat(fd)
         why = trust.problem(st) if stat.S_ISREG(st.st_mode) else trust.irregular(st.st_mode)
+        if not why and st.st_nlink != 1:  # a hard link planted at the name: another file of root's, appended to
+            why = f"{st.st_nlink} hard links: another name reaches the same file"
         if why:
             raise RuntimeError(f"VM tier: cannot add to {path}: {why}; move it aside, or name another file with "
                                "TUNECTL_VM_TIMES")

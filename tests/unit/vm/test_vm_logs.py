@@ -148,8 +148,11 @@ def test_the_boot_times_are_added_to_a_regular_file_of_ours_only(tmp_path: Path)
     shared = tmp_path / "shared.jsonl"
     shared.write_text("")
     shared.chmod(0o666)
+    linked = tmp_path / "linked.jsonl"
+    os.link(target, linked)  # a second name of a file root may own: appending there writes the other
     for path, why in ((link, "a symbolic link"), (fifo, "a named pipe, not a regular file"),
-                      (shared, "mode 0666: writable by others")):
+                      (shared, "mode 0666: writable by others"),
+                      (linked, "2 hard links: another name reaches the same file")):
         with pytest.raises(RuntimeError) as e:
             machine.append_line(path, "{}")
         assert str(e.value) == f"VM tier: cannot add to {path}: {why}; move it aside, or name another file with " \
