@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,9 +14,29 @@ import pytest
 from tests.fakesys import FakeTree, all_topologies
 from tests.versions import describe
 
+# SIGINT as this pytest was started with it, before any test ran. A background job of a non-interactive shell
+# (`pytest ... &` in a script, some CI runners) starts with it ignored, and so does every program a test starts:
+# the tests marked sigint, which send Ctrl-C or need its default disposition, then fail in ways that do not say
+# why. They error instead, with this message; nothing is reset (the tests see what a user's shell gives) and
+# nothing is skipped (a CI run must not lose them unnoticed).
+SIGINT_IGNORED = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+# (`setsid` and a `bash -m` without a terminal inherit the ignored disposition too; `env --default-signal=INT`
+# gives the default back to the program it starts.)
+SIGINT_IGNORED_MESSAGE = ("this pytest was started with SIGINT ignored (a background job of a non-interactive "
+                          "shell); start it in the foreground, or through `env --default-signal=INT`")
+
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    return describe()
+    return describe() + ([f"SIGINT: ignored from the start; the tests marked sigint error ({SIGINT_IGNORED_MESSAGE})"]
+                         if SIGINT_IGNORED else [])
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked sigint errors when this pytest was started with SIGINT ignored (`SIGINT_IGNORED_MESSAGE`).
+    After the skips: a root test skipped as not root is skipped still."""
+    if SIGINT_IGNORED and item.get_closest_marker("sigint") is not None:
+        pytest.fail(SIGINT_IGNORED_MESSAGE, pytrace=False)
+
 
 # The real systemd-udevd and scoped rules files of the root udev tests (fixtures `udevd`, `rules`);
 # two fake disks and a state directory for the journal tests (fixture `pair`).

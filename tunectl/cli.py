@@ -792,7 +792,8 @@ def main_entry() -> None:
     """The program (bin/tunectl, `python -m tunectl`): main on this process's arguments, its code the exit status.
 
     Under --json the SIGTERM/SIGHUP handler (tunectl.system.termination) is set before main imports anything: a
-    stop while the parser is built or the command's modules load gets the one document too."""
+    stop while the parser is built or the command's modules load gets the one document too; one while Python
+    exits ends the process at once with main's code (`termination.exiting`)."""
     argv = sys.argv[1:]
     json = wants_json(argv)
     try:
@@ -803,5 +804,5 @@ def main_entry() -> None:
         said()  # what main wrote stands: a stop now ends nothing more (not two documents)
     except KeyboardInterrupt as e:  # a stop in the instants main was entered or left, outside its own handling
         code = stopped(e, sys.stdout, sys.stderr, json)
-    exiting()  # the document's code is the exit status: a stop during Python's exit no longer ends it by the signal
+    exiting(code)  # the document's code is the exit status: a stop during Python's exit ends it with that code
     sys.exit(code)

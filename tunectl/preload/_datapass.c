@@ -1,7 +1,8 @@
 /* The clean case of `preload replay`'s data pass, compiled: tunectl.preload.replay._issue_with's per-file syscalls
  * without a Python frame, a stat_result or an exception per file.
  *
- * issue(entries, order, listed, start, end, directory_of, devnums, windows, flags) -> (stop, files, bytes)
+ * issue(entries, order, listed, start, end, directory_of, devnums, windows, flags, helper=False)
+ *     -> (stop, files, bytes)
  *
  * Walks order[start:end] as _issue_with does: an entry not `listed` is passed over; a listed one is read here only
  * when every check _issue_with makes passes, with the same calls in the same order:
@@ -22,6 +23,15 @@
  * outcome but "read" is decided, and worded, in one place. A file stopped at after its open was closed first.
  * `end` is at most the next file where the Python side asks its pressure guard and counts progress (every 256).
  *
+ * `helper` (true where a CPU is idle for it: replay.willneed_helper): the fadvise and the close of each file
+ * checked here go to a second thread, in the order the files were checked (a ring of HANDED descriptors), while this
+ * one checks the next: the checks (look, open, fstat) and the WILLNEED (the page cache's allocation and the block
+ * layer's submission, about half the pass's CPU) then run side by side, the reads still sent in physical order from
+ * one thread. Every check is made here, as without it, before a descriptor is handed over; the helper never touches
+ * a Python object and is joined before the call returns (an exception raised included), every descriptor it was
+ * handed closed. A failed fadvise stops the pass at that file, as inline: nothing after it is counted, and the
+ * Python loop takes it again.
+ *
  * Built with the limited API (abi3): one .so for every CPython from 3.9. Root imports it from the package
  * directory, which it trusts as it trusts the .py files beside it (installed by root, not writable by others).
  */
@@ -32,6 +42,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -140,9 +152,83 @@ static int enter_device(State *s, PyObject *device, PyObject *devnums, PyObject 
     return 1;
 }
 
-/* One listed file read, every check passed: 1; 0 to stop at it (nothing read, any descriptor closed). */
+#define HANDED 16  /* descriptors checked and waiting for the helper's fadvise: few (a low `ulimit -n`) */
+#define WAKE 4     /* a waiting thread is woken when this many files (or places) are ready, not at each one: a
+                    * wake-up per file cost a context switch each (46,000 on /usr/share, measured) */
+
+/* The files checked and handed to the helper thread, in order; what it read. */
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t more;   /* the helper waits: WAKE files handed over, or no more */
+    pthread_cond_t room;   /* the checking thread waits: WAKE free places */
+    int fds[HANDED];
+    long long sizes[HANDED];
+    Py_ssize_t at[HANDED]; /* each file's position in `order` */
+    int head, count, done;
+    int helper_waits, checker_waits;
+    Py_ssize_t failed_at;  /* the first position whose fadvise failed, -1: none */
+    long long files, issued;
+} Handed;
+
+static void *willneed_handed(void *arg) {
+    Handed *h = arg;
+    pthread_mutex_lock(&h->lock);
+    for (;;) {
+        if (h->count == 0) {
+            if (h->done)
+                break;
+            h->helper_waits = 1;
+            while (h->count < WAKE && !h->done)
+                pthread_cond_wait(&h->more, &h->lock);
+            h->helper_waits = 0;
+            continue;
+        }
+        int fd = h->fds[h->head];
+        long long size = h->sizes[h->head];
+        Py_ssize_t at = h->at[h->head];
+        h->head = (h->head + 1) % HANDED;
+        h->count--;
+        if (h->checker_waits && h->count <= HANDED - WAKE)
+            pthread_cond_signal(&h->room);
+        int failed = h->failed_at >= 0;  /* after a failure nothing more is read: closed only */
+        pthread_mutex_unlock(&h->lock);
+        int ok = !failed && posix_fadvise(fd, 0, size, POSIX_FADV_WILLNEED) == 0;
+        close(fd);
+        pthread_mutex_lock(&h->lock);
+        if (ok) {
+            h->files++;
+            h->issued += size;
+        } else if (h->failed_at < 0) {
+            h->failed_at = at;
+        }
+    }
+    pthread_mutex_unlock(&h->lock);
+    return NULL;
+}
+
+/* `fd` (checked) handed to the helper, waiting for room; called without the GIL. */
+static void hand_over(Handed *h, int fd, long long size, Py_ssize_t at) {
+    pthread_mutex_lock(&h->lock);
+    if (h->count == HANDED) {
+        h->checker_waits = 1;
+        while (h->count > HANDED - WAKE)
+            pthread_cond_wait(&h->room, &h->lock);
+        h->checker_waits = 0;
+    }
+    int tail = (h->head + h->count) % HANDED;
+    h->fds[tail] = fd;
+    h->sizes[tail] = size;
+    h->at[tail] = at;
+    h->count++;
+    if (h->helper_waits && h->count >= WAKE)
+        pthread_cond_signal(&h->more);
+    pthread_mutex_unlock(&h->lock);
+}
+
+/* One listed file read (or, with `handed`, checked and handed over to be read), every check passed: 1; 0 to stop
+ * at it (nothing read, any descriptor closed). */
 static int read_one(const State *s, const char *name, int checked, int flags, unsigned long long inode,
-                    long long size, long long mtime_ns) {
+                    long long size, long long mtime_ns, Handed *handed, Py_ssize_t at) {
     struct stat st;
     int ok = 0;
     Py_BEGIN_ALLOW_THREADS
@@ -152,9 +238,17 @@ static int read_one(const State *s, const char *name, int checked, int flags, un
         if (fd >= 0) {
             if (fstat(fd, &st) == 0 && (unsigned long long)st.st_ino == inode && (long long)st.st_size == size &&
                 (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec == mtime_ns &&
-                (unsigned long long)st.st_dev == s->devnum && S_ISREG(st.st_mode))
-                ok = posix_fadvise(fd, 0, size, POSIX_FADV_WILLNEED) == 0;
-            close(fd);
+                (unsigned long long)st.st_dev == s->devnum && S_ISREG(st.st_mode)) {
+                if (handed != NULL) {
+                    hand_over(handed, fd, size, at);
+                    fd = -1;
+                    ok = 1;
+                } else {
+                    ok = posix_fadvise(fd, 0, size, POSIX_FADV_WILLNEED) == 0;
+                }
+            }
+            if (fd >= 0)
+                close(fd);
         }
     }
     Py_END_ALLOW_THREADS
@@ -164,11 +258,41 @@ static int read_one(const State *s, const char *name, int checked, int flags, un
 static PyObject *issue(PyObject *self, PyObject *args) {
     PyObject *entries, *order, *listed, *directory_of, *devnums, *windows;
     Py_ssize_t start, end;
-    int flags;
+    int flags, helper = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOYnnOO!O!i", &entries, &order, &listed, &start, &end, &directory_of,
-                          &PyDict_Type, &devnums, &PyDict_Type, &windows, &flags))
+    if (!PyArg_ParseTuple(args, "OOYnnOO!O!i|p", &entries, &order, &listed, &start, &end, &directory_of,
+                          &PyDict_Type, &devnums, &PyDict_Type, &windows, &flags, &helper))
         return NULL;
+    Handed h;
+    Handed *handed = NULL;
+    pthread_t thread;
+    if (helper) {
+        memset(&h, 0, sizeof h);
+        h.failed_at = -1;
+        if (pthread_mutex_init(&h.lock, NULL) == 0) {
+            if (pthread_cond_init(&h.more, NULL) == 0) {
+                if (pthread_cond_init(&h.room, NULL) == 0) {
+                    /* every signal blocked in the helper for its whole life (it inherits the mask): a stop sent
+                     * to the process is taken by the main thread alone, where Python's handlers run (as
+                     * tunectl.system.interrupts.threads_without_stops does for Python's threads) */
+                    sigset_t all, mask;
+                    sigfillset(&all);
+                    pthread_sigmask(SIG_SETMASK, &all, &mask);
+                    int started = pthread_create(&thread, NULL, willneed_handed, &h) == 0;
+                    pthread_sigmask(SIG_SETMASK, &mask, NULL);
+                    if (started) {
+                        handed = &h;  /* else (no thread to be had): read here, as without a helper */
+                    } else {
+                        pthread_cond_destroy(&h.room);
+                    }
+                }
+                if (handed == NULL)
+                    pthread_cond_destroy(&h.more);
+            }
+            if (handed == NULL)
+                pthread_mutex_destroy(&h.lock);
+        }
+    }
     const char *marks = PyByteArray_AsString(listed);
     Py_ssize_t nmarks = PyByteArray_Size(listed);
     State s = {NULL, -1, 1, NULL, 0, 0};
@@ -219,9 +343,11 @@ static PyObject *issue(PyObject *self, PyObject *args) {
                         found = enter_device(&s, PyTuple_GetItem(entry, DEVICE), devnums, windows);
                     if (found > 0)
                         found = size >= 0 && size <= s.window ? whole_file(PyTuple_GetItem(entry, RANGES), size) : 0;
-                    if (found > 0 && read_one(&s, last + 1, checked, flags, inode, size, mtime_ns)) {
-                        files++;
-                        issued += size;
+                    if (found > 0 && read_one(&s, last + 1, checked, flags, inode, size, mtime_ns, handed, k)) {
+                        if (handed == NULL) {
+                            files++;
+                            issued += size;
+                        }
                         done = 1;
                     }
                 }
@@ -236,6 +362,22 @@ static PyObject *issue(PyObject *self, PyObject *args) {
     }
     Py_XDECREF(s.dir);
     Py_XDECREF(s.device);
+    if (handed != NULL) {  /* every file handed over read (or, after a failed fadvise, closed), before returning */
+        Py_BEGIN_ALLOW_THREADS
+        pthread_mutex_lock(&h.lock);
+        h.done = 1;
+        pthread_cond_signal(&h.more);
+        pthread_mutex_unlock(&h.lock);
+        pthread_join(thread, NULL);
+        Py_END_ALLOW_THREADS
+        pthread_cond_destroy(&h.room);
+        pthread_cond_destroy(&h.more);
+        pthread_mutex_destroy(&h.lock);
+        files = h.files;
+        issued = h.issued;
+        if (h.failed_at >= 0 && h.failed_at < k)
+            k = h.failed_at;  /* the Python loop takes that file again, and words why it did not read */
+    }
     if (failed && PyErr_Occurred())
         return NULL;
     return Py_BuildValue("nLL", k, files, issued);
@@ -243,8 +385,10 @@ static PyObject *issue(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"issue", issue, METH_VARARGS,
-     "issue(entries, order, listed, start, end, directory_of, devnums, windows, flags) -> (stop, files, bytes)\n"
-     "The data pass's clean case over order[start:end]; stops at the first file it leaves to the Python loop."},
+     "issue(entries, order, listed, start, end, directory_of, devnums, windows, flags, helper=False)\n"
+     "-> (stop, files, bytes)\n"
+     "The data pass's clean case over order[start:end]; stops at the first file it leaves to the Python loop.\n"
+     "helper: each file's WILLNEED sent from a second thread while this one checks the next."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -87,7 +87,8 @@ def replayed(report, paint: bool = False) -> list[str]:
 
     lines = [*moved_devices(report.moved), *skips(report.skipped, report.verbose, paint, report.skip_counts)]
     if report.verbose:
-        lines += [f"method on {device}: {how}; data pass {report.data_pass}"
+        helper = "WILLNEED sent from a second thread while the next files are checked; " if report.helper else ""
+        lines += [f"method on {device}: {how}; {helper}data pass {report.data_pass}"
                   for device, how in sorted(report.methods.items())]
         if report.list_why:
             lines.append(f"list {'streamed' if report.list_read == 'streamed' else 'read whole'}: {report.list_why}")

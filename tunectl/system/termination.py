@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 _ENDING = (_signal.SIGTERM, _signal.SIGHUP)
+_STOPS = (_signal.SIGINT, *_ENDING)  # what ends the process while Python exits (`exiting`)
 # A started document whose write has not moved for this long after a stop is cut: its reader is not reading.
 STUCK_SECONDS = 2.0
 
@@ -222,27 +223,51 @@ def stops_with_a_document() -> bool:
     return _signal.getsignal(_signal.SIGTERM) is _stop
 
 
-def exiting() -> None:
-    """The program's document is written and main returned: the process exits with that document's code, a stop
-    from now on changes nothing (none is left to bound: main wrote all it had).
+def exiting(code: int) -> None:
+    """The program's document is written and main returned `code`: the process exits with that code, and a stop
+    from now on ends it with that code at once (none is left to bound: main wrote all it had).
 
-    Python's exit gives every handler it set back to the default action (its signal module's finalization) and
-    then tears down the modules, milliseconds on a command that loaded many: a SIGTERM the reader sent on seeing
-    the whole document (a service stop, a `timeout` as it ran out) ended the process by the signal then, exit 143
-    after a whole result that said 0, one run in seven. The stops are blocked instead, once stdout and stderr are
-    flushed (a flush held by a reader not reading is still ended by a second stop, as before); one pending at the
-    exit is dropped with the process. Only under --json (the program's handler): without it, a stop ends the
-    process by its default action, as ever."""
+    Python's exit joins the threads still running and runs the atexit handlers, which may take long or hang (a
+    thread that never ends, a slow flush): a stop then ends the process at once by `os._exit(code)`, the rest of
+    the exit not run, so a service stop or a `timeout` ends it without SIGKILL, with the code of the document the
+    reader has. Then Python gives every handler it set back to the default action (its signal module's
+    finalization) and tears down the modules, milliseconds on a command that loaded many: a SIGTERM the reader
+    sent on seeing the whole document (a service stop, a `timeout` as it ran out) ended the process by the signal
+    then, exit 143 after a whole result that said 0, one run in seven.
+
+    So the main thread blocks the stops from here to its end, and a thread of its own takes them (sigwait) and
+    ends the process: not Python's handlers, which run only in the main thread between two of its steps (a stop
+    that came as it went to sleep in a lock wait was taken by none until the next stop), nor after the signal
+    module's finalization. Once Python is finalizing that thread cannot run Python code any more (it ends as it
+    asks for the interpreter): a stop it takes then changes nothing, the exit keeps main's code. tunectl's other
+    threads have the stops blocked for their whole life (tunectl.system.interrupts.threads_without_stops), so
+    none takes one; a thread a library started without that could. stdout and stderr are flushed first (a flush
+    held by a reader not reading is still ended by a second stop, as before). A signal the process was started
+    ignoring stays ignored. Only under --json (the program's handler): without it, a stop ends the process by its
+    default action, as ever."""
     if not _Said.program:
         return
+    import _thread  # built in, loaded with Python
     import contextlib  # loaded by now: the command has run
 
     for stream in (sys.stdout, sys.stderr):
         # a closed stream, a reader gone: what it means was said before; Python's own exit finds it as ever
         with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
-    _signal.pthread_sigmask(_signal.SIG_BLOCK, (_signal.SIGINT, *_ENDING, _signal.SIGALRM))
+    stops = {sig for sig in _STOPS if _signal.getsignal(sig) != _signal.SIG_IGN}
+    # blocked before the thread starts: it inherits the mask, as sigwait needs (and no alarm is due any more)
+    _signal.pthread_sigmask(_signal.SIG_BLOCK, (*_STOPS, _signal.SIGALRM))
     _signal.setitimer(_signal.ITIMER_REAL, 0)
+    if stops:
+        _thread.start_new_thread(_exit_on_a_stop, (stops, code))
+
+
+def _exit_on_a_stop(stops: set[int], code: int) -> None:
+    """The thread `exiting` starts: at the first of `stops` the process ends with main's `code`."""
+    import os
+
+    _signal.sigwait(stops)
+    os._exit(code)
 
 
 def said() -> None:

@@ -93,6 +93,7 @@ def test_human_output_csv_plot_and_random_reads(loop, env, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.sigint
 def test_sigint_in_the_middle_restores_every_setting(loop, env):
     sysfs_write(loop, "queue/scheduler", "bfq")
     sysfs_write(loop, "queue/iosched/slice_idle", "3")

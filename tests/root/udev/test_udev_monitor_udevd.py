@@ -64,6 +64,7 @@ class _Monitor:
                 self.proc.kill()
 
 
+@pytest.mark.sigint  # the monitor runs until Ctrl-C
 def test_monitor_reports_hotplugged_loops_in_sync_then_drift(udevd, rules, tmp_path: Path) -> None:
     scope = tmp_path / "scope"
     text, profile = scoped_rules(PROFILE, tmp_path, scope)

@@ -7,6 +7,7 @@ import fcntl
 import json
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -129,7 +130,7 @@ AT_EXIT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, pytest.param(signal.SIGINT, marks=pytest.mark.sigint)])
 @pytest.mark.parametrize("argv", [("profile", "show", "balanced"), ("profile", "show", "no-such-profile")])
 def test_a_stop_while_python_exits_after_the_document_leaves_its_exit_code(tmp_path: Path, signum: int,
                                                                           argv: tuple[str, ...]) -> None:
@@ -147,6 +148,75 @@ def test_without_json_a_stop_while_python_exits_still_ends_it_by_the_signal(tmp_
     proc = subprocess.run([sys.executable, "-c", AT_EXIT, str(int(signal.SIGTERM)), "profile", "show", "balanced"],
                           capture_output=True, text=True, env=_env(tmp_path), cwd=REPO, timeout=120)
     assert proc.returncode == -signal.SIGTERM, proc.stderr
+
+
+# The program, with what holds Python's exit for good, added while the command runs (as tunectl's own or a library's
+# would be): an atexit handler, or a thread Python's exit joins (started as tunectl starts its threads, stops
+# blocked), each writing a byte to fd `ready` once Python's exit has reached it, then waiting forever.
+HELD_AT_EXIT = textwrap.dedent("""
+    import atexit, os, runpy, sys, threading
+    how, ready = sys.argv[1], int(sys.argv[2])
+    del sys.argv[1:3]
+    from tunectl import cli
+    from tunectl.system.interrupts import threads_without_stops
+    command = cli.main
+
+    def held():
+        os.write(ready, b"x")
+        threading.Event().wait()
+
+    def joined():
+        threading.main_thread().join()  # returns as Python's exit starts: it then joins this thread
+        held()
+
+    def main(argv):
+        if how == "atexit":
+            atexit.register(held)
+        else:
+            with threads_without_stops():
+                threading.Thread(target=joined).start()  # not a daemon
+        return command(argv)
+
+    cli.main = main
+    runpy.run_module("tunectl", run_name="__main__", alter_sys=True)
+""")
+
+
+@pytest.mark.parametrize("signum", [pytest.param(signal.SIGINT, marks=pytest.mark.sigint), signal.SIGTERM,
+                                    signal.SIGHUP])
+@pytest.mark.parametrize("how", ["atexit", "thread"])
+def test_a_stop_while_python_exits_held_ends_it_at_once_with_the_documents_code(tmp_path: Path, how: str,
+                                                                                 signum: int) -> None:
+    # Before, the stops were blocked through Python's whole exit: one held by an atexit handler or a thread that
+    # never ended could be ended only by SIGKILL. Now a stop ends it at once with the code of the document the
+    # reader has (2: an unknown profile's error document).
+    r, w = os.pipe()
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", HELD_AT_EXIT, how, str(w), "--json", "profile", "show",
+                                 "no-such-profile"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=_env(tmp_path), cwd=REPO, pass_fds=(w,))
+        os.close(w)
+        w = -1
+        try:
+            assert select.select([r], [], [], 120)[0], "Python's exit did not reach the held handler in 120 s"
+            assert os.read(r, 1) == b"x", "the program ended before its exit was held"
+            # sent at once: also as the main thread goes to sleep in its lock wait (a Python handler took such a
+            # stop only at the next one)
+            os.kill(proc.pid, signum)
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"still running 30 s after {signal.Signals(signum).name} while its exit was held "
+                                 f"({how}): only SIGKILL ends it") from None
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    finally:
+        os.close(r)
+        if w >= 0:
+            os.close(w)
+    assert proc.returncode == 2, (proc.returncode, err)
+    assert _one_document(out, 2)["error"]["code"] == "profile" and "Traceback" not in err
 
 
 def test_a_second_stop_while_the_first_is_said_changes_nothing(tmp_path: Path) -> None:
@@ -447,6 +517,7 @@ def test_the_alarm_ends_the_process_only_when_the_write_made_no_progress(monkeyp
     assert ended == [signal.SIGTERM, signal.SIGHUP]
 
 
+@pytest.mark.sigint
 @pytest.mark.parametrize("second", [False, True])
 def test_ctrl_c_once_the_document_started_is_a_late_stop_not_a_second_document(tmp_path: Path, second: bool) -> None:
     # Before, Ctrl-C raised KeyboardInterrupt inside the document's write and main then wrote an `interrupted`

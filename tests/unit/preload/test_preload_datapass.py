@@ -1,10 +1,11 @@
 """The data pass compiled (tunectl/preload/_datapass.c) and the Python loop give the same outcome, file for file.
 
 The compiled pass reads only the files that pass every check; any other file it stops at and leaves to the Python
-loop, which then decides and words it. Both run here over the same cases (clean files across the 256-file steps
-where the pressure guard is asked, a changed file, a link or a named pipe or a device node swapped in, a file that
-vanished, an unreadable one, a directory gone or reached through a link, a file read in chunks, names checked and
-not, out of descriptors) and must give the same files, bytes and skips.
+loop, which then decides and words it. The compiled pass runs both ways: sending each file's WILLNEED itself, and
+handing it, checked, to a second thread (`helper`, where a CPU is idle for it). All run here over the same cases
+(clean files across the 256-file steps where the pressure guard is asked, a changed file, a link or a named pipe or
+a device node swapped in, a file that vanished, an unreadable one, a directory gone or reached through a link, a
+file read in chunks, names checked and not, out of descriptors) and must give the same files, bytes and skips.
 """
 
 from __future__ import annotations
@@ -42,9 +43,11 @@ def entry_of(path: Path, size: int | None = None) -> Entry:
 
 
 def data_pass(monkeypatch: pytest.MonkeyPatch, compiled: bool, entries: list[Entry], listed: bytes,
-              order: list[int] | None = None) -> tuple[int, int, list[Skip]]:
-    """One data pass over `entries` (in `order`, default the list's), compiled or the Python loop alone."""
+              order: list[int] | None = None, helper: bool = False) -> tuple[int, int, list[Skip]]:
+    """One data pass over `entries` (in `order`, default the list's), compiled or the Python loop alone;
+    `helper`: the compiled pass hands the WILLNEEDs to a second thread."""
     monkeypatch.setattr(replay_module, "_datapass", COMPILED if compiled else None)
+    monkeypatch.setattr(replay_module, "_willneed_helper", lambda: helper)
     devices = {e.device for e in entries}
     devnums = {d: os.makedev(*map(int, d.split(":"))) for d in devices}
     skipped: list[Skip] = []
@@ -57,8 +60,9 @@ def data_pass(monkeypatch: pytest.MonkeyPatch, compiled: bool, entries: list[Ent
 
 
 def both(monkeypatch: pytest.MonkeyPatch, entries: list[Entry], listed: bytes) -> tuple[int, int, list[Skip]]:
-    """The outcome of both passes, asserted the same."""
+    """The outcome of both passes (the compiled one with and without its helper thread), asserted the same."""
     compiled = data_pass(monkeypatch, True, entries, listed)
+    assert compiled == data_pass(monkeypatch, True, entries, listed, helper=True)
     assert compiled == data_pass(monkeypatch, False, entries, listed)
     return compiled
 
@@ -143,8 +147,11 @@ def test_under_a_nodev_mount_no_look_the_same(tree: tuple[list[Entry], bytes, di
     assert files > 500 and skipped
 
 
-def test_the_clean_files_are_read_by_the_compiled_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The Python loop reads only the files at its guard's steps (every 256th: positions 255 and 511)."""
+@pytest.mark.parametrize("helper", [False, True], ids=["one-thread", "helper"])
+def test_the_clean_files_are_read_by_the_compiled_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       helper: bool) -> None:
+    """The Python loop reads only the files at its guard's steps (every 256th: positions 255 and 511); with the
+    helper, every descriptor handed over is closed by the time the pass returns."""
     entries = []
     for n in range(600):
         (tmp_path / f"f{n:03}").write_bytes(b"x" * 10)
@@ -152,8 +159,10 @@ def test_the_clean_files_are_read_by_the_compiled_pass(tmp_path: Path, monkeypat
     calls = []
     real = os.posix_fadvise
     monkeypatch.setattr(os, "posix_fadvise", lambda fd, *a: (calls.append(fd), real(fd, *a)))
-    files, issued, skipped = data_pass(monkeypatch, True, entries, b"\2" * 600)
+    before = sorted(os.listdir("/proc/self/fd"))
+    files, issued, skipped = data_pass(monkeypatch, True, entries, b"\2" * 600, helper=helper)
     assert (files, issued, skipped, len(calls)) == (600, 6000, [], 2)
+    assert sorted(os.listdir("/proc/self/fd")) == before
 
 
 def limit_leaving(free: int) -> int:
@@ -186,19 +195,22 @@ def test_out_of_descriptors_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyP
     try:
         for room in (40, 0):
             resource.setrlimit(resource.RLIMIT_NOFILE, (limit_leaving(room), hard))
-            for compiled in (True, False):
+            for compiled, helper in ((True, False), (False, False), (True, True)):
                 try:
-                    outcomes.append((room, data_pass(monkeypatch, compiled, entries, b"\2" * 300)))
+                    outcomes.append((room, data_pass(monkeypatch, compiled, entries, b"\2" * 300, helper=helper)))
                 except replay_module._Stopped as stop:
                     outcomes.append((room, (stop.files, stop.issued, type(stop.error("")))))
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    assert outcomes[0] == outcomes[1] == (40, (300, sum(range(301)), []))
-    assert outcomes[2] == outcomes[3] == (0, (0, 0, OutOfDescriptors)) and outcomes[2][1][2] is OutOfDescriptors
+    assert outcomes[0] == outcomes[1] == outcomes[2] == (40, (300, sum(range(301)), []))
+    assert outcomes[3] == outcomes[4] == outcomes[5] == (0, (0, 0, OutOfDescriptors))
+    assert outcomes[3][1][2] is OutOfDescriptors
 
 
-@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
-def test_a_node_swapped_in_is_never_opened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiled: bool) -> None:
+@pytest.mark.parametrize(("compiled", "helper"), [(True, False), (True, True), (False, False)],
+                         ids=["compiled", "helper", "python"])
+def test_a_node_swapped_in_is_never_opened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiled: bool,
+                                           helper: bool) -> None:
     """Not looked at yet, a named pipe (or, as root, a device node) put where a listed file was is refused by its
     look, unopened: the directory's inotify watch sees the clean files opened and not it."""
     from tests.attacker import Opens
@@ -214,7 +226,7 @@ def test_a_node_swapped_in_is_never_opened(tmp_path: Path, monkeypatch: pytest.M
         os.mknod(tmp_path / "node", 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # /dev/null's: harmless were it opened
     watch = Opens(tmp_path)
     try:
-        files, _, skipped = data_pass(monkeypatch, compiled, entries, b"\2" * len(names))
+        files, _, skipped = data_pass(monkeypatch, compiled, entries, b"\2" * len(names), helper=helper)
         opened = watch.take()
     finally:
         watch.close()
@@ -230,7 +242,8 @@ def one_file(tmp_path: Path) -> tuple[list[Entry], dict[str, int], dict[str, int
     return entries, {device: os.makedev(*map(int, device.split(":")))}, {device: WINDOW}
 
 
-def test_a_descriptor_past_an_int_is_never_truncated_to_another(tmp_path: Path) -> None:
+@pytest.mark.parametrize("helper", [False, True], ids=["one-thread", "helper"])
+def test_a_descriptor_past_an_int_is_never_truncated_to_another(tmp_path: Path, helper: bool) -> None:
     """directory_of's descriptor number past an int's range stops the pass at the file (the Python loop meets it):
     it is never cut to its low 32 bits, which here name the real directory's descriptor."""
     entries, devnums, windows = one_file(tmp_path)
@@ -238,7 +251,7 @@ def test_a_descriptor_past_an_int_is_never_truncated_to_another(tmp_path: Path) 
     try:
         for number in (fd, fd + (1 << 32)):
             stop = COMPILED.issue(entries, [0], bytearray(b"\1"), 0, 1, lambda _d, n=number: (n, False), devnums,
-                                  windows, trust.LISTED_READ)
+                                  windows, trust.LISTED_READ, helper)
             assert stop == ((1, 1, 10) if number == fd else (0, 0, 0)), number
     finally:
         os.close(fd)
@@ -254,18 +267,50 @@ class Raises:
         raise self.error
 
 
+@pytest.mark.parametrize("helper", [False, True], ids=["one-thread", "helper"])
 @pytest.mark.parametrize("error", [TypeError("expected"), RuntimeError("unexpected")], ids=["expected", "other"])
-def test_only_the_expected_errors_of_a_value_are_cleared(tmp_path: Path, error: Exception) -> None:
+def test_only_the_expected_errors_of_a_value_are_cleared(tmp_path: Path, error: Exception, helper: bool) -> None:
     """A value not what the list holds (TypeError, ValueError, IndexError, OverflowError) stops the pass at the file;
-    any other exception is the pass's own error, raised, never swallowed."""
+    any other exception is the pass's own error, raised, never swallowed (with the helper thread too: joined, and
+    every descriptor closed, before it is raised)."""
     entries, devnums, windows = one_file(tmp_path)
     for place in ("fd", "size"):  # a number from directory_of, one from the list
         def directory_of(_d: str, place: str = place) -> tuple[object, bool]:
             return (Raises(error) if place == "fd" else -1), False
         listed = entries if place == "fd" else [entries[0]._replace(size=Raises(error))]
+        before = sorted(os.listdir("/proc/self/fd"))
         if isinstance(error, RuntimeError):
             with pytest.raises(RuntimeError, match="unexpected"):
-                COMPILED.issue(listed, [0], bytearray(b"\1"), 0, 1, directory_of, devnums, windows, 0)
+                COMPILED.issue(listed, [0], bytearray(b"\1"), 0, 1, directory_of, devnums, windows, 0, helper)
         else:
-            assert COMPILED.issue(listed, [0], bytearray(b"\1"), 0, 1, directory_of, devnums, windows, 0) \
+            assert COMPILED.issue(listed, [0], bytearray(b"\1"), 0, 1, directory_of, devnums, windows, 0, helper) \
                 == (0, 0, 0)
+        assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+@pytest.mark.parametrize(("allowed", "online", "runnable", "helper"), [
+    (1, 2, 0, False),  # one CPU to run on: the two threads would take turns
+    (2, 2, 1, True),  # this replay alone runnable: the other CPU is idle
+    (2, 2, 2, False),  # another task runnable beside it (a VM, a spinning process): none idle
+    (2, 8, 5, True),  # a CPU of the machine's is idle
+    (4, 4, None, False),  # the load unknown: one thread, as before
+])
+def test_the_helper_thread_only_where_a_cpu_is_idle(allowed: int, online: int, runnable: int | None,
+                                                    helper: bool) -> None:
+    assert replay_module.willneed_helper(allowed, online, runnable) is helper
+
+
+def test_the_machine_runnable_tasks_are_read() -> None:
+    """At least this test's own process runs while it reads them."""
+    assert replay_module._runnable() >= 1
+
+
+@pytest.mark.parametrize("helper", [False, True])
+def test_v_says_when_a_second_thread_sent_the_willneeds(helper: bool) -> None:
+    from tunectl.preload.text import replayed
+
+    report = replay_module.ReplayReport("/l")
+    report.verbose, report.methods, report.helper = 1, {"8:0": "physical"}, helper
+    said = [line for line in replayed(report) if line.startswith("method on")]
+    assert said == ["method on 8:0: physical; " + ("WILLNEED sent from a second thread while the next files are "
+                                                   "checked; " if helper else "") + f"data pass {report.data_pass}"]
