@@ -56,10 +56,9 @@ def vm_boot(vm_kernels: dict[str, machine.Kernel], tmp_path_factory: pytest.Temp
             result = machine.boot(vm_kernels[series], group, machine.MACHINES[kind](),
                                   base / (images or f"images-{group}"), base / "shared", args,
                                   tuple((guest, Path(host)) for guest, host in rodirs))
-            with open(TIMES, "a") as f:
-                f.write(json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "kernel": result.kernel.release,
-                                    "group": group, "args": list(args), "seconds": round(result.seconds, 1),
-                                    "attempts": result.attempts}) + "\n")
+            machine.append_line(TIMES, json.dumps({
+                "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "kernel": result.kernel.release,
+                "group": group, "args": list(args), "seconds": round(result.seconds, 1), "attempts": result.attempts}))
             done[key] = result
             BOOTS.append(result)
         return done[key]
@@ -67,11 +66,12 @@ def vm_boot(vm_kernels: dict[str, machine.Kernel], tmp_path_factory: pytest.Temp
     return get
 
 
-def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 (pytest's reporter type is private)
-    if machine.LOGS is None:  # no boot was tried
+def pytest_terminal_summary(terminalreporter, exitstatus: int) -> None:  # noqa: ANN001 (pytest's reporter type is private)
+    logs = machine.passed_logs(exitstatus == pytest.ExitCode.OK)
+    if logs is None:  # no boot was tried
         return
     terminalreporter.section("VM tier: boots and time per kernel")
-    terminalreporter.write_line(f"consoles and results kept in {machine.LOGS}/<release>/")
+    terminalreporter.write_line(logs)
     for release in dict.fromkeys(b.kernel.release for b in BOOTS):
         boots = [b for b in BOOTS if b.kernel.release == release]
         groups = ", ".join(f"{b.group} {b.seconds:.0f}s" + (f" (after {b.attempts - 1} retry)" if b.attempts > 1 else "")

@@ -10,10 +10,12 @@ what it read back into the shared directory; the pytest modules assert on that.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sysconfig
 import tempfile
@@ -41,13 +43,78 @@ def logs_for(environ: Mapping[str, str]) -> Path | None:
     return None
 
 
+OWN_LOGS = False  # LOGS is a directory made for this run alone (`log_dir`): removed when the run passes
+
+
 def log_dir() -> Path:
-    """This run's log directory (`logs_for`), chosen once: outside CI a new one (/tmp/tunectl-vm-logs-XXXXXXXX),
-    which the tier's summary names."""
-    global LOGS
+    """This run's log directory (`logs_for`), chosen once: outside CI a new one (/tmp/tunectl-vm-logs-XXXXXXXX,
+    mode 0700), which the tier's summary names and removes when the run passes (`passed_logs`). A named one
+    (TUNECTL_VM_LOGS, CI's fixed CI_LOGS in /tmp, where any user may make that name first) is used only as a
+    directory owned by root or this user that no other may write, reached through no link another user owns,
+    the last name not a link at all; it is created with mode 0755 when missing (`logs_here`)."""
+    global LOGS, OWN_LOGS
     if LOGS is None:
-        LOGS = logs_for(os.environ) or Path(tempfile.mkdtemp(prefix=f"{CI_LOGS.name}-", dir=CI_LOGS.parent))
+        named = logs_for(os.environ)
+        if named is None:
+            LOGS, OWN_LOGS = Path(tempfile.mkdtemp(prefix=f"{CI_LOGS.name}-", dir=CI_LOGS.parent)), True
+        else:
+            LOGS = logs_here(named)
     return LOGS
+
+
+def logs_here(path: Path) -> Path:
+    """`path` as a log directory root may write into (`log_dir`): created with mode 0755 when missing, else checked
+    (owner, mode, a directory, no link); RuntimeError saying what, where and what to do when it cannot be used."""
+    from tunectl.system import trust
+
+    try:
+        trust.ensure_dir(path, 0o755)
+    except trust.Untrusted as e:
+        raise RuntimeError(f"VM tier: log directory {path} cannot be used: {e.message}; {e.hint}, or name another "
+                           "with TUNECTL_VM_LOGS") from None
+    except OSError as e:
+        raise RuntimeError(f"VM tier: log directory {path} cannot be used: {e.filename or path}: "
+                           f"{e.strerror or e}; name another with TUNECTL_VM_LOGS") from None
+    return path
+
+
+def passed_logs(passed: bool) -> str | None:
+    """At the run's end: this run's own log directory (`log_dir`) removed when the run `passed` and no boot needed a
+    retry; what the tier's summary says of the logs (None: no boot was tried). A failed run keeps them, and says
+    where; a named directory (CI's, TUNECTL_VM_LOGS) is always kept."""
+    if LOGS is None:
+        return None
+    if passed and OWN_LOGS and not any(LOGS.glob("*/*.failed")):
+        shutil.rmtree(LOGS)
+        return f"consoles and results removed with {LOGS}: the run passed (TUNECTL_VM_LOGS=DIR keeps them in DIR)"
+    return f"consoles and results kept in {LOGS}/<release>/"
+
+
+def append_line(path: Path, line: str) -> None:
+    """`line` added to `path` (the boots' times, TUNECTL_VM_TIMES: a fixed name in /tmp by default), created with
+    mode 0644 when missing, never through a link, and only a regular file owned by root or this user that no other
+    may write, with no other name (a hard link); RuntimeError saying what, where and what to do otherwise. Its
+    directory is the caller's choice (/tmp, root's and sticky, by default), not checked here."""
+    from tunectl.system import trust
+
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+    except OSError as e:
+        why = "a symbolic link" if e.errno == errno.ELOOP else e.strerror or str(e)
+        with contextlib.suppress(OSError):
+            if e.errno == errno.ENXIO:  # a named pipe no one reads, a socket: say what stands there
+                why = trust.irregular(os.lstat(path).st_mode)
+        raise RuntimeError(f"VM tier: cannot add to {path}: {why}; move it aside, or name another file with "
+                           "TUNECTL_VM_TIMES") from None
+    with open(fd, "a", closefd=True) as f:
+        st = os.fstat(fd)
+        why = trust.problem(st) if stat.S_ISREG(st.st_mode) else trust.irregular(st.st_mode)
+        if not why and st.st_nlink != 1:  # a hard link planted at the name: another file of root's, appended to
+            why = f"{st.st_nlink} hard links: another name reaches the same file"
+        if why:
+            raise RuntimeError(f"VM tier: cannot add to {path}: {why}; move it aside, or name another file with "
+                               "TUNECTL_VM_TIMES")
+        f.write(line + "\n")
 
 
 BOOT_ATTEMPTS = 2  # a boot that writes no results (seen once: an empty console) is retried once
@@ -481,8 +548,7 @@ def boot(kernel: Kernel, group: str, machine: Machine, images: Path, shared: Pat
              f"{REPO}/.venv/bin/python {REPO}/tests/vm/guest/main.py {group} {shared} {' '.join(args)}")
     env = dict(os.environ, PATH=f"{REPO}/.venv/bin:{os.environ.get('PATH', '/usr/bin:/bin')}")
     failures: list[str] = []
-    logs = log_dir() / kernel.release
-    logs.mkdir(parents=True, exist_ok=True)
+    logs = logs_here(log_dir() / kernel.release)
     for attempt in range(1, BOOT_ATTEMPTS + 1):
         if attempt > 1:
             _restore_images(images, before)

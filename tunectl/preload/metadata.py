@@ -92,9 +92,19 @@ def resident_ranges(sysfs: Sysfs, devnum: str, dev_root: str) -> list[tuple[int,
 
 
 def why_not_opened(e: OSError) -> str:
-    if e.errno in (errno.EACCES, errno.EPERM) and os.geteuid() != 0:
+    """Why a block device did not open, said after "opening its block device": its node, what failed and, where
+    root itself was refused, by what and what to do (a device cgroup or a sandbox refuses root the machine's own
+    disk with EPERM: the note said only "Operation not permitted", as if a user had run it)."""
+    refused = e.errno in (errno.EACCES, errno.EPERM)
+    if refused and os.geteuid() != 0:
         return "needs root"
-    return f"failed: {os.strerror(e.errno or errno.EIO)}"
+    node = f"{e.filename} " if e.filename else ""
+    said = f"{node}failed: {os.strerror(e.errno or errno.EIO)}"
+    if refused:
+        where = os.path.dirname(os.fsdecode(e.filename)) if e.filename else "/dev"
+        said += (f" even to root: this system's policy refuses the device (a device cgroup, a container or sandbox, "
+                 f"a security module, or {where} mounted nodev); let root read it, or run where root may")
+    return said
 
 
 def collect(devices: Iterable[str], sysfs: Sysfs, dev_root: str | None, proc_root: str | None

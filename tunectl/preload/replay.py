@@ -294,6 +294,7 @@ class _Checker:
         self.skipped: list[Skip] = []
         self.how, self.parallel = "io_uring", 0
         self.use_io_uring = True
+        self.ring = None  # the io_uring of the stats while the pass holds one: closed by `run` on every way out
         self.one_by_one = False  # the small-list path's stats, one by one, while they answer from a cache
         self.walk = False  # directories opened by a walk (no ctypes): the small-list path's
         self.deferred = 0  # files left to be checked as they are opened (listed[i] == 2)
@@ -312,15 +313,14 @@ class _Checker:
         """
         todo = order.inode_indices(self.entries)
         self.use_io_uring, self.one_by_one, self.walk = use_io_uring, small, small
-        ring = None
         if small:
             self.how, self.parallel = "one-by-one", 1
         elif use_io_uring:
-            ring = self._ring(parallel)
+            self.ring = self._ring(parallel)
         try:
             head, rest = todo[:SAMPLE], todo[SAMPLE:]
             started = time.monotonic()
-            ring = self._stat(head, ring, parallel)
+            self._stat(head, parallel)
             self.sample_rate = len(head) / max(time.monotonic() - started, 1e-6)
             if rest and self.sample_rate >= FAST_STATS:
                 for i in rest:
@@ -328,10 +328,14 @@ class _Checker:
                 self.deferred = len(rest)
                 self._advance(len(rest))
                 return
-            ring = self._stat(rest, ring, parallel)
-        finally:
-            if ring is not None:
-                ring.close()
+            self._stat(rest, parallel)
+        finally:  # also a ring opened part way (the small-list path's switch) when the pass raises (a Ctrl-C)
+            self._close_ring()
+
+    def _close_ring(self) -> None:
+        ring, self.ring = self.ring, None
+        if ring is not None:
+            ring.close()
 
     @staticmethod
     def _ring(parallel: int | None):  # noqa: ANN205 (ctypes stays lazy)
@@ -344,7 +348,7 @@ class _Checker:
         except OSError:
             return None
 
-    def _stat(self, indices: list[int], ring, parallel: int | None):  # noqa: ANN001, ANN202 (ctypes stays lazy)
+    def _stat(self, indices: list[int], parallel: int | None) -> None:
         """Judge `indices` (in their order), each name stat'd relative to its directory, opened (O_PATH) without
         following any link on the way (`ListedOpener.directory`), so root never looks a name up through another
         user's directory link (into an automount point, a mount triggered as root). A directory with a link on its
@@ -352,7 +356,7 @@ class _Checker:
         DIRS_AT_ONCE directories (fewer under a low `ulimit -n`) are held open: `indices` are judged in runs.
         Out of descriptors all the same (the caller holds more than the limit left room for), what is not judged
         yet is left to the data pass, which looks at each name as it opens it and lets its directories go to open
-        one more. Returns the ring if still usable."""
+        one more."""
         run: list[int] = []
         names: list[str] = []
         fds: list[int] = []
@@ -364,7 +368,7 @@ class _Checker:
             for i in indices:
                 directory, _, name = entries[i].path.rpartition("/")
                 if directory not in dirs and len(dirs) >= keep:
-                    ring = self._stat_run(run, names, fds, ring, parallel)
+                    self._stat_run(run, names, fds, parallel)
                     opener.close()
                     run, names, fds = [], [], []
                 try:
@@ -375,7 +379,7 @@ class _Checker:
                         for j in left:
                             listed[j], self.decided[j] = 2, 1
                         self._advance(len(left))
-                        return ring
+                        return
                     self._failed(i, e.errno or errno.EIO)  # gone, or not a directory: its files fail the same way
                     continue
                 if fd < 0:  # a link on the way (or no openat2): looked at as it is opened, never followed here
@@ -385,34 +389,36 @@ class _Checker:
                 run.append(i)
                 names.append(name)
                 fds.append(fd)
-            return self._stat_run(run, names, fds, ring, parallel) if run else ring
+            if run:
+                self._stat_run(run, names, fds, parallel)
 
-    def _stat_run(self, indices: list[int], names: list[str], fds: list[int], ring, parallel: int | None
-                  ):  # noqa: ANN001, ANN202 (ctypes stays lazy)
-        """Judge `indices` (the name of each relative to its directory's descriptor) through `ring`, or from
-        threads when there is none or it fails part way (then the threads finish what it left); on the small-list
-        path, one by one while they answer from a cache, the rest so. Returns the ring if it is still usable."""
+    def _stat_run(self, indices: list[int], names: list[str], fds: list[int], parallel: int | None) -> None:
+        """Judge `indices` (the name of each relative to its directory's descriptor) through the pass's ring
+        (`ring`), or from threads when there is none or it fails part way (then the threads finish what it left,
+        and the ring is let go); on the small-list path, one by one while they answer from a cache, the rest so
+        (through a ring opened then, held in `ring` for `run` to close)."""
         if self.one_by_one:
             self._from_thread(self._while_fast(zip(indices, names, fds)))
             if self.one_by_one:
-                return ring
+                return
             left = [j for j, i in enumerate(indices) if not self.decided[i]]  # a window waited for the disk
             indices, names, fds = [indices[j] for j in left], [names[j] for j in left], [fds[j] for j in left]
-            ring = self._ring(parallel) if self.use_io_uring else None
-        if ring is not None:
+            if self.use_io_uring:
+                self.ring = self._ring(parallel)
+        if self.ring is not None:
             self.how, self.parallel = "io_uring", min(parallel or 32, MAX_THREADS)
             try:
-                self._from_ring(ring, indices, names, fds)
-                return ring
+                self._from_ring(self.ring, indices, names, fds)
+                return
             except OSError:  # the ring failed part way (it should not): threads finish the pass
-                ring.close()
+                self._close_ring()
         import threading  # only where io_uring is refused: not at start-up
 
         from tunectl.system.interrupts import threads_without_stops
 
         left = [j for j, i in enumerate(indices) if not self.decided[i]]
         if not left and self.how == "threads":  # nothing after the sample: the threads that judged it are said
-            return None
+            return
         self.how, self.parallel = "threads", min(parallel or 8, MAX_THREADS)
         todo = iter([(indices[j], names[j], fds[j]) for j in left])
         workers = []  # no more than files to judge (--threads 100000000 built that many: out of memory, exit 70)
@@ -428,7 +434,6 @@ class _Checker:
         self._from_thread(todo)
         for w in workers:
             w.join()
-        return None
 
     def _while_fast(self, todo: Iterable[tuple[int, str, int]]) -> Iterator[tuple[int, str, int]]:
         """`todo` while its stats answer from a cache: each WINDOW of them (the caller's stat and judgement

@@ -178,10 +178,11 @@ class StateStore:
         except Untrusted as e:
             raise self._untrusted(e) from None
         except OSError as e:
-            part = e.filename if e.filename and e.filename != str(self.dir) else None
-            if part is not None:  # a part on the way (a file where a directory should be): name it, not the state dir
-                raise StateError(f"state directory {self.dir} cannot be used: {part}: {e.strerror or e}",
-                                 hint=f"move {part} aside, or point --state-dir / TUNECTL_STATE_DIR elsewhere") from None
+            if e.errno == errno.ENOTDIR and e.filename:  # check_dir named what stands there: the dir or a part
+                what = e.strerror if e.filename == str(self.dir) else f"{e.filename}: {e.strerror}"
+                raise StateError(f"state directory {self.dir} cannot be used: {what}",
+                                 hint=f"move {e.filename} aside, or point --state-dir / TUNECTL_STATE_DIR "
+                                      "elsewhere") from None
             raise StateError(f"state directory {self.dir} cannot be used: {_reason(e)}", hint=_hint(e, self.dir)) from None
         return True
 

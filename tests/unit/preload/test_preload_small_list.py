@@ -164,3 +164,41 @@ def test_a_large_lists_last_short_batch_does_not_take_the_small_list_path(tmp_pa
     assert not any("small list" in how for how in report.methods.values()), report.methods
     one = replay(Sysfs("/sys"), [entries[:1]], str(lst))  # a whole list of one: the path, in the right words
     assert one.inode_pass == "one-by-one" and "small list (1 file, at most" in "".join(one.methods.values())
+
+
+class Interrupted(Exception):
+    """Raised in the ring's pass: a Ctrl-C (KeyboardInterrupt) there, without the test's own run interrupted."""
+
+
+@pytest.mark.parametrize("small", [True, False], ids=["opened-at-the-switch", "opened-at-start"])
+def test_a_ring_is_closed_when_the_pass_raises_in_it(tmp_path: Path, rotational: None,
+                                                      monkeypatch: pytest.MonkeyPatch, small: bool) -> None:
+    # the small-list path opens its ring part way, when two windows waited for the disk; the pass closed it only
+    # once _stat_run had returned it, so an exception in the ring's pass (a Ctrl-C in statx_all) left its descriptor
+    # and kernel workers open until the process exited
+    paths, victim = odd_tree(tmp_path, 30)
+    lst = tmp_path / "set.list"
+    assert tunectl("preload", "collect", str(tmp_path / "data"), "-o", str(lst)).code == 0
+    monkeypatch.setattr(replay_module, "WINDOW", 2)
+    monkeypatch.setattr(replay_module, "FAST_STATS", 1e15)  # every window slow: the rest go to the ring
+    if not small:
+        monkeypatch.setattr(replay_module, "SMALL_LIST", 0)
+
+    class Ring:
+        opened: list[Ring] = []
+
+        def __init__(self) -> None:
+            self.closed = 0
+            Ring.opened.append(self)
+
+        def close(self) -> None:
+            self.closed += 1
+
+    def from_ring(self, ring, by_inode, names, fds) -> None:  # noqa: ANN001
+        raise Interrupted
+
+    monkeypatch.setattr(replay_module._Checker, "_ring", staticmethod(lambda parallel: Ring()))
+    monkeypatch.setattr(replay_module._Checker, "_from_ring", from_ring)
+    with pytest.raises(Interrupted):
+        replay(Sysfs("/sys"), read_list(str(lst)), str(lst))
+    assert [r.closed for r in Ring.opened] == [1], [r.closed for r in Ring.opened]
