@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -154,13 +156,20 @@ def test_named_disk_without_a_table(tmp_path):
 
 
 def test_not_root_is_exit_4(tmp_path):
-    with loop_disk(tmp_path, 512) as name:
-        build(name, "gpt", 512)
-        os.chmod(tmp_path, 0o755)
-        done = run_process("align", name, "--state-dir", str(tmp_path / "nostate"),
-                           prefix=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"], env=ENV, timeout=60)
-        assert done.code == 4 and "cannot run parted read-only" in done.err, done.err
-        assert done.err.startswith("tunectl: error: align needs root"), done.err  # the user's terms before setpriv's
+    # The state directory where nobody can reach it: under tmp_path, /tmp/pytest-of-root (0700) bars the way, and
+    # a state directory that cannot be examined is refused (exit 5) before align is tried at all.
+    home = Path(tempfile.mkdtemp(prefix="tunectl-align-nobody-"))
+    try:
+        home.chmod(0o755)
+        with loop_disk(tmp_path, 512) as name:
+            build(name, "gpt", 512)
+            done = run_process("align", name, "--state-dir", str(home / "nostate"),
+                               prefix=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"], env=ENV,
+                               timeout=60)
+            assert done.code == 4 and "cannot run parted read-only" in done.err, done.err
+            assert done.err.startswith("tunectl: error: align needs root"), done.err  # the user's terms first
+    finally:
+        shutil.rmtree(home)
 
 
 IN_CLOSE_WRITE, IN_NONBLOCK = 0x8, 0o4000
