@@ -122,6 +122,23 @@ class _Newer(Exception):
         self.version, self.ours = version, ours
 
 
+def _blocking_name(e: OSError, target: Path) -> tuple[str, os.stat_result] | None:
+    """What stopped a save of `target` when it is another name than `target`: a save moves NAME.1 to NAME.2,
+    links NAME as .NAME.1.link and renames that over NAME.1 (and keeps a damaged NAME as NAME.damaged), and a
+    directory at one of those names makes the call fail. The name the failed call was given that is no regular
+    file (the destination first), with its look; None when the error is `target`'s own (a full disk, a read-only filesystem)."""
+    for name in (e.filename2, e.filename):
+        if name is None or os.fspath(name) == os.fspath(target):
+            continue
+        try:
+            st = os.lstat(name)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            return os.fspath(name), st
+    return None
+
+
 class StateStore:
     def __init__(self, directory: str | os.PathLike) -> None:
         self.dir = Path(directory)
@@ -372,6 +389,12 @@ class StateStore:
                         os.replace(path, paths[1 + i])
             atomic_write(paths[0], seal(payload, generation))
         except OSError as e:
+            blocker = _blocking_name(e, paths[0])
+            if blocker is not None:  # not NAME's own trouble: name what stands where a generation goes
+                where, st = blocker
+                raise StateError(f"cannot write {paths[0]}: {where} is {trust.irregular(st.st_mode)} (a save moves "
+                                 f"the older generations along); {paths[0].name} still holds the previous state",
+                                 hint=f"move {where} aside; tunectl keeps its state in plain files") from None
             raise StateError(f"cannot write {paths[0]}: {_reason(e)}; it still holds the previous state",
                              hint=_hint(e, paths[0])) from None
         self._read_from[name] = 0

@@ -251,6 +251,45 @@ def test_unusable_state_exits_5_with_a_hint(pair: Pair, case: str) -> None:
     assert pair.snap() == pair.originals
 
 
+def _generation_dir(pair: Pair, name: str) -> None:
+    (pair.state / name).mkdir()
+    (pair.state / name / "kept").write_text("x")  # not empty: a directory renamed over it fails too
+
+
+IN_THE_WAY = {
+    # case: (what to do to the state after two saves, the name the error must give)
+    "journal.json.2 is a directory": (lambda pair: _generation_dir(pair, "journal.json.2"), "journal.json.2"),
+    "the rotation's link is a directory": (lambda pair: _generation_dir(pair, ".journal.json.1.link"),
+                                           ".journal.json.1.link"),
+    "journal.json.1 and .2 are directories": (
+        lambda pair: ((pair.state / "journal.json.1").unlink(), _generation_dir(pair, "journal.json.1"),
+                      _generation_dir(pair, "journal.json.2")), "journal.json.2"),
+    "journal.json.1 is a directory, .2 a file": (  # ENOTDIR of a rename, which names no file on a path
+        lambda pair: ((pair.state / "journal.json.1").rename(pair.state / "journal.json.2"),
+                      _generation_dir(pair, "journal.json.1")), "journal.json.1"),
+}
+
+
+@pytest.mark.parametrize("case", IN_THE_WAY)
+def test_a_directory_where_a_generation_goes_is_named_not_the_journal(pair: Pair, case: str) -> None:
+    """A save moves NAME.1 to NAME.2 and links NAME as .NAME.1.link before renaming it over NAME.1: a directory at
+    one of those names is what the error and its hint name, never the intact journal.json (moving that aside
+    would lose its newest originals)."""
+    assert pair.run("apply", "-p", "p1").code == 0
+    assert pair.fresh()("apply", "-p", "p2").code == 0  # journal.json.1 exists: the next save moves it to .2
+    setup, blocker = IN_THE_WAY[case]
+    setup(pair)
+    journal = (pair.state / "journal.json").read_bytes()
+    r = pair.fresh()("rollback")
+    assert_state_error(r, f"{pair.state / blocker} is a directory", f"hint: move {pair.state / blocker} aside",
+                       "journal.json still holds the previous state")
+    assert f"move {pair.state / 'journal.json'} aside" not in r.err and "on the way" not in r.err
+    assert (pair.state / "journal.json").read_bytes() == journal
+    (pair.state / blocker).rename(pair.base / "moved")
+    assert pair.fresh()("rollback").code == 0
+    assert pair.snap() == pair.originals
+
+
 def _no_space(fd: int) -> None:
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
