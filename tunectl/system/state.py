@@ -227,8 +227,8 @@ class StateStore:
             self._acquire(fd, lock)
             self._locked = True
             # A writer killed mid-save leaves its temp file; with the lock held no writer runs, so they go
-            # now, whether or not this run saves anything.
-            for name in (JOURNAL, ACTIVE):
+            # now, whether or not this run saves anything. A bench writes its hold under the lock too.
+            for name in (JOURNAL, ACTIVE, HOLD):
                 self._sweep(name)
             yield
         finally:

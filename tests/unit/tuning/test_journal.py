@@ -290,6 +290,16 @@ def test_a_directory_where_a_generation_goes_is_named_not_the_journal(pair: Pair
     assert pair.snap() == pair.originals
 
 
+def test_the_hold_temp_of_a_killed_bench_goes_at_the_next_lock(pair: Pair) -> None:
+    """`tunectl bench` writes hold.json (atomic_write, under the lock) as it starts: SIGKILLed in that write, it
+    leaves .hold.json.RANDOM, which the next run's lock takes like the journal's own; another name stays."""
+    assert pair.run("apply", "-p", "p1").code == 0
+    (pair.state / ".hold.json.0123456789ab").write_text("torn")
+    (pair.state / ".hold.json.notes").write_text("mine")
+    assert pair.fresh()("rollback").code == 0
+    assert sorted(f for f in os.listdir(pair.state) if f.startswith(".hold")) == [".hold.json.notes"]
+
+
 def _no_space(fd: int) -> None:
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
