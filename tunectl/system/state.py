@@ -378,7 +378,7 @@ class StateStore:
         for i in range(len(paths) - 1, 1, -1):
             if paths[i - 1].exists():
                 os.replace(paths[i - 1], paths[i])
-        tmp = self.dir / f".{paths[1].name}.link"
+        tmp = self.dir / _link_name(paths[0].name)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         os.link(paths[0], tmp)
@@ -388,11 +388,13 @@ class StateStore:
         """Temp files of writers killed mid-save (only while we hold the lock: no writer is running). The one sweep
         of tunectl's temp files (`trust.sweep_temps`): only `atomic_write`'s own names, regular files this user
         owns, looked at before any open; a link, a directory or another user's file with a like name stays.
-        (`_rotate`'s ``.NAME.1.link`` is its own to replace.)"""
+        `_rotate`'s ``.NAME.1.link`` goes too, by the same rule: a writer killed between its link and its rename
+        leaves it, and a run that never saves (a rollback with nothing left to restore) would keep it for good."""
         with contextlib.suppress(OSError):
             fd = os.open(self.dir, trust.DIR_READ)
             try:
                 trust.sweep_temps(fd, f".{name}.")
+                trust.remove_own(fd, _link_name(name), lambda _fd: True)  # only a second name of a generation
             finally:
                 os.close(fd)
 
@@ -416,6 +418,11 @@ class StateStore:
                 self._deferred_cache = ValidationCache(self.dir / "validated", deferred=True)
             return self._deferred_cache
         return ValidationCache(self.dir / "validated" if os.access(self.dir, os.W_OK) else None)
+
+
+def _link_name(name: str) -> str:
+    """The name `_rotate` links NAME under before renaming it over NAME.1 (NAME itself is never missing)."""
+    return f".{name}.1.link"
 
 
 def _in_the_way(e: OSError) -> str | None:

@@ -75,6 +75,11 @@ def test_temp_files_of_a_killed_writer_go_at_the_next_lock_even_without_a_save(p
     leftovers = [".journal.json.0123456789ab", ".active.json.00ff00ff00ff"]  # atomic_write's temp names
     for name in leftovers:
         (pair.state / name).write_text("torn")
+    # A writer killed in a rotation, between linking NAME as .NAME.1.link and renaming that over NAME.1 (a CI
+    # run: a SIGKILLed apply left one, and the rollback after it had nothing to save, so nothing took it away).
+    for name in ("journal.json", "active.json"):
+        os.link(pair.state / name, pair.state / f".{name}.1.link")
+        leftovers.append(f".{name}.1.link")
     # The one sweep of temp files (trust.sweep_temps): only those names, regular files of this user, no link.
     kept = [".journal.json.notes", ".journal.json.abcdefabcdef", ".active.json.123456123456"]
     (pair.state / kept[0]).write_text("mine")
