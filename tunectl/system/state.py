@@ -126,7 +126,10 @@ def _blocking_name(e: OSError, target: Path) -> tuple[str, os.stat_result] | Non
     """What stopped a save of `target` when it is another name than `target`: a save moves NAME.1 to NAME.2,
     links NAME as .NAME.1.link and renames that over NAME.1 (and keeps a damaged NAME as NAME.damaged), and a
     directory at one of those names makes the call fail. The name the failed call was given that is no regular
-    file (the destination first), with its look; None when the error is `target`'s own (a full disk, a read-only filesystem)."""
+    file (the destination first), with its look; None when the error is `target`'s own (a full disk, a read-only
+    filesystem, a file on the way that a walk named: `_in_the_way`)."""
+    if _in_the_way(e) is not None:
+        return None
     for name in (e.filename2, e.filename):
         if name is None or os.fspath(name) == os.fspath(target):
             continue
@@ -171,7 +174,7 @@ class StateStore:
         except Untrusted as e:
             raise self._untrusted(e) from None
         except OSError as e:
-            what = "it exists and is not a directory" if isinstance(e, FileExistsError) else _reason(e)
+            what = "it exists and is not a directory" if isinstance(e, FileExistsError) else _reason(e, self.dir)
             hint = "run as root, or point --state-dir / TUNECTL_STATE_DIR at a writable directory" \
                 if e.errno in (errno.EACCES, errno.EPERM) else _hint(e, self.dir)
             if e.errno in (errno.EACCES, errno.EPERM) and os.geteuid() != 0:
@@ -195,12 +198,8 @@ class StateStore:
         except Untrusted as e:
             raise self._untrusted(e) from None
         except OSError as e:
-            if e.errno == errno.ENOTDIR and e.filename:  # check_dir named what stands there: the dir or a part
-                what = e.strerror if e.filename == str(self.dir) else f"{e.filename}: {e.strerror}"
-                raise StateError(f"state directory {self.dir} cannot be used: {what}",
-                                 hint=f"move {e.filename} aside, or point --state-dir / TUNECTL_STATE_DIR "
-                                      "elsewhere") from None
-            raise StateError(f"state directory {self.dir} cannot be used: {_reason(e)}", hint=_hint(e, self.dir)) from None
+            raise StateError(f"state directory {self.dir} cannot be used: {_reason(e, self.dir)}",
+                             hint=_hint(e, self.dir)) from None
         return True
 
     @contextlib.contextmanager
@@ -211,7 +210,7 @@ class StateStore:
         try:
             fd = os.open(lock, flags, 0o600)
         except OSError as e:
-            what = "a symbolic link" if e.errno == errno.ELOOP else _reason(e)
+            what = "a symbolic link" if e.errno == errno.ELOOP else _reason(e, lock)
             hint = f"remove {lock}; tunectl creates it again" if e.errno == errno.ELOOP else _hint(e, lock)
             if e.errno in (errno.EACCES, errno.EPERM) and os.geteuid() != 0:
                 raise NotPermitted(f"cannot open lock {lock}: {what}", hint="run as root") from None
@@ -265,7 +264,7 @@ class StateStore:
         except OSError as e:
             if e.errno == errno.EIO:
                 raise _Damaged(f"cannot be read: {e.strerror}") from None
-            raise StateError(f"cannot read {path}: {_reason(e)}", hint=_hint(e, path)) from None
+            raise StateError(f"cannot read {path}: {_reason(e, path)}", hint=_hint(e, path)) from None
         try:
             if st.st_size > MAX_STATE_BYTES:
                 raise _Damaged(f"it is {st.st_size} bytes long; a state file is far smaller")
@@ -395,7 +394,7 @@ class StateStore:
                 raise StateError(f"cannot write {paths[0]}: {where} is {trust.irregular(st.st_mode)} (a save moves "
                                  f"the older generations along); {paths[0].name} still holds the previous state",
                                  hint=f"move {where} aside; tunectl keeps its state in plain files") from None
-            raise StateError(f"cannot write {paths[0]}: {_reason(e)}; it still holds the previous state",
+            raise StateError(f"cannot write {paths[0]}: {_reason(e, paths[0])}; it still holds the previous state",
                              hint=_hint(e, paths[0])) from None
         self._read_from[name] = 0
         self._generation[name] = generation
@@ -452,11 +451,23 @@ def _link_name(name: str) -> str:
     return f".{name}.1.link"
 
 
-def _reason(e: OSError) -> str:
+def _in_the_way(e: OSError) -> str | None:
+    """What an ENOTDIR names as standing where a directory must be: `path` itself or a part of its path, as trust's
+    walk names it (its `strerror` says what is there); None when the system said "Not a directory" of the whole
+    path, naming no part."""
+    if e.errno != errno.ENOTDIR or not e.filename or e.strerror == os.strerror(errno.ENOTDIR):
+        return None
+    return os.fsdecode(e.filename)
+
+
+def _reason(e: OSError, path: Path) -> str:
     if e.errno == errno.EISDIR:
         return "it is a directory"
     if e.errno == errno.ENOTDIR:
-        return "a part of its path is not a directory"
+        found = _in_the_way(e)
+        if found is None:
+            return "a part of its path is not a directory"
+        return e.strerror if found == str(path) else f"{found}: {e.strerror}"
     return e.strerror or str(e)
 
 
@@ -467,6 +478,10 @@ def _hint(e: OSError, path: Path) -> str:
         return f"{path.parent} is on a read-only filesystem; point --state-dir / TUNECTL_STATE_DIR at a writable one"
     if e.errno in (errno.EACCES, errno.EPERM):
         return f"run as root, or check the owner and mode of {path}"
-    if e.errno in (errno.EISDIR, errno.ENOTDIR, errno.ELOOP):
+    if e.errno == errno.ENOTDIR:  # what is in the way, never `path` below it (a path that cannot exist)
+        found = _in_the_way(e)
+        what = found if found is not None else f"the file on the way to {path}"
+        return f"move {what} aside, or point --state-dir / TUNECTL_STATE_DIR elsewhere"
+    if e.errno in (errno.EISDIR, errno.ELOOP):
         return f"move {path} aside; tunectl keeps its state in plain files"
     return f"check {path} and its filesystem"
