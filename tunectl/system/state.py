@@ -154,7 +154,7 @@ class StateStore:
         except Untrusted as e:
             raise self._untrusted(e) from None
         except OSError as e:
-            what = "it exists and is not a directory" if isinstance(e, FileExistsError) else _reason(e)
+            what = "it exists and is not a directory" if isinstance(e, FileExistsError) else _reason(e, self.dir)
             hint = "run as root, or point --state-dir / TUNECTL_STATE_DIR at a writable directory" \
                 if e.errno in (errno.EACCES, errno.EPERM) else _hint(e, self.dir)
             if e.errno in (errno.EACCES, errno.EPERM) and os.geteuid() != 0:
@@ -178,12 +178,8 @@ class StateStore:
         except Untrusted as e:
             raise self._untrusted(e) from None
         except OSError as e:
-            if e.errno == errno.ENOTDIR and e.filename:  # check_dir named what stands there: the dir or a part
-                what = e.strerror if e.filename == str(self.dir) else f"{e.filename}: {e.strerror}"
-                raise StateError(f"state directory {self.dir} cannot be used: {what}",
-                                 hint=f"move {e.filename} aside, or point --state-dir / TUNECTL_STATE_DIR "
-                                      "elsewhere") from None
-            raise StateError(f"state directory {self.dir} cannot be used: {_reason(e)}", hint=_hint(e, self.dir)) from None
+            raise StateError(f"state directory {self.dir} cannot be used: {_reason(e, self.dir)}",
+                             hint=_hint(e, self.dir)) from None
         return True
 
     @contextlib.contextmanager
@@ -194,7 +190,7 @@ class StateStore:
         try:
             fd = os.open(lock, flags, 0o600)
         except OSError as e:
-            what = "a symbolic link" if e.errno == errno.ELOOP else _reason(e)
+            what = "a symbolic link" if e.errno == errno.ELOOP else _reason(e, lock)
             hint = f"remove {lock}; tunectl creates it again" if e.errno == errno.ELOOP else _hint(e, lock)
             if e.errno in (errno.EACCES, errno.EPERM) and os.geteuid() != 0:
                 raise NotPermitted(f"cannot open lock {lock}: {what}", hint="run as root") from None
@@ -248,7 +244,7 @@ class StateStore:
         except OSError as e:
             if e.errno == errno.EIO:
                 raise _Damaged(f"cannot be read: {e.strerror}") from None
-            raise StateError(f"cannot read {path}: {_reason(e)}", hint=_hint(e, path)) from None
+            raise StateError(f"cannot read {path}: {_reason(e, path)}", hint=_hint(e, path)) from None
         try:
             if st.st_size > MAX_STATE_BYTES:
                 raise _Damaged(f"it is {st.st_size} bytes long; a state file is far smaller")
@@ -372,7 +368,7 @@ class StateStore:
                         os.replace(path, paths[1 + i])
             atomic_write(paths[0], seal(payload, generation))
         except OSError as e:
-            raise StateError(f"cannot write {paths[0]}: {_reason(e)}; it still holds the previous state",
+            raise StateError(f"cannot write {paths[0]}: {_reason(e, paths[0])}; it still holds the previous state",
                              hint=_hint(e, paths[0])) from None
         self._read_from[name] = 0
         self._generation[name] = generation
@@ -431,11 +427,23 @@ def _link_name(name: str) -> str:
     return f".{name}.1.link"
 
 
-def _reason(e: OSError) -> str:
+def _in_the_way(e: OSError) -> str | None:
+    """What an ENOTDIR names as standing where a directory must be: `path` itself or a part of its path, as trust's
+    walk names it (its `strerror` says what is there); None when the system said "Not a directory" of the whole
+    path, naming no part."""
+    if e.errno != errno.ENOTDIR or not e.filename or e.strerror == os.strerror(errno.ENOTDIR):
+        return None
+    return os.fsdecode(e.filename)
+
+
+def _reason(e: OSError, path: Path) -> str:
     if e.errno == errno.EISDIR:
         return "it is a directory"
     if e.errno == errno.ENOTDIR:
-        return "a part of its path is not a directory"
+        found = _in_the_way(e)
+        if found is None:
+            return "a part of its path is not a directory"
+        return e.strerror if found == str(path) else f"{found}: {e.strerror}"
     return e.strerror or str(e)
 
 
@@ -446,6 +454,10 @@ def _hint(e: OSError, path: Path) -> str:
         return f"{path.parent} is on a read-only filesystem; point --state-dir / TUNECTL_STATE_DIR at a writable one"
     if e.errno in (errno.EACCES, errno.EPERM):
         return f"run as root, or check the owner and mode of {path}"
-    if e.errno in (errno.EISDIR, errno.ENOTDIR, errno.ELOOP):
+    if e.errno == errno.ENOTDIR:  # what is in the way, never `path` below it (a path that cannot exist)
+        found = _in_the_way(e)
+        what = found if found is not None else f"the file on the way to {path}"
+        return f"move {what} aside, or point --state-dir / TUNECTL_STATE_DIR elsewhere"
+    if e.errno in (errno.EISDIR, errno.ELOOP):
         return f"move {path} aside; tunectl keeps its state in plain files"
     return f"check {path} and its filesystem"
