@@ -420,7 +420,9 @@ class StateStore:
             fd = os.open(self.dir, trust.DIR_READ)
             try:
                 trust.sweep_temps(fd, f".{name}.")
-                trust.remove_own(fd, _link_name(name), lambda _fd: True)  # only a second name of a generation
+                # Only a second name of a generation: the file must have another name too (a killed rotation's
+                # link always does; a lone copy stays for the next save's `_rotate` or a person to look at).
+                trust.remove_own(fd, _link_name(name), lambda link: os.fstat(link).st_nlink > 1)
             finally:
                 os.close(fd)
 

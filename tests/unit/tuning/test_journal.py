@@ -95,6 +95,17 @@ def test_temp_files_of_a_killed_writer_go_at_the_next_lock_even_without_a_save(p
     assert all(os.path.lexists(pair.state / name) for name in kept)
 
 
+def test_a_rotation_link_that_is_the_only_copy_stays(pair: Pair) -> None:
+    """The sweep takes .NAME.1.link only as a second name of a generation: a lone copy is not removed unseen."""
+    assert pair.run("apply", "-p", "p1").code == 0
+    assert pair.fresh()("rollback").code == 0
+    lone = pair.state / ".active.json.1.link"
+    lone.write_bytes((pair.state / "active.json").read_bytes())  # the same bytes, but its only name
+    r = pair.fresh()("rollback", "--json")  # nothing left to restore: the lock's sweep, no save (no `_rotate`)
+    assert r.code == 0 and r.doc["changed"] is False
+    assert lone.exists() and os.stat(lone).st_nlink == 1
+
+
 @pytest.mark.slow
 def test_journal_truncated_at_every_offset_still_rolls_back(pair: Pair) -> None:
     """A save cut short at any byte: rollback restores every original recorded before that save, each time."""
