@@ -9,10 +9,12 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
+from tests.ci import in_ci
 from tests.harness import CliResult, run_cli
 
 GOOD_HEADER = json.dumps({"format": "tunectl-preload", "version": 1})
@@ -102,14 +104,14 @@ def cols_of(lst: Path) -> Path:
 DATAPASS_BUILD = ".venv/bin/python setup.py -q build_ext --inplace (needs gcc and Python's headers; scripts/bootstrap runs it)"
 
 
-def datapass_required(environ: dict[str, str]) -> bool:
-    """Whether a missing compiled data pass fails its tests rather than skips them: in CI (`CI=true`) and under
-    `scripts/test` (`TUNECTL_REQUIRE_DATAPASS=1`), where bootstrap builds it and a skip would hide a broken build;
-    a developer without a compiler gets a skip that says how to build it."""
-    return environ.get("TUNECTL_REQUIRE_DATAPASS") == "1" or environ.get("CI") == "true"
+def datapass_required(environ: Mapping[str, str]) -> bool:
+    """Whether a missing compiled data pass fails its tests rather than skips them: in CI (`in_ci`: CI=true or 1,
+    as the VM tier reads it) and under `scripts/test` (`TUNECTL_REQUIRE_DATAPASS=1`), where bootstrap builds it
+    and a skip would hide a broken build; a developer without a compiler gets a skip that says how to build it."""
+    return environ.get("TUNECTL_REQUIRE_DATAPASS") == "1" or in_ci(environ)
 
 
-def need_datapass(compiled: object, environ: dict[str, str]) -> None:
+def need_datapass(compiled: object, environ: Mapping[str, str]) -> None:
     """Fail or skip (`datapass_required`) the calling test when the compiled data pass was not built."""
     if compiled is not None:
         return

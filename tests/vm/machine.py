@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.ci import in_ci
 from tests.vm import diskmodel
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,12 +34,12 @@ LOGS: Path | None = None  # where this run's boots keep each console and results
 
 
 def logs_for(environ: Mapping[str, str]) -> Path | None:
-    """Where a run's boots keep their consoles and results: TUNECTL_VM_LOGS when set; in CI (CI=true, as CI
-    services set it, and .ci/run) the fixed CI_LOGS; else None: a directory of the run's own (`log_dir`). A boot from
+    """Where a run's boots keep their consoles and results: TUNECTL_VM_LOGS when set; in CI (`in_ci`: CI=true,
+    as CI services set it, and .ci/run) the fixed CI_LOGS; else None: a directory of the run's own (`log_dir`). A boot from
     a worktree wrote into CI_LOGS too, over the last CI run's per-group logs."""
     if environ.get("TUNECTL_VM_LOGS"):
         return Path(environ["TUNECTL_VM_LOGS"])
-    if environ.get("CI", "").lower() in ("true", "1"):
+    if in_ci(environ):
         return CI_LOGS
     return None
 

@@ -59,23 +59,24 @@ def lines_naming(text: str, names: Collection[str]) -> str:
     if not spelt:
         return ""
     # The lines holding a name's longest part (str.find, in C), then the exact test on those few lines.
-    starts = set()
+    lines = set()
     for name in names:
         part = max(re.split("[-_]", name), key=len)
         at = text.find(part) if part else -1
         while at != -1:
-            starts.add(text.rfind("\n", 0, at) + 1)
-            end = text.find("\n", at)
-            at = -1 if end == -1 else text.find(part, end)
-    candidates = "\n".join(text[start:_line_end(text, start)] for start in sorted(starts))
+            line = _line_span(text, at)
+            lines.add(line)
+            at = text.find(part, line[1])  # on from the line's end: one look per line
+    candidates = "\n".join(text[start:end] for start, end in sorted(lines))
     suffixes = "|".join(re.escape(s) for s in _SUFFIXES)
     pattern = re.compile(rf"^[ \t\r]*(?:[^\n:]*/)?(?:{'|'.join(spelt)})(?:{suffixes})[ \t\r]*(?::[^\n]*)?$", re.MULTILINE)
     return "\n".join(m.group(0) for m in pattern.finditer(candidates))
 
 
-def _line_end(text: str, at: int) -> int:
+def _line_span(text: str, at: int) -> tuple[int, int]:
+    """Where the line holding `text[at]` starts and ends (its newline, or the end of `text`)."""
     end = text.find("\n", at)
-    return len(text) if end == -1 else end
+    return text.rfind("\n", 0, at) + 1, (len(text) if end == -1 else end)
 
 
 def loadable_modules(dep_text: str | None, builtin_text: str | None, release_dir: str,

@@ -122,6 +122,26 @@ class _Newer(Exception):
         self.version, self.ours = version, ours
 
 
+def _blocking_name(e: OSError, target: Path) -> tuple[str, os.stat_result] | None:
+    """What stopped a save of `target` when it is another name than `target`: a save moves NAME.1 to NAME.2,
+    links NAME as .NAME.1.link and renames that over NAME.1 (and keeps a damaged NAME as NAME.damaged), and a
+    directory at one of those names makes the call fail. The name the failed call was given that is no regular
+    file (the destination first), with its look; None when the error is `target`'s own (a full disk, a read-only
+    filesystem, a file on the way that a walk named: `_in_the_way`)."""
+    if _in_the_way(e) is not None:
+        return None
+    for name in (e.filename2, e.filename):
+        if name is None or os.fspath(name) == os.fspath(target):
+            continue
+        try:
+            st = os.lstat(name)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            return os.fspath(name), st
+    return None
+
+
 class StateStore:
     def __init__(self, directory: str | os.PathLike) -> None:
         self.dir = Path(directory)
@@ -154,7 +174,7 @@ class StateStore:
         except Untrusted as e:
             raise self._untrusted(e) from None
         except OSError as e:
-            what = "it exists and is not a directory" if isinstance(e, FileExistsError) else _reason(e)
+            what = "it exists and is not a directory" if isinstance(e, FileExistsError) else _reason(e, self.dir)
             hint = "run as root, or point --state-dir / TUNECTL_STATE_DIR at a writable directory" \
                 if e.errno in (errno.EACCES, errno.EPERM) else _hint(e, self.dir)
             if e.errno in (errno.EACCES, errno.EPERM) and os.geteuid() != 0:
@@ -178,12 +198,8 @@ class StateStore:
         except Untrusted as e:
             raise self._untrusted(e) from None
         except OSError as e:
-            if e.errno == errno.ENOTDIR and e.filename:  # check_dir named what stands there: the dir or a part
-                what = e.strerror if e.filename == str(self.dir) else f"{e.filename}: {e.strerror}"
-                raise StateError(f"state directory {self.dir} cannot be used: {what}",
-                                 hint=f"move {e.filename} aside, or point --state-dir / TUNECTL_STATE_DIR "
-                                      "elsewhere") from None
-            raise StateError(f"state directory {self.dir} cannot be used: {_reason(e)}", hint=_hint(e, self.dir)) from None
+            raise StateError(f"state directory {self.dir} cannot be used: {_reason(e, self.dir)}",
+                             hint=_hint(e, self.dir)) from None
         return True
 
     @contextlib.contextmanager
@@ -194,7 +210,7 @@ class StateStore:
         try:
             fd = os.open(lock, flags, 0o600)
         except OSError as e:
-            what = "a symbolic link" if e.errno == errno.ELOOP else _reason(e)
+            what = "a symbolic link" if e.errno == errno.ELOOP else _reason(e, lock)
             hint = f"remove {lock}; tunectl creates it again" if e.errno == errno.ELOOP else _hint(e, lock)
             if e.errno in (errno.EACCES, errno.EPERM) and os.geteuid() != 0:
                 raise NotPermitted(f"cannot open lock {lock}: {what}", hint="run as root") from None
@@ -210,8 +226,8 @@ class StateStore:
             self._acquire(fd, lock)
             self._locked = True
             # A writer killed mid-save leaves its temp file; with the lock held no writer runs, so they go
-            # now, whether or not this run saves anything.
-            for name in (JOURNAL, ACTIVE):
+            # now, whether or not this run saves anything. A bench writes its hold under the lock too.
+            for name in (JOURNAL, ACTIVE, HOLD):
                 self._sweep(name)
             yield
         finally:
@@ -248,7 +264,7 @@ class StateStore:
         except OSError as e:
             if e.errno == errno.EIO:
                 raise _Damaged(f"cannot be read: {e.strerror}") from None
-            raise StateError(f"cannot read {path}: {_reason(e)}", hint=_hint(e, path)) from None
+            raise StateError(f"cannot read {path}: {_reason(e, path)}", hint=_hint(e, path)) from None
         try:
             if st.st_size > MAX_STATE_BYTES:
                 raise _Damaged(f"it is {st.st_size} bytes long; a state file is far smaller")
@@ -372,7 +388,13 @@ class StateStore:
                         os.replace(path, paths[1 + i])
             atomic_write(paths[0], seal(payload, generation))
         except OSError as e:
-            raise StateError(f"cannot write {paths[0]}: {_reason(e)}; it still holds the previous state",
+            blocker = _blocking_name(e, paths[0])
+            if blocker is not None:  # not NAME's own trouble: name what stands where a generation goes
+                where, st = blocker
+                raise StateError(f"cannot write {paths[0]}: {where} is {trust.irregular(st.st_mode)} (a save moves "
+                                 f"the older generations along); {paths[0].name} still holds the previous state",
+                                 hint=f"move {where} aside; tunectl keeps its state in plain files") from None
+            raise StateError(f"cannot write {paths[0]}: {_reason(e, paths[0])}; it still holds the previous state",
                              hint=_hint(e, paths[0])) from None
         self._read_from[name] = 0
         self._generation[name] = generation
@@ -398,7 +420,9 @@ class StateStore:
             fd = os.open(self.dir, trust.DIR_READ)
             try:
                 trust.sweep_temps(fd, f".{name}.")
-                trust.remove_own(fd, _link_name(name), lambda _fd: True)  # only a second name of a generation
+                # Only a second name of a generation: the file must have another name too (a killed rotation's
+                # link always does; a lone copy stays for the next save's `_rotate` or a person to look at).
+                trust.remove_own(fd, _link_name(name), lambda link: os.fstat(link).st_nlink > 1)
             finally:
                 os.close(fd)
 
@@ -429,11 +453,23 @@ def _link_name(name: str) -> str:
     return f".{name}.1.link"
 
 
-def _reason(e: OSError) -> str:
+def _in_the_way(e: OSError) -> str | None:
+    """What an ENOTDIR names as standing where a directory must be: `path` itself or a part of its path, as trust's
+    walk names it (its `strerror` says what is there); None when the system said "Not a directory" of the whole
+    path, naming no part."""
+    if e.errno != errno.ENOTDIR or not e.filename or e.strerror == os.strerror(errno.ENOTDIR):
+        return None
+    return os.fsdecode(e.filename)
+
+
+def _reason(e: OSError, path: Path) -> str:
     if e.errno == errno.EISDIR:
         return "it is a directory"
     if e.errno == errno.ENOTDIR:
-        return "a part of its path is not a directory"
+        found = _in_the_way(e)
+        if found is None:
+            return "a part of its path is not a directory"
+        return e.strerror if found == str(path) else f"{found}: {e.strerror}"
     return e.strerror or str(e)
 
 
@@ -444,6 +480,10 @@ def _hint(e: OSError, path: Path) -> str:
         return f"{path.parent} is on a read-only filesystem; point --state-dir / TUNECTL_STATE_DIR at a writable one"
     if e.errno in (errno.EACCES, errno.EPERM):
         return f"run as root, or check the owner and mode of {path}"
-    if e.errno in (errno.EISDIR, errno.ENOTDIR, errno.ELOOP):
+    if e.errno == errno.ENOTDIR:  # what is in the way, never `path` below it (a path that cannot exist)
+        found = _in_the_way(e)
+        what = found if found is not None else f"the file on the way to {path}"
+        return f"move {what} aside, or point --state-dir / TUNECTL_STATE_DIR elsewhere"
+    if e.errno in (errno.EISDIR, errno.ELOOP):
         return f"move {path} aside; tunectl keeps its state in plain files"
     return f"check {path} and its filesystem"

@@ -184,7 +184,7 @@ def test_module_bad_input_fails_with_tunectl_s_own_words(empty_fake_tree, tmp_pa
     broken_env = dict(env, TUNECTL_STATE_DIR=str(tmp_path / "not-a-dir" / "state"))
     tasks.append({"name": "state", "environment": broken_env, "tunectl": {"state": "rolled_back", "executable": exe}})
     cases.append(({"state": "rolled_back"}, True,
-                  tunectl_stderr(broken_env, "rollback") + ["hint: move ", "tunectl keeps its state in plain files"]))
+                  tunectl_stderr(broken_env, "rollback") + ["hint: move ", "or point --state-dir"]))
     results = module_tasks(tmp_path, tasks, env)
     assert len(results) == len(cases)
     for (args, failed, words), result in zip(cases, results):

@@ -82,3 +82,29 @@ def test_a_link_loop_is_refused_with_what_to_name_never_an_owner_or_mode_fix(tmp
         fstab_file.refuse_untrusted_dir(looped / "fstab")
     assert "a symbolic link loop" in str(refused_fstab.value), refused_fstab.value
     assert "chown" not in refused_fstab.value.hint and "name the directory itself" in refused_fstab.value.hint
+
+
+@pytest.mark.parametrize("itself", [False, True], ids=["on-its-way", "itself"])
+def test_a_file_where_the_state_dir_must_be_is_named_alike_by_every_state_step(tmp_path: Path, itself: bool) -> None:
+    """A file at TUNECTL_STATE_DIR or on its way: `exists` (status) named it ("FILE: a regular file, not a
+    directory; move FILE aside, or point ..."), but creating the directory (apply, rollback) said "a part of its
+    path is not a directory" of the state directory itself and to move FILE/state aside, a path that cannot exist.
+    The naming is the shared reason and hint's now: each step says the same of what is in the way."""
+    from tunectl.system.state import StateError, StateStore
+
+    (tmp_path / "file").write_text("")
+    state = tmp_path / "file" if itself else tmp_path / "file" / "state"
+    found = "" if itself else f"{tmp_path / 'file'}: "
+    def lock(store: StateStore) -> None:
+        with store.locked():
+            pass
+
+    said = []
+    for step, where in ((StateStore.exists, f"state directory {state} cannot be used: "),
+                        (lock, f"cannot create state directory {state}: ")):
+        with pytest.raises(StateError) as refused:
+            step(StateStore(state))
+        assert refused.value.message.startswith(where), refused.value.message
+        said.append((refused.value.message[len(where):], refused.value.hint))
+    assert said == [(f"{found}a regular file, not a directory",
+                     f"move {tmp_path / 'file'} aside, or point --state-dir / TUNECTL_STATE_DIR elsewhere")] * 2, said

@@ -95,6 +95,17 @@ def test_temp_files_of_a_killed_writer_go_at_the_next_lock_even_without_a_save(p
     assert all(os.path.lexists(pair.state / name) for name in kept)
 
 
+def test_a_rotation_link_that_is_the_only_copy_stays(pair: Pair) -> None:
+    """The sweep takes .NAME.1.link only as a second name of a generation: a lone copy is not removed unseen."""
+    assert pair.run("apply", "-p", "p1").code == 0
+    assert pair.fresh()("rollback").code == 0
+    lone = pair.state / ".active.json.1.link"
+    lone.write_bytes((pair.state / "active.json").read_bytes())  # the same bytes, but its only name
+    r = pair.fresh()("rollback", "--json")  # nothing left to restore: the lock's sweep, no save (no `_rotate`)
+    assert r.code == 0 and r.doc["changed"] is False
+    assert lone.exists() and os.stat(lone).st_nlink == 1
+
+
 @pytest.mark.slow
 def test_journal_truncated_at_every_offset_still_rolls_back(pair: Pair) -> None:
     """A save cut short at any byte: rollback restores every original recorded before that save, each time."""
@@ -254,6 +265,55 @@ def test_unusable_state_exits_5_with_a_hint(pair: Pair, case: str) -> None:
         assert pair.tree.sysfs.writes == writes, argv
         assert pair.fresh()(*argv, "--json").doc["ok"] is False
     assert pair.snap() == pair.originals
+
+
+def _generation_dir(pair: Pair, name: str) -> None:
+    (pair.state / name).mkdir()
+    (pair.state / name / "kept").write_text("x")  # not empty: a directory renamed over it fails too
+
+
+IN_THE_WAY = {
+    # case: (what to do to the state after two saves, the name the error must give)
+    "journal.json.2 is a directory": (lambda pair: _generation_dir(pair, "journal.json.2"), "journal.json.2"),
+    "the rotation's link is a directory": (lambda pair: _generation_dir(pair, ".journal.json.1.link"),
+                                           ".journal.json.1.link"),
+    "journal.json.1 and .2 are directories": (
+        lambda pair: ((pair.state / "journal.json.1").unlink(), _generation_dir(pair, "journal.json.1"),
+                      _generation_dir(pair, "journal.json.2")), "journal.json.2"),
+    "journal.json.1 is a directory, .2 a file": (  # ENOTDIR of a rename, which names no file on a path
+        lambda pair: ((pair.state / "journal.json.1").rename(pair.state / "journal.json.2"),
+                      _generation_dir(pair, "journal.json.1")), "journal.json.1"),
+}
+
+
+@pytest.mark.parametrize("case", IN_THE_WAY)
+def test_a_directory_where_a_generation_goes_is_named_not_the_journal(pair: Pair, case: str) -> None:
+    """A save moves NAME.1 to NAME.2 and links NAME as .NAME.1.link before renaming it over NAME.1: a directory at
+    one of those names is what the error and its hint name, never the intact journal.json (moving that aside
+    would lose its newest originals)."""
+    assert pair.run("apply", "-p", "p1").code == 0
+    assert pair.fresh()("apply", "-p", "p2").code == 0  # journal.json.1 exists: the next save moves it to .2
+    setup, blocker = IN_THE_WAY[case]
+    setup(pair)
+    journal = (pair.state / "journal.json").read_bytes()
+    r = pair.fresh()("rollback")
+    assert_state_error(r, f"{pair.state / blocker} is a directory", f"hint: move {pair.state / blocker} aside",
+                       "journal.json still holds the previous state")
+    assert f"move {pair.state / 'journal.json'} aside" not in r.err and "on the way" not in r.err
+    assert (pair.state / "journal.json").read_bytes() == journal
+    (pair.state / blocker).rename(pair.base / "moved")
+    assert pair.fresh()("rollback").code == 0
+    assert pair.snap() == pair.originals
+
+
+def test_the_hold_temp_of_a_killed_bench_goes_at_the_next_lock(pair: Pair) -> None:
+    """`tunectl bench` writes hold.json (atomic_write, under the lock) as it starts: SIGKILLed in that write, it
+    leaves .hold.json.RANDOM, which the next run's lock takes like the journal's own; another name stays."""
+    assert pair.run("apply", "-p", "p1").code == 0
+    (pair.state / ".hold.json.0123456789ab").write_text("torn")
+    (pair.state / ".hold.json.notes").write_text("mine")
+    assert pair.fresh()("rollback").code == 0
+    assert sorted(f for f in os.listdir(pair.state) if f.startswith(".hold")) == [".hold.json.notes"]
 
 
 def _no_space(fd: int) -> None:
