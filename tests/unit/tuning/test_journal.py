@@ -106,6 +106,25 @@ def test_a_rotation_link_that_is_the_only_copy_stays(pair: Pair) -> None:
     assert lone.exists() and os.stat(lone).st_nlink == 1
 
 
+def test_a_save_over_generations_that_are_one_file_moves_them_and_leaves_no_link(pair: Pair) -> None:
+    """A save killed after its rotation, before NAME is written anew, leaves NAME and NAME.1 one file; two such kills
+    NAME, NAME.1 and NAME.2. rename(2) of one name of a file over another does nothing, so the next rotation kept
+    NAME.1 where it was and left its .NAME.1.link (the root kill test's final rollback left one)."""
+    assert pair.run("apply", "-p", "p1").code == 0
+    assert pair.fresh()("apply", "-p", "p2").code == 0
+    journal = pair.state / "journal.json"
+    newest = journal.read_bytes()
+    for older in ("journal.json.1", "journal.json.2"):
+        (pair.state / older).unlink(missing_ok=True)
+        os.link(journal, pair.state / older)
+    assert pair.fresh()("rollback").code == 0  # restores, so it saves the journal
+    assert not [f for f in os.listdir(pair.state) if f.startswith(".journal.json.")], os.listdir(pair.state)
+    assert (pair.state / "journal.json.1").read_bytes() == newest  # the generation before this save
+    assert os.stat(pair.state / "journal.json.1").st_nlink == 2  # NAME.2 holds the same one, no third name
+    assert unseal(journal.read_bytes())["devices"] == {}
+    assert pair.snap() == pair.originals
+
+
 @pytest.mark.slow
 def test_journal_truncated_at_every_offset_still_rolls_back(pair: Pair) -> None:
     """A save cut short at any byte: rollback restores every original recorded before that save, each time."""
