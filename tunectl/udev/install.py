@@ -9,6 +9,7 @@ udev could not be reloaded or triggered, 4 not permitted.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -303,8 +304,22 @@ def install(ctx, ref: str | None, rules_dir: str | None, trigger: bool, warn=Non
     with ctx.state.locked():
         # Originals first: once the rules are live, any event may write the devices they match.
         journalled, in_scope, kept = journal_for_rules(ctx, rendered.profile, rendered.active.ref, rendered.scope)
-        changed = rulesfile.write(target, data)
-        _record_rules(ctx, rendered, target, kept)
+        # Then the record, before the file: a run killed between the two must leave rules the record names, or
+        # `rollback --remove-rules` restores the values and leaves rules that write them again at the next event
+        # (a record naming a file not there is harmless: rollback and status look for the file itself).
+        unrecorded = _record_rules(ctx, rendered, target, kept)
+        try:
+            changed = rulesfile.write(target, data)
+        except BaseException:
+            if unrecorded is not None and not _holds(target, rendered.rendered.text):
+                # the rules were not written: the record says again what is installed
+                # (a failure of that too leaves a record naming rules not there: harmless, as above; the first
+                # error is the one to report)
+                with contextlib.suppress(Exception):
+                    record = intent.load(ctx.state)
+                    if record is not None:
+                        intent.save(ctx.state, replace(record, rules=unrecorded.rules))
+            raise
     report = InstallReport(rendered, target, changed, journalled=journalled)
     report.problems.extend(f"{u}; installed anyway (--allow-untrusted-profile)" for u in untrusted)
     if udevadm.running():
@@ -326,9 +341,19 @@ def install(ctx, ref: str | None, rules_dir: str | None, trigger: bool, warn=Non
     return report
 
 
-def _record_rules(ctx, rendered: RenderReport, target: Path, kept: dict[str, dict[str, str]]) -> None:
+def _holds(target: Path, text: str) -> bool:
+    """Whether the rules file at `target` holds `text` now (a write that failed after its rename did write it)."""
+    try:
+        return rulesfile.read(target) == text
+    except Exception:  # unreadable, refused, not text: not the rules this run wrote
+        return False
+
+
+def _record_rules(ctx, rendered: RenderReport, target: Path,
+                  kept: dict[str, dict[str, str]]) -> intent.Intent | None:
     """The record of intent says which rules are installed: file, profile (and its hash), scope, and the originals
-    kept for below: (`kept`; those a re-install finds kept already stay as they were). Under the lock."""
+    kept for below: (`kept`; those a re-install finds kept already stay as they were). Under the lock. The record
+    as it was when this changed it (its rules to put back should the file not be written), else None."""
     profile = rendered.profile
     record = intent.load(ctx.state) or intent.of(profile, rendered.active.ref)
     before = record.rules.kept if record.rules is not None else {}
@@ -339,8 +364,10 @@ def _record_rules(ctx, rendered: RenderReport, target: Path, kept: dict[str, dic
                          {**before, **{identity: {**values, **before.get(identity, {})}
                                        for identity, values in kept.items()}},
                          tuple(orig_name(attr) for attr in rendered.rendered.below_only))
-    if record.rules != rules:
-        intent.save(ctx.state, replace(record, rules=rules))
+    if record.rules == rules:
+        return None
+    intent.save(ctx.state, replace(record, rules=rules))
+    return record
 
 
 def journal_for_rules(ctx, profile: Profile, ref: str,

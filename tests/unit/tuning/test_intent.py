@@ -297,6 +297,36 @@ def test_udev_install_keeps_the_originals_of_a_tuned_loop_whose_backing_file_was
     assert devices[f"loop:{moved}"]["attributes"]["read_ahead_kb"] == original
 
 
+def test_udev_install_records_the_rules_before_it_writes_them(t: Tunectl, tmp_path: Path, udevadm: _Udevadm,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run killed between the two must leave rules the record names: else `rollback --remove-rules` restores the
+    values and leaves the rules, which write them again at the next event. A write that fails puts the record back."""
+    from tunectl.system import rulesfile
+
+    assert t("apply", "-p", "mydb", "loop0").code == 0
+    real_write, named = rulesfile.write, []
+
+    def write(target: Path, data: bytes) -> bool:
+        named.append(_record(t).get("rules", {}).get("path"))
+        return real_write(target, data)
+
+    monkeypatch.setattr(rulesfile, "write", write)
+    assert t("udev", "install", "--rules-dir", str(tmp_path)).code == 0
+    assert named == [str(tmp_path / RULES_FILE)]
+    assert t("rollback", "--remove-rules").code == 0 and not (tmp_path / RULES_FILE).exists()
+
+    def refused(target: Path, data: bytes) -> bool:
+        named.append(_record(t).get("rules", {}).get("path"))
+        raise rulesfile.denied(OSError(errno.EROFS, "Read-only file system"), f"write {target}")
+
+    monkeypatch.setattr(rulesfile, "write", refused)
+    assert t("apply", "-p", "mydb", "loop0").code == 0
+    r = t("udev", "install", "--rules-dir", str(tmp_path))
+    assert r.code != 0 and "Read-only file system" in r.err, r.err
+    assert named[-1] == str(tmp_path / RULES_FILE) and "rules" not in _record(t)
+    assert t("rollback").code == 0  # no rules recorded: nothing to refuse
+
+
 def test_udev_remove_does_not_promise_what_rollback_cannot_do(t: Tunectl, tmp_path: Path, udevadm: _Udevadm) -> None:
     assert t("apply", "-p", "mydb", "loop0").code == 0
     assert t("udev", "install", "--rules-dir", str(tmp_path)).code == 0
