@@ -312,13 +312,11 @@ def install(ctx, ref: str | None, rules_dir: str | None, trigger: bool, warn=Non
             changed = rulesfile.write(target, data)
         except BaseException:
             if unrecorded is not None and not _holds(target, rendered.rendered.text):
-                # the rules were not written: the record says again what is installed
-                # (a failure of that too leaves a record naming rules not there: harmless, as above; the first
-                # error is the one to report)
+                # the rules were not written: the record as it was (nothing else changed it: the lock is held)
+                # says again what is installed. A failure of that too leaves a record naming rules not there:
+                # harmless, as above; the first error is the one to report.
                 with contextlib.suppress(Exception):
-                    record = intent.load(ctx.state)
-                    if record is not None:
-                        intent.save(ctx.state, replace(record, rules=unrecorded.rules))
+                    intent.save(ctx.state, unrecorded)
             raise
     report = InstallReport(rendered, target, changed, journalled=journalled)
     report.problems.extend(f"{u}; installed anyway (--allow-untrusted-profile)" for u in untrusted)
