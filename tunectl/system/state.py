@@ -383,6 +383,8 @@ class StateStore:
                 for damaged in paths[1:source]:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(damaged)
+                # Plain renames, not `_move`: each target is empty by now (unlinked above, or moved on the step
+                # before), or, with NAME.1 intact, the name itself, which `_move` would unlink as a second name.
                 for i, path in enumerate(paths[source:]):
                     if path.exists():
                         os.replace(path, paths[1 + i])
