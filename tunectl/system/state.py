@@ -222,7 +222,8 @@ class StateStore:
                                  hint=f"remove {lock}; tunectl creates it again")
             why = trust.problem(st)
             if why:
-                raise StateError(f"lock {lock} cannot be trusted: {why}", hint=f"remove {lock}; tunectl creates it again")
+                raise StateError(f"lock {lock} cannot be trusted: {trust.acl_said(lock, why)}",
+                                 hint=f"remove {lock}; tunectl creates it again")
             self._acquire(fd, lock)
             self._locked = True
             # A writer killed mid-save leaves its temp file; with the lock held no writer runs, so they go
