@@ -90,10 +90,15 @@ class VmTree:
                             "mkpart", "b", "20MiB", "40MiB"], check=True, capture_output=True)
             self.argv["align sda"] = [*base, "align", "sda"]
         self.done = {"apply": False, "udev install": False}  # applied; rules installed
-        # command -> (what must be done before it, or not, and the command that makes it so)
-        self.needs = {"apply": ("apply", False, "rollback"), "rollback": ("apply", True, "apply"),
-                      "udev install": ("udev install", False, "udev remove"),
-                      "udev remove": ("udev install", True, "udev install")}
+        # command -> what must be so before it (in this order; a rollback refuses while rules are installed),
+        # and what it leaves
+        self.needs = {"apply": [("udev install", False), ("apply", False)],
+                      "rollback": [("udev install", False), ("apply", True)],
+                      "udev install": [("udev install", False)], "udev remove": [("udev install", True)]}
+        self.leaves = {"apply": ("apply", True), "rollback": ("apply", False), "udev install": ("udev install", True),
+                       "udev remove": ("udev install", False)}
+        self.makes = {("apply", True): "apply", ("apply", False): "rollback", ("udev install", True): "udev install",
+                      ("udev install", False): "udev remove"}
 
     def cases(self) -> dict[str, Case]:
         return {k: (argv, self.env) for k, argv in self.argv.items()}
@@ -101,12 +106,14 @@ class VmTree:
     def prepare(self, command: str) -> None:
         """Make the tree what `command` expects, untimed (`rotated_medians`'s `before`)."""
         self._kernel_lines()
-        if command in self.needs:
-            state, wanted, fix = self.needs[command]
+        for state, wanted in self.needs.get(command, ()):
             if self.done[state] != wanted:
-                timed_cpu(self.argv[fix], self.env, ok=(0, 1))
+                timed_cpu(self.argv[self.makes[state, wanted]], self.env, ok=(0, 1))
+                self.done[state] = wanted
                 self._kernel_lines()
-            self.done[state] = not wanted  # what `command` leaves
+        if command in self.leaves:
+            state, left = self.leaves[command]
+            self.done[state] = left
 
     def _kernel_lines(self) -> None:
         for path in self.schedulers:
