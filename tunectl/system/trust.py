@@ -1220,10 +1220,10 @@ class PendingWrite:
     def _create(self, prefix: str) -> None:
         """The temp file, locked (flock) for as long as this writer lives, so a sweep (`sweep_temps`) leaves it."""
         import fcntl
-        import secrets
 
         for _ in range(3):
-            self._tmp = f"{prefix}{secrets.token_hex(TMP_DIGITS // 2)}"
+            # secrets.token_hex's own bytes (os.urandom), without its import of hashlib, hmac and random (OpenSSL)
+            self._tmp = f"{prefix}{os.urandom(TMP_DIGITS // 2).hex()}"
             self._fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                                dir_fd=self._dir_fd)
             try:
