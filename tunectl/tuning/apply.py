@@ -150,14 +150,9 @@ def apply_settings(sysfs: Sysfs, plan: list[Setting], workers: int = 16) -> list
     groups = list(by_device.values())
     switching = sum(1 for g in groups if any(s.attribute == "scheduler" and s.status == Status.CHANGE for s in g))
     if switching > 1 and workers > 1:
-        from concurrent.futures import ThreadPoolExecutor
+        from tunectl.system.interrupts import in_threads
 
-        from tunectl.system.interrupts import threads_without_stops
-
-        with ThreadPoolExecutor(max_workers=min(workers, len(groups))) as pool:
-            with threads_without_stops():  # map starts them all now
-                written = pool.map(lambda g: _apply_device(sysfs, g), groups)
-            results = list(written)
+        results = in_threads(lambda g: _apply_device(sysfs, g), groups, workers)
     else:
         results = [_apply_device(sysfs, g) for g in groups]
     return [o for r in results for o in r]
