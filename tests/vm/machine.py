@@ -422,9 +422,14 @@ def model_browser(shared: Path, mib: int = MODEL_BROWSER_MIB) -> str:
 
 
 # Modules the guest's udev would load for the emulated CPU that no test uses: kvm_amd (with kvm, ccp, irqbypass)
-# took 3.2 s of a boot under TCG at load 4, powernow_k8 0.6 s (`modprobe` timed in a guest). libkmod, which udev's
-# module loading uses, skips what the kernel command line's modprobe.blacklist names; an explicit modprobe still works.
-GUEST_MODULE_BLACKLIST = ("kvm", "kvm_amd", "kvm_intel", "powernow_k8")
+# took 3.2 s of a boot under TCG at load 4, powernow_k8 0.6 s (`modprobe` timed in a guest). Likewise for the q35
+# machine's and virtme-ng's devices no test touches, `modprobe` of each timed in a guest (host load 2-3.7, after
+# `modprobe -r`, 2 rounds): pcspkr 0.9 s, i2c_i801 0.8-1.6, lpc_ich 0.5-0.7 (it and i2c_i801 add iTCO_wdt with
+# iTCO_vendor_support, ~1.3 s in the boot's log), i6300esb (virtme-ng's watchdog, never opened) 0.6-1.3, serio_raw
+# 1.3-1.6, psmouse 1.6-1.8, evdev 0.6-0.7, qemu_fw_cfg 1.0, button 0.6. libkmod, which udev's module loading uses,
+# skips what the kernel command line's modprobe.blacklist names; an explicit modprobe still works.
+GUEST_MODULE_BLACKLIST = ("kvm", "kvm_amd", "kvm_intel", "powernow_k8", "pcspkr", "i2c_i801", "lpc_ich", "iTCO_wdt",
+                          "iTCO_vendor_support", "i6300esb", "serio_raw", "psmouse", "evdev", "qemu_fw_cfg", "button")
 
 
 def vng_command(kernel: Kernel, qemu_opts: list[str], shared: Path, rodirs: tuple[tuple[str, Path], ...],
