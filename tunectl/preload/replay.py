@@ -20,7 +20,7 @@ from stat import S_ISREG
 from tunectl.errors import ExitCode, OutOfDescriptors, UsageError
 from tunectl.output import Report
 from tunectl.preload import order
-from tunectl.preload.listing import Entry, ListError, PreloadList, total_bytes
+from tunectl.preload.listing import Entry, ListError, PreloadList, column, total_bytes
 from tunectl.preload.pressure import PressureGuard
 from tunectl.preload.skip import CHANGED, UNREADABLE, Skip, failed, why_changed, why_differs
 from tunectl.system.sysfs import Sysfs
@@ -582,6 +582,32 @@ def _out_of_descriptors(path: str, e: OSError) -> Callable[[str], Exception]:
                                                "replay again")
 
 
+def pass_columns(entries: Sequence[Entry]) -> tuple | None:
+    """What the compiled data pass reads of `entries` (see _datapass.c): the paths and the devices (lists), and as
+    bytes of native numbers each entry's device (u32, its index into the devices), inode, size (u64), mtime_ns
+    (i64), and its range when it has one and it is the whole file (offset 0, length the size), else offset 1, never
+    the whole file. A chunk of columns (`columns.Chunk`) gives its own, no entry made; any other sequence's are made
+    from its entries. None when a value does not fit (not an int, past 64 bits, a negative size, a device that is no
+    key): the Python loop then takes every file of the batch, and decides it, as it decides every file it meets."""
+    own = getattr(entries, "pass_columns", None)
+    if own is not None:
+        return own()
+    from array import array
+
+    try:
+        index: dict[str, int] = {}
+        devices = array("I", [index.setdefault(e[1], len(index)) for e in entries])
+        ones = [len(e[5]) == 1 and e[5][0] == (0, e[3]) for e in entries]  # the Python loop's own test
+        numbers = [array("Q", [e[2] for e in entries]), array("Q", [e[3] for e in entries]),
+                   array("q", [e[4] for e in entries]), array("Q", [0 if one else 1 for one in ones]),
+                   array("Q", [e[3] if one else 0 for e, one in zip(entries, ones)])]
+    except (OverflowError, TypeError, IndexError):
+        return None
+    if devices.itemsize != 4 or any(a.itemsize != 8 for a in numbers):
+        return None
+    return ([e[0] for e in entries], list(index), devices.tobytes(), *(a.tobytes() for a in numbers))
+
+
 def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums, progress, skipped, guard
                 ) -> tuple[int, int, bool]:
     # The hot loop: ~54,000 files a second on /usr/share, so ListedOpener.open is inlined (a call, a split and a
@@ -595,14 +621,15 @@ def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums,
     last_dir: str | None = None
     last_device: str | None = None
     dir_fd, look, devnum, window = -1, True, 0, 0
-    compiled = _datapass.issue if _datapass is not None else None
+    columns = pass_columns(entries) if _datapass is not None else None
+    compiled = _datapass.issue if columns is not None else None
     total, n = len(order_), 0
     while n < total:
         if compiled is not None and n % 256 != 255:
             # The clean case, compiled, up to the next file where the guard is asked (n counts from 0 here): it
             # stops at the first file it leaves to this loop (anything but "read": see _datapass.c), at `stop`
-            stop, f, b = compiled(entries, order_, listed, n, min(total, n | 255), directory_of, devnums, windows,
-                                  flags)
+            stop, f, b = compiled(*columns, order_, listed, n, min(total, n | 255), directory_of, devnums,
+                                  windows, flags)
             files, issued, n = files + f, issued + b, stop
             last_dir = last_device = None  # the directory and device are looked up again (kept: a dict look-up)
             if n >= total:
@@ -813,7 +840,7 @@ def _replay_batch(report: ReplayReport, disks: _Disks, entries: Sequence[Entry],
                   small: bool = False) -> bool:
     """One batch: its order, its inode pass, its data reads, counted in `report`; True when memory pressure
     stopped it (the rest of the list is not read). `small`: the batch is the whole list and at most SMALL_LIST."""
-    devices = {e.device for e in entries}
+    devices = set(column(entries, "device"))
     disks.add(devices)
     how = _how(disks, devices, time_order)
     orders.add(how if how != "physical" else order.order_name(entries))
@@ -906,7 +933,7 @@ def _why_not_streamed(disks: _Disks, first: Sequence[Entry], threads: int | None
 
     from tunectl.units import counted
 
-    devices = {e.device for e in first}
+    devices = set(column(first, "device"))
     disks.add(devices)
     how = _how(disks, devices, time_order)
     sample = None
@@ -994,7 +1021,7 @@ class _Stream:
     def _chunk(self, chunk: Sequence[Entry]) -> bool:
         """One chunk checked (the first one by the sample), counted in the report and read; True when memory
         pressure stopped it."""
-        devices = {e.device for e in chunk}
+        devices = set(column(chunk, "device"))
         self.disks.add(devices)
         how = _how(self.disks, devices, self.time_order)
         self.orders.add(how if how != "physical" else order.order_name(chunk))
