@@ -15,6 +15,8 @@ import errno
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import repeat
+from operator import eq, itemgetter, mul, not_
 from stat import S_ISREG
 
 from tunectl.errors import ExitCode, OutOfDescriptors, UsageError
@@ -311,7 +313,10 @@ class _Checker:
         answered from a cache (the host's under a virtual disk that calls itself rotational, or this
         machine's), and the rest are checked as they are opened (`deferred`), a stat per file saved.
         """
-        todo = order.inode_indices(self.entries)
+        # each entry made once (a chunk of a list's columns makes one each time it is taken): the pass takes each
+        # several times, and its sample is timed
+        self.entries = entries = self.entries[:]
+        todo = order.inode_indices(entries)
         self.use_io_uring, self.one_by_one, self.walk = use_io_uring, small, small
         if small:
             self.how, self.parallel = "one-by-one", 1
@@ -595,17 +600,20 @@ def pass_columns(entries: Sequence[Entry]) -> tuple | None:
     from array import array
 
     try:
-        index: dict[str, int] = {}
-        devices = array("I", [index.setdefault(e[1], len(index)) for e in entries])
-        ones = [len(e[5]) == 1 and e[5][0] == (0, e[3]) for e in entries]  # the Python loop's own test
-        numbers = [array("Q", [e[2] for e in entries]), array("Q", [e[3] for e in entries]),
-                   array("q", [e[4] for e in entries]), array("Q", [0 if one else 1 for one in ones]),
-                   array("Q", [e[3] if one else 0 for e, one in zip(entries, ones)])]
+        paths, devices, sizes = list(map(itemgetter(0), entries)), list(map(itemgetter(1), entries)), \
+            list(map(itemgetter(3), entries))
+        # the Python loop's own test of one range, the whole file (ranges a tuple, as a list's are)
+        ones = list(map(eq, map(itemgetter(5), entries), zip(zip(repeat(0), sizes))))
+        names = list(dict.fromkeys(devices))
+        index = bytes(4 * len(devices)) if len(names) == 1 else array("I", map(
+            dict(zip(names, range(len(names)))).__getitem__, devices)).tobytes()
+        numbers = [array("Q", map(itemgetter(2), entries)), array("Q", sizes), array("q", map(itemgetter(4), entries)),
+                   array("Q", map(not_, ones)), array("Q", map(mul, sizes, ones))]
     except (OverflowError, TypeError, IndexError):
         return None
-    if devices.itemsize != 4 or any(a.itemsize != 8 for a in numbers):
+    if any(a.itemsize != 8 for a in numbers) or array("I").itemsize != 4:
         return None
-    return ([e[0] for e in entries], list(index), devices.tobytes(), *(a.tobytes() for a in numbers))
+    return (paths, names, index, *(a.tobytes() for a in numbers))
 
 
 def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums, progress, skipped, guard
