@@ -1,13 +1,14 @@
 /* The clean case of `preload replay`'s data pass, compiled: tunectl.preload.replay._issue_with's per-file syscalls
  * without a Python frame, a stat_result or an exception per file.
  *
- * issue(paths, devices, device, inode, size, mtime_ns, offset, length, order, listed, start, end, directory_of,
- *       devnums, windows, flags) -> (stop, files, bytes)
+ * issue(paths, devices, device, inode, size, mtime_ns, count, first, base, offset, length, order, listed, start,
+ *       end, directory_of, devnums, windows, flags) -> (stop, files, bytes)
  *
- * Reads the list's columns as they are (tunectl.preload.columns.PassColumns): `paths` (str) and `devices` (MAJ:MIN)
- * lists, the other six bytes of native numbers, one per path: device (u32 index into devices), inode, size (u64),
- * mtime_ns (i64), and the offset and length (u64) of the entry's range when it has exactly one (else offset 1,
- * never the whole file). No Entry tuple is made here: a replay makes one only for a file this pass stops at.
+ * Reads a list's columns as they are (tunectl.preload.replay.pass_columns, columns.Chunk.pass_columns): `paths`
+ * (str) and `devices` (MAJ:MIN) lists, and bytes of native numbers, one per path: device (u32, an index into
+ * devices), inode, size (u64), mtime_ns (i64), count (u32, the entry's ranges); `first` (u64, where each entry's
+ * ranges begin, less `base`), None when the entries have one pair each (entry i's is pair i); offset and length
+ * (u64), the pairs. No Entry tuple is made here: a replay makes one only for a file this pass stops at.
  * Walks order[start:end] as _issue_with does: an entry not `listed` is passed over; a listed one is read here only
  * when every check _issue_with makes passes, with the same calls in the same order:
  *   - its directory resolved by `directory_of` (ListedOpener.directory, the Python side: kept, not followed), once
@@ -164,22 +165,33 @@ static unsigned long long u64(const char *column, Py_ssize_t i) {
 }
 
 static PyObject *issue(PyObject *self, PyObject *args) {
-    PyObject *paths, *devices, *index_col, *inode_col, *size_col, *mtime_col, *offset_col, *length_col;
-    PyObject *order, *listed, *directory_of, *devnums, *windows;
-    Py_ssize_t start, end;
+    PyObject *paths, *devices, *index_col, *inode_col, *size_col, *mtime_col, *count_col, *first_col, *offset_col;
+    PyObject *length_col, *order, *listed, *directory_of, *devnums, *windows;
+    Py_ssize_t base, start, end;
     int flags;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!O!SSSSSSOYnnOO!O!i", &PyList_Type, &paths, &PyList_Type, &devices, &index_col,
-                          &inode_col, &size_col, &mtime_col, &offset_col, &length_col, &order, &listed, &start, &end,
-                          &directory_of, &PyDict_Type, &devnums, &PyDict_Type, &windows, &flags))
+    if (!PyArg_ParseTuple(args, "O!O!SSSSSOnSSOYnnOO!O!i", &PyList_Type, &paths, &PyList_Type, &devices,
+                          &index_col, &inode_col, &size_col, &mtime_col, &count_col, &first_col, &base, &offset_col,
+                          &length_col, &order, &listed, &start, &end, &directory_of, &PyDict_Type, &devnums,
+                          &PyDict_Type, &windows, &flags))
         return NULL;
     Py_ssize_t n = PyList_Size(paths);
+    if (first_col != Py_None && !PyBytes_Check(first_col)) {
+        PyErr_SetString(PyExc_TypeError, "first: bytes or None");
+        return NULL;
+    }
     const char *indices = column(index_col, n, 4), *inodes = indices ? column(inode_col, n, 8) : NULL;
     const char *sizes = inodes ? column(size_col, n, 8) : NULL, *mtimes = sizes ? column(mtime_col, n, 8) : NULL;
-    const char *offsets = mtimes ? column(offset_col, n, 8) : NULL;
-    const char *lengths = offsets ? column(length_col, n, 8) : NULL;
-    if (lengths == NULL)
+    const char *counts = mtimes ? column(count_col, n, 4) : NULL;
+    const char *firsts = counts == NULL || first_col == Py_None ? NULL : column(first_col, n, 8);
+    if (counts == NULL || (first_col != Py_None && firsts == NULL))
         return NULL;
+    Py_ssize_t npairs = PyBytes_Size(offset_col) / 8;
+    if (PyBytes_Size(offset_col) != npairs * 8 || PyBytes_Size(length_col) != npairs * 8) {
+        PyErr_SetString(PyExc_ValueError, "offset and length: columns of another length than each other");
+        return NULL;
+    }
+    const char *offsets = PyBytes_AsString(offset_col), *lengths = PyBytes_AsString(length_col);
     const char *marks = PyByteArray_AsString(listed);
     Py_ssize_t nmarks = PyByteArray_Size(listed);
     if (nmarks > n)
@@ -204,11 +216,15 @@ static PyObject *issue(PyObject *self, PyObject *args) {
         if (!checked)
             continue;
         PyObject *path = PyList_GetItem(paths, i);  /* borrowed */
-        unsigned long long inode = u64(inodes, i), size = u64(sizes, i), offset = u64(offsets, i);
-        unsigned long long length = u64(lengths, i);
+        unsigned long long inode = u64(inodes, i), size = u64(sizes, i);
         long long mtime_ns = (long long)u64(mtimes, i);
-        unsigned int device;
+        unsigned int device, count;
         memcpy(&device, indices + i * 4, 4);
+        memcpy(&count, counts + i * 4, 4);
+        /* its one pair: the i-th (one pair each), or where `first` says, less `base` (the chunk's first pair) */
+        unsigned long long pair = firsts ? u64(firsts, i) - (unsigned long long)base : (unsigned long long)i;
+        int whole = count == 1 && pair < (unsigned long long)npairs && u64(offsets, (Py_ssize_t)pair) == 0 &&
+                    u64(lengths, (Py_ssize_t)pair) == size;
         PyObject *bytes = PyUnicode_Check(path) ? PyUnicode_EncodeFSDefault(path) : NULL;
         if (!cleared()) {
             Py_XDECREF(bytes);
@@ -226,8 +242,7 @@ static PyObject *issue(PyObject *self, PyObject *args) {
                     found = enter_device(&s, (Py_ssize_t)device, devices, devnums, windows);
                 /* the clean case: one range, the whole file, no larger than the device's window */
                 if (found > 0)
-                    found = size <= (unsigned long long)LLONG_MAX && (long long)size <= s.window && offset == 0 &&
-                            length == size;
+                    found = whole && size <= (unsigned long long)LLONG_MAX && (long long)size <= s.window;
                 if (found > 0 && read_one(&s, last + 1, checked, flags, inode, (long long)size, mtime_ns)) {
                     files++;
                     issued += (long long)size;
@@ -249,8 +264,8 @@ static PyObject *issue(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"issue", issue, METH_VARARGS,
-     "issue(paths, devices, device, inode, size, mtime_ns, offset, length, order, listed, start, end, directory_of,"
-     " devnums, windows, flags) -> (stop, files, bytes)\n"
+     "issue(paths, devices, device, inode, size, mtime_ns, count, first, base, offset, length, order, listed, start,"
+     " end, directory_of, devnums, windows, flags) -> (stop, files, bytes)\n"
      "The data pass's clean case over order[start:end]; stops at the first file it leaves to the Python loop."},
     {NULL, NULL, 0, NULL},
 };

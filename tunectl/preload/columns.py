@@ -251,15 +251,11 @@ class Chunk(Sequence):
         """What the compiled data pass reads of these entries (`replay.pass_columns`), from the columns as they
         are: no entry made."""
         c, start, stop = self._columns, self._start, self._stop
-        if c.firsts is None:
-            offsets, lengths = c.offsets[start:stop], c.lengths[start:stop]
-        else:
-            one = [k == 1 for k in c.counts[start:stop]]
-            firsts = c.firsts[start:stop]
-            offsets = array("Q", [c.offsets[f] if o else 1 for f, o in zip(firsts, one)])
-            lengths = array("Q", [c.lengths[f] if o else 0 for f, o in zip(firsts, one)])
+        first, last = (start, stop) if c.firsts is None else (c.firsts[start], c.firsts[stop])
+        firsts = None if c.firsts is None else array("Q", c.firsts[start:stop]).tobytes()
         return (c.paths[start:stop], self._devices, c.index[start:stop].tobytes(), c.inodes[start:stop].tobytes(),
-                c.sizes[start:stop].tobytes(), c.mtimes[start:stop].tobytes(), offsets.tobytes(), lengths.tobytes())
+                c.sizes[start:stop].tobytes(), c.mtimes[start:stop].tobytes(), c.counts[start:stop].tobytes(), firsts,
+                first, c.offsets[first:last].tobytes(), c.lengths[first:last].tobytes())
 
 
 def _columns(found: dict, n: int) -> Columns:

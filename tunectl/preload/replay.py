@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import repeat
-from operator import eq, itemgetter, mul, not_
+from operator import eq, itemgetter
 from stat import S_ISREG
 
 from tunectl.errors import ExitCode, OutOfDescriptors, UsageError
@@ -590,10 +590,12 @@ def _out_of_descriptors(path: str, e: OSError) -> Callable[[str], Exception]:
 def pass_columns(entries: Sequence[Entry]) -> tuple | None:
     """What the compiled data pass reads of `entries` (see _datapass.c): the paths and the devices (lists), and as
     bytes of native numbers each entry's device (u32, its index into the devices), inode, size (u64), mtime_ns
-    (i64), and its range when it has one and it is the whole file (offset 0, length the size), else offset 1, never
-    the whole file. A chunk of columns (`columns.Chunk`) gives its own, no entry made; any other sequence's are made
-    from its entries. None when a value does not fit (not an int, past 64 bits, a negative size, a device that is no
-    key): the Python loop then takes every file of the batch, and decides it, as it decides every file it meets."""
+    (i64), count of ranges (u32), where its ranges begin (None: one pair each), the first's position, and the
+    pairs' offsets and lengths (u64). A chunk of a list's columns (`columns.Chunk`) gives its own, no entry made;
+    any other sequence's are made from its entries, as one pair each: (0, size) with a count of 1 where its ranges
+    are that one range, the whole file (the Python loop's own test), a count of 0 otherwise (not the clean case).
+    None when a value does not fit (not an int, past 64 bits, a negative size): the Python loop then takes every
+    file of the batch, and decides it, as it decides every file it meets."""
     own = getattr(entries, "pass_columns", None)
     if own is not None:
         return own()
@@ -602,18 +604,18 @@ def pass_columns(entries: Sequence[Entry]) -> tuple | None:
     try:
         paths, devices, sizes = list(map(itemgetter(0), entries)), list(map(itemgetter(1), entries)), \
             list(map(itemgetter(3), entries))
-        # the Python loop's own test of one range, the whole file (ranges a tuple, as a list's are)
-        ones = list(map(eq, map(itemgetter(5), entries), zip(zip(repeat(0), sizes))))
+        ones = list(map(eq, map(itemgetter(5), entries), zip(zip(repeat(0), sizes))))  # ranges are tuples in a list
         names = list(dict.fromkeys(devices))
         index = bytes(4 * len(devices)) if len(names) == 1 else array("I", map(
             dict(zip(names, range(len(names)))).__getitem__, devices)).tobytes()
-        numbers = [array("Q", map(itemgetter(2), entries)), array("Q", sizes), array("q", map(itemgetter(4), entries)),
-                   array("Q", map(not_, ones)), array("Q", map(mul, sizes, ones))]
+        numbers = [array("Q", map(itemgetter(2), entries)), array("Q", sizes), array("q", map(itemgetter(4), entries))]
+        counts = array("I", ones)
     except (OverflowError, TypeError, IndexError):
         return None
-    if any(a.itemsize != 8 for a in numbers) or array("I").itemsize != 4:
+    if any(a.itemsize != 8 for a in numbers) or counts.itemsize != 4:
         return None
-    return (paths, names, index, *(a.tobytes() for a in numbers))
+    return (paths, names, index, *(a.tobytes() for a in numbers), counts.tobytes(), None, 0, bytes(8 * len(paths)),
+            numbers[1].tobytes())
 
 
 def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums, progress, skipped, guard

@@ -305,7 +305,7 @@ def test_only_the_expected_errors_of_a_value_are_cleared(tmp_path: Path, error: 
         assert replay_module.pass_columns(odd) is None
 
 
-@pytest.mark.parametrize("column", range(2, 8))
+@pytest.mark.parametrize("column", [2, 3, 4, 5, 6, 9, 10])
 def test_a_column_of_another_length_is_refused(tmp_path: Path, column: int) -> None:
     """The compiled pass reads a number of each column per path: a column of another length is an error, never
     read past its end."""
