@@ -8,8 +8,10 @@ Python frame per row. The JSON list stays what a person, `show` and every other 
 cache of its entries, written beside it (LIST.cols) by `collect` and `record`, used only while it names the
 list it was made from (device, inode, size, mtime_ns) and declined otherwise (the list is then decoded as
 always). Nothing in it is executed or unpickled, and a checksum covers it: a damaged, truncated or crafted
-file is declined, never trusted. Every column is checked before the first entry is handed out (`checked`); the
-entries are then made a batch at a time as a replay takes them (`Columns.entries`), not all before its first read.
+file is declined, never trusted. Every column is checked before the first entry is handed out (`checked`); a
+replay then takes the columns a chunk at a time (`Chunk`), and its compiled data pass reads them as they are: an
+entry's tuple is made only when it is taken from the chunk (a file that pass leaves to the Python loop, the inode
+pass's sample, a time bin), never for the clean file.
 
 Layout (native byte order, named in MAGIC): MAGIC, then struct HEAD (version, the list's dev, ino, size,
 mtime_ns, the entry count, the CRC-32 of everything after it), then SECTIONS, each a u64 byte length and its bytes:
@@ -89,7 +91,7 @@ def decode(data: bytes, key: tuple[int, int, int, int]) -> list[Entry]:
 
 def checked(data: bytes, key: tuple[int, int, int, int]) -> Columns:
     """The columns `encode` wrote, every one checked as `listing` checks a row (Declined otherwise), their entries
-    not made yet: `Columns.entries` makes those of a slice when it is read."""
+    not made yet: `Columns.entries` makes those of a slice, `Columns.chunk` hands one out to make as taken."""
     if not data.startswith(MAGIC):
         raise Declined("not a tunectl columns file of this machine's byte order")
     at = len(MAGIC)
@@ -123,7 +125,7 @@ def checked(data: bytes, key: tuple[int, int, int, int]) -> Columns:
         if column.itemsize != _SIZES[code] or length % column.itemsize:
             raise Declined(f"{name}: not whole numbers")
         column.frombytes(part)
-        found[name] = column  # made Python ints a slice at a time, by `Columns.entries`
+        found[name] = column  # made Python ints only as entries are made (`Columns.entries`, `entry`)
     if at != len(data):
         raise Declined("more after its last column")
     return _columns(found, n)
@@ -204,9 +206,10 @@ class Chunk(Sequence):
     """Entries `start` to `stop` of checked columns, as a sequence of entries, each Entry made only when it is
     taken: a streamed replay hands a chunk's columns to the compiled data pass as they are (`pass_columns`) and
     makes the tuples of only the files that pass leaves to the Python loop (#30: making every entry's tuples, and
-    the pass reading them back, cost a warm /usr/share replay ~0.24 s of CPU). What a replay asks of every entry
-    of a chunk (`listing.column`, `listing.total_bytes`) is answered from the columns; `devices`: the devices'
-    names now (renumbered), in the columns' order. Iterated or sliced, it makes the entries as `Columns.entries`."""
+    the pass reading them back, cost a /usr/share replay of 53,625 files ~0.1-0.15 s of CPU). What a replay asks
+    of every entry of a chunk (`listing.column`, `listing.total_bytes`) is answered from the columns; `devices`: the
+    devices' names now (renumbered), in the columns' order. Iterated or sliced, it makes the entries as
+    `Columns.entries` does."""
 
     def __init__(self, columns: Columns, start: int, stop: int, devices: list[str]) -> None:
         self._columns, self._start, self._stop, self._devices = columns, start, stop, devices
@@ -236,13 +239,18 @@ class Chunk(Sequence):
     __hash__ = None  # type: ignore[assignment]  (a list's equality, a list's hash)
 
     def column(self, field: str) -> list:
-        """Every entry's `field` (device, inode or physical), as the entries would give it."""
+        """Every entry's `field` (one of Entry's), as the entries would give it: from the columns, but the ranges."""
         columns, start, stop = self._columns, self._start, self._stop
+        if field == "path":
+            return columns.paths[start:stop]
         if field == "device":
             return list(columns.device_names(start, stop, self._devices))
         if field == "physical":
             return columns.offsets_of(start, stop)
-        return {"inode": columns.inodes, "size": columns.sizes, "mtime_ns": columns.mtimes}[field][start:stop].tolist()
+        numbers = {"inode": columns.inodes, "size": columns.sizes, "mtime_ns": columns.mtimes}.get(field)
+        if numbers is None:
+            return [e[Entry._fields.index(field)] for e in self[:]]
+        return numbers[start:stop].tolist()
 
     def total_bytes(self) -> int:
         return self._columns.bytes_of(self._start, self._stop)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from tunectl.preload import columns, listfile
 from tunectl.preload.columns import Declined, decode, encode
 from tunectl.preload.listfile import batches, write_columns, write_list
-from tunectl.preload.listing import MIN_MTIME_NS, Entry, parse
+from tunectl.preload.listing import FIELDS, MIN_MTIME_NS, Entry, column, parse, total_bytes
 
 
 @pytest.fixture(autouse=True)
@@ -336,6 +336,9 @@ def test_a_streamed_read_makes_a_batchs_entries_only_when_they_are_taken(tmp_pat
     assert [rest[0][k] for k in (0, 3, -1)] == [entries[8], entries[11], entries[71]]  # one at a time
     assert rest[1][10:13] == entries[82:85] and made == [(82, 3)]
     assert [b[:] for b in [first, *rest]] == [entries[:8], *(entries[s:s + 64] for s in range(8, 300, 64))]
+    for b in [first, *rest]:  # what a replay asks of a whole chunk, answered from the columns as from the entries
+        assert [column(b, f) for f in FIELDS] == [column(b[:], f) for f in FIELDS]
+        assert total_bytes(b) == total_bytes(b[:])
     os.unlink(cols_of(path))
     assert [first, *rest] == streamed(path, size=64, first=8)
     assert [e for b in [first, *rest] for e in b] == from_json(path) == entries
