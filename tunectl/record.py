@@ -165,6 +165,8 @@ def _collect(cls: type) -> tuple[Field, ...]:
         if isinstance(annotation, str) and annotation.startswith(("ClassVar", "typing.ClassVar")):
             continue  # a class's attribute, not a field (dataclass's rule, on the annotation's text)
         default = cls.__dict__.get(name, MISSING)
+        if type(default).__module__ == "dataclasses":  # dataclasses.field(): a record would take it for the default
+            raise TypeError(f"{cls.__qualname__}.{name}: a record's field is tunectl.record.field, not dataclasses'")
         if isinstance(default, Field):
             f = default
             if f.default is MISSING:

@@ -215,3 +215,18 @@ def test_record_declares_without_importing_dataclasses() -> None:
     code = "import sys, tunectl.record, tunectl.devices.model; print(sorted({'dataclasses', 'inspect'} & set(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_no_module_of_tunectl_imports_dataclasses_and_a_record_refuses_its_field() -> None:
+    """A record takes a default of dataclasses.field() for the value itself: it is refused where it is declared,
+    and tunectl's modules use tunectl.record's field, fields, replace and asdict."""
+    import re
+    from pathlib import Path
+
+    package = Path(records.__file__).parent
+    found = [str(p.relative_to(package)) for p in sorted(package.rglob("*.py"))
+             if re.search(r"^\s*(import dataclasses|from dataclasses import)", p.read_text(), re.M)]
+    assert found == []
+    with pytest.raises(TypeError, match=r"Last.items: a record's field is tunectl.record.field"):
+        exec("@declare\nclass Last:\n    items: list = field(default_factory=list)\n",  # noqa: S102
+             {"declare": record, "field": dataclasses.field})
