@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -49,13 +49,17 @@ def timed_cpu(argv: list[str], env: dict[str, str], ok: tuple[int, ...] = (0,)) 
 
 
 def rotated_medians(commands: dict[str, tuple[list[str], dict[str, str]]], runs: int,
-                    ok: tuple[int, ...] = (0,)) -> dict[str, tuple[float, float]]:
+                    ok: tuple[int, ...] = (0,), before: dict[str, Callable[[], object]] | None = None,
+                    ) -> dict[str, tuple[float, float]]:
     """Each command once a round for `runs` rounds, the order rotated each round: the median wall and CPU
-    milliseconds of each (`timed_cpu`)."""
+    milliseconds of each (`timed_cpu`). `before`: what to do, untimed, just before a command (a rollback before
+    an apply, so that each apply changes values)."""
     times: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in commands}
     for r in range(runs):
         keys = list(commands)
         for k in keys[r % len(keys):] + keys[:r % len(keys)]:
+            if before and k in before:
+                before[k]()
             wall, cpu = timed_cpu(*commands[k], ok=ok)
             times[k][0].append(wall)
             times[k][1].append(cpu)

@@ -452,13 +452,40 @@ def cached_root_opts() -> list[str]:
             "-device", f"virtio-9p-pci,fsdev=tunectlroot,mount_tag={CACHED_ROOT_TAG}"]
 
 
-def cached_dirs(venv: Path) -> tuple[str, ...]:
+def libpython_dir(maps: str) -> str | None:
+    """The directory of the libpython a process maps (`maps`: its /proc/<pid>/maps), or None: an interpreter built
+    with --enable-shared (pyenv's, as CI's venv has) keeps nearly all of itself in libpython3.X.so (23 MB), not in
+    the standard library's directory; Debian's python3 has it linked in."""
+    for line in maps.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and os.path.basename(fields[5]).startswith("libpython"):
+            return os.path.dirname(fields[5])
+    return None
+
+
+def cached_dirs(venv: Path, maps: str | None = None) -> tuple[str, ...]:
     """What the guest reads through the cached root: this checkout, `venv` (it may live outside the checkout: a
-    worktree's link) and the standard library of the Python running this (the venv's, as scripts/test runs it).
-    Not all of /usr: virtme-ng's overlays over /usr and /lib hold the guest's /lib/modules link, which a bind
-    over /usr would hide. A directory inside another one listed is left out (its bind would be a no-op)."""
+    worktree's link), the standard library of the Python running this (the venv's, as scripts/test runs it) and the
+    directory of the libpython it maps (`libpython_dir` of `maps`, by default this process's /proc/self/maps).
+    Every guest Python maps libpython. On the uncached root each of its page faults is a 9p round trip while no
+    other process holds it mapped (a Python started from a shell: `python -c pass` 6-7 s at load 5, 2.6-3 s with
+    its directory cached, in one guest, 2 rounds each way); a group's tunectl runs mostly share the pages main.py
+    keeps mapped, so a boot saves about one such start (main.py's own). Not all of /usr: virtme-ng's overlays over
+    /usr and /lib hold the guest's /lib/modules link, which a bind over /usr (or /usr/lib) would hide, so a
+    directory at or above it is left out. A directory inside another one listed is left out (its bind would be a
+    no-op)."""
+    if maps is None:
+        with open("/proc/self/maps") as f:
+            maps = f.read()
+    found = {str(REPO), os.path.realpath(venv), os.path.realpath(sysconfig.get_paths()["stdlib"])}
+    lib = libpython_dir(maps)
+    if lib is not None:
+        found.add(os.path.realpath(lib))
+    modules = os.path.realpath("/lib/modules")
     dirs: list[str] = []
-    for d in sorted({str(REPO), os.path.realpath(venv), os.path.realpath(sysconfig.get_paths()["stdlib"])}):
+    for d in sorted(found):
+        if d == modules or modules.startswith(d.rstrip("/") + "/"):
+            continue
         if not any(d == kept or d.startswith(kept + "/") for kept in dirs):
             dirs.append(d)
     return tuple(dirs)

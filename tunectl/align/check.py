@@ -104,10 +104,6 @@ def _read_tables(parted: Parted, nodes: dict[str, str | None], named: bool, work
     `nodes`: disk -> its device node, None when the run has no dev root (a tree of another machine).
     `mapped`: the device-mapper devices among them.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
-    from tunectl.system.interrupts import threads_without_stops
-
     names = list(nodes)
 
     def one(name: str) -> PartedDisk | None | TunectlError:
@@ -132,10 +128,9 @@ def _read_tables(parted: Parted, nodes: dict[str, str | None], named: bool, work
     if len(names) <= 1 or workers <= 1:
         found = {name: one(name) for name in names}
     else:
-        with ThreadPoolExecutor(max_workers=min(workers, len(names))) as pool:
-            with threads_without_stops():  # map starts them all now
-                tables = pool.map(one, names)
-            found = dict(zip(names, tables))
+        from tunectl.system.interrupts import in_threads
+
+        found = dict(zip(names, in_threads(one, names, workers)))
     failed = [t for t in found.values() if isinstance(t, CommandError)]
     if failed and len(failed) == len(found):
         raise failed[0]  # parted itself is missing or broken: not a verdict on any disk

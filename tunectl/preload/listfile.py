@@ -98,10 +98,9 @@ def check_replayable(st: os.stat_result, path: str) -> None:
                          "(the list would choose which files root reads); nothing was read",
                          hint=f"the page cache is shared: run it as its owner (e.g. `sudo -u {name} tunectl preload "
                               f"replay {path}`), or review it and `chown root {path}` it")
-    mode = st.st_mode & 0o7777
-    raise UsageError(f"{path}: mode {mode:04o}: writable by {'others' if mode & 0o002 else 'its group'}: root does "
-                     "not replay a list another user may write (it would choose which files root reads); "
-                     "nothing was read", hint=f"review it, then `chmod go-w {path}`")
+    raise UsageError(f"{path}: {trust.acl_said(path, trust.writable_by(st.st_mode))}: root does not replay a list "
+                     "another user may write (it would choose which files root reads); nothing was read",
+                     hint=f"review it, then `chmod go-w {path}`")
 
 
 def _text(raw: bytes, path: str, n: int) -> str:

@@ -17,9 +17,16 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from tunectl.system.termination import Deferring, Terminated, stops_with_a_document
+
+TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    T = TypeVar("T")
+    R = TypeVar("R")
 
 # SIGHUP too: the terminal went away (an ssh session dropped) and Python's default would end the process as abruptly.
 _ENDING = (signal.SIGTERM, signal.SIGHUP)
@@ -156,6 +163,43 @@ def threads_without_stops() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def in_threads(work: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]:
+    """`work` on each item in up to `workers` threads started without stops (`threads_without_stops`): the results
+    in the items' order, once every item is done; the first item's exception (in the items' order) is raised then.
+    A stop in the main thread while they run waits for them all (what they write is half done otherwise).
+    ThreadPoolExecutor.map with its shutdown, without concurrent.futures's import of logging and queue (start-up)."""
+    results: list[R | None] = [None] * len(items)
+    errors: list[BaseException | None] = [None] * len(items)
+    todo = iter(range(len(items)))
+    taking = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with taking:
+                i = next(todo, None)
+            if i is None:
+                return
+            try:
+                results[i] = work(items[i])
+            except BaseException as e:  # noqa: BLE001 (raised in the main thread, below)
+                errors[i] = e
+
+    threads = [threading.Thread(target=worker, name=f"tunectl-{n}") for n in range(min(workers, len(items)))]
+    with threads_without_stops():
+        for t in threads:
+            t.start()
+    try:
+        for t in threads:
+            t.join()
+    finally:
+        for t in threads:
+            t.join()
+    for e in errors:
+        if e is not None:
+            raise e
+    return results  # type: ignore[return-value]  # every item done without an error: each has its result
 
 
 def child_start() -> Callable[[], None] | None:

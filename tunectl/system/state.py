@@ -222,7 +222,8 @@ class StateStore:
                                  hint=f"remove {lock}; tunectl creates it again")
             why = trust.problem(st)
             if why:
-                raise StateError(f"lock {lock} cannot be trusted: {why}", hint=f"remove {lock}; tunectl creates it again")
+                raise StateError(f"lock {lock} cannot be trusted: {trust.acl_said(lock, why)}",
+                                 hint=f"remove {lock}; tunectl creates it again")
             self._acquire(fd, lock)
             self._locked = True
             # A writer killed mid-save leaves its temp file; with the lock held no writer runs, so they go
@@ -383,6 +384,8 @@ class StateStore:
                 for damaged in paths[1:source]:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(damaged)
+                # Plain renames, not `_move`: each target is empty by now (unlinked above, or moved on the step
+                # before), or, with NAME.1 intact, the name itself, which `_move` would unlink as a second name.
                 for i, path in enumerate(paths[source:]):
                     if path.exists():
                         os.replace(path, paths[1 + i])

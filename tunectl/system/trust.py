@@ -98,18 +98,73 @@ def problem(st: os.stat_result, final: bool = True) -> str | None:
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
         if not final and stat.S_ISDIR(st.st_mode) and mode & stat.S_ISVTX and st.st_uid == 0:
             return None
-        return f"mode {mode:04o}: writable by {'others' if mode & stat.S_IWOTH else 'its group'}"
+        return writable_by(mode)
     return None
+
+
+_GROUP_WRITES = "writable by its group"
+
+
+def writable_by(mode: int) -> str:
+    """The one wording of a mode that lets others write: "mode 0664: writable by its group" (`acl_said` says it
+    of a file with an ACL)."""
+    return f"mode {stat.S_IMODE(mode):04o}: " + ("writable by others" if mode & stat.S_IWOTH else _GROUP_WRITES)
+
+
+def acl_said(path: str | os.PathLike, why: str) -> str:
+    """A refusal's `why` as true of `path`. On a file or directory with an access ACL the group bits are the ACL's
+    mask, so "writable by its group" may mean a user or group the ACL names: said by name ("its ACL lets nobody
+    (uid 65534) write"). Looked at (never followed) only when the group bits are the reason: a refusal's cost."""
+    if not why.endswith(_GROUP_WRITES):
+        return why
+    try:
+        raw = os.getxattr(path, "system.posix_acl_access", follow_symlinks=False)
+    except OSError:  # none (ENODATA), or no ACLs on that file system: the group bits are its group's
+        return why
+    writers = _acl_writers(raw)
+    return why[:-len(_GROUP_WRITES)] + (f"its ACL lets {', '.join(writers)} write" if writers else
+                                        "its ACL's mask allows writing")
+
+
+def _acl_writers(raw: bytes) -> list[str]:
+    """Who an access ACL (as the kernel stores it: a version, then tag, permissions and id, 8 bytes an entry) lets
+    write besides the owner: its group, and the users and groups it names, each as its mask allows."""
+    import struct
+
+    if len(raw) < 4 or (len(raw) - 4) % 8:
+        return []
+    entries = list(struct.iter_unpack("<HHI", raw[4:]))
+    mask = next((perm for tag, perm, _ in entries if tag == 0x10), 0o7)
+    writers = []
+    for tag, perm, uid_or_gid in entries:
+        if not perm & mask & 0o2:
+            continue
+        if tag == 0x02:
+            writers.append(f"user {owner(uid_or_gid)}")
+        elif tag == 0x04:
+            writers.append("its group")
+        elif tag == 0x08:
+            writers.append(f"group {_group(uid_or_gid)}")
+    return writers
+
+
+def _group(gid: int) -> str:
+    try:
+        import grp
+
+        return f"{grp.getgrgid(gid).gr_name} (gid {gid})"
+    except (KeyError, ImportError):
+        return f"gid {gid}"
 
 
 class OthersMayWrite(Untrusted):
     """A file or directory whose owner or mode (`problem`: `found`) lets another user change it. `fix`: how to
-    make it root's alone; the hint adds "or move it aside", which a caller may say its own way (`mounts fix`: not
-    of the fstab's own directory)."""
+    make it root's alone (chmod go-w takes the write from an ACL's mask too); the hint adds "or move it aside",
+    which a caller may say its own way (`mounts fix`: not of the fstab's own directory)."""
 
     def __init__(self, path: str | os.PathLike, why: str) -> None:
         self.fix = f"make it root's and not group/world-writable (chown root: {path}; chmod go-w {path})"
-        super().__init__(path, why, f"{self.fix}, or move it aside")
+        super().__init__(path, acl_said(path, why), f"{self.fix}, or move it aside")
 
 
 def link_loop(path: str | os.PathLike, thing: str, wrong_type: bool = False) -> Untrusted:
@@ -558,8 +613,7 @@ def why_chosen_by_other(st: os.stat_result) -> str:
         return ""
     if st.st_uid not in (0, os.geteuid()):
         return f"owned by {owner(st.st_uid)}, " + ("not root" if os.geteuid() == 0 else "neither root nor you")
-    mode = stat.S_IMODE(st.st_mode)
-    return f"mode {mode:04o}: writable by {'others' if mode & stat.S_IWOTH else 'its group'}"
+    return writable_by(st.st_mode)
 
 
 def chosen_by_other(st: os.stat_result) -> str | None:
@@ -969,7 +1023,7 @@ def open_regular(path: str | os.PathLike, trusted: bool = False, flags: int = _R
             raise OthersMayWrite(path, why)
         why = chosen_by_other(st) if decides else None
         if why:
-            raise Untrusted(path, f"{why}: as root, tunectl acts on no file another user can change",
+            raise Untrusted(path, f"{acl_said(path, why)}: as root, tunectl acts on no file another user can change",
                             decides_hint(path))
     except BaseException:
         os.close(fd)
@@ -1166,10 +1220,10 @@ class PendingWrite:
     def _create(self, prefix: str) -> None:
         """The temp file, locked (flock) for as long as this writer lives, so a sweep (`sweep_temps`) leaves it."""
         import fcntl
-        import secrets
 
         for _ in range(3):
-            self._tmp = f"{prefix}{secrets.token_hex(TMP_DIGITS // 2)}"
+            # secrets.token_hex's own bytes (os.urandom), without its import of hashlib, hmac and random (OpenSSL)
+            self._tmp = f"{prefix}{os.urandom(TMP_DIGITS // 2).hex()}"
             self._fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                                dir_fd=self._dir_fd)
             try:

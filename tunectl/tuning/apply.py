@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Callable
-from dataclasses import replace
 
 from tunectl.attributes import (
     IOSCHED,
@@ -26,7 +25,7 @@ from tunectl.attributes import (
 )
 from tunectl.devices.model import Device
 from tunectl.errors import SysfsError
-from tunectl.record import record
+from tunectl.record import record, replace
 from tunectl.status import Status
 from tunectl.system.sysfs import Sysfs
 from tunectl.tuning import relink
@@ -150,14 +149,9 @@ def apply_settings(sysfs: Sysfs, plan: list[Setting], workers: int = 16) -> list
     groups = list(by_device.values())
     switching = sum(1 for g in groups if any(s.attribute == "scheduler" and s.status == Status.CHANGE for s in g))
     if switching > 1 and workers > 1:
-        from concurrent.futures import ThreadPoolExecutor
+        from tunectl.system.interrupts import in_threads
 
-        from tunectl.system.interrupts import threads_without_stops
-
-        with ThreadPoolExecutor(max_workers=min(workers, len(groups))) as pool:
-            with threads_without_stops():  # map starts them all now
-                written = pool.map(lambda g: _apply_device(sysfs, g), groups)
-            results = list(written)
+        results = in_threads(lambda g: _apply_device(sysfs, g), groups, workers)
     else:
         results = [_apply_device(sysfs, g) for g in groups]
     return [o for r in results for o in r]

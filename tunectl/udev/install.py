@@ -12,21 +12,19 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
-from dataclasses import field, replace
 from pathlib import Path
 
 from tunectl.attributes import SCHEDULER_MODULE_NAMES, modular_schedulers
 from tunectl.errors import ExitCode, NotPermitted, UsageError
 from tunectl.profile.library import find_profile
 from tunectl.profile.resolve import Profile
-from tunectl.record import record
+from tunectl.record import field, record, replace
 from tunectl.report import Report
 from tunectl.status import Status
 from tunectl.system import rulesfile, trust
 from tunectl.system.roots import setting
 from tunectl.system.rulesfile import RulesError
-from tunectl.system.runner import CommandError
+from tunectl.system.runner import CommandError, which
 from tunectl.system.udevadm import Udevadm
 from tunectl.tuning import changes, intent
 from tunectl.tuning import operations as tuning
@@ -65,7 +63,7 @@ def tunectl_executable(env) -> str | None:
     if explicit:
         return explicit
     path = ":".join([p for p in env.get("PATH", "").split(":") if p] + list(SEARCH_DIRS))
-    found = shutil.which("tunectl", path=path)
+    found = which("tunectl", path)
     return os.path.abspath(found) if found else None
 
 

@@ -295,3 +295,30 @@ def test_the_threads_of_a_parallel_apply_and_align_block_the_stops(monkeypatch):
 
     check._read_tables(Parted(), {"sda": "/dev/sda", "sdb": "/dev/sdb"}, named=False, workers=2)  # type: ignore[arg-type]
     assert len(seen) == 5 and all(set(STOPS) <= mask for mask in seen), seen
+
+
+def test_in_threads_gives_each_result_in_order_and_raises_the_first_error_once_all_are_done() -> None:
+    """apply's writers and align's parted readers: every item runs, with the stops blocked in its thread, whatever
+    another raised; then the first error in the items' order (as ThreadPoolExecutor.map's results are read)."""
+    from tunectl.system.interrupts import in_threads
+
+    started = threading.Barrier(3, timeout=30)  # three at once: the work is spread over the threads
+
+    def work(n: int) -> tuple[int, bool]:
+        if n < 3:
+            started.wait()
+        return n * n, bool(blocked() >= set(STOPS))
+
+    assert in_threads(work, list(range(7)), workers=3) == [(n * n, True) for n in range(7)]
+    done: list[int] = []
+
+    def failing(n: int) -> int:
+        done.append(n)
+        if n in (4, 2):
+            raise ValueError(n)
+        return n
+
+    with pytest.raises(ValueError, match="^2$"):
+        in_threads(failing, list(range(6)), workers=2)
+    assert sorted(done) == list(range(6))
+    assert in_threads(failing, [], workers=4) == []

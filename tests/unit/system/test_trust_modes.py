@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -14,6 +16,7 @@ import pytest
 
 from tests.fakesys import FakeTree
 from tests.harness import REPO, run_cli
+from tests.journal_helpers import Pair, assert_state_error
 from tunectl.context import Context
 from tunectl.system import trust
 from tunectl.system.state import StateStore
@@ -109,6 +112,82 @@ def test_a_group_writable_directory_or_a_linked_one_is_not_trusted(tmp_path: Pat
         assert trust.check_dir(sticky / "mine") == sticky / "mine"
         with pytest.raises(trust.Untrusted, match="writable by others"):
             trust.check_dir(sticky)
+
+
+# An access ACL as the kernel stores it (system.posix_acl_access): a version, then (tag, permissions, id) entries.
+USER_OBJ, USER, GROUP_OBJ, GROUP, MASK, OTHER, NO_ID = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0xFFFFFFFF
+
+
+def _set_acl(path: Path, *entries: tuple[int, int, int]) -> None:
+    raw = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *entry) for entry in entries)
+    try:
+        os.setxattr(path, "system.posix_acl_access", raw)
+    except OSError as e:
+        if e.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            pytest.skip(f"no POSIX ACLs on the file system of {path}")
+        raise
+
+
+def test_a_state_directory_an_acl_lets_another_user_write_is_refused_saying_so(pair: Pair) -> None:
+    """The group bits of a file with an ACL are the ACL's mask: a 0755 directory whose ACL lets nobody write shows
+    as 0775. The refusal said "writable by its group", of a group that may not write at all; it names the ACL's
+    writer now. The hint's chmod go-w fixes it (it takes the write out of the mask)."""
+    assert pair.run("apply", "-p", "p1").code == 0
+    pair.state.chmod(0o755)
+    _set_acl(pair.state, (USER_OBJ, 7, NO_ID), (USER, 7, 65534), (GROUP_OBJ, 5, NO_ID), (MASK, 7, NO_ID),
+             (OTHER, 5, NO_ID))
+    r = pair.fresh()("rollback")
+    assert_state_error(r, f"{pair.state}: mode 0775: its ACL lets user {trust.owner(65534)} write",
+                       f"chmod go-w {pair.state}")
+    assert "its group" not in r.err
+    pair.state.chmod(0o755)
+    lock = pair.state / "lock"  # the lock's own refusal says it the same way
+    _set_acl(lock, (USER_OBJ, 6, NO_ID), (USER, 6, 65534), (GROUP_OBJ, 0, NO_ID), (MASK, 6, NO_ID), (OTHER, 0, NO_ID))
+    assert_state_error(pair.fresh()("rollback"), f"lock {lock} cannot be trusted: mode 0660: its ACL lets user ",
+                       f"remove {lock}")
+    lock.unlink()
+    assert pair.fresh()("rollback").code == 0
+    assert pair.snap() == pair.originals
+
+
+@pytest.mark.parametrize("entries, said", [
+    ([(GROUP_OBJ, 7, NO_ID), (GROUP, 6, 65534), (MASK, 7, NO_ID)], "its ACL lets its group, group "),
+    ([(USER, 7, 65534), (GROUP_OBJ, 7, NO_ID), (MASK, 5, NO_ID)], None),  # the mask takes every write: 0755
+    ([(GROUP_OBJ, 5, NO_ID), (MASK, 7, NO_ID)], "its ACL's mask allows writing"),  # the mask alone allows it
+    ([], "writable by its group"),  # no ACL: the group bits are its group's
+])
+def test_an_acl_refusal_names_who_the_acl_lets_write(tmp_path: Path, entries: list, said: str | None) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    if entries:
+        _set_acl(shared, (USER_OBJ, 7, NO_ID), *entries, (OTHER, 5, NO_ID))
+    else:
+        shared.chmod(0o775)
+    if said is None:
+        assert trust.check_dir(shared) == shared
+        return
+    with pytest.raises(trust.Untrusted) as e:
+        trust.check_dir(shared)
+    assert e.value.found.startswith(f"mode 0775: {said}"), e.value.found
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root refuses a profile or list another user may write")
+def test_a_profile_or_list_an_acl_lets_another_user_write_is_refused_naming_them(tmp_path: Path) -> None:
+    from tunectl.errors import UsageError
+    from tunectl.preload.listfile import check_replayable
+
+    chosen = tmp_path / "chosen"
+    chosen.write_text("")
+    chosen.chmod(0o644)
+    _set_acl(chosen, (USER_OBJ, 6, NO_ID), (USER, 6, 65534), (GROUP_OBJ, 4, NO_ID), (MASK, 6, NO_ID),
+             (OTHER, 4, NO_ID))
+    said = f"mode 0664: its ACL lets user {trust.owner(65534)} write"
+    with pytest.raises(trust.Untrusted) as e:
+        trust.open_regular(chosen, decides=True)
+    assert e.value.found.startswith(said), e.value.found
+    with pytest.raises(UsageError) as listed:
+        check_replayable(os.stat(chosen), str(chosen))
+    assert str(listed.value).startswith(f"{chosen}: {said}: root does not replay"), listed.value
 
 
 def test_a_regular_file_named_as_a_directory_is_called_one(tmp_path: Path) -> None:

@@ -194,6 +194,30 @@ def test_apply_after_a_fallback_heals_the_journal(pair: Pair) -> None:
     assert pair.snap()["sda"] == pair.originals["sda"]
 
 
+@pytest.mark.parametrize("damaged", [("journal.json",), ("journal.json", "journal.json.1")])
+def test_a_save_after_a_fallback_keeps_each_older_generation_once(pair: Pair, damaged: tuple[str, ...]) -> None:
+    """The save after a fallback keeps the damaged NAME as NAME.damaged and moves the intact generations down to
+    NAME.1 on. With NAME.1 intact, that renames NAME.1 and NAME.2 each onto itself, so those two must stay.
+    `_move` would delete them: it unlinks the source whenever source and target are one file."""
+    assert pair.run("apply", "-p", "p1").code == 0
+    assert pair.fresh()("apply", "-p", "p2").code == 0
+    assert pair.fresh()("rollback").code == 0
+    older = {name: (pair.state / name).read_bytes() for name in ("journal.json.1", "journal.json.2")}
+    for name in damaged:
+        (pair.state / name).write_bytes(b"")
+    r = pair.fresh()("apply", "-p", "p1")
+    assert r.code == 0 and "falling back" in r.err, r.err
+    assert (pair.state / "journal.json.damaged").read_bytes() == b""
+    if len(damaged) == 1:  # fell back to NAME.1: both older generations stay where they are
+        assert {name: (pair.state / name).read_bytes() for name in older} == older
+    else:  # fell back to NAME.2: it becomes NAME.1, and the damaged NAME.1 is gone
+        assert (pair.state / "journal.json.1").read_bytes() == older["journal.json.2"]
+        assert not (pair.state / "journal.json.2").exists()
+    assert not [f for f in os.listdir(pair.state) if f.startswith(".journal.json.")]
+    assert pair.fresh()("rollback").code == 0
+    assert pair.snap() == pair.originals
+
+
 def test_no_readable_generation_says_what_is_lost_and_how_to_start_over(pair: Pair) -> None:
     assert pair.run("apply", "-p", "p1").code == 0
     assert pair.fresh()("apply", "-p", "p2").code == 0

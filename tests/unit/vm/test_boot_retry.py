@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sysconfig
@@ -128,6 +129,24 @@ def test_the_guest_runs_from_a_cached_view_of_the_checkout_the_venv_and_the_stdl
     opts = " ".join(machine.cached_root_opts())
     assert f"mount_tag={machine.CACHED_ROOT_TAG}" in opts and "readonly=on" in opts and "path=/," in opts
 
+
+def test_the_guest_maps_libpython_from_the_cached_view(tmp_path: Path) -> None:
+    """A shared-library Python (pyenv's, CI's venv) keeps itself in libpython, outside the stdlib's directory: its
+    directory is cached too, unless it holds the kernel modules' link (/usr/lib), which a bind would hide."""
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    pyenv = tmp_path / "pyenv" / "lib"
+    maps = ("55d0c0a00000-55d0c0a01000 r--p 00000000 00:1f 123 /usr/bin/python3.11\n"
+            "7f1212796000-7f121288b000 r--p 00000000 00:1f 456 " + str(pyenv / "libpython3.11.so.1.0") + "\n"
+            "7f1212c00000-7f1212c01000 rw-p 00000000 00:00 0 \n")
+    assert machine.libpython_dir(maps) == str(pyenv)
+    assert str(pyenv) in machine.cached_dirs(venv, maps)
+    assert machine.libpython_dir("7f12-7f13 r--p 0 00:1f 7 /usr/lib/x86_64-linux-gnu/libc.so.6\n") is None
+    without = machine.cached_dirs(venv, "")
+    assert str(pyenv) not in without and str(machine.REPO) in without
+    above_modules = os.path.dirname(os.path.realpath("/lib/modules"))  # /usr/lib on a merged-/usr system
+    at_modules = f"7f12-7f13 r--p 0 00:1f 7 {above_modules}/libpython3.11.so.1.0\n"
+    assert machine.cached_dirs(venv, at_modules) == without
 
 
 def test_a_shared_or_read_only_directory_a_cached_bind_would_hide_is_refused(fake_guest: list, tmp_path: Path) -> None:
