@@ -10,10 +10,9 @@ when asked; those lines are not partitions and are skipped.
 from __future__ import annotations
 
 import json
-from dataclasses import field
 
 from tunectl.errors import ExitCode, TunectlError
-from tunectl.record import record
+from tunectl.record import field, record
 
 # parted's name for "no partition table here" and for a filesystem on the whole disk.
 NO_TABLE_LABELS = ("unknown", "loop")

@@ -12,13 +12,12 @@ The records (PartitionResult, DiskResult, AlignReport) are what `--json` prints;
 
 from __future__ import annotations
 
-from dataclasses import asdict, field
 from math import gcd
 
 from tunectl.align.table import PartedDisk
 from tunectl.attributes import io_opt_sanity
 from tunectl.errors import ExitCode
-from tunectl.record import record
+from tunectl.record import asdict, field, record
 from tunectl.report import Column, Report
 from tunectl.status import Marked, Verdict
 from tunectl.units import format_bytes

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import field
-
 from tunectl.attributes import range_text
 from tunectl.bench.results import Placement, Recommendation, Summary, recommend, summarise
 from tunectl.bench.runner import Sweep
 from tunectl.bench.stack import Target
 from tunectl.errors import ExitCode, TunectlError
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.report import Report, shown
 from tunectl.status import Status
 from tunectl.units import counted

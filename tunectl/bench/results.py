@@ -9,11 +9,10 @@ random readers and buys nothing measurable.
 from __future__ import annotations
 
 import statistics
-from dataclasses import field
 
 from tunectl.bench.diskstat import StatDelta
 from tunectl.bench.sweep import Point
-from tunectl.record import record
+from tunectl.record import field, record
 
 WITHIN = 0.05  # "as good as the best": within 5% of its median throughput
 NOISY_PCT = 25.0  # runs that disagree by more than this make a 5% rule a coin toss

@@ -20,7 +20,6 @@ point starts from the same caches.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import field
 
 from tunectl.attributes import parse_scheduler
 from tunectl.bench.diskstat import DiskStat, delta, read_stats
@@ -30,7 +29,7 @@ from tunectl.bench.sweep import Point
 from tunectl.context import Context
 from tunectl.devices.discover import read_device
 from tunectl.errors import ExitCode, NotPermitted, TunectlError
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.status import Status
 from tunectl.system.hold import holding
 from tunectl.system.interrupts import interrupts_deferred, sigterm_interrupts

@@ -9,10 +9,9 @@ a device, and the whole stack around some devices.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import field
 
 from tunectl.devices.model import Device
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.system.sysfs import Sysfs
 
 

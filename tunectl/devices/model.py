@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, field
-
-from tunectl.record import record
+from tunectl.record import asdict, field, record
 
 
 @record

@@ -45,11 +45,10 @@ To add a kind of layer, subclass `BlockLayer` and add it to `_BLOCK_KINDS`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import field
 
 from tunectl.devices.graph import DeviceGraph
 from tunectl.devices.model import Device, Partition
-from tunectl.record import record
+from tunectl.record import field, record
 
 TYPE_CHECKING = False  # typing is not imported for an annotation
 if TYPE_CHECKING:

@@ -7,9 +7,7 @@ kept. Pure: the caller runs `dmsetup table NAME` (or reads it recorded).
 
 from __future__ import annotations
 
-from dataclasses import field
-
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.units import counted
 
 

@@ -11,15 +11,13 @@ renders them. Every record has `to_json`; `layer_json` is the
 
 from __future__ import annotations
 
-from dataclasses import field
-
 from tunectl.bench.diskstat import StatDelta
 from tunectl.devices import stack as stacks
 from tunectl.explain.dmtable import Target
 from tunectl.explain.squashfs import Superblock
 from tunectl.explain.trace import Timing
 from tunectl.owners.model import Owner
-from tunectl.record import record
+from tunectl.record import field, record
 
 PAGE_SIZE = 4096
 

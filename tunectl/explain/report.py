@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import field
-
 from tunectl.devices import stack as stacks
 from tunectl.explain.compare import Comparison
 from tunectl.explain.experiment import Result
 from tunectl.explain.model import BlockFacts, Case, FileFacts, FilesystemFacts, PartitionFacts, kind, layer_json
 from tunectl.explain.rules import RULES, Finding
 from tunectl.explain.trace import Timing
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.report import Report, shown
 
 

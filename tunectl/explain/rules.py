@@ -25,7 +25,6 @@ the table's order). Kernel facts the rules rely on:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 from tunectl.bench.diskstat import StatDelta
@@ -34,7 +33,7 @@ from tunectl.explain import effect as effects
 from tunectl.explain.effect import Effect
 from tunectl.explain.model import PAGE_SIZE, Case
 from tunectl.explain.squashfs import PARTIAL_CACHE_SINCE, partial_cache_fits
-from tunectl.record import record
+from tunectl.record import record, replace
 from tunectl.units import counted
 
 
@@ -380,7 +379,7 @@ def _settled(rule: Rule, case: Case, found: Finding) -> Finding:
     estimate; the evidence ends in the arithmetic of both."""
     estimate = found.effect
     tried = rule.measure(case, estimate) if rule.measure is not None and case.trials else None
-    return dataclasses.replace(found, effect=tried or estimate,
+    return replace(found, effect=tried or estimate,
                                evidence=found.evidence + (estimate.why,) + ((tried.why,) if tried else ()))
 
 

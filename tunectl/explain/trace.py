@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import re
 import statistics
-from dataclasses import field
 
-from tunectl.record import record
+from tunectl.record import field, record
 
 _LINE = re.compile(r"(?P<ts>\d+\.\d+): (?P<event>block_bio_queue|block_bio_remap|block_rq_issue|block_rq_complete): "
                    r"(?P<rest>.*)$")

@@ -6,12 +6,11 @@ Pure: takes facts gathered by `operations` and the profile's rules, returns reco
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import field
 
 from tunectl.mounts import options as opts
 from tunectl.mounts.fstab import Entry
 from tunectl.mounts.rules import Facts, select
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.system.mountinfo import Mount
 
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import field
 
 from tunectl.mounts import options as opts
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.system.mountinfo import escape, unescape
 
 __all__ = ["escape", "unescape"]  # the field escapes fstab shares with mountinfo

@@ -11,7 +11,6 @@ import errno
 import json
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import field
 from pathlib import Path
 
 from tunectl.devices.resolve import Resolver, names_a_device
@@ -21,7 +20,7 @@ from tunectl.mounts import options as opts
 from tunectl.mounts.check import FsCheck, evaluate
 from tunectl.mounts.fstab_file import MAX_FSTAB_BYTES
 from tunectl.mounts.rules import Facts
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.report import Column, Report
 from tunectl.status import Marked, Verdict
 from tunectl.system import mountinfo

@@ -8,9 +8,8 @@ value, so ``noatime,defaults`` equals ``defaults,noatime``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import field
 
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.system.mountinfo import split_options as split
 
 __all__ = ["split"]  # options fields are split as mountinfo's are

@@ -10,12 +10,11 @@ tmpfs, bind mounts, swap files) only take rules that name their fstype.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import field
 from fnmatch import fnmatchcase
 
 from tunectl.devices.match import matches
 from tunectl.devices.model import Device
-from tunectl.record import record
+from tunectl.record import field, record
 
 FS_KEYS = ("fstype", "mountpoint")
 

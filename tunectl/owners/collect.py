@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable, Sequence
-from dataclasses import field
 
 from tunectl.attributes import KNOB_DEFAULTS, default_scheduler, derived_read_ahead_kb, read_ahead_generation
 from tunectl.context import Context
@@ -22,7 +21,7 @@ from tunectl.owners import sources
 from tunectl.owners.model import KernelDefault
 from tunectl.owners.sources import Assignment
 from tunectl.owners.writers import Writer
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.system import trust
 from tunectl.system.rulesfile import RULES_FILE
 

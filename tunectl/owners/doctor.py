@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import field
-
 from tunectl.context import Context
 from tunectl.errors import ExitCode
 from tunectl.owners.collect import device_facts, read_machine, writers_of
 from tunectl.owners.writers import Conflict, conflicts
 from tunectl.profile.resolve import Profile
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.report import Report
 from tunectl.status import Status
 from tunectl.system.rulesfile import unread_by_udev

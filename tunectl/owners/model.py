@@ -9,10 +9,9 @@ default (`KernelDefault`), are in `tunectl.owners.writers`, loaded only when a v
 from __future__ import annotations
 
 import re
-from dataclasses import field
 
 from tunectl.attributes import IOSCHED, LEGACY_SCHEDULERS, QUEUE, Attribute, kernel_equivalent
-from tunectl.record import record
+from tunectl.record import field, record
 
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
 if TYPE_CHECKING:

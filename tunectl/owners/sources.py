@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import field
 from fnmatch import fnmatchcase
 
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.system import rulesfile
 from tunectl.udev.lines import logical_lines
 

@@ -1,8 +1,14 @@
 /* The clean case of `preload replay`'s data pass, compiled: tunectl.preload.replay._issue_with's per-file syscalls
  * without a Python frame, a stat_result or an exception per file.
  *
- * issue(entries, order, listed, start, end, directory_of, devnums, windows, flags) -> (stop, files, bytes)
+ * issue(paths, devices, device, inode, size, mtime_ns, count, first, base, offset, length, order, listed, start,
+ *       end, directory_of, devnums, windows, flags) -> (stop, files, bytes)
  *
+ * Reads a list's columns as they are (tunectl.preload.replay.pass_columns, columns.Chunk.pass_columns): `paths`
+ * (str) and `devices` (MAJ:MIN) lists, and bytes of native numbers, one per path: device (u32, an index into
+ * devices), inode, size (u64), mtime_ns (i64), count (u32, the entry's ranges); `first` (u64, where each entry's
+ * ranges begin, less `base`), None when the entries have one pair each (entry i's is pair i); offset and length
+ * (u64), the pairs. No Entry tuple is made here: a replay makes one only for a file this pass stops at.
  * Walks order[start:end] as _issue_with does: an entry not `listed` is passed over; a listed one is read here only
  * when every check _issue_with makes passes, with the same calls in the same order:
  *   - its directory resolved by `directory_of` (ListedOpener.directory, the Python side: kept, not followed), once
@@ -36,14 +42,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Entry's fields (tunectl.preload.listing.FIELDS) */
-enum { PATH, DEVICE, INODE, SIZE, MTIME_NS, RANGES };
-
 typedef struct {
     PyObject *dir;        /* the current directory, as bytes (fs-encoded), NULL: none yet */
     int dir_fd;
     int look;
-    PyObject *device;     /* the current device (str, a strong reference), NULL: none yet */
+    Py_ssize_t device;    /* the current device's index into `devices`, -1: none yet */
     unsigned long long devnum;
     long long window;
 } State;
@@ -60,22 +63,6 @@ static int cleared(void) {
         return 0;
     PyErr_Clear();
     return 1;
-}
-
-/* 1 when `ranges` is one range (0, size) (a 2-sequence of ints), 0 otherwise (an expected error cleared: not the
- * clean case), -1 on any other exception (raised) */
-static int whole_file(PyObject *ranges, long long size) {
-    int whole = 0;
-    if (PySequence_Check(ranges) && PySequence_Size(ranges) == 1) {
-        PyObject *range = PySequence_GetItem(ranges, 0);
-        if (range != NULL && PyTuple_Check(range) && PyTuple_Size(range) == 2) {
-            long long offset = PyLong_AsLongLong(PyTuple_GetItem(range, 0));
-            long long length = PyLong_AsLongLong(PyTuple_GetItem(range, 1));
-            whole = offset == 0 && length == size;
-        }
-        Py_XDECREF(range);
-    }
-    return cleared() ? whole : -1;
 }
 
 /* The directory of a path (`bytes`, fs-encoded, its last '/' at `slash`) made current: 1 when it has a descriptor to open its
@@ -119,14 +106,15 @@ static int enter_directory(State *s, const char *bytes, Py_ssize_t slash, PyObje
     return cleared() ? ok : -1;
 }
 
-/* The device of an entry made current (its number and window): 1, or 0 to stop (not in the dicts, or a value not
- * what they hold), -1 on any other exception (raised). */
-static int enter_device(State *s, PyObject *device, PyObject *devnums, PyObject *windows) {
-    if (s->device != NULL && (s->device == device || PyObject_RichCompareBool(s->device, device, Py_EQ) == 1))
+/* The device at `index` of `devices` made current (its number and window): 1, or 0 to stop (not listed, not in the
+ * dicts, or a value not what they hold), -1 on any other exception (raised). */
+static int enter_device(State *s, Py_ssize_t index, PyObject *devices, PyObject *devnums, PyObject *windows) {
+    if (s->device == index)
         return 1;
-    if (!cleared())
-        return -1;
-    Py_CLEAR(s->device);
+    s->device = -1;
+    if (index >= PyList_Size(devices))
+        return 0;
+    PyObject *device = PyList_GetItem(devices, index);  /* borrowed */
     PyObject *devnum = PyDict_GetItem(devnums, device);   /* borrowed */
     PyObject *window = PyDict_GetItem(windows, device);
     if (devnum == NULL || window == NULL)
@@ -135,8 +123,7 @@ static int enter_device(State *s, PyObject *device, PyObject *devnums, PyObject 
     s->window = PyLong_AsLongLong(window);
     if (PyErr_Occurred())
         return cleared() ? 0 : -1;
-    Py_INCREF(device);
-    s->device = device;
+    s->device = index;
     return 1;
 }
 
@@ -161,28 +148,66 @@ static int read_one(const State *s, const char *name, int checked, int flags, un
     return ok;
 }
 
+/* A column of `n` numbers of `size` bytes each (bytes in native order): its first byte, NULL (ValueError raised)
+ * when it is not that long. */
+static const char *column(PyObject *bytes, Py_ssize_t n, Py_ssize_t size) {
+    if (PyBytes_Size(bytes) != n * size) {
+        PyErr_SetString(PyExc_ValueError, "a column of another length than the paths");
+        return NULL;
+    }
+    return PyBytes_AsString(bytes);
+}
+
+static unsigned long long u64(const char *column, Py_ssize_t i) {
+    unsigned long long v;
+    memcpy(&v, column + i * 8, 8);
+    return v;
+}
+
 static PyObject *issue(PyObject *self, PyObject *args) {
-    PyObject *entries, *order, *listed, *directory_of, *devnums, *windows;
-    Py_ssize_t start, end;
+    PyObject *paths, *devices, *index_col, *inode_col, *size_col, *mtime_col, *count_col, *first_col, *offset_col;
+    PyObject *length_col, *order, *listed, *directory_of, *devnums, *windows;
+    Py_ssize_t base, start, end;
     int flags;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOYnnOO!O!i", &entries, &order, &listed, &start, &end, &directory_of,
-                          &PyDict_Type, &devnums, &PyDict_Type, &windows, &flags))
+    if (!PyArg_ParseTuple(args, "O!O!SSSSSOnSSOYnnOO!O!i", &PyList_Type, &paths, &PyList_Type, &devices,
+                          &index_col, &inode_col, &size_col, &mtime_col, &count_col, &first_col, &base, &offset_col,
+                          &length_col, &order, &listed, &start, &end, &directory_of, &PyDict_Type, &devnums,
+                          &PyDict_Type, &windows, &flags))
         return NULL;
+    Py_ssize_t n = PyList_Size(paths);
+    if (first_col != Py_None && !PyBytes_Check(first_col)) {
+        PyErr_SetString(PyExc_TypeError, "first: bytes or None");
+        return NULL;
+    }
+    const char *indices = column(index_col, n, 4), *inodes = indices ? column(inode_col, n, 8) : NULL;
+    const char *sizes = inodes ? column(size_col, n, 8) : NULL, *mtimes = sizes ? column(mtime_col, n, 8) : NULL;
+    const char *counts = mtimes ? column(count_col, n, 4) : NULL;
+    const char *firsts = counts == NULL || first_col == Py_None ? NULL : column(first_col, n, 8);
+    if (counts == NULL || (first_col != Py_None && firsts == NULL))
+        return NULL;
+    Py_ssize_t npairs = PyBytes_Size(offset_col) / 8;
+    if (PyBytes_Size(offset_col) != npairs * 8 || PyBytes_Size(length_col) != npairs * 8) {
+        PyErr_SetString(PyExc_ValueError, "offset and length: columns of another length than each other");
+        return NULL;
+    }
+    const char *offsets = PyBytes_AsString(offset_col), *lengths = PyBytes_AsString(length_col);
     const char *marks = PyByteArray_AsString(listed);
     Py_ssize_t nmarks = PyByteArray_Size(listed);
-    State s = {NULL, -1, 1, NULL, 0, 0};
+    if (nmarks > n)
+        nmarks = n;
+    State s = {NULL, -1, 1, -1, 0, 0};
     long long files = 0, issued = 0;
     Py_ssize_t k = start;
     int failed = 0;
     for (; k < end; k++) {
-        PyObject *index = PySequence_GetItem(order, k);
-        if (index == NULL) {
+        PyObject *at = PySequence_GetItem(order, k);
+        if (at == NULL) {
             failed = 1;
             break;
         }
-        Py_ssize_t i = PyLong_AsSsize_t(index);
-        Py_DECREF(index);
+        Py_ssize_t i = PyLong_AsSsize_t(at);
+        Py_DECREF(at);
         if (i < 0 || i >= nmarks) {  /* (an error, or out of range: Python raises it at this file) */
             failed = !cleared();
             break;
@@ -190,52 +215,48 @@ static PyObject *issue(PyObject *self, PyObject *args) {
         int checked = marks[i];
         if (!checked)
             continue;
-        PyObject *entry = PySequence_GetItem(entries, i);
-        if (entry == NULL) {
-            failed = !cleared();
+        PyObject *path = PyList_GetItem(paths, i);  /* borrowed */
+        unsigned long long inode = u64(inodes, i), size = u64(sizes, i);
+        long long mtime_ns = (long long)u64(mtimes, i);
+        unsigned int device, count;
+        memcpy(&device, indices + i * 4, 4);
+        memcpy(&count, counts + i * 4, 4);
+        /* its one pair: the i-th (one pair each), or where `first` says, less `base` (the chunk's first pair) */
+        unsigned long long pair = firsts ? u64(firsts, i) - (unsigned long long)base : (unsigned long long)i;
+        int whole = count == 1 && pair < (unsigned long long)npairs && u64(offsets, (Py_ssize_t)pair) == 0 &&
+                    u64(lengths, (Py_ssize_t)pair) == size;
+        PyObject *bytes = PyUnicode_Check(path) ? PyUnicode_EncodeFSDefault(path) : NULL;
+        if (!cleared()) {
+            Py_XDECREF(bytes);
+            failed = 1;
             break;
         }
         int done = 0;
-        if (PyTuple_Check(entry) && PyTuple_Size(entry) > RANGES) {
-            PyObject *path = PyTuple_GetItem(entry, PATH);
-            unsigned long long inode = PyLong_AsUnsignedLongLong(PyTuple_GetItem(entry, INODE));
-            long long size = PyLong_AsLongLong(PyTuple_GetItem(entry, SIZE));
-            long long mtime_ns = PyLong_AsLongLong(PyTuple_GetItem(entry, MTIME_NS));
-            PyObject *bytes = PyErr_Occurred() || !PyUnicode_Check(path) ? NULL : PyUnicode_EncodeFSDefault(path);
-            if (!cleared()) {
-                Py_XDECREF(bytes);
-                Py_DECREF(entry);
-                failed = 1;
-                break;
-            }
-            if (bytes != NULL) {
-                const char *p = PyBytes_AsString(bytes);
-                const char *last = strrchr(p, '/');
-                Py_ssize_t length = PyBytes_Size(bytes);
-                int found = -1;
-                if (last != NULL && (Py_ssize_t)strlen(p) == length && last[1] != '\0') {  /* no NUL inside */
-                    found = enter_directory(&s, p, last - p, directory_of);
-                    if (found > 0)
-                        found = enter_device(&s, PyTuple_GetItem(entry, DEVICE), devnums, windows);
-                    if (found > 0)
-                        found = size >= 0 && size <= s.window ? whole_file(PyTuple_GetItem(entry, RANGES), size) : 0;
-                    if (found > 0 && read_one(&s, last + 1, checked, flags, inode, size, mtime_ns)) {
-                        files++;
-                        issued += size;
-                        done = 1;
-                    }
+        if (bytes != NULL) {
+            const char *p = PyBytes_AsString(bytes);
+            const char *last = strrchr(p, '/');
+            int found = -1;
+            if (last != NULL && (Py_ssize_t)strlen(p) == PyBytes_Size(bytes) && last[1] != '\0') {  /* no NUL */
+                found = enter_directory(&s, p, last - p, directory_of);
+                if (found > 0)
+                    found = enter_device(&s, (Py_ssize_t)device, devices, devnums, windows);
+                /* the clean case: one range, the whole file, no larger than the device's window */
+                if (found > 0)
+                    found = whole && size <= (unsigned long long)LLONG_MAX && (long long)size <= s.window;
+                if (found > 0 && read_one(&s, last + 1, checked, flags, inode, (long long)size, mtime_ns)) {
+                    files++;
+                    issued += (long long)size;
+                    done = 1;
                 }
-                Py_DECREF(bytes);
-                if (found < 0)
-                    failed = 1;
             }
+            Py_DECREF(bytes);
+            if (found < 0)
+                failed = 1;
         }
-        Py_DECREF(entry);
         if (!done)
             break;
     }
     Py_XDECREF(s.dir);
-    Py_XDECREF(s.device);
     if (failed && PyErr_Occurred())
         return NULL;
     return Py_BuildValue("nLL", k, files, issued);
@@ -243,7 +264,8 @@ static PyObject *issue(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"issue", issue, METH_VARARGS,
-     "issue(entries, order, listed, start, end, directory_of, devnums, windows, flags) -> (stop, files, bytes)\n"
+     "issue(paths, devices, device, inode, size, mtime_ns, count, first, base, offset, length, order, listed, start,"
+     " end, directory_of, devnums, windows, flags) -> (stop, files, bytes)\n"
      "The data pass's clean case over order[start:end]; stops at the first file it leaves to the Python loop."},
     {NULL, NULL, 0, NULL},
 };

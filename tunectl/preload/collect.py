@@ -10,7 +10,6 @@ import errno
 import os
 import stat as stat_
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import field
 from typing import NamedTuple
 
 from tunectl.errors import ExitCode, OutOfDescriptors, UsageError
@@ -18,7 +17,7 @@ from tunectl.preload import metadata, order
 from tunectl.preload.listfile import write_list
 from tunectl.preload.listing import Entry
 from tunectl.preload.skip import UNREADABLE, VANISHED, Skip, failed
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.report import Report
 from tunectl.system import pagecache, trust
 from tunectl.system.trust import LISTED_READ, Untrusted, open_listed

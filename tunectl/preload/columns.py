@@ -8,8 +8,10 @@ Python frame per row. The JSON list stays what a person, `show` and every other 
 cache of its entries, written beside it (LIST.cols) by `collect` and `record`, used only while it names the
 list it was made from (device, inode, size, mtime_ns) and declined otherwise (the list is then decoded as
 always). Nothing in it is executed or unpickled, and a checksum covers it: a damaged, truncated or crafted
-file is declined, never trusted. Every column is checked before the first entry is handed out (`checked`); the
-entries are then made a batch at a time as a replay takes them (`Columns.entries`), not all before its first read.
+file is declined, never trusted. Every column is checked before the first entry is handed out (`checked`); a
+replay then takes the columns a chunk at a time (`Chunk`), and its compiled data pass reads them as they are: an
+entry's tuple is made only when it is taken from the chunk (a file that pass leaves to the Python loop, the inode
+pass's sample, a time bin), never for the clean file.
 
 Layout (native byte order, named in MAGIC): MAGIC, then struct HEAD (version, the list's dev, ino, size,
 mtime_ns, the entry count, the CRC-32 of everything after it), then SECTIONS, each a u64 byte length and its bytes:
@@ -25,7 +27,7 @@ import struct
 import sys
 import zlib
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate, compress, repeat
 
 from tunectl.preload.listing import Entry, _is_device
@@ -89,7 +91,7 @@ def decode(data: bytes, key: tuple[int, int, int, int]) -> list[Entry]:
 
 def checked(data: bytes, key: tuple[int, int, int, int]) -> Columns:
     """The columns `encode` wrote, every one checked as `listing` checks a row (Declined otherwise), their entries
-    not made yet: `Columns.entries` makes those of a slice when it is read."""
+    not made yet: `Columns.entries` makes those of a slice, `Columns.chunk` hands one out to make as taken."""
     if not data.startswith(MAGIC):
         raise Declined("not a tunectl columns file of this machine's byte order")
     at = len(MAGIC)
@@ -123,7 +125,7 @@ def checked(data: bytes, key: tuple[int, int, int, int]) -> Columns:
         if column.itemsize != _SIZES[code] or length % column.itemsize:
             raise Declined(f"{name}: not whole numbers")
         column.frombytes(part)
-        found[name] = column  # made Python ints a slice at a time, by `Columns.entries`
+        found[name] = column  # made Python ints only as entries are made (`Columns.entries`, `entry`)
     if at != len(data):
         raise Declined("more after its last column")
     return _columns(found, n)
@@ -146,8 +148,9 @@ class Columns:
     def __len__(self) -> int:
         return len(self.paths)
 
-    def entries(self, start: int = 0, stop: int | None = None) -> list[Entry]:
-        """The entries from `start` to `stop` (the end when None), as list slicing cuts them."""
+    def entries(self, start: int = 0, stop: int | None = None, devices: list[str] | None = None) -> list[Entry]:
+        """The entries from `start` to `stop` (the end when None), as list slicing cuts them; `devices`: the
+        devices' names now (renumbered, in the columns' order), the columns' own when None."""
         start, stop, _ = slice(start, stop).indices(len(self.paths))
         stop = max(start, stop)
         n = stop - start
@@ -157,18 +160,110 @@ class Columns:
             first, last = self.firsts[start], self.firsts[stop]
             ranges = _ranges(self.counts[start:stop].tolist(), self.offsets[first:last].tolist(),
                              self.lengths[first:last].tolist(), n)
-        devices = self.devices
-        devs = repeat(devices[0], n) if len(devices) == 1 else map(devices.__getitem__, self.index[start:stop])
-        physical = self.physical[start:stop].tolist()
-        if -1 in physical:  # unknown: None, as the list says null
+        return list(map(tuple.__new__, repeat(Entry), zip(self.paths[start:stop], self.device_names(start, stop, devices),
+                                                          self.inodes[start:stop].tolist(),
+                                                          self.sizes[start:stop].tolist(),
+                                                          self.mtimes[start:stop].tolist(), ranges,
+                                                          self.offsets_of(start, stop))))
+
+    def entry(self, i: int, devices: list[str] | None = None) -> Entry:
+        """Entry `i` alone (0 <= i < len), as `entries` makes it."""
+        devices = self.devices if devices is None else devices
+        first, last = (i, i + 1) if self.firsts is None else (self.firsts[i], self.firsts[i + 1])
+        physical = self.physical[i]
+        return tuple.__new__(Entry, (self.paths[i], devices[self.index[i]], self.inodes[i], self.sizes[i],
+                                     self.mtimes[i], tuple(zip(self.offsets[first:last], self.lengths[first:last])),
+                                     None if physical == -1 else physical))
+
+    def device_names(self, start: int, stop: int, devices: list[str] | None = None) -> Iterable[str]:
+        """The device of each entry from `start` to `stop` (`devices`: as `entries`)."""
+        devices = self.devices if devices is None else devices
+        return repeat(devices[0], stop - start) if len(devices) == 1 else map(devices.__getitem__,
+                                                                              self.index[start:stop])
+
+    def offsets_of(self, start: int, stop: int) -> list[int | None]:
+        """The physical offset of each entry from `start` to `stop`, None where unknown (as the list says null)."""
+        physical: list[int | None] = list(self.physical[start:stop].tolist())
+        if -1 in physical:
             at = -1
             for _ in range(physical.count(-1)):
                 at = physical.index(-1, at + 1)
                 physical[at] = None
-        return list(map(tuple.__new__, repeat(Entry), zip(self.paths[start:stop], devs,
-                                                          self.inodes[start:stop].tolist(),
-                                                          self.sizes[start:stop].tolist(),
-                                                          self.mtimes[start:stop].tolist(), ranges, physical)))
+        return physical
+
+    def bytes_of(self, start: int, stop: int) -> int:
+        """What the entries from `start` to `stop` read: the sum of their ranges' lengths (`Entry.bytes`)."""
+        if self.firsts is None:
+            return sum(self.lengths[start:stop])
+        return sum(self.lengths[self.firsts[start]:self.firsts[stop]])
+
+    def chunk(self, start: int, stop: int, devices: list[str] | None = None) -> Chunk:
+        """The entries from `start` to `stop` (within the columns) as a Chunk, none of them made yet."""
+        return Chunk(self, start, max(start, min(stop, len(self.paths))), self.devices if devices is None else devices)
+
+
+class Chunk(Sequence):
+    """Entries `start` to `stop` of checked columns, as a sequence of entries, each Entry made only when it is
+    taken: a streamed replay hands a chunk's columns to the compiled data pass as they are (`pass_columns`) and
+    makes the tuples of only the files that pass leaves to the Python loop (#30: making every entry's tuples, and
+    the pass reading them back, cost a /usr/share replay of 53,625 files ~0.1-0.15 s of CPU). What a replay asks
+    of every entry of a chunk (`listing.column`, `listing.total_bytes`) is answered from the columns; `devices`: the
+    devices' names now (renumbered), in the columns' order. Iterated or sliced, it makes the entries as
+    `Columns.entries` does."""
+
+    def __init__(self, columns: Columns, start: int, stop: int, devices: list[str]) -> None:
+        self._columns, self._start, self._stop, self._devices = columns, start, stop, devices
+
+    def __len__(self) -> int:
+        return self._stop - self._start
+
+    def __getitem__(self, i):  # noqa: ANN001, ANN204 (an int or a slice, as a list takes)
+        n = self._stop - self._start
+        if isinstance(i, slice):
+            start, stop, step = i.indices(n)
+            if step != 1:
+                return self[:][i]
+            return self._columns.entries(self._start + start, self._start + max(start, stop), self._devices)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("chunk index out of range")
+        return self._columns.entry(self._start + i, self._devices)
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self[:])
+
+    def __eq__(self, other: object) -> bool:
+        return self[:] == (other[:] if isinstance(other, Chunk) else other)
+
+    __hash__ = None  # type: ignore[assignment]  (a list's equality, a list's hash)
+
+    def column(self, field: str) -> list:
+        """Every entry's `field` (one of Entry's), as the entries would give it: from the columns, but the ranges."""
+        columns, start, stop = self._columns, self._start, self._stop
+        if field == "path":
+            return columns.paths[start:stop]
+        if field == "device":
+            return list(columns.device_names(start, stop, self._devices))
+        if field == "physical":
+            return columns.offsets_of(start, stop)
+        numbers = {"inode": columns.inodes, "size": columns.sizes, "mtime_ns": columns.mtimes}.get(field)
+        if numbers is None:
+            return [e[Entry._fields.index(field)] for e in self[:]]
+        return numbers[start:stop].tolist()
+
+    def total_bytes(self) -> int:
+        return self._columns.bytes_of(self._start, self._stop)
+
+    def pass_columns(self) -> tuple:
+        """What the compiled data pass reads of these entries (`replay.pass_columns`), from the columns as they
+        are: no entry made."""
+        c, start, stop = self._columns, self._start, self._stop
+        first, last = (start, stop) if c.firsts is None else (c.firsts[start], c.firsts[stop])
+        firsts = None if c.firsts is None else array("Q", c.firsts[start:stop]).tobytes()
+        return (c.paths[start:stop], self._devices, c.index[start:stop].tobytes(), c.inodes[start:stop].tobytes(),
+                c.sizes[start:stop].tobytes(), c.mtimes[start:stop].tobytes(), c.counts[start:stop].tobytes(), firsts,
+                first, c.offsets[first:last].tobytes(), c.lengths[first:last].tobytes())
 
 
 def _columns(found: dict, n: int) -> Columns:

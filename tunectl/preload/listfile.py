@@ -141,7 +141,7 @@ def moved_devices(head: dict, path: str, trusted: bool = True) -> dict[str, str]
 
 
 def batches(path: str, size: int = BATCH, first: int | None = None, replayed: bool = True,
-            seen: ColumnsRead | None = None) -> Iterator[tuple[str, list[Entry]]]:
+            seen: ColumnsRead | None = None) -> Iterator[tuple[str, Sequence[Entry]]]:
     """(created, entries) for every `size` entries of the list at `path` (the first batch `first` entries,
     when given: read and checked in a few ms, so a streamed replay starts its reads at once), in file
     order, on the device numbers of this boot (`moved_devices`).
@@ -189,12 +189,14 @@ def batches(path: str, size: int = BATCH, first: int | None = None, replayed: bo
 
 
 def _slices(created: str, decoded: Columns, moved: dict[str, str], want: int, size: int
-            ) -> Iterator[tuple[str, list[Entry]]]:
+            ) -> Iterator[tuple[str, Sequence[Entry]]]:
     """The columns' entries in batches as `_batches` cuts them: `want` first, then `size` each; one (empty) batch
-    at least. Each batch's entries are made as it is taken (a streamed replay reads the one before meanwhile)."""
-    yield created, renumber(decoded.entries(0, want), moved)
+    at least. Each batch is a `Chunk`: its entries are made only as they are taken (a streamed replay hands its
+    columns to the compiled data pass as they are, and makes the entries of only the files that pass stops at)."""
+    devices = [moved.get(d, d) for d in decoded.devices]
+    yield created, decoded.chunk(0, want, devices)
     for start in range(want, len(decoded), size):
-        yield created, renumber(decoded.entries(start, start + size), moved)
+        yield created, decoded.chunk(start, start + size, devices)
 
 
 COLUMNS_FROM = 1024  # entries: a shorter list's JSON decodes in about the time the columns' imports take
@@ -436,7 +438,7 @@ def tally(parts: Iterable[Sequence[Entry]], keep: int = KEEP) -> Survey:
     return found
 
 
-def reread(path: str, found: Survey, size: int = BATCH) -> Iterator[list[Entry]]:
+def reread(path: str, found: Survey, size: int = BATCH) -> Iterator[Sequence[Entry]]:
     """The batches of a list `survey` did not keep, read again: each is counted first, and entries that add up
     to more than the survey found stop the stream (ListError) before that batch is read. Whoever may replace
     the list (its owner, or the owner of its directory) could otherwise swap a larger one in between, past

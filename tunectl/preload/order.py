@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import compress, repeat
-from operator import eq, is_, is_not, itemgetter, le, lt
+from operator import eq, is_, is_not, le, lt
 
-from tunectl.preload.listing import Entry
+from tunectl.preload.listing import Entry, column
 
 PAGE = 4096
 DEFAULT_WINDOW_KB = 128  # the kernel's default read-ahead when a device says nothing
@@ -31,13 +31,12 @@ def physical_order(entries: Iterable[Entry]) -> list[Entry]:
     return sorted(entries, key=_physical_key)
 
 
-_DEVICE, _INODE, _PHYSICAL = (Entry._fields.index(f) for f in ("device", "inode", "physical"))
 _BYTES = Entry.bytes.fget
 
 
 def _one_device(entries: Sequence[Entry]) -> bool:
     """Whether every entry is on one device: then the device is left out of the sort keys."""
-    return len(set(map(itemgetter(_DEVICE), entries))) <= 1
+    return len(set(column(entries, "device"))) <= 1
 
 
 def physical_indices(entries: Sequence[Entry]) -> list[int]:
@@ -50,7 +49,7 @@ def physical_indices(entries: Sequence[Entry]) -> list[int]:
     if not _one_device(entries):
         keys = list(map(_physical_key, entries))  # keys first: a sort key per index would cost a call more
         return sorted(range(len(keys)), key=keys.__getitem__)
-    physical, inodes = list(map(itemgetter(_PHYSICAL), entries)), list(map(itemgetter(_INODE), entries))
+    physical, inodes = column(entries, "physical"), column(entries, "inode")
     pairs = list(zip(physical, inodes))
     if None not in physical:
         return sorted(range(len(pairs)), key=pairs.__getitem__)
@@ -73,7 +72,7 @@ def in_physical_order(entries: Sequence[Entry], after: tuple | None = None) -> t
     if not _one_device(entries):
         keys = list(map(_physical_key, entries))
         return all(map(le, keys, keys[1:])), last
-    physical, inodes = list(map(itemgetter(_PHYSICAL), entries)), list(map(itemgetter(_INODE), entries))
+    physical, inodes = column(entries, "physical"), column(entries, "inode")
     known = len(physical) - physical.count(None)  # those with an offset come first, then the rest by inode
     if physical[known:].count(None) != len(physical) - known:
         return False, last
@@ -94,13 +93,13 @@ def _pairs_in_order(first: list[int], then: list[int]) -> bool:
 def inode_indices(entries: Sequence[Entry]) -> list[int]:
     """Positions in `entries` by device, then inode: the thread pass stats in this order (inode tables).
     One device (the common list): the inodes alone, an int key per entry."""
-    keys: list = list(map(itemgetter(_INODE), entries)) if _one_device(entries) else list(map(_inode_key, entries))
+    keys: list = column(entries, "inode") if _one_device(entries) else list(map(_inode_key, entries))
     return sorted(range(len(keys)), key=keys.__getitem__)
 
 
 def order_name(entries: Sequence[Entry]) -> str:
     """How a replay will order these: 'physical', 'inode' (no FIEMAP anywhere) or 'mixed'."""
-    known = len(entries) - list(map(itemgetter(_PHYSICAL), entries)).count(None)
+    known = len(entries) - column(entries, "physical").count(None)
     return "physical" if known == len(entries) else "inode" if known == 0 else "mixed"
 
 

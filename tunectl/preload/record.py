@@ -10,7 +10,6 @@ import errno
 import os
 import stat as stat_
 from collections.abc import Sequence
-from dataclasses import field
 
 from tunectl.errors import ExitCode, NotPermitted, UsageError
 from tunectl.preload import order
@@ -18,7 +17,7 @@ from tunectl.preload.collect import CollectReport, describe_file, entry_for, ope
 from tunectl.preload.listfile import write_list
 from tunectl.preload.listing import Entry
 from tunectl.preload.skip import UNREADABLE, Skip
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.system import pagecache
 
 TYPE_CHECKING = False

@@ -15,12 +15,14 @@ import errno
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import repeat
+from operator import eq, itemgetter
 from stat import S_ISREG
 
 from tunectl.errors import ExitCode, OutOfDescriptors, UsageError
 from tunectl.output import Report
 from tunectl.preload import order
-from tunectl.preload.listing import Entry, ListError, PreloadList, total_bytes
+from tunectl.preload.listing import Entry, ListError, PreloadList, column, total_bytes
 from tunectl.preload.pressure import PressureGuard
 from tunectl.preload.skip import CHANGED, UNREADABLE, Skip, failed, why_changed, why_differs
 from tunectl.system.sysfs import Sysfs
@@ -311,7 +313,10 @@ class _Checker:
         answered from a cache (the host's under a virtual disk that calls itself rotational, or this
         machine's), and the rest are checked as they are opened (`deferred`), a stat per file saved.
         """
-        todo = order.inode_indices(self.entries)
+        # each entry made once (a chunk of a list's columns makes one each time it is taken): the pass takes each
+        # several times, and its sample is timed
+        self.entries = entries = self.entries[:]
+        todo = order.inode_indices(entries)
         self.use_io_uring, self.one_by_one, self.walk = use_io_uring, small, small
         if small:
             self.how, self.parallel = "one-by-one", 1
@@ -582,6 +587,37 @@ def _out_of_descriptors(path: str, e: OSError) -> Callable[[str], Exception]:
                                                "replay again")
 
 
+def pass_columns(entries: Sequence[Entry]) -> tuple | None:
+    """What the compiled data pass reads of `entries` (see _datapass.c): the paths and the devices (lists), and as
+    bytes of native numbers each entry's device (u32, its index into the devices), inode, size (u64), mtime_ns
+    (i64), count of ranges (u32), where its ranges begin (None: one pair each), the first's position, and the
+    pairs' offsets and lengths (u64). A chunk of a list's columns (`columns.Chunk`) gives its own, no entry made;
+    any other sequence's are made from its entries, as one pair each: (0, size) with a count of 1 where its ranges
+    are that one range, the whole file (the Python loop's own test), a count of 0 otherwise (not the clean case).
+    None when a value does not fit (not an int, past 64 bits, a negative size): the Python loop then takes every
+    file of the batch, and decides it, as it decides every file it meets."""
+    own = getattr(entries, "pass_columns", None)
+    if own is not None:
+        return own()
+    from array import array
+
+    try:
+        paths, devices, sizes = list(map(itemgetter(0), entries)), list(map(itemgetter(1), entries)), \
+            list(map(itemgetter(3), entries))
+        ones = list(map(eq, map(itemgetter(5), entries), zip(zip(repeat(0), sizes))))  # ranges are tuples in a list
+        names = list(dict.fromkeys(devices))
+        index = bytes(4 * len(devices)) if len(names) == 1 else array("I", map(
+            dict(zip(names, range(len(names)))).__getitem__, devices)).tobytes()
+        numbers = [array("Q", map(itemgetter(2), entries)), array("Q", sizes), array("q", map(itemgetter(4), entries))]
+        counts = array("I", ones)
+    except (OverflowError, TypeError, IndexError):
+        return None
+    if any(a.itemsize != 8 for a in numbers) or counts.itemsize != 4:
+        return None
+    return (paths, names, index, *(a.tobytes() for a in numbers), counts.tobytes(), None, 0, bytes(8 * len(paths)),
+            numbers[1].tobytes())
+
+
 def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums, progress, skipped, guard
                 ) -> tuple[int, int, bool]:
     # The hot loop: ~54,000 files a second on /usr/share, so ListedOpener.open is inlined (a call, a split and a
@@ -595,14 +631,15 @@ def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums,
     last_dir: str | None = None
     last_device: str | None = None
     dir_fd, look, devnum, window = -1, True, 0, 0
-    compiled = _datapass.issue if _datapass is not None else None
+    columns = pass_columns(entries) if _datapass is not None else None
+    compiled = _datapass.issue if columns is not None else None
     total, n = len(order_), 0
     while n < total:
         if compiled is not None and n % 256 != 255:
             # The clean case, compiled, up to the next file where the guard is asked (n counts from 0 here): it
             # stops at the first file it leaves to this loop (anything but "read": see _datapass.c), at `stop`
-            stop, f, b = compiled(entries, order_, listed, n, min(total, n | 255), directory_of, devnums, windows,
-                                  flags)
+            stop, f, b = compiled(*columns, order_, listed, n, min(total, n | 255), directory_of, devnums,
+                                  windows, flags)
             files, issued, n = files + f, issued + b, stop
             last_dir = last_device = None  # the directory and device are looked up again (kept: a dict look-up)
             if n >= total:
@@ -813,7 +850,7 @@ def _replay_batch(report: ReplayReport, disks: _Disks, entries: Sequence[Entry],
                   small: bool = False) -> bool:
     """One batch: its order, its inode pass, its data reads, counted in `report`; True when memory pressure
     stopped it (the rest of the list is not read). `small`: the batch is the whole list and at most SMALL_LIST."""
-    devices = {e.device for e in entries}
+    devices = set(column(entries, "device"))
     disks.add(devices)
     how = _how(disks, devices, time_order)
     orders.add(how if how != "physical" else order.order_name(entries))
@@ -906,7 +943,7 @@ def _why_not_streamed(disks: _Disks, first: Sequence[Entry], threads: int | None
 
     from tunectl.units import counted
 
-    devices = {e.device for e in first}
+    devices = set(column(first, "device"))
     disks.add(devices)
     how = _how(disks, devices, time_order)
     sample = None
@@ -994,7 +1031,7 @@ class _Stream:
     def _chunk(self, chunk: Sequence[Entry]) -> bool:
         """One chunk checked (the first one by the sample), counted in the report and read; True when memory
         pressure stopped it."""
-        devices = {e.device for e in chunk}
+        devices = set(column(chunk, "device"))
         self.disks.add(devices)
         how = _how(self.disks, devices, self.time_order)
         self.orders.add(how if how != "physical" else order.order_name(chunk))

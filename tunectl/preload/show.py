@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Iterable
-from dataclasses import field
 
 from tunectl.errors import ExitCode
 from tunectl.preload import metadata, order
@@ -14,7 +13,7 @@ from tunectl.preload.listfile import ColumnsRead
 from tunectl.preload.listing import Entry, PreloadList, metadata_of, placed_of
 from tunectl.preload.skip import CHANGED, UNREADABLE, failed, why_changed
 from tunectl.preload.stats import Floor, HitRate
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.report import Report
 from tunectl.status import Verdict
 from tunectl.system import pagecache

@@ -6,11 +6,10 @@ Pure apart from reading the schema shipped beside the package.
 
 from __future__ import annotations
 
-import dataclasses
-
 from tunectl.attributes import LEGACY_SCHEDULERS, SCHEDULERS, schedulers_with_knob
 from tunectl.profile.reader import Diagnostic, Document, PathT, short
 from tunectl.profile.schema import describe, ecma_regex, load_schema, range_text, schema_validator, type_of
+from tunectl.record import replace
 from tunectl.units import SIZE_PATTERN, parse_bytes, parse_kib
 
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
@@ -42,7 +41,7 @@ def limit_diagnostics(diags: list[Diagnostic]) -> list[Diagnostic]:
     out = sorted(set(diags), key=lambda d: (files[d.file], d.line, d.col, d.path, d.message))
     if len(out) > MAX_DIAGNOSTICS:
         cut = out[MAX_DIAGNOSTICS]
-        out = out[:MAX_DIAGNOSTICS] + [dataclasses.replace(
+        out = out[:MAX_DIAGNOSTICS] + [replace(
             cut, message=f"{len(out) - MAX_DIAGNOSTICS} more problems not shown", severity="error")]
     return out
 

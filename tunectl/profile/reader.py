@@ -6,12 +6,10 @@ Pure: works on text; nothing here opens a file.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
-from dataclasses import field
 
-from tunectl.record import record
+from tunectl.record import asdict, field, fields, record
 
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only
 if TYPE_CHECKING:
@@ -81,7 +79,7 @@ def short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 4] + "...'"
 
 
-_DIAGNOSTIC_FIELDS = frozenset(f.name for f in dataclasses.fields(Diagnostic))
+_DIAGNOSTIC_FIELDS = frozenset(f.name for f in fields(Diagnostic))
 
 
 @record
@@ -114,7 +112,7 @@ class Document:
     def verdict(self) -> dict:
         """What the validation cache keeps of a text that passed: the checker's warnings, nothing it could tune.
         The data always comes from parsing the text (`library.check_file`)."""
-        return {"warnings": [dataclasses.asdict(d) for d in self.warnings]}
+        return {"warnings": [asdict(d) for d in self.warnings]}
 
     @staticmethod
     def warnings_of(file: str, verdict: dict) -> list[Diagnostic]:

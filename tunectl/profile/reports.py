@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import field
 from pathlib import Path
 
 from tunectl.errors import ExitCode
 from tunectl.profile.reader import Diagnostic, json_path
 from tunectl.profile.resolve import Profile
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.report import Report
 from tunectl.units import counted
 

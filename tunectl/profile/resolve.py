@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import field
 from pathlib import Path
 
 from tunectl.errors import ProfileError
@@ -18,7 +17,7 @@ from tunectl.profile.library import (
 )
 from tunectl.profile.reader import Diagnostic, Document, PathT
 from tunectl.profile.schema import suggest
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.system import trust
 from tunectl.system.cache import ValidationCache
 from tunectl.system.trust import kind

@@ -15,7 +15,6 @@ import fnmatch
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import field
 from functools import reduce
 
 import yaml
@@ -36,7 +35,7 @@ from tunectl.profile.tuned_reader import (
     parse_ini,
     unresolved,
 )
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.report import Report
 from tunectl.system.roots import SYS, under_dev
 

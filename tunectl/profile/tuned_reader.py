@@ -14,10 +14,9 @@ import os
 import re
 import stat
 from collections.abc import Callable, Sequence
-from dataclasses import field
 
 from tunectl.errors import UsageError
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.system import trust
 
 _VARIABLE = re.compile(r"(?<!\\)\$\{(\w+)\}")

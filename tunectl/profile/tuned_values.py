@@ -8,10 +8,8 @@ that collect what cannot be carried over and what changed on the way; None means
 
 from __future__ import annotations
 
-from dataclasses import field
-
 from tunectl.attributes import IOSCHED, LEGACY_SCHEDULERS, QUEUE, SCHEDULERS, Attribute
-from tunectl.record import record
+from tunectl.record import field, record
 
 
 @record

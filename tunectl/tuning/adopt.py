@@ -11,10 +11,10 @@ turns them into journal entries, never replacing an original already journalled.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import replace
 
 from tunectl.attributes import IOSCHED, QUEUE, parse_scheduler, parse_value
 from tunectl.devices.model import Device
+from tunectl.record import replace
 from tunectl.system.rulesfile import ORIG_PREFIX, orig_name
 from tunectl.tuning.journal import ChangedBy, Journal, JournalEntry, not_a_value
 

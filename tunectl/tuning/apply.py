@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Callable
-from dataclasses import replace
 
 from tunectl.attributes import (
     IOSCHED,
@@ -26,7 +25,7 @@ from tunectl.attributes import (
 )
 from tunectl.devices.model import Device
 from tunectl.errors import SysfsError
-from tunectl.record import record
+from tunectl.record import record, replace
 from tunectl.status import Status
 from tunectl.system.sysfs import Sysfs
 from tunectl.tuning import relink

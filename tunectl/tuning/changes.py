@@ -10,13 +10,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import field, replace
 
 from tunectl import __version__
 from tunectl.context import Context
 from tunectl.devices.model import Device
 from tunectl.errors import ExitCode, StateError
-from tunectl.record import record
+from tunectl.record import field, record, replace
 from tunectl.report import Report
 from tunectl.status import Status
 from tunectl.system.state import ACTIVE

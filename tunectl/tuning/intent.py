@@ -22,7 +22,6 @@ A full rollback clears the record (``{"applied": false}``: `clear`).
 from __future__ import annotations
 
 import os
-from dataclasses import field, replace
 
 from tunectl.context import Context
 from tunectl.digests import sha256
@@ -30,7 +29,7 @@ from tunectl.errors import UsageError
 from tunectl.profile.library import DEFAULT_PROFILE, looks_like_path
 from tunectl.profile.reader import MAX_PROFILE_BYTES
 from tunectl.profile.resolve import Profile, load_profile
-from tunectl.record import record
+from tunectl.record import field, record, replace
 from tunectl.system import trust
 from tunectl.system.state import ACTIVE, StateStore
 

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import field
 
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.system.state import JOURNAL, StateStore, kernel_name
 
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only

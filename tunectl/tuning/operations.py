@@ -6,7 +6,6 @@ Each returns a report object; rendering and exit codes are the CLI's business.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import field
 
 from tunectl.attributes import SCHEDULER_MODULE_NAMES, modular_schedulers
 from tunectl.context import Context
@@ -18,7 +17,7 @@ from tunectl.devices.model import Device
 from tunectl.devices.resolve import Resolver
 from tunectl.errors import ExitCode
 from tunectl.profile.resolve import Profile
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.report import Report
 from tunectl.status import Status
 from tunectl.system.roots import under_dev

@@ -8,14 +8,13 @@ means in sync.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import field
 
 from tunectl.attributes import IOSCHED, QUEUE, is_range, side_effects, wanted_value, wanted_value_in_sync, write_order
 from tunectl.devices.graph import DeviceGraph
 from tunectl.devices.match import matches
 from tunectl.devices.model import Device
 from tunectl.profile.resolve import Profile
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.status import Status
 
 TYPE_CHECKING = False  # typing costs start-up every command pays; the names are for checkers only

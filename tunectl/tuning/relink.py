@@ -13,9 +13,8 @@ their identity (an upgrade on read, saved with the journal's next change).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from tunectl.devices.model import Device
+from tunectl.record import replace
 from tunectl.tuning.journal import Journal, LoopProof
 
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import replace
 
 from tunectl.context import Context
 from tunectl.devices.discover import shared_identity_warnings
 from tunectl.devices.model import Device
 from tunectl.devices.resolve import Resolver
 from tunectl.errors import StateError, UsageError
+from tunectl.record import replace
 from tunectl.status import Status
 from tunectl.system import rulesfile
 from tunectl.tuning import apply as applying

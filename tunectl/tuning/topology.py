@@ -7,11 +7,10 @@ kernel facts live in `tunectl.attributes` (kernel_read_ahead_kb, io_opt_doubt).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import field
 
 from tunectl.attributes import derived_from_doubtful_io_opt
 from tunectl.devices.model import Device
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.status import Status
 from tunectl.tuning.plan import Setting
 

@@ -12,14 +12,13 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from dataclasses import field, replace
 from pathlib import Path
 
 from tunectl.attributes import SCHEDULER_MODULE_NAMES, modular_schedulers
 from tunectl.errors import ExitCode, NotPermitted, UsageError
 from tunectl.profile.library import find_profile
 from tunectl.profile.resolve import Profile
-from tunectl.record import record
+from tunectl.record import field, record, replace
 from tunectl.report import Report
 from tunectl.status import Status
 from tunectl.system import rulesfile, trust

@@ -14,10 +14,9 @@ from __future__ import annotations
 import contextlib
 import datetime
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import field
 
 from tunectl.errors import ExitCode, TunectlError, UsageError
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.report import Report, painted
 from tunectl.status import Status
 from tunectl.tuning.plan import Setting

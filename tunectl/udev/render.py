@@ -38,7 +38,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import field
 
 from tunectl.attributes import SCHEDULERS, is_range
 from tunectl.devices.classes import BUS_BY_PATH, CLASS_TABLE, CLASSES, DM_TYPES, DM_UUID_PREFIXES, OPT_IN_CLASSES
@@ -46,7 +45,7 @@ from tunectl.digests import sha256
 from tunectl.errors import ExitCode, UsageError
 from tunectl.profile.checks import glob_problem
 from tunectl.profile.resolve import Profile
-from tunectl.record import record
+from tunectl.record import field, record
 from tunectl.system.rulesfile import RULES_FILE
 from tunectl.udev.match import (
     RuleWriter,

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tunectl.cli import Output
+from tunectl.record import fields as record_fields
 from tunectl.report import Report
 
 PACKAGE = Path(__file__).resolve().parents[3] / "tunectl"
@@ -57,7 +58,7 @@ def test_a_report_on_the_contract_renders_itself_and_works_out_its_exit_code(mod
     assert issubclass(cls, Report)
     assert cls.to_json is not Report.to_json and cls.print_text is not Report.print_text, name
     assert isinstance(cls.__dict__.get("exit_code"), property), f"{name}.exit_code is not a property of its own"
-    fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set(vars(cls(*_ARGS.get(name, ()))))
+    fields = {f.name for f in record_fields(cls)} if hasattr(cls, "__record_fields__") else set(vars(cls(*_ARGS.get(name, ()))))
     assert "exit_code" not in fields, f"{name}.exit_code is assignable"
 
 

@@ -2,7 +2,8 @@
 tunectl 74 times a CI run, at 5-18 s each (benchmarks/startup.py times each command against the bare
 interpreter). The modules below were loaded by every write (secrets, for a temp file's name: OpenSSL's hashlib,
 hmac, random), by an apply or rollback switching two schedulers (concurrent.futures: logging, queue), by every
-command that starts a program (shutil.which: zlib, bz2, lzma)."""
+command that starts a program (shutil.which: zlib, bz2, lzma), and by every command (tunectl.record declared its
+records by dataclasses, which imports inspect, ast, dis, tokenize)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from tests.fakesys import ALL_SCHEDULERS, FakeTree, scheduler_line
 from tests.harness import REPO, run_process
 from tunectl.system.runner import which
 
-NEVER = {"secrets", "hashlib", "_hashlib", "hmac", "random", "concurrent.futures", "logging", "shutil"}
+NEVER = {"secrets", "hashlib", "_hashlib", "hmac", "random", "concurrent.futures", "logging", "shutil", "dataclasses",
+         "inspect"}
 PROFILE = """name: two
 classes:
   rotational: {scheduler: bfq, read_ahead_kb: 1024}

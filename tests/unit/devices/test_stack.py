@@ -80,11 +80,11 @@ def test_the_stack_of_a_kernel_name_or_none_outside_the_runs_devices(resolver: R
 def test_a_layer_carries_facts_on_a_copy_and_stays_the_same_layer(graph, devices) -> None:
     """explain hangs its facts on these layers (#29, #33): a copy carries them, the resolver's layer keeps None,
     and facts are not a dataclass field (no constructor argument, no part in equality or repr)."""
-    import dataclasses
+    from tunectl.record import fields
 
     layer = Stack.of(graph, devices, "dm-2").layers[0]
     facts = object()
     shown = layer.with_facts(facts)
     assert type(shown) is DmLayer and shown.facts is facts and layer.facts is None
     assert shown == layer and repr(shown) == repr(layer)
-    assert "facts" not in {f.name for f in dataclasses.fields(shown)}
+    assert "facts" not in {f.name for f in fields(shown)}

@@ -8,8 +8,6 @@ a 4 MiB file, 1024 requests of 5.2 KiB at every layer, 2.18 s).
 
 from __future__ import annotations
 
-import dataclasses
-
 from tunectl.bench.diskstat import StatDelta
 from tunectl.devices import stack as stacks
 from tunectl.devices.model import Device, Partition
@@ -27,6 +25,7 @@ from tunectl.explain.model import (
     Trial,
 )
 from tunectl.explain.squashfs import Superblock
+from tunectl.record import replace
 
 SD_QUEUE = Queue("mq-deadline", 128, 128, False, 64, 512)
 VERITY = "0 409600 verity 1 7:0 7:0 4096 4096 51200 51201 sha256 " + "ab" * 32 + " " + "cd" * 32
@@ -92,7 +91,7 @@ BROWSER_TRIALS = (trial(4096, "gzip", True, 1.7, as_is=True), trial(4096, "gzip"
 
 def tried(case: Case, trials: tuple[Trial, ...] = BROWSER_TRIALS) -> Case:
     """`case` after --try measured `trials`."""
-    return dataclasses.replace(case, trials=trials)
+    return replace(case, trials=trials)
 
 
 def ext4(cold: bool = True) -> Case:
@@ -112,7 +111,7 @@ def with_queue(case: Case, name: str, **changes) -> Case:
     def changed(la):
         if not isinstance(la, stacks.BlockLayer) or la.name != name:
             return la
-        return la.with_facts(dataclasses.replace(la.facts, queue=dataclasses.replace(la.facts.queue, **changes)))
+        return la.with_facts(replace(la.facts, queue=replace(la.facts.queue, **changes)))
 
     layers = tuple(changed(la) for la in case.stack.layers)
-    return dataclasses.replace(case, stack=dataclasses.replace(case.stack, layers=layers))
+    return replace(case, stack=replace(case.stack, layers=layers))

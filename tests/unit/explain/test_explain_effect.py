@@ -3,14 +3,13 @@ alone replacing it, ties in the rule table's order. On the recorded browser stac
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from tests.unit.explain import recorded_stacks as stacks
 from tunectl.bench.diskstat import StatDelta
 from tunectl.explain import dmtable, effect, rules
 from tunectl.explain.model import ColdRead
+from tunectl.record import replace
 
 
 def by_id(case) -> dict[str, rules.Finding]:
@@ -119,7 +118,7 @@ def test_read_ahead_estimate_is_bounded_by_the_read_ahead_ratio():
     case = stacks.with_queue(stacks.ext4(), "mmcblk0", read_ahead_kb=16)
     cold = ColdRead("/srv/chrome", 4096, 48 << 20, 2.0,
                     (StatDelta("mmcblk0", reads=3072, sectors_read=98304, read_ms=1500),))
-    f = by_id(dataclasses.replace(case, cold=cold))["EX011"]
+    f = by_id(replace(case, cold=cold))["EX011"]
     # 48 MiB in 16 KiB requests (3072) as 128 KiB ones (384): 8x fewer, over 75% of the read
     assert f.effect.value == round(amdahl(0.75, 8), 2) == 2.91
     assert by_id(stacks.with_queue(stacks.ext4(cold=False), "mmcblk0", read_ahead_kb=16))["EX011"].effect.value == 8.0
@@ -128,9 +127,9 @@ def test_read_ahead_estimate_is_bounded_by_the_read_ahead_ratio():
 def test_a_crypt_layer_is_bounded_by_its_own_share():
     case = stacks.browser()
     table = dmtable.parse("0 100 crypt aes-xts-plain64 :64:logon:k 0 7:0 0")
-    layers = tuple(la.with_facts(dataclasses.replace(la.facts, dm_table=tuple(table))) if la.kind == "dm" else la
+    layers = tuple(la.with_facts(replace(la.facts, dm_table=tuple(table))) if la.kind == "dm" else la
                    for la in case.stack.layers)
-    f = by_id(dataclasses.replace(case, stack=dataclasses.replace(case.stack, layers=layers)))["EX008"]
+    f = by_id(replace(case, stack=replace(case.stack, layers=layers)))["EX008"]
     assert f.effect.value == 1.23 and "not the decryption" in f.evidence[-1]
 
 
@@ -153,10 +152,10 @@ def test_the_text_and_json_show_each_effect_and_its_basis():
 
 def test_no_read_ahead_below_the_loop_buys_nothing_from_direct_io_off():
     case = stacks.browser(cold=False)
-    layers = tuple(la.with_facts(dataclasses.replace(la.facts, loop=dataclasses.replace(la.facts.loop,
+    layers = tuple(la.with_facts(replace(la.facts, loop=replace(la.facts.loop,
                                                                                          backing_read_ahead_kb=0)))
                    if la.kind == "loop" else la for la in case.stack.layers)
-    f = by_id(dataclasses.replace(case, stack=dataclasses.replace(case.stack, layers=layers)))["EX004"]
+    f = by_id(replace(case, stack=replace(case.stack, layers=layers)))["EX004"]
     assert f.effect.value == 1.0  # page-sized reads either way
 
 
@@ -175,8 +174,8 @@ def test_any_cold_read_gives_finite_ranked_effects(seed):
     cold = ColdRead("/opt/browser/chrome", 4096, rnd.choice([0, 4096, 4 << 20]), rnd.choice([0.0, 1e-6, 2.18, 1e4]),
                     tuple(delta(n) for n in ("dm-0", "loop0", "mmcblk0")))
     trials = stacks.BROWSER_TRIALS if rnd.random() < 0.5 else tuple(
-        dataclasses.replace(t, mb_s=rnd.choice([0.0, 0.1, 50.0])) for t in stacks.BROWSER_TRIALS)
-    found = rules.findings(dataclasses.replace(stacks.browser(), cold=cold, trials=trials))
+        replace(t, mb_s=rnd.choice([0.0, 0.1, 50.0])) for t in stacks.BROWSER_TRIALS)
+    found = rules.findings(replace(stacks.browser(), cold=cold, trials=trials))
     values = [f.effect.value for f in found]
     assert all(math.isfinite(v) and v >= 0 for v in values) and values == sorted(values, reverse=True)
 
@@ -187,8 +186,8 @@ def test_a_layers_share_stays_its_part_of_the_wait_when_requests_overlap():
     # Taken against the read's time instead, 4620 ms of 2184 capped at 100% gave "at most 1.0x" and ranked verity,
     # the layer that took most of the read, with the findings of no effect.
     case = stacks.browser()
-    devices = tuple(dataclasses.replace(d, read_ms=6000) if d.device == "dm-0" else d for d in case.cold.devices)
-    f = by_id(dataclasses.replace(case, cold=dataclasses.replace(case.cold, devices=devices)))["EX009"]
+    devices = tuple(replace(d, read_ms=6000) if d.device == "dm-0" else d for d in case.cold.devices)
+    f = by_id(replace(case, cold=replace(case.cold, devices=devices)))["EX009"]
     assert f.effect.value == round(1 / (1 - 4620 / 6000), 2) == 4.35
     assert "dm-0's own time is 77% of the read" in f.evidence[-1]
     # without overlap the share is the same arithmetic as before: own time over the read's time

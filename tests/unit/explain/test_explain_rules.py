@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from tests.unit.explain import recorded_stacks as stacks
 from tunectl.explain import dmtable, rules
+from tunectl.record import replace
 
 
 def ids(case) -> list[str]:
@@ -77,12 +76,12 @@ def test_dm_over_a_rotational_disk_without_scheduler_gets_a_below_fragment():
 def test_crypt_workqueue():
     case = stacks.browser()
     table = tuple(dmtable.parse("0 100 crypt aes-xts-plain64 :64:logon:k 0 7:0 0"))
-    layers = tuple(dataclasses.replace(la, device=dataclasses.replace(la.device, dm_type="crypt")).with_facts(
-        dataclasses.replace(la.facts, dm_table=table)) if la.kind == "dm" else la for la in case.stack.layers)
-    crypt = dataclasses.replace(case, stack=dataclasses.replace(case.stack, layers=layers))
+    layers = tuple(replace(la, device=replace(la.device, dm_type="crypt")).with_facts(
+        replace(la.facts, dm_table=table)) if la.kind == "dm" else la for la in case.stack.layers)
+    crypt = replace(case, stack=replace(case.stack, layers=layers))
     f = next(f for f in rules.findings(crypt) if f.rule == "EX008")
     assert "--perf-no_read_workqueue" in f.change.text and "dm-0" in f.change.text
-    assert "EX008" not in ids(dataclasses.replace(crypt, stack=dataclasses.replace(crypt.stack, kernel=(5, 4))))
+    assert "EX008" not in ids(replace(crypt, stack=replace(crypt.stack, kernel=(5, 4))))
 
 
 def test_small_read_ahead():

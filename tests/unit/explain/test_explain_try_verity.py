@@ -8,7 +8,6 @@ the VM tier's explain group runs them for real on Debian's 6.1 kernel.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import signal
 import tempfile
@@ -22,6 +21,7 @@ from tunectl.bench.diskstat import StatDelta
 from tunectl.errors import UsageError
 from tunectl.explain import dmtable, experiment
 from tunectl.explain.model import ColdRead
+from tunectl.record import replace
 from tunectl.system.interrupts import Terminated
 from tunectl.system.runner import Completed
 
@@ -277,9 +277,9 @@ def test_an_image_without_salt_gets_copies_without_salt():
     t = dmtable.parse_line("0 2097152 verity 1 259:1 259:2 4096 4096 262144 1 sha1 " + "01" * 20
                            + " - 2 ignore_corruption check_at_most_once")
     case = stacks.browser()
-    layers = tuple(la.with_facts(dataclasses.replace(la.facts, dm_table=(t,))) if la.kind == "dm" else la
+    layers = tuple(la.with_facts(replace(la.facts, dm_table=(t,))) if la.kind == "dm" else la
                    for la in case.stack.layers)
-    verity, _ = experiment.plan_verity(dataclasses.replace(case.stack, layers=layers), VS)
+    verity, _ = experiment.plan_verity(replace(case.stack, layers=layers), VS)
     assert verity == experiment.Verity("sha1", 4096, 4096, 1, "-") and verity.format_args()[-1] == "--salt=-"
 
 
@@ -326,19 +326,18 @@ def test_the_path_inside_the_image_is_where_the_resolvers_walk_led_never_the_nam
     """--try extracts and reads the file at its path inside the image: from the walk the mount was found from
     (`FileLayer.reached`). Resolved again by name, a link put on the way since made it climb out (../../x) and
     the cold read opened that by name; a reached path outside the mount is refused, not read."""
-    import dataclasses
-
     from tunectl.errors import UsageError
     from tunectl.explain.experiment import source_image
+    from tunectl.record import replace
 
     case = stacks.browser()
     layers = list(case.stack.layers)
     # the name now leads elsewhere (a link in a directory of its path): only the walk's answer counts
     (tmp_path / "chrome").symlink_to("/etc/hostname")
-    walked = dataclasses.replace(layers[0], path=str(tmp_path / "chrome"), reached="/opt/browser/bin/chrome")
-    facts = dataclasses.replace(case.stack, layers=(walked.with_facts(layers[0].facts), *layers[1:]))
+    walked = replace(layers[0], path=str(tmp_path / "chrome"), reached="/opt/browser/bin/chrome")
+    facts = replace(case.stack, layers=(walked.with_facts(layers[0].facts), *layers[1:]))
     assert source_image(facts) == ("/srv/browser.img", "bin/chrome")
     for outside in ("/etc/hostname", "/opt/browser", "/opt/browser2/x"):
-        away = dataclasses.replace(layers[0], reached=outside).with_facts(layers[0].facts)
+        away = replace(layers[0], reached=outside).with_facts(layers[0].facts)
         with pytest.raises(UsageError, match="is not inside the squashfs mounted at /opt/browser"):
-            source_image(dataclasses.replace(case.stack, layers=(away, *layers[1:])))
+            source_image(replace(case.stack, layers=(away, *layers[1:])))

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from tunectl.preload import columns, listfile
 from tunectl.preload.columns import Declined, decode, encode
 from tunectl.preload.listfile import batches, write_columns, write_list
-from tunectl.preload.listing import MIN_MTIME_NS, Entry, parse
+from tunectl.preload.listing import FIELDS, MIN_MTIME_NS, Entry, column, parse, total_bytes
 
 
 @pytest.fixture(autouse=True)
@@ -305,11 +305,12 @@ def test_columns_changed_anywhere_behind_a_good_checksum_are_declined_or_entries
     assert min(outcomes.values()) > 100, outcomes  # both ways taken: the changes reach the checks
 
 
-def test_a_streamed_read_makes_each_batchs_entries_as_it_takes_that_batch(tmp_path: Path,
+def test_a_streamed_read_makes_a_batchs_entries_only_when_they_are_taken(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """#30: the first batch of a list read from its columns waits for the checks of every column, not for every
-    entry of the list to be made: each batch's entries are made when it is taken (the replay reads the one before
-    meanwhile), and they are those the JSON gives, whatever the cut (an entry of no range, one of three)."""
+    entry of the list to be made: a batch's entries are made only when they are taken from it (a replay's compiled
+    pass reads the columns themselves), and they are those the JSON gives, whatever the cut (an entry of no range,
+    one of three), one at a time or a slice."""
     path = tmp_path / "x.list"
     entries = [Entry(f"/d/f{i}", ("8:1", "259:3")[i % 2], i, 10, 0,
                      (((0, 4), (6, 2), (9, 1)) if i % 7 == 3 else () if i % 11 == 5 else ((0, 10),)), i * 4096)
@@ -318,8 +319,9 @@ def test_a_streamed_read_makes_each_batchs_entries_as_it_takes_that_batch(tmp_pa
     made: list[tuple[int, int]] = []
     entries_of = columns.Columns.entries
 
-    def counted(self: columns.Columns, start: int = 0, stop: int | None = None) -> list[Entry]:
-        got = entries_of(self, start, stop)
+    def counted(self: columns.Columns, start: int = 0, stop: int | None = None,
+                devices: list[str] | None = None) -> list[Entry]:
+        got = entries_of(self, start, stop, devices)
         made.append((start, len(got)))
         return got
 
@@ -328,9 +330,15 @@ def test_a_streamed_read_makes_each_batchs_entries_as_it_takes_that_batch(tmp_pa
     stream = batches(str(path), 64, first=8, replayed=False, seen=seen)
     first = next(stream)[1]
     assert seen.status == listfile.ColumnsRead.USED
-    assert made == [(0, 8)]  # the first batch's entries only
     rest = [b for _, b in stream]
-    assert made == [(0, 8), (8, 64), (72, 64), (136, 64), (200, 64), (264, 36)]
+    assert made == []  # every batch taken, no entry made
+    assert [len(b) for b in [first, *rest]] == [8, 64, 64, 64, 64, 36]
+    assert [rest[0][k] for k in (0, 3, -1)] == [entries[8], entries[11], entries[71]]  # one at a time
+    assert rest[1][10:13] == entries[82:85] and made == [(82, 3)]
+    assert [b[:] for b in [first, *rest]] == [entries[:8], *(entries[s:s + 64] for s in range(8, 300, 64))]
+    for b in [first, *rest]:  # what a replay asks of a whole chunk, answered from the columns as from the entries
+        assert [column(b, f) for f in FIELDS] == [column(b[:], f) for f in FIELDS]
+        assert total_bytes(b) == total_bytes(b[:])
     os.unlink(cols_of(path))
     assert [first, *rest] == streamed(path, size=64, first=8)
     assert [e for b in [first, *rest] for e in b] == from_json(path) == entries

@@ -18,6 +18,7 @@ import pytest
 
 from tests.preload_helpers import need_datapass
 from tunectl.errors import OutOfDescriptors
+from tunectl.preload import columns
 from tunectl.preload import replay as replay_module
 from tunectl.preload.listing import Entry
 from tunectl.preload.skip import Skip
@@ -56,10 +57,18 @@ def data_pass(monkeypatch: pytest.MonkeyPatch, compiled: bool, entries: list[Ent
     return files, issued, skipped
 
 
+def as_chunk(entries: list[Entry]) -> columns.Chunk:
+    """`entries` as a replay of a list with columns takes them: a chunk of its columns, no entry made yet."""
+    key = (1, 2, 3, 4)
+    return columns.checked(columns.encode(entries, key), key).chunk(0, len(entries))
+
+
 def both(monkeypatch: pytest.MonkeyPatch, entries: list[Entry], listed: bytes) -> tuple[int, int, list[Skip]]:
-    """The outcome of both passes, asserted the same."""
+    """The outcome of both passes, asserted the same; the compiled one given the entries (a list decoded from
+    JSON) and given the columns they were written to (`as_chunk`)."""
     compiled = data_pass(monkeypatch, True, entries, listed)
     assert compiled == data_pass(monkeypatch, False, entries, listed)
+    assert compiled == data_pass(monkeypatch, True, as_chunk(entries), listed)  # type: ignore[arg-type]
     return compiled
 
 
@@ -79,6 +88,7 @@ def tree(tmp_path: Path) -> tuple[list[Entry], bytes, dict[str, str]]:
     entries.insert(10, entry_of(big))
     part = entries[20]._replace(ranges=((0, 50),))  # the list holds part of it: read in its range alone
     entries[20] = part
+    entries[30] = entries[30]._replace(ranges=((0, 20), (40, 10)))  # two parts: read range by range
     expected = {}
 
     def odd(at: int, what: str, change) -> None:  # noqa: ANN001
@@ -154,6 +164,24 @@ def test_the_clean_files_are_read_by_the_compiled_pass(tmp_path: Path, monkeypat
     monkeypatch.setattr(os, "posix_fadvise", lambda fd, *a: (calls.append(fd), real(fd, *a)))
     files, issued, skipped = data_pass(monkeypatch, True, entries, b"\2" * 600)
     assert (files, issued, skipped, len(calls)) == (600, 6000, [], 2)
+
+
+def test_from_columns_an_entry_is_made_only_for_a_file_the_compiled_pass_stops_at(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """#30: given a chunk of a list's columns, the compiled pass reads the columns themselves; the Python loop
+    makes the Entry of only the files it takes: those at its guard's steps (positions 255 and 511) and a changed
+    one (at 300), which it skips."""
+    entries = []
+    for n in range(600):
+        (tmp_path / f"f{n:03}").write_bytes(b"x" * 10)
+        entries.append(entry_of(tmp_path / f"f{n:03}"))
+    (tmp_path / "f300").write_bytes(b"changed")
+    made: list[int] = []
+    entry = columns.Columns.entry
+    monkeypatch.setattr(columns.Columns, "entry", lambda self, i, *a: (made.append(i), entry(self, i, *a))[1])
+    files, issued, skipped = data_pass(monkeypatch, True, as_chunk(entries), b"\2" * 600)  # type: ignore[arg-type]
+    assert (files, issued, [s.path for s in skipped]) == (599, 5990, [str(tmp_path / "f300")])
+    assert made == [255, 300, 511]
 
 
 def limit_leaving(free: int) -> int:
@@ -237,8 +265,8 @@ def test_a_descriptor_past_an_int_is_never_truncated_to_another(tmp_path: Path) 
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         for number in (fd, fd + (1 << 32)):
-            stop = COMPILED.issue(entries, [0], bytearray(b"\1"), 0, 1, lambda _d, n=number: (n, False), devnums,
-                                  windows, trust.LISTED_READ)
+            stop = COMPILED.issue(*replay_module.pass_columns(entries), [0], bytearray(b"\1"), 0, 1,
+                                  lambda _d, n=number: (n, False), devnums, windows, trust.LISTED_READ)
             assert stop == ((1, 1, 10) if number == fd else (0, 0, 0)), number
     finally:
         os.close(fd)
@@ -256,16 +284,33 @@ class Raises:
 
 @pytest.mark.parametrize("error", [TypeError("expected"), RuntimeError("unexpected")], ids=["expected", "other"])
 def test_only_the_expected_errors_of_a_value_are_cleared(tmp_path: Path, error: Exception) -> None:
-    """A value not what the list holds (TypeError, ValueError, IndexError, OverflowError) stops the pass at the file;
-    any other exception is the pass's own error, raised, never swallowed."""
+    """A value not what the list holds (TypeError, ValueError, IndexError, OverflowError) stops the pass at the file
+    (one of the list's: no columns for the pass, the Python loop takes every file); any other exception is the
+    pass's own error, raised, never swallowed."""
     entries, devnums, windows = one_file(tmp_path)
-    for place in ("fd", "size"):  # a number from directory_of, one from the list
-        def directory_of(_d: str, place: str = place) -> tuple[object, bool]:
-            return (Raises(error) if place == "fd" else -1), False
-        listed = entries if place == "fd" else [entries[0]._replace(size=Raises(error))]
-        if isinstance(error, RuntimeError):
-            with pytest.raises(RuntimeError, match="unexpected"):
-                COMPILED.issue(listed, [0], bytearray(b"\1"), 0, 1, directory_of, devnums, windows, 0)
-        else:
-            assert COMPILED.issue(listed, [0], bytearray(b"\1"), 0, 1, directory_of, devnums, windows, 0) \
-                == (0, 0, 0)
+
+    def directory_of(_d: str) -> tuple[object, bool]:
+        return Raises(error), False
+
+    odd = [entries[0]._replace(size=Raises(error))]
+    if isinstance(error, RuntimeError):
+        with pytest.raises(RuntimeError, match="unexpected"):
+            COMPILED.issue(*replay_module.pass_columns(entries), [0], bytearray(b"\1"), 0, 1, directory_of, devnums,
+                           windows, 0)
+        with pytest.raises(RuntimeError, match="unexpected"):
+            replay_module.pass_columns(odd)
+    else:
+        assert COMPILED.issue(*replay_module.pass_columns(entries), [0], bytearray(b"\1"), 0, 1, directory_of,
+                              devnums, windows, 0) == (0, 0, 0)
+        assert replay_module.pass_columns(odd) is None
+
+
+@pytest.mark.parametrize("column", [2, 3, 4, 5, 6, 9, 10])
+def test_a_column_of_another_length_is_refused(tmp_path: Path, column: int) -> None:
+    """The compiled pass reads a number of each column per path: a column of another length is an error, never
+    read past its end."""
+    entries, devnums, windows = one_file(tmp_path)
+    args = list(replay_module.pass_columns(entries))
+    args[column] = args[column][:-1]
+    with pytest.raises(ValueError, match="another length"):
+        COMPILED.issue(*args, [0], bytearray(b"\1"), 0, 1, lambda _d: (-1, False), devnums, windows, 0)

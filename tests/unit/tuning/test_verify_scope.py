@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 
 from tests.tuning_helpers import Tunectl, loop_machine
+from tunectl.record import replace
 from tunectl.tuning.intent import Intent
 
 LOOPS = """\
