@@ -184,17 +184,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--slow", action="store_true", default=os.environ.get("TUNECTL_SLOW") == "1",
                      help="also run the tests marked slow or ansible (fuzzers, property sweeps, playbook runs); "
                           "scripts/test always does (TUNECTL_SLOW=1 sets the same)")
+    parser.addoption("--tier", choices=("all", "host", "vm"), default="all",
+                     help="host: every test but the VM tier's (tests/vm); vm: only those (reported as deselected). "
+                          "scripts/test runs the two apart, to run Debian's pass beside the VM tier")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The root marker decides: a root test is skipped unless this runs as root, and `-m "not root"` leaves it out.
 
     Where a test lives agrees with its marker: none under tests/unit carries it, every one under tests/root does.
-    Without --slow the quick loop leaves out the tests marked slow or ansible (reported as deselected).
+    Without --slow the quick loop leaves out the tests marked slow or ansible (reported as deselected); --tier
+    keeps the VM tier's tests or all the others.
     """
     misplaced = [f"{item.nodeid}: {why}" for item in items for why in [_misplaced(item)] if why]
     if misplaced:
         raise pytest.UsageError("tests in the wrong tier (see tests/README.md):\n  " + "\n  ".join(misplaced))
+    tier = config.getoption("--tier")
+    if tier != "all":
+        chosen = [item for item in items if (_tier(item) == "vm") == (tier == "vm")]
+        if len(chosen) != len(items):
+            kept = set(map(id, chosen))
+            config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept])
+            items[:] = chosen
     if not config.getoption("--slow"):
         quick = [item for item in items if "slow" not in item.keywords and "ansible" not in item.keywords]
         if len(quick) != len(items):
@@ -211,12 +222,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 TESTS = Path(__file__).resolve().parent
 
 
-def _misplaced(item: pytest.Item) -> str:
-    """Why `item` is in the wrong tier, or '' when it is where its root marker says."""
+def _tier(item: pytest.Item) -> str:
+    """The directory under tests/ that holds `item` (unit, root, package, vm), or '' outside tests/."""
     try:
-        tier = Path(item.path).resolve().relative_to(TESTS).parts[0]
+        return Path(item.path).resolve().relative_to(TESTS).parts[0]
     except ValueError:
         return ""
+
+
+def _misplaced(item: pytest.Item) -> str:
+    """Why `item` is in the wrong tier, or '' when it is where its root marker says."""
+    tier = _tier(item)
     root = item.get_closest_marker("root") is not None
     if tier == "unit" and root:
         return "carries the root marker under tests/unit; move it to tests/root/<package>/"
