@@ -40,6 +40,7 @@ import sys
 
 TYPE_CHECKING = False  # typing's, without importing typing (nor collections, before the handler is set)
 if TYPE_CHECKING:
+    from _thread import LockType
     from collections.abc import Callable, Sequence
 
 _ENDING = (_signal.SIGTERM, _signal.SIGHUP)
@@ -264,13 +265,23 @@ def exiting(code: int) -> None:
         # No thread to be had (a pids cgroup at its limit: systemd's TasksMax on a service or on udev's worker, a
         # container's pids.max): the stops stay blocked to the end, the exit keeps main's code (a hang then needs
         # SIGKILL, as before this thread). Never a traceback after the whole document, exit 1.
+        running = _thread.allocate_lock()
+        running.acquire()
         with contextlib.suppress(RuntimeError):
-            _thread.start_new_thread(_exit_on_a_stop, (stops, code, os._exit))
+            _thread.start_new_thread(_exit_on_a_stop, (stops, code, os._exit, running))
+            # Main returns only once the thread runs. Python 3.11.2 (Debian 12's) frees every other thread's state
+            # as it exits, a thread not started yet included: one the scheduler started late (a loaded machine)
+            # then started on freed memory, and the process died by SIGSEGV after its whole document (1 run in
+            # ~15-45 of an apply at idle CPU priority beside a busy one).
+            running.acquire()
 
 
-def _exit_on_a_stop(stops: set[int], code: int, exit_now: Callable[[int], object]) -> None:
-    """The thread `exiting` starts: at the first of `stops` the process ends with main's `code` (`exit_now`,
-    os._exit, bound before the wait: the woken thread makes one call, no import while Python exits)."""
+def _exit_on_a_stop(stops: set[int], code: int, exit_now: Callable[[int], object],
+                    running: LockType) -> None:
+    """The thread `exiting` starts: it says it runs (releases `running`), then at the first of `stops` the process
+    ends with main's `code` (`exit_now`, os._exit, bound before the wait: the woken thread makes one call, no
+    import while Python exits)."""
+    running.release()
     _signal.sigwait(stops)
     exit_now(code)
 
