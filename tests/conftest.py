@@ -185,23 +185,42 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="also run the tests marked slow or ansible (fuzzers, property sweeps, playbook runs); "
                           "scripts/test always does (TUNECTL_SLOW=1 sets the same)")
     parser.addoption("--tier", choices=("all", "host", "vm"), default="all",
-                     help="host: every test but the VM tier's (tests/vm); vm: only those (reported as deselected). "
-                          "scripts/test runs the two apart, to run Debian's pass beside the VM tier")
+                     help="host: every test but the VM tier's (tests/vm); vm: only those. The others are not "
+                          "collected. scripts/test runs the two apart, to run Debian's pass beside the VM tier")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """--tier: the other tier's directories and files are not collected (nor imported: a collection of the whole
+    suite takes ~20-35 s on two cores). Paths given on the command line are collected all the same (pytest does
+    not ask this hook about them): `pytest_collection_modifyitems` leaves out their tests."""
+    tier = config.getoption("--tier")
+    if tier != "all" and _tier_of(collection_path) not in ("", tier):
+        return True
+    return None
+
+
+def _tier_of(path: Path) -> str:
+    """The --tier `path` belongs to: vm (tests/vm), host (the rest of tests/), '' (tests/ itself, or outside)."""
+    try:
+        parts = Path(path).resolve().relative_to(TESTS).parts
+    except ValueError:
+        return ""
+    return "" if not parts else "vm" if parts[0] == "vm" else "host"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The root marker decides: a root test is skipped unless this runs as root, and `-m "not root"` leaves it out.
 
     Where a test lives agrees with its marker: none under tests/unit carries it, every one under tests/root does.
-    Without --slow the quick loop leaves out the tests marked slow or ansible (reported as deselected); --tier
-    keeps the VM tier's tests or all the others.
+    Without --slow the quick loop leaves out the tests marked slow or ansible (reported as deselected), and so
+    does --tier the other tier's tests named on the command line.
     """
     misplaced = [f"{item.nodeid}: {why}" for item in items for why in [_misplaced(item)] if why]
     if misplaced:
         raise pytest.UsageError("tests in the wrong tier (see tests/README.md):\n  " + "\n  ".join(misplaced))
     tier = config.getoption("--tier")
     if tier != "all":
-        chosen = [item for item in items if (_tier(item) == "vm") == (tier == "vm")]
+        chosen = [item for item in items if _tier_of(item.path) == tier]
         if len(chosen) != len(items):
             kept = set(map(id, chosen))
             config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept])
@@ -222,17 +241,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 TESTS = Path(__file__).resolve().parent
 
 
-def _tier(item: pytest.Item) -> str:
-    """The directory under tests/ that holds `item` (unit, root, package, vm), or '' outside tests/."""
-    try:
-        return Path(item.path).resolve().relative_to(TESTS).parts[0]
-    except ValueError:
-        return ""
-
-
 def _misplaced(item: pytest.Item) -> str:
     """Why `item` is in the wrong tier, or '' when it is where its root marker says."""
-    tier = _tier(item)
+    try:
+        tier = Path(item.path).resolve().relative_to(TESTS).parts[0]
+    except ValueError:
+        return ""
     root = item.get_closest_marker("root") is not None
     if tier == "unit" and root:
         return "carries the root marker under tests/unit; move it to tests/root/<package>/"
