@@ -76,7 +76,7 @@ def _python39() -> str | None:
     # pyenv's own build first: its shim on PATH answers "command not found" unless a 3.9 is selected
     found = [*sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.9.*/bin/python3.9"))), shutil.which("python3.9")]
     for path in found:
-        if path and subprocess.run([path, "-c", "pass"], capture_output=True, timeout=30).returncode == 0:
+        if path and subprocess.run([path, "-c", "pass"], capture_output=True, timeout=120).returncode == 0:
             return path
     return None
 

@@ -28,6 +28,16 @@ def test_the_tiers_split_the_suite_between_the_vm_tier_and_the_rest() -> None:
     assert not any(t.startswith("tests/vm/") for t in host), host
 
 
+def test_the_vm_tier_alone_collects_no_other_test() -> None:
+    # pytest asks pytest_ignore_collect only about what it finds in directories, not about paths given to it: the
+    # VM run of scripts/test names none, and collected (and deselected) the whole suite, ~30 s under load.
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "--tier",
+                           "vm", "tests"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    last = proc.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"\d+ tests collected in [\d.]+s", last), last
+
+
 def test_debian_pass_started_as_scripts_test_starts_it_has_sigint_back() -> None:
     # A background job of a script starts with SIGINT ignored: the tests marked sigint would error
     # (tests/conftest.py). scripts/test gives the default back with `env --default-signal=INT`; run its launch

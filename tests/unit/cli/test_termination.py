@@ -203,9 +203,9 @@ def test_a_stop_while_python_exits_held_ends_it_at_once_with_the_documents_code(
             # sent at once: also as the main thread goes to sleep in its lock wait (a Python handler took such a
             # stop only at the next one)
             os.kill(proc.pid, signum)
-            out, err = proc.communicate(timeout=30)
+            out, err = proc.communicate(timeout=120)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"still running 30 s after {signal.Signals(signum).name} while its exit was held "
+            raise AssertionError(f"still running 120 s after {signal.Signals(signum).name} while its exit was held "
                                  f"({how}): only SIGKILL ends it") from None
         finally:
             if proc.poll() is None:

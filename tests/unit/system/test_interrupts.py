@@ -302,7 +302,7 @@ def test_in_threads_gives_each_result_in_order_and_raises_the_first_error_once_a
     another raised; then the first error in the items' order (as ThreadPoolExecutor.map's results are read)."""
     from tunectl.system.interrupts import in_threads
 
-    started = threading.Barrier(3, timeout=30)  # three at once: the work is spread over the threads
+    started = threading.Barrier(3, timeout=120)  # three at once: the work is spread over the threads
 
     def work(n: int) -> tuple[int, bool]:
         if n < 3:
