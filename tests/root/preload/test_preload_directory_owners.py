@@ -5,11 +5,11 @@ a mount that allows devices (tests/unit/preload/test_preload_directories.py has 
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.root.preload.test_preload_nodev import nodev_mount
 from tests.unit.preload.test_preload_directories import assert_decided_alike
 
 pytestmark = pytest.mark.root
@@ -20,19 +20,8 @@ NOBODY = 65534
 @pytest.fixture
 def nodev(tmp_path: Path):
     """A tmpfs mounted nodev at tmp_path/mnt, and remount(options); unmounted however the test ends."""
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "nodev,size=1m,mode=0755", "tmpfs", str(mnt)], check=True,
-                   capture_output=True)
-    try:
-        def remount(options: str) -> None:
-            subprocess.run(["mount", "-o", f"remount,{options}", str(mnt)], check=True, capture_output=True)
-
-        yield mnt, remount
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False, capture_output=True)
-        if os.path.ismount(mnt):
-            subprocess.run(["umount", "-l", str(mnt)], check=False, capture_output=True)
+    with nodev_mount(tmp_path / "mnt", "-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs") as remount:
+        yield tmp_path / "mnt", remount
 
 
 def test_both_decide_alike_on_a_nodev_mount_and_off_it(nodev) -> None:
