@@ -84,7 +84,7 @@ def test_a_profile_the_schema_refuses_is_still_told_by_jsonschema(empty_fake_tre
     assert result.code == 2, result.err
     assert "99999 is out of range: allowed 0 to 65536 KiB" in result.err
     imported = {line.rpartition("|")[2].strip() for line in result.lines if line.startswith("import time:")}
-    assert {"jsonschema", "referencing"} <= imported and "yaml" not in imported
+    assert "jsonschema" in imported and "yaml" not in imported  # Debian 12's jsonschema 4.10 has no referencing
 
 
 @pytest.mark.skipif(shutil.which("parted") is None, reason="parted is not installed")
