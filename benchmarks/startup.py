@@ -10,6 +10,8 @@ guest of the VM tier is ~40x slower at both, so the ratio is what carries over).
   new machine  no state directory yet: status and verify on the shipped default profile, whose verdict
                ships with it (tunectl/profile/shipped.py): jsonschema is never imported
   checked      a profile of the user's, checked once (the state directory's validation cache)
+  first check  the same profile with no state directory, so no validation cache: checked at every run, as
+               each VM group's first command checks its own profile
   vm: ...      the commands the VM tier's guests run most, with --json as they do, on a fake tree (two loop
                devices, a partitioned HDD, an NVMe disk; the HDD's device node an image parted reads): apply
                after a rollback and rollback after an apply, so each changes values; udev install and remove
@@ -146,6 +148,7 @@ def main() -> None:
                 "status --all, new machine": ([*tunectl, "--json", "status", "--all"], new),
                 "verify, new machine": ([*tunectl, "--json", "verify"], new),
                 "verify -p mine.yaml, checked": ([*tunectl, "--json", "verify", "-p", str(profile)], checked),
+                "verify -p mine.yaml, first check": ([*tunectl, "--json", "verify", "-p", str(profile)], new),
             }
             vm = VmTree(Path(tmp, f"vm{n}"), tunectl, installed_env(PYTHONPATH=tree))
             cases |= {f"vm: {k}": case for k, case in vm.cases().items()}

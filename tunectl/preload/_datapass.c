@@ -2,7 +2,7 @@
  * without a Python frame, a stat_result or an exception per file.
  *
  * issue(paths, devices, device, inode, size, mtime_ns, count, first, base, offset, length, order, listed, start,
- *       end, directory_of, devnums, windows, flags) -> (stop, files, bytes)
+ *       end, directory_of, devnums, windows, flags[, own]) -> (stop, files, bytes)
  *
  * Reads a list's columns as they are (tunectl.preload.replay.pass_columns, columns.Chunk.pass_columns): `paths`
  * (str) and `devices` (MAJ:MIN) lists, and bytes of native numbers, one per path: device (u32, an index into
@@ -11,8 +11,10 @@
  * (u64), the pairs. No Entry tuple is made here: a replay makes one only for a file this pass stops at.
  * Walks order[start:end] as _issue_with does: an entry not `listed` is passed over; a listed one is read here only
  * when every check _issue_with makes passes, with the same calls in the same order:
- *   - its directory resolved by `directory_of` (ListedOpener.directory, the Python side: kept, not followed), once
- *     per run of files in one directory; a directory opened without a descriptor (-1: a link on its way) stops;
+ *   - its directory resolved once per run of files in one directory: with `own`, here (decide_directory, the same
+ *     decision as ListedOpener.directory, without a Python call: ~5,000 directories in /usr/share), else by
+ *     `directory_of` (ListedOpener.directory, kept, not followed); a directory without a descriptor (a link on its
+ *     way) or that fails stops;
  *   - a name the inode pass did not check (listed 2), in a directory that `directory_of` says to look in, looked at
  *     first without following it (fstatat AT_SYMLINK_NOFOLLOW): anything but a regular file stops, unopened;
  *   - opened relative to the directory's descriptor with `flags` (trust.LISTED_READ: O_NOFOLLOW, O_NONBLOCK,
@@ -40,11 +42,20 @@
 #include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#ifndef SYS_openat2
+#define SYS_openat2 437  /* the same number on every architecture (trust._SYS_OPENAT2) */
+#endif
+#define RESOLVE_NO_MAGICLINKS_ 0x02
+#define RESOLVE_NO_SYMLINKS_ 0x04
 
 typedef struct {
     PyObject *dir;        /* the current directory, as bytes (fs-encoded), NULL: none yet */
     int dir_fd;
+    int own;              /* dir_fd is this pass's (decide_directory): closed when the run ends */
     int look;
     Py_ssize_t device;    /* the current device's index into `devices`, -1: none yet */
     unsigned long long devnum;
@@ -65,15 +76,76 @@ static int cleared(void) {
     return 1;
 }
 
+static int openat2_missing;  /* ENOSYS once: directory_of (which then walks or opens per file) decides from then on */
+
+/* tunectl.system.trust.ListedOpener.directory's decision, in C; keep the two the same (tests/unit/preload/
+ * test_preload_directories.py compares them on good and hostile directories, tests/root/preload too on other
+ * owners and a real nodev mount). The directory `path` opened O_PATH by openat2 with RESOLVE_NO_SYMLINKS |
+ * RESOLVE_NO_MAGICLINKS (trust._directory_no_link): no link on the way or at its end is followed. Then whether a
+ * name not checked is looked at before it is opened: always, but on a file system mounted nodev (fstatvfs of the
+ * descriptor) in a directory chosen by no other (trust.chosen_by_no_other, fstat of the descriptor: owned by root
+ * or this process's user, no group or other write bit). Returns 0 with *fd (the caller's to close) and *look, or an
+ * errno: ELOOP (a link on the way: ListedOpener answers (-1, look) and opens such files one by one), ENOSYS (no
+ * openat2), or whatever the open, fstatvfs or fstat said (ListedOpener raises it). Never the GIL held. */
+static int decide_directory(const char *path, int *fd, int *look) {
+    unsigned long long how[3] = {O_PATH | O_DIRECTORY | O_CLOEXEC, 0, RESOLVE_NO_SYMLINKS_ | RESOLVE_NO_MAGICLINKS_};
+    struct statvfs vfs;
+    struct stat st;
+    int d = (int)syscall(SYS_openat2, AT_FDCWD, path, how, sizeof how);
+    if (d < 0)
+        return errno;
+    if (fstatvfs(d, &vfs) != 0 || ((vfs.f_flag & ST_NODEV) && fstat(d, &st) != 0)) {
+        int code = errno;
+        close(d);
+        return code;
+    }
+    *look = !(vfs.f_flag & ST_NODEV) || !((st.st_uid == 0 || st.st_uid == geteuid()) && !(st.st_mode & 022));
+    *fd = d;
+    return 0;
+}
+
 /* The directory of a path (`bytes`, fs-encoded, its last '/' at `slash`) made current: 1 when it has a descriptor to open its
  * files from, 0 to stop at the file (an OSError from directory_of cleared: Python meets it again; so is an answer
  * not (fd, look), or an fd past an int's range: never truncated to another descriptor), -1 on any other exception
- * (raised). */
-static int enter_directory(State *s, const char *bytes, Py_ssize_t slash, PyObject *directory_of) {
+ * (raised). `own`: decided here (decide_directory, the descriptor this pass's until the run ends), else by
+ * directory_of (the descriptor ListedOpener's: its walk, no openat2, or a test's). Any failure of its own stops at
+ * the file: the Python loop asks ListedOpener, which opens it again and says what failed. */
+static int enter_directory(State *s, const char *bytes, Py_ssize_t slash, PyObject *directory_of, int own) {
     if (s->dir != NULL && PyBytes_Size(s->dir) == slash && memcmp(PyBytes_AsString(s->dir), bytes, slash) == 0)
         return s->dir_fd >= 0;
     Py_CLEAR(s->dir);
+    if (s->own && s->dir_fd >= 0)
+        close(s->dir_fd);
     s->dir_fd = -1;
+    s->own = 0;
+    if (own && !openat2_missing) {
+        char path[PATH_MAX];
+        int fd = -1, look = 1, code = ENAMETOOLONG;
+        if (slash < PATH_MAX) {
+            memcpy(path, bytes, slash);
+            path[slash] = '\0';
+            if (slash == 0)
+                strcpy(path, "/");
+            Py_BEGIN_ALLOW_THREADS
+            code = decide_directory(path, &fd, &look);
+            Py_END_ALLOW_THREADS
+        }
+        if (code == ENOSYS)
+            openat2_missing = 1;  /* ListedOpener meets it too, at this file, and says so to every other caller */
+        else {
+            s->dir = PyBytes_FromStringAndSize(bytes, slash);
+            if (s->dir == NULL) {
+                if (fd >= 0)
+                    close(fd);
+                return -1;
+            }
+            s->dir_fd = fd;
+            s->own = fd >= 0;
+            s->look = look;
+            return fd >= 0;
+        }
+        return 0;
+    }
     /* `directory or "/"`, decoded as os.fsdecode would (the list's own str, back from its fs-encoded bytes) */
     PyObject *name = slash ? PyUnicode_DecodeFSDefaultAndSize(bytes, slash) : PyUnicode_FromString("/");
     if (name == NULL)
@@ -168,12 +240,12 @@ static PyObject *issue(PyObject *self, PyObject *args) {
     PyObject *paths, *devices, *index_col, *inode_col, *size_col, *mtime_col, *count_col, *first_col, *offset_col;
     PyObject *length_col, *order, *listed, *directory_of, *devnums, *windows;
     Py_ssize_t base, start, end;
-    int flags;
+    int flags, own = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!O!SSSSSOnSSOYnnOO!O!i", &PyList_Type, &paths, &PyList_Type, &devices,
+    if (!PyArg_ParseTuple(args, "O!O!SSSSSOnSSOYnnOO!O!i|p", &PyList_Type, &paths, &PyList_Type, &devices,
                           &index_col, &inode_col, &size_col, &mtime_col, &count_col, &first_col, &base, &offset_col,
                           &length_col, &order, &listed, &start, &end, &directory_of, &PyDict_Type, &devnums,
-                          &PyDict_Type, &windows, &flags))
+                          &PyDict_Type, &windows, &flags, &own))
         return NULL;
     Py_ssize_t n = PyList_Size(paths);
     if (first_col != Py_None && !PyBytes_Check(first_col)) {
@@ -196,7 +268,7 @@ static PyObject *issue(PyObject *self, PyObject *args) {
     Py_ssize_t nmarks = PyByteArray_Size(listed);
     if (nmarks > n)
         nmarks = n;
-    State s = {NULL, -1, 1, -1, 0, 0};
+    State s = {NULL, -1, 0, 1, -1, 0, 0};
     long long files = 0, issued = 0;
     Py_ssize_t k = start;
     int failed = 0;
@@ -237,7 +309,7 @@ static PyObject *issue(PyObject *self, PyObject *args) {
             const char *last = strrchr(p, '/');
             int found = -1;
             if (last != NULL && (Py_ssize_t)strlen(p) == PyBytes_Size(bytes) && last[1] != '\0') {  /* no NUL */
-                found = enter_directory(&s, p, last - p, directory_of);
+                found = enter_directory(&s, p, last - p, directory_of, own);
                 if (found > 0)
                     found = enter_device(&s, (Py_ssize_t)device, devices, devnums, windows);
                 /* the clean case: one range, the whole file, no larger than the device's window */
@@ -257,15 +329,40 @@ static PyObject *issue(PyObject *self, PyObject *args) {
             break;
     }
     Py_XDECREF(s.dir);
+    if (s.own && s.dir_fd >= 0)
+        close(s.dir_fd);
     if (failed && PyErr_Occurred())
         return NULL;
     return Py_BuildValue("nLL", k, files, issued);
 }
 
+/* directory(path) -> (fd, look): decide_directory for one directory, as ListedOpener.directory answers: (-1, True)
+ * for a link on the way, OSError for any other failure; the descriptor is the caller's to close. */
+static PyObject *directory(PyObject *self, PyObject *args) {
+    PyObject *bytes;
+    int fd = -1, look = 1, code;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O&", PyUnicode_FSConverter, &bytes))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    code = decide_directory(PyBytes_AsString(bytes), &fd, &look);
+    Py_END_ALLOW_THREADS
+    if (code != 0 && code != ELOOP) {
+        errno = code;
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, PyTuple_GetItem(args, 0));
+        Py_DECREF(bytes);
+        return NULL;
+    }
+    Py_DECREF(bytes);
+    return Py_BuildValue("(iO)", fd, look ? Py_True : Py_False);
+}
+
 static PyMethodDef methods[] = {
+    {"directory", directory, METH_VARARGS,
+     "directory(path) -> (fd, look)\nListedOpener.directory's decision, made here (the replay's own, see issue)."},
     {"issue", issue, METH_VARARGS,
      "issue(paths, devices, device, inode, size, mtime_ns, count, first, base, offset, length, order, listed, start,"
-     " end, directory_of, devnums, windows, flags) -> (stop, files, bytes)\n"
+     " end, directory_of, devnums, windows, flags[, own]) -> (stop, files, bytes)\n"
      "The data pass's clean case over order[start:end]; stops at the first file it leaves to the Python loop."},
     {NULL, NULL, 0, NULL},
 };

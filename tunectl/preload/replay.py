@@ -66,6 +66,9 @@ WINDOW = 8
 DIRS_AT_ONCE = 256  # the inode pass holds at most this many directories open (O_PATH) while it stats their files
 # (fewer under a low `ulimit -n`: one fewer than its ListedOpener keeps, see trust.directories_to_keep)
 MAX_THREADS = 256  # --threads beyond this: Python threads only pass the GIL around, io_uring gains nothing past 32
+# The compiled pass opens and judges a run's directory itself (_datapass.c decide_directory, ListedOpener.directory's
+# rule): False, it asks ListedOpener (tests that fake what a directory's file system says set it so)
+DIRECTORIES_COMPILED = True
 FIRST_CHUNK = 512  # a streamed list's first entries: checked (their inodes timed where the disk may seek) first
 STREAM_CHUNK = 4096  # then entries checked at a time, each chunk's files read as soon as it is checked
 
@@ -301,6 +304,8 @@ class _Checker:
         self.walk = False  # directories opened by a walk (no ctypes): the small-list path's
         self.deferred = 0  # files left to be checked as they are opened (listed[i] == 2)
         self.sample_rate = 0.0  # stats per second over the pass's first SAMPLE files
+        self.reads: Callable[[], int | None] | None = None  # reads the list's disks completed so far (_Disks.reads)
+        self.read_meanwhile: int | None = None  # of which while the sample ran; None: unknown
 
     def run(self, parallel: int | None, use_io_uring: bool = True, small: bool = False) -> None:
         """`parallel` stats at once; None: 32 io_uring workers (kernel threads, cheap) or 8 Python
@@ -324,10 +329,13 @@ class _Checker:
             self.ring = self._ring(parallel)
         try:
             head, rest = todo[:SAMPLE], todo[SAMPLE:]
+            before = self.reads() if self.reads is not None else None
             started = time.monotonic()
             self._stat(head, parallel)
             self.sample_rate = len(head) / max(time.monotonic() - started, 1e-6)
-            if rest and self.sample_rate >= FAST_STATS:
+            after = self.reads() if self.reads is not None and before is not None else None
+            self.read_meanwhile = None if after is None or before is None else after - before
+            if rest and self.cached():
                 for i in rest:
                     self.listed[i] = 2
                 self.deferred = len(rest)
@@ -336,6 +344,21 @@ class _Checker:
             self._stat(rest, parallel)
         finally:  # also a ring opened part way (the small-list path's switch) when the pass raises (a Ctrl-C)
             self._close_ring()
+
+    def cached(self) -> bool:
+        """Whether the sample's inodes answered from a cache: its disks completed no read while it ran, or it
+        came at FAST_STATS a second. The rate alone is a wall clock: on a loaded machine (load 5 on 2 CPUs) a
+        sample of cached inodes came at 13,000-32,000 stats/s against 150,000 quiet, and whether a replay streamed
+        or surveyed its whole list first was a coin toss (100-300 ms either way). A read the disk did not complete
+        cannot have answered a stat, so none at all means none waited for it, however slow the CPU; a read by
+        anyone else meanwhile (or a disk whose count is unknown) leaves the rate to decide, as before."""
+        return self.read_meanwhile == 0 or self.sample_rate >= FAST_STATS
+
+    def said_cached(self) -> str:
+        """What `cached` went by, in words."""
+        if self.sample_rate >= FAST_STATS:
+            return f"{self.sample_rate:,.0f} stats/s, the inode tables answer from a cache"
+        return f"{self.sample_rate:,.0f} stats/s and no read of the disk meanwhile: the inode tables answer from a cache"
 
     def _close_ring(self) -> None:
         ring, self.ring = self.ring, None
@@ -633,13 +656,16 @@ def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums,
     dir_fd, look, devnum, window = -1, True, 0, 0
     columns = pass_columns(entries) if _datapass is not None else None
     compiled = _datapass.issue if columns is not None else None
+    # its directories opened and judged by the compiled pass itself (the decision ListedOpener.directory makes, in
+    # C: ~85 ms of CPU in Python calls on /usr/share's 5,083 runs), but for a walk (the small-list path)
+    own = DIRECTORIES_COMPILED and not opener.walk
     total, n = len(order_), 0
     while n < total:
         if compiled is not None and n % 256 != 255:
             # The clean case, compiled, up to the next file where the guard is asked (n counts from 0 here): it
             # stops at the first file it leaves to this loop (anything but "read": see _datapass.c), at `stop`
             stop, f, b = compiled(*columns, order_, listed, n, min(total, n | 255), directory_of, devnums,
-                                  windows, flags)
+                                  windows, flags, own)
             files, issued, n = files + f, issued + b, stop
             last_dir = last_device = None  # the directory and device are looked up again (kept: a dict look-up)
             if n >= total:
@@ -727,6 +753,17 @@ class _Disks:
                 self.baseline[self.stacks[d].disk_stat] = _completed_reads(self.sysfs, self.stacks[d].disk_stat)
         return self.stacks[d]
 
+    def reads(self, devices: set[str]) -> Callable[[], int | None]:
+        """The reads the disks under `devices` (each counted once) have completed since boot, None when any count is
+        unknown; asked before and after the inode sample (`_Checker.cached`)."""
+        stats = {self.stack(d).disk_stat for d in devices}
+
+        def total() -> int | None:
+            counts = [_completed_reads(self.sysfs, f) for f in stats]
+            return None if not counts or None in counts else sum(counts)  # type: ignore[arg-type]
+
+        return total
+
     def add(self, devices: set[str]) -> None:
         for d in devices - self.windows.keys():
             self.windows[d] = self.stack(d).window
@@ -752,7 +789,7 @@ def _check_inodes(checker: _Checker, how: str, entries: Sequence[Entry], threads
         from tunectl.units import counted
 
         return (f"inode pass stopped after {counted(len(entries) - checker.deferred, 'file')}: "
-                f"{checker.sample_rate:,.0f} stats/s, the inode tables answer from a cache; the rest read at open")
+                f"{checker.said_cached()}; the rest read at open")
     return "inodes read ahead, many at once"
 
 
@@ -857,6 +894,7 @@ def _replay_batch(report: ReplayReport, disks: _Disks, entries: Sequence[Entry],
     from _thread import allocate_lock  # threading.Lock without importing threading (a boot replay's start-up)
 
     checker = _Checker(entries, disks.devnums, progress, allocate_lock())
+    checker.reads = disks.reads(devices)
     small = small and threads is None  # the small-list path (--threads asks for the others)
     inodes = _check_inodes(checker, how, entries, threads, use_io_uring, small)
     report.inode_pass_files += len(entries) - checker.deferred
@@ -955,10 +993,11 @@ def _why_not_streamed(disks: _Disks, first: Sequence[Entry], threads: int | None
         # rather than reading the inode tables cold, in inode order, ahead of the metadata sweep
         metadata_first()
         sample = _Checker(first, disks.devnums, None, allocate_lock())
+        sample.reads = disks.reads(devices)
         sample.run(max(1, threads) if threads is not None else None, use_io_uring)
-        if sample.sample_rate < FAST_STATS:
+        if not sample.cached():
             why = (f"its first {counted(len(first), 'inode')} came at {sample.sample_rate:,.0f} stats/s, below "
-                   f"{FAST_STATS:,}/s: the disk seeks, so every inode is read ahead, in inode order, first")
+                   f"{FAST_STATS:,}/s, while the disk read: the disk seeks, so every inode is read ahead, in inode order, first")
     return why, sample
 
 
@@ -978,8 +1017,8 @@ class _Stream:
         self.threads, self.use_io_uring, self.time_order, self.opener = threads, use_io_uring, time_order, opener
         self.sample = sample  # used by the first chunk, then None
         self.fast_inodes = "" if sample is None else (
-            f"inode pass stopped after {counted(len(sample.entries), 'file')}: {sample.sample_rate:,.0f} stats/s, "
-            "the inode tables answer from a cache; the rest read at open")
+            f"inode pass stopped after {counted(len(sample.entries), 'file')}: {sample.said_cached()}; "
+            "the rest read at open")
         self.last_key: tuple | None = None
         self.pending: list[Entry] = []  # the time bin being filled
         self.pending_listed = bytearray()
@@ -1053,6 +1092,7 @@ class _Stream:
                 self.progress.advance(len(chunk))
             return checker, self.fast_inodes
         checker = _Checker(chunk, self.disks.devnums, self.progress, self.lock)
+        checker.reads = self.disks.reads(set(column(chunk, "device")))
         if how == "list" or self.fast_inodes:
             checker.trust_all()
             return checker, self.fast_inodes if how != "list" else "inodes read at open"

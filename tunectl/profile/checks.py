@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tunectl.attributes import LEGACY_SCHEDULERS, SCHEDULERS, schedulers_with_knob
 from tunectl.profile.reader import Diagnostic, Document, PathT, short
-from tunectl.profile.schema import describe, ecma_regex, load_schema, range_text, schema_validator, type_of
+from tunectl.profile.schema import describe, ecma_regex, fits_schema, load_schema, range_text, schema_validator, type_of
 from tunectl.record import replace
 from tunectl.units import SIZE_PATTERN, parse_bytes, parse_kib
 
@@ -24,8 +24,9 @@ def check_document(doc: Document) -> list[Diagnostic]:
     if not isinstance(doc.data, dict):
         return [doc.diag((), f"a profile is a mapping of keys (name:, classes:, ...), got {type_of(doc.data)}")]
     diags: list[Diagnostic] = []
-    for error in schema_validator().iter_errors(doc.data):
-        diags.extend(describe(error, doc))
+    if not fits_schema(doc.data):  # a document it passes has no schema errors: jsonschema is not loaded for it
+        for error in schema_validator().iter_errors(doc.data):
+            diags.extend(describe(error, doc))
     for path, settings in settings_blocks(doc.data):
         diags.extend(_check_settings(doc, path, settings))
     for path, match in _match_blocks(doc.data):

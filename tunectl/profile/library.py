@@ -253,13 +253,16 @@ def check_file(path: Path, cache: ValidationCache | None = None,
         if doc is not None:
             doc.sha256 = text_sha256
             return doc, list(doc.warnings)
-    # Only a file not seen before is checked: the checker (and later jsonschema) loads only then.
+    # Only a file not seen before is checked: the checker loads only then (jsonschema only for a text it cannot pass).
     from tunectl.profile.checks import check_document, limit_diagnostics
 
     text, diags = decode_profile(raw, file)
     if text is None:
         return Document(file, None), diags
-    doc, diags = parse_yaml(text, file)
+    # A text in the plain subset is read without PyYAML, as on a cache hit: read_plain gives the Document
+    # parse_yaml would, and parse_yaml has no diagnostic for any text read_plain reads (None: PyYAML reads it).
+    plain = read_plain(text, file)
+    doc, diags = (plain, []) if plain is not None else parse_yaml(text, file)
     stranger = not_a_profile(doc)
     if stranger is not None:
         return Document(file, None), [stranger]

@@ -2,7 +2,8 @@
 jsonschema's errors into Diagnostics a person can act on.
 
 Pure apart from reading the schema shipped beside the package. jsonschema is imported only when a
-validator is first built: start-up time is budgeted.
+validator is first built, and that only for a document `fits_schema` cannot pass: start-up time is
+budgeted, and importing jsonschema costs more CPU than the rest of a check.
 """
 
 from __future__ import annotations
@@ -76,6 +77,120 @@ def schema_validator() -> Any:
         "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool))
     strict = validators.extend(base, validators={"pattern": pattern}, type_checker=types)
     return strict(load_schema())
+
+
+# What fits_schema reads (any other keyword leaves the decision to jsonschema), and what it skips: annotations.
+_ANNOTATIONS = frozenset({"$schema", "$id", "$defs", "$comment", "title", "description", "examples", "default"})
+
+
+class _Undecided(Exception):
+    """A keyword or a value fits_schema does not model: jsonschema decides."""
+
+
+def fits_schema(instance: Any) -> bool:
+    """True only when `instance` is valid against the profile schema as `schema_validator` validates it.
+
+    Decided without jsonschema (whose import is most of a first check's CPU: 5-9 s in a TCG guest) for
+    the keywords the schema uses, read as jsonschema reads them, on the values a profile's YAML gives:
+    mappings with string keys, lists, strings, integers, booleans and null. False for an invalid
+    instance and for anything it does not model (a float, a non-string key, a keyword it does not
+    read): then jsonschema validates, and its errors are the diagnostics. So a verdict and its
+    messages are jsonschema's either way; tests/unit/profile/test_fits_schema.py compares the two.
+    """
+    try:
+        return _fits(instance, load_schema())
+    except (_Undecided, RecursionError):
+        return False
+
+
+def _fits(value: Any, schema: Any) -> bool:
+    if schema is True or schema is False:
+        return schema
+    kind = type(value)
+    if not isinstance(schema, dict) or kind not in _VALUE_TYPES or kind is dict and any(type(k) is not str for k in value):
+        raise _Undecided
+    for keyword, rule in schema.items():
+        if keyword in _ANNOTATIONS or keyword.startswith("x-"):
+            continue
+        check = _KEYWORDS.get(keyword)
+        if check is None:
+            raise _Undecided
+        if not check(value, rule, schema):
+            return False
+    return True
+
+
+def _is_type(value: Any, name: str) -> bool:
+    kind = type(value)
+    if name in ("integer", "number"):  # no float gets here; integer is redefined to refuse 150.0 as sysfs does
+        return kind is int
+    expected = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}.get(name)
+    if expected is None:
+        raise _Undecided
+    return kind is expected
+
+
+def _ref(value: Any, rule: Any, schema: dict) -> bool:
+    """A reference into this schema ("#/$defs/match/properties/class"), by mappings' keys only."""
+    if not isinstance(rule, str) or not rule.startswith("#/") or "~" in rule or "%" in rule:
+        raise _Undecided
+    target = load_schema()
+    for name in rule[2:].split("/"):
+        if not isinstance(target, dict) or name not in target:
+            raise _Undecided
+        target = target[name]
+    return _fits(value, target)
+
+
+def _enum(value: Any, rule: Any, schema: dict) -> bool:
+    if not all(type(choice) is str for choice in rule):
+        raise _Undecided
+    return type(value) is str and value in rule
+
+
+def _additional(value: Any, rule: Any, schema: dict) -> bool:
+    if type(value) is not dict:
+        return True
+    if "patternProperties" in schema:
+        raise _Undecided
+    known = schema.get("properties", {})
+    return all(_fits(item, rule) for key, item in value.items() if key not in known)
+
+
+def _unique(value: Any, rule: Any, schema: dict) -> bool:
+    if not rule or type(value) is not list:
+        return True
+    if not all(type(item) is str for item in value):
+        raise _Undecided
+    return len(set(value)) == len(value)
+
+
+def _items(value: Any, rule: Any, schema: dict) -> bool:
+    if isinstance(rule, list) or "prefixItems" in schema:
+        raise _Undecided
+    return type(value) is not list or all(_fits(item, rule) for item in value)
+
+
+_VALUE_TYPES = frozenset({dict, list, str, int, bool, type(None)})
+_KEYWORDS = {
+    "type": lambda v, rule, s: any(_is_type(v, t) for t in ([rule] if isinstance(rule, str) else rule)),
+    "$ref": _ref,
+    "enum": _enum,
+    "properties": lambda v, rule, s: type(v) is not dict or all(_fits(v[k], sub) for k, sub in rule.items() if k in v),
+    "additionalProperties": _additional,
+    "propertyNames": lambda v, rule, s: type(v) is not dict or all(_fits(k, rule) for k in v),
+    "required": lambda v, rule, s: type(v) is not dict or all(k in v for k in rule),
+    "minProperties": lambda v, rule, s: type(v) is not dict or len(v) >= rule,
+    "anyOf": lambda v, rule, s: any(_fits(v, sub) for sub in rule),
+    "items": _items,
+    "minItems": lambda v, rule, s: type(v) is not list or len(v) >= rule,
+    "uniqueItems": _unique,
+    "pattern": lambda v, rule, s: type(v) is not str or bool(ecma_regex(rule).search(v)),
+    "minLength": lambda v, rule, s: type(v) is not str or len(v) >= rule,
+    "maxLength": lambda v, rule, s: type(v) is not str or len(v) <= rule,
+    "minimum": lambda v, rule, s: type(v) is not int or v >= rule,
+    "maximum": lambda v, rule, s: type(v) is not int or v <= rule,
+}
 
 
 def suggest(word: Any, choices: list[str]) -> str:

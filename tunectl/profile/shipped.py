@@ -11,7 +11,7 @@ the venv's and Debian's Python). Generated: do not edit.
 """
 
 # SHA-256 of the checker's files (library.CHECKER_SOURCES, in their order)
-CHECKER = 'f906ea67c78ed77deb38d240d8a12f621c4916559c1e176c10d1fcb9ce5c3383'
+CHECKER = 'df718d992aa7d877b7cebaf17861de2e226b1c13aea9cf1be3a8e8b48c933ce1'
 
 # SHA-256 of a shipped profile's bytes -> the checker's verdict on them (Document.verdict(): its warnings)
 VERDICTS: dict[str, dict] = {

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,23 @@ pytestmark = pytest.mark.root
 FILES = ["a", "b", "pipe", "node", "c"]
 
 
+@contextmanager
+def nodev_mount(mnt: Path, *source: str) -> Iterator[Callable[[str], None]]:
+    """`source` (mount's arguments before the mount point) mounted nodev at `mnt` (made here), and remount(options)
+    while it stands; unmounted however the caller ends (lazily when still busy)."""
+    mnt.mkdir()
+    subprocess.run(["mount", "-o", "nodev", *source, str(mnt)], check=True, capture_output=True)
+    try:
+        def remount(options: str) -> None:
+            subprocess.run(["mount", "-o", f"remount,{options}", str(mnt)], check=True, capture_output=True)
+
+        yield remount
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False, capture_output=True)
+        if os.path.ismount(mnt):  # still busy: detach it (a loop device then goes when it is let go)
+            subprocess.run(["umount", "-l", str(mnt)], check=False, capture_output=True)
+
+
 @pytest.fixture
 def mounted(tmp_path: Path):
     """(mount point, remount(options)) of a fresh ext4 on a flash loop device of its own, mounted nodev; the
@@ -31,18 +50,8 @@ def mounted(tmp_path: Path):
     with loop_devices(tmp_path, [{"rotational": 0, "size_mb": 32}]) as (name,):
         dev = f"/dev/{name}"
         subprocess.run(["mkfs.ext4", "-q", "-F", dev], check=True, capture_output=True)
-        mnt = tmp_path / "mnt"
-        mnt.mkdir()
-        subprocess.run(["mount", "-t", "ext4", "-o", "nodev", dev, str(mnt)], check=True, capture_output=True)
-        try:
-            def remount(options: str) -> None:
-                subprocess.run(["mount", "-o", f"remount,{options}", str(mnt)], check=True, capture_output=True)
-
-            yield mnt, remount
-        finally:
-            subprocess.run(["umount", str(mnt)], check=False, capture_output=True)
-            if os.path.ismount(mnt):  # still busy: detach it (the loop device then goes when it is let go)
-                subprocess.run(["umount", "-l", str(mnt)], check=False, capture_output=True)
+        with nodev_mount(tmp_path / "mnt", "-t", "ext4", dev) as remount:
+            yield tmp_path / "mnt", remount
 
 
 def _replay(lst: Path, watch: Opens) -> tuple[dict, list[str]]:

@@ -3,7 +3,9 @@ tunectl 74 times a CI run, at 5-18 s each (benchmarks/startup.py times each comm
 interpreter). The modules below were loaded by every write (secrets, for a temp file's name: OpenSSL's hashlib,
 hmac, random), by an apply or rollback switching two schedulers (concurrent.futures: logging, queue), by every
 command that starts a program (shutil.which: zlib, bz2, lzma), and by every command (tunectl.record declared its
-records by dataclasses, which imports inspect, ast, dis, tokenize)."""
+records by dataclasses, which imports inspect, ast, dis, tokenize). A first check of a profile in the plain YAML
+most profiles are written in loaded PyYAML and jsonschema (5-9 s of each VM group in its guest): CHECKER_LIBRARIES
+stay unloaded for a valid one, and load for a profile the schema refuses, whose diagnostics are jsonschema's."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from tunectl.system.runner import which
 
 NEVER = {"secrets", "hashlib", "_hashlib", "hmac", "random", "concurrent.futures", "logging", "shutil", "dataclasses",
          "inspect"}
+CHECKER_LIBRARIES = {"jsonschema", "referencing", "yaml"}
 PROFILE = """name: two
 classes:
   rotational: {scheduler: bfq, read_ahead_kb: 1024}
@@ -59,8 +62,9 @@ def test_apply_and_rollback_switching_two_schedulers_load_no_openssl_executor_no
     (tmp_path / "two.yaml").write_text(PROFILE)
     (tmp_path / "fstab").write_text("/dev/sda1 /srv/data ext4 defaults 0 2\n")
     profile = ["-p", str(tmp_path / "two.yaml")]
-    for argv in (("apply", *profile), ("rollback",)):  # the first checks the profile (jsonschema): its verdict kept
-        _imported(tree, tmp_path, *argv)
+    for argv in (("apply", *profile), ("rollback",)):  # the first checks the profile: its verdict kept
+        imported, _ = _imported(tree, tmp_path, *argv)
+        assert not (NEVER | CHECKER_LIBRARIES) & imported, (argv, (NEVER | CHECKER_LIBRARIES) & imported)
         _kernel_lines(tree)
     for argv in (("apply", *profile), ("rollback",)):
         imported, doc = _imported(tree, tmp_path, *argv)
@@ -70,6 +74,17 @@ def test_apply_and_rollback_switching_two_schedulers_load_no_openssl_executor_no
         _kernel_lines(tree)
     imported, doc = _imported(tree, tmp_path, "mounts", "fix", *profile, "--fstab", str(tmp_path / "fstab"))
     assert doc["changed"] and not NEVER & imported, NEVER & imported  # a write of the fstab
+
+
+def test_a_profile_the_schema_refuses_is_still_told_by_jsonschema(empty_fake_tree: FakeTree, tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text(PROFILE.replace("read_ahead_kb: 512", "read_ahead_kb: 99999"))
+    full = {"PATH": os.environ.get("PATH", ""), "PYTHONPROFILEIMPORTTIME": "1"}
+    result = run_process("--sysfs-root", str(empty_fake_tree.root), "--state-dir", str(tmp_path / "state"),
+                         "plan", "-p", str(tmp_path / "bad.yaml"), env=full)
+    assert result.code == 2, result.err
+    assert "99999 is out of range: allowed 0 to 65536 KiB" in result.err
+    imported = {line.rpartition("|")[2].strip() for line in result.lines if line.startswith("import time:")}
+    assert "jsonschema" in imported and "yaml" not in imported  # Debian 12's jsonschema 4.10 has no referencing
 
 
 @pytest.mark.skipif(shutil.which("parted") is None, reason="parted is not installed")
