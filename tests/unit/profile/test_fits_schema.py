@@ -24,7 +24,8 @@ from tests.unit.profile.test_profile_fuzz import (
 from tunectl.profile.schema import fits_schema, schema_validator
 from tunectl.profile.yaml_events import parse_yaml
 
-# Its verdicts rest on how jsonschema treats odd input: scripts/test runs it on Debian's own libraries too.
+# Its verdicts rest on how jsonschema treats odd input: scripts/test runs it on Debian's own libraries too. The
+# generated and mutated ones are slow, as test_profile_fuzz.py's are: scripts/test runs them (--slow), a quick loop does not.
 pytestmark = pytest.mark.libraries
 FUZZ = settings(max_examples=int(os.environ.get("TUNECTL_FUZZ_EXAMPLES", "150")), deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow])
@@ -69,12 +70,14 @@ def test_the_error_tests_profiles_and_test_data_are_decided_as_jsonschema_decide
     assert len(documents) > 30 and verdicts.count(False) > 15 and True in verdicts, (len(documents), verdicts)
 
 
+@pytest.mark.slow
 def test_mutated_texts_are_decided_as_jsonschema_decides() -> None:
     documents = _documents([text for _, text in _mutants()])
     verdicts = [assert_agrees(d) for d in documents]
     assert True in verdicts and False in verdicts
 
 
+@pytest.mark.slow
 @FUZZ
 @given(profile=valid_profiles())
 def test_generated_valid_profiles_fit(profile: dict) -> None:
@@ -104,12 +107,14 @@ def _one_leaf_changed(draw) -> object:
     return profile
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=_one_leaf_changed())
 def test_a_changed_value_or_key_is_decided_as_jsonschema_decides(data: object) -> None:
     assert_agrees(data)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.one_of(VALUES, st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=6)))
 def test_random_documents_are_decided_as_jsonschema_decides(data: object) -> None:
