@@ -996,8 +996,9 @@ def _why_not_streamed(disks: _Disks, first: Sequence[Entry], threads: int | None
         sample.reads = disks.reads(devices)
         sample.run(max(1, threads) if threads is not None else None, use_io_uring)
         if not sample.cached():
+            meanwhile = ", while the disk read" if sample.read_meanwhile else ""  # None: its count unknown
             why = (f"its first {counted(len(first), 'inode')} came at {sample.sample_rate:,.0f} stats/s, below "
-                   f"{FAST_STATS:,}/s, while the disk read: the disk seeks, so every inode is read ahead, in inode order, first")
+                   f"{FAST_STATS:,}/s{meanwhile}: the disk seeks, so every inode is read ahead, in inode order, first")
     return why, sample
 
 
