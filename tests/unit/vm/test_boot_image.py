@@ -92,6 +92,10 @@ def test_the_vm_kernels_boot_from_an_elf_with_a_pvh_entry(tmp_path: Path) -> Non
     if not kernels:
         pytest.skip("no VM kernel here (scripts/bootstrap --test)")
     for kernel in kernels:
+        made = kernel.vmlinuz.with_name(f"vmlinux-{kernel.release}")
+        if not made.is_file() and not os.access(kernel.vmlinuz.parent, os.W_OK):
+            pytest.skip(f"{made} is not made yet and {kernel.vmlinuz.parent} is not writable here (a VM boot as "
+                        "the cache's owner makes it)")
         image = machine.boot_image(kernel)
         assert image.name == f"vmlinux-{kernel.release}", image
         elf = image.read_bytes()
