@@ -367,10 +367,11 @@ def boot_image(kernel: Kernel) -> Path:
     tool = next((cmd for magic, cmd in _DECOMPRESSORS if payload.startswith(magic)), None)
     if tool is None or shutil.which(tool[0]) is None:
         return kernel.vmlinuz
-    # The payload ends in the decompressor's 4-byte size field, after the stream: xz and zstd may warn of it and
-    # exit non-zero after writing the whole stream, so the output is judged, not the exit code.
+    # The payload ends in the decompressor's 4-byte size field (the kernel's size_append: what it unpacks to), after
+    # the stream: xz and zstd may warn of it and exit non-zero after writing the whole stream, so the output is
+    # judged by that size, not by the exit code. A cut or damaged payload is never kept as the ELF.
     out = subprocess.run(tool, input=payload, capture_output=True, check=False).stdout
-    if not out.startswith(b"\x7fELF"):
+    if not out.startswith(b"\x7fELF") or len(out) != int.from_bytes(payload[-4:], "little"):
         return kernel.vmlinuz
     part = elf.with_name(f".{elf.name}.{os.getpid()}")
     try:

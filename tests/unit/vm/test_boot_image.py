@@ -35,7 +35,7 @@ def test_an_xz_kernel_boots_from_its_elf_made_once(tmp_path: Path) -> None:
     assert image == tmp_path / "boot" / "vmlinux-6.1.0-test-amd64" and image.read_bytes() == ELF
     image.write_bytes(ELF + b"kept")  # not made again while it is newer than the vmlinuz
     assert machine.boot_image(kernel).read_bytes() == ELF + b"kept"
-    os.utime(image, (1, 1))  # a vmlinuz newer than the ELF (a new package of the same release): made again
+    os.utime(image, (1, 1))  # a vmlinuz newer than the ELF: made again
     assert machine.boot_image(kernel).read_bytes() == ELF
     assert sorted(p.name for p in image.parent.iterdir()) == ["vmlinux-6.1.0-test-amd64", "vmlinuz-6.1.0-test-amd64"]
 
@@ -48,13 +48,15 @@ def test_a_zstd_kernel_boots_from_its_elf(tmp_path: Path) -> None:
 
 
 def test_a_kernel_boots_as_it_is_when_no_elf_can_be_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No setup header, a payload that is not xz or zstd, one that does not unpack to an ELF, a directory the ELF
+    """No setup header, a payload that is not xz or zstd, one that does not unpack to an ELF, one cut short (its
+    start unpacks to a partial ELF, shorter than the size field says), a directory the ELF
     cannot be written to, a missing vmlinuz: the vmlinuz as it is (vng says what is wrong with it), nothing left."""
     plain = tmp_path / "a" / "vmlinuz-x"
     plain.parent.mkdir()
     plain.write_bytes(b"\0" * 4096)
     cases = [machine.Kernel("x", plain), bzimage(tmp_path / "b" / "vmlinuz-x", b"\x1f\x8b gzip"),
              bzimage(tmp_path / "c" / "vmlinuz-x", lzma.compress(b"not an ELF", format=lzma.FORMAT_XZ)),
+             bzimage(tmp_path / "e" / "vmlinuz-x", lzma.compress(ELF, format=lzma.FORMAT_XZ)[:200]),  # cut short
              machine.Kernel("x", tmp_path / "none" / "vmlinuz-x")]
     for kernel in cases:
         assert machine.boot_image(kernel) == kernel.vmlinuz
