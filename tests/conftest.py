@@ -201,11 +201,18 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 def _tier_of(path: Path) -> str:
     """The --tier `path` belongs to: vm (tests/vm), host (the rest of tests/), '' (tests/ itself, or outside)."""
+    top = _directory_in_tests(path)
+    return "" if not top else "vm" if top == "vm" else "host"
+
+
+def _directory_in_tests(path: Path) -> str:
+    """The first name of `path` under tests/ (unit, root, package, vm, or a file of tests/ itself), '' for tests/
+    itself or a path outside it."""
     try:
         parts = Path(path).resolve().relative_to(TESTS).parts
     except ValueError:
         return ""
-    return "" if not parts else "vm" if parts[0] == "vm" else "host"
+    return parts[0] if parts else ""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -243,10 +250,7 @@ TESTS = Path(__file__).resolve().parent
 
 def _misplaced(item: pytest.Item) -> str:
     """Why `item` is in the wrong tier, or '' when it is where its root marker says."""
-    try:
-        tier = Path(item.path).resolve().relative_to(TESTS).parts[0]
-    except ValueError:
-        return ""
+    tier = _directory_in_tests(item.path)
     root = item.get_closest_marker("root") is not None
     if tier == "unit" and root:
         return "carries the root marker under tests/unit; move it to tests/root/<package>/"
