@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -51,6 +52,8 @@
 #endif
 #define RESOLVE_NO_MAGICLINKS_ 0x02
 #define RESOLVE_NO_SYMLINKS_ 0x04
+
+#define MIN_SPLIT 32  /* a span shorter than this is read by one issuer: a thread's start would cost more than it gains */
 
 typedef struct {
     PyObject *dir;        /* the current directory, as bytes (fs-encoded), NULL: none yet */
@@ -76,7 +79,9 @@ static int cleared(void) {
     return 1;
 }
 
-static int openat2_missing;  /* ENOSYS once: directory_of (which then walks or opens per file) decides from then on */
+/* ENOSYS once: directory_of (which then walks or opens per file) decides from then on (read and set by the issuers
+ * with the GIL released: atomically) */
+static int openat2_missing;
 
 /* tunectl.system.trust.ListedOpener.directory's decision, in C; keep the two the same (tests/unit/preload/
  * test_preload_directories.py compares them on good and hostile directories, tests/root/preload too on other
@@ -118,7 +123,7 @@ static int enter_directory(State *s, const char *bytes, Py_ssize_t slash, PyObje
         close(s->dir_fd);
     s->dir_fd = -1;
     s->own = 0;
-    if (own && !openat2_missing) {
+    if (own && !__atomic_load_n(&openat2_missing, __ATOMIC_RELAXED)) {
         char path[PATH_MAX];
         int fd = -1, look = 1, code = ENAMETOOLONG;
         if (slash < PATH_MAX) {
@@ -131,7 +136,7 @@ static int enter_directory(State *s, const char *bytes, Py_ssize_t slash, PyObje
             Py_END_ALLOW_THREADS
         }
         if (code == ENOSYS)
-            openat2_missing = 1;  /* ListedOpener meets it too, at this file, and says so to every other caller */
+            __atomic_store_n(&openat2_missing, 1, __ATOMIC_RELAXED);  /* ListedOpener meets it too, at this file, and says so to every other caller */
         else {
             s->dir = PyBytes_FromStringAndSize(bytes, slash);
             if (s->dir == NULL) {
@@ -199,23 +204,30 @@ static int enter_device(State *s, Py_ssize_t index, PyObject *devices, PyObject 
     return 1;
 }
 
-/* One listed file read, every check passed: 1; 0 to stop at it (nothing read, any descriptor closed). */
-static int read_one(const State *s, const char *name, int checked, int flags, unsigned long long inode,
-                    long long size, long long mtime_ns) {
+/* One listed file read from the directory `dir_fd` (its names looked at first: `look`), every check passed: 1; 0 to
+ * stop at it (nothing read, any descriptor closed). Never the GIL held. */
+static int read_file(int dir_fd, int look, unsigned long long devnum, const char *name, int checked, int flags,
+                     unsigned long long inode, long long size, long long mtime_ns) {
     struct stat st;
     int ok = 0;
-    Py_BEGIN_ALLOW_THREADS
-    if (!(s->look && checked != 1) ||
-        (fstatat(s->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))) {
-        int fd = openat(s->dir_fd, name, flags | O_CLOEXEC);
+    if (!(look && checked != 1) || (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))) {
+        int fd = openat(dir_fd, name, flags | O_CLOEXEC);
         if (fd >= 0) {
             if (fstat(fd, &st) == 0 && (unsigned long long)st.st_ino == inode && (long long)st.st_size == size &&
                 (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec == mtime_ns &&
-                (unsigned long long)st.st_dev == s->devnum && S_ISREG(st.st_mode))
+                (unsigned long long)st.st_dev == devnum && S_ISREG(st.st_mode))
                 ok = posix_fadvise(fd, 0, size, POSIX_FADV_WILLNEED) == 0;
             close(fd);
         }
     }
+    return ok;
+}
+
+static int read_one(const State *s, const char *name, int checked, int flags, unsigned long long inode,
+                    long long size, long long mtime_ns) {
+    int ok;
+    Py_BEGIN_ALLOW_THREADS
+    ok = read_file(s->dir_fd, s->look, s->devnum, name, checked, flags, inode, size, mtime_ns);
     Py_END_ALLOW_THREADS
     return ok;
 }
@@ -236,16 +248,108 @@ static unsigned long long u64(const char *column, Py_ssize_t i) {
     return v;
 }
 
+/* A file of a span planned for the issuers (issue_span): its path (fs-encoded, kept by the plan), where its last '/'
+ * is, what it must be (the list's inode, size, mtime_ns, its device's number), its index in the list and its listed
+ * mark (0: passed over); `read` set by the issuer that read it. */
+typedef struct {
+    const char *path;
+    Py_ssize_t slash;
+    unsigned long long inode, devnum;
+    long long size, mtime_ns;
+    Py_ssize_t index;
+    int checked, read;
+} Planned;
+
+/* One issuer's part of a plan: files[from:to]; `stop`, once it ran, the first position it did not read (`to`: none) */
+typedef struct {
+    Planned *files;
+    Py_ssize_t from, to, stop;
+    int flags;
+} Share;
+
+/* An issuer: its part's files read in order, as issue() reads them, until the first it does not read (a directory
+ * that fails, a file that is not the listed one, any failed call): the Python loop decides that one. Its own
+ * directory descriptor per run of files in one directory (decide_directory). Never the GIL held. */
+static void *issue_share(void *arg) {
+    Share *w = arg;
+    char dir[PATH_MAX];
+    Py_ssize_t dir_len = -1, k = w->from;
+    int dir_fd = -1, look = 1;
+    for (; k < w->to; k++) {
+        Planned *f = &w->files[k];
+        if (!f->checked)
+            continue;
+        if (dir_len != f->slash || memcmp(dir, f->path, f->slash) != 0) {
+            if (dir_fd >= 0)
+                close(dir_fd);
+            dir_fd = -1;
+            dir_len = -1;
+            if (f->slash >= PATH_MAX || __atomic_load_n(&openat2_missing, __ATOMIC_RELAXED))
+                break;
+            memcpy(dir, f->path, f->slash);
+            dir[f->slash] = '\0';
+            int code = decide_directory(f->slash ? dir : "/", &dir_fd, &look);
+            if (code == ENOSYS)
+                __atomic_store_n(&openat2_missing, 1, __ATOMIC_RELAXED);
+            if (code != 0 || dir_fd < 0) {
+                dir_fd = -1;
+                break;
+            }
+            dir_len = f->slash;
+        }
+        if (!read_file(dir_fd, look, f->devnum, f->path + f->slash + 1, f->checked, w->flags, f->inode, f->size,
+                       f->mtime_ns))
+            break;
+        f->read = 1;
+    }
+    if (dir_fd >= 0)
+        close(dir_fd);
+    w->stop = k;
+    return NULL;
+}
+
+/* The files of a plan (n of them, order[start:start + n]) read by two issuers at once, the GIL released for the whole
+ * span: the first half by this thread, the second by another (both halves by this one, in order, when no thread
+ * starts). The answer is one issuer's: (stop, files, bytes), the stop the lowest position an issuer stopped at (the
+ * first half's when it stopped, else the second's). A file the second issuer read past that stop was read: it is
+ * counted here, in files and bytes, and its listed mark set to 0 ("read": neither this pass, called again from past
+ * the stop, nor the Python loop takes it again), so the replay's counts, the files it reads and the files it hands
+ * back, in order, are one issuer's. */
+static PyObject *issue_span(Planned *plan, Py_ssize_t n, Py_ssize_t start, char *marks, int flags) {
+    Py_ssize_t mid = n / 2;
+    Share a = {plan, 0, mid, mid, flags}, b = {plan, mid, n, mid, flags};
+    Py_BEGIN_ALLOW_THREADS
+    pthread_t other;
+    int started = mid > 0 && pthread_create(&other, NULL, issue_share, &b) == 0;
+    issue_share(&a);
+    if (started)
+        pthread_join(other, NULL);
+    else if (a.stop == mid)
+        issue_share(&b);
+    Py_END_ALLOW_THREADS
+    Py_ssize_t stop = a.stop < mid ? a.stop : b.stop;
+    long long files = 0, issued = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (!plan[k].read)
+            continue;
+        files++;
+        issued += plan[k].size;
+        if (k > stop)
+            marks[plan[k].index] = 0;
+    }
+    return Py_BuildValue("nLL", start + stop, files, issued);
+}
+
 static PyObject *issue(PyObject *self, PyObject *args) {
     PyObject *paths, *devices, *index_col, *inode_col, *size_col, *mtime_col, *count_col, *first_col, *offset_col;
     PyObject *length_col, *order, *listed, *directory_of, *devnums, *windows;
     Py_ssize_t base, start, end;
-    int flags, own = 0;
+    int flags, own = 0, issuers = 1;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!O!SSSSSOnSSOYnnOO!O!i|p", &PyList_Type, &paths, &PyList_Type, &devices,
+    if (!PyArg_ParseTuple(args, "O!O!SSSSSOnSSOYnnOO!O!i|pi", &PyList_Type, &paths, &PyList_Type, &devices,
                           &index_col, &inode_col, &size_col, &mtime_col, &count_col, &first_col, &base, &offset_col,
                           &length_col, &order, &listed, &start, &end, &directory_of, &PyDict_Type, &devnums,
-                          &PyDict_Type, &windows, &flags, &own))
+                          &PyDict_Type, &windows, &flags, &own, &issuers))
         return NULL;
     Py_ssize_t n = PyList_Size(paths);
     if (first_col != Py_None && !PyBytes_Check(first_col)) {
@@ -272,6 +376,16 @@ static PyObject *issue(PyObject *self, PyObject *args) {
     long long files = 0, issued = 0;
     Py_ssize_t k = start;
     int failed = 0;
+    /* two issuers: the span planned here, with the GIL, up to the first file that is not the clean case (every test
+     * but the directory's and the file's own, which the issuers make), then read by issue_span */
+    int split = issuers > 1 && own && !__atomic_load_n(&openat2_missing, __ATOMIC_RELAXED) && end - start >= MIN_SPLIT;
+    Planned *plan = split ? PyMem_Calloc((size_t)(end - start), sizeof *plan) : NULL;
+    PyObject *held = split ? PyList_New(0) : NULL;  /* the plan's paths, fs-encoded */
+    if (split && (plan == NULL || held == NULL)) {
+        PyMem_Free(plan);
+        Py_XDECREF(held);
+        return PyErr_NoMemory();
+    }
     for (; k < end; k++) {
         PyObject *at = PySequence_GetItem(order, k);
         if (at == NULL) {
@@ -309,13 +423,20 @@ static PyObject *issue(PyObject *self, PyObject *args) {
             const char *last = strrchr(p, '/');
             int found = -1;
             if (last != NULL && (Py_ssize_t)strlen(p) == PyBytes_Size(bytes) && last[1] != '\0') {  /* no NUL */
-                found = enter_directory(&s, p, last - p, directory_of, own);
+                found = split ? 1 : enter_directory(&s, p, last - p, directory_of, own);
                 if (found > 0)
                     found = enter_device(&s, (Py_ssize_t)device, devices, devnums, windows);
                 /* the clean case: one range, the whole file, no larger than the device's window */
                 if (found > 0)
                     found = whole && size <= (unsigned long long)LLONG_MAX && (long long)size <= s.window;
-                if (found > 0 && read_one(&s, last + 1, checked, flags, inode, (long long)size, mtime_ns)) {
+                if (found > 0 && split) {  /* planned: read by an issuer */
+                    Planned f = {p, last - p, inode, s.devnum, (long long)size, mtime_ns, i, checked, 0};
+                    plan[k - start] = f;
+                    if (PyList_Append(held, bytes) == 0)
+                        done = 1;
+                    else
+                        found = -1;
+                } else if (found > 0 && read_one(&s, last + 1, checked, flags, inode, (long long)size, mtime_ns)) {
                     files++;
                     issued += (long long)size;
                     done = 1;
@@ -331,9 +452,12 @@ static PyObject *issue(PyObject *self, PyObject *args) {
     Py_XDECREF(s.dir);
     if (s.own && s.dir_fd >= 0)
         close(s.dir_fd);
-    if (failed && PyErr_Occurred())
-        return NULL;
-    return Py_BuildValue("nLL", k, files, issued);
+    PyObject *result = failed && PyErr_Occurred() ? NULL
+                       : split ? issue_span(plan, k - start, start, (char *)marks, flags)
+                       : Py_BuildValue("nLL", k, files, issued);
+    PyMem_Free(plan);
+    Py_XDECREF(held);
+    return result;
 }
 
 /* directory(path) -> (fd, look): decide_directory for one directory, as ListedOpener.directory answers: (-1, True)
