@@ -2,7 +2,7 @@
  * without a Python frame, a stat_result or an exception per file.
  *
  * issue(paths, devices, device, inode, size, mtime_ns, count, first, base, offset, length, order, listed, start,
- *       end, directory_of, devnums, windows, flags[, own]) -> (stop, files, bytes)
+ *       end, directory_of, devnums, windows, flags[, own[, issuers]]) -> (stop, files, bytes)
  *
  * Reads a list's columns as they are (tunectl.preload.replay.pass_columns, columns.Chunk.pass_columns): `paths`
  * (str) and `devices` (MAJ:MIN) lists, and bytes of native numbers, one per path: device (u32, an index into
@@ -29,6 +29,8 @@
  * descriptors running out, and opens the file again itself), then calls here again from the next. So every
  * outcome but "read" is decided, and worded, in one place. A file stopped at after its open was closed first.
  * `end` is at most the next file where the Python side asks its pressure guard and counts progress (every 256).
+ * `issuers` 2 (a replay on flash, with `own`): the span is planned first, with the GIL, then read by two threads at
+ * once, half each, with the GIL released for the whole span, and answered as one issuer would (issue_span).
  *
  * Built with the limited API (abi3): one .so for every CPython from 3.9. Root imports it from the package
  * directory, which it trusts as it trusts the .py files beside it (installed by root, not writable by others).
@@ -315,18 +317,22 @@ static void *issue_share(void *arg) {
  * counted here, in files and bytes, and its listed mark set to 0 ("read": neither this pass, called again from past
  * the stop, nor the Python loop takes it again), so the replay's counts, the files it reads and the files it hands
  * back, in order, are one issuer's. */
+static long long spans_split;  /* spans a second issuer read part of (split()), under the GIL */
+
 static PyObject *issue_span(Planned *plan, Py_ssize_t n, Py_ssize_t start, char *marks, int flags) {
     Py_ssize_t mid = n / 2;
     Share a = {plan, 0, mid, mid, flags}, b = {plan, mid, n, mid, flags};
+    int started;
     Py_BEGIN_ALLOW_THREADS
     pthread_t other;
-    int started = mid > 0 && pthread_create(&other, NULL, issue_share, &b) == 0;
+    started = mid > 0 && pthread_create(&other, NULL, issue_share, &b) == 0;
     issue_share(&a);
     if (started)
         pthread_join(other, NULL);
     else if (a.stop == mid)
         issue_share(&b);
     Py_END_ALLOW_THREADS
+    spans_split += started;
     Py_ssize_t stop = a.stop < mid ? a.stop : b.stop;
     long long files = 0, issued = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
@@ -481,12 +487,20 @@ static PyObject *directory(PyObject *self, PyObject *args) {
     return Py_BuildValue("(iO)", fd, look ? Py_True : Py_False);
 }
 
+/* split() -> the spans of issue() read by two issuers at once since the module was loaded (tests, -v) */
+static PyObject *split(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+    return PyLong_FromLongLong(spans_split);
+}
+
 static PyMethodDef methods[] = {
+    {"split", split, METH_NOARGS, "split() -> the spans of issue() read by two issuers at once so far"},
     {"directory", directory, METH_VARARGS,
      "directory(path) -> (fd, look)\nListedOpener.directory's decision, made here (the replay's own, see issue)."},
     {"issue", issue, METH_VARARGS,
      "issue(paths, devices, device, inode, size, mtime_ns, count, first, base, offset, length, order, listed, start,"
-     " end, directory_of, devnums, windows, flags[, own]) -> (stop, files, bytes)\n"
+     " end, directory_of, devnums, windows, flags[, own[, issuers]]) -> (stop, files, bytes)\n"
      "The data pass's clean case over order[start:end]; stops at the first file it leaves to the Python loop."},
     {NULL, NULL, 0, NULL},
 };

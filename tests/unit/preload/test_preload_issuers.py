@@ -1,0 +1,139 @@
+"""Two issuing threads in the compiled data pass (#30): on flash a span of files between two asks of the memory guard
+is read by two threads at once, half each; on a disk that may seek, one thread keeps the physical order.
+
+The answer must be one issuer's: the same files read, the same files handed back to the Python loop (which words
+each skip), in the same order, the same counts; a file the second issuer read past the first issuer's stop is
+counted once and not taken again (its listed mark set to 0).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.harness import run_cli
+from tests.preload_helpers import need_datapass
+from tests.unit.preload.test_preload_datapass import WINDOW, as_chunk, entry_of
+from tests.unit.preload.test_preload_datapass import tree as tree  # noqa: PLC0414 (the fixture, by its name)
+from tunectl.preload import replay as replay_module
+from tunectl.preload.listfile import write_list
+from tunectl.preload.skip import Skip
+from tunectl.system.trust import ListedOpener
+
+COMPILED = replay_module._datapass
+
+
+@pytest.fixture(autouse=True)
+def built() -> None:
+    need_datapass(COMPILED, dict(os.environ))
+
+
+class Guard:
+    """A memory guard that says stop at its `at`-th ask (every 256 files)."""
+
+    def __init__(self, at: int) -> None:
+        self.asks, self.at, self.share, self.limit = 0, at, 0.0, 0.1
+
+    def stop(self, now: float) -> bool:
+        self.asks += 1
+        return self.asks >= self.at
+
+
+def data_pass(monkeypatch: pytest.MonkeyPatch, entries, listed: bytes, issuers: int, compiled: bool = True,
+              guard: Guard | None = None) -> tuple[int, int, list[Skip], bool, bytearray]:
+    """One data pass over `entries` in the list's order: (files, bytes, skips in the order handed back, stopped,
+    the listed marks after it)."""
+    monkeypatch.setattr(replay_module, "_datapass", COMPILED if compiled else None)
+    devices = {e.device for e in entries}
+    devnums = {d: os.makedev(*map(int, d.split(":"))) for d in devices}
+    skipped: list[Skip] = []
+    marks = bytearray(listed)
+    with ListedOpener() as opener:
+        files, issued, stopped = replay_module._issue_with(
+            opener, entries, range(len(entries)), marks, dict.fromkeys(devices, WINDOW), devnums, None, skipped,
+            guard, issuers)
+    return files, issued, skipped, stopped, marks
+
+
+def test_two_issuers_read_and_hand_back_exactly_what_one_does(tree, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tree's stops fall in both halves of a span (a changed file, a named pipe, a vanished one at 300-304 in
+    the first half of 256-510; a name too long at 400 and a directory gone at 450 in its second; a directory
+    reached through a link at 520): the second issuer has read files past the first one's stop."""
+    entries, listed, expected = tree
+    before = COMPILED.split()
+    one = data_pass(monkeypatch, entries, listed, 1)
+    assert COMPILED.split() == before  # one issuer: no span split
+    two = data_pass(monkeypatch, entries, listed, 2)
+    assert COMPILED.split() > before  # two issuers ran
+    assert two[:4] == one[:4]  # files, bytes, the skips in the order handed back, not stopped
+    assert two[:4] == data_pass(monkeypatch, entries, listed, 1, compiled=False)[:4]
+    assert two[:4] == data_pass(monkeypatch, as_chunk(entries), listed, 2)[:4]  # from a list's columns
+    assert [s.path for s in two[2]] == [e.path for e in entries if e.path in expected]
+    # read past a stop by the second issuer (e.g. from 383, the second half of 256-510, while the first stopped at
+    # 300): counted once, marked not to be taken again; never a file handed back
+    taken = [n for n, (was, now) in enumerate(zip(listed, two[4])) if was and not now]
+    assert any(300 < n < 400 for n in taken) and not {entries[n].path for n in taken} & expected.keys(), taken
+    assert one[4] == bytearray(listed)  # one issuer leaves the marks as they were
+
+
+def test_the_memory_guard_stops_two_issuers_where_it_stops_one(tree, monkeypatch: pytest.MonkeyPatch) -> None:
+    entries, listed, _ = tree
+    one = data_pass(monkeypatch, entries, listed, 1, guard=Guard(2))
+    two = data_pass(monkeypatch, entries, listed, 2, guard=Guard(2))
+    assert one[3] and two[:4] == one[:4]
+    assert one[0] < 512 - 5  # the files from the guard's second ask on were not read
+
+
+FILES = 1500
+
+
+@pytest.fixture
+def listed_files(tmp_path: Path) -> Path:
+    data = tmp_path / "data"
+    data.mkdir()
+    entries = []
+    for i in range(FILES):
+        p = data / f"f{i:04d}"
+        p.write_bytes(b"x" * 100)
+        entries.append(entry_of(p)._replace(physical=4096 * (i + 1)))
+    write_list(str(tmp_path / "l.list"), entries)
+    return tmp_path / "l.list"
+
+
+@pytest.mark.parametrize("rotational, cpus, issuers, said", [
+    (False, 2, 2, "2 issuing threads: non-rotational"),
+    (True, 2, 1, "1 issuing thread: the disk may seek, one keeps the physical order"),
+    (None, 2, 1, "1 issuing thread: the disk may seek"),
+    (False, 1, 1, "1 issuing thread: one CPU online"),
+])
+def test_flash_gets_two_issuers_and_a_rotational_stack_one(
+        listed_files: Path, monkeypatch: pytest.MonkeyPatch, rotational: bool | None, cpus: int, issuers: int,
+        said: str) -> None:
+    monkeypatch.setattr(replay_module, "read_stack",
+                        lambda sysfs, d: replay_module.Stack(d, rotational, 64, 128 << 10, None))
+    monkeypatch.setattr(replay_module, "FAST_STATS", 0)  # the inode sample says cached: the list streams
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)))
+    asked: list[int] = []
+    real = replay_module._issue_with
+
+    def spy(*args, **kwargs) -> tuple[int, int, bool]:  # noqa: ANN002, ANN003
+        asked.append(args[9] if len(args) > 9 else kwargs.get("issuers", 1))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(replay_module, "_issue_with", spy)
+    before = COMPILED.split()
+    r = run_cli("preload", "replay", str(listed_files), "-v")
+    assert r.code == 0 and f"{FILES} files" in r.out, r.out
+    assert asked and set(asked) == {issuers}
+    assert said in r.out, r.out
+    assert (COMPILED.split() > before) == (issuers == 2)
+
+
+def test_the_python_loop_stays_one_thread(listed_files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(replay_module, "read_stack",
+                        lambda sysfs, d: replay_module.Stack(d, False, 64, 128 << 10, None))
+    monkeypatch.setattr(replay_module, "_datapass", None)
+    r = run_cli("preload", "replay", str(listed_files), "-v")
+    assert r.code == 0 and "1 issuing thread: the files read by the Python loop" in r.out, r.out
