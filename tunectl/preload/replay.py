@@ -69,9 +69,10 @@ MAX_THREADS = 256  # --threads beyond this: Python threads only pass the GIL aro
 # The compiled pass opens and judges a run's directory itself (_datapass.c decide_directory, ListedOpener.directory's
 # rule): False, it asks ListedOpener (tests that fake what a directory's file system says set it so)
 DIRECTORIES_COMPILED = True
-# Threads that issue a batch's reads on flash (its order the list's own), from the compiled pass: each takes half of
-# every span between two asks of the memory guard. Measured cold on this project's virtio disk (/usr/share, 53,625
-# files, the per-file calls in C, load <= 1): one 1.25 s to drained, two 0.93 s, three 0.90, four 0.92.
+# Threads that issue a batch's reads on flash (its order the list's own), from the compiled pass: each takes every
+# other block of 16 files of a span between two asks of the memory guard (_datapass.c issue_span). Measured cold on
+# this project's virtio disk (/usr/share, 53,625 files, 2 CPUs): the per-file calls in C alone, one thread 1.25 s to
+# drained, two 0.93, three 0.90, four 0.92; a whole replay made to issue from two, 0.82x one's wall (blocks of 16).
 ISSUERS = 2
 FIRST_CHUNK = 512  # a streamed list's first entries: checked (their inodes timed where the disk may seek) first
 STREAM_CHUNK = 4096  # then entries checked at a time, each chunk's files read as soon as it is checked

@@ -1,5 +1,6 @@
 """Two issuing threads in the compiled data pass (#30): on flash a span of files between two asks of the memory guard
-is read by two threads at once, half each; on a disk that may seek, one thread keeps the physical order.
+is read by two threads at once, blocks of 16 files in turn; on a disk that may seek, one thread keeps the physical
+order.
 
 The answer must be one issuer's: the same files read, the same files handed back to the Python loop (which words
 each skip), in the same order, the same counts; a file the second issuer read past the first issuer's stop is
@@ -58,9 +59,10 @@ def data_pass(monkeypatch: pytest.MonkeyPatch, entries, listed: bytes, issuers: 
 
 
 def test_two_issuers_read_and_hand_back_exactly_what_one_does(tree, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The tree's stops fall in both halves of a span (a changed file, a named pipe, a vanished one at 300-304 in
-    the first half of 256-510; a name too long at 400 and a directory gone at 450 in its second; a directory
-    reached through a link at 520): the second issuer has read files past the first one's stop."""
+    """The tree's stops fall in both issuers' blocks of a span (in 256-510: a changed file, a named pipe, a vanished
+    one at 300-303 in the first's, a device or unreadable one at 304 and a name too long at 400 in the second's, a
+    directory gone at 450 in the first's; a directory reached through a link at 520): one issuer has read files past
+    the other one's stop."""
     entries, listed, expected = tree
     before = COMPILED.split()
     one = data_pass(monkeypatch, entries, listed, 1)
@@ -71,8 +73,8 @@ def test_two_issuers_read_and_hand_back_exactly_what_one_does(tree, monkeypatch:
     assert two[:4] == data_pass(monkeypatch, entries, listed, 1, compiled=False)[:4]
     assert two[:4] == data_pass(monkeypatch, as_chunk(entries), listed, 2)[:4]  # from a list's columns
     assert [s.path for s in two[2]] == [e.path for e in entries if e.path in expected]
-    # read past a stop by the second issuer (e.g. from 383, the second half of 256-510, while the first stopped at
-    # 300): counted once, marked not to be taken again; never a file handed back
+    # read past a stop by one issuer (e.g. after 304, while the other stopped at 300): counted once, marked not to be
+    # taken again; never a file handed back
     taken = [n for n, (was, now) in enumerate(zip(listed, two[4])) if was and not now]
     assert any(300 < n < 400 for n in taken) and not {entries[n].path for n in taken} & expected.keys(), taken
     assert one[4] == bytearray(listed)  # one issuer leaves the marks as they were
