@@ -253,7 +253,7 @@ static unsigned long long u64(const char *column, Py_ssize_t i) {
 
 /* A file of a span planned for the issuers (issue_span): its path (fs-encoded, kept by the plan), where its last '/'
  * is, what it must be (the list's inode, size, mtime_ns, its device's number), its index in the list and its listed
- * mark (0: passed over); `read` set by the issuer that read it. */
+ * mark (0: passed over); `read` 1 set by the issuer that read it, 2 read by an earlier span (READ_AHEAD). */
 typedef struct {
     const char *path;
     Py_ssize_t slash;
@@ -272,6 +272,7 @@ typedef struct {
 } Share;
 
 #define BLOCK 16
+#define READ_AHEAD 3  /* a listed mark: read by an issuer past an earlier stop (issue_span), counted when reached */
 
 /* An issuer: its part's files read in order, as issue() reads them, until the first it does not read (a directory
  * that fails, a file that is not the listed one, any failed call): the Python loop decides that one. Its own
@@ -320,12 +321,14 @@ static void *issue_share(void *arg) {
  * other and still merge: halves (128 files apart) made the replay 1.36x slower on this project's virtio disk, blocks
  * of 16 0.82x (cold /usr/share, physical order, 2 CPUs). The answer is one issuer's: (stop, files, bytes), the stop
  * the lowest position an issuer stopped at (every position before it was read by one of them). A file an issuer read
- * past that stop was read: it is counted here, in files and bytes, and its listed mark set to 0 ("read": neither
- * this pass, called again from past the stop, nor the Python loop takes it again), so the replay's counts, the files
- * it reads and the files it hands back, in order, are one issuer's. */
+ * past that stop was read: its listed mark is set to READ_AHEAD, and it is counted (files, bytes), never opened again,
+ * when this pass, called again from past the stop, or the Python loop reaches it, as one issuer would count it then.
+ * So the replay's counts at every point (a stop the Python loop makes at that file counts what one issuer read), the
+ * files it reads and the files it hands back, in order, are one issuer's; only the reads are sent sooner. */
 static long long spans_split;  /* spans a second issuer read part of (split()), under the GIL */
 
-static PyObject *issue_span(Planned *plan, Py_ssize_t n, Py_ssize_t start, char *marks, int flags) {
+static PyObject *issue_span(Planned *plan, Py_ssize_t n, Py_ssize_t start, char *marks, int flags, long long files,
+                            long long issued) {
     Share a = {plan, 0, n, n, flags}, b = {plan, BLOCK, n, n, flags};
     int started;
     Py_BEGIN_ALLOW_THREADS
@@ -339,14 +342,12 @@ static PyObject *issue_span(Planned *plan, Py_ssize_t n, Py_ssize_t start, char 
     Py_END_ALLOW_THREADS
     spans_split += started;
     Py_ssize_t stop = a.stop < b.stop ? a.stop : b.stop;
-    long long files = 0, issued = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
-        if (!plan[k].read)
-            continue;
-        files++;
-        issued += plan[k].size;
-        if (k > stop)
-            marks[plan[k].index] = 0;
+        if (plan[k].read && k < stop) {
+            files++;
+            issued += plan[k].size;
+        } else if (plan[k].read == 1)
+            marks[plan[k].index] = READ_AHEAD;
     }
     return Py_BuildValue("nLL", start + stop, files, issued);
 }
@@ -412,6 +413,16 @@ static PyObject *issue(PyObject *self, PyObject *args) {
         int checked = marks[i];
         if (!checked)
             continue;
+        if (checked == READ_AHEAD) {  /* read by an issuer past an earlier stop: counted here, where one issuer reads */
+            if (split) {  /* (planned as read: counted by issue_span if the issuers' stop is past it) */
+                plan[k - start].read = 2;
+                plan[k - start].size = (long long)u64(sizes, i);
+            } else {
+                files++;
+                issued += (long long)u64(sizes, i);
+            }
+            continue;
+        }
         PyObject *path = PyList_GetItem(paths, i);  /* borrowed */
         unsigned long long inode = u64(inodes, i), size = u64(sizes, i);
         long long mtime_ns = (long long)u64(mtimes, i);
@@ -464,7 +475,7 @@ static PyObject *issue(PyObject *self, PyObject *args) {
     if (s.own && s.dir_fd >= 0)
         close(s.dir_fd);
     PyObject *result = failed && PyErr_Occurred() ? NULL
-                       : split ? issue_span(plan, k - start, start, (char *)marks, flags)
+                       : split ? issue_span(plan, k - start, start, (char *)marks, flags, files, issued)
                        : Py_BuildValue("nLL", k, files, issued);
     PyMem_Free(plan);
     Py_XDECREF(held);

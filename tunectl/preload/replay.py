@@ -74,6 +74,7 @@ DIRECTORIES_COMPILED = True
 # this project's virtio disk (/usr/share, 53,625 files, 2 CPUs): the per-file calls in C alone, one thread 1.25 s to
 # drained, two 0.93, three 0.90, four 0.92; a whole replay made to issue from two, 0.82x one's wall (blocks of 16).
 ISSUERS = 2
+READ_AHEAD = 3  # a listed mark the compiled pass sets: read by an issuer past the other's stop (_datapass.c)
 FIRST_CHUNK = 512  # a streamed list's first entries: checked (their inodes timed where the disk may seek) first
 STREAM_CHUNK = 4096  # then entries checked at a time, each chunk's files read as soon as it is checked
 
@@ -108,6 +109,7 @@ class ReplayReport(Report):
         self.list_why = ""  # why the list was read that way (-v)
         self.columns: ColumnsRead | None = None  # whether the entries came from LIST.cols, and why not
         self.data_pass = "compiled" if _datapass is not None else "Python"  # what read the files (-v)
+        self.spans_split = 0  # spans of the data pass (up to 255 files) that two threads issued at once (-v)
 
     @property
     def throughput(self) -> float:
@@ -576,8 +578,8 @@ def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, w
 
 
 def issuers_for(how: str, walk: bool = False) -> tuple[int, str]:
-    """How many threads issue a batch's reads in the order `how`, and why (-v): two (ISSUERS, at most one per online
-    CPU) on flash, where the compiled pass reads the files and decides their directories itself: while one waits
+    """How many threads issue a batch's reads in the order `how`, and why (-v): two (ISSUERS, at most one per CPU
+    this process may use) on flash, where the compiled pass reads the files and decides their directories itself: while one waits
     for a cold inode or directory the other keeps the device's queue full; one on a disk that may seek (its physical
     order is the point there), in the Python loop, and where directories are walked (the small-list path)."""
     if how != "list":
@@ -587,9 +589,10 @@ def issuers_for(how: str, walk: bool = False) -> tuple[int, str]:
             "1 issuing thread: its directories decided by Python"
     cpus = len(os.sched_getaffinity(0))
     if min(ISSUERS, cpus) < 2:
-        return 1, "1 issuing thread: one CPU online"
+        return 1, "1 issuing thread: one CPU usable"
     n = min(ISSUERS, cpus)
-    return n, f"{n} issuing threads: non-rotational, the list's order from {n} threads at once keeps its queue fuller"
+    return n, (f"up to {n} issuing threads: non-rotational, the list's order from {n} threads at once keeps its "
+               "queue fuller")
 
 
 def _not_opened(path: str, e: Untrusted | OSError, name: str = "", dir_fd: int = -1, looked: bool = True) -> Skip:
@@ -686,7 +689,7 @@ def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums,
         if compiled is not None and n % 256 != 255:
             # The clean case, compiled, up to the next file where the guard is asked (n counts from 0 here): it
             # stops at the first file it leaves to this loop (anything but "read": see _datapass.c), at `stop`. With
-            # two issuers a file read past `stop` is counted in `f` and `b` and its listed mark set to 0: not again
+            # two issuers a file read past `stop` is marked READ_AHEAD: counted when reached, never opened again
             stop, f, b = compiled(*columns, order_, listed, n, min(total, n | 255), directory_of, devnums,
                                   windows, flags, own, issuers)
             files, issued, n = files + f, issued + b, stop
@@ -702,6 +705,9 @@ def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums,
                 return files, issued, True
         checked = listed[i]
         if not checked:
+            continue
+        if checked == READ_AHEAD:  # read past an earlier stop by the compiled pass's other issuer: counted where one
+            files, issued = files + 1, issued + entries[i][3]  # issuer reads it (a clean whole file: its size)
             continue
         # checked: 1, the inode pass found the listed file; 2, not looked at yet
         path, device, inode, size, mtime_ns, ranges, _ = entry = entries[i]
@@ -841,6 +847,7 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
     for the reads. `progress` counts every file twice."""
     started = time.monotonic()
     read_before = _own_read_bytes()
+    split_before = _datapass.split() if _datapass is not None else 0
     report = ReplayReport(list_path)
     report.settle_timeout = settle_timeout
     disks = _Disks(sysfs)
@@ -876,6 +883,7 @@ def replay(sysfs: Sysfs, plist: PreloadList | Iterable[Sequence[Entry]], list_pa
         settled = _settle(sysfs, disks, read_before, settle_timeout)
         raise stop.error(report.already_read(settled)) from None
     report.order = orders.pop() if len(orders) == 1 else "mixed" if orders else "physical"
+    report.spans_split = _datapass.split() - split_before if _datapass is not None else 0
     report.skipped.sort(key=lambda s: s.path)
     report.issue_seconds = time.monotonic() - started
     report.settled = _settle(sysfs, disks, read_before, settle_timeout)

@@ -91,6 +91,9 @@ def replayed(report, paint: bool = False) -> list[str]:
                   for device, how in sorted(report.methods.items())]
         if report.list_why:
             lines.append(f"list {'streamed' if report.list_read == 'streamed' else 'read whole'}: {report.list_why}")
+        if report.spans_split:
+            lines.append(f"data pass: {counted(report.spans_split, 'span')} of up to 255 files issued by two threads "
+                         "at once")
         lines += columns_used(report.list_path, report.columns)
         meta = report.metadata
         if meta is not None:

@@ -73,11 +73,41 @@ def test_two_issuers_read_and_hand_back_exactly_what_one_does(tree, monkeypatch:
     assert two[:4] == data_pass(monkeypatch, entries, listed, 1, compiled=False)[:4]
     assert two[:4] == data_pass(monkeypatch, as_chunk(entries), listed, 2)[:4]  # from a list's columns
     assert [s.path for s in two[2]] == [e.path for e in entries if e.path in expected]
-    # read past a stop by one issuer (e.g. after 304, while the other stopped at 300): counted once, marked not to be
-    # taken again; never a file handed back
-    taken = [n for n, (was, now) in enumerate(zip(listed, two[4])) if was and not now]
+    # read past a stop by one issuer (e.g. after 304, while the other stopped at 300): marked, counted once when the
+    # pass reaches it, never opened again; never a file handed back
+    taken = [n for n, mark in enumerate(two[4]) if mark == replay_module.READ_AHEAD]
     assert any(300 < n < 400 for n in taken) and not {entries[n].path for n in taken} & expected.keys(), taken
     assert one[4] == bytearray(listed)  # one issuer leaves the marks as they were
+
+
+def test_a_stop_that_ends_the_replay_counts_what_one_issuer_read(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled pass stops at f010 (changed); the Python loop meets no descriptor there, twice, and the replay
+    stops: what it says was sent is what one issuer had read (f000-f009), not the other issuer's reads past it."""
+    import errno
+
+    entries = []
+    for n in range(100):
+        (tmp_path / f"f{n:03}").write_bytes(b"x" * 100)
+        entries.append(entry_of(tmp_path / f"f{n:03}"))
+    entries[10] = entries[10]._replace(mtime_ns=entries[10].mtime_ns + 1)
+
+    def no_descriptor(path: str) -> OSError:
+        return OSError(errno.EMFILE, os.strerror(errno.EMFILE), path)
+
+    real_open, real_listed = os.open, ListedOpener.open
+    monkeypatch.setattr(os, "open", lambda p, *a, **k: (_ for _ in ()).throw(no_descriptor(p))
+                        if str(p).endswith("f010") else real_open(p, *a, **k))
+    monkeypatch.setattr(ListedOpener, "open", lambda self, p, checked=False: (_ for _ in ()).throw(no_descriptor(p))
+                        if p.endswith("f010") else real_listed(self, p, checked))
+    said = []
+    for issuers in (1, 2):
+        before = COMPILED.split()
+        with pytest.raises(replay_module._Stopped) as stopped:
+            data_pass(monkeypatch, entries, b"\1" * 100, issuers)
+        assert (COMPILED.split() > before) == (issuers == 2)
+        said.append((stopped.value.files, stopped.value.issued))
+    assert said == [(10, 1000), (10, 1000)]
 
 
 def test_the_memory_guard_stops_two_issuers_where_it_stops_one(tree, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -105,10 +135,10 @@ def listed_files(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("rotational, cpus, issuers, said", [
-    (False, 2, 2, "2 issuing threads: non-rotational"),
+    (False, 2, 2, "up to 2 issuing threads: non-rotational"),
     (True, 2, 1, "1 issuing thread: the disk may seek, one keeps the physical order"),
     (None, 2, 1, "1 issuing thread: the disk may seek"),
-    (False, 1, 1, "1 issuing thread: one CPU online"),
+    (False, 1, 1, "1 issuing thread: one CPU usable"),
 ])
 def test_flash_gets_two_issuers_and_a_rotational_stack_one(
         listed_files: Path, monkeypatch: pytest.MonkeyPatch, rotational: bool | None, cpus: int, issuers: int,
@@ -131,6 +161,7 @@ def test_flash_gets_two_issuers_and_a_rotational_stack_one(
     assert asked and set(asked) == {issuers}
     assert said in r.out, r.out
     assert (COMPILED.split() > before) == (issuers == 2)
+    assert ("of up to 255 files issued by two threads at once" in r.out) == (issuers == 2), r.out
 
 
 def test_the_python_loop_stays_one_thread(listed_files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
