@@ -31,7 +31,7 @@
  * `end` is at most the next file where the Python side asks its pressure guard and counts progress (every 256).
  * `issuers` 2 (a replay on flash, with `own`): the span is planned first, with the GIL, then read by two threads at
  * once, each every other block of BLOCK files, with the GIL released for the whole span, and answered as one issuer
- * would (issue_span).
+ * would (issue_span), with a 4th item: whether an issuer stopped before the plan's end.
  *
  * Built with the limited API (abi3): one .so for every CPython from 3.9. Root imports it from the package
  * directory, which it trusts as it trusts the .py files beside it (installed by root, not writable by others).
@@ -349,7 +349,9 @@ static PyObject *issue_span(Planned *plan, Py_ssize_t n, Py_ssize_t start, char 
         } else if (plan[k].read == 1)
             marks[plan[k].index] = READ_AHEAD;
     }
-    return Py_BuildValue("nLL", start + stop, files, issued);
+    /* and whether an issuer stopped before the plan's end: the caller reads the rest of the span with one, rather
+     * than plan it again and start a thread per stop (a stale list, a directory through a link) */
+    return Py_BuildValue("nLLi", start + stop, files, issued, stop < n);
 }
 
 static PyObject *issue(PyObject *self, PyObject *args) {
@@ -516,7 +518,7 @@ static PyMethodDef methods[] = {
      "directory(path) -> (fd, look)\nListedOpener.directory's decision, made here (the replay's own, see issue)."},
     {"issue", issue, METH_VARARGS,
      "issue(paths, devices, device, inode, size, mtime_ns, count, first, base, offset, length, order, listed, start,"
-     " end, directory_of, devnums, windows, flags[, own[, issuers]]) -> (stop, files, bytes)\n"
+     " end, directory_of, devnums, windows, flags[, own[, issuers]]) -> (stop, files, bytes[, issuer_stopped])\n"
      "The data pass's clean case over order[start:end]; stops at the first file it leaves to the Python loop."},
     {NULL, NULL, 0, NULL},
 };

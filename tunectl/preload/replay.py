@@ -685,13 +685,16 @@ def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums,
     # C: ~85 ms of CPU in Python calls on /usr/share's 5,083 runs), but for a walk (the small-list path)
     own = DIRECTORIES_COMPILED and not opener.walk
     total, n = len(order_), 0
+    one_span = -1  # the span (n >> 8) an issuer stopped in: the rest of it is read by one (not planned again per stop)
     while n < total:
         if compiled is not None and n % 256 != 255:
             # The clean case, compiled, up to the next file where the guard is asked (n counts from 0 here): it
             # stops at the first file it leaves to this loop (anything but "read": see _datapass.c), at `stop`. With
             # two issuers a file read past `stop` is marked READ_AHEAD: counted when reached, never opened again
-            stop, f, b = compiled(*columns, order_, listed, n, min(total, n | 255), directory_of, devnums,
-                                  windows, flags, own, issuers)
+            stop, f, b, *issuer_stopped = compiled(*columns, order_, listed, n, min(total, n | 255), directory_of,
+                                                   devnums, windows, flags, own, issuers if n >> 8 != one_span else 1)
+            if issuer_stopped and issuer_stopped[0]:
+                one_span = stop >> 8
             files, issued, n = files + f, issued + b, stop
             last_dir = last_device = None  # the directory and device are looked up again (kept: a dict look-up)
             if n >= total:
