@@ -574,10 +574,10 @@ def _issue(entries: Sequence[Entry], order_: Sequence[int], listed: bytearray, w
 
 
 def _not_opened(path: str, e: Untrusted | OSError, name: str = "", dir_fd: int = -1, looked: bool = True) -> Skip:
-    """Why a listed file did not open (`e`, not for want of a descriptor): refused by its look (Untrusted) or a
-    link in its place (ELOOP), changed; else unreadable. A name opened without a look (a nodev mount, where a
-    device node refuses its open with EACCES) is looked at now: a device there is "changed", as a look before would
-    have said."""
+    """Why a listed file did not open (`e`, not for want of a descriptor): refused by its look (Untrusted), a
+    link in its place (ELOOP) or a mount on its name (EXDEV), changed; else unreadable. A name opened without a
+    look (a nodev mount, where a device node refuses its open with EACCES) is looked at now: a device there is
+    "changed", as a look before would have said."""
     if isinstance(e, Untrusted):
         return Skip(path, CHANGED, f"now {e.found}")
     code = e.errno or errno.EIO
