@@ -1,5 +1,5 @@
 """scripts/test's layout: the locked environment in two runs (`--tier host`, then `--tier vm`) with Debian's pass
-started as a background job beside the second, the way scripts/test starts it."""
+started as a background job beside the first, the way scripts/test starts it."""
 
 from __future__ import annotations
 
