@@ -16,6 +16,8 @@ TYPE_CHECKING = False  # typing costs start-up every command pays; the names are
 if TYPE_CHECKING:
     from typing import Any
 
+    from tunectl.tuning.operations import PlanReport
+
 
 @record
 class DoctorReport(Report):
@@ -83,11 +85,14 @@ class DoctorReport(Report):
 
 
 def diagnose(ctx: Context, profile: Profile, dev_refs: list[str] | None = None, scoped: bool = False,
-             rules_path: str | None = None) -> DoctorReport:
-    """The other writers of what `profile` sets on the devices (of `dev_refs`, or the last apply's scope)."""
+             rules_path: str | None = None, plan: PlanReport | None = None) -> DoctorReport:
+    """The other writers of what `profile` sets on the devices (of `dev_refs`, or the last apply's scope); of
+    those `plan` sets, when the caller planned already (`udev install`: the devices its rules match). What is read
+    of a plan holds after its values were written (the devices, what is wanted of them, what is skipped: never the
+    values they hold), and the writers are read here, now."""
     from tunectl.tuning import operations
 
-    report = operations.plan(ctx, None, dev_refs, profile=profile, scoped=scoped)
+    report = plan if plan is not None else operations.plan(ctx, None, dev_refs, profile=profile, scoped=scoped)
     planned = {s.device for s in report.settings}
     wanted = {(s.device, s.attribute): (s.bounds if s.bounds is not None else s.after)
               for s in report.settings if s.status != Status.SKIP}

@@ -18,7 +18,7 @@
  *   - a name the inode pass did not check (listed 2), in a directory that `directory_of` says to look in, looked at
  *     first without following it (fstatat AT_SYMLINK_NOFOLLOW): anything but a regular file stops, unopened;
  *   - opened relative to the directory's descriptor with `flags` (trust.LISTED_READ: O_NOFOLLOW, O_NONBLOCK,
- *     O_NOCTTY) and O_CLOEXEC, as os.open adds;
+ *     O_NOCTTY) and O_CLOEXEC, as os.open adds; where no name is looked at, by openat2 with RESOLVE_NO_XDEV;
  *   - fstat, and the file must be the listed one: inode, size, mtime_ns, device number (devnums) and S_ISREG,
  *     before any read;
  *   - one fadvise(WILLNEED) for the whole file: only for a file of one range (0, size) no larger than its
@@ -53,6 +53,7 @@
 #ifndef SYS_openat2
 #define SYS_openat2 437  /* the same number on every architecture (trust._SYS_OPENAT2) */
 #endif
+#define RESOLVE_NO_XDEV_ 0x01
 #define RESOLVE_NO_MAGICLINKS_ 0x02
 #define RESOLVE_NO_SYMLINKS_ 0x04
 
@@ -214,7 +215,11 @@ static int read_file(int dir_fd, int look, unsigned long long devnum, const char
     struct stat st;
     int ok = 0;
     if (!(look && checked != 1) || (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))) {
-        int fd = openat(dir_fd, name, flags | O_CLOEXEC);
+        /* no look (nodev, chosen by no other): nor across a mount on the name (trust.open_unlooked; EXDEV, ENOSYS
+         * stop here and the Python loop decides) */
+        unsigned long long how[3] = {(unsigned long long)(flags | O_CLOEXEC), 0, RESOLVE_NO_XDEV_};
+        int fd = look ? openat(dir_fd, name, flags | O_CLOEXEC)
+                      : (int)syscall(SYS_openat2, dir_fd, name, how, sizeof how);
         if (fd >= 0) {
             if (fstat(fd, &st) == 0 && (unsigned long long)st.st_ino == inode && (long long)st.st_size == size &&
                 (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec == mtime_ns &&

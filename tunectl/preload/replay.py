@@ -34,6 +34,7 @@ from tunectl.system.trust import (
     kind,
     not_regular,
     open_listed,
+    open_unlooked,
 )
 
 try:  # the data pass's clean case, compiled (setup.py, built in place by scripts/bootstrap); absent, the Python loop
@@ -75,6 +76,8 @@ DIRECTORIES_COMPILED = True
 # drained, two 0.93, three 0.90, four 0.92; a whole replay made to issue from two, 0.82x one's wall (blocks of 16).
 ISSUERS = 2
 READ_AHEAD = 3  # a listed mark the compiled pass sets: read by an issuer past the other's stop (_datapass.c)
+# A listed name with something mounted on it, where the replay opens without a look (trust.open_unlooked: EXDEV)
+MOUNTED_OVER = "now mounted over: something is mounted on its name (not opened where names are not looked at)"
 FIRST_CHUNK = 512  # a streamed list's first entries: checked (their inodes timed where the disk may seek) first
 STREAM_CHUNK = 4096  # then entries checked at a time, each chunk's files read as soon as it is checked
 
@@ -596,15 +599,17 @@ def issuers_for(how: str, walk: bool = False) -> tuple[int, str]:
 
 
 def _not_opened(path: str, e: Untrusted | OSError, name: str = "", dir_fd: int = -1, looked: bool = True) -> Skip:
-    """Why a listed file did not open (`e`, not for want of a descriptor): refused by its look (Untrusted) or a
-    link in its place (ELOOP), changed; else unreadable. A name opened without a look (a nodev mount, where a
-    device node refuses its open with EACCES) is looked at now: a device there is "changed", as a look before would
-    have said."""
+    """Why a listed file did not open (`e`, not for want of a descriptor): refused by its look (Untrusted), a
+    link in its place (ELOOP) or a mount on its name (EXDEV), changed; else unreadable. A name opened without a
+    look (a nodev mount, where a device node refuses its open with EACCES) is looked at now: a device there is
+    "changed", as a look before would have said."""
     if isinstance(e, Untrusted):
         return Skip(path, CHANGED, f"now {e.found}")
     code = e.errno or errno.EIO
     if code == errno.ELOOP:
         return Skip(path, CHANGED, "now a symbolic link")
+    if code == errno.EXDEV:  # only an open without a look says it (open_unlooked, the compiled pass's)
+        return Skip(path, CHANGED, MOUNTED_OVER)
     if code == errno.EACCES and not looked and dir_fd >= 0:
         try:
             mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
@@ -721,8 +726,10 @@ def _issue_with(opener: ListedOpener, entries, order_, listed, windows, devnums,
                 last_dir = directory                          # not followed
             if dir_fd < 0:
                 fd = open_listed(path, checked=checked == 1)
+            elif not look:  # nodev, chosen by no other: opened without a look, nor across a mount on the name
+                fd = open_unlooked(dir_fd, name, path)
             else:
-                if look and checked != 1:  # a device node or a named pipe another user put there is never opened
+                if checked != 1:  # a device node or a named pipe another user put there is never opened
                     mode = lstat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
                     if not regular(mode):
                         raise not_regular(path, mode)

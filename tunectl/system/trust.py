@@ -310,7 +310,8 @@ def open_dir(path: str | os.PathLike, shared: bool = False) -> tuple[Path, int]:
     return resolved, fd
 
 
-_RESOLVE_NO_MAGICLINKS, _RESOLVE_NO_SYMLINKS, _RESOLVE_BENEATH, _RESOLVE_IN_ROOT = 0x02, 0x04, 0x08, 0x10
+_RESOLVE_NO_XDEV, _RESOLVE_NO_MAGICLINKS, _RESOLVE_NO_SYMLINKS, _RESOLVE_BENEATH, _RESOLVE_IN_ROOT = \
+    0x01, 0x02, 0x04, 0x08, 0x10
 _AT_FDCWD = -100
 _SYS_OPENAT2 = 437  # the same number on every architecture (new system calls share one table since 5.1)
 _openat2_missing = False
@@ -636,6 +637,27 @@ def decides_hint(path: str | os.PathLike) -> str:
 LISTED_READ = _READ | os.O_NOCTTY  # a listed file opened relative to its directory: no link, never blocks
 
 
+def open_unlooked(dir_fd: int, name: str, path: str) -> int:
+    """The listed file `name` (its absolute `path`) opened relative to `dir_fd`, a directory where a name is not
+    looked at first (`ListedOpener`: a nodev mount, chosen by no other), without crossing a mount on the name
+    either (openat2 RESOLVE_NO_XDEV): what is mounted over it (a bind-mounted device node brings the devices of
+    its own mount along) fails EXDEV, unopened, and the caller refuses it ("mounted over"). Before Linux 5.6
+    (no openat2) nothing refuses a mount at the open: the name is looked at first, as in any other directory.
+    Raises Untrusted (no regular file by that look) or OSError. (_datapass.c read_one makes the same open.)"""
+    global _openat2_missing
+    if not _openat2_missing:
+        try:
+            return _openat2(dir_fd, name, LISTED_READ | os.O_CLOEXEC, _RESOLVE_NO_XDEV)
+        except OSError as e:
+            if e.errno != errno.ENOSYS:
+                raise OSError(e.errno, e.strerror, path) from None
+            _openat2_missing = True
+    mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    if not stat.S_ISREG(mode):
+        raise not_regular(path, mode)
+    return os.open(name, LISTED_READ, dir_fd=dir_fd)
+
+
 # Out of descriptors: this process's limit (EMFILE, RLIMIT_NOFILE: `ulimit -n`) or the system's file table (ENFILE).
 # The process's problem, never a listed file's.
 NO_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
@@ -667,7 +689,9 @@ class ListedOpener:
     file system mounted nodev that no other user can have written (`chosen_by_no_other` on
     the directory itself, through its descriptor: owned by root or this user, writable by no
     group and no other). On a nodev mount no device node can be opened at all (the kernel
-    refuses it before any driver sees it), so the one thing the open can reach besides a
+    refuses it before any driver sees it), and there the open crosses no mount on the name
+    (`open_unlooked`: a device node bind-mounted over it, from a mount that allows devices, is
+    refused unopened, EXDEV), so the one thing the open can reach besides a
     regular file is a named pipe or a socket, which only root or this user can have put
     there: the open never blocks (O_NONBLOCK: a named pipe opens at once, a socket fails),
     never takes a terminal (O_NOCTTY), and the caller's fstat refuses anything but the listed
@@ -701,7 +725,8 @@ class ListedOpener:
                     raise  # the directory is gone or not one: every file in it fails the same way
         if fd >= 0:
             # the directory opened, not the name: a swap after the open changes nothing
-            look = not os.fstatvfs(fd).f_flag & os.ST_NODEV or not chosen_by_no_other(os.fstat(fd))
+            # (and where openat2 is missing, a walk's directory: no open there refuses a mount on the name)
+            look = _openat2_missing or not os.fstatvfs(fd).f_flag & os.ST_NODEV or not chosen_by_no_other(os.fstat(fd))
         if len(self.dirs) >= self.keep:
             self.close()
         self.dirs[directory] = found = (fd, look)
@@ -716,7 +741,9 @@ class ListedOpener:
         fd, look = self.directory(directory or "/")
         if fd < 0:
             return open_listed(path, checked=checked)
-        if look and not checked:
+        if not look:
+            return open_unlooked(fd, name, path)  # nor through a mount on the name
+        if not checked:
             mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
             if not stat.S_ISREG(mode):
                 raise not_regular(path, mode)

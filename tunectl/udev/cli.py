@@ -85,10 +85,11 @@ def run(ctx, args, out) -> int:
 
 
 def _warn_other_writers(ctx, report, out) -> None:
-    """After an install: every other writer that would undo the rules (what `tunectl doctor` reports), on stderr."""
+    """After an install: every other writer that would undo the rules on the devices they match (what `tunectl
+    doctor` reports), on stderr; from the plan the install journalled from."""
     from tunectl.owners.doctor import diagnose
 
-    found = diagnose(ctx, report.render.profile, scoped=True, rules_path=str(report.path))
+    found = diagnose(ctx, report.render.profile, rules_path=str(report.path), plan=report.plan)
     for c in found.undone:
         out.warn(f"tunectl: warning: {c.device} {c.attribute}: {c.writer.describe()}, which undoes tunectl's rules at "
                  f"{' and '.join(c.undoes_at)}; {c.resolution()} (`tunectl doctor` lists every other writer)")

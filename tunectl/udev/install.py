@@ -120,6 +120,9 @@ class InstallReport(Report):
     incomplete: bool = False  # udev was not reloaded, or the change events asked for were not sent
     journalled: int = 0  # settings the rules will change whose originals were journalled first
     triggered_devices: list[str] | None = None  # the devices change events went to; None: every block disk
+    # The plan the originals were journalled from, limited to the devices the rules match (not in the document):
+    # the warnings about other writers read it too (`doctor.diagnose(plan=)`), not a plan of their own
+    plan: tuning.PlanReport | None = None
 
     @property
     def exit_code(self) -> ExitCode:
@@ -301,7 +304,8 @@ def install(ctx, ref: str | None, rules_dir: str | None, trigger: bool, warn=Non
     data = rendered.rendered.text.encode()
     with ctx.state.locked():
         # Originals first: once the rules are live, any event may write the devices they match.
-        journalled, in_scope, kept = journal_for_rules(ctx, rendered.profile, rendered.active.ref, rendered.scope)
+        journalled, in_scope, kept, plan = journal_for_rules(ctx, rendered.profile, rendered.active.ref,
+                                                             rendered.scope)
         # Then the record, before the file: a run killed between the two must leave rules the record names, or
         # `rollback --remove-rules` restores the values and leaves rules that write them again at the next event
         # (a record naming a file not there is harmless: rollback and status look for the file itself).
@@ -316,7 +320,7 @@ def install(ctx, ref: str | None, rules_dir: str | None, trigger: bool, warn=Non
                 with contextlib.suppress(Exception):
                     intent.save(ctx.state, unrecorded)
             raise
-    report = InstallReport(rendered, target, changed, journalled=journalled)
+    report = InstallReport(rendered, target, changed, journalled=journalled, plan=plan)
     report.problems.extend(f"{u}; installed anyway (--allow-untrusted-profile)" for u in untrusted)
     if udevadm.running():
         try:
@@ -366,10 +370,11 @@ def _record_rules(ctx, rendered: RenderReport, target: Path,
     return record
 
 
-def journal_for_rules(ctx, profile: Profile, ref: str,
-                      scope: list[str] | None) -> tuple[int, list[str] | None, dict[str, dict[str, str]]]:
+def journal_for_rules(ctx, profile: Profile, ref: str, scope: list[str] | None
+                      ) -> tuple[int, list[str] | None, dict[str, dict[str, str]], tuning.PlanReport]:
     """Journal the originals of every setting the rules will change (on the devices of `scope`); how many, the
-    kernel names of the devices in `scope` (None: every device), and what `_kept_for_below` keeps.
+    kernel names of the devices in `scope` (None: every device), what `_kept_for_below` keeps, and the plan with
+    the settings of `scope`'s devices alone.
 
     Called under the state lock, before the rules file exists.
     """
@@ -379,7 +384,7 @@ def journal_for_rules(ctx, profile: Profile, ref: str,
                               replace(changes.changed_by(ref), via="udev rules"))
     names = None if scope is None else sorted(d.name for d in report.devices if d.identity in scope)
     kept = _kept_for_below(ctx, profile, [d for d in report.devices if scope is None or d.identity in scope])
-    return sum(s.status == Status.CHANGE for s in settings), names, kept
+    return sum(s.status == Status.CHANGE for s in settings), names, kept, replace(report, settings=settings)
 
 
 def _kept_for_below(ctx, profile: Profile, devices: list) -> dict[str, dict[str, str]]:

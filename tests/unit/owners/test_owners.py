@@ -250,20 +250,100 @@ def test_doctor_with_tunectls_rules_installed_a_rule_before_them_loses_at_hotplu
 
 
 def test_udev_install_warns_about_a_rule_that_undoes_its_rules(machine, monkeypatch) -> None:
-    from tunectl.system.runner import Completed
-    from tunectl.udev import install as udev_commands
-
     t, config = machine
-    monkeypatch.setattr(udev_commands, "_euid", lambda: 0)
-    t.ctx.run = lambda argv, timeout=60, check=True, input_text=None: Completed(
-        tuple(argv), 1 if tuple(argv[:3]) == ("udevadm", "control", "--ping") else 0,
-        "252\n" if tuple(argv) == ("udevadm", "--version") else "", "")
+    _as_root(t, monkeypatch)
     rules_dir = config / "etc" / "udev" / "rules.d"
     rules_dir.mkdir(parents=True)
     r = t("udev", "install", "-p", "loops", "--rules-dir", str(rules_dir))
     assert r.code == 0 and "undoes" not in r.err, r.err
     _write(config, "/etc/udev/rules.d/90-pin.rules", 'KERNEL=="loop2", ATTR{queue/read_ahead_kb}="128"\n')
     r = t("udev", "install", "-p", "loops", "--rules-dir", str(rules_dir))
+    assert r.code == 0
+    assert ("loop2 read_ahead_kb: udev rule /etc/udev/rules.d/90-pin.rules:1 writes 128, which undoes tunectl's "
+            "rules at boot and hotplug") in r.err
+
+
+SWITCH = """\
+name: switch
+classes:
+  loop: {scheduler: bfq, read_ahead_kb: {min: 512, max: 4096}, iosched: {slice_idle: 0}}
+"""
+
+
+def _as_root(t, monkeypatch: pytest.MonkeyPatch, trigger=None) -> None:  # noqa: ANN001
+    """`udev install` as root, udevadm answering as 252 does; udevd not running, or with `trigger` running, and
+    `trigger()` then run at the change events (what the rules would write)."""
+    from tunectl.system.runner import Completed
+    from tunectl.udev import install as udev_commands
+
+    monkeypatch.setattr(udev_commands, "_euid", lambda: 0)
+
+    def run(argv, timeout=60, check=True, input_text=None):  # noqa: ANN001, ANN202
+        if tuple(argv[:2]) == ("udevadm", "trigger") and trigger is not None:
+            trigger()
+        down = trigger is None and tuple(argv[:3]) == ("udevadm", "control", "--ping")
+        return Completed(tuple(argv), 1 if down else 0,
+                         "252\n" if tuple(argv) == ("udevadm", "--version") else "", "")
+
+    t.ctx.run = run
+
+
+def test_udev_install_plans_once_and_warns_as_a_plan_after_its_rules_wrote_would(empty_fake_tree, tmp_path,
+                                                                                 monkeypatch) -> None:
+    """The other writers an install warns about come from the plan its originals were journalled from, made before
+    the rules wrote anything: one plan, not a second after the change events. The same writers and verdicts as the
+    doctor's own plan finds once the rules switched the scheduler and moved read-ahead into its range (it reads of
+    a plan the devices and what is wanted of them, never the values they hold; the writers it reads itself, after)."""
+    from tunectl.owners import doctor
+    from tunectl.tuning import operations
+
+    config = tmp_path / "config"
+    config.mkdir()
+    t = loop_machine(empty_fake_tree, tmp_path, {"switch": SWITCH}, env={"TUNECTL_CONFIG_ROOT": str(config)})
+    assert t("apply", "-p", "switch", "loop0", "loop1", "--json").code == 0  # the record's scope: loop0, loop1
+    for name in ("loop0", "loop1"):  # back as the kernel had them: the rules change them again at the events
+        t.tree.sysfs.write(f"block/{name}/queue/scheduler", "mq-deadline")
+        t.tree.sysfs.write(f"block/{name}/queue/read_ahead_kb", "128")
+    _write(config, "/etc/udev/rules.d/90-pin.rules",
+           'KERNEL=="loop1", ATTR{queue/read_ahead_kb}="128", ATTR{queue/scheduler}="mq-deadline"\n'
+           'KERNEL=="loop0", ATTR{queue/read_ahead_kb}="1024"\n'  # inside the range: agrees
+           'KERNEL=="loop2", ATTR{queue/read_ahead_kb}="128"\n')  # outside the rules' scope
+
+    def rules_write() -> None:
+        for name in ("loop0", "loop1"):
+            t.tree.sysfs.write(f"block/{name}/queue/scheduler", "bfq")
+            t.tree.sysfs.write(f"block/{name}/queue/read_ahead_kb", "512")
+
+    _as_root(t, monkeypatch, rules_write)
+    plans, found = [], []
+    real_plan, real_diagnose = operations.plan, doctor.diagnose
+    monkeypatch.setattr(operations, "plan", lambda *a, **kw: plans.append(a) or real_plan(*a, **kw))
+    monkeypatch.setattr(doctor, "diagnose", lambda *a, **kw: found.append((a, kw, real_diagnose(*a, **kw))) or
+                        found[-1][2])
+    rules_dir = config / "etc" / "udev" / "rules.d"
+    r = t("udev", "install", "-p", "switch", "--rules-dir", str(rules_dir), "--trigger")
+    assert r.code == 0, r.err
+    assert len(plans) == 1 and len(found) == 1
+    assert t.tree.sysfs.read("block/loop1/queue/scheduler").strip().endswith("[bfq]")  # the rules' values, now
+    (_, profile), kw, said = found[0]
+    after = real_diagnose(t.ctx, profile, scoped=True, rules_path=kw["rules_path"])  # a plan made now, as before
+    assert [c.to_json() for c in said.found] == [c.to_json() for c in after.found]
+    assert {(c.device, c.attribute) for c in said.undone} == {("loop1", "read_ahead_kb"), ("loop1", "scheduler")}
+    assert "loop1 read_ahead_kb: udev rule /etc/udev/rules.d/90-pin.rules:1 writes 128, which undoes" in r.err
+    assert "loop2" not in r.err and "loop0" not in r.err
+
+
+def test_udev_install_all_warns_about_the_writers_on_every_device_its_rules_match(machine, monkeypatch) -> None:
+    """--all writes rules for every device, also those outside the last apply's scope: a writer that undoes them
+    there is warned about (it was not: the warnings kept to the scope the rules no longer had)."""
+    t, config = machine
+    assert t("apply", "-p", "loops", "loop0", "--json").code == 0
+    _as_root(t, monkeypatch)
+    rules_dir = config / "etc" / "udev" / "rules.d"
+    _write(config, "/etc/udev/rules.d/90-pin.rules", 'KERNEL=="loop2", ATTR{queue/read_ahead_kb}="128"\n')
+    r = t("udev", "install", "-p", "loops", "--rules-dir", str(rules_dir))
+    assert r.code == 0 and "undoes" not in r.err, r.err  # scoped to loop0: the pin on loop2 undoes nothing of theirs
+    r = t("udev", "install", "-p", "loops", "--rules-dir", str(rules_dir), "--all")
     assert r.code == 0
     assert ("loop2 read_ahead_kb: udev rule /etc/udev/rules.d/90-pin.rules:1 writes 128, which undoes tunectl's "
             "rules at boot and hotplug") in r.err

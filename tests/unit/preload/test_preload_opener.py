@@ -21,6 +21,7 @@ from tunectl.preload import replay as replay_module
 from tunectl.preload.listfile import read_list
 from tunectl.preload.listing import Entry, ListError, render
 from tunectl.preload.replay import Stack, replay
+from tunectl.system import trust
 from tunectl.system.sysfs import Sysfs
 from tunectl.system.trust import ListedOpener, Untrusted
 
@@ -95,15 +96,20 @@ def test_the_last_component_is_never_followed(tmp_path: Path, monkeypatch: pytes
 
 
 def spied_opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names os.open is asked to open from now on."""
+    """The names os.open, or openat2 (trust._openat2: a name opened without a look), is asked to open from now on."""
     opened: list[str] = []
-    real_open = os.open
+    real_open, real_openat2 = os.open, trust._openat2
 
     def spy(path, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
         opened.append(str(path))
         return real_open(path, *args, **kwargs)
 
+    def spy_openat2(dir_fd: int, rel: str, flags: int, resolve: int) -> int:
+        opened.append(rel)
+        return real_openat2(dir_fd, rel, flags, resolve)
+
     monkeypatch.setattr(os, "open", spy)
+    monkeypatch.setattr(trust, "_openat2", spy_openat2)
     monkeypatch.setattr(replay_module, "_datapass", None)  # the Python loop: the compiled one's opens are not seen
     return opened
 
@@ -208,10 +214,85 @@ def test_a_device_on_a_nodev_mount_is_said_changed_not_unreadable(tmp_path: Path
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
         return real_open(path, flags, *args, **kwargs)
 
+    real_openat2 = trust._openat2
+
+    def nodev_openat2(dir_fd: int, rel: str, flags: int, resolve: int) -> int:  # the open without a look
+        if rel == "f":
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), rel)
+        return real_openat2(dir_fd, rel, flags, resolve)
+
     monkeypatch.setattr(os, "open", nodev_open)
+    monkeypatch.setattr(trust, "_openat2", nodev_openat2)
     files, issued, skipped, _ = _swapped_in(tmp_path, 0o755, monkeypatch, "device")
     assert (files, issued) == (0, 0)
     assert [(s.status, s.reason) for s in skipped] == [("changed", "now a character device, not a regular file")]
+
+
+def mounted_over(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
+    """openat2 as the kernel answers it for `name` when something is mounted on it: EXDEV with RESOLVE_NO_XDEV, the
+    mounted file opened without (here the file itself: the test sees whether it would have been); the resolve bits
+    of each open of `name` (the real mount is tests/root/preload/test_preload_mounted_over.py's)."""
+    real_openat2, asked = trust._openat2, []
+
+    def openat2(dir_fd: int, rel: str, flags: int, resolve: int) -> int:
+        if rel == name:
+            asked.append(resolve)
+            if resolve & trust._RESOLVE_NO_XDEV:
+                raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), rel)
+        return real_openat2(dir_fd, rel, flags, resolve)
+
+    monkeypatch.setattr(trust, "_openat2", openat2)
+    return asked
+
+
+@pytest.mark.parametrize("checked", [2, 1], ids=["not-checked", "checked-by-the-inode-pass"])
+def test_on_a_nodev_mount_a_name_mounted_over_is_refused_unopened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  checked: int) -> None:
+    """Where names are opened without a look (nodev, chosen by no other), the open crosses no mount on the name: a
+    device node bind-mounted there from a mount that allows devices would open. Refused (EXDEV), said "mounted
+    over", changed (exit 0), never read; by the Python loop and by ListedOpener.open alike."""
+    as_nodev(monkeypatch)
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 100)
+    st = os.stat(path)
+    dev = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    entry = Entry(str(path), dev, st.st_ino, 100, st.st_mtime_ns, ((0, 100),), None)
+    monkeypatch.setattr(replay_module, "_datapass", None)
+    asked = mounted_over(monkeypatch, "f")
+    skipped: list = []
+    with ListedOpener() as opener:
+        files, issued, stopped = replay_module._issue_with(opener, [entry], [0], bytearray([checked]),
+                                                           {dev: 1 << 20}, {dev: st.st_dev}, None, skipped, None)
+    assert (files, issued, stopped) == (0, 0, False) and asked == [trust._RESOLVE_NO_XDEV]
+    assert [(s.status, s.reason) for s in skipped] == [("changed", replay_module.MOUNTED_OVER)]
+    assert "mounted over" in replay_module.MOUNTED_OVER
+    with ListedOpener() as opener, pytest.raises(OSError) as raised:
+        opener.open(str(path), checked=checked == 1)
+    assert raised.value.errno == errno.EXDEV and raised.value.filename == str(path)
+
+
+def test_without_openat2_a_name_on_a_nodev_mount_is_looked_at_first(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before Linux 5.6 no open refuses a mount on the name: the look comes back (a named pipe is refused unopened,
+    as in any directory), and the directories decided after it keep it."""
+    as_nodev(monkeypatch)
+    monkeypatch.setattr(trust, "_openat2_missing", False)
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "f").write_bytes(b"x")
+    with ListedOpener(walk=True) as opener:  # (the walk: the one way a directory is kept without openat2)
+        assert opener.directory(str(tmp_path))[1] is False
+        opened = spied_opens(monkeypatch)
+
+        def no_openat2(dir_fd: int, rel: str, flags: int, resolve: int) -> int:
+            raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS), rel)
+
+        monkeypatch.setattr(trust, "_openat2", no_openat2)
+        with pytest.raises(Untrusted, match="a named pipe, not a regular file"):
+            opener.open(str(tmp_path / "pipe"), checked=True)
+        assert "pipe" not in opened and trust._openat2_missing
+        os.close(opener.open(str(tmp_path / "f"), checked=True))
+        assert opened == ["f"]
+        assert opener.directory(str(tmp_path / ".."))[1] is True
 
 
 def test_the_inode_pass_runs_only_ahead_of_disk_order() -> None:
