@@ -331,6 +331,8 @@ def _openat2(dir_fd: int, rel: str, flags: int, resolve: int) -> int:
         _syscall = ctypes.CDLL(None, use_errno=True).syscall
     how = (ctypes.c_uint64 * 3)(flags, 0, resolve)  # struct open_how: flags, mode, resolve
     name = os.fsencode(rel)
+    if b"\0" in name:  # a char * ends at the first NUL: refused as os.open refuses it, never another name opened
+        raise ValueError("embedded null byte")
     for _ in range(_SCOPED_TRIES):
         fd = _syscall(_SYS_OPENAT2, dir_fd, name, ctypes.byref(how), 24)
         if fd >= 0:
