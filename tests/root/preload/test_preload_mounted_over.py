@@ -66,3 +66,32 @@ def test_a_device_node_mounted_over_a_listed_name_is_never_opened(tmp_path: Path
         watch.close()
         for path in over:
             subprocess.run(["umount", path], check=False, capture_output=True)
+
+
+def test_collect_never_opens_a_device_node_mounted_over_a_name_in_its_tree(tmp_path: Path) -> None:
+    """collect lists a tree by d_type, the name's own type: a device node bind-mounted over a regular file's name
+    reads as a regular file there. Its open crosses no mount (EXDEV): what is mounted is looked at through it first,
+    a device never opened nor listed; a regular file mounted over a name is listed as before."""
+    tree, src = tmp_path / "tree", tmp_path / "src"  # both on a mount that allows devices
+    tree.mkdir()
+    src.mkdir()
+    for name in ("a", "node", "reg"):
+        (tree / name).write_bytes(os.urandom(4096))
+    os.mknod(src / "node", 0o644 | 0o020000, os.makedev(1, 3))
+    (src / "reg").write_bytes(os.urandom(4096))
+    watch = Opens(src)
+    mounts = [tree / "node", tree / "reg"]
+    try:
+        for name in mounts:
+            subprocess.run(["mount", "--bind", str(src / name.name), str(name)], check=True, capture_output=True)
+        watch.take()
+        done = run_process("--json", "preload", "collect", str(tree), "-o", str(tmp_path / "t.list"))
+        assert done.code == 0, done.err
+        opened = watch.take()
+        assert "node" not in opened and "reg" in opened, opened  # the device never opened; the file read through
+        listed = {e.path: e.inode for e in read_list(str(tmp_path / "t.list")).entries}
+        assert listed == {str(tree / "a"): os.stat(tree / "a").st_ino, str(tree / "reg"): os.stat(src / "reg").st_ino}
+    finally:
+        watch.close()
+        for name in mounts:
+            subprocess.run(["umount", str(name)], check=False, capture_output=True)
