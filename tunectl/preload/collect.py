@@ -20,7 +20,7 @@ from tunectl.preload.skip import UNREADABLE, VANISHED, Skip, failed
 from tunectl.record import field, record
 from tunectl.report import Report
 from tunectl.system import pagecache, trust
-from tunectl.system.trust import LISTED_READ, Untrusted, open_listed
+from tunectl.system.trust import Untrusted, open_listed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -210,11 +210,12 @@ def _open_subdir(parent: int, name: str, look: os.stat_result, parent_prefix: st
 
 def open_found(found: Found) -> int:
     """A descriptor on what the walk found: by name in the directory the walk holds (O_NOFOLLOW, non-blocking:
-    d_type was the look, and the caller's fstat refuses anything but a regular file before any read), or a file
-    named on the command line by `open_listed` (its look first). Raises Untrusted or OSError."""
+    d_type was the look, and the caller's fstat refuses anything but a regular file before any read; a mount on
+    the name is looked at through first, `trust.open_in_tree`), or a file named on the command line by
+    `open_listed` (its look first). Raises Untrusted or OSError."""
     if found.dir_fd < 0:
         return open_listed(os.path.abspath(found.path))  # resolved once, never through another user's link
-    return os.open(found.name, LISTED_READ, dir_fd=found.dir_fd)
+    return trust.open_in_tree(found.dir_fd, found.name, found.path)
 
 
 def open_or_skip(found: Found) -> tuple[int, Skip | None]:

@@ -331,6 +331,8 @@ def _openat2(dir_fd: int, rel: str, flags: int, resolve: int) -> int:
         _syscall = ctypes.CDLL(None, use_errno=True).syscall
     how = (ctypes.c_uint64 * 3)(flags, 0, resolve)  # struct open_how: flags, mode, resolve
     name = os.fsencode(rel)
+    if b"\0" in name:  # a char * ends at the first NUL: refused as os.open refuses it, never another name opened
+        raise ValueError("embedded null byte")
     for _ in range(_SCOPED_TRIES):
         fd = _syscall(_SYS_OPENAT2, dir_fd, name, ctypes.byref(how), 24)
         if fd >= 0:
@@ -644,18 +646,50 @@ def open_unlooked(dir_fd: int, name: str, path: str) -> int:
     its own mount along) fails EXDEV, unopened, and the caller refuses it ("mounted over"). Before Linux 5.6
     (no openat2) nothing refuses a mount at the open: the name is looked at first, as in any other directory.
     Raises Untrusted (no regular file by that look) or OSError. (_datapass.c read_one makes the same open.)"""
+    fd = _no_mount_crossed(dir_fd, name, path)
+    return fd if fd >= 0 else _regular_looked_at(dir_fd, name, path)
+
+
+def open_in_tree(dir_fd: int, name: str, path: str) -> int:
+    """A name a walk by descriptor listed as a regular file by its d_type (collect's tree), opened (LISTED_READ):
+    without crossing a mount on it (openat2 RESOLVE_NO_XDEV), since d_type is the name's own, not what is mounted
+    over it (a device node bind-mounted there would be opened with no look). A mount there: looked at through it
+    and opened only as the regular file it showed (`_regular_looked_at`), as is every name before Linux 5.6.
+    Raises Untrusted (not a regular file, or changed between the look and the open) or OSError."""
+    try:
+        fd = _no_mount_crossed(dir_fd, name, path)
+    except OSError as e:
+        if e.errno != errno.EXDEV:
+            raise
+        fd = -1
+    return fd if fd >= 0 else _regular_looked_at(dir_fd, name, path)
+
+
+def _no_mount_crossed(dir_fd: int, name: str, path: str) -> int:
+    """`name` opened (LISTED_READ) relative to `dir_fd` by openat2 with RESOLVE_NO_XDEV (EXDEV: a mount on the
+    name); -1 where openat2 is missing (ENOSYS, remembered). Raises OSError naming `path`."""
     global _openat2_missing
-    if not _openat2_missing:
-        try:
-            return _openat2(dir_fd, name, LISTED_READ | os.O_CLOEXEC, _RESOLVE_NO_XDEV)
-        except OSError as e:
-            if e.errno != errno.ENOSYS:
-                raise OSError(e.errno, e.strerror, path) from None
-            _openat2_missing = True
-    mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
-    if not stat.S_ISREG(mode):
-        raise not_regular(path, mode)
-    return os.open(name, LISTED_READ, dir_fd=dir_fd)
+    if _openat2_missing:
+        return -1
+    try:
+        return _openat2(dir_fd, name, LISTED_READ | os.O_CLOEXEC, _RESOLVE_NO_XDEV)
+    except OSError as e:
+        if e.errno != errno.ENOSYS:
+            raise OSError(e.errno, e.strerror, path) from None
+        _openat2_missing = True
+    return -1
+
+
+def _regular_looked_at(dir_fd: int, name: str, path: str) -> int:
+    """`name` looked at (not followed; through a mount on it), refused unless a regular file, and opened only as
+    that file (`open_as_looked`). Raises Untrusted or OSError."""
+    look = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    if not stat.S_ISREG(look.st_mode):
+        raise not_regular(path, look.st_mode)
+    fd = open_as_looked(dir_fd, name, look, LISTED_READ)
+    if fd is None:
+        raise changed_opening(path)
+    return fd
 
 
 # Out of descriptors: this process's limit (EMFILE, RLIMIT_NOFILE: `ulimit -n`) or the system's file table (ENFILE).

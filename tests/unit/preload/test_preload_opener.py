@@ -271,6 +271,19 @@ def test_on_a_nodev_mount_a_name_mounted_over_is_refused_unopened(tmp_path: Path
     assert raised.value.errno == errno.EXDEV and raised.value.filename == str(path)
 
 
+def test_a_name_with_a_nul_is_refused_as_os_open_refuses_it(tmp_path: Path) -> None:
+    """openat2 takes a C string: a name cut at its NUL would open another file (here `a`)."""
+    (tmp_path / "a").write_bytes(b"x")
+    fd = os.open(tmp_path, os.O_PATH | os.O_DIRECTORY)
+    try:
+        for opening in (lambda name: os.open(name, os.O_RDONLY, dir_fd=fd),
+                        lambda name: trust.open_unlooked(fd, name, str(tmp_path / name))):
+            with pytest.raises(ValueError, match="embedded null byte"):
+                opening("a\0b")
+    finally:
+        os.close(fd)
+
+
 def test_without_openat2_a_name_on_a_nodev_mount_is_looked_at_first(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Before Linux 5.6 no open refuses a mount on the name: the look comes back (a named pipe is refused unopened,

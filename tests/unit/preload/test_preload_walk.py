@@ -166,3 +166,30 @@ def test_a_path_named_that_changes_after_its_judgement_is_a_skip_not_a_silent_no
     assert [(s.path, s.status) for s in report.skipped] == [
         (str(named), "vanished" if swapped_for == "nothing" else "unreadable")]
     assert report.exit_code == (0 if swapped_for == "nothing" else 3)
+
+
+def test_a_name_mounted_over_is_looked_at_through_the_mount_and_listed_only_as_a_regular_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """d_type is the name's own type, not that of what is mounted on it: the open crosses no mount (EXDEV), what is
+    there is looked at through it first and listed only as a regular file (a device node mounted over a name,
+    which takes root, is tests/root/preload/test_preload_mounted_over.py's). Here openat2 answers for `top-file`
+    as it does for a mount point."""
+    import errno
+
+    from tunectl.system import trust
+
+    tree, _ = _tree(tmp_path)
+    real, asked = trust._openat2, []
+
+    def openat2(dir_fd: int, rel: str, flags: int, resolve: int) -> int:
+        if rel == "top-file":
+            asked.append(resolve)
+            if resolve & trust._RESOLVE_NO_XDEV:
+                raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), rel)
+        return real(dir_fd, rel, flags, resolve)
+
+    monkeypatch.setattr(trust, "_openat2", openat2)
+    report = collect([str(tree)], str(tmp_path / "t.list"))
+    assert asked == [trust._RESOLVE_NO_XDEV] and not report.skipped
+    assert sorted(e.path for e in report.entries) == sorted(
+        str(tree / p) for p in ("kept/k1", "sub/s1", "sub/s2", "top-file"))
