@@ -1123,9 +1123,10 @@ class _Stream:
             report.inode_pass, report.threads = checker.how, checker.parallel
         report.inode_pass_files += len(chunk) - checker.deferred
         report.add_skips(checker.skipped)
+        issuers, said = issuers_for(how)
         for d in devices:
-            report.methods[d] = f"{self.disks.stacks[d].describe(how)}; {inodes}; {issuers_for(how)[1]}"
-        return self._read(chunk, how, checker.listed)
+            report.methods[d] = f"{self.disks.stacks[d].describe(how)}; {inodes}; {said}"
+        return self._read(chunk, how, checker.listed, issuers)
 
     def _check(self, chunk: Sequence[Entry], how: str) -> tuple[_Checker, str]:
         """The chunk's checker and what its inode pass was: the first chunk's is the sample's, already run."""
@@ -1145,8 +1146,9 @@ class _Stream:
             self.fast_inodes = inodes
         return checker, inodes
 
-    def _read(self, chunk: Sequence[Entry], how: str, listed: bytearray) -> bool:
-        """The chunk's files read in the order `how` says; True when memory pressure stopped it."""
+    def _read(self, chunk: Sequence[Entry], how: str, listed: bytearray, issuers: int) -> bool:
+        """The chunk's files read in the order `how` says, by `issuers` threads (issuers_for); True when memory
+        pressure stopped it."""
         if how == "time-bins":  # a bin is a run of the list, cut as the whole list's: read when full, in physical order
             ends, filled = order.bin_ends(chunk, order.BIN_BYTES, self.filled)
             start = 0
@@ -1168,4 +1170,4 @@ class _Stream:
             if not in_order:  # a list edited by hand: each chunk from here sorted on its own
                 indices, self.unsorted = order.physical_indices(chunk), True
                 self.last_key = None
-        return self._issue(chunk, indices, listed, issuers_for(how)[0])
+        return self._issue(chunk, indices, listed, issuers)
