@@ -645,7 +645,7 @@ def open_unlooked(dir_fd: int, name: str, path: str) -> int:
     either (openat2 RESOLVE_NO_XDEV): what is mounted over it (a bind-mounted device node brings the devices of
     its own mount along) fails EXDEV, unopened, and the caller refuses it ("mounted over"). Before Linux 5.6
     (no openat2) nothing refuses a mount at the open: the name is looked at first, as in any other directory.
-    Raises Untrusted (no regular file by that look) or OSError. (_datapass.c read_one makes the same open.)"""
+    Raises Untrusted (no regular file by that look) or OSError. (_datapass.c read_file makes the same open.)"""
     fd = _no_mount_crossed(dir_fd, name, path)
     return fd if fd >= 0 else _regular_looked_at(dir_fd, name, path)
 
