@@ -237,8 +237,9 @@ typedef struct {
     int checked, read;
 } Planned;
 
-/* One issuer's part of a plan of `to` files: the blocks of BLOCK files from `from` on, every other one; `stop`, once
- * it ran, the first position it did not read (`to`: none) */
+/* One issuer's part of a plan of `to` files: every file from `from` on when it is the only one (`alone`), else the
+ * blocks of BLOCK files from `from` on, every other one; `stop`, once it ran, the first position it did not read
+ * (`to`: none) */
 /* An issuer's current directory: its path (`len` bytes, -1: none), the descriptor decide_directory gave (-1: none)
  * and whether names are looked at there; kept from one of its reads to the next, closed by whoever made it */
 typedef struct {

@@ -71,7 +71,7 @@ MAX_THREADS = 256  # --threads beyond this: Python threads only pass the GIL aro
 # rule): False, it asks ListedOpener (tests that fake what a directory's file system says set it so)
 DIRECTORIES_COMPILED = True
 # Threads that issue a batch's reads on flash (its order the list's own), from the compiled pass: each takes every
-# other block of 16 files of a span between two asks of the memory guard (_datapass.c issue_span). Measured cold on
+# other block of 16 files of a span between two asks of the memory guard (_datapass.c read_two). Measured cold on
 # this project's virtio disk (/usr/share, 53,625 files, 2 CPUs): the per-file calls in C alone, one thread 1.25 s to
 # drained, two 0.93, three 0.90, four 0.92; a whole replay made to issue from two, 0.82x one's wall (blocks of 16).
 # Not on a disk that may seek: on the VM tier's HDD model two issuers in physical order made the replay 2.9-7x slower
