@@ -237,17 +237,19 @@ typedef struct {
     int checked, read;
 } Planned;
 
-/* One issuer's part of a plan of `to` files: every file from `from` on when it is the only one (`alone`), else the
- * blocks of BLOCK files from `from` on, every other one; `stop`, once it ran, the first position it did not read
- * (`to`: none) */
 /* An issuer's current directory: its path (`len` bytes, -1: none), the descriptor decide_directory gave (-1: none)
- * and whether names are looked at there; kept from one of its reads to the next, closed by whoever made it */
+ * and whether names are looked at there. issue_share opens it and keeps it from one file to the next, and from one
+ * batch to the next (one issuer); whoever holds the Dir closes it once the reading is done (close_dir): issue() for
+ * a lone issuer's, read_two for each of two issuers'. */
 typedef struct {
     char path[PATH_MAX];
     Py_ssize_t len;
     int fd, look;
 } Dir;
 
+/* One issuer's part of a plan of `to` files: every file from `from` on when it is the only one (`alone`), else the
+ * blocks of BLOCK files from `from` on, every other one; `stop`, once it ran, the first position it did not read
+ * (`to`: none) */
 typedef struct {
     Planned *files;
     Py_ssize_t from, to, stop;

@@ -186,3 +186,46 @@ def test_the_python_loop_stays_one_thread(listed_files: Path, monkeypatch: pytes
     monkeypatch.setattr(replay_module, "_datapass", None)
     r = run_cli("preload", "replay", str(listed_files), "-v")
     assert r.code == 0 and "1 issuing thread: the files read by the Python loop" in r.out, r.out
+
+
+@pytest.mark.parametrize("issuers", [1, 2])
+def test_the_compiled_pass_leaves_no_descriptor_open(tree, monkeypatch: pytest.MonkeyPatch, issuers: int) -> None:
+    """The directories the compiled pass opens itself (one issuer's kept from batch to batch, each of two issuers'
+    its own) are closed when a call returns, at a stop as at the end of its span: a pass that stops often (the tree's
+    odd files and every 7th file changed) leaves open the descriptors it found open."""
+    entries, listed, _ = tree
+    entries = [e._replace(mtime_ns=e.mtime_ns + 1) if n % 7 == 3 else e for n, e in enumerate(entries)]
+    before = sorted(os.listdir("/proc/self/fd"))
+    files, _, skipped, _, _ = data_pass(monkeypatch, entries, listed, issuers)
+    assert files > 400 and len(skipped) > 80
+    assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+def test_stops_at_the_edges_of_a_lone_issuers_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One issuer plans and reads a call's span a batch at a time (8 files, then 16, 32, ...: FIRST_BATCH in
+    _datapass.c). Changed files placed at the last file of a batch and at the first of the next, call after call (a
+    stop ends a call; the next starts after it), are handed back one by one and every file between them read, as the
+    Python loop does."""
+    entries = []
+    for n in range(600):
+        d = tmp_path / f"d{n // 200}"
+        d.mkdir(exist_ok=True)
+        (d / f"f{n:03}").write_bytes(b"x" * 100)
+        entries.append(entry_of(d / f"f{n:03}"))
+    stops, start, turn = [], 0, 0
+    while True:  # from a call's start, its batches end 8, 24, 56, 120 and 248 files on
+        edge = (8, 24, 56, 120, 248)[turn // 2 % 5]
+        at = start + edge - 1 + turn % 2  # the last file of that batch, then (next time) the first of the next
+        if at >= len(entries):
+            break
+        if at < start | 255:  # within the call (past it, the Python loop's step, where a new call begins)
+            stops.append(at)
+            entries[at] = entries[at]._replace(mtime_ns=entries[at].mtime_ns + 1)
+            start = at + 1
+        else:
+            start = (start | 255) + 1
+        turn += 1
+    one = data_pass(monkeypatch, entries, b"\1" * 600, 1)
+    assert one[:3] == data_pass(monkeypatch, entries, b"\1" * 600, 1, compiled=False)[:3]
+    assert [s.path for s in one[2]] == [entries[at].path for at in stops] and len(stops) >= 7
+    assert one[0] == 600 - len(stops)
