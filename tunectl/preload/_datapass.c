@@ -29,9 +29,10 @@
  * descriptors running out, and opens the file again itself), then calls here again from the next. So every
  * outcome but "read" is decided, and worded, in one place. A file stopped at after its open was closed first.
  * `end` is at most the next file where the Python side asks its pressure guard and counts progress (every 256).
- * `issuers` 2 (a replay on flash, with `own`): the span is planned first, with the GIL, then read by two threads at
- * once, each every other block of BLOCK files, with the GIL released for the whole span, and answered as one issuer
- * would (issue_span), with a 4th item: whether an issuer stopped before the plan's end.
+ * With `own` the span is planned first, with the GIL, then read with the GIL let go: by one issuer in order, a batch
+ * of files at a time (the GIL let go a few times a span, not once a file), or with `issuers` 2 (a replay on flash)
+ * by two threads at once, each every other block of BLOCK files, answered as one issuer would, with a 4th item:
+ * whether an issuer stopped before the plan's end.
  *
  * Built with the limited API (abi3): one .so for every CPython from 3.9. Root imports it from the package
  * directory, which it trusts as it trusts the .py files beside it (installed by root, not writable by others).
@@ -58,11 +59,11 @@
 #define RESOLVE_NO_SYMLINKS_ 0x04
 
 #define MIN_SPLIT 32  /* a span shorter than this is read by one issuer: a thread's start would cost more than it gains */
+#define FIRST_BATCH 8  /* one issuer's first batch of a call (see issue) */
 
 typedef struct {
     PyObject *dir;        /* the current directory, as bytes (fs-encoded), NULL: none yet */
     int dir_fd;
-    int own;              /* dir_fd is this pass's (decide_directory): closed when the run ends */
     int look;
     Py_ssize_t device;    /* the current device's index into `devices`, -1: none yet */
     unsigned long long devnum;
@@ -113,48 +114,16 @@ static int decide_directory(const char *path, int *fd, int *look) {
     return 0;
 }
 
-/* The directory of a path (`bytes`, fs-encoded, its last '/' at `slash`) made current: 1 when it has a descriptor to open its
- * files from, 0 to stop at the file (an OSError from directory_of cleared: Python meets it again; so is an answer
- * not (fd, look), or an fd past an int's range: never truncated to another descriptor), -1 on any other exception
- * (raised). `own`: decided here (decide_directory, the descriptor this pass's until the run ends), else by
- * directory_of (the descriptor ListedOpener's: its walk, no openat2, or a test's). Any failure of its own stops at
- * the file: the Python loop asks ListedOpener, which opens it again and says what failed. */
-static int enter_directory(State *s, const char *bytes, Py_ssize_t slash, PyObject *directory_of, int own) {
+/* The directory of a path (`bytes`, fs-encoded, its last '/' at `slash`) made current, by directory_of (the
+ * descriptor ListedOpener's: its walk, no openat2, or a test's; with `own` a span is planned instead, its directories
+ * decided by the issuer: issue_share): 1 when it has a descriptor to open its files from, 0 to stop at the file (an
+ * OSError from directory_of cleared: Python meets it again; so is an answer not (fd, look), or an fd past an int's
+ * range: never truncated to another descriptor), -1 on any other exception (raised). */
+static int enter_directory(State *s, const char *bytes, Py_ssize_t slash, PyObject *directory_of) {
     if (s->dir != NULL && PyBytes_Size(s->dir) == slash && memcmp(PyBytes_AsString(s->dir), bytes, slash) == 0)
         return s->dir_fd >= 0;
     Py_CLEAR(s->dir);
-    if (s->own && s->dir_fd >= 0)
-        close(s->dir_fd);
     s->dir_fd = -1;
-    s->own = 0;
-    if (own && !__atomic_load_n(&openat2_missing, __ATOMIC_RELAXED)) {
-        char path[PATH_MAX];
-        int fd = -1, look = 1, code = ENAMETOOLONG;
-        if (slash < PATH_MAX) {
-            memcpy(path, bytes, slash);
-            path[slash] = '\0';
-            if (slash == 0)
-                strcpy(path, "/");
-            Py_BEGIN_ALLOW_THREADS
-            code = decide_directory(path, &fd, &look);
-            Py_END_ALLOW_THREADS
-        }
-        if (code == ENOSYS)
-            __atomic_store_n(&openat2_missing, 1, __ATOMIC_RELAXED);  /* ListedOpener meets it too, at this file, and says so to every other caller */
-        else {
-            s->dir = PyBytes_FromStringAndSize(bytes, slash);
-            if (s->dir == NULL) {
-                if (fd >= 0)
-                    close(fd);
-                return -1;
-            }
-            s->dir_fd = fd;
-            s->own = fd >= 0;
-            s->look = look;
-            return fd >= 0;
-        }
-        return 0;
-    }
     /* `directory or "/"`, decoded as os.fsdecode would (the list's own str, back from its fs-encoded bytes) */
     PyObject *name = slash ? PyUnicode_DecodeFSDefaultAndSize(bytes, slash) : PyUnicode_FromString("/");
     if (name == NULL)
@@ -256,7 +225,7 @@ static unsigned long long u64(const char *column, Py_ssize_t i) {
     return v;
 }
 
-/* A file of a span planned for the issuers (issue_span): its path (fs-encoded, kept by the plan), where its last '/'
+/* A file of a span planned for the issuers (issue): its path (fs-encoded, kept by the plan), where its last '/'
  * is, what it must be (the list's inode, size, mtime_ns, its device's number), its index in the list and its listed
  * mark (0: passed over); `read` 1 set by the issuer that read it, 2 read by an earlier span (READ_AHEAD). */
 typedef struct {
@@ -268,73 +237,88 @@ typedef struct {
     int checked, read;
 } Planned;
 
-/* One issuer's part of a plan of `to` files: the blocks of BLOCK files from `from` on, every other one; `stop`, once
- * it ran, the first position it did not read (`to`: none) */
+/* One issuer's part of a plan of `to` files: every file from `from` on when it is the only one (`alone`), else the
+ * blocks of BLOCK files from `from` on, every other one; `stop`, once it ran, the first position it did not read
+ * (`to`: none) */
+/* An issuer's current directory: its path (`len` bytes, -1: none), the descriptor decide_directory gave (-1: none)
+ * and whether names are looked at there; kept from one of its reads to the next, closed by whoever made it */
+typedef struct {
+    char path[PATH_MAX];
+    Py_ssize_t len;
+    int fd, look;
+} Dir;
+
 typedef struct {
     Planned *files;
     Py_ssize_t from, to, stop;
     int flags;
+    int alone;  /* the only issuer: every file from `from` on, in order */
+    Dir *dir;
 } Share;
 
 #define BLOCK 16
-#define READ_AHEAD 3  /* a listed mark: read by an issuer past an earlier stop (issue_span), counted when reached */
+#define READ_AHEAD 3  /* a listed mark: read by an issuer past an earlier stop (read_two), counted when reached */
 
 /* An issuer: its part's files read in order, as issue() reads them, until the first it does not read (a directory
  * that fails, a file that is not the listed one, any failed call): the Python loop decides that one. Its own
- * directory descriptor per run of files in one directory (decide_directory). Never the GIL held. */
+ * directory descriptor per run of files in one directory (decide_directory, in w->dir). Never the GIL held. */
 static void *issue_share(void *arg) {
     Share *w = arg;
-    char dir[PATH_MAX];
-    Py_ssize_t dir_len = -1, k = w->from;
-    int dir_fd = -1, look = 1;
-    for (; k < w->to; k += k % BLOCK == BLOCK - 1 ? BLOCK + 1 : 1) {
+    Dir *d = w->dir;
+    Py_ssize_t k = w->from;
+    for (; k < w->to; k += w->alone || k % BLOCK != BLOCK - 1 ? 1 : BLOCK + 1) {
         Planned *f = &w->files[k];
         if (!f->checked)
             continue;
-        if (dir_len != f->slash || memcmp(dir, f->path, f->slash) != 0) {
-            if (dir_fd >= 0)
-                close(dir_fd);
-            dir_fd = -1;
-            dir_len = -1;
+        if (d->len != f->slash || memcmp(d->path, f->path, f->slash) != 0) {
+            if (d->fd >= 0)
+                close(d->fd);
+            d->fd = -1;
+            d->len = -1;
             if (f->slash >= PATH_MAX || __atomic_load_n(&openat2_missing, __ATOMIC_RELAXED))
                 break;
-            memcpy(dir, f->path, f->slash);
-            dir[f->slash] = '\0';
-            int code = decide_directory(f->slash ? dir : "/", &dir_fd, &look);
+            memcpy(d->path, f->path, f->slash);
+            d->path[f->slash] = '\0';
+            int code = decide_directory(f->slash ? d->path : "/", &d->fd, &d->look);
             if (code == ENOSYS)
                 __atomic_store_n(&openat2_missing, 1, __ATOMIC_RELAXED);
-            if (code != 0 || dir_fd < 0) {
-                dir_fd = -1;
+            if (code != 0 || d->fd < 0) {
+                d->fd = -1;
                 break;
             }
-            dir_len = f->slash;
+            d->len = f->slash;
         }
-        if (!read_file(dir_fd, look, f->devnum, f->path + f->slash + 1, f->checked, w->flags, f->inode, f->size,
+        if (!read_file(d->fd, d->look, f->devnum, f->path + f->slash + 1, f->checked, w->flags, f->inode, f->size,
                        f->mtime_ns))
             break;
         f->read = 1;
     }
-    if (dir_fd >= 0)
-        close(dir_fd);
     w->stop = k < w->to ? k : w->to;
     return NULL;
+}
+
+static void close_dir(Dir *d) {
+    if (d->fd >= 0)
+        close(d->fd);
+    d->fd = -1;
+    d->len = -1;
 }
 
 /* The files of a plan (n of them, order[start:start + n]) read by two issuers at once, the GIL released for the whole
  * span: blocks of BLOCK files taken in turn, the first by this thread, the second by another (both one after the
  * other by this one when no thread starts). Both stay within a block of each other, so their reads land near each
  * other and still merge: halves (128 files apart) made the replay 1.36x slower on this project's virtio disk, blocks
- * of 16 0.82x (cold /usr/share, physical order, 2 CPUs). The answer is one issuer's: (stop, files, bytes), the stop
- * the lowest position an issuer stopped at (every position before it was read by one of them). A file an issuer read
- * past that stop was read: its listed mark is set to READ_AHEAD, and it is counted (files, bytes), never opened again,
- * when this pass, called again from past the stop, or the Python loop reaches it, as one issuer would count it then.
- * So the replay's counts at every point (a stop the Python loop makes at that file counts what one issuer read), the
- * files it reads and the files it hands back, in order, are one issuer's; only the reads are sent sooner. */
+ * of 16 0.82x (cold /usr/share, physical order, 2 CPUs). The answer is one issuer's (`answer`): the stop the lowest
+ * position an issuer stopped at (every position before it was read by one of them). A file an issuer read past that
+ * stop was read: its listed mark is set to READ_AHEAD, and it is counted (files, bytes), never opened again, when this
+ * pass, called again from past the stop, or the Python loop reaches it, as one issuer would count it then. So the
+ * replay's counts at every point (a stop the Python loop makes at that file counts what one issuer read), the files
+ * it reads and the files it hands back, in order, are one issuer's; only the reads are sent sooner. */
 static long long spans_split;  /* spans a second issuer read part of (split()), under the GIL */
 
-static PyObject *issue_span(Planned *plan, Py_ssize_t n, Py_ssize_t start, char *marks, int flags, long long files,
-                            long long issued) {
-    Share a = {plan, 0, n, n, flags}, b = {plan, BLOCK, n, n, flags};
+static Py_ssize_t read_two(Planned *plan, Py_ssize_t n, int flags) {
+    Dir da = {.len = -1, .fd = -1, .look = 1}, db = {.len = -1, .fd = -1, .look = 1};
+    Share a = {plan, 0, n, n, flags, 0, &da}, b = {plan, BLOCK, n, n, flags, 0, &db};
     int started;
     Py_BEGIN_ALLOW_THREADS
     pthread_t other;
@@ -344,9 +328,29 @@ static PyObject *issue_span(Planned *plan, Py_ssize_t n, Py_ssize_t start, char 
         pthread_join(other, NULL);
     else
         issue_share(&b);
+    close_dir(&da);
+    close_dir(&db);
     Py_END_ALLOW_THREADS
     spans_split += started;
-    Py_ssize_t stop = a.stop < b.stop ? a.stop : b.stop;
+    return a.stop < b.stop ? a.stop : b.stop;
+}
+
+/* The planned files from `from` to `to` read by this thread alone, in order, the GIL released once for all of them,
+ * from the directory `dir` the batch before left open where the run goes on: the first position it did not read
+ * (`to`: none). */
+static Py_ssize_t read_alone(Planned *plan, Py_ssize_t from, Py_ssize_t to, int flags, Dir *dir) {
+    Share a = {plan, from, to, to, flags, 1, dir};
+    Py_BEGIN_ALLOW_THREADS
+    issue_share(&a);
+    Py_END_ALLOW_THREADS
+    return a.stop;
+}
+
+/* What a plan of n files read up to `stop` answers: (stop, files, bytes), with `files` and `issued` counted before
+ * it, and with two issuers a 4th item: whether one stopped before the plan's end (the caller reads the rest of the
+ * span with one, rather than plan it again and start a thread per stop: a stale list, a directory through a link). */
+static PyObject *answer(Planned *plan, Py_ssize_t n, Py_ssize_t stop, Py_ssize_t start, char *marks, long long files,
+                        long long issued, int two) {
     for (Py_ssize_t k = 0; k < n; k++) {
         if (plan[k].read && k < stop) {
             files++;
@@ -354,9 +358,29 @@ static PyObject *issue_span(Planned *plan, Py_ssize_t n, Py_ssize_t start, char 
         } else if (plan[k].read == 1)
             marks[plan[k].index] = READ_AHEAD;
     }
-    /* and whether an issuer stopped before the plan's end: the caller reads the rest of the span with one, rather
-     * than plan it again and start a thread per stop (a stale list, a directory through a link) */
-    return Py_BuildValue("nLLi", start + stop, files, issued, stop < n);
+    return two ? Py_BuildValue("nLLi", start + stop, files, issued, stop < n)
+               : Py_BuildValue("nLL", start + stop, files, issued);
+}
+
+/* A range's start, step and length, where each fits a Py_ssize_t: 0 (else *len stays -1: its items are asked of it,
+ * one by one), -1 on any other exception (raised). Its items then lie between its start and stop: no sum overflows. */
+static int range_of(PyObject *range, Py_ssize_t *start, Py_ssize_t *step, Py_ssize_t *len) {
+    Py_ssize_t values[2];
+    const char *names[2] = {"start", "step"};
+    for (int n = 0; n < 2; n++) {
+        PyObject *value = PyObject_GetAttrString(range, names[n]);
+        values[n] = value == NULL ? -1 : PyLong_AsSsize_t(value);
+        Py_XDECREF(value);
+        if (values[n] == -1 && PyErr_Occurred())
+            return PyErr_ExceptionMatches(PyExc_OverflowError) ? (PyErr_Clear(), 0) : -1;
+    }
+    Py_ssize_t n = PySequence_Size(range);
+    if (n < 0)
+        return PyErr_ExceptionMatches(PyExc_OverflowError) ? (PyErr_Clear(), 0) : -1;
+    *start = values[0];
+    *step = values[1];
+    *len = n;
+    return 0;
 }
 
 static PyObject *issue(PyObject *self, PyObject *args) {
@@ -391,28 +415,57 @@ static PyObject *issue(PyObject *self, PyObject *args) {
     Py_ssize_t nmarks = PyByteArray_Size(listed);
     if (nmarks > n)
         nmarks = n;
-    State s = {NULL, -1, 0, 1, -1, 0, 0};
+    State s = {NULL, -1, 1, -1, 0, 0};
     long long files = 0, issued = 0;
     Py_ssize_t k = start;
     int failed = 0;
-    /* two issuers: the span planned here, with the GIL, up to the first file that is not the clean case (every test
-     * but the directory's and the file's own, which the issuers make), then read by issue_span */
-    int split = issuers > 1 && own && !__atomic_load_n(&openat2_missing, __ATOMIC_RELAXED) && end - start >= MIN_SPLIT;
-    Planned *plan = split ? PyMem_Calloc((size_t)(end - start), sizeof *plan) : NULL;
-    PyObject *held = split ? PyList_New(0) : NULL;  /* the plan's paths, fs-encoded */
-    if (split && (plan == NULL || held == NULL)) {
+    /* with `own`, the span planned here, with the GIL, up to the first file that is not the clean case (every test
+     * but the directory's and the file's own, which the issuer makes), and read with the GIL let go: by two issuers
+     * (`two`) once planned whole (read_two), or by this thread alone a batch at a time as it is planned (read_alone),
+     * the batches FIRST_BATCH files, then twice as many each time: a span of clean files lets go of the GIL a few
+     * times, not once a file, and a call that stops at its first file (a stale list stops at every file) plans a few
+     * files past it, not the whole span */
+    int planned = own && !__atomic_load_n(&openat2_missing, __ATOMIC_RELAXED);
+    int two = planned && issuers > 1 && end - start >= MIN_SPLIT;
+    Py_ssize_t batch = FIRST_BATCH, unread = start;  /* one issuer: files planned from `unread` on: unread */
+    Py_ssize_t stop_alone = -1;  /* where it stopped before the last file planned */
+    Dir dir = {.len = -1, .fd = -1, .look = 1};  /* its directory, from batch to batch */
+    Planned *plan = planned ? PyMem_Calloc((size_t)(end - start), sizeof *plan) : NULL;
+    PyObject *held = planned ? PyList_New(0) : NULL;  /* the plan's paths, fs-encoded */
+    if (planned && (plan == NULL || held == NULL)) {
         PyMem_Free(plan);
         Py_XDECREF(held);
         return PyErr_NoMemory();
     }
+    /* a streamed chunk's order, range(len(chunk)): its items computed here rather than made one int a file */
+    Py_ssize_t range_start = 0, range_step = 0, range_len = -1;
+    if (PyObject_TypeCheck(order, &PyRange_Type) && range_of(order, &range_start, &range_step, &range_len) < 0) {
+        PyMem_Free(plan);
+        Py_XDECREF(held);
+        return NULL;
+    }
     for (; k < end; k++) {
-        PyObject *at = PySequence_GetItem(order, k);
-        if (at == NULL) {
-            failed = 1;
-            break;
+        if (planned && !two && k - unread >= batch) {
+            Py_ssize_t stop = read_alone(plan, unread - start, k - start, flags, &dir);
+            if (stop < k - start) {
+                stop_alone = stop;
+                break;
+            }
+            unread = k;
+            batch *= 2;
         }
-        Py_ssize_t i = PyLong_AsSsize_t(at);
-        Py_DECREF(at);
+        Py_ssize_t i;
+        if (k >= 0 && k < range_len)
+            i = range_start + k * range_step;  /* order[k] of a range, no int made (between its start and stop) */
+        else {
+            PyObject *at = PySequence_GetItem(order, k);
+            if (at == NULL) {
+                failed = 1;
+                break;
+            }
+            i = PyLong_AsSsize_t(at);
+            Py_DECREF(at);
+        }
         if (i < 0 || i >= nmarks) {  /* (an error, or out of range: Python raises it at this file) */
             failed = !cleared();
             break;
@@ -421,7 +474,7 @@ static PyObject *issue(PyObject *self, PyObject *args) {
         if (!checked)
             continue;
         if (checked == READ_AHEAD) {  /* read by an issuer past an earlier stop: counted here, where one issuer reads */
-            if (split) {  /* (planned as read: counted by issue_span if the issuers' stop is past it) */
+            if (planned) {  /* (planned as read: counted by `answer` if the issuers' stop is past it) */
                 plan[k - start].read = 2;
                 plan[k - start].size = (long long)u64(sizes, i);
             } else {
@@ -452,13 +505,13 @@ static PyObject *issue(PyObject *self, PyObject *args) {
             const char *last = strrchr(p, '/');
             int found = -1;
             if (last != NULL && (Py_ssize_t)strlen(p) == PyBytes_Size(bytes) && last[1] != '\0') {  /* no NUL */
-                found = split ? 1 : enter_directory(&s, p, last - p, directory_of, own);
+                found = planned ? 1 : enter_directory(&s, p, last - p, directory_of);
                 if (found > 0)
                     found = enter_device(&s, (Py_ssize_t)device, devices, devnums, windows);
                 /* the clean case: one range, the whole file, no larger than the device's window */
                 if (found > 0)
                     found = whole && size <= (unsigned long long)LLONG_MAX && (long long)size <= s.window;
-                if (found > 0 && split) {  /* planned: read by an issuer */
+                if (found > 0 && planned) {  /* planned: read by an issuer */
                     Planned f = {p, last - p, inode, s.devnum, (long long)size, mtime_ns, i, checked, 0};
                     plan[k - start] = f;
                     if (PyList_Append(held, bytes) == 0)
@@ -479,11 +532,16 @@ static PyObject *issue(PyObject *self, PyObject *args) {
             break;
     }
     Py_XDECREF(s.dir);
-    if (s.own && s.dir_fd >= 0)
-        close(s.dir_fd);
-    PyObject *result = failed && PyErr_Occurred() ? NULL
-                       : split ? issue_span(plan, k - start, start, (char *)marks, flags, files, issued)
-                       : Py_BuildValue("nLL", k, files, issued);
+    PyObject *result;
+    if (failed && PyErr_Occurred())
+        result = NULL;
+    else if (planned) {
+        Py_ssize_t stop = two ? read_two(plan, k - start, flags)
+                          : stop_alone >= 0 ? stop_alone : read_alone(plan, unread - start, k - start, flags, &dir);
+        result = answer(plan, k - start, stop, start, (char *)marks, files, issued, two);
+    } else
+        result = Py_BuildValue("nLL", k, files, issued);
+    close_dir(&dir);
     PyMem_Free(plan);
     Py_XDECREF(held);
     return result;

@@ -71,9 +71,13 @@ MAX_THREADS = 256  # --threads beyond this: Python threads only pass the GIL aro
 # rule): False, it asks ListedOpener (tests that fake what a directory's file system says set it so)
 DIRECTORIES_COMPILED = True
 # Threads that issue a batch's reads on flash (its order the list's own), from the compiled pass: each takes every
-# other block of 16 files of a span between two asks of the memory guard (_datapass.c issue_span). Measured cold on
+# other block of 16 files of a span between two asks of the memory guard (_datapass.c read_two). Measured cold on
 # this project's virtio disk (/usr/share, 53,625 files, 2 CPUs): the per-file calls in C alone, one thread 1.25 s to
 # drained, two 0.93, three 0.90, four 0.92; a whole replay made to issue from two, 0.82x one's wall (blocks of 16).
+# Not on a disk that may seek: on the VM tier's HDD model two issuers in physical order made the replay 2.9-7x slower
+# (the same requests, the two threads' blocks interleaved at the disk, a seek between each), and its inode sample
+# cannot say a disk does not seek (after the metadata pass it read nothing there, as on a cold loop device over a
+# virtual disk, and its rate straddled FAST_STATS): a disk that says rotational keeps one (tests/vm/test_preload_model.py).
 ISSUERS = 2
 READ_AHEAD = 3  # a listed mark the compiled pass sets: read by an issuer past the other's stop (_datapass.c)
 # A listed name with something mounted on it, where the replay opens without a look (trust.open_unlooked: EXDEV)

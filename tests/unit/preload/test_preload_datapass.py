@@ -314,3 +314,17 @@ def test_a_column_of_another_length_is_refused(tmp_path: Path, column: int) -> N
     args[column] = args[column][:-1]
     with pytest.raises(ValueError, match="another length"):
         COMPILED.issue(*args, [0], bytearray(b"\1"), 0, 1, lambda _d: (-1, False), devnums, windows, 0)
+
+
+@pytest.mark.parametrize("backwards", [True, False])
+def test_an_order_given_as_a_range_is_read_as_its_list(tree: tuple[list[Entry], bytes, dict[str, str]],
+                                                       monkeypatch: pytest.MonkeyPatch, backwards: bool) -> None:
+    """A streamed chunk's order is a range, whose items the compiled pass computes instead of asking the range for
+    each: any range (backwards, every other one) reads and skips what the same order as a list does, and what the
+    Python loop does."""
+    entries, listed, _ = tree
+    order = range(len(entries) - 1, -1, -1) if backwards else range(1, len(entries), 2)
+    compiled = data_pass(monkeypatch, True, entries, listed, order)  # type: ignore[arg-type]
+    assert compiled == data_pass(monkeypatch, True, entries, listed, list(order))
+    assert compiled == data_pass(monkeypatch, False, entries, listed, order)  # type: ignore[arg-type]
+    assert compiled[0] > (500 if backwards else 250)
