@@ -127,7 +127,8 @@ class ModelBoots:
 def model_boots(name: str, series: str = "6.1", keep: Path | None = None,
                 timeout: int | None = None) -> Iterator[ModelBoots]:
     """A session of boots on the model disks for benchmark `name`: images and logs in a temporary directory
-    (or `keep`), removed on the way out; the VM lock from the first boot to the end (or `release()`).
+    (or `keep`), removed on the way out; the VM lock from the first boot to the end (or `release()`). It takes the
+    lock itself: never run a benchmark that calls it under `flock` of the same lock (it would wait on itself).
     `timeout`: seconds one boot may take when the default (machine.BOOT_TIMEOUT) is too short."""
     from tests.vm import machine
 

@@ -151,7 +151,8 @@ class Disk:
 # A disk's controller: its -device, and which disk -device strings sit on it. The SATA disk keeps an AHCI of its own
 # (ahci0) beside the one q35 always has (ICH9, 00:1f.2): moved onto that one (bus=ide.0), six idle ports fewer to
 # probe, six alternated pairs of `classify` boots on 6.1 had the guest at its script 0.4-17.8 s later, never sooner
-# (medians 32.0 s against 26.5 s of uptime; whole boots 66.8 s against 54.5 s), so the second controller stays.
+# (medians 32.0 s against 26.5 s of uptime; whole boots 66.8 s against 54.5 s), so the second controller stays. The
+# host's load differed within pairs (0.7-4.7): that shows no gain, not that ide.0 costs those seconds.
 CONTROLLERS: tuple[tuple[str, Callable[[str], bool]], ...] = (
     ("virtio-scsi-pci,id=scsi0", lambda device: "bus=scsi0." in device),
     ("ahci,id=ahci0", lambda device: "bus=ahci0." in device),
