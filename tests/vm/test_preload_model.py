@@ -12,10 +12,10 @@ margin: at least 1.5x as-is and faster than WILLNEED in directory order.
 The replay issues its reads from one thread on this disk (`replay.issuers_for`): two issuers, each taking
 every other block of 16 files of the physical order, made the model's account of the replay 2.9-7x slower
 (0.35-0.40 s against 1.06-2.78 s for the same ~672 requests of a 600-file tree, files=600, not this test's 400;
-six alternated pairs over two boots): the disk saw the two threads' blocks interleaved, a seek between each. The inode sample cannot tell this disk
-from one that does not seek: after the metadata pass it read nothing here, as on a cold loop device over a
-virtual disk, and came at 4,900-17,800 stats/s, either side of FAST_STATS. So the method line must keep saying
-one issuing thread.
+six alternated pairs over two boots): the disk saw the two threads' blocks interleaved, a seek between each.
+The inode sample cannot tell this disk from one that does not seek: after the metadata pass it read nothing
+here, as on a cold loop device over a virtual disk, and came at 4,900-17,800 stats/s, either side of
+FAST_STATS. So the method line must keep saying one issuing thread.
 """
 
 from __future__ import annotations
