@@ -247,6 +247,16 @@ typedef struct {
     int fd, look;
 } Dir;
 
+#define NO_DIR {.len = -1, .fd = -1, .look = 1}  /* no directory yet */
+
+/* A Dir let go: its descriptor closed, none current. */
+static void close_dir(Dir *d) {
+    if (d->fd >= 0)
+        close(d->fd);
+    d->fd = -1;
+    d->len = -1;
+}
+
 /* One issuer's part of a plan of `to` files: every file from `from` on when it is the only one (`alone`), else the
  * blocks of BLOCK files from `from` on, every other one; `stop`, once it ran, the first position it did not read
  * (`to`: none) */
@@ -273,10 +283,7 @@ static void *issue_share(void *arg) {
         if (!f->checked)
             continue;
         if (d->len != f->slash || memcmp(d->path, f->path, f->slash) != 0) {
-            if (d->fd >= 0)
-                close(d->fd);
-            d->fd = -1;
-            d->len = -1;
+            close_dir(d);
             if (f->slash >= PATH_MAX || __atomic_load_n(&openat2_missing, __ATOMIC_RELAXED))
                 break;
             memcpy(d->path, f->path, f->slash);
@@ -299,13 +306,6 @@ static void *issue_share(void *arg) {
     return NULL;
 }
 
-static void close_dir(Dir *d) {
-    if (d->fd >= 0)
-        close(d->fd);
-    d->fd = -1;
-    d->len = -1;
-}
-
 /* The files of a plan (n of them, order[start:start + n]) read by two issuers at once, the GIL released for the whole
  * span: blocks of BLOCK files taken in turn, the first by this thread, the second by another (both one after the
  * other by this one when no thread starts). Both stay within a block of each other, so their reads land near each
@@ -319,7 +319,7 @@ static void close_dir(Dir *d) {
 static long long spans_split;  /* spans a second issuer read part of (split()), under the GIL */
 
 static Py_ssize_t read_two(Planned *plan, Py_ssize_t n, int flags) {
-    Dir da = {.len = -1, .fd = -1, .look = 1}, db = {.len = -1, .fd = -1, .look = 1};
+    Dir da = NO_DIR, db = NO_DIR;
     Share a = {plan, 0, n, n, flags, 0, &da}, b = {plan, BLOCK, n, n, flags, 0, &db};
     int started;
     Py_BEGIN_ALLOW_THREADS
@@ -431,7 +431,7 @@ static PyObject *issue(PyObject *self, PyObject *args) {
     int two = planned && issuers > 1 && end - start >= MIN_SPLIT;
     Py_ssize_t batch = FIRST_BATCH, unread = start;  /* one issuer: files planned from `unread` on: unread */
     Py_ssize_t stop_alone = -1;  /* where it stopped before the last file planned */
-    Dir dir = {.len = -1, .fd = -1, .look = 1};  /* its directory, from batch to batch */
+    Dir dir = NO_DIR;  /* its directory, from batch to batch */
     Planned *plan = planned ? PyMem_Calloc((size_t)(end - start), sizeof *plan) : NULL;
     PyObject *held = planned ? PyList_New(0) : NULL;  /* the plan's paths, fs-encoded */
     if (planned && (plan == NULL || held == NULL)) {
